@@ -1,0 +1,48 @@
+"""Authentication and authorisation: SASL mechanisms, users, permissions.
+
+Pure code (stdlib and ``scramp``): no I/O, no clock. Both protocol engines
+use the same ``Authenticator``; see ``mechanisms`` for the exchange model.
+"""
+
+from gateway.auth.errors import AccessRefused, AuthenticationFailed
+from gateway.auth.mechanisms import (
+    Authenticated,
+    Authenticator,
+    Challenge,
+    Mechanism,
+    Protocol,
+    SaslExchange,
+    is_loopback,
+)
+from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
+from gateway.auth.permissions import Action, check, is_permitted, may_access_vhost
+from gateway.auth.responses import common_name, parse_amqplain, parse_plain
+from gateway.auth.throttle import LoginThrottle
+from gateway.auth.users import Permission, User, UserDirectory
+
+__all__ = [
+    "AccessRefused",
+    "Action",
+    "Authenticated",
+    "AuthenticationFailed",
+    "Authenticator",
+    "Challenge",
+    "LoginThrottle",
+    "Mechanism",
+    "Permission",
+    "Protocol",
+    "SaslExchange",
+    "StoredPassword",
+    "User",
+    "UserDirectory",
+    "check",
+    "common_name",
+    "hash_password",
+    "is_loopback",
+    "is_permitted",
+    "may_access_vhost",
+    "parse_amqplain",
+    "parse_plain",
+    "parse_stored",
+    "verify_password",
+]

@@ -1,0 +1,35 @@
+"""Typed errors of the authentication package.
+
+Both are protocol neutral: each protocol engine maps them to its own wire
+code (0-9-1 reply 403 ACCESS_REFUSED, 1.0 ``amqp:unauthorized-access`` or a
+SASL outcome ``auth``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["AuthenticationFailed", "AccessRefused"]
+
+
+class AuthenticationFailed(Exception):
+    """A SASL exchange failed.
+
+    ``reason`` is text that is safe to show the peer: it never says whether
+    the user name or the password was wrong, so it cannot be used to find
+    out which user names exist.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class AccessRefused(Exception):
+    """An authenticated user may not perform an action on a resource.
+
+    ``text`` names the action, the resource, the user and the virtual host,
+    as RabbitMQ does, and is meant to be sent to the peer.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
