@@ -1,0 +1,365 @@
+"""The gateway's one YAML file, loaded into frozen dataclasses.
+
+Why a schema walker instead of ``yaml.safe_load`` + ad-hoc checks: every error must name
+the key path and the line (``listeners[0].port`` at line 12), and every key must be
+known; PyYAML's node tree keeps the line marks, so the dataclasses below *are* the schema
+(type hints give the type, ``metadata["check"]`` adds value checks, defaults are the
+documented defaults of ``config.example.yaml``). Nothing here touches the network; the
+edge checks that endpoints can be built (``check-config``).
+"""
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import ipaddress
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import yaml
+
+from gateway.auth.passwords import parse_stored
+
+__all__ = [
+    "ConfigError",
+    "TlsMode",
+    "ListenerConfig",
+    "MetricsConfig",
+    "PermissionConfig",
+    "UserConfig",
+    "Amqp10Config",
+    "LimitsConfig",
+    "LoggingConfig",
+    "GatewayConfig",
+    "load_config",
+    "load_config_text",
+    "parse_host_port",
+]
+
+
+class ConfigError(Exception):
+    """A configuration problem: ``key_path`` (e.g. ``listeners[0].port``), 1-based ``line``
+    (0 when unknown) and a message for an operator."""
+
+    def __init__(self, key_path: str, line: int, message: str, source: str = "") -> None:
+        self.key_path = key_path
+        self.line = line
+        self.message = message
+        self.source = source
+        where = f"{source}:{line}" if source else f"line {line}"
+        super().__init__(f"{where}: {key_path or '<top>'}: {message}")
+
+
+class TlsMode(enum.Enum):
+    OFF = "off"
+    ON = "on"
+    AUTO = "auto"
+
+
+Check = Callable[[Any], Optional[str]]
+
+
+def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
+             factory: Any = dataclasses.MISSING) -> Any:
+    meta = {"check": check} if check else {}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _port(v: int) -> str | None:
+    return None if 0 <= v <= 65535 else f"{v} is not a valid port (0-65535; 0 picks a free port)"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else f"{v} must be greater than 0"
+
+
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else f"{v} must not be negative"
+
+
+def _host(v: str) -> str | None:
+    if not v:
+        return "empty host"
+    try:
+        ipaddress.ip_address(v)
+        return None
+    except ValueError:
+        pass
+    if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", v):
+        return None
+    return f"{v!r} is neither an IP address nor a host name"
+
+
+def _existing_file(v: str | None) -> str | None:
+    if v is None or os.path.isfile(v):
+        return None
+    return f"file {v!r} does not exist"
+
+
+def _regex(v: str) -> str | None:
+    try:
+        re.compile(v)
+        return None
+    except re.error as exc:
+        return f"{v!r} is not a valid regular expression: {exc}"
+
+
+def _password_hash(v: str) -> str | None:
+    try:
+        parse_stored(v)
+        return None
+    except ValueError as exc:
+        return (f"not a password hash ({exc}); make one with 'amqp-gateway hash-password'"
+                "; clear-text passwords are not accepted")
+
+
+def _tls_mode(v: "TlsMode") -> str | None:
+    if v is TlsMode.OFF:
+        return None
+    return f"tls: {v.value} is not yet supported by this version (only 'off'); TLS termination is planned"
+
+
+def _frame_max(v: int) -> str | None:
+    return None if v == 0 or v >= 4096 else f"{v} is below the AMQP minimum frame size 4096"
+
+
+def _log_level(v: str) -> str | None:
+    ok = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    return None if v.upper() in ok else f"{v!r} is not one of {', '.join(ok)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    """One listening socket; every protocol is served on it (the sniffer decides)."""
+
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(5672, check=_port)
+    name: str = ""
+    tls: TlsMode = _checked(TlsMode.OFF, check=_tls_mode)
+    tls_cert_file: Optional[str] = _checked(None, check=_existing_file)
+    tls_key_file: Optional[str] = _checked(None, check=_existing_file)
+    tls_ca_file: Optional[str] = _checked(None, check=_existing_file)
+    sniff_timeout: float = _checked(10.0, check=_positive)
+    default_vhost: str = "/"
+    allow_anonymous: bool = False
+    allow_amqp10_without_sasl: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    enabled: bool = True
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(9419, check=_port)
+    path: str = "/metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionConfig:
+    """RabbitMQ's model: regular expressions (full match) over exchange and queue names."""
+
+    configure: str = _checked(".*", check=_regex)
+    write: str = _checked(".*", check=_regex)
+    read: str = _checked(".*", check=_regex)
+
+
+@dataclass(frozen=True, slots=True)
+class UserConfig:
+    name: str
+    password_hash: str = _checked(check=_password_hash)
+    loopback_only: bool = False
+    tags: tuple[str, ...] = ()
+    permissions: Mapping[str, PermissionConfig] = _checked(factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Amqp10Config:
+    """The RabbitMQ plugin's three settings (seed 001)."""
+
+    default_user: Optional[str] = "guest"
+    default_vhost: str = "/"
+    protocol_strict_mode: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    frame_max: int = _checked(131072, check=_frame_max)
+    channel_max: int = _checked(2047, check=_non_negative)
+    heartbeat: int = _checked(60, check=_non_negative)
+    max_message_size: int = _checked(134217728, check=_positive)
+    handshake_timeout: float = _checked(10.0, check=_positive)
+    max_connections: int = _checked(0, check=_non_negative)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = _checked("INFO", check=_log_level)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    container_id: str = ""
+    state_dir: str = "var"
+    listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
+    metrics: MetricsConfig = MetricsConfig()
+    vhosts: tuple[str, ...] = ("/",)
+    users: tuple[UserConfig, ...] = ()
+    amqp10: Amqp10Config = Amqp10Config()
+    limits: LimitsConfig = LimitsConfig()
+    memory_high_watermark: int = _checked(1073741824, check=_positive)
+    shutdown_timeout: float = _checked(10.0, check=_positive)
+    logging: LoggingConfig = LoggingConfig()
+    source: str = ""
+
+    def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
+                       metrics: tuple[str, int] | None = None) -> "GatewayConfig":
+        """Apply ``--listen``/``--metrics``: each ``--listen`` replaces the listener list
+        (the first configured listener's other settings are kept as the template)."""
+        cfg = self
+        if listen:
+            template = self.listeners[0] if self.listeners else ListenerConfig()
+            cfg = dataclasses.replace(cfg, listeners=tuple(
+                dataclasses.replace(template, host=h, port=p, name=f"{h}:{p}") for h, p in listen))
+        if metrics:
+            cfg = dataclasses.replace(cfg, metrics=dataclasses.replace(
+                cfg.metrics, enabled=True, host=metrics[0], port=metrics[1]))
+        return cfg
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[V6]:PORT`` -> ``(host, port)``; raises ``ValueError``."""
+    m = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^:\[\]]+):(\d+)", text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    problem = _port(port) or _host(host)
+    if problem:
+        raise ValueError(problem)
+    return host, port
+
+
+def load_config(path: str) -> GatewayConfig:
+    """Load and validate ``path``; raises ``ConfigError`` (also for an unreadable file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError("", 0, f"cannot read config file: {exc.strerror}", path) from None
+    return load_config_text(text, source=path)
+
+
+def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise ConfigError("", line, f"not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
+    if root is None:
+        return dataclasses.replace(GatewayConfig(), source=source)
+    walker = _Walker(source)
+    cfg = walker.build(GatewayConfig, root, "")
+    return dataclasses.replace(cfg, source=source)
+
+
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:str": str,
+    "tag:yaml.org,2002:int": int,
+    "tag:yaml.org,2002:float": float,
+    "tag:yaml.org,2002:bool": bool,
+    "tag:yaml.org,2002:null": type(None),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               type(None): "null"}
+
+
+class _Walker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.loader = yaml.SafeLoader("")
+
+    def fail(self, path: str, node: yaml.Node, message: str) -> ConfigError:
+        return ConfigError(path, node.start_mark.line + 1, message, self.source)
+
+    def scalar(self, node: yaml.Node, path: str) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+            raise self.fail(path, node, f"expected a single value, got {kind}")
+        return self.loader.construct_object(node, deep=True)
+
+    def build(self, tp: Any, node: yaml.Node, path: str) -> Any:
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if origin in (typing.Union, types.UnionType):
+            inner = [a for a in args if a is not type(None)]
+            if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+                return None
+            if isinstance(node, yaml.ScalarNode) and node.value == "none" and inner == [str]:
+                return None
+            return self.build(inner[0], node, path)
+        if dataclasses.is_dataclass(tp):
+            return self.build_dataclass(tp, node, path)
+        if origin in (tuple, list):
+            if not isinstance(node, yaml.SequenceNode):
+                raise self.fail(path, node, "expected a list")
+            return tuple(self.build(args[0], item, f"{path}[{i}]") for i, item in enumerate(node.value))
+        if origin in (dict, collections.abc.Mapping) or tp is Mapping:
+            if not isinstance(node, yaml.MappingNode):
+                raise self.fail(path, node, "expected a mapping")
+            out = {}
+            for knode, vnode in node.value:
+                key = str(self.scalar(knode, path))
+                out[key] = self.build(args[1], vnode, f"{path}[{key!r}]")
+            return out
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            value = self.scalar(node, path)
+            if value is False and "off" in [m.value for m in tp]:
+                value = "off"  # YAML 1.1 reads a bare off/on as booleans
+            elif value is True and "on" in [m.value for m in tp]:
+                value = "on"
+            try:
+                return tp(value)
+            except ValueError:
+                allowed = ", ".join(m.value for m in tp)
+                raise self.fail(path, node, f"{value!r} is not one of: {allowed}") from None
+        value = self.scalar(node, path)
+        actual = type(value)
+        if tp is float and actual is int:
+            value = float(value)
+        elif actual is not tp:
+            raise self.fail(path, node, f"expected {_TYPE_NAMES.get(tp, tp.__name__)}, got {value!r}")
+        return value
+
+    def build_dataclass(self, cls: type, node: yaml.Node, path: str) -> Any:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(path, node, f"expected a mapping of {cls.__name__} settings")
+        hints = typing.get_type_hints(cls)
+        fields_by_name = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+        values: dict[str, Any] = {}
+        for knode, vnode in node.value:
+            key = self.scalar(knode, path)
+            sub = f"{path}.{key}" if path else str(key)
+            f = fields_by_name.get(key) if isinstance(key, str) else None
+            if f is None:
+                known = ", ".join(sorted(fields_by_name))
+                raise self.fail(sub, knode, f"unknown key {key!r} (known keys: {known})")
+            if key in values:
+                raise self.fail(sub, knode, "key given twice")
+            value = self.build(hints[key], vnode, sub)
+            check = f.metadata.get("check")
+            problem = check(value) if check and value is not None else None
+            if problem:
+                raise self.fail(sub, vnode, problem)
+            values[key] = value
+        for name, f in fields_by_name.items():
+            if name not in values and f.default is dataclasses.MISSING \
+                    and f.default_factory is dataclasses.MISSING:
+                sub = f"{path}.{name}" if path else name
+                raise self.fail(sub, node, f"required key {name!r} is missing")
+        return cls(**values)

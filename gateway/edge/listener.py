@@ -1,0 +1,147 @@
+"""One ``ListenerFactory`` per configured listener: endpoints, connection tracking, drain.
+
+The factory knows which header kinds its listener serves (``refusal_reason``) and builds
+engines through an ``EngineFactory`` callable handed in by ``service.py``, so the edge
+never imports a protocol package's internals beyond that callable.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from twisted.internet import defer
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.protocol import Factory
+
+from gateway.config import ListenerConfig
+from gateway.edge.sniffer import SniffingProtocol
+from gateway.metrics import GatewayMetrics
+from gateway.protocol_header import HeaderKind
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConnectionContext", "EngineFactory", "ListenerFactory", "server_endpoint", "check_endpoint"]
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionContext:
+    """What an engine needs to know about its connection."""
+
+    connection_id: int
+    kind: HeaderKind
+    header: bytes
+    peer_host: str
+    peer_port: int
+    listener: ListenerConfig
+    now: float
+    tls_peer_subject: Optional[str] = None
+
+
+EngineFactory = Callable[[ConnectionContext], object]
+
+_PROTOCOL_LABEL = {
+    HeaderKind.AMQP091: "amqp091",
+    HeaderKind.AMQP09: "amqp09",
+    HeaderKind.AMQP10_SASL: "amqp10",
+    HeaderKind.AMQP10_PLAIN: "amqp10",
+}
+
+
+class ListenerFactory(Factory):
+    def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
+                 engine_factory: EngineFactory, max_connections: int = 0) -> None:
+        self.listener = listener
+        self.reactor = reactor
+        self.metrics = metrics
+        self.engine_factory = engine_factory
+        self.max_connections = max_connections
+        self.connections: set[SniffingProtocol] = set()
+        self._drained: Optional[defer.Deferred] = None
+
+    def buildProtocol(self, addr):
+        if self.max_connections and len(self.connections) >= self.max_connections:
+            log.warning("listener %s: connection limit %d reached, refusing %s",
+                        self.listener.name, self.max_connections, addr)
+            self.metrics.sniff_failures.labels("connection-limit").inc()
+            return None
+        self.metrics.tcp_connections.inc()
+        p = SniffingProtocol(self, next(_ids))
+        p.factory = self
+        return p
+
+    # -- sniffer callbacks ------------------------------------------------------------
+    def refusal_reason(self, kind: HeaderKind) -> Optional[str]:
+        """Why this listener will not serve ``kind`` (a metric label), or None."""
+        if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL):
+            return None
+        if kind is HeaderKind.AMQP10_PLAIN:
+            return None if self.listener.allow_amqp10_without_sasl else "amqp10-without-sasl"
+        if kind is HeaderKind.AMQP08:
+            return "amqp08"
+        if kind in (HeaderKind.AMQP10_TLS, HeaderKind.TLS_CLIENT_HELLO):
+            return "tls-not-enabled"
+        return "unknown-header"
+
+    def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol) -> object:
+        peer = proto.transport.getPeer()
+        ctx = ConnectionContext(
+            connection_id=proto.connection_id, kind=kind, header=header,
+            peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
+            listener=self.listener, now=self.reactor.seconds())
+        return self.engine_factory(ctx)
+
+    def connection_started(self, proto: SniffingProtocol) -> None:
+        self.connections.add(proto)
+
+    def connection_recognised(self, proto: SniffingProtocol, kind: HeaderKind) -> None:
+        label = _PROTOCOL_LABEL.get(kind, kind.value)
+        self.metrics.connections_accepted.labels(label).inc()
+        self.metrics.connections_open.labels(label).inc()
+        log.debug("connection %d from %s speaks %s", proto.connection_id, self.peer_text(proto), label)
+
+    def connection_finished(self, proto: SniffingProtocol) -> None:
+        if proto in self.connections:
+            self.connections.discard(proto)
+            if proto.driver is not None and proto.kind is not None:
+                self.metrics.connections_open.labels(_PROTOCOL_LABEL.get(proto.kind, proto.kind.value)).dec()
+        if not self.connections and self._drained is not None and not self._drained.called:
+            self._drained.callback(None)
+
+    @staticmethod
+    def peer_text(proto: SniffingProtocol) -> str:
+        try:
+            p = proto.transport.getPeer()
+            return f"{p.host}:{p.port}"
+        except Exception:  # noqa: BLE001
+            return "?"
+
+    # -- drain --------------------------------------------------------------------------
+    def drain(self, reason: str) -> defer.Deferred:
+        """Ask every connection to close properly; fires when all are gone."""
+        self._drained = defer.Deferred()
+        if not self.connections:
+            self._drained.callback(None)
+            return self._drained
+        for proto in list(self.connections):
+            proto.shutdown(reason)
+        return self._drained
+
+    def abort_all(self) -> None:
+        for proto in list(self.connections):
+            proto.transport.abortConnection()
+
+
+def server_endpoint(reactor, host: str, port: int):
+    """The endpoint for ``host:port`` (IPv6 literals get a TCP6 endpoint)."""
+    if ":" in host:
+        return TCP6ServerEndpoint(reactor, port, interface=host)
+    return TCP4ServerEndpoint(reactor, port, interface=host)
+
+
+def check_endpoint(reactor, listener: ListenerConfig) -> None:
+    """Build (not bind) the listener's endpoint; raises ``ValueError`` if it cannot be."""
+    server_endpoint(reactor, listener.host, listener.port)

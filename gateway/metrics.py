@@ -1,0 +1,60 @@
+"""The one Prometheus registry and every metric of the gateway.
+
+Only this module imports ``prometheus_client`` (DESIGN.md). A ``GatewayMetrics``
+instance is built per service (no module globals), so several gateways can run in one
+test process. Model gauges (queue depth ...) are read when scraped by a custom
+collector, so the per-message path never touches a Prometheus object.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
+
+
+class _ModelCollector:
+    """Reads gauges from the broker model at scrape time."""
+
+    def __init__(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]):
+        self._read = read
+
+    def collect(self):  # prometheus_client collector protocol
+        families: dict[str, GaugeMetricFamily] = {}
+        for name, doc, labels, value in self._read():
+            fam = families.get(name)
+            if fam is None:
+                fam = families[name] = GaugeMetricFamily(name, doc, labels=sorted(labels))
+            fam.add_metric([labels[k] for k in sorted(labels)], value)
+        return list(families.values())
+
+
+class GatewayMetrics:
+    """Every metric, registered in one private registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.connections_accepted = Counter(
+            "amqp_gateway_connections_accepted", "Connections whose protocol header was "
+            "recognised, by protocol", ["protocol"], registry=r)
+        self.connections_open = Gauge(
+            "amqp_gateway_connections_open", "Connections currently open, by protocol",
+            ["protocol"], registry=r)
+        self.sniff_failures = Counter(
+            "amqp_gateway_sniff_failures", "Connections closed by the protocol sniffer, by reason",
+            ["reason"], registry=r)
+        self.tcp_connections = Counter(
+            "amqp_gateway_tcp_connections_accepted", "TCP connections accepted by any listener",
+            registry=r)
+
+    def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
+        """Register a scrape-time reader yielding ``(name, help, labels, value)``."""
+        self.registry.register(_ModelCollector(read))
+
+    def render(self) -> bytes:
+        """The text exposition format of everything registered."""
+        return generate_latest(self.registry)

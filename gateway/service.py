@@ -1,0 +1,160 @@
+"""Build the appliance from a config: broker, users, engines, listeners, HTTP, systemd.
+
+``GatewayService`` is the one place where the sans-I/O core meets Twisted. It owns no
+module globals, so tests may run several gateways in one process.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Mapping, Optional
+
+from twisted.application import service
+from twisted.internet import defer, task
+
+from gateway.auth import Authenticator, Permission, User, UserDirectory
+from gateway.broker import Broker
+from gateway.config import GatewayConfig, UserConfig
+from gateway.edge.http import make_site
+from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
+from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.metrics import GatewayMetrics
+from gateway.protocol_header import HeaderKind
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GatewayService", "users_from_config"]
+
+BROKER_TICK_INTERVAL = 1.0
+
+
+def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
+    return [
+        User(name=u.name, password_hash=u.password_hash, tags=u.tags,
+             loopback_only=u.loopback_only,
+             permissions={vh: Permission(p.configure, p.write, p.read)
+                          for vh, p in u.permissions.items()})
+        for u in users
+    ]
+
+
+class GatewayService(service.MultiService):
+    def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.reactor = reactor
+        self.container_id = config.container_id or f"amqp-gateway@{socket.gethostname()}"
+        self.metrics = GatewayMetrics()
+        self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
+                             memory_high_watermark=config.memory_high_watermark)
+        self.users = UserDirectory(users_from_config(config.users))
+        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        self.notifier = SystemdNotifier(environ)
+        self.watchdog = Watchdog(self.notifier)
+        self.factories: list[ListenerFactory] = []
+        self.ports: list = []
+        self.http_port = None
+        self._broker_tick: Optional[task.LoopingCall] = None
+        self._stopping: Optional[defer.Deferred] = None
+
+    # -- engines ------------------------------------------------------------------
+    def make_engine(self, ctx: ConnectionContext) -> object:
+        """Build the engine for a recognised header (called by the sniffer)."""
+        limits = self.config.limits
+        if ctx.kind.is_amqp091:
+            from gateway.amqp091 import ServerConnection
+            from gateway.amqp091.channel import BrokerChannel
+
+            return ServerConnection(
+                authenticator=self.authenticator, broker=self.broker, peer_host=ctx.peer_host,
+                now=ctx.now, frame_max=limits.frame_max, channel_max=limits.channel_max,
+                heartbeat=limits.heartbeat, max_message_size=limits.max_message_size,
+                handshake_timeout=limits.handshake_timeout,
+                protocol_version=(0, 9) if ctx.kind is HeaderKind.AMQP09 else (0, 9, 1),
+                channel_handler_factory=BrokerChannel.factory(self.broker),
+                connection_id=ctx.connection_id)
+        from gateway.amqp10 import Amqp10Engine
+
+        amqp10 = self.config.amqp10
+        return Amqp10Engine(
+            header=ctx.header, broker=self.broker, authenticator=self.authenticator,
+            peer_host=ctx.peer_host, now=ctx.now, container_id=self.container_id,
+            allow_anonymous=ctx.listener.allow_anonymous, anonymous_user=amqp10.default_user,
+            default_user=amqp10.default_user,
+            default_vhost=ctx.listener.default_vhost or amqp10.default_vhost,
+            max_frame_size=limits.frame_max or 131072, channel_max=limits.channel_max or 65535,
+            idle_timeout=float(limits.heartbeat), max_message_size=limits.max_message_size,
+            handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject)
+
+    # -- start ----------------------------------------------------------------------
+    @defer.inlineCallbacks
+    def start(self):
+        """Bind every listener and the HTTP endpoint, then tell systemd we are ready."""
+        super().startService()
+        for listener in self.config.listeners:
+            factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
+                                      max_connections=self.config.limits.max_connections)
+            port = yield server_endpoint(self.reactor, listener.host, listener.port).listen(factory)
+            self.factories.append(factory)
+            self.ports.append(port)
+            addr = port.getHost()
+            log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0)", addr.host, addr.port)
+        m = self.config.metrics
+        if m.enabled:
+            self.http_port = yield server_endpoint(self.reactor, m.host, m.port).listen(
+                make_site(self.metrics, m.path))
+            addr = self.http_port.getHost()
+            log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
+        self._broker_tick = task.LoopingCall(self._tick_broker)
+        self._broker_tick.clock = self.reactor
+        self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
+        self.notifier.ready(f"listening on {len(self.ports)} address(es)")
+        self.watchdog.start()
+        log.info("gateway %s ready", self.container_id)
+
+    def _tick_broker(self) -> None:
+        try:
+            self.broker.tick(self.reactor.seconds())
+        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
+            log.exception("broker tick failed")
+
+    # -- stop -------------------------------------------------------------------------
+    def stop(self) -> defer.Deferred:
+        """Stop accepting, close every connection properly, give up after the timeout."""
+        if self._stopping is None:
+            self._stopping = defer.ensureDeferred(self._stop())
+        return self._stopping
+
+    async def _stop(self) -> None:
+        log.info("shutting down: no new connections, closing open ones")
+        self.notifier.stopping()
+        self.watchdog.stop()
+        if self._broker_tick is not None and self._broker_tick.running:
+            self._broker_tick.stop()
+        await defer.gatherResults([defer.maybeDeferred(p.stopListening) for p in self.ports])
+        drained = defer.gatherResults([f.drain("shutdown") for f in self.factories])
+        timeout = self.config.shutdown_timeout
+        timer = self.reactor.callLater(timeout, lambda: drained.called or drained.cancel())
+        try:
+            await drained
+        except defer.CancelledError:
+            log.warning("connections still open after %.1fs; aborting them", timeout)
+            for f in self.factories:
+                f.abort_all()
+        finally:
+            if timer.active():
+                timer.cancel()
+        if self.http_port is not None:
+            await defer.maybeDeferred(self.http_port.stopListening)
+        if self.running:
+            await defer.maybeDeferred(super().stopService)
+        log.info("stopped")
+
+    def reload(self) -> None:
+        """SIGHUP: reloading TLS material and users arrives with TLS; say we saw it."""
+        self.notifier.reloading()
+        log.info("SIGHUP received: nothing to reload in this version")
+        self.notifier.notify("READY=1")
+
+    def bound_addresses(self) -> list[tuple[str, int]]:
+        return [(p.getHost().host, p.getHost().port) for p in self.ports]

@@ -1,0 +1,157 @@
+"""Start and stop the real gateway (``python -m gateway.cli run``) on ephemeral ports.
+
+The process writes ``listening on HOST:PORT`` and ``metrics on http://HOST:PORT/...``
+to its log; we read those lines back, so no test ever uses a fixed port.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from gateway.auth import hash_password
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_LISTEN = re.compile(r"listening on (\S+):(\d+)")
+_METRICS = re.compile(r"metrics on http://(\S+?):(\d+)(/\S*)")
+_READY = re.compile(r"gateway \S+ ready")
+
+# Hashes are slow to make on purpose; compute the test users' once per process.
+_HASHES: dict[str, str] = {}
+
+
+def password_hash(password: str) -> str:
+    if password not in _HASHES:
+        _HASHES[password] = hash_password(password, iterations=4096)
+    return _HASHES[password]
+
+
+DEFAULT_USERS = {"guest": ("guest", True), "alice": ("secret", False)}
+
+
+def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: str = "",
+                   listener_extra: str = "", users: Mapping[str, tuple[str, bool]] | None = None) -> str:
+    users = DEFAULT_USERS if users is None else users
+    user_yaml = "".join(
+        textwrap.dedent(f"""\
+          - name: {name}
+            password_hash: "{password_hash(pw)}"
+            loopback_only: {str(loopback).lower()}
+            permissions:
+              /: {{configure: ".*", write: ".*", read: ".*"}}
+        """) for name, (pw, loopback) in users.items())
+    return (
+        "listeners:\n"
+        f"  - host: 127.0.0.1\n    port: 0\n    sniff_timeout: {sniff_timeout}\n{listener_extra}"
+        "metrics:\n  host: 127.0.0.1\n  port: 0\n"
+        f"limits:\n  heartbeat: {heartbeat}\n"
+        "shutdown_timeout: 5.0\n"
+        f"users:\n{textwrap.indent(user_yaml, '  ')}"
+        f"{extra}"
+    )
+
+
+@dataclass
+class GatewayProcess:
+    config_text: str = field(default_factory=default_config)
+    env: Optional[Mapping[str, str]] = None
+    extra_args: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    amqp_port: int = 0
+    metrics_port: int = 0
+    metrics_path: str = "/metrics"
+    proc: Optional[subprocess.Popen] = None
+    log_lines: list[str] = field(default_factory=list)
+    _tmp: Optional[tempfile.TemporaryDirectory] = None
+
+    def start(self, timeout: float = 30.0) -> "GatewayProcess":
+        self._tmp = tempfile.TemporaryDirectory(prefix="gw-test-")
+        cfg = os.path.join(self._tmp.name, "gateway.yaml")
+        with open(cfg, "w") as f:
+            f.write(self.config_text)
+        env = dict(os.environ)
+        env.pop("NOTIFY_SOCKET", None)
+        env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.env:
+            env.update(self.env)
+        args = [sys.executable, "-m", "gateway.cli", "run", "--config", cfg,
+                "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *self.extra_args]
+        self.proc = subprocess.Popen(args, cwd=self._tmp.name, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ready = threading.Event()
+        threading.Thread(target=self._read_log, args=(ready,), daemon=True).start()
+        if not ready.wait(timeout) or not self.amqp_port:
+            self.kill()
+            raise RuntimeError("gateway did not start:\n" + "".join(self.log_lines))
+        return self
+
+    def _read_log(self, ready: threading.Event) -> None:
+        assert self.proc and self.proc.stdout
+        for line in self.proc.stdout:
+            self.log_lines.append(line)
+            m = _LISTEN.search(line)
+            if m and not self.amqp_port:
+                self.amqp_port = int(m.group(2))
+            m = _METRICS.search(line)
+            if m:
+                self.metrics_port, self.metrics_path = int(m.group(2)), m.group(3)
+            if _READY.search(line):
+                ready.set()
+        ready.set()
+
+    @property
+    def log(self) -> str:
+        return "".join(self.log_lines)
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def signal(self, sig: int) -> None:
+        assert self.proc
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._cleanup()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "GatewayProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
