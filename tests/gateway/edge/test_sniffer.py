@@ -1,0 +1,193 @@
+"""The sniffer driven in memory: Twisted's StringTransport and a MemoryReactorClock."""
+from __future__ import annotations
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+
+from gateway.config import ListenerConfig
+from gateway.edge.listener import ListenerFactory
+from gateway.metrics import GatewayMetrics
+from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER, HeaderKind
+
+
+class RecordingEngine:
+    """Stands in for a protocol engine: records input, answers with a fixed greeting."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.received = bytearray()
+        self.eof = False
+        self.closed = False
+        self.wants_input = True
+        self.on_output = None
+        self._out = bytearray(b"HELLO")
+        self.shutdown_reason = None
+
+    def receive_data(self, data):
+        self.received += data
+        if b"BYE" in self.received:
+            self._out += b"CLOSING"
+            self.closed = True
+
+    def receive_eof(self):
+        self.eof = True
+
+    def data_to_send(self):
+        out, self._out = bytes(self._out), bytearray()
+        return out
+
+    def tick(self, now):
+        return None
+
+    def shutdown(self, reason):
+        self.shutdown_reason = reason
+        self._out += b"SHUTDOWN"
+        self.closed = True
+
+
+@pytest.fixture
+def env():
+    reactor = MemoryReactorClock()
+    engines = []
+
+    def factory_fn(ctx):
+        e = RecordingEngine(ctx)
+        engines.append(e)
+        return e
+
+    listener = ListenerConfig(port=0, sniff_timeout=3.0)
+    metrics = GatewayMetrics()
+    factory = ListenerFactory(listener, reactor, metrics, factory_fn)
+    return reactor, factory, engines, metrics
+
+
+def connect(factory):
+    proto = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+    proto.makeConnection(transport)
+    return proto, transport
+
+
+def sample(metrics, name, labels=None):
+    return metrics.registry.get_sample_value(name, labels or {}) or 0
+
+
+@pytest.mark.parametrize("header,kind,label", [
+    (b"AMQP\x00\x00\x09\x01", HeaderKind.AMQP091, "amqp091"),
+    (b"AMQP\x01\x01\x00\x09", HeaderKind.AMQP09, "amqp09"),
+    (b"AMQP\x03\x01\x00\x00", HeaderKind.AMQP10_SASL, "amqp10"),
+])
+def test_recognised_headers_reach_an_engine_with_leftovers(env, header, kind, label):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    for b in header[:-1]:
+        proto.dataReceived(bytes([b]))
+        assert not engines
+    proto.dataReceived(header[-1:] + b"rest")
+    assert len(engines) == 1
+    assert engines[0].ctx.kind is kind and engines[0].ctx.header == header
+    assert bytes(engines[0].received) == b"rest"
+    assert transport.value() == b"HELLO"
+    assert sample(metrics, "amqp_gateway_connections_accepted_total", {"protocol": label}) == 1
+    assert sample(metrics, "amqp_gateway_connections_open", {"protocol": label}) == 1
+    proto.dataReceived(b"BYE")
+    assert transport.value().endswith(b"CLOSING")
+    assert transport.disconnecting
+    proto.connectionLost(None)
+    assert sample(metrics, "amqp_gateway_connections_open", {"protocol": label}) == 0
+
+
+@pytest.mark.parametrize("data,reply,reason", [
+    (b"AMQP\x01\x01\x00\x0a", AMQP091_HEADER, "unknown-header"),        # 0-10
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", AMQP091_HEADER, "unknown-header"),
+    (b"\xff\xfe\xfd", AMQP091_HEADER, "unknown-header"),
+    (b"AMQP\x01\x01\x08\x00", AMQP091_HEADER, "amqp08"),
+    (b"AMQP\x01\x01\x09\x01", AMQP091_HEADER, "amqp08"),
+    (b"AMQP\x00\x01\x00\x00", AMQP10_SASL_HEADER, "amqp10-without-sasl"),
+    (b"AMQP\x02\x01\x00\x00", AMQP10_SASL_HEADER, "tls-not-enabled"),
+    (b"\x16\x03\x01\x00\xa5\x01\x00\x00", AMQP091_HEADER, "tls-not-enabled"),
+])
+def test_refused_headers_get_our_header_and_a_close(env, data, reply, reason):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    proto.dataReceived(data)
+    assert transport.value() == reply
+    assert transport.disconnecting
+    assert not engines
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": reason}) == 1
+    proto.dataReceived(b"more")          # ignored, never raises
+    assert transport.value() == reply
+
+
+def test_short_read_then_eof_gets_our_header(env):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    proto.dataReceived(b"AMQP\x00")
+    assert transport.value() == b""
+    proto.readConnectionLost()
+    assert transport.value() == AMQP091_HEADER
+    assert transport.disconnecting
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "short-read"}) == 1
+
+
+def test_silent_peer_closed_at_the_deadline(env):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    reactor.advance(2.9)
+    assert not transport.disconnecting
+    reactor.advance(0.2)
+    assert transport.disconnecting
+    assert transport.value() == b""
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "timeout"}) == 1
+
+
+def test_partial_header_closed_at_the_deadline(env):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    proto.dataReceived(b"AMQP")
+    reactor.advance(3.1)
+    assert transport.disconnecting and not engines
+
+
+def test_recognised_connection_cancels_the_deadline(env):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    proto.dataReceived(AMQP091_HEADER)
+    reactor.advance(60)
+    assert not transport.disconnecting
+
+
+def test_engine_failure_costs_only_the_connection(env):
+    reactor, factory, engines, metrics = env
+    proto, transport = connect(factory)
+    proto.dataReceived(AMQP091_HEADER)
+
+    def boom(data):
+        raise RuntimeError("bug")
+
+    engines[0].receive_data = boom
+    proto.dataReceived(b"x")             # must not raise
+    assert transport.disconnecting
+
+
+def test_drain_asks_engines_to_shut_down(env):
+    reactor, factory, engines, metrics = env
+    p1, t1 = connect(factory)
+    p1.dataReceived(AMQP091_HEADER)
+    p2, t2 = connect(factory)            # still sniffing
+    d = factory.drain("shutdown")
+    assert engines[0].shutdown_reason == "shutdown"
+    assert t1.value().endswith(b"SHUTDOWN") and t1.disconnecting
+    assert t2.disconnecting
+    assert not d.called
+    p1.connectionLost(None)
+    p2.connectionLost(None)
+    assert d.called
+
+
+def test_connection_limit(env):
+    reactor, factory, engines, metrics = env
+    factory.max_connections = 1
+    connect(factory)
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1)) is None

@@ -1,0 +1,168 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gateway.config import (
+    ConfigError, GatewayConfig, TlsMode, load_config, load_config_text, parse_host_port,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(REPO, "config.example.yaml")
+
+
+def error_of(text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_config_text(text, "gw.yaml")
+    return info.value
+
+
+def test_example_config_loads_with_rabbitmq_like_defaults():
+    cfg = load_config(EXAMPLE)
+    assert cfg.vhosts == ("/",)
+    assert [(l.host, l.port, l.tls) for l in cfg.listeners] == [("127.0.0.1", 5672, TlsMode.OFF)]
+    guest = cfg.users[0]
+    assert guest.name == "guest" and guest.loopback_only
+    assert guest.password_hash.startswith("SCRAM-SHA-256$")
+    assert "guest" not in guest.password_hash.split("$", 1)[1]
+    assert (cfg.metrics.host, cfg.metrics.port, cfg.metrics.path) == ("127.0.0.1", 9419, "/metrics")
+
+
+def test_example_documents_every_key_with_its_default():
+    """Every dataclass field appears in config.example.yaml, and the example's values are the defaults."""
+    text = open(EXAMPLE).read()
+    import dataclasses
+
+    import typing
+
+    def names(cls):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name == "source":
+                continue
+            yield f.name
+            tp = hints[f.name]
+            inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+            for sub in ([tp] if dataclasses.is_dataclass(tp) else inner):
+                yield from names(sub)
+
+    seen = list(names(GatewayConfig))
+    assert "sniff_timeout" in seen and "max_message_size" in seen and "configure" in seen
+    for name in seen:
+        assert f"{name}:" in text, name
+    cfg = load_config(EXAMPLE)
+    default = GatewayConfig()
+    assert cfg.limits == default.limits
+    assert cfg.amqp10 == default.amqp10
+    assert cfg.metrics == default.metrics
+    assert cfg.listeners == default.listeners
+    assert cfg.memory_high_watermark == default.memory_high_watermark
+
+
+def test_empty_file_gives_defaults():
+    assert load_config_text("") .listeners == GatewayConfig().listeners
+
+
+@pytest.mark.parametrize("text,path,line,words", [
+    ("listeners:\n  - host: 127.0.0.1\n    port: 70000\n", "listeners[0].port", 3, "not a valid port"),
+    ("listeners:\n  - port: -1\n", "listeners[0].port", 2, "not a valid port"),
+    ("listeners:\n  - port: five\n", "listeners[0].port", 2, "expected an integer"),
+    ("\n\nlistners: []\n", "listners", 3, "unknown key 'listners'"),
+    ("limits:\n  heartbeat: true\n", "limits.heartbeat", 2, "expected an integer"),
+    ("limits:\n  frame_max: 1000\n", "limits.frame_max", 2, "minimum frame size 4096"),
+    ("metrics:\n  enabled: yes please\n", "metrics.enabled", 2, "true or false"),
+    ("listeners:\n  - tls: sometimes\n", "listeners[0].tls", 2, "not one of: off, on, auto"),
+    ("listeners:\n  - tls: on\n", "listeners[0].tls", 2, "not yet supported"),
+    ("listeners:\n  - tls: auto\n", "listeners[0].tls", 2, "not yet supported"),
+    ("listeners:\n  - tls_cert_file: /no/such/cert.pem\n", "listeners[0].tls_cert_file", 2,
+     "does not exist"),
+    ("users:\n  - name: bob\n    password_hash: hunter2\n", "users[0].password_hash", 3,
+     "clear-text passwords are not accepted"),
+    ("users:\n  - name: bob\n", "users[0].password_hash", 2, "required key"),
+    ("listeners: 5\n", "listeners", 1, "expected a list"),
+    ("users:\n  - name: bob\n    password_hash: x\n    permissions:\n      /: {read: '('}\n",
+     "users[0].password_hash", 3, "not a password hash"),
+    ("logging:\n  level: LOUD\n", "logging.level", 2, "not one of"),
+    ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
+])
+def test_errors_name_key_and_line(text, path, line, words):
+    err = error_of(text)
+    assert err.key_path == path
+    assert err.line == line
+    assert words in err.message
+    assert str(err).startswith(f"gw.yaml:{line}: {path}: ")
+
+
+def test_bad_regex_in_permissions():
+    from tests.support.gateway_process import password_hash
+    err = error_of(f"users:\n  - name: bob\n    password_hash: \"{password_hash('pw')}\"\n"
+                   "    permissions:\n      /:\n        read: '('\n")
+    assert err.key_path == "users[0].permissions['/'].read" and err.line == 6
+    assert "regular expression" in err.message
+
+
+def test_invalid_yaml_names_line():
+    err = error_of("listeners:\n  - host: [\n")
+    assert err.line >= 2 and "not valid YAML" in err.message
+
+
+def test_overrides_replace_listeners_and_metrics():
+    cfg = load_config(EXAMPLE).with_overrides(listen=[("127.0.0.1", 0), ("::1", 5673)],
+                                              metrics=("127.0.0.1", 0))
+    assert [(l.host, l.port) for l in cfg.listeners] == [("127.0.0.1", 0), ("::1", 5673)]
+    assert cfg.listeners[0].sniff_timeout == 10.0
+    assert (cfg.metrics.host, cfg.metrics.port) == ("127.0.0.1", 0)
+
+
+@pytest.mark.parametrize("text,expected", [("127.0.0.1:5672", ("127.0.0.1", 5672)),
+                                           ("[::1]:0", ("::1", 0)), ("localhost:1", ("localhost", 1))])
+def test_parse_host_port(text, expected):
+    assert parse_host_port(text) == expected
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1", "127.0.0.1:99999", ":5672", "a b:1"])
+def test_parse_host_port_rejects(text):
+    with pytest.raises(ValueError):
+        parse_host_port(text)
+
+
+def run_cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=REPO, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_check_config_ok():
+    r = run_cli("check-config", EXAMPLE)
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+
+
+def test_check_config_error_exit_2_names_key_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("listeners:\n  - host: 127.0.0.1\n    port: 65536\n")
+    r = run_cli("check-config", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}:3: listeners[0].port: 65536 is not a valid port" in r.stderr
+
+
+def test_run_with_bad_config_exits_2_before_starting(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("listeners:\n  - tls: on\n")
+    r = run_cli("run", "--config", str(bad))
+    assert r.returncode == 2
+    assert "listeners[0].tls" in r.stderr and "not yet supported" in r.stderr
+
+
+def test_check_config_missing_file():
+    r = run_cli("check-config", "/no/such/file.yaml")
+    assert r.returncode == 2 and "cannot read config file" in r.stderr
+
+
+def test_hash_password_output_verifies():
+    from gateway.auth import verify_password
+    r = run_cli("hash-password", "--password-stdin", stdin="s3cret\n")
+    assert r.returncode == 0, r.stderr
+    stored = r.stdout.strip()
+    assert verify_password(stored, "s3cret") and not verify_password(stored, "other")
+    assert "s3cret" not in stored
