@@ -108,7 +108,7 @@ def hash_password(password: str, *, iterations: int = DEFAULT_ITERATIONS,
     return f"{SCHEME}${iterations}:{_b64(salt)}${_b64(stored_key)}:{_b64(server_key)}"
 
 
-def _decode_b64(text: str, what: str, stored: str) -> bytes:
+def _decode_b64(text: str, what: str) -> bytes:
     try:
         return base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):
@@ -146,11 +146,11 @@ def parse_stored(stored: str) -> StoredPassword:
         raise ValueError(
             f"malformed stored password: iteration count {iterations} outside "
             f"[{MIN_ITERATIONS}, {MAX_ITERATIONS}]")
-    salt = _decode_b64(salt_text, "salt", stored)
+    salt = _decode_b64(salt_text, "salt")
     if len(salt) < MIN_SALT_BYTES:
         raise ValueError(f"malformed stored password: salt shorter than {MIN_SALT_BYTES} bytes")
-    stored_key = _decode_b64(keys_parts[0], "StoredKey", stored)
-    server_key = _decode_b64(keys_parts[1], "ServerKey", stored)
+    stored_key = _decode_b64(keys_parts[0], "StoredKey")
+    server_key = _decode_b64(keys_parts[1], "ServerKey")
     if len(stored_key) != _KEY_BYTES or len(server_key) != _KEY_BYTES:
         raise ValueError(f"malformed stored password: keys must be {_KEY_BYTES} bytes")
     return StoredPassword(iterations, salt, stored_key, server_key)

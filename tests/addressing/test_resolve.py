@@ -1,0 +1,166 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from addressing.address import ExchangeAddress, GlobalAddress, QueueAddress
+from addressing.errors import AddressError, AddressErrorKind
+from addressing.resolve import (
+    Forward, LocalConsume, LocalPublish, ServiceRoute, SubjectPublish, TemporaryBinding,
+    resolve_link_target, resolve_source, resolve_target, route_message,
+)
+
+US = "gw-1"
+
+
+@dataclass
+class FakeDirectory:
+    exchanges: set[str] = field(default_factory=lambda: {"", "amq.topic", "amq.direct", "X"})
+    queues: set[str] = field(default_factory=lambda: {"q", "orders", "a/b"})
+    services: set[str] = field(default_factory=lambda: {"amqp$transfer", "amqp$management"})
+
+    def has_exchange(self, name: str) -> bool:
+        return name in self.exchanges
+
+    def has_queue(self, name: str) -> bool:
+        return name in self.queues
+
+    def has_service(self, name: str) -> bool:
+        return name in self.services
+
+
+DIR = FakeDirectory()
+
+
+def link_target(address, directory=DIR):
+    return resolve_link_target(address, our_container=US, directory=directory)
+
+
+def source(address, directory=DIR):
+    return resolve_source(address, our_container=US, directory=directory)
+
+
+@pytest.mark.parametrize("address, route", [
+    ("/exchange/X/rk", LocalPublish("X", "rk")),
+    ("/exchange/X", SubjectPublish("X")),
+    ("/exchanges/X", LocalPublish("X", "")),
+    ("/exchanges/X/rk", LocalPublish("X", "rk")),
+    ("/topic/a.b", LocalPublish("amq.topic", "a.b")),
+    ("/queue/q", LocalPublish("", "q")),
+    ("/amq/queue/q", LocalPublish("", "q")),
+    ("/queues/a%2Fb", LocalPublish("", "a/b")),
+    ("q", LocalPublish("", "q")),
+    ("/queue", SubjectPublish("")),
+    ("orders@gw-1", LocalPublish("", "orders")),
+    ("amqp$management@gw-1", ServiceRoute("amqp$management")),
+    ("orders@remote", Forward("remote", "orders")),
+    ("amqp$transfer", ServiceRoute("amqp$transfer")),
+    (ExchangeAddress("X", "k"), LocalPublish("X", "k")),
+])
+def test_link_targets(address, route):
+    assert link_target(address) == route
+
+
+@pytest.mark.parametrize("address, route", [
+    ("/exchange/X/rk", TemporaryBinding("X", "rk")),
+    ("/exchange/X", TemporaryBinding("X", "")),
+    ("/exchanges/X/rk", TemporaryBinding("X", "rk")),
+    ("/topic/a.#", TemporaryBinding("amq.topic", "a.#")),
+    ("/queue/q", LocalConsume("q")),
+    ("/amq/queue/q", LocalConsume("q")),
+    ("/queues/q", LocalConsume("q")),
+    ("q", LocalConsume("q")),
+    ("orders@gw-1", LocalConsume("orders")),
+    ("amqp$management", ServiceRoute("amqp$management")),
+    (QueueAddress("orders"), LocalConsume("orders")),
+])
+def test_sources(address, route):
+    assert source(address) == route
+
+
+@pytest.mark.parametrize("address, text", [
+    ("/queue/missing", "no queue 'missing' in this virtual host"),
+    ("missing", "no queue 'missing' in this virtual host"),
+    ("missing@gw-1", "no queue 'missing' in this virtual host"),
+    ("/exchange/nope/rk", "no exchange 'nope' in this virtual host"),
+    ("/exchange/nope", "no exchange 'nope' in this virtual host"),
+    ("$management", "no service '$management' in this virtual host"),
+])
+def test_target_not_found(address, text):
+    with pytest.raises(AddressError) as info:
+        link_target(address)
+    assert info.value.kind is AddressErrorKind.NOT_FOUND
+    assert info.value.text == text
+
+
+def test_not_found_names_vhost():
+    with pytest.raises(AddressError) as info:
+        resolve_source("/queue/zzz", our_container=US, directory=DIR, vhost="/")
+    assert info.value.text == "no queue 'zzz' in vhost '/'"
+
+
+def test_topic_needs_amq_topic():
+    empty = FakeDirectory(exchanges={""})
+    with pytest.raises(AddressError) as info:
+        link_target("/topic/x", empty)
+    assert info.value.text == "no exchange 'amq.topic' in this virtual host"
+
+
+def test_forward_needs_transfer_service():
+    no_transfer = FakeDirectory(services=set())
+    with pytest.raises(AddressError) as info:
+        link_target("orders@remote", no_transfer)
+    assert info.value.kind is AddressErrorKind.NOT_FOUND
+    assert "amqp$transfer" in info.value.text
+
+
+def test_source_from_remote_container_is_invalid():
+    with pytest.raises(AddressError) as info:
+        source("orders@remote")
+    assert info.value.kind is AddressErrorKind.INVALID
+    assert "remote container 'remote'" in info.value.text
+
+
+def test_source_queue_without_name_is_invalid():
+    with pytest.raises(AddressError) as info:
+        source(QueueAddress(None))
+    assert info.value.kind is AddressErrorKind.INVALID
+
+
+def test_missing_source_queue():
+    with pytest.raises(AddressError) as info:
+        source("/queues/zzz")
+    assert info.value.kind is AddressErrorKind.NOT_FOUND
+
+
+@pytest.mark.parametrize("address, subject, route", [
+    ("/exchange/X", "rk", LocalPublish("X", "rk")),
+    ("/queue", "q", LocalPublish("", "q")),
+    ("/queue", "not-a-queue", LocalPublish("", "not-a-queue")),  # broker decides
+    ("/exchange/X/fixed", "ignored", LocalPublish("X", "fixed")),
+    ("orders@remote", "ignored", Forward("remote", "orders")),
+])
+def test_resolve_target_with_subject(address, subject, route):
+    assert resolve_target(address, our_container=US, directory=DIR, subject=subject) == route
+
+
+@pytest.mark.parametrize("address", ["/exchange/X", "/queue"])
+def test_subject_keyed_target_without_subject(address):
+    with pytest.raises(AddressError) as info:
+        resolve_target(address, our_container=US, directory=DIR)
+    assert info.value.kind is AddressErrorKind.INVALID
+    assert f"'{address}'" in info.value.text and "no subject" in info.value.text
+
+
+def test_route_message():
+    assert route_message(SubjectPublish("X"), "k") == LocalPublish("X", "k")
+    assert route_message(LocalPublish("X", "k"), "other") == LocalPublish("X", "k")
+    with pytest.raises(AddressError) as info:
+        route_message(SubjectPublish("X"), "s" * 256)
+    assert "longer than 255" in info.value.text
+    with pytest.raises(TypeError):
+        route_message(LocalConsume("q"), "k")  # type: ignore[arg-type]
+
+
+def test_global_address_object_local_and_remote():
+    assert link_target(GlobalAddress("q", US)) == LocalPublish("", "q")
+    assert link_target(GlobalAddress("q", "other")) == Forward("other", "q")
