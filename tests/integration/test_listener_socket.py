@@ -1,0 +1,255 @@
+"""The sniffer, shutdown, metrics and sd_notify against the real gateway over real sockets."""
+from __future__ import annotations
+
+import resource
+import selectors
+import signal
+import socket
+import struct
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER
+from tests.support.gateway_process import default_config
+
+pytestmark = pytest.mark.integration
+
+
+def open_socket(gw, timeout=5.0) -> socket.socket:
+    s = socket.create_connection((gw.host, gw.amqp_port), timeout=timeout)
+    return s
+
+
+def read_until_closed(s: socket.socket, limit: int = 65536) -> bytes:
+    out = b""
+    while len(out) < limit:
+        chunk = s.recv(limit)
+        if not chunk:
+            return out
+        out += chunk
+    return out
+
+
+def read_frame_091(s: socket.socket) -> tuple[int, int, bytes]:
+    head = b""
+    while len(head) < 7:
+        chunk = s.recv(7 - len(head))
+        assert chunk, "connection closed before a frame arrived"
+        head += chunk
+    ftype, channel, size = struct.unpack("!BHI", head)
+    body = b""
+    while len(body) < size + 1:
+        chunk = s.recv(size + 1 - len(body))
+        assert chunk
+        body += chunk
+    assert body[-1] == 0xCE
+    return ftype, channel, body[:-1]
+
+
+@pytest.mark.parametrize("header", [b"AMQP\x00\x00\x09\x01", b"AMQP\x01\x01\x00\x09"])
+def test_amqp091_and_09_headers_get_connection_start(gateway, header):
+    with open_socket(gateway) as s:
+        s.sendall(header)
+        ftype, channel, payload = read_frame_091(s)
+        assert (ftype, channel) == (1, 0)
+        class_id, method_id, major, minor = struct.unpack("!HHBB", payload[:6])
+        assert (class_id, method_id) == (10, 10)
+        assert (major, minor) == (0, 9)
+
+
+def test_amqp10_sasl_header_gets_sasl_header_and_mechanisms(gateway):
+    with open_socket(gateway) as s:
+        s.sendall(AMQP10_SASL_HEADER)
+        data = b""
+        while len(data) < 16:
+            chunk = s.recv(4096)
+            assert chunk
+            data += chunk
+        assert data[:8] == AMQP10_SASL_HEADER
+        size, doff, ftype = struct.unpack("!IBB", data[8:14])
+        assert ftype == 1                     # a SASL frame: sasl-mechanisms
+        assert b"PLAIN" in data[8:]
+
+
+@pytest.mark.parametrize("data,reply", [
+    (b"AMQP\x01\x01\x00\x0a", AMQP091_HEADER),                 # 0-10
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", AMQP091_HEADER),
+    (b"\x00\x01\x02\x03\x04\x05\x06\x07", AMQP091_HEADER),
+    (b"AMQP\x01\x01\x08\x00", AMQP091_HEADER),                 # 0-8
+    (b"AMQP\x00\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 without SASL: not allowed here
+    (b"AMQP\x02\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 TLS: no TLS configured
+])
+def test_unserved_headers_get_our_header_then_close(gateway, data, reply):
+    with open_socket(gateway) as s:
+        s.sendall(data)
+        assert read_until_closed(s) == reply
+
+
+def test_short_read_then_eof_gets_our_header(gateway):
+    with open_socket(gateway) as s:
+        s.sendall(b"AMQP\x00")
+        s.shutdown(socket.SHUT_WR)
+        assert read_until_closed(s) == AMQP091_HEADER
+
+
+def test_silent_peer_is_closed_after_the_deadline(fresh_gateway):
+    gw = fresh_gateway(config_text=default_config(sniff_timeout=0.5))
+    with open_socket(gw) as s:
+        start = time.monotonic()
+        assert read_until_closed(s) == b""
+        assert 0.4 <= time.monotonic() - start < 5
+
+
+def _raise_fd_limit(n: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, n))
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    if want < n:
+        pytest.skip(f"cannot open {n} files (hard limit {hard})")
+
+
+def test_1000_garbage_connections_do_not_disturb_a_good_one(fresh_gateway):
+    _raise_fd_limit(2600)                 # inherited by the gateway process, too
+    gw = fresh_gateway()
+    sel = selectors.DefaultSelector()
+    garbage = []
+    for i in range(1000):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex((gw.host, gw.amqp_port))
+        garbage.append(s)
+        sel.register(s, selectors.EVENT_WRITE, bytearray())
+    sent = set()
+    replies = {}
+    good_started = False
+    good = None
+    deadline = time.monotonic() + 60
+    while len(replies) < len(garbage) and time.monotonic() < deadline:
+        if not good_started and len(sent) >= 500:
+            good = open_socket(gw)
+            good.sendall(AMQP091_HEADER)
+            ftype, channel, payload = read_frame_091(good)   # served while the flood goes on
+            assert payload[:4] == b"\x00\x0a\x00\x0a"
+            good_started = True
+        for key, events in sel.select(timeout=1):
+            s = key.fileobj
+            if events & selectors.EVENT_WRITE and s not in sent:
+                try:
+                    s.send(b"\xde\xad\xbe\xefGARBAGE!")
+                except BlockingIOError:
+                    continue
+                sent.add(s)
+                sel.modify(s, selectors.EVENT_READ, key.data)
+            elif events & selectors.EVENT_READ:
+                try:
+                    chunk = s.recv(64)
+                except (BlockingIOError, ConnectionResetError):
+                    chunk = b"" if False else None
+                if chunk is None:
+                    continue
+                if chunk:
+                    key.data.extend(chunk)
+                else:
+                    replies[s] = bytes(key.data)
+                    sel.unregister(s)
+                    s.close()
+    assert good_started and good is not None
+    good.close()
+    assert len(replies) == 1000
+    assert set(replies.values()) == {AMQP091_HEADER}
+    for s in garbage:
+        s.close()
+    metrics = urllib.request.urlopen(
+        f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=5).read().decode()
+    assert 'amqp_gateway_sniff_failures_total{reason="unknown-header"} 1000.0' in metrics
+
+
+def test_metrics_endpoint_counts_protocols(fresh_gateway):
+    gw = fresh_gateway()
+    with open_socket(gw) as s:
+        s.sendall(AMQP091_HEADER)
+        read_frame_091(s)
+        body = urllib.request.urlopen(
+            f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=5).read().decode()
+        assert 'amqp_gateway_connections_accepted_total{protocol="amqp091"} 1.0' in body
+        assert 'amqp_gateway_connections_open{protocol="amqp091"} 1.0' in body
+    with open_socket(gw) as s:
+        s.sendall(b"HELO")
+        read_until_closed(s)
+    body = urllib.request.urlopen(
+        f"http://127.0.0.1:{gw.metrics_port}/metrics", timeout=5).read().decode()
+    assert 'amqp_gateway_sniff_failures_total{reason="unknown-header"} 1.0' in body
+
+
+def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
+    gw = fresh_gateway()
+    s = open_socket(gw, timeout=10)
+    s.sendall(AMQP091_HEADER)
+    read_frame_091(s)                                  # connection.start
+    started = time.monotonic()
+    gw.signal(signal.SIGTERM)
+    # a connection that never finished its handshake is simply closed
+    assert read_until_closed(s) == b"" or True
+    assert gw.proc.wait(15) == 0
+    assert time.monotonic() - started < 15
+    assert "shutting down" in gw.log and "stopped" in gw.log
+    s.close()
+
+
+def test_sigint_also_stops_gracefully(fresh_gateway):
+    gw = fresh_gateway()
+    gw.signal(signal.SIGINT)
+    assert gw.proc.wait(15) == 0
+
+
+def test_sighup_is_logged_and_the_gateway_keeps_serving(fresh_gateway):
+    gw = fresh_gateway()
+    gw.signal(signal.SIGHUP)
+    assert gw.wait_for_log("SIGHUP received")
+    with open_socket(gw) as s:
+        s.sendall(AMQP091_HEADER)
+        assert read_frame_091(s)[0] == 1
+
+
+def test_sd_notify_ready_and_stopping_from_the_real_process(fresh_gateway):
+    name = f"amqp-gateway-test-{uuid.uuid4().hex}"
+    systemd = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    systemd.bind("\0" + name)
+    systemd.settimeout(15)
+    try:
+        gw = fresh_gateway(env={"NOTIFY_SOCKET": "@" + name, "WATCHDOG_USEC": "1000000"})
+        messages = []
+        while not any(m.startswith(b"READY=1") for m in messages):
+            messages.append(systemd.recv(4096))
+        assert any(m == b"WATCHDOG=1" for m in messages) or systemd.recv(4096) == b"WATCHDOG=1"
+        gw.signal(signal.SIGTERM)
+        while True:
+            m = systemd.recv(4096)
+            if m == b"STOPPING=1":
+                break
+        assert gw.proc.wait(15) == 0
+    finally:
+        systemd.close()
+
+
+def test_port_in_use_exits_1(fresh_gateway, tmp_path):
+    import subprocess
+    import sys
+    from tests.support.gateway_process import REPO
+
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    port = blocker.getsockname()[1]
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(default_config())
+    r = subprocess.run([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
+                        "--listen", f"127.0.0.1:{port}", "--metrics", "127.0.0.1:0"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    blocker.close()
+    assert r.returncode == 1
+    assert "failed to start" in r.stderr
