@@ -1,0 +1,81 @@
+"""AMQP 0-9-1 (and 0-9) server engine: codec, content assembly and the connection machine.
+
+Sans-I/O: no sockets, no clock, no Twisted. ``spec`` is the one table of protocol
+constants; ``methods`` builds one dataclass per method from it.
+"""
+from gateway.amqp091.connection import SERVER_CAPABILITIES, ConnectionState, ServerConnection
+from gateway.amqp091.content import Content, ContentAssembler, decode_properties, encode_properties
+from gateway.amqp091.errors import AmqpException, ChannelException, ConnectionException, DecodeError
+from gateway.amqp091.frames import (
+    HEARTBEAT_FRAME,
+    BodyFrame,
+    Frame,
+    FrameReader,
+    HeaderFrame,
+    HeartbeatFrame,
+    MethodFrame,
+    encode_content_frames,
+    encode_frame,
+    encode_method_frame,
+)
+from gateway.amqp091.handlers import (
+    ChannelHandler,
+    ChannelHandlerFactory,
+    ChannelWriter,
+    CloseInitiator,
+    CloseReason,
+    ConnectionContext,
+)
+from gateway.amqp091.methods import Method, decode_method, method_class
+from gateway.amqp091.spec import (
+    FRAME_END,
+    FRAME_MIN_SIZE,
+    REFUSED_CLASSES,
+    ClassId,
+    FrameType,
+    ProtocolVersion,
+    ReplyCode,
+)
+from gateway.amqp091.tuning import TuneParameters, negotiate
+
+__all__ = [
+    "AmqpException",
+    "BodyFrame",
+    "ChannelException",
+    "ChannelHandler",
+    "ChannelHandlerFactory",
+    "ChannelWriter",
+    "ClassId",
+    "CloseInitiator",
+    "CloseReason",
+    "ConnectionContext",
+    "ConnectionException",
+    "ConnectionState",
+    "Content",
+    "ContentAssembler",
+    "DecodeError",
+    "FRAME_END",
+    "FRAME_MIN_SIZE",
+    "Frame",
+    "FrameReader",
+    "FrameType",
+    "HEARTBEAT_FRAME",
+    "HeaderFrame",
+    "HeartbeatFrame",
+    "Method",
+    "MethodFrame",
+    "ProtocolVersion",
+    "REFUSED_CLASSES",
+    "ReplyCode",
+    "SERVER_CAPABILITIES",
+    "ServerConnection",
+    "TuneParameters",
+    "decode_method",
+    "decode_properties",
+    "encode_content_frames",
+    "encode_frame",
+    "encode_method_frame",
+    "encode_properties",
+    "method_class",
+    "negotiate",
+]

@@ -1,0 +1,618 @@
+"""``ServerConnection``: the sans-I/O 0-9-1 server connection machine.
+
+Theory of operation. The edge accepts the 8-octet protocol header, then constructs a
+``ServerConnection``, which immediately queues connection.start. From then on the edge
+feeds bytes (``receive_data``), writes what ``data_to_send()`` returns, calls ``tick(now)``
+at (or before) the deadline the previous call returned, and closes the socket once
+``closed`` is True (after writing the last ``data_to_send()``). ``wants_input`` False asks
+the edge to pause reading (the output buffer is above its high-water mark). Nothing here
+reads a clock or touches a socket; time arrives through the constructor and ``tick``.
+
+Connection-class methods (channel 0) are driven by ``_TRANSITIONS``, one dict of
+``(state, method class) -> handler``; a pair missing from it is 503 COMMAND_INVALID
+(while CLOSING, everything but close/close-ok is silently dropped)::
+
+    state            method                 -> next state
+    AWAIT_START_OK   connection.start-ok    -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
+    AWAIT_SECURE_OK  connection.secure-ok   -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
+    AWAIT_TUNE_OK    connection.tune-ok     -> AWAIT_OPEN
+    AWAIT_OPEN       connection.open        -> OPEN (open-ok sent)
+    OPEN             connection.close       -> CLOSED (close-ok sent)
+    OPEN             connection.update-secret -> 540
+    CLOSING          connection.close       -> CLOSED (close-ok sent: simultaneous close)
+    CLOSING          connection.close-ok    -> CLOSED
+
+Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
+CLOSING state (we wait ``close_timeout`` seconds for close-ok), except: before the client
+sent connection.open nothing is sent and the socket just closes (REQUIREMENTS 1.2) -- with
+one exception, a failed login from a client advertising ``authentication_failure_close``
+gets connection.close 403 first; and a framing error with ``send_close=False`` closes
+at once. Unexpected Python exceptions become 541 INTERNAL_ERROR and are logged.
+
+Channels (1..channel-max) open with channel.open; frames for a channel that is not open are
+504; content goes through a per-channel ``ContentAssembler``; a ``ChannelException`` closes
+just that channel (channel.close, then every frame but close/close-ok is dropped until
+close-ok). Heartbeats start after tune-ok: a heartbeat frame is sent when nothing was sent
+for one interval, and two silent intervals from the peer close the socket without handshake.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import platform
+from typing import Any, Callable
+
+from gateway.amqp091.content import Content, ContentAssembler
+from gateway.amqp091.errors import ChannelException, ConnectionException
+from gateway.amqp091.frames import (
+    HEARTBEAT_FRAME,
+    BodyFrame,
+    Frame,
+    FrameReader,
+    HeaderFrame,
+    HeartbeatFrame,
+    MethodFrame,
+    encode_content_frames,
+    encode_method_frame,
+)
+from gateway.amqp091 import methods as m
+from gateway.amqp091.handlers import (
+    ChannelHandler,
+    ChannelHandlerFactory,
+    CloseInitiator,
+    CloseReason,
+    ConnectionContext,
+)
+from gateway.amqp091.spec import (
+    FRAME_MIN_SIZE,
+    VERSION_MAJOR,
+    VERSION_MINOR,
+    ClassId,
+    Direction,
+    ProtocolVersion,
+    ReplyCode,
+)
+from gateway.amqp091.tuning import TuneParameters, negotiate
+from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
+
+__all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
+OUTPUT_HIGH_WATER = 4 * 1024 * 1024
+
+SERVER_CAPABILITIES: dict[str, bool] = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+    "direct_reply_to": False,
+}
+
+
+class ConnectionState(enum.Enum):
+    AWAIT_START_OK = "await start-ok"
+    AWAIT_SECURE_OK = "await secure-ok"
+    AWAIT_TUNE_OK = "await tune-ok"
+    AWAIT_OPEN = "await open"
+    OPEN = "open"
+    CLOSING = "closing"  # we sent connection.close and wait for close-ok
+    CLOSED = "closed"
+
+
+_HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
+              ConnectionState.AWAIT_TUNE_OK, ConnectionState.AWAIT_OPEN)
+
+
+class _ChannelState(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"  # we sent channel.close; drop all but close/close-ok
+
+
+class _Channel:
+    __slots__ = ("id", "state", "handler", "assembler")
+
+    def __init__(self, channel_id: int, handler: ChannelHandler, max_message_size: int) -> None:
+        self.id = channel_id
+        self.state = _ChannelState.OPEN
+        self.handler = handler
+        self.assembler = ContentAssembler(max_message_size)
+
+
+def _server_properties(extra: dict[str, Any] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "product": "amqp-gateway",
+        "version": "0.1.0",
+        "platform": f"Python {platform.python_version()}",
+        "copyright": "amqp-gateway contributors",
+        "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
+        "capabilities": dict(SERVER_CAPABILITIES),
+    }
+    if extra:
+        props.update(extra)
+    return props
+
+
+class ServerConnection:
+    """One 0-9-1 server connection. See the module docstring for the contract.
+
+    ``authenticator`` follows ``gateway.auth.Authenticator``; ``broker`` has
+    ``vhost(name) -> object | None``; ``now`` is the current time in seconds; limits are in
+    octets (frame_max, max_message_size), channels, and seconds (heartbeat, timeouts).
+    """
+
+    def __init__(
+        self,
+        *,
+        authenticator: Any,
+        broker: Any,
+        channel_handler_factory: ChannelHandlerFactory,
+        peer_host: str,
+        now: float,
+        frame_max: int = 131072,
+        channel_max: int = 2047,
+        heartbeat: int = 60,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        handshake_timeout: float = 10.0,
+        close_timeout: float = 3.0,
+        output_high_water: int = OUTPUT_HIGH_WATER,
+        server_properties: dict[str, Any] | None = None,
+        protocol_version: ProtocolVersion = ProtocolVersion.AMQP_0_9_1,
+        allow_anonymous: bool = False,
+        tls_peer_subject: str | None = None,
+        vhost_access: Callable[[Any, str], bool] = may_access_vhost,
+        on_output: Callable[[], None] | None = None,
+    ) -> None:
+        if frame_max and frame_max < FRAME_MIN_SIZE:
+            raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
+        self.peer_host = peer_host
+        self.protocol_version = protocol_version
+        self.now = now
+        self.user: Any = None
+        self.vhost: Any = None
+        self.vhost_name: str | None = None
+        self.client_properties: dict[str, Any] = {}
+        self.blocked = False
+        self.login_failed = False
+        self._authenticator = authenticator
+        self._broker = broker
+        self._factory = channel_handler_factory
+        self._server_tune = TuneParameters(channel_max, frame_max, heartbeat)
+        self._tune = TuneParameters(channel_max, FRAME_MIN_SIZE, 0)
+        self._max_message_size = max_message_size
+        self._close_timeout = close_timeout
+        self._high_water = output_high_water
+        self._allow_anonymous = allow_anonymous
+        self._tls_peer_subject = tls_peer_subject
+        self._vhost_access = vhost_access
+        self._on_output = on_output
+        self._reader = FrameReader(FRAME_MIN_SIZE)
+        self._out = bytearray()
+        self._state = ConnectionState.AWAIT_START_OK
+        self._channels: dict[int, _Channel] = {}
+        self._sasl: Any = None
+        self._mechanism = ""
+        self._open_received = False
+        self._context = ConnectionContext(self)
+        # timers (seconds); activity flags are sampled by tick()
+        self._handshake_deadline: float | None = now + handshake_timeout
+        self._close_deadline: float | None = None
+        self._heartbeat = 0
+        self._last_rx = now
+        self._last_tx = now
+        self._rx_seen = False
+        self._tx_seen = False
+
+        self._mechanisms = authenticator.mechanisms(
+            protocol="amqp091", allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject
+        )
+        self._send_method(0, m.ConnectionStart(
+            version_major=VERSION_MAJOR,
+            version_minor=VERSION_MINOR,
+            server_properties=_server_properties(server_properties),
+            mechanisms=" ".join(self._mechanisms).encode("ascii"),
+            locales=b"en_US",
+        ))
+
+    # ---- engine surface ------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        return self._state is ConnectionState.CLOSED
+
+    @property
+    def wants_input(self) -> bool:
+        return self._state is not ConnectionState.CLOSED and len(self._out) < self._high_water
+
+    @property
+    def frame_max(self) -> int:
+        return self._tune.frame_max
+
+    @property
+    def tune(self) -> TuneParameters:
+        return self._tune
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        caps = self.client_properties.get("capabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed octets from the peer. Never raises: every error becomes a close."""
+        if self._state is ConnectionState.CLOSED or not data:
+            return
+        self._rx_seen = True
+        try:
+            try:
+                frames = self._reader.feed(data)
+            except ConnectionException as exc:
+                # frames before the faulty one are still processed, in order
+                for frame in getattr(exc, "frames", ()):
+                    self._dispatch(frame)
+                    if self._state is ConnectionState.CLOSED:
+                        return
+                raise
+            for frame in frames:
+                self._dispatch(frame)
+                if self._state is ConnectionState.CLOSED:
+                    return
+        except ConnectionException as exc:
+            self._fail(exc)
+        except Exception:  # a bug: close only this connection
+            log.exception("internal error on 0-9-1 connection from %s", self.peer_host)
+            self._fail(ConnectionException(ReplyCode.INTERNAL_ERROR, "internal error"))
+
+    def receive_eof(self) -> None:
+        if self._state is not ConnectionState.CLOSED:
+            if self._state is not ConnectionState.CLOSING:
+                log.info("0-9-1 client %s closed the socket without connection.close", self.peer_host)
+            self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
+
+    def data_to_send(self) -> bytes:
+        if not self._out:
+            return b""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    def tick(self, now: float) -> float | None:
+        """Run the handshake/close timeouts and heartbeats at time ``now`` (seconds);
+        return the next deadline, or None when nothing is scheduled."""
+        self.now = now
+        if self._state is ConnectionState.CLOSED:
+            return None
+        if self._rx_seen:
+            self._last_rx, self._rx_seen = now, False
+        if self._tx_seen:
+            self._last_tx, self._tx_seen = now, False
+        deadlines: list[float] = []
+        for deadline, what in ((self._handshake_deadline, "handshake"), (self._close_deadline, "close-ok")):
+            if deadline is not None:
+                if now >= deadline:
+                    log.warning("0-9-1 connection from %s: %s timeout", self.peer_host, what)
+                    self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                               f"{what} timeout"))
+                    return None
+                deadlines.append(deadline)
+        hb = self._heartbeat
+        if hb:
+            if now - self._last_rx >= 2 * hb:
+                log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host, 2 * hb)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           "missed heartbeats from client"))
+                return None
+            if now - self._last_tx >= hb:
+                self._write(HEARTBEAT_FRAME)
+                self._last_tx, self._tx_seen = now, False
+            deadlines.append(self._last_tx + hb)
+            deadlines.append(self._last_rx + 2 * hb)
+        return min(deadlines) if deadlines else None
+
+    # ---- server-side actions ---------------------------------------------------------------
+
+    def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker forced connection closure") -> None:
+        """Close from our side (shutdown, operator): connection.close once open, else just close."""
+        self._fail(ConnectionException(code, text))
+
+    def block_publishers(self, reason: str) -> None:
+        if not self.blocked and self._state is ConnectionState.OPEN:
+            self.blocked = True
+            if self.capabilities.get("connection.blocked") is True:
+                self._send_method(0, m.ConnectionBlocked(reason=reason))
+
+    def unblock_publishers(self) -> None:
+        if self.blocked and self._state is ConnectionState.OPEN:
+            self.blocked = False
+            if self.capabilities.get("connection.blocked") is True:
+                self._send_method(0, m.ConnectionUnblocked())
+
+    # ---- output ---------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        was_empty = not self._out
+        self._out += data
+        self._tx_seen = True
+        if was_empty and self._on_output is not None:
+            self._on_output()
+
+    def _send_method(self, channel: int, method: m.Method) -> None:
+        self._write(encode_method_frame(channel, method))
+
+    def _send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
+        self._write(encode_method_frame(channel, method)
+                    + encode_content_frames(channel, method.CLASS_ID, properties_bytes, body, self._tune.frame_max))
+
+    def _channel_is_open(self, channel_id: int) -> bool:
+        ch = self._channels.get(channel_id)
+        return (ch is not None and ch.state is _ChannelState.OPEN
+                and self._state is ConnectionState.OPEN)
+
+    # ---- input dispatch -------------------------------------------------------------------
+
+    def _dispatch(self, frame: Frame) -> None:
+        channel = frame.channel
+        if self._state is ConnectionState.CLOSING:
+            if channel == 0 and type(frame) is MethodFrame:
+                handler = _TRANSITIONS.get((self._state, type(frame.method)))
+                if handler is not None:
+                    handler(self, frame.method)
+            return  # after sending close, everything else is discarded
+        if type(frame) is HeartbeatFrame:
+            if channel != 0:
+                raise ConnectionException(ReplyCode.FRAME_ERROR, f"heartbeat frame on channel {channel}")
+            return
+        if channel == 0:
+            if type(frame) is not MethodFrame:
+                raise ConnectionException(ReplyCode.CHANNEL_ERROR, "content frame on channel 0")
+            self._connection_method(frame.method)
+        elif self._state is not ConnectionState.OPEN:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID,
+                                      f"frame on channel {channel} before the connection is open")
+        else:
+            self._channel_frame(channel, frame)
+
+    def _connection_method(self, method: m.Method) -> None:
+        if method.CLASS_ID != ClassId.CONNECTION:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not allowed on channel 0",
+                                      method.CLASS_ID, method.METHOD_ID)
+        handler = _TRANSITIONS.get((self._state, type(method)))
+        if handler is None:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID,
+                                      f"{method.NAME} is not allowed in state '{self._state.value}'",
+                                      method.CLASS_ID, method.METHOD_ID)
+        handler(self, method)
+
+    def _channel_frame(self, channel_id: int, frame: Frame) -> None:
+        method = frame.method if type(frame) is MethodFrame else None
+        if method is not None:
+            if method.CLASS_ID == ClassId.CONNECTION:
+                raise ConnectionException(ReplyCode.COMMAND_INVALID,
+                                          f"{method.NAME} must use channel 0, not {channel_id}",
+                                          method.CLASS_ID, method.METHOD_ID)
+        ch = self._channels.get(channel_id)
+        if ch is None:
+            if type(method) is m.ChannelOpen:
+                self._open_channel(channel_id)
+                return
+            what = method.NAME if method is not None else "content frame"
+            raise ConnectionException(ReplyCode.CHANNEL_ERROR,
+                                      f"expecting 'channel.open' on channel {channel_id}, got {what}",
+                                      *(_ids(method)))
+        if ch.state is _ChannelState.CLOSING:
+            if type(method) is m.ChannelCloseOk:
+                del self._channels[channel_id]
+            elif type(method) is m.ChannelClose:  # simultaneous close: answer, keep waiting
+                self._send_method(channel_id, m.ChannelCloseOk())
+            return
+        if method is not None and method.SPEC.direction is Direction.SERVER:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} may only be sent by the server",
+                                      method.CLASS_ID, method.METHOD_ID)
+        if method is not None and not method.CONTENT and not ch.assembler.busy:
+            self._channel_method(ch, method)
+            return
+        try:
+            done = ch.assembler.accept(frame)
+            if done is not None:
+                ch.handler.handle(done[0], done[1])
+        except ChannelException as exc:
+            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
+
+    def _channel_method(self, ch: _Channel, method: m.Method) -> None:
+        kind = type(method)
+        if kind is m.ChannelOpen:
+            raise ConnectionException(ReplyCode.CHANNEL_ERROR, f"channel {ch.id} is already open",
+                                      method.CLASS_ID, method.METHOD_ID)
+        if kind is m.ChannelClose:
+            del self._channels[ch.id]
+            self._notify_closed(ch, CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
+            self._send_method(ch.id, m.ChannelCloseOk())
+            return
+        if kind is m.ChannelCloseOk:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID,
+                                      f"channel.close-ok on channel {ch.id}, which is not closing",
+                                      method.CLASS_ID, method.METHOD_ID)
+        if kind is m.AccessRequest:
+            self._send_method(ch.id, m.AccessRequestOk(ticket=1))
+            return
+        try:
+            ch.handler.handle(method, None)
+        except ChannelException as exc:
+            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
+
+    def _open_channel(self, channel_id: int) -> None:
+        limit = self._tune.effective_channel_max
+        if channel_id > limit:
+            raise ConnectionException(ReplyCode.CHANNEL_ERROR,
+                                      f"channel {channel_id} is above the negotiated channel-max {limit}",
+                                      ClassId.CHANNEL, m.ChannelOpen.METHOD_ID)
+        handler = self._factory(self._context, channel_id)
+        self._channels[channel_id] = _Channel(channel_id, handler, self._max_message_size)
+        self._send_method(channel_id, m.ChannelOpenOk())
+
+    def _close_channel(self, ch: _Channel, code: int, text: str, class_id: int, method_id: int) -> None:
+        if ch.state is not _ChannelState.OPEN:
+            return
+        ch.state = _ChannelState.CLOSING
+        ch.assembler = ContentAssembler(self._max_message_size)
+        log.info("closing channel %d of %s: %s %s", ch.id, self.peer_host, code, text)
+        self._send_method(ch.id, m.ChannelClose(reply_code=int(code), reply_text=text,
+                                                class_id=class_id, method_id=method_id))
+        self._notify_closed(ch, CloseReason(CloseInitiator.LOCAL, int(code), text))
+
+    def _close_channel_from_server(self, channel_id: int, code: int, text: str, class_id: int,
+                                   method_id: int) -> None:
+        ch = self._channels.get(channel_id)
+        if ch is not None and self._state is ConnectionState.OPEN:
+            exc = ChannelException(code, text, class_id, method_id)
+            self._close_channel(ch, exc.code, exc.reply_text, class_id, method_id)
+
+    def _notify_closed(self, ch: _Channel, reason: CloseReason) -> None:
+        try:
+            ch.handler.closed(reason)
+        except Exception:
+            log.exception("channel handler failed while closing channel %d", ch.id)
+
+    # ---- connection-class handlers (values of _TRANSITIONS) ---------------------------------
+
+    def _on_start_ok(self, method: m.Method) -> None:
+        props = method.client_properties
+        self.client_properties = props if isinstance(props, dict) else {}
+        self._mechanism = method.mechanism
+        try:
+            self._sasl = self._authenticator.start(
+                method.mechanism, peer_host=self.peer_host, protocol="amqp091",
+                allow_anonymous=self._allow_anonymous, tls_peer_subject=self._tls_peer_subject)
+            self._sasl_step(method.response)
+        except AuthenticationFailed as exc:
+            self._login_refused(exc.reason)
+
+    def _on_secure_ok(self, method: m.Method) -> None:
+        try:
+            self._sasl_step(method.response)
+        except AuthenticationFailed as exc:
+            self._login_refused(exc.reason)
+
+    def _sasl_step(self, response: bytes) -> None:
+        outcome = self._sasl.step(response)
+        if isinstance(outcome, Authenticated):
+            self.user = outcome.user
+            self._sasl = None
+            # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
+            t = self._server_tune
+            self._send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
+                                                  heartbeat=t.heartbeat))
+            self._state = ConnectionState.AWAIT_TUNE_OK
+        else:
+            self._send_method(0, m.ConnectionSecure(challenge=outcome.data))
+            self._state = ConnectionState.AWAIT_SECURE_OK
+
+    def _login_refused(self, reason: str) -> None:
+        self.login_failed = True
+        log.warning("0-9-1 login from %s refused (mechanism %s): %s", self.peer_host, self._mechanism, reason)
+        text = (f"Login was refused using authentication mechanism {self._mechanism[:40]}. "
+                "For details see the broker logfile.")
+        if self.capabilities.get("authentication_failure_close") is True:
+            self._begin_close(ConnectionException(ReplyCode.ACCESS_REFUSED, text, ClassId.CONNECTION,
+                                                  m.ConnectionStartOk.METHOD_ID))
+        else:
+            self._shutdown(CloseReason(CloseInitiator.LOCAL, ReplyCode.ACCESS_REFUSED, text))
+
+    def _on_tune_ok(self, method: m.Method) -> None:
+        client = TuneParameters(method.channel_max, method.frame_max, method.heartbeat)
+        self._tune = negotiate(self._server_tune, client)
+        self._reader.frame_max = self._tune.frame_max
+        self._heartbeat = self._tune.heartbeat
+        self._last_rx = self._last_tx = self.now
+        self._state = ConnectionState.AWAIT_OPEN
+
+    def _on_open(self, method: m.Method) -> None:
+        self._open_received = True  # from here on the client expects a close handshake
+        name = method.virtual_host
+        vhost = self._broker.vhost(name)
+        if vhost is None:
+            raise ConnectionException(ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found",
+                                      method.CLASS_ID, method.METHOD_ID)
+        if not self._vhost_access(self.user, name):
+            raise ConnectionException(ReplyCode.NOT_ALLOWED,
+                                      f"access to vhost '{name}' refused for user '{self.user.name}'",
+                                      method.CLASS_ID, method.METHOD_ID)
+        self.vhost, self.vhost_name = vhost, name
+        self._send_method(0, m.ConnectionOpenOk())
+        self._state = ConnectionState.OPEN
+        self._handshake_deadline = None
+
+    def _on_close(self, method: m.Method) -> None:
+        log.info("0-9-1 client %s closed the connection: %s %s", self.peer_host, method.reply_code,
+                 method.reply_text)
+        self._send_method(0, m.ConnectionCloseOk())
+        self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
+
+    def _on_close_ok(self, method: m.Method) -> None:
+        self._shutdown(None)
+
+    def _on_update_secret(self, method: m.Method) -> None:
+        raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "connection.update-secret is not supported",
+                                  method.CLASS_ID, method.METHOD_ID)
+
+    # ---- closing --------------------------------------------------------------------------
+
+    def _fail(self, exc: ConnectionException) -> None:
+        if self._state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
+            if self._state is ConnectionState.CLOSING:
+                log.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
+                self._shutdown(None)
+            return
+        silent = not exc.send_close or (self._state in _HANDSHAKE and not self._open_received)
+        log.info("0-9-1 connection from %s failed: %s", self.peer_host, exc)
+        if silent:
+            self._shutdown(CloseReason(CloseInitiator.TRANSPORT, exc.code, exc.text))
+        else:
+            self._begin_close(exc)
+
+    def _begin_close(self, exc: ConnectionException) -> None:
+        self._send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
+                                               class_id=exc.class_id, method_id=exc.method_id))
+        self._teardown_channels(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
+        self._state = ConnectionState.CLOSING
+        self._handshake_deadline = None
+        self._close_deadline = self.now + self._close_timeout
+
+    def _shutdown(self, reason: CloseReason | None) -> None:
+        if reason is not None:
+            self._teardown_channels(reason)
+        self._state = ConnectionState.CLOSED
+        self._handshake_deadline = self._close_deadline = None
+        self._heartbeat = 0
+
+    def _teardown_channels(self, reason: CloseReason) -> None:
+        channels, self._channels = self._channels, {}
+        for ch in channels.values():
+            if ch.state is _ChannelState.OPEN:
+                self._notify_closed(ch, reason)
+
+
+def _ids(method: m.Method | None) -> tuple[int, int]:
+    return (method.CLASS_ID, method.METHOD_ID) if method is not None else (0, 0)
+
+
+_S = ConnectionState
+_TRANSITIONS: dict[tuple[ConnectionState, type], Callable[[ServerConnection, Any], None]] = {
+    (_S.AWAIT_START_OK, m.ConnectionStartOk): ServerConnection._on_start_ok,
+    (_S.AWAIT_SECURE_OK, m.ConnectionSecureOk): ServerConnection._on_secure_ok,
+    (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): ServerConnection._on_tune_ok,
+    (_S.AWAIT_OPEN, m.ConnectionOpen): ServerConnection._on_open,
+    (_S.OPEN, m.ConnectionClose): ServerConnection._on_close,
+    (_S.OPEN, m.ConnectionUpdateSecret): ServerConnection._on_update_secret,
+    (_S.CLOSING, m.ConnectionClose): ServerConnection._on_close,
+    (_S.CLOSING, m.ConnectionCloseOk): ServerConnection._on_close_ok,
+}
+"""The connection-class state table; a missing pair is 503 (ignored while CLOSING)."""
+del _S

@@ -1,0 +1,253 @@
+"""Content: the basic-class property codec and the per-channel content assembler.
+
+Property flags (REQUIREMENTS 2.5): bit 15 of the first flag word is the first property,
+bit 1 the fifteenth; bit 0 set means another flag word follows. Only set properties have a
+value, in flag order. Basic has 14 properties (``spec.PROPERTY_DOMAINS``), so a flag for a
+fifteenth or later property cannot be decoded and is a syntax error (502).
+
+``ContentAssembler`` enforces the content frame order on one channel: a content-carrying
+method, then exactly one header (class id must match: 501; weight must be 0: 501), then body
+frames until ``body_size`` octets arrived (empty body frames are dropped; a frame that
+overshoots is 501). Any other frame on that channel in between is 505, and so is a header or
+body frame with no content method before it. A body size above ``max_message_size`` is a
+channel error 406 (RabbitMQ's "message size N is larger than configured max size M"). The raw
+property bytes are kept (``Content.properties_bytes``) so a 0-9-1 delivery re-uses them.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.amqp091 import values as _values
+from gateway.amqp091.errors import ChannelException, ConnectionException, DecodeError
+from gateway.amqp091.frames import BodyFrame, Frame, HeaderFrame, MethodFrame
+from gateway.amqp091.methods import Method
+from gateway.amqp091.spec import PROPERTY_DOMAINS, ClassId, Domain, ReplyCode
+from translators.basic_properties import BasicProperties
+
+__all__ = ["Content", "ContentAssembler", "encode_properties", "decode_properties"]
+
+_H = struct.Struct(">H")
+_B = struct.Struct(">B")
+_Q = struct.Struct(">Q")
+_NAMES = tuple(name for name, _ in PROPERTY_DOMAINS)
+_DOMAINS = tuple(domain for _, domain in PROPERTY_DOMAINS)
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """A whole message as published: decoded properties, their raw bytes, the body."""
+
+    properties: BasicProperties
+    properties_bytes: bytes
+    body: bytes
+
+
+def encode_properties(props: BasicProperties) -> bytes:
+    """Flag word(s) plus property list. Raises ValueError for values that do not fit."""
+    flags = 0
+    parts: list[bytes] = []
+    for index, (name, domain) in enumerate(PROPERTY_DOMAINS):
+        value = getattr(props, name)
+        if value is None:
+            continue
+        flags |= 1 << (15 - index)
+        if domain is Domain.SHORTSTR:
+            parts.append(_values.encode_shortstr(value))
+        elif domain is Domain.OCTET:
+            parts.append(_B.pack(value))
+        elif domain is Domain.TIMESTAMP:
+            parts.append(_Q.pack(value))
+        else:  # TABLE
+            parts.append(_values.encode_table(value))
+    return _H.pack(flags) + b"".join(parts)
+
+
+def decode_properties(raw: bytes) -> BasicProperties:
+    """Inverse of :func:`encode_properties`. Raises ``ConnectionException`` 502 naming the
+    problem for truncated, unknown or trailing property data."""
+    try:
+        return _decode_properties(raw)
+    except (DecodeError, UnicodeDecodeError, struct.error, IndexError) as exc:
+        raise ConnectionException(
+            ReplyCode.SYNTAX_ERROR, f"cannot decode content properties: {exc}", ClassId.BASIC
+        ) from None
+
+
+def _decode_properties(raw: bytes) -> BasicProperties:
+    end = len(raw)
+    if end < 2:
+        raise DecodeError("property flags missing")
+    (flags,) = _H.unpack_from(raw, 0)
+    o = 2
+    more = flags & 1
+    while more:  # continuation words may only be empty: basic has 14 properties
+        if o + 2 > end:
+            raise DecodeError("property flag continuation missing")
+        (extra,) = _H.unpack_from(raw, o)
+        o += 2
+        if extra & 0xFFFE:
+            raise DecodeError("flag set for an unknown property beyond the fourteenth")
+        more = extra & 1
+    if flags & 0b10:
+        raise DecodeError("flag set for an unknown fifteenth property")
+    if not flags & 0xFFFC:
+        if o != end:
+            raise DecodeError("unexpected octets after the property list")
+        return _EMPTY
+    found: dict[str, Any] = {}
+    for index in range(14):
+        if not flags & (1 << (15 - index)):
+            continue
+        domain = _DOMAINS[index]
+        if domain is Domain.SHORTSTR:
+            value, o = _values.decode_shortstr(raw, o)
+        elif domain is Domain.OCTET:
+            if o >= end:
+                raise DecodeError(f"property {_NAMES[index]} truncated")
+            value = raw[o]
+            o += 1
+        elif domain is Domain.TIMESTAMP:
+            if o + 8 > end:
+                raise DecodeError(f"property {_NAMES[index]} truncated")
+            (value,) = _Q.unpack_from(raw, o)
+            o += 8
+        else:
+            value, o = _values.decode_table(raw, o)
+        found[_NAMES[index]] = value
+    if o != end:
+        raise DecodeError("unexpected octets after the property list")
+    return BasicProperties(**found)
+
+
+_EMPTY = BasicProperties()
+
+
+class ContentAssembler:
+    """Joins method + header + body frames of one channel into ``(method, Content)``.
+
+    ``max_message_size`` is in octets (body only). Feed every frame of the channel that is a
+    content method, a header, a body, or any frame while :attr:`busy` is True.
+    """
+
+    __slots__ = ("max_message_size", "_method", "_header", "_properties", "_remaining", "_chunks")
+
+    def __init__(self, max_message_size: int) -> None:
+        self.max_message_size = max_message_size
+        self._reset()
+
+    def _reset(self) -> None:
+        self._method: Method | None = None
+        self._header: HeaderFrame | None = None
+        self._properties: BasicProperties | None = None
+        self._remaining = 0
+        self._chunks: list[bytes] = []
+
+    @property
+    def busy(self) -> bool:
+        """True between a content method and the last octet of its body."""
+        return self._method is not None
+
+    def accept(self, frame: Frame) -> tuple[Method, Content] | None:
+        """Take one frame; return the finished ``(method, content)`` or None while more is
+        expected. Raises ``ConnectionException`` (501/505) or ``ChannelException`` (406)."""
+        method = self._method
+        if isinstance(frame, BodyFrame):
+            if self._header is None:
+                raise self._unexpected("body frame without a content header")
+            return self._body(frame.payload)
+        if isinstance(frame, HeaderFrame):
+            if method is None:
+                raise ConnectionException(
+                    ReplyCode.UNEXPECTED_FRAME, "content header frame without a content-carrying method"
+                )
+            if self._header is not None:
+                raise self._unexpected("second content header frame for one content")
+            return self._start_header(method, frame)
+        if isinstance(frame, MethodFrame):
+            if method is not None:
+                raise self._unexpected(f"{frame.method.NAME} in the middle of a content")
+            if not frame.method.CONTENT:
+                raise ValueError(f"{frame.method.NAME} carries no content")  # caller bug
+            self._method = frame.method
+            return None
+        raise self._unexpected("heartbeat frame in the middle of a content")
+
+    def _unexpected(self, what: str) -> ConnectionException:
+        method = self._method
+        expected = "content header" if self._header is None else "content body"
+        self._reset()
+        if method is None:
+            return ConnectionException(ReplyCode.UNEXPECTED_FRAME, what)
+        return ConnectionException(
+            ReplyCode.UNEXPECTED_FRAME,
+            f"expected {expected} for {method.NAME}, got {what}",
+            method.CLASS_ID,
+            method.METHOD_ID,
+        )
+
+    def _start_header(self, method: Method, frame: HeaderFrame) -> tuple[Method, Content] | None:
+        if frame.class_id != method.CLASS_ID:
+            self._reset()
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR,
+                f"content header class {frame.class_id} does not match {method.NAME} (class {method.CLASS_ID})",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        if frame.weight != 0:
+            self._reset()
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR,
+                f"content header weight {frame.weight} must be 0",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        if frame.body_size > self.max_message_size:
+            self._reset()
+            raise ChannelException(
+                ReplyCode.PRECONDITION_FAILED,
+                f"message size {frame.body_size} is larger than configured max size {self.max_message_size}",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        try:
+            self._properties = decode_properties(frame.properties)
+        except ConnectionException as exc:
+            self._reset()
+            exc.method_id = method.METHOD_ID
+            raise
+        self._header = frame
+        self._remaining = frame.body_size
+        if frame.body_size == 0:
+            return self._finish(b"")
+        return None
+
+    def _body(self, payload: bytes) -> tuple[Method, Content] | None:
+        size = len(payload)
+        if size > self._remaining:
+            method = self._method
+            remaining = self._remaining
+            self._reset()
+            assert method is not None
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR,
+                f"body frame of {size} octets exceeds the {remaining} octets still expected",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        if not size:
+            return None
+        self._remaining -= size
+        self._chunks.append(payload)
+        if self._remaining:
+            return None
+        chunks = self._chunks
+        return self._finish(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def _finish(self, body: bytes) -> tuple[Method, Content]:
+        method, header, props = self._method, self._header, self._properties
+        assert method is not None and header is not None and props is not None
+        self._reset()
+        return method, Content(props, header.properties, body)

@@ -1,0 +1,202 @@
+"""0-9-1 frames: records, an incremental reader and the encoders for outgoing frames.
+
+Frame layout: type (1 octet), channel (2), payload size (4), payload, end octet 0xCE.
+``FrameReader.feed`` returns complete frames only (an empty list while a frame is partial)
+and keeps the leftover bytes. Its checks, in order (REQUIREMENTS 1.3, 2.1):
+
+1. declared payload size above the negotiated frame-max -> 501, raised from the 7-octet
+   header *before* any payload is buffered;
+2. end octet other than 0xCE -> 501 with ``send_close=False`` (close the socket, send nothing);
+3. undefined frame type -> 501 with ``send_close=False``.
+
+Channel rules (heartbeat on a non-zero channel, content on channel 0, ...) belong to the
+connection machine, not to the reader. Content header payloads are parsed only down to
+``class_id/weight/body_size``; the property bytes stay raw (see :mod:`content`).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Union
+
+from gateway.amqp091.errors import ConnectionException
+from gateway.amqp091.methods import Method, decode_method
+from gateway.amqp091.spec import FRAME_END, FRAME_MIN_SIZE, FRAME_OVERHEAD, FrameType, ReplyCode
+
+__all__ = [
+    "MethodFrame",
+    "HeaderFrame",
+    "BodyFrame",
+    "HeartbeatFrame",
+    "Frame",
+    "FrameReader",
+    "encode_frame",
+    "encode_method_frame",
+    "encode_content_frames",
+    "HEARTBEAT_FRAME",
+]
+
+_FRAME_HEADER = struct.Struct(">BHI")
+_CONTENT_HEADER = struct.Struct(">HHQ")
+_END = bytes((FRAME_END,))
+_METHOD, _HEADER, _BODY, _HEARTBEAT = (t.value for t in FrameType)
+
+
+@dataclass(frozen=True, slots=True)
+class MethodFrame:
+    channel: int
+    method: Method
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderFrame:
+    """A content header; ``properties`` are the raw flag words plus property list."""
+
+    channel: int
+    class_id: int
+    weight: int
+    body_size: int
+    properties: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BodyFrame:
+    channel: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatFrame:
+    channel: int = 0
+
+
+Frame = Union[MethodFrame, HeaderFrame, BodyFrame, HeartbeatFrame]
+
+
+class FrameReader:
+    """Incremental frame parser.
+
+    ``frame_max`` is the largest whole frame in octets (header and end octet included), as
+    negotiated in tune/tune-ok; 0 means no limit. Before tuning use FRAME_MIN_SIZE.
+    """
+
+    def __init__(self, frame_max: int = FRAME_MIN_SIZE) -> None:
+        self._buf = bytearray()
+        self.frame_max = frame_max
+
+    @property
+    def frame_max(self) -> int:
+        return self._frame_max
+
+    @frame_max.setter
+    def frame_max(self, value: int) -> None:
+        self._frame_max = value
+        self._max_payload = value - FRAME_OVERHEAD if value else 2**32
+
+    @property
+    def buffered(self) -> int:
+        """Octets held back because they do not yet form a whole frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add ``data`` and return every frame now complete, in order.
+
+        Raises ``ConnectionException`` (see the module docstring); the frames completed
+        before the faulty one are attached to it as ``exc.frames`` so the caller can still
+        act on them in order.
+        """
+        if self._buf:
+            self._buf += data
+            buf: bytes | bytearray = self._buf
+        else:
+            buf = data  # fast path: parse the caller's bytes without copying them first
+        frames: list[Frame] = []
+        try:
+            o = self._parse(buf, frames)
+        except ConnectionException as exc:
+            exc.frames = frames  # type: ignore[attr-defined]
+            self._buf.clear()
+            raise
+        if buf is self._buf:
+            del self._buf[:o]
+        elif o < len(buf):
+            self._buf += buf[o:]
+        return frames
+
+    def _parse(self, buf: bytes | bytearray, frames: list[Frame]) -> int:
+        """Append whole frames from ``buf`` to ``frames``; return the octets consumed."""
+        o = 0
+        end = len(buf)
+        max_payload = self._max_payload
+        while end - o >= 7:
+            ftype, channel, size = _FRAME_HEADER.unpack_from(buf, o)
+            if size > max_payload:
+                raise ConnectionException(
+                    ReplyCode.FRAME_ERROR,
+                    f"frame size {size} exceeds the negotiated maximum payload {max_payload}"
+                    f" (frame-max {self._frame_max})",
+                )
+            stop = o + 7 + size
+            if stop >= end:  # need the end octet too
+                break
+            if buf[stop] != FRAME_END:
+                raise ConnectionException(
+                    ReplyCode.FRAME_ERROR,
+                    f"bad frame-end octet 0x{buf[stop]:02x} (expected 0xce)",
+                    send_close=False,
+                )
+            payload = bytes(buf[o + 7 : stop])
+            o = stop + 1
+            if ftype == _METHOD:
+                frames.append(MethodFrame(channel, decode_method(payload)))
+            elif ftype == _BODY:
+                frames.append(BodyFrame(channel, payload))
+            elif ftype == _HEADER:
+                if len(payload) < 14:
+                    raise ConnectionException(
+                        ReplyCode.FRAME_ERROR, f"content header of {len(payload)} octets is too short"
+                    )
+                class_id, weight, body_size = _CONTENT_HEADER.unpack_from(payload, 0)
+                frames.append(HeaderFrame(channel, class_id, weight, body_size, payload[12:]))
+            elif ftype == _HEARTBEAT:
+                frames.append(HeartbeatFrame(channel))
+            else:
+                raise ConnectionException(
+                    ReplyCode.FRAME_ERROR, f"unknown frame type {ftype}", send_close=False
+                )
+        return o
+
+
+def encode_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    """One frame around ``payload``."""
+    return _FRAME_HEADER.pack(frame_type, channel, len(payload)) + payload + _END
+
+
+def encode_method_frame(channel: int, method: Method) -> bytes:
+    payload = method.encode()
+    return b"".join((_FRAME_HEADER.pack(_METHOD, channel, len(payload)), payload, _END))
+
+
+def encode_content_frames(
+    channel: int, class_id: int, properties_bytes: bytes, body: bytes, frame_max: int
+) -> bytes:
+    """The content header frame then the body frames, each body payload at most
+    ``frame_max - 8`` octets (``frame_max`` 0 = unlimited: one body frame). An empty body
+    sends no body frame."""
+    header = _CONTENT_HEADER.pack(class_id, 0, len(body)) + properties_bytes
+    parts = [_FRAME_HEADER.pack(_HEADER, channel, len(header)), header, _END]
+    size = len(body)
+    chunk = frame_max - FRAME_OVERHEAD if frame_max else size
+    if size <= chunk:
+        if size:
+            parts += (_FRAME_HEADER.pack(_BODY, channel, size), body, _END)
+    else:
+        view = memoryview(body)
+        for start in range(0, size, chunk):
+            piece = view[start : start + chunk]
+            parts += (_FRAME_HEADER.pack(_BODY, channel, len(piece)), piece, _END)
+    return b"".join(parts)
+
+
+HEARTBEAT_FRAME = encode_frame(FrameType.HEARTBEAT, 0, b"")
+"""The 8 octets of a heartbeat frame."""

@@ -1,0 +1,138 @@
+"""The surface between the connection machine and the per-channel handlers.
+
+``ServerConnection`` creates one handler per open channel through
+``channel_handler_factory(context, channel_id)``. The handler receives every method of the
+classes exchange, queue, basic, confirm and tx plus channel.flow/flow-ok through
+``handle(method, content)`` (``content`` is set for content-carrying methods) and is told
+once, through ``closed(reason)``, that its channel is gone. It answers through a
+:class:`ChannelWriter` (``context.writer(channel_id)``). Raising ``ChannelException`` from
+``handle`` closes the channel; raising ``ConnectionException`` closes the connection.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gateway.amqp091.content import Content
+from gateway.amqp091.methods import Method
+
+if TYPE_CHECKING:
+    from gateway.amqp091.connection import ServerConnection
+
+__all__ = ["CloseInitiator", "CloseReason", "ChannelHandler", "ChannelHandlerFactory", "ChannelWriter",
+           "ConnectionContext"]
+
+
+class CloseInitiator(enum.Enum):
+    PEER = "peer"  # the client sent channel.close or connection.close
+    LOCAL = "local"  # we closed it (an exception, or an operator action)
+    TRANSPORT = "transport"  # socket EOF, heartbeat or handshake timeout, framing error
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReason:
+    """Why a channel ended. ``code`` is an int: a peer may send codes outside our table."""
+
+    initiator: CloseInitiator
+    code: int
+    text: str
+
+
+class ChannelHandler(Protocol):
+    def handle(self, method: Method, content: Content | None) -> None: ...
+
+    def closed(self, reason: CloseReason) -> None: ...
+
+
+class ChannelHandlerFactory(Protocol):
+    def __call__(self, context: "ConnectionContext", channel_id: int) -> ChannelHandler: ...
+
+
+class ChannelWriter:
+    """Sends frames on one channel. Frames for a channel that is no longer open (a late
+    delivery after a close) are dropped, and the send methods return False."""
+
+    __slots__ = ("_conn", "channel_id")
+
+    def __init__(self, conn: "ServerConnection", channel_id: int) -> None:
+        self._conn = conn
+        self.channel_id = channel_id
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn._channel_is_open(self.channel_id)
+
+    def send_method(self, method: Method) -> bool:
+        if not self._conn._channel_is_open(self.channel_id):
+            return False
+        self._conn._send_method(self.channel_id, method)
+        return True
+
+    def send_content(self, method: Method, properties_bytes: bytes, body: bytes) -> bool:
+        """The method, the content header (raw ``properties_bytes``) and the body frames,
+        split at the negotiated frame-max."""
+        if not self._conn._channel_is_open(self.channel_id):
+            return False
+        self._conn._send_content(self.channel_id, method, properties_bytes, body)
+        return True
+
+    def close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
+        """Server-initiated channel.close outside ``handle`` (e.g. from a broker callback)."""
+        self._conn._close_channel_from_server(self.channel_id, code, text, class_id, method_id)
+
+
+class ConnectionContext:
+    """The read-only facts of an open connection plus the few actions a handler may take."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: "ServerConnection") -> None:
+        self._conn = conn
+
+    @property
+    def user(self) -> Any:
+        return self._conn.user
+
+    @property
+    def vhost(self) -> Any:
+        """The object ``broker.vhost(name)`` returned at connection.open."""
+        return self._conn.vhost
+
+    @property
+    def vhost_name(self) -> str:
+        return self._conn.vhost_name or ""
+
+    @property
+    def peer_host(self) -> str:
+        return self._conn.peer_host
+
+    @property
+    def client_properties(self) -> dict[str, Any]:
+        return self._conn.client_properties
+
+    @property
+    def frame_max(self) -> int:
+        return self._conn.frame_max
+
+    @property
+    def now(self) -> float:
+        """The latest time the connection was given (constructor or ``tick``), seconds."""
+        return self._conn.now
+
+    @property
+    def connection(self) -> "ServerConnection":
+        return self._conn
+
+    def writer(self, channel_id: int) -> ChannelWriter:
+        return ChannelWriter(self._conn, channel_id)
+
+    def block_publishers(self, reason: str) -> None:
+        """connection.blocked (once) if the client advertised ``connection.blocked``."""
+        self._conn.block_publishers(reason)
+
+    def unblock_publishers(self) -> None:
+        self._conn.unblock_publishers()
+
+    def close_connection(self, code: int, text: str) -> None:
+        self._conn.close(code, text)
