@@ -1,0 +1,87 @@
+"""The protocol-neutral broker model shared by the 0-9-1 and 1.0 engines.
+
+Sans-I/O: no twisted, no clock (time-dependent operations take ``now`` in seconds), no
+protocol imports. Errors are :class:`BrokerError` kinds that each protocol maps to its
+own codes.
+"""
+from .broker import Broker
+from .consumers import Consumer, ConsumerSet
+from .errors import (
+    AccessRefused,
+    BrokerError,
+    CommandInvalid,
+    ErrorKind,
+    FeatureNotImplemented,
+    InvalidArgument,
+    NotAllowed,
+    NotFound,
+    PreconditionFailed,
+    ResourceLimitExceeded,
+    ResourceLocked,
+)
+from .exchanges import (
+    Binding,
+    DefaultExchange,
+    DestinationKind,
+    DirectExchange,
+    Exchange,
+    ExchangeType,
+    FanoutExchange,
+    HeadersExchange,
+    TopicExchange,
+)
+from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate
+from .headers_match import MatchKind, headers_match
+from .message import DeathReason, Encoding, MessageContainer
+from .outcomes import Outcome, apply_outcome
+from .queue_arguments import Overflow, QueueArguments
+from .queues import MessageState, Queue, QueuedMessage
+from .topic_index import TopicIndex
+from .vhost import PREDECLARED_EXCHANGES, PublishResult, ServiceNode, VirtualHost
+
+__all__ = [
+    "AccessRefused",
+    "Binding",
+    "BlockListener",
+    "Broker",
+    "BrokerError",
+    "CommandInvalid",
+    "Consumer",
+    "ConsumerSet",
+    "CreditMode",
+    "CreditWindow",
+    "DeathReason",
+    "DefaultExchange",
+    "DestinationKind",
+    "DirectExchange",
+    "Encoding",
+    "ErrorKind",
+    "Exchange",
+    "ExchangeType",
+    "FanoutExchange",
+    "FeatureNotImplemented",
+    "HeadersExchange",
+    "InvalidArgument",
+    "MatchKind",
+    "MessageContainer",
+    "MessageState",
+    "NotAllowed",
+    "NotFound",
+    "Outcome",
+    "Overflow",
+    "PREDECLARED_EXCHANGES",
+    "PreconditionFailed",
+    "ProducerGate",
+    "PublishResult",
+    "Queue",
+    "QueueArguments",
+    "QueuedMessage",
+    "ResourceLimitExceeded",
+    "ResourceLocked",
+    "ServiceNode",
+    "TopicExchange",
+    "TopicIndex",
+    "VirtualHost",
+    "apply_outcome",
+    "headers_match",
+]

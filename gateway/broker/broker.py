@@ -1,0 +1,138 @@
+"""Broker: the root of the model (vhosts, memory accounting, service nodes, ids).
+
+One ``Broker`` per gateway process. Protocol engines get a vhost with
+:meth:`Broker.vhost`, register a :class:`~gateway.broker.flow.BlockListener` per
+connection for memory alarms, and the edge calls :meth:`Broker.tick` on a timer.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Callable, Iterable, Optional
+
+from gateway.store.interface import NullStore, Store
+
+from .errors import NotFound
+from .flow import BlockListener, ProducerGate
+from .vhost import ServiceNode, VirtualHost
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+ServiceResolver = Callable[[str], Optional[ServiceNode]]
+
+
+class Broker:
+    """The shared broker model.
+
+    ``container_id`` is our globally unique container name (1.0 ``open``, and deciding
+    whether ``node@container`` is local). ``memory_high_watermark`` is in bytes of queued
+    message bodies (``None``: never block). ``store`` receives durable writes
+    (default :class:`~gateway.store.interface.NullStore`).
+    """
+
+    def __init__(
+        self,
+        *,
+        container_id: str,
+        vhosts: Iterable[str] = ("/",),
+        memory_high_watermark: Optional[int] = None,
+        store: Optional[Store] = None,
+    ) -> None:
+        self.container_id = container_id
+        self.store: Store = store if store is not None else NullStore()
+        self.gate = ProducerGate(memory_high_watermark)
+        self._ids = itertools.count(1)
+        self._vhosts: dict[str, VirtualHost] = {}
+        self._services: dict[str, ServiceNode] = {}
+        self._resolvers: list[ServiceResolver] = []
+        for name in vhosts:
+            self.add_vhost(name)
+
+    # ------------------------------------------------------------------ vhosts
+    def vhost(self, name: str) -> Optional[VirtualHost]:
+        """The vhost ``name`` or ``None``."""
+        return self._vhosts.get(name)
+
+    @property
+    def vhosts(self) -> dict[str, VirtualHost]:
+        return dict(self._vhosts)
+
+    def add_vhost(self, name: str) -> VirtualHost:
+        """Create vhost ``name`` (with its pre-declared exchanges), or return the existing one."""
+        vhost = self._vhosts.get(name)
+        if vhost is None:
+            vhost = self._vhosts[name] = VirtualHost(name, self)
+        return vhost
+
+    def remove_vhost(self, name: str) -> None:
+        """Delete a vhost and all its queues (consumers are cancelled). Raises NotFound."""
+        vhost = self._vhosts.pop(name, None)
+        if vhost is None:
+            raise NotFound(f"no vhost '{name}'")
+        for queue in list(vhost.queues.values()):
+            vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+
+    # ------------------------------------------------------------------ ids
+    def next_gateway_id(self) -> int:
+        """A new message id, unique and increasing for this process (for the ledger)."""
+        return next(self._ids)
+
+    # ------------------------------------------------------------------ memory
+    @property
+    def memory_used(self) -> int:
+        """Bytes of message bodies held by all queues."""
+        return self.gate.used
+
+    @property
+    def blocked(self) -> bool:
+        """True while producers must be blocked (memory above the high watermark)."""
+        return self.gate.blocked
+
+    def add_blocked_listener(self, listener: BlockListener) -> None:
+        """Register a listener; it is told ``blocked`` at once if producers are blocked."""
+        self.gate.add_listener(listener)
+
+    def remove_blocked_listener(self, listener: BlockListener) -> None:
+        self.gate.remove_listener(listener)
+
+    def set_memory_high_watermark(self, nbytes: Optional[int]) -> None:
+        self.gate.set_high_watermark(nbytes)
+
+    # ------------------------------------------------------------------ services
+    def register_service(self, name: str, handler: ServiceNode) -> None:
+        """Make ``handler`` reachable as node ``name`` (e.g. ``amqp$management``) in every
+        vhost. Replaces an earlier registration of the same name."""
+        self._services[name] = handler
+
+    def unregister_service(self, name: str) -> None:
+        self._services.pop(name, None)
+
+    def register_service_resolver(self, resolver: ServiceResolver) -> None:
+        """Add a fallback asked for names with no exact registration (e.g. the forwarder
+        claiming every ``node@remote-container``); the first non-``None`` answer wins."""
+        self._resolvers.append(resolver)
+
+    def service(self, name: str) -> Optional[ServiceNode]:
+        """The service node for ``name``, or ``None``."""
+        node = self._services.get(name)
+        if node is None:
+            for resolver in self._resolvers:
+                node = resolver(name)
+                if node is not None:
+                    break
+        return node
+
+    # ------------------------------------------------------------------ time
+    def tick(self, now: float) -> Optional[float]:
+        """Run expiry in every vhost; returns the earliest next deadline or ``None``."""
+        deadline: Optional[float] = None
+        for vhost in list(self._vhosts.values()):
+            nxt = vhost.tick(now)
+            if nxt is not None and (deadline is None or nxt < deadline):
+                deadline = nxt
+        return deadline
+
+    def __repr__(self) -> str:
+        return f"Broker({self.container_id!r}, vhosts={list(self._vhosts)})"

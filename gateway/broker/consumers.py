@@ -1,0 +1,123 @@
+"""Consumers of a queue: the ``Consumer`` protocol and round-robin selection.
+
+A consumer is whatever a protocol puts behind a 0-9-1 ``basic.consume`` or a 1.0
+outgoing link. The queue hands it messages synchronously through :meth:`Consumer.deliver`
+and counts each one against its :class:`~gateway.broker.flow.CreditWindow`.
+
+Round robin: acquiring consumers sit in a ring; each delivery goes to the first consumer
+in ring order that has credit (and is not excluded by a 1.0 ``undeliverable-here``), and
+that consumer moves to the back. While the front consumers have credit this is O(1) per
+message; a full turn without credit ends the dispatch, so the cost is O(consumers) per
+dispatch call, not per message.
+
+Browsers (``acquires`` False, 1.0 distribution-mode ``copy``) are kept apart, each with a
+cursor: the ``seq`` of the last message it was shown.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Iterator, Optional, Protocol
+
+from .errors import ResourceLocked
+from .flow import CreditWindow
+
+if TYPE_CHECKING:
+    from .queues import QueuedMessage
+
+__all__ = ["Consumer", "ConsumerSet"]
+
+
+class Consumer(Protocol):
+    """What the queue needs from a consumer (0-9-1 consumer or 1.0 outgoing link).
+
+    - ``tag``: the consumer tag / link name (for logs and error texts).
+    - ``exclusive``: an exclusive consumer must be the queue's only consumer.
+    - ``acquires``: False for a browser (1.0 ``copy``): messages stay available.
+    - ``credit``: the window the queue consumes from on every delivery.
+    """
+
+    tag: str
+    exclusive: bool
+    acquires: bool
+    credit: CreditWindow
+
+    def deliver(self, entry: "QueuedMessage") -> None:
+        """Take ``entry`` (already acquired unless browsing). Called synchronously from
+        the queue's dispatch; must not call ``queue.dispatch`` synchronously (settling,
+        e.g. for no-ack consumers, is allowed)."""
+
+    def cancelled_by_broker(self, reason: str) -> None:
+        """The queue went away (deleted, expired, owner gone): 0-9-1 sends
+        ``basic.cancel``, 1.0 detaches the link."""
+
+
+class ConsumerSet:
+    """The consumers of one queue; enforces consumer exclusivity."""
+
+    __slots__ = ("_ring", "browsers", "_exclusive", "_label")
+
+    def __init__(self, label: str) -> None:
+        self._ring: deque[Consumer] = deque()
+        #: browser -> seq of the last message it was shown
+        self.browsers: dict[Consumer, int] = {}
+        self._exclusive: Optional[Consumer] = None
+        self._label = label
+
+    def __len__(self) -> int:
+        return len(self._ring) + len(self.browsers)
+
+    def __iter__(self) -> Iterator[Consumer]:
+        yield from list(self._ring)
+        yield from list(self.browsers)
+
+    def __contains__(self, consumer: object) -> bool:
+        return consumer in self.browsers or consumer in self._ring
+
+    @property
+    def acquiring(self) -> int:
+        """Number of acquiring consumers."""
+        return len(self._ring)
+
+    def add(self, consumer: Consumer) -> None:
+        """Add ``consumer``; raises :class:`ResourceLocked` if it asks for exclusivity
+        while others exist, or if an exclusive consumer is already there."""
+        if self._exclusive is not None or (consumer.exclusive and len(self)):
+            raise ResourceLocked(f"{self._label} in exclusive use")
+        if consumer.exclusive:
+            self._exclusive = consumer
+        if consumer.acquires:
+            self._ring.append(consumer)
+        else:
+            self.browsers[consumer] = 0
+
+    def remove(self, consumer: Consumer) -> bool:
+        """Remove ``consumer``; False if it was not there."""
+        if self._exclusive is consumer:
+            self._exclusive = None
+        if consumer in self.browsers:
+            del self.browsers[consumer]
+            return True
+        try:
+            self._ring.remove(consumer)
+        except ValueError:
+            return False
+        return True
+
+    def pick(self, excluded: Optional[set] = None) -> Optional[Consumer]:
+        """The next acquiring consumer in ring order that has credit and is not in
+        ``excluded``; it is moved to the back. ``None`` after one full turn."""
+        ring = self._ring
+        for _ in range(len(ring)):
+            consumer = ring[0]
+            ring.rotate(-1)
+            if consumer.credit.has_credit() and (excluded is None or consumer not in excluded):
+                return consumer
+        return None
+
+    def clear(self) -> list[Consumer]:
+        """Remove and return every consumer."""
+        out = list(self)
+        self._ring.clear()
+        self.browsers.clear()
+        self._exclusive = None
+        return out

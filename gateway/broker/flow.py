@@ -1,0 +1,231 @@
+"""Flow control: consumer credit windows and the producer gate (memory alarm).
+
+CreditWindow
+    One answer to "how many more deliveries may this consumer take", for both protocols.
+
+    * Prefetch mode (0-9-1 ``basic.qos``): ``limit`` unacknowledged deliveries, 0 meaning
+      unlimited. The queue calls :meth:`consume_one` when it hands a message over; the
+      protocol calls :meth:`settle_one` when the delivery is acked/rejected, then
+      ``queue.dispatch(now)``. A window may have a ``parent`` (the channel-global window
+      of ``basic.qos(global=True)``): a delivery counts against both, and credit is the
+      smaller of the two.
+    * Credit mode (1.0 link credit): :meth:`grant` sets the credit the receiver gave
+      (1.0 flow frames carry absolute credit); each delivery uses one; settlement does not
+      give credit back. ``drain`` asks the sender to use up or drop the credit; after a
+      dispatch the link calls :meth:`drain_all` to drop what is left.
+
+ProducerGate
+    Tracks the body bytes held by all queues. Above ``high_watermark`` bytes producers are
+    blocked: registered :class:`BlockListener` objects get ``blocked(reason)`` once, and
+    ``unblocked()`` once usage falls back below the mark (0-9-1 sends
+    connection.blocked/unblocked, 1.0 withholds link credit).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Optional, Protocol
+
+__all__ = ["CreditMode", "CreditWindow", "BlockListener", "ProducerGate"]
+
+log = logging.getLogger(__name__)
+
+_UNLIMITED = 1 << 62
+
+
+class CreditMode(enum.Enum):
+    PREFETCH = "prefetch"  # count of outstanding (unsettled) deliveries, 0 = unlimited
+    CREDIT = "credit"  # 1.0 link credit, granted explicitly
+
+
+class CreditWindow:
+    """A delivery window; see the module docstring for the two modes."""
+
+    __slots__ = ("mode", "_limit", "outstanding", "_credit", "drain", "parent")
+
+    def __init__(
+        self,
+        limit: int = 0,
+        *,
+        parent: Optional["CreditWindow"] = None,
+        mode: CreditMode = CreditMode.PREFETCH,
+    ) -> None:
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        self.mode = mode
+        self._limit = limit
+        #: prefetch mode: deliveries handed over and not yet settled
+        self.outstanding = 0
+        #: credit mode: deliveries still allowed
+        self._credit = limit if mode is CreditMode.CREDIT else 0
+        #: credit mode: the receiver asked us to drain
+        self.drain = False
+        self.parent = parent
+
+    @classmethod
+    def prefetch(cls, count: int = 0, *, parent: Optional["CreditWindow"] = None) -> "CreditWindow":
+        """A 0-9-1 prefetch window of ``count`` messages (0 = unlimited)."""
+        return cls(count, parent=parent, mode=CreditMode.PREFETCH)
+
+    @classmethod
+    def link_credit(cls, credit: int = 0) -> "CreditWindow":
+        """A 1.0 link-credit window starting at ``credit``."""
+        return cls(credit, mode=CreditMode.CREDIT)
+
+    @property
+    def limit(self) -> int:
+        """Prefetch limit (0 = unlimited); in credit mode, the last granted credit."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        """Change the prefetch limit; outstanding deliveries stay counted (like
+        RabbitMQ, lowering it below ``outstanding`` just stops new deliveries)."""
+        if value < 0:
+            raise ValueError("limit must be >= 0")
+        self._limit = value
+
+    def available(self) -> int:
+        """How many more deliveries may go out now (a large int when unlimited)."""
+        if self.mode is CreditMode.CREDIT:
+            own = self._credit
+        elif self._limit == 0:
+            own = _UNLIMITED
+        else:
+            own = self._limit - self.outstanding
+            if own < 0:
+                own = 0
+        parent = self.parent
+        if parent is not None:
+            p = parent.available()
+            if p < own:
+                return p
+        return own
+
+    def has_credit(self) -> bool:
+        """``available() > 0``, on the hot path."""
+        if self.mode is CreditMode.CREDIT:
+            if self._credit <= 0:
+                return False
+        elif self._limit and self.outstanding >= self._limit:
+            return False
+        parent = self.parent
+        return parent is None or parent.has_credit()
+
+    def consume_one(self) -> None:
+        """Record one delivery handed over (called by the queue)."""
+        if self.mode is CreditMode.CREDIT:
+            self._credit -= 1
+        else:
+            self.outstanding += 1
+        if self.parent is not None:
+            self.parent.consume_one()
+
+    def settle_one(self, count: int = 1) -> None:
+        """Record ``count`` deliveries settled (called by the protocol).
+
+        Frees prefetch room in this window and its parent; credit mode only passes it
+        on to the parent (1.0 credit is not returned by settlement).
+        """
+        if self.mode is CreditMode.PREFETCH:
+            self.outstanding -= count
+            if self.outstanding < 0:
+                self.outstanding = 0
+        if self.parent is not None:
+            self.parent.settle_one(count)
+
+    def grant(self, credit: int, *, drain: bool = False) -> None:
+        """Credit mode: set the link credit to ``credit`` (absolute, as 1.0 flow does)."""
+        if credit < 0:
+            raise ValueError("credit must be >= 0")
+        self._credit = credit
+        self._limit = credit
+        self.drain = drain
+
+    @property
+    def credit(self) -> int:
+        """Credit mode: the remaining link credit."""
+        return self._credit
+
+    def drain_all(self) -> int:
+        """Credit mode: drop the remaining credit (end of a drain); returns how much was
+        dropped so the link can advance its delivery-count. Clears ``drain``."""
+        dropped = self._credit
+        self._credit = 0
+        self.drain = False
+        return dropped
+
+    def __repr__(self) -> str:
+        if self.mode is CreditMode.CREDIT:
+            return f"CreditWindow(credit={self._credit}, drain={self.drain})"
+        return f"CreditWindow(prefetch={self._limit}, outstanding={self.outstanding})"
+
+
+class BlockListener(Protocol):
+    """Told when producers must stop and may resume (registered by each connection)."""
+
+    def blocked(self, reason: str) -> None: ...
+
+    def unblocked(self) -> None: ...
+
+
+class ProducerGate:
+    """Memory accounting: body bytes held by queues against ``high_watermark``.
+
+    ``high_watermark`` is in bytes; ``None`` disables blocking (bytes are still counted).
+    ``add``/``sub`` are called by queues on the hot path: an int update and a compare.
+    """
+
+    __slots__ = ("used", "high_watermark", "blocked", "_listeners")
+
+    def __init__(self, high_watermark: Optional[int] = None) -> None:
+        self.used = 0
+        self.high_watermark = high_watermark
+        self.blocked = False
+        self._listeners: list[BlockListener] = []
+
+    def add_listener(self, listener: BlockListener) -> None:
+        """Register ``listener``; if producers are blocked right now it is told at once."""
+        self._listeners.append(listener)
+        if self.blocked:
+            listener.blocked(self.reason())
+
+    def remove_listener(self, listener: BlockListener) -> None:
+        """Forget ``listener``; unknown listeners are ignored."""
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            pass
+
+    def reason(self) -> str:
+        return f"memory high watermark reached ({self.used} of {self.high_watermark} bytes)"
+
+    def add(self, nbytes: int) -> None:
+        self.used += nbytes
+        hw = self.high_watermark
+        if hw is not None and not self.blocked and self.used > hw:
+            self._set(True)
+
+    def sub(self, nbytes: int) -> None:
+        self.used -= nbytes
+        if self.blocked and self.used <= self.high_watermark:  # type: ignore[operator]
+            self._set(False)
+
+    def set_high_watermark(self, high_watermark: Optional[int]) -> None:
+        """Change the mark (e.g. on config reload) and notify if the state changes."""
+        self.high_watermark = high_watermark
+        should = high_watermark is not None and self.used > high_watermark
+        if should != self.blocked:
+            self._set(should)
+
+    def _set(self, blocked: bool) -> None:
+        self.blocked = blocked
+        if blocked:
+            reason = self.reason()
+            log.warning("blocking producers: %s", reason)
+            for listener in list(self._listeners):
+                listener.blocked(reason)
+        else:
+            log.info("unblocking producers")
+            for listener in list(self._listeners):
+                listener.unblocked()

@@ -1,0 +1,208 @@
+"""The message container: one object per published message, shared by every queue.
+
+A message stays in the encoding it arrived in (``payload`` is opaque to the broker) and
+is converted only when a consumer of the other protocol needs it; :meth:`converted`
+caches the result per target encoding, so a 1.0 message delivered to five 0-9-1
+consumers is translated once. The routing fields (``exchange``, ``routing_key``,
+``headers``, ``durable``, ``priority``, ``ttl_ms``, ``size``) are extracted by the origin
+protocol at publish time, so routing never decodes the payload.
+
+The same container is shared by all the queues a message was routed to, so it is treated
+as immutable once published (only the conversion cache changes). Operations that change
+what a consumer sees (dead-lettering, 1.0 ``modified`` annotations) make a copy through
+:meth:`with_death` / :meth:`with_annotations`.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable, Optional
+
+__all__ = ["Encoding", "DeathReason", "MessageContainer"]
+
+
+class Encoding(enum.Enum):
+    """The protocol encoding a payload is in."""
+
+    AMQP091 = "amqp091"
+    AMQP10 = "amqp10"
+
+
+class DeathReason(enum.Enum):
+    """Why a message was dead-lettered; ``value`` is the x-death ``reason`` string."""
+
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    MAXLEN = "maxlen"
+    DELIVERY_LIMIT = "delivery_limit"
+
+
+class MessageContainer:
+    """One published message.
+
+    Attributes (all set by the origin protocol except ``gateway_id`` and ``deaths``):
+
+    - ``origin``: :class:`Encoding` of ``payload``.
+    - ``payload``: opaque; 0-9-1 stores ``(properties_bytes, body)``, 1.0 the encoded
+      message bytes.
+    - ``exchange``, ``routing_key``: where it was published (1.0: the resolved exchange
+      and subject/key).
+    - ``headers``: dict of typed values or ``None``; used by the headers exchange.
+    - ``durable``: persistent (0-9-1 delivery-mode 2, 1.0 header.durable).
+    - ``priority``: int or ``None``.
+    - ``ttl_ms``: per-message expiration in milliseconds or ``None``.
+    - ``created_at``: the ``now`` (seconds) at which it was received.
+    - ``size``: body size in bytes (memory accounting and ``x-max-length-bytes``).
+    - ``message_id``, ``correlation_id``, ``user_id``: for the ledger and validation.
+    - ``properties``: decoded ``translators.basic_properties.BasicProperties`` when the
+      origin is 0-9-1, else ``None``.
+    - ``gateway_id``: monotonic int from ``Broker.next_gateway_id()`` (0 = unassigned).
+    - ``deaths``: list of x-death dicts, newest first, or ``None`` (see :meth:`with_death`).
+    - ``annotations``: 1.0 message-annotations added by a ``modified`` outcome, or ``None``.
+    """
+
+    __slots__ = (
+        "origin",
+        "payload",
+        "exchange",
+        "routing_key",
+        "headers",
+        "durable",
+        "priority",
+        "ttl_ms",
+        "created_at",
+        "size",
+        "message_id",
+        "correlation_id",
+        "user_id",
+        "properties",
+        "gateway_id",
+        "deaths",
+        "annotations",
+        "_converted",
+    )
+
+    def __init__(
+        self,
+        origin: Encoding,
+        payload: Any,
+        *,
+        exchange: str = "",
+        routing_key: str = "",
+        headers: Optional[dict] = None,
+        durable: bool = False,
+        priority: Optional[int] = None,
+        ttl_ms: Optional[int] = None,
+        created_at: float = 0.0,
+        size: int = 0,
+        message_id: Any = None,
+        correlation_id: Any = None,
+        user_id: Optional[str] = None,
+        properties: Any = None,
+        gateway_id: int = 0,
+        deaths: Optional[list] = None,
+        annotations: Optional[dict] = None,
+    ) -> None:
+        self.origin = origin
+        self.payload = payload
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.headers = headers
+        self.durable = durable
+        self.priority = priority
+        self.ttl_ms = ttl_ms
+        self.created_at = created_at
+        self.size = size
+        self.message_id = message_id
+        self.correlation_id = correlation_id
+        self.user_id = user_id
+        self.properties = properties
+        self.gateway_id = gateway_id
+        self.deaths = deaths
+        self.annotations = annotations
+        self._converted: Optional[dict] = None
+
+    def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
+        """Return ``convert(self)`` for ``target``, calling ``convert`` at most once.
+
+        When ``target`` is the origin the caller normally uses ``payload`` directly; the
+        cache works for it too. Exceptions from ``convert`` propagate and nothing is
+        cached.
+        """
+        cache = self._converted
+        if cache is None:
+            cache = self._converted = {}
+        elif target in cache:
+            return cache[target]
+        value = convert(self)
+        cache[target] = value
+        return value
+
+    def copy(self, **changes: Any) -> "MessageContainer":
+        """A new container with ``changes`` applied and an empty conversion cache."""
+        fields = {name: getattr(self, name) for name in self.__slots__ if name != "_converted"}
+        fields.update(changes)
+        origin = fields.pop("origin")
+        payload = fields.pop("payload")
+        return MessageContainer(origin, payload, **fields)
+
+    def with_death(
+        self,
+        *,
+        queue: str,
+        reason: DeathReason,
+        time: float,
+        exchange: str,
+        routing_key: str,
+    ) -> "MessageContainer":
+        """A copy recording one more dead-lettering, to be published to ``exchange``
+        with ``routing_key`` (the dead-letter exchange and key).
+
+        Like RabbitMQ, the x-death entry for the same ``(queue, reason)`` is updated
+        (``count`` + 1) and moved to the front; otherwise a new entry goes first. Entry
+        keys follow RabbitMQ's x-death table: ``queue``, ``reason`` (str), ``count``,
+        ``exchange`` and ``routing-keys`` (where the message was before), ``time``
+        (seconds), and ``original-expiration`` (str, ms) when a per-message TTL is
+        removed. The per-message TTL is cleared so the copy does not expire again.
+        Each protocol renders ``deaths`` (0-9-1: the ``x-death`` header).
+        """
+        old = self.deaths or []
+        found = None
+        rest = []
+        for entry in old:
+            if found is None and entry.get("queue") == queue and entry.get("reason") == reason.value:
+                found = entry
+            else:
+                rest.append(entry)
+        if found is not None:
+            entry = dict(found)
+            entry["count"] = int(found.get("count", 1)) + 1
+            entry["time"] = time
+        else:
+            entry = {
+                "queue": queue,
+                "reason": reason.value,
+                "count": 1,
+                "exchange": self.exchange,
+                "routing-keys": [self.routing_key],
+                "time": time,
+            }
+            if self.ttl_ms is not None:
+                entry["original-expiration"] = str(self.ttl_ms)
+        return self.copy(
+            deaths=[entry, *rest],
+            exchange=exchange,
+            routing_key=routing_key,
+            ttl_ms=None,
+        )
+
+    def with_annotations(self, annotations: dict) -> "MessageContainer":
+        """A copy whose 1.0 ``annotations`` are the old ones updated with ``annotations``."""
+        merged = dict(self.annotations or {})
+        merged.update(annotations)
+        return self.copy(annotations=merged)
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageContainer(#{self.gateway_id} {self.origin.value} "
+            f"exchange={self.exchange!r} routing_key={self.routing_key!r} size={self.size})"
+        )

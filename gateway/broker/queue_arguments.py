@@ -1,0 +1,126 @@
+"""Validation of queue ``x-`` arguments, RabbitMQ style.
+
+Unknown arguments are kept and ignored (as RabbitMQ does); known ones must have the right
+type and range, else :class:`InvalidArgument` (0-9-1: 406) with a text that names the
+argument, the queue and the vhost. ``x-queue-type`` other than ``classic`` raises
+:class:`FeatureNotImplemented`.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from translators.values import LongStrBytes
+
+from .errors import FeatureNotImplemented, InvalidArgument, PreconditionFailed
+
+__all__ = ["Overflow", "QueueArguments", "parse_queue_arguments", "MAX_PRIORITY"]
+
+#: the highest ``x-max-priority`` accepted
+MAX_PRIORITY = 255
+
+
+class Overflow(enum.Enum):
+    """``x-overflow``: what a full queue does with a new message."""
+
+    DROP_HEAD = "drop-head"
+    REJECT_PUBLISH = "reject-publish"
+    REJECT_PUBLISH_DLX = "reject-publish-dlx"
+
+
+_OVERFLOW = {o.value: o for o in Overflow}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueArguments:
+    """Parsed queue arguments; durations in milliseconds, sizes in messages/bytes."""
+
+    message_ttl_ms: Optional[int] = None
+    expires_ms: Optional[int] = None
+    max_length: Optional[int] = None
+    max_length_bytes: Optional[int] = None
+    overflow: Overflow = Overflow.DROP_HEAD
+    dead_letter_exchange: Optional[str] = None
+    dead_letter_routing_key: Optional[str] = None
+    max_priority: Optional[int] = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.max_length is not None or self.max_length_bytes is not None
+
+
+def _text(value: Any) -> Optional[str]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, LongStrBytes)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def parse_queue_arguments(
+    arguments: Optional[Mapping[str, Any]], queue: str, vhost: str
+) -> QueueArguments:
+    """Check ``arguments`` and return the parsed form.
+
+    Raises :class:`InvalidArgument`, :class:`PreconditionFailed` (a dead-letter routing
+    key without a dead-letter exchange, as RabbitMQ) or :class:`FeatureNotImplemented`.
+    """
+    if not arguments:
+        return QueueArguments()
+    where = f"for queue '{queue}' in vhost '{vhost}'"
+
+    def bad(name: str, why: str) -> InvalidArgument:
+        return InvalidArgument(f"invalid arg '{name}' {where}: {why}")
+
+    def integer(name: str, minimum: int, maximum: Optional[int] = None) -> Optional[int]:
+        if name not in arguments:
+            return None
+        value = arguments[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad(name, f"unacceptable type {type(value).__name__} (integer required)")
+        if value < minimum:
+            raise bad(name, f"value {value} is below the minimum {minimum}")
+        if maximum is not None and value > maximum:
+            raise bad(name, f"value {value} is above the maximum {maximum}")
+        return int(value)
+
+    def string(name: str) -> Optional[str]:
+        if name not in arguments:
+            return None
+        text = _text(arguments[name])
+        if text is None:
+            raise bad(name, f"unacceptable type {type(arguments[name]).__name__} (string required)")
+        return text
+
+    queue_type = string("x-queue-type")
+    if queue_type is not None and queue_type != "classic":
+        raise FeatureNotImplemented(
+            f"queue type '{queue_type}' is not supported {where}; only 'classic' is"
+        )
+    overflow_name = string("x-overflow")
+    overflow = Overflow.DROP_HEAD
+    if overflow_name is not None:
+        if overflow_name not in _OVERFLOW:
+            raise bad("x-overflow", f"unknown overflow behaviour '{overflow_name}'")
+        overflow = _OVERFLOW[overflow_name]
+    dlx = string("x-dead-letter-exchange")
+    dlrk = string("x-dead-letter-routing-key")
+    if dlrk is not None and dlx is None:
+        raise PreconditionFailed(
+            f"invalid arg 'x-dead-letter-routing-key' {where}: "
+            "x-dead-letter-routing-key requires x-dead-letter-exchange"
+        )
+    return QueueArguments(
+        message_ttl_ms=integer("x-message-ttl", 0),
+        expires_ms=integer("x-expires", 1),
+        max_length=integer("x-max-length", 0),
+        max_length_bytes=integer("x-max-length-bytes", 0),
+        overflow=overflow,
+        dead_letter_exchange=dlx,
+        dead_letter_routing_key=dlrk,
+        max_priority=integer("x-max-priority", 1, MAX_PRIORITY),
+    )

@@ -1,0 +1,608 @@
+"""Queue: a weak-FIFO store of messages with states, TTL, limits and dead-lettering.
+
+Theory of operation
+-------------------
+Every message routed here becomes a :class:`QueuedMessage` (an *entry*) with a ``seq``
+that grows with every enqueue. An entry is AVAILABLE (waiting, in a per-priority deque
+kept sorted by ``seq``), ACQUIRED (handed to a consumer or ``get`` with ack, unsettled,
+kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, purged).
+
+* ``enqueue`` appends at the tail and dispatches at once, so a waiting consumer gets the
+  message before any TTL-0 or max-length check drops it (as RabbitMQ does).
+* ``settle`` (ack / 1.0 accepted) makes an ACQUIRED entry GONE.
+* ``release`` puts an ACQUIRED entry back at its original position (by ``seq``), not at
+  the tail, so redelivery keeps publish order; it dispatches again.
+* ``reject`` with requeue is ``release``; without, the entry is dead-lettered (reason
+  ``rejected``) if the queue has a dead-letter exchange, else discarded.
+* Expiry: an entry expires at ``enqueue time + min(x-message-ttl, message ttl)``. Like
+  RabbitMQ, expired entries are removed lazily from the *head* (dispatch, ``get`` and
+  :meth:`Queue.expire`); an entry is expired once ``now > expires_at``, and an entry
+  with TTL 0 that no consumer took during its own enqueue is expired at once.
+* Priorities (``x-max-priority``): one deque per level; the highest non-empty level is the
+  head; a priority above the maximum counts as the maximum, ``None`` as 0. Max-length
+  overflow with ``drop-head`` drops from the lowest level first.
+* Limits (``x-max-length``, ``x-max-length-bytes``) count AVAILABLE messages only.
+
+Time is always the caller's ``now`` (seconds). The queue never reads a clock.
+"""
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from gateway.store.interface import MessageRecord
+
+from .consumers import Consumer, ConsumerSet
+from .errors import PreconditionFailed
+from .flow import ProducerGate
+from .message import DeathReason, MessageContainer
+from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
+
+if TYPE_CHECKING:
+    from gateway.store.interface import Store
+
+    from .vhost import VirtualHost
+
+__all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
+
+log = logging.getLogger(__name__)
+
+
+class MessageState(enum.Enum):
+    AVAILABLE = "available"
+    ACQUIRED = "acquired"
+    GONE = "gone"
+
+
+def _seq_of(entry: "QueuedMessage") -> int:
+    return entry.seq
+
+
+class QueuedMessage:
+    """One message in one queue.
+
+    ``delivery_count`` counts failed delivery attempts (releases/modifies that counted),
+    ``redelivered`` becomes True once the entry was handed out and put back (the 0-9-1
+    redelivered flag), ``holder`` is the consumer holding an ACQUIRED entry (``None``
+    for ``get``), ``undeliverable_to`` the consumers a 1.0 ``modified`` with
+    ``undeliverable-here`` excluded.
+    """
+
+    __slots__ = (
+        "message",
+        "state",
+        "delivery_count",
+        "redelivered",
+        "seq",
+        "expires_at",
+        "holder",
+        "undeliverable_to",
+        "level",
+        "queue",
+    )
+
+    def __init__(
+        self,
+        message: MessageContainer,
+        seq: int,
+        expires_at: Optional[float],
+        level: int = 0,
+        queue: Optional["Queue"] = None,
+    ) -> None:
+        self.message = message
+        self.state = MessageState.AVAILABLE
+        self.delivery_count = 0
+        self.redelivered = False
+        self.seq = seq
+        self.expires_at = expires_at
+        self.holder: Optional[Consumer] = None
+        self.undeliverable_to: Optional[set] = None
+        self.level = level
+        self.queue = queue
+
+    def __repr__(self) -> str:
+        return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"
+
+
+def message_record(message: MessageContainer, entry: QueuedMessage) -> MessageRecord:
+    """The store record for ``message`` held by ``entry``."""
+    return MessageRecord(
+        message_id=message.gateway_id,
+        origin=message.origin.value,
+        payload=message.payload,
+        exchange=message.exchange,
+        routing_key=message.routing_key,
+        headers=message.headers,
+        durable=message.durable,
+        priority=message.priority,
+        ttl_ms=message.ttl_ms,
+        created_at=message.created_at,
+        size=message.size,
+        amqp_message_id=message.message_id,
+        correlation_id=message.correlation_id,
+        user_id=message.user_id,
+        deaths=message.deaths,
+        expires_at=entry.expires_at,
+        seq=entry.seq,
+        redelivered=entry.redelivered,
+        delivery_count=entry.delivery_count,
+    )
+
+
+class Queue:
+    """A queue in a vhost. Usually created by ``VirtualHost.declare_queue``.
+
+    Raises :class:`InvalidArgument` / :class:`PreconditionFailed` /
+    :class:`FeatureNotImplemented` from the constructor for bad ``arguments``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        vhost: Optional["VirtualHost"] = None,
+        vhost_name: str = "/",
+        durable: bool = False,
+        exclusive_owner: Any = None,
+        auto_delete: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
+        now: float = 0.0,
+        gate: Optional[ProducerGate] = None,
+        store: Optional["Store"] = None,
+    ) -> None:
+        self.name = name
+        self.vhost = vhost
+        self.vhost_name = vhost.name if vhost is not None else vhost_name
+        self.durable = durable
+        #: opaque owner token (e.g. a connection id) of an exclusive queue, else None
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments: dict = dict(arguments or {})
+        self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
+        levels = (self.args.max_priority or 0) + 1
+        self._levels: list[deque[QueuedMessage]] = [deque() for _ in range(levels)]
+        self._max_level = levels - 1
+        self._available = 0
+        self._available_bytes = 0
+        self._acquired: dict[int, QueuedMessage] = {}
+        self._seq = 0
+        self.consumers = ConsumerSet(self.label)
+        self.had_consumers = False
+        #: last ``now`` the queue was used (consumers, get, declare): for ``x-expires``
+        self.last_used = now
+        self._now = now
+        self.deleted = False
+        self._gate = gate
+        # only a real store on a durable queue costs anything on the hot path
+        self._store = store if durable and store is not None and store.persistent else None
+        self._dispatching = False
+        self._again = False
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def exclusive(self) -> bool:
+        return self.exclusive_owner is not None
+
+    @property
+    def message_count(self) -> int:
+        """AVAILABLE messages (what 0-9-1 declare-ok and get-ok report)."""
+        return self._available
+
+    @property
+    def acquired_count(self) -> int:
+        """Delivered but unsettled messages."""
+        return len(self._acquired)
+
+    @property
+    def available_bytes(self) -> int:
+        return self._available_bytes
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+    def capacity_left(self) -> Optional[int]:
+        """How many more messages fit before a ``reject-publish`` queue rejects, for 1.0
+        incoming-link credit; ``None`` when publishes are never rejected."""
+        args = self.args
+        if args.overflow is Overflow.DROP_HEAD or args.max_length is None:
+            return None
+        return max(0, args.max_length - self._available)
+
+    def touch(self, now: float) -> None:
+        """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""
+        self.last_used = now
+        self._now = now
+
+    # ------------------------------------------------------------------ publish side
+    def enqueue(self, message: MessageContainer, now: float) -> bool:
+        """Add ``message``; returns False if a full ``reject-publish`` queue refused it
+        (with ``reject-publish-dlx`` it is also dead-lettered, reason ``maxlen``).
+        A deleted queue refuses everything."""
+        if self.deleted:
+            return False
+        self._now = now
+        args = self.args
+        if args.bounded and args.overflow is not Overflow.DROP_HEAD and self._full(message.size):
+            if args.overflow is Overflow.REJECT_PUBLISH_DLX:
+                self._dead_letter(message, DeathReason.MAXLEN, now)
+            return False
+        ttl = args.message_ttl_ms
+        mttl = message.ttl_ms
+        if mttl is not None and (ttl is None or mttl < ttl):
+            ttl = mttl
+        expires_at = None if ttl is None else now + ttl / 1000.0
+        level = 0
+        if self._max_level:
+            p = message.priority or 0
+            level = self._max_level if p > self._max_level else (p if p > 0 else 0)
+        self._seq += 1
+        entry = QueuedMessage(message, self._seq, expires_at, level, self)
+        self._levels[level].append(entry)
+        self._available += 1
+        self._available_bytes += message.size
+        if self._gate is not None:
+            self._gate.add(message.size)
+        if self._store is not None and message.durable:
+            self._store.add_message(
+                self.vhost_name, self.name, message.gateway_id, message_record(message, entry)
+            )
+        if self.consumers:
+            self.dispatch(now)
+        if ttl == 0 and entry.state is MessageState.AVAILABLE:
+            self._remove_available(entry)
+            self._expire_entry(entry, now)
+        if args.bounded and args.overflow is Overflow.DROP_HEAD:
+            self._drop_over_limit(now)
+        return True
+
+    def _full(self, size: int) -> bool:
+        args = self.args
+        if args.max_length is not None and self._available >= args.max_length:
+            return True
+        return args.max_length_bytes is not None and self._available_bytes + size > args.max_length_bytes
+
+    def _drop_over_limit(self, now: float) -> None:
+        args = self.args
+        max_len, max_bytes = args.max_length, args.max_length_bytes
+        while self._available and (
+            (max_len is not None and self._available > max_len)
+            or (max_bytes is not None and self._available_bytes > max_bytes)
+        ):
+            for dq in self._levels:  # lowest priority first
+                if dq:
+                    entry = dq.popleft()
+                    break
+            self._available -= 1
+            self._available_bytes -= entry.message.size
+            self._finish(entry)
+            self._dead_letter(entry.message, DeathReason.MAXLEN, now)
+
+    # ------------------------------------------------------------------ consume side
+    def add_consumer(self, consumer: Consumer, now: float) -> None:
+        """Attach ``consumer`` and dispatch to it. Raises :class:`ResourceLocked` on an
+        exclusive-consumer conflict. (Exclusive *queue* ownership is checked by the
+        vhost.)"""
+        self.consumers.add(consumer)
+        self.had_consumers = True
+        self.touch(now)
+        self.dispatch(now)
+
+    def remove_consumer(self, consumer: Consumer, now: float) -> bool:
+        """Detach ``consumer`` (its acquired entries stay acquired until settled or
+        released). If this was the last consumer of an auto-delete queue, the queue is
+        deleted; returns True in that case."""
+        if not self.consumers.remove(consumer):
+            return False
+        self.touch(now)
+        if self.auto_delete and self.had_consumers and not self.consumers and not self.deleted:
+            self._delete_now(f"{self.label} was auto-deleted")
+            return True
+        return False
+
+    def get(self, now: float, *, ack: bool) -> Optional[QueuedMessage]:
+        """Take the head message (0-9-1 ``basic.get``): ACQUIRED if ``ack``, else GONE at
+        once. ``None`` if there is none."""
+        self.touch(now)
+        entry = self._head(now)
+        if entry is None:
+            return None
+        self._remove_available(entry)
+        if ack:
+            entry.state = MessageState.ACQUIRED
+            entry.holder = None
+            self._acquired[entry.seq] = entry
+        else:
+            self._finish(entry)
+        return entry
+
+    def dispatch(self, now: float) -> int:
+        """Hand available messages to consumers with credit; returns how many went out.
+
+        Called after enqueue and release (by the queue) and by the protocol whenever
+        credit grows (ack, qos, 1.0 flow). Re-entrant calls are folded into the running
+        one.
+        """
+        self._now = now
+        if self._dispatching:
+            self._again = True
+            return 0
+        if not self.consumers:
+            return 0
+        self._dispatching = True
+        sent = 0
+        try:
+            while True:
+                self._again = False
+                if self.consumers.acquiring:
+                    sent += self._dispatch_acquiring(now)
+                if self.consumers.browsers:
+                    sent += self._dispatch_browsers(now)
+                if not self._again:
+                    break
+        finally:
+            self._dispatching = False
+        return sent
+
+    def _dispatch_acquiring(self, now: float) -> int:
+        sent = 0
+        pick = self.consumers.pick
+        acquired = self._acquired
+        while self._available:
+            entry = self._head(now)
+            if entry is None:
+                break
+            consumer = pick(entry.undeliverable_to)
+            if consumer is None:
+                break
+            self._remove_available(entry)
+            entry.state = MessageState.ACQUIRED
+            entry.holder = consumer
+            acquired[entry.seq] = entry
+            consumer.credit.consume_one()
+            consumer.deliver(entry)
+            sent += 1
+        return sent
+
+    def _dispatch_browsers(self, now: float) -> int:
+        sent = 0
+        browsers = self.consumers.browsers
+        for browser in list(browsers):
+            cursor = browsers.get(browser)
+            while cursor is not None and browser.credit.has_credit():
+                entry = self._next_after(cursor, now)
+                if entry is None:
+                    break
+                cursor = browsers[browser] = entry.seq
+                browser.credit.consume_one()
+                browser.deliver(entry)
+                sent += 1
+                cursor = browsers.get(browser)
+        return sent
+
+    def _next_after(self, cursor: int, now: float) -> Optional[QueuedMessage]:
+        """The available, unexpired entry with the smallest ``seq`` above ``cursor``."""
+        best: Optional[QueuedMessage] = None
+        for dq in self._levels:
+            if not dq or dq[-1].seq <= cursor:
+                continue
+            i = 0 if dq[0].seq > cursor else bisect.bisect_right(dq, cursor, key=_seq_of)
+            n = len(dq)
+            while i < n:
+                entry = dq[i]
+                if entry.expires_at is None or now <= entry.expires_at:
+                    if best is None or entry.seq < best.seq:
+                        best = entry
+                    break
+                i += 1
+        return best
+
+    # ------------------------------------------------------------------ settlement
+    def settle(self, entry: QueuedMessage) -> bool:
+        """ACQUIRED -> GONE (0-9-1 ack, 1.0 accepted). False if ``entry`` is not acquired
+        from this queue (already settled, queue deleted, a browsed entry)."""
+        if self._acquired.pop(entry.seq, None) is not entry:
+            return False
+        self._finish(entry)
+        return True
+
+    def release(
+        self,
+        entry: QueuedMessage,
+        *,
+        redelivered: bool = True,
+        count_delivery: bool = True,
+        now: Optional[float] = None,
+    ) -> bool:
+        """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
+        ``now``, or the last time the queue saw). False if not acquired here."""
+        if self._acquired.pop(entry.seq, None) is not entry:
+            return False
+        if redelivered:
+            entry.redelivered = True
+        if count_delivery:
+            entry.delivery_count += 1
+        entry.state = MessageState.AVAILABLE
+        entry.holder = None
+        dq = self._levels[entry.level]
+        if not dq or dq[-1].seq < entry.seq:
+            dq.append(entry)
+        elif dq[0].seq > entry.seq:
+            dq.appendleft(entry)
+        else:
+            dq.insert(bisect.bisect_left(dq, entry.seq, key=_seq_of), entry)
+        self._available += 1
+        self._available_bytes += entry.message.size
+        if self.consumers:
+            self.dispatch(self._now if now is None else now)
+        return True
+
+    def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
+        """0-9-1 reject/nack and 1.0 rejected: ``requeue`` -> :meth:`release`; else the
+        entry is dead-lettered (reason ``rejected``) or discarded. False if not acquired."""
+        if requeue:
+            return self.release(entry, now=now)
+        if self._acquired.pop(entry.seq, None) is not entry:
+            return False
+        self._finish(entry)
+        self._dead_letter(entry.message, DeathReason.REJECTED, now)
+        return True
+
+    def modify(
+        self,
+        entry: QueuedMessage,
+        *,
+        delivery_failed: bool = False,
+        undeliverable_here: bool = False,
+        annotations: Optional[dict] = None,
+        now: Optional[float] = None,
+    ) -> bool:
+        """1.0 ``modified``: merge ``annotations`` into the message, never offer it again
+        to the holding consumer if ``undeliverable_here``, count a failed delivery if
+        ``delivery_failed``, and release it. False if not acquired."""
+        if entry.seq not in self._acquired or self._acquired[entry.seq] is not entry:
+            return False
+        if annotations:
+            entry.message = entry.message.with_annotations(annotations)
+        if undeliverable_here and entry.holder is not None:
+            if entry.undeliverable_to is None:
+                entry.undeliverable_to = set()
+            entry.undeliverable_to.add(entry.holder)
+        return self.release(entry, redelivered=True, count_delivery=delivery_failed, now=now)
+
+    # ------------------------------------------------------------------ expiry / purge
+    def expire(self, now: float) -> int:
+        """Remove expired entries from the head of every priority level (dead-lettering
+        them with reason ``expired`` if configured); returns how many."""
+        self._now = now
+        count = 0
+        for dq in self._levels:
+            while dq and dq[0].expires_at is not None and now > dq[0].expires_at:
+                entry = dq.popleft()
+                self._available -= 1
+                self._available_bytes -= entry.message.size
+                self._expire_entry(entry, now)
+                count += 1
+        return count
+
+    def next_deadline(self) -> Optional[float]:
+        """The earliest time (seconds) at which ``tick``/``expire`` has work: a head
+        message expiry or the ``x-expires`` deadline; ``None`` if none."""
+        deadline = None
+        for dq in self._levels:
+            if dq and dq[0].expires_at is not None:
+                if deadline is None or dq[0].expires_at < deadline:
+                    deadline = dq[0].expires_at
+        exp = self.expires_at()
+        if exp is not None and (deadline is None or exp < deadline):
+            deadline = exp
+        return deadline
+
+    def expires_at(self) -> Optional[float]:
+        """When an unused queue with ``x-expires`` will be deleted; ``None`` if in use or
+        no ``x-expires``."""
+        if self.args.expires_ms is None or self.consumers:
+            return None
+        return self.last_used + self.args.expires_ms / 1000.0
+
+    def purge(self) -> int:
+        """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
+        count = self._available
+        for dq in self._levels:
+            while dq:
+                self._finish(dq.popleft())
+        self._available = 0
+        self._available_bytes = 0
+        return count
+
+    # ------------------------------------------------------------------ deletion
+    def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
+        """Delete the queue; returns the number of AVAILABLE messages it held.
+
+        Raises :class:`PreconditionFailed` if ``if_unused`` and it has consumers, or
+        ``if_empty`` and it has available messages (RabbitMQ's texts).
+        """
+        if if_unused and self.consumers:
+            raise PreconditionFailed(f"{self.label} in use")
+        if if_empty and self._available:
+            raise PreconditionFailed(f"{self.label} not empty")
+        return self._delete_now(f"{self.label} was deleted")
+
+    def _delete_now(self, reason: str) -> int:
+        if self.vhost is not None:
+            return self.vhost._forget_queue(self, reason)
+        return self._teardown(reason)
+
+    def _teardown(self, reason: str) -> int:
+        """Cancel consumers and drop all entries (called once by the vhost)."""
+        if self.deleted:
+            return 0
+        self.deleted = True
+        count = self._available
+        for consumer in self.consumers.clear():
+            consumer.cancelled_by_broker(reason)
+        self.purge()
+        for entry in list(self._acquired.values()):
+            self._finish(entry)
+        self._acquired.clear()
+        return count
+
+    # ------------------------------------------------------------------ internals
+    def _head(self, now: float) -> Optional[QueuedMessage]:
+        """The head entry (highest priority, oldest), dropping expired heads."""
+        levels = self._levels
+        for level in range(self._max_level, -1, -1):
+            dq = levels[level]
+            while dq:
+                entry = dq[0]
+                if entry.expires_at is not None and now > entry.expires_at:
+                    dq.popleft()
+                    self._available -= 1
+                    self._available_bytes -= entry.message.size
+                    self._expire_entry(entry, now)
+                    continue
+                return entry
+        return None
+
+    def _remove_available(self, entry: QueuedMessage) -> None:
+        dq = self._levels[entry.level]
+        if dq and dq[0] is entry:
+            dq.popleft()
+        else:
+            dq.remove(entry)
+        self._available -= 1
+        self._available_bytes -= entry.message.size
+
+    def _finish(self, entry: QueuedMessage) -> None:
+        entry.state = MessageState.GONE
+        entry.holder = None
+        size = entry.message.size
+        if self._gate is not None:
+            self._gate.sub(size)
+        if self._store is not None and entry.message.durable:
+            self._store.remove_message(self.vhost_name, self.name, entry.message.gateway_id)
+
+    def _expire_entry(self, entry: QueuedMessage, now: float) -> None:
+        self._finish(entry)
+        self._dead_letter(entry.message, DeathReason.EXPIRED, now)
+
+    def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+        dlx = self.args.dead_letter_exchange
+        if dlx is None or self.vhost is None:
+            return
+        key = self.args.dead_letter_routing_key
+        dead = message.with_death(
+            queue=self.name,
+            reason=reason,
+            time=now,
+            exchange=dlx,
+            routing_key=message.routing_key if key is None else key,
+        )
+        self.vhost.dead_letter(dead, now)
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, available={self._available}, acquired={len(self._acquired)})"
