@@ -1,0 +1,246 @@
+"""Hot-path helpers for the 1.0 engine and the broker: read the routing fields of an
+encoded 1.0 message, and rewrite its header, without decoding or re-encoding the rest.
+
+Why: a message that goes from a 1.0 sender to a 1.0 receiver is never translated; the
+broker needs only a few fields (durable, priority, ttl, to, subject, application
+properties for the headers exchange, size), and each delivery needs a header with its own
+``delivery-count`` and ``first-acquirer``. :mod:`translators.section_scan` finds the
+section boundaries from the constructors alone; only the sections that hold wanted fields
+are decoded (by proton's codec), and :func:`with_delivery_header` splices a new header in
+front of the untouched bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from proton import Array, Data, DataException, Described
+
+from translators.errors import TranslationError
+from translators.section_scan import (
+    BODY_CODES,
+    SectionCode,
+    SectionSpan,
+    scan_sections,
+    value_end,
+)
+
+__all__ = [
+    "Amqp10Summary",
+    "inspect_amqp10",
+    "with_delivery_header",
+    "decode_section",
+    "decode_sections",
+    "data_payload",
+    "HEADER_FIELDS",
+    "PROPERTIES_FIELDS",
+]
+
+HEADER_FIELDS = ("durable", "priority", "ttl", "first-acquirer", "delivery-count")
+PROPERTIES_FIELDS = (
+    "message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
+    "content-encoding", "absolute-expiry-time", "creation-time", "group-id",
+    "group-sequence", "reply-to-group-id",
+)
+_UINT_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Amqp10Summary:
+    """The routing-relevant fields of an encoded 1.0 message, as proton decodes them.
+
+    Absent fields are ``None`` except where the spec gives a default (``durable`` False,
+    ``first_acquirer`` False, ``delivery_count`` 0). ``priority`` ``None`` means the
+    spec default 4. ``ttl_ms``, ``absolute_expiry_time`` and ``creation_time`` are
+    milliseconds (the latter two POSIX). ``application_properties`` holds proton values,
+    which compare equal to 0-9-1 field values of the same number or string. ``body_size``
+    is the size of the body a 0-9-1 consumer would get: the octets of a single ``data``
+    section, else the length of all encoded body sections.
+    """
+
+    durable: bool = False
+    priority: Optional[int] = None
+    ttl_ms: Optional[int] = None
+    first_acquirer: bool = False
+    delivery_count: int = 0
+    message_id: Any = None
+    correlation_id: Any = None
+    user_id: Optional[bytes] = None
+    to: Optional[str] = None
+    subject: Optional[str] = None
+    reply_to: Optional[str] = None
+    absolute_expiry_time: Optional[int] = None
+    creation_time: Optional[int] = None
+    application_properties: dict = field(default_factory=dict)
+    body_size: int = 0
+
+
+def _owned(value: Any) -> Any:
+    """``value`` with every proton ``memoryview`` (its binary type) turned into ``bytes``,
+    so values outlive the decoder and hash like the 0-9-1 side's ``bytes``."""
+    kind = type(value)
+    if kind is memoryview:
+        return value.tobytes()
+    if kind is list:
+        return [_owned(v) for v in value]
+    if isinstance(value, dict):
+        return {_owned(k): _owned(v) for k, v in value.items()}
+    if kind is Described:
+        return Described(_owned(value.descriptor), _owned(value.value))
+    if kind is Array:
+        return Array(_owned(value.descriptor), value.type, *(_owned(e) for e in value.elements))
+    return value
+
+
+def decode_section(encoded: bytes, span: SectionSpan) -> Any:
+    """The value of one section (without its descriptor) as proton's Python value, with
+    binaries as ``bytes``.
+
+    Raises ``TranslationError`` if proton cannot decode it."""
+    data = Data()
+    try:
+        data.decode(encoded[span.value_start : span.end])
+    except DataException as exc:
+        raise TranslationError(span.code.name.lower(), f"cannot decode: {exc}") from None
+    data.next()
+    return _owned(data.get_object())
+
+
+def decode_sections(encoded: bytes) -> list[tuple[SectionCode, Any]]:
+    """Every section of ``encoded`` as ``(code, value)``, in order (for tests and tools)."""
+    return [(span.code, decode_section(encoded, span)) for span in scan_sections(encoded)]
+
+
+def data_payload(encoded: bytes, span: SectionSpan) -> bytes:
+    """The octets inside a ``data`` section; raises ``TranslationError`` if its value is
+    not a binary."""
+    code = encoded[span.value_start]
+    if code == 0xA0:
+        return bytes(encoded[span.value_start + 2 : span.end])
+    if code == 0xB0:
+        return bytes(encoded[span.value_start + 5 : span.end])
+    raise TranslationError("data", "a data section must hold a binary")
+
+
+def _list_field(values: Any, index: int) -> Any:
+    if isinstance(values, list) and index < len(values):
+        return values[index]
+    return None
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` if it is a ``kind``, else ``None``: wrongly typed fields count as absent."""
+    return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
+
+
+def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
+    """Read the routing fields of an encoded 1.0 message (see :class:`Amqp10Summary`).
+
+    Decodes only the header, properties and application-properties sections. Raises
+    ``TranslationError`` on a malformed encoding.
+    """
+    header: Any = None
+    properties: Any = None
+    app_properties: Any = None
+    body_spans: list[SectionSpan] = []
+    for span in scan_sections(encoded):
+        code = span.code
+        if code is SectionCode.HEADER:
+            header = decode_section(encoded, span)
+        elif code is SectionCode.PROPERTIES:
+            properties = decode_section(encoded, span)
+        elif code is SectionCode.APPLICATION_PROPERTIES:
+            app_properties = decode_section(encoded, span)
+        elif code in BODY_CODES:
+            body_spans.append(span)
+    if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:
+        body_size = len(data_payload(encoded, body_spans[0]))
+    else:
+        body_size = sum(s.end - s.start for s in body_spans)
+    creation = _typed(_list_field(properties, 9), int)
+    expiry = _typed(_list_field(properties, 8), int)
+    return Amqp10Summary(
+        durable=_list_field(header, 0) is True,
+        priority=_typed(_list_field(header, 1), int),
+        ttl_ms=_typed(_list_field(header, 2), int),
+        first_acquirer=_list_field(header, 3) is True,
+        delivery_count=_typed(_list_field(header, 4), int) or 0,
+        message_id=_list_field(properties, 0),
+        user_id=_typed(_list_field(properties, 1), bytes),
+        to=_typed(_list_field(properties, 2), str),
+        subject=_typed(_list_field(properties, 3), str),
+        reply_to=_typed(_list_field(properties, 4), str),
+        correlation_id=_list_field(properties, 5),
+        absolute_expiry_time=None if expiry is None else int(expiry),
+        creation_time=None if creation is None else int(creation),
+        application_properties=app_properties if isinstance(app_properties, dict) else {},
+        body_size=body_size,
+    )
+
+
+# ---------------------------------------------------------------- header rewrite
+
+_NULL = b"\x40"
+
+
+def _header_elements(encoded: bytes, value_start: int, end: int) -> list[bytes]:
+    """The raw encodings of the elements of the header list at ``encoded[value_start:end]``."""
+    code = encoded[value_start]
+    if code == 0x45:  # list0
+        return []
+    if code == 0xC0:
+        count, pos = encoded[value_start + 2], value_start + 3
+    elif code == 0xD0:
+        count = int.from_bytes(encoded[value_start + 5 : value_start + 9], "big")
+        pos = value_start + 9
+    else:
+        raise TranslationError("header", "the header section must hold a list")
+    elements = []
+    for _ in range(count):
+        nxt = value_end(encoded, pos)
+        if nxt > end:
+            raise TranslationError("header", "list element runs past the list")
+        elements.append(encoded[pos:nxt])
+        pos = nxt
+    return elements
+
+
+def _encode_uint(value: int) -> bytes:
+    if value == 0:
+        return b"\x43"
+    if value <= 0xFF:
+        return bytes((0x52, value))
+    return b"\x70" + value.to_bytes(4, "big")
+
+
+def with_delivery_header(encoded: bytes, *, delivery_count: int, first_acquirer: bool) -> bytes:
+    """Return ``encoded`` with its header section replaced (or, if it has none, a header
+    inserted first) whose ``first-acquirer`` and ``delivery-count`` are the given values.
+
+    ``durable``, ``priority`` and ``ttl`` keep their original encodings octet for octet, and
+    every other section is copied unchanged. Only the header is parsed, so the cost does
+    not depend on the message size. Raises ``TranslationError`` if ``delivery_count`` is
+    not a uint or the existing header is malformed.
+    """
+    if not 0 <= delivery_count <= _UINT_MAX:
+        raise TranslationError("delivery-count", f"{delivery_count} is not a uint")
+    rest_start = 0
+    kept: list[bytes] = []
+    if encoded[:3] == b"\x00\x53\x70":
+        end = value_end(encoded, 3)
+        kept = _header_elements(encoded, 3, end)[:3]
+        rest_start = end
+    elif encoded[:1] == b"\x00":
+        # A header under a long descriptor form: let the scanner identify it.
+        first = scan_sections(encoded[: value_end(encoded, 0)])[0]
+        if first.code is SectionCode.HEADER:
+            kept = _header_elements(encoded, first.value_start, first.end)[:3]
+            rest_start = first.end
+    while len(kept) < 3:
+        kept.append(_NULL)
+    items = b"".join(kept) + (b"\x41" if first_acquirer else b"\x42") + _encode_uint(delivery_count)
+    if len(items) + 1 <= 0xFF:
+        header = b"\x00\x53\x70\xc0" + bytes((len(items) + 1, 5)) + items
+    else:
+        header = b"\x00\x53\x70\xd0" + (len(items) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x05" + items
+    return header + encoded[rest_start:]

@@ -1,0 +1,168 @@
+"""THE mapping table between 0-9-1 content and AMQP 1.0 message sections.
+
+One :class:`MappingRow` per field pairing, in both directions. The translators take every
+reserved name from here, the tests iterate :data:`ROWS` (each row must have a test case in
+both of its directions), and ``translators/MAPPING.md`` is the prose version of the same
+table with the limits spelled out.
+
+Naming scheme (why two prefixes): information that exists only in 1.0 travels on the 0-9-1
+side in *headers* named ``x-amqp-1.0-<field>``; information that exists only in 0-9-1
+travels on the 1.0 side in *message annotations* named ``x-amqp-0-9-1-<field>``. Each side
+therefore only reserves names under the other protocol's prefix. ``x-exchange`` and
+``x-routing-key`` are the annotations RabbitMQ sets for a 0-9-1 publish.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from proton import symbol
+
+__all__ = [
+    "Direction",
+    "MappingRow",
+    "ROWS",
+    "ROWS_BY_KEY",
+    "Reserved",
+    "Annotation",
+    "AMQP10_BODY_TYPE",
+    "SHORTSTR_MAX",
+]
+
+SHORTSTR_MAX = 255
+"""Octets in a 0-9-1 shortstr (all basic properties except ``headers``)."""
+
+AMQP10_BODY_TYPE = "amqp-1.0"
+"""``basic.properties.type`` of a 0-9-1 body that is encoded 1.0 body sections (seed 001)."""
+
+
+class Reserved(str, Enum):
+    """0-9-1 header names that carry 1.0-only information (removed on the way back)."""
+
+    MESSAGE_ID = "x-amqp-1.0-message-id"
+    USER_ID = "x-amqp-1.0-user-id"
+    TO = "x-amqp-1.0-to"
+    SUBJECT = "x-amqp-1.0-subject"
+    REPLY_TO = "x-amqp-1.0-reply-to"
+    CORRELATION_ID = "x-amqp-1.0-correlation-id"
+    CONTENT_TYPE = "x-amqp-1.0-content-type"
+    CONTENT_ENCODING = "x-amqp-1.0-content-encoding"
+    ABSOLUTE_EXPIRY_TIME = "x-amqp-1.0-absolute-expiry-time"
+    CREATION_TIME = "x-amqp-1.0-creation-time"
+    GROUP_ID = "x-amqp-1.0-group-id"
+    GROUP_SEQUENCE = "x-amqp-1.0-group-sequence"
+    REPLY_TO_GROUP_ID = "x-amqp-1.0-reply-to-group-id"
+    APPLICATION_PROPERTIES = "x-amqp-1.0-application-properties"
+    DELIVERY_ANNOTATIONS = "x-amqp-1.0-delivery-annotations"
+    MESSAGE_ANNOTATIONS = "x-amqp-1.0-message-annotations"
+    FOOTER = "x-amqp-1.0-footer"
+
+
+RESERVED_NAMES = frozenset(r.value for r in Reserved)
+
+
+class Annotation:
+    """Message-annotation keys (proton ``symbol``) that carry 0-9-1-only information."""
+
+    TYPE = symbol("x-amqp-0-9-1-type")
+    APP_ID = symbol("x-amqp-0-9-1-app-id")
+    CLUSTER_ID = symbol("x-amqp-0-9-1-cluster-id")
+    EXPIRATION = symbol("x-amqp-0-9-1-expiration")
+    DELIVERY_MODE = symbol("x-amqp-0-9-1-delivery-mode")
+    CONTENT_TYPE = symbol("x-amqp-0-9-1-content-type")
+    CONTENT_ENCODING = symbol("x-amqp-0-9-1-content-encoding")
+    TIMESTAMP = symbol("x-amqp-0-9-1-timestamp")
+    EXCHANGE = symbol("x-exchange")
+    ROUTING_KEY = symbol("x-routing-key")
+
+
+class Direction(Enum):
+    BOTH = "<->"
+    TO_AMQP091_ONLY = "1.0 -> 0-9-1, restored on return"
+    TO_AMQP10_ONLY = "0-9-1 -> 1.0, restored on return"
+    DELIVERY_STATE = "per delivery, not message content"
+
+
+@dataclass(frozen=True, slots=True)
+class MappingRow:
+    """``amqp10`` and ``amqp091`` name the fields; ``carrier`` is the reserved header or
+    annotation used when the value has no natural home on the other side; ``limits`` says
+    what happens at type and size limits."""
+
+    key: str
+    amqp10: str
+    amqp091: str
+    direction: Direction
+    carrier: str
+    limits: str
+
+
+_R, _A = Reserved, Annotation
+ROWS: tuple[MappingRow, ...] = (
+    MappingRow("durable", "header.durable", "delivery-mode", Direction.BOTH, str(_A.DELIVERY_MODE),
+               "true<->2, false<->1, null<->absent; other modes: durable false + annotation (ubyte)"),
+    MappingRow("priority", "header.priority", "priority", Direction.BOTH, "",
+               "ubyte<->octet, same range"),
+    MappingRow("ttl", "header.ttl", "expiration", Direction.BOTH, str(_A.EXPIRATION),
+               "uint ms<->decimal string; a non-canonical or non-integer expiration is carried "
+               "in the annotation (a non-integer one sets no ttl)"),
+    MappingRow("first-acquirer", "header.first-acquirer", "deliver.redelivered",
+               Direction.DELIVERY_STATE, "", "first-acquirer = not redelivered; set per delivery "
+               "by with_delivery_header, never part of the translated content"),
+    MappingRow("delivery-count", "header.delivery-count", "(broker delivery count)",
+               Direction.DELIVERY_STATE, "", "set per delivery by with_delivery_header"),
+    MappingRow("message-id", "properties.message-id", "message-id", Direction.BOTH, _R.MESSAGE_ID,
+               "string <=255 octets natural; ulong/uuid/binary get a string form (decimal, "
+               "8-4-4-4-12, hex) plus the typed value in the header; longer: header only"),
+    MappingRow("user-id", "properties.user-id", "user-id", Direction.BOTH, _R.USER_ID,
+               "binary<->UTF-8 string; non-UTF-8 or >255 octets: header only"),
+    MappingRow("to", "properties.to", "-", Direction.TO_AMQP091_ONLY, _R.TO, "any length"),
+    MappingRow("subject", "properties.subject", "-", Direction.TO_AMQP091_ONLY, _R.SUBJECT, "any length"),
+    MappingRow("reply-to", "properties.reply-to", "reply-to", Direction.BOTH, _R.REPLY_TO,
+               "/queue/Q<->Q; other addresses unchanged; original kept in the header when the "
+               "translation does not invert; >255 octets: header only"),
+    MappingRow("correlation-id", "properties.correlation-id", "correlation-id", Direction.BOTH,
+               _R.CORRELATION_ID, "as message-id"),
+    MappingRow("content-type", "properties.content-type", "content-type", Direction.BOTH,
+               _R.CONTENT_TYPE, "symbol<->string; >255 octets: header only; a non-ASCII 0-9-1 "
+               "value goes in annotation x-amqp-0-9-1-content-type"),
+    MappingRow("content-encoding", "properties.content-encoding", "content-encoding",
+               Direction.BOTH, _R.CONTENT_ENCODING, "as content-type (annotation "
+               "x-amqp-0-9-1-content-encoding)"),
+    MappingRow("absolute-expiry-time", "properties.absolute-expiry-time", "-",
+               Direction.TO_AMQP091_ONLY, _R.ABSOLUTE_EXPIRY_TIME, "typed timestamp; not used as expiration"),
+    MappingRow("creation-time", "properties.creation-time", "timestamp", Direction.BOTH,
+               _R.CREATION_TIME, "ms<->s: timestamp = ms // 1000; a ms remainder or a negative "
+               "time keeps the exact value in the header; a 0-9-1 timestamp beyond the 1.0 range "
+               "goes in annotation x-amqp-0-9-1-timestamp (ulong)"),
+    MappingRow("group-id", "properties.group-id", "-", Direction.TO_AMQP091_ONLY, _R.GROUP_ID, "any length"),
+    MappingRow("group-sequence", "properties.group-sequence", "-", Direction.TO_AMQP091_ONLY,
+               _R.GROUP_SEQUENCE, "uint as 'i'"),
+    MappingRow("reply-to-group-id", "properties.reply-to-group-id", "-", Direction.TO_AMQP091_ONLY,
+               _R.REPLY_TO_GROUP_ID, "any length"),
+    MappingRow("application-properties", "application-properties", "headers", Direction.BOTH,
+               _R.APPLICATION_PROPERTIES, "typed per value_types; keys >255 octets, non-string "
+               "keys or reserved names go in the header as a wrapped map"),
+    MappingRow("delivery-annotations", "delivery-annotations", "-", Direction.TO_AMQP091_ONLY,
+               _R.DELIVERY_ANNOTATIONS, "table of symbol keys (wrapped map if any key is not a symbol)"),
+    MappingRow("message-annotations", "message-annotations", "-", Direction.TO_AMQP091_ONLY,
+               _R.MESSAGE_ANNOTATIONS, "as delivery-annotations; its presence marks a message "
+               "that came from 1.0 (then x-exchange/x-routing-key are not added)"),
+    MappingRow("footer", "footer", "-", Direction.TO_AMQP091_ONLY, _R.FOOTER, "as delivery-annotations"),
+    MappingRow("type", "message-annotations[x-amqp-0-9-1-type]", "type", Direction.TO_AMQP10_ONLY,
+               str(_A.TYPE), "string; 'amqp-1.0' labels an encoded body instead"),
+    MappingRow("app-id", "message-annotations[x-amqp-0-9-1-app-id]", "app-id",
+               Direction.TO_AMQP10_ONLY, str(_A.APP_ID), "string"),
+    MappingRow("cluster-id", "message-annotations[x-amqp-0-9-1-cluster-id]", "cluster-id",
+               Direction.TO_AMQP10_ONLY, str(_A.CLUSTER_ID), "string"),
+    MappingRow("exchange", "message-annotations[x-exchange]", "basic.publish exchange",
+               Direction.TO_AMQP10_ONLY, str(_A.EXCHANGE), "set for a message published over 0-9-1; dropped on the way to 0-9-1"),
+    MappingRow("routing-key", "message-annotations[x-routing-key]", "basic.publish routing-key",
+               Direction.TO_AMQP10_ONLY, str(_A.ROUTING_KEY), "as exchange"),
+    MappingRow("body-data", "one data section", "body", Direction.BOTH, "",
+               "the section's octets are the body, any size"),
+    MappingRow("body-sections", "amqp-value / amqp-sequence / several data / no body", "body + type 'amqp-1.0'",
+               Direction.BOTH, AMQP10_BODY_TYPE, "the encoded body sections, byte for byte"),
+)
+
+ROWS_BY_KEY = {row.key: row for row in ROWS}

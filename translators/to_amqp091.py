@@ -1,0 +1,187 @@
+"""AMQP 1.0 message -> 0-9-1 properties and body (the table is ``translators/MAPPING.md``).
+
+Everything 0-9-1 has no field for travels in ``x-amqp-1.0-*`` headers so that
+:func:`translators.to_amqp10.to_amqp10` restores the 1.0 sections exactly; annotations
+named ``x-amqp-0-9-1-*`` that :func:`to_amqp10` wrote become 0-9-1 properties again.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from proton import symbol, ubyte, ulong
+
+from translators.amqp10_sections import decode_section
+from translators.basic_properties import BasicProperties
+from translators.body import body_to_amqp091, labelled_sections
+from translators.errors import TranslationError
+from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
+from translators.property_forms import (
+    CARRIED_PROPERTIES,
+    expiration_ttl,
+    fits_shortstr,
+    same_typed,
+)
+from translators.section_scan import BODY_CODES, SectionCode, SectionSpan, scan_sections
+from translators.value_types import map_to_field, to_field_value, wrap_map
+
+__all__ = ["to_amqp091"]
+
+_INT64_MAX = 2**63 - 1
+
+
+def _padded(value: Any, size: int, section: str) -> list:
+    if value is None:
+        return [None] * size
+    if not isinstance(value, list):
+        raise TranslationError(section, "must be a list")
+    return list(value[:size]) + [None] * (size - len(value))
+
+
+def _as_map(value: Any, section: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TranslationError(section, "must be a map")
+    return dict(value)
+
+
+def _take(annotations: dict, key: symbol, accept: Callable[[Any], bool]) -> Any:
+    """Remove and return the annotation ``key`` (a symbol key) if ``accept`` likes its
+    value; else leave it (it then travels with the other annotations) and return None."""
+    for k, value in annotations.items():
+        if k == key and type(k) is symbol:
+            if accept(value):
+                del annotations[k]
+                return value
+            return None
+    return None
+
+
+def _short(value: Any) -> bool:
+    return type(value) is str and fits_shortstr(value)
+
+
+def _from_amqp091(annotations: dict) -> bool:
+    """True if the only annotations left are the ``x-exchange``/``x-routing-key`` pair that
+    ``to_amqp10`` writes for a 0-9-1 publish: the message came from 0-9-1 and needs no
+    ``x-amqp-1.0-message-annotations`` header."""
+    return (
+        len(annotations) == 2
+        and all(type(k) is symbol for k in annotations)
+        and type(annotations.get(Annotation.EXCHANGE)) is str
+        and type(annotations.get(Annotation.ROUTING_KEY)) is str
+    )
+
+
+def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
+    """Translate an encoded 1.0 message (the payload of a transfer) for a 0-9-1 consumer.
+
+    Returns ``(properties, body)``. Header ``first-acquirer``/``delivery-count`` and the
+    ``x-exchange``/``x-routing-key`` annotations are delivery information and are not
+    carried (the 0-9-1 deliver method has redelivered, exchange and routing key). Raises
+    ``TranslationError`` on a malformed encoding.
+    """
+    decoded: dict[SectionCode, Any] = {}
+    body_spans: list[SectionSpan] = []
+    for span in scan_sections(encoded):
+        if span.code in BODY_CODES:
+            body_spans.append(span)
+        else:
+            decoded[span.code] = decode_section(encoded, span)
+    body, labelled = body_to_amqp091(encoded, body_spans)
+
+    header = _padded(decoded.get(SectionCode.HEADER), 5, "header")
+    props = _padded(decoded.get(SectionCode.PROPERTIES), 13, "properties")
+    annotations = _as_map(decoded.get(SectionCode.MESSAGE_ANNOTATIONS), "message-annotations")
+    fields: dict[str, Any] = {}
+    headers: dict[str, Any] = {}
+
+    # application-properties first, so a 0-9-1 consumer sees them in their order.
+    overflow: dict = {}
+    for key, value in _as_map(decoded.get(SectionCode.APPLICATION_PROPERTIES), "application-properties").items():
+        if type(key) is str and fits_shortstr(key) and key not in RESERVED_NAMES:
+            headers[key] = to_field_value(value)
+        else:
+            overflow[key] = value
+    if overflow:
+        headers[Reserved.APPLICATION_PROPERTIES.value] = wrap_map(overflow)
+
+    durable, priority, ttl = header[0], header[1], header[2]
+    if type(durable) is bool:
+        fields["delivery_mode"] = 2 if durable else 1
+    if type(priority) is ubyte:
+        fields["priority"] = int(priority)
+    ttl = int(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+    if ttl is not None:
+        fields["expiration"] = str(ttl)
+
+    for rule in CARRIED_PROPERTIES:
+        value = props[rule.index]
+        if value is None:
+            continue
+        form = rule.form(value)
+        if rule.amqp091 is not None:
+            fields[rule.amqp091] = form
+        if form is None or not same_typed(rule.inverse(form), value):
+            headers[rule.reserved.value] = to_field_value(value)
+
+    _annotations_to_properties(annotations, fields, durable, ttl, props, body, labelled)
+    if not _from_amqp091(annotations):
+        headers[Reserved.MESSAGE_ANNOTATIONS.value] = map_to_field(annotations, symbol)
+    for code, reserved in (
+        (SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS),
+        (SectionCode.FOOTER, Reserved.FOOTER),
+    ):
+        section = _as_map(decoded.get(code), code.name.lower())
+        if section:
+            headers[reserved.value] = map_to_field(section, symbol)
+    if labelled:
+        fields["type"] = AMQP10_BODY_TYPE
+    return BasicProperties(headers=headers or None, **fields), body
+
+
+def _annotations_to_properties(
+    annotations: dict,
+    fields: dict[str, Any],
+    durable: Any,
+    ttl: Optional[int],
+    props: list,
+    body: bytes,
+    labelled: bool,
+) -> None:
+    """Move the ``x-amqp-0-9-1-*`` annotations that ``to_amqp10`` writes into 0-9-1
+    properties. Each predicate accepts exactly what ``to_amqp10`` would have written for
+    the message as it stands, so anything else stays an annotation and round-trips."""
+    mode = _take(annotations, Annotation.DELIVERY_MODE,
+                 lambda v: type(v) is ubyte and v not in (1, 2) and durable is False)
+    if mode is not None:
+        fields["delivery_mode"] = int(mode)
+
+    def expiration_ok(v: Any) -> bool:
+        if not _short(v):
+            return False
+        parsed = expiration_ttl(v)
+        return (parsed is None and ttl is None) or (parsed is not None and parsed == ttl and str(parsed) != v)
+
+    expiration = _take(annotations, Annotation.EXPIRATION, expiration_ok)
+    if expiration is not None:
+        fields["expiration"] = expiration
+    for key, index, name in (
+        (Annotation.CONTENT_TYPE, 6, "content_type"),
+        (Annotation.CONTENT_ENCODING, 7, "content_encoding"),
+    ):
+        text = _take(annotations, key, lambda v, i=index: _short(v) and not v.isascii() and props[i] is None)
+        if text is not None:
+            fields[name] = text
+    stamp = _take(annotations, Annotation.TIMESTAMP,
+                  lambda v: type(v) is ulong and v * 1000 > _INT64_MAX and props[9] is None)
+    if stamp is not None:
+        fields["timestamp"] = int(stamp)
+    kind = _take(annotations, Annotation.TYPE,
+                 lambda v: _short(v) and not labelled and (v != AMQP10_BODY_TYPE or not labelled_sections(body)))
+    if kind is not None:
+        fields["type"] = kind
+    for key, name in ((Annotation.APP_ID, "app_id"), (Annotation.CLUSTER_ID, "cluster_id")):
+        text = _take(annotations, key, _short)
+        if text is not None:
+            fields[name] = text

@@ -1,0 +1,145 @@
+"""0-9-1 properties and body -> encoded AMQP 1.0 message (the table is
+``translators/MAPPING.md``).
+
+``x-amqp-1.0-*`` headers written by :func:`translators.to_amqp091.to_amqp091` are removed
+and restore the 1.0 fields and sections they carry; 0-9-1-only properties become
+``x-amqp-0-9-1-*`` message annotations.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Data, DataException, Described, symbol, ubyte, uint, ulong
+
+from translators.basic_properties import BasicProperties
+from translators.body import body_to_amqp10, labelled_sections
+from translators.errors import TranslationError
+from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
+from translators.property_forms import CARRIED_PROPERTIES, expiration_ttl
+from translators.section_scan import SectionCode
+from translators.value_types import from_field_value, map_from_field
+
+__all__ = ["to_amqp10"]
+
+_MISSING = object()
+
+
+def _strip(fields: list) -> list:
+    """Drop trailing nulls: AMQP 1.0 lists may omit them (part 1 section 1.4)."""
+    end = len(fields)
+    while end and fields[end - 1] is None:
+        end -= 1
+    return fields[:end]
+
+
+def _octet(value: int, field: str) -> ubyte:
+    if not 0 <= value <= 0xFF:
+        raise TranslationError(field, f"{value} is not an octet")
+    return ubyte(value)
+
+
+def to_amqp10(
+    properties: BasicProperties, body: bytes, *, exchange: str = "", routing_key: str = ""
+) -> bytes:
+    """Translate 0-9-1 content for a 1.0 receiver; returns the encoded message sections
+    (header, delivery-annotations, message-annotations, properties,
+    application-properties, body, footer; empty sections are omitted).
+
+    ``exchange`` and ``routing_key`` (those of the 0-9-1 publish) become the
+    ``x-exchange``/``x-routing-key`` annotations, unless the message came from 1.0 (its
+    ``x-amqp-1.0-message-annotations`` header is present): then its annotations are
+    restored exactly instead. The header has no ``first-acquirer``/``delivery-count``;
+    the 1.0 engine adds them per delivery with ``with_delivery_header``. Raises
+    ``TranslationError`` for a malformed reserved header or an out-of-range property.
+    """
+    headers = dict(properties.headers or {})
+    reserved = {name: headers.pop(name) for name in RESERVED_NAMES if name in headers}
+    extra: dict[symbol, Any] = {}
+
+    mode = properties.delivery_mode
+    durable = None if mode is None else mode == 2
+    if mode is not None and mode not in (1, 2):
+        extra[Annotation.DELIVERY_MODE] = _octet(mode, "delivery-mode")
+    priority = None if properties.priority is None else _octet(properties.priority, "priority")
+    ttl = None
+    if properties.expiration is not None:
+        parsed = expiration_ttl(properties.expiration)
+        if parsed is not None:
+            ttl = uint(parsed)
+        if parsed is None or str(parsed) != properties.expiration:
+            extra[Annotation.EXPIRATION] = properties.expiration
+    header = _strip([durable, priority, ttl])
+
+    props: list = [None] * 13
+    for rule in CARRIED_PROPERTIES:
+        current = getattr(properties, rule.amqp091) if rule.amqp091 else None
+        carried = reserved.get(rule.reserved.value, _MISSING)
+        if carried is not _MISSING:
+            restored = from_field_value(carried)
+            if rule.form(restored) == current:
+                props[rule.index] = restored
+                continue
+        if current is None:
+            continue
+        value = rule.inverse(current)
+        if value is None and rule.overflow is not None:
+            key, convert = rule.overflow
+            extra[key] = convert(current)
+        props[rule.index] = value
+    props = _strip(props)
+
+    if Reserved.MESSAGE_ANNOTATIONS.value in reserved:
+        annotations = map_from_field(
+            reserved[Reserved.MESSAGE_ANNOTATIONS.value], symbol, Reserved.MESSAGE_ANNOTATIONS.value
+        )
+    else:
+        annotations = {Annotation.EXCHANGE: exchange, Annotation.ROUTING_KEY: routing_key}
+    annotations.update(extra)
+    as_sections = properties.type == AMQP10_BODY_TYPE and labelled_sections(body)
+    if properties.type is not None and not as_sections:
+        annotations[Annotation.TYPE] = properties.type
+    if properties.app_id is not None:
+        annotations[Annotation.APP_ID] = properties.app_id
+    if properties.cluster_id is not None:
+        annotations[Annotation.CLUSTER_ID] = properties.cluster_id
+
+    application = {name: from_field_value(value) for name, value in headers.items()}
+    if Reserved.APPLICATION_PROPERTIES.value in reserved:
+        application.update(map_from_field(
+            reserved[Reserved.APPLICATION_PROPERTIES.value], str, Reserved.APPLICATION_PROPERTIES.value
+        ))
+
+    sections = Data()
+    try:
+        if header:
+            sections.put_object(Described(ulong(SectionCode.HEADER), header))
+        for code, name in (
+            (SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS),
+            (SectionCode.MESSAGE_ANNOTATIONS, None),
+            (SectionCode.PROPERTIES, None),
+            (SectionCode.APPLICATION_PROPERTIES, None),
+        ):
+            if name is not None:
+                value: Any = (
+                    map_from_field(reserved[name.value], symbol, name.value)
+                    if name.value in reserved
+                    else None
+                )
+            else:
+                value = {
+                    SectionCode.MESSAGE_ANNOTATIONS: annotations,
+                    SectionCode.PROPERTIES: props,
+                    SectionCode.APPLICATION_PROPERTIES: application,
+                }[code]
+            if value:
+                sections.put_object(Described(ulong(code), value))
+        encoded = bytes(sections.encode()) + body_to_amqp10(body, as_sections)
+        if Reserved.FOOTER.value in reserved:
+            footer = map_from_field(reserved[Reserved.FOOTER.value], symbol, Reserved.FOOTER.value)
+            if footer:
+                tail = Data()
+                tail.put_object(Described(ulong(SectionCode.FOOTER), footer))
+                encoded += tail.encode()
+    except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
+        raise TranslationError("encoding", f"cannot encode: {exc!r}") from None
+    return encoded
