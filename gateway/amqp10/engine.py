@@ -1,0 +1,476 @@
+"""``Amqp10Engine``: one AMQP 1.0 server connection, sans-I/O.
+
+Theory of operation
+-------------------
+The engine owns our SASL layer (``sasl.SaslServer``) and, once a user is known,
+proton's server ``Transport`` (with no proton SASL), ``Connection`` and ``Collector``.
+Bytes from the socket go to the SASL layer, then to the transport in pieces no larger
+than ``transport.capacity()``; after each batch the collector's events are dispatched
+to the connection, session and link handlers (``links.py``), which call the broker.
+``data_to_send`` drains proton's output once (pending/peek/pop), after the SASL bytes.
+``tick(now)`` runs proton's timers (idle timeout: a silent peer is closed with
+``amqp:resource-limit-exceeded``), the handshake deadline, and a short poll while an
+incoming link waits for queue capacity.
+
+States: SASL (negotiating) -> AMQP (proton) -> closed. ``closed`` becomes True once the
+final output has been handed out (proton's head is closed, or SASL failed); the edge
+then drops the socket.
+
+Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
+close with the carried condition. Anything else escaping a handler is a bug: the
+connection is closed with ``amqp:internal-error`` and logged, never raised into the
+reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
+``amqp:connection:framing-error`` and reports ``TRANSPORT_ERROR``.
+
+Output produced outside ``receive_data``/``tick`` (a delivery caused by another
+connection's publish) calls ``on_output`` so the edge flushes on its next turn.
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+from typing import Any, Callable, Optional
+
+from proton import Collector, Condition, Connection, Event, SymbolList, Transport, symbol
+
+from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
+from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
+from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
+from gateway.auth import Action, Authenticator, User
+from gateway.broker.vhost import VirtualHost
+
+__all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
+
+log = logging.getLogger(__name__)
+
+#: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
+VHOST_PREFIX = "vhost:"
+#: seconds between capacity checks while an incoming link has no credit
+CREDIT_POLL_INTERVAL = 0.05
+_OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
+_owner_ids = itertools.count(1)
+
+
+class EngineState(enum.Enum):
+    SASL = "sasl"
+    AMQP = "amqp"
+    CLOSED = "closed"
+
+
+class Amqp10Engine:
+    """One 1.0 connection; the engine surface of ``gateway.edge.engine_protocol``.
+
+    ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
+    logs in as ``default_user`` (refused, by answering the SASL header and closing, when
+    there is none). Times are seconds; sizes bytes.
+    """
+
+    def __init__(
+        self,
+        *,
+        header: bytes,
+        broker: Any,
+        authenticator: Authenticator,
+        peer_host: str,
+        now: float,
+        container_id: str,
+        allow_anonymous: bool,
+        anonymous_user: Optional[str],
+        default_user: Optional[str],
+        default_vhost: str,
+        max_frame_size: int = 131072,
+        channel_max: int = 2047,
+        idle_timeout: float = 60.0,
+        max_message_size: int = 128 * 1024 * 1024,
+        handshake_timeout: float = 10.0,
+        tls_peer_subject: Optional[str] = None,
+    ) -> None:
+        self.broker = broker
+        self.authenticator = authenticator
+        self.peer_host = peer_host
+        self.container_id = container_id
+        self.default_vhost = default_vhost
+        self.anonymous_user = anonymous_user
+        self.max_frame_size = max_frame_size
+        self.channel_max = channel_max
+        self.idle_timeout = idle_timeout
+        self.max_message_size = max_message_size
+        self.owner = f"amqp10-{next(_owner_ids)}"
+        self.closed = False
+        self.wants_input = True
+        self.on_output: Optional[Callable[[], None]] = None
+        self.user: Optional[User] = None
+        self.vhost: Optional[VirtualHost] = None
+        self.state = EngineState.SASL
+        self._now = now
+        self._handshake_deadline: Optional[float] = now + handshake_timeout
+        self._out = bytearray()
+        self._in_call = False
+        self._transport: Optional[Transport] = None
+        self._connection: Optional[Connection] = None
+        self._collector: Optional[Collector] = None
+        #: handlers by proton link (proton wrappers hash and compare by address)
+        self._links: dict[Any, IncomingLink | OutgoingLink] = {}
+        self._pending_input = b""
+        self._torn_down = False
+        self._sasl: Optional[SaslServer] = None
+        if header == SASL_HEADER:
+            self._sasl = SaslServer(authenticator, peer_host=peer_host,
+                                    allow_anonymous=allow_anonymous,
+                                    tls_peer_subject=tls_peer_subject)
+            self._out += self._sasl.data_to_send()
+            return
+        user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
+        if user is None:
+            # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
+            log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
+            self._out += SASL_HEADER
+            self._finish()
+            return
+        self._start_amqp(user, header)
+
+    # ------------------------------------------------------------------ engine surface
+    @property
+    def now(self) -> float:
+        """The latest time the engine was given (seconds)."""
+        return self._now
+
+    def receive_data(self, data: bytes) -> None:
+        """Consume socket bytes. Never raises: internal failures close the connection
+        with ``amqp:internal-error``."""
+        if self.closed or not data:
+            return
+        self._in_call = True
+        try:
+            if self.state is EngineState.SASL:
+                self._receive_sasl(data)
+            elif self.state is EngineState.AMQP:
+                self._push(data)
+                self._process_events()
+        except Exception:  # noqa: BLE001 - the reactor must never see it
+            log.exception("1.0 engine failure on a connection from %s", self.peer_host)
+            self._internal_error()
+        finally:
+            self._in_call = False
+
+    def receive_eof(self) -> None:
+        """The peer closed its side (or the socket is gone): return unsettled messages."""
+        if self.closed:
+            return
+        self._in_call = True
+        try:
+            if self._transport is not None:
+                self._transport.close_tail()
+                self._process_events()
+        except Exception:  # noqa: BLE001
+            log.exception("1.0 engine failure at EOF from %s", self.peer_host)
+        finally:
+            self._in_call = False
+            self._teardown()
+            self._finish()
+
+    def data_to_send(self) -> bytes:
+        """All output queued since the last call (SASL bytes, then proton's)."""
+        out = bytes(self._out)
+        self._out.clear()
+        transport = self._transport
+        if transport is not None and not self.closed:
+            pending = transport.pending()
+            if pending > 0:
+                out += bytes(transport.peek(pending))
+                transport.pop(pending)
+                pending = transport.pending()
+            if pending < 0:
+                self._teardown()
+                self._finish()
+        elif self._sasl is not None and self._sasl.state is SaslState.FAILED:
+            self._finish()
+        return out
+
+    def tick(self, now: float) -> Optional[float]:
+        """Run timers at ``now``; return the next absolute deadline or None."""
+        self._now = now
+        if self.closed:
+            return None
+        self._in_call = True
+        try:
+            deadlines: list[float] = []
+            if self._handshake_deadline is not None:
+                if now >= self._handshake_deadline:
+                    self._handshake_expired()
+                else:
+                    deadlines.append(self._handshake_deadline)
+            transport = self._transport
+            if transport is not None and not self.closed:
+                nxt = transport.tick(now)
+                self._process_events()
+                if nxt:
+                    deadlines.append(nxt)
+                if self._refill_starving():
+                    deadlines.append(now + CREDIT_POLL_INTERVAL)
+            return min(deadlines) if deadlines else None
+        except Exception:  # noqa: BLE001
+            log.exception("1.0 engine failure in tick for %s", self.peer_host)
+            self._internal_error()
+            return None
+        finally:
+            self._in_call = False
+
+    def shutdown(self, reason: str) -> None:
+        """Close the connection with ``amqp:connection:forced`` (SIGTERM drain)."""
+        if self.closed:
+            return
+        if self._connection is None:
+            self._finish()
+            return
+        self._close_connection(Cond.CONNECTION_FORCED, reason)
+        self._process_events()
+
+    # ------------------------------------------------------------------ LinkHost
+    def permit(self, action: Action, resource: str) -> None:
+        """The one place where permissions will be checked (a later issue); it raises
+        ``Amqp10Error(amqp:unauthorized-access)`` once they are."""
+
+    def output_ready(self) -> None:
+        if not self._in_call and self.on_output is not None:
+            self.on_output()
+
+    def link_gone(self, handler: IncomingLink | OutgoingLink) -> None:
+        self._links.pop(handler.link, None)
+
+    def producers_blocked(self) -> bool:
+        return bool(getattr(self.broker, "blocked", False))
+
+    # BlockListener (the broker's memory gate)
+    def blocked(self, reason: str) -> None:
+        log.info("1.0 producers on %s blocked: %s", self.owner, reason)
+
+    def unblocked(self) -> None:
+        if self.closed:
+            return
+        if self._refill_starving() is not None:
+            self.output_ready()
+
+    # ------------------------------------------------------------------ SASL
+    def _receive_sasl(self, data: bytes) -> None:
+        sasl = self._sasl
+        assert sasl is not None
+        sasl.receive_data(data)
+        self._out += sasl.data_to_send()
+        if sasl.state is SaslState.DONE:
+            assert sasl.result is not None
+            self._start_amqp(sasl.result.user, sasl.leftover)
+        elif sasl.state is SaslState.FAILED:
+            self.state = EngineState.CLOSED
+
+    # ------------------------------------------------------------------ AMQP
+    def _start_amqp(self, user: User, initial: bytes) -> None:
+        self.user = user
+        self.state = EngineState.AMQP
+        transport = Transport(Transport.SERVER)
+        transport.max_frame_size = self.max_frame_size
+        transport.channel_max = self.channel_max
+        transport.idle_timeout = self.idle_timeout
+        connection = Connection()
+        connection.container = self.container_id
+        connection.offered_capabilities = SymbolList([symbol(c) for c in _OFFERED_CAPABILITIES])
+        collector = Collector()
+        connection.collect(collector)
+        transport.bind(connection)
+        self._transport, self._connection, self._collector = transport, connection, collector
+        if initial:
+            self._push(initial)
+        self._process_events()
+
+    def _push(self, data: bytes) -> None:
+        transport = self._transport
+        assert transport is not None
+        data = self._pending_input + data if self._pending_input else data
+        self._pending_input = b""
+        view = memoryview(data)
+        while view:
+            capacity = transport.capacity()
+            if capacity < 0:
+                return  # closed for input: ignore the rest
+            if capacity == 0:
+                self._pending_input = bytes(view)
+                self.wants_input = False
+                return
+            transport.push(bytes(view[:capacity]))
+            view = view[capacity:]
+        self.wants_input = True
+
+    def _process_events(self) -> None:
+        collector = self._collector
+        if collector is None:
+            return
+        while True:
+            event = collector.peek()
+            if event is None:
+                break
+            try:
+                self._on_event(event)
+            except Amqp10Error as exc:
+                self._fail(event, exc)
+            finally:
+                collector.pop()
+        if self._pending_input and self._transport is not None and self._transport.capacity() > 0:
+            self._push(b"")
+
+    def _on_event(self, event: Event) -> None:
+        etype = event.type
+        if etype == Event.DELIVERY:
+            handler = self._handler(event.link)
+            if handler is not None:
+                handler.on_delivery(event.delivery)
+        elif etype == Event.LINK_FLOW:
+            handler = self._handler(event.link)
+            if isinstance(handler, OutgoingLink):
+                handler.on_flow()
+        elif etype == Event.LINK_REMOTE_OPEN:
+            self._on_link_open(event.link)
+        elif etype in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
+            self._on_link_close(event.link, detach=etype == Event.LINK_REMOTE_DETACH)
+        elif etype == Event.SESSION_REMOTE_OPEN:
+            event.session.open()
+        elif etype == Event.SESSION_REMOTE_CLOSE:
+            self._close_session_links(event.session)
+            event.session.close()
+        elif etype == Event.CONNECTION_REMOTE_OPEN:
+            self._on_connection_open(event.connection)
+        elif etype == Event.CONNECTION_REMOTE_CLOSE:
+            self._teardown()
+            event.connection.close()
+        elif etype == Event.TRANSPORT_ERROR:
+            condition = event.transport.condition
+            log.info("1.0 connection from %s failed: %s", self.peer_host,
+                     condition.name + ": " + str(condition.description) if condition else "?")
+            self._teardown()
+        elif etype == Event.TRANSPORT_CLOSED:
+            self._teardown()
+
+    def _on_connection_open(self, connection: Connection) -> None:
+        self._handshake_deadline = None
+        hostname = connection.remote_hostname or ""
+        name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
+        vhost = self.broker.vhost(name)
+        connection.open()
+        if vhost is None:
+            raise Amqp10Error(Cond.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
+        self.vhost = vhost
+        if hasattr(self.broker, "add_blocked_listener"):
+            self.broker.add_blocked_listener(self)
+        log.debug("1.0 connection %s: user %r, vhost %r", self.owner,
+                  self.user.name if self.user else None, name)
+
+    def _on_link_open(self, link: Any) -> None:
+        if self.vhost is None:
+            raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
+        handler = attach_link(self, link)
+        self._links[link] = handler
+
+    def _on_link_close(self, link: Any, *, detach: bool) -> None:
+        handler = self._links.pop(link, None)
+        if handler is not None:
+            handler.teardown()
+        if link.state & link.LOCAL_ACTIVE:
+            if detach:
+                link.detach()
+            else:
+                link.close()
+
+    def _close_session_links(self, session: Any) -> None:
+        for key, handler in list(self._links.items()):
+            if handler.link.session == session:
+                self._links.pop(key, None)
+                handler.teardown()
+
+    def _handler(self, link: Any) -> IncomingLink | OutgoingLink | None:
+        return self._links.get(link)
+
+    # ------------------------------------------------------------------ errors
+    def _fail(self, event: Event, error: Amqp10Error) -> None:
+        condition = Condition(error.condition.value, error.description)
+        if error.scope is Scope.LINK and event.link is not None:
+            link = event.link
+            log.info("1.0 link %r on %s refused/detached: %s", link.name, self.owner, error)
+            handler = self._links.pop(link, None)
+            if handler is not None:
+                handler.teardown()
+            link.condition = condition
+            if not link.state & link.LOCAL_ACTIVE and not link.state & link.LOCAL_CLOSED:
+                link.open()
+            link.close()
+        elif error.scope is Scope.SESSION and event.session is not None:
+            self._close_session_links(event.session)
+            event.session.condition = condition
+            event.session.close()
+        else:
+            log.info("1.0 connection %s closed: %s", self.owner, error)
+            self._close_connection(error.condition, error.description)
+
+    def _close_connection(self, condition: Cond, description: str) -> None:
+        connection = self._connection
+        if connection is None:
+            return
+        self._teardown()
+        connection.condition = Condition(condition.value, description)
+        if not connection.state & Connection.LOCAL_ACTIVE and not connection.state & Connection.LOCAL_CLOSED:
+            connection.open()
+        connection.close()
+
+    def _internal_error(self) -> None:
+        try:
+            if self._connection is not None:
+                self._close_connection(Cond.INTERNAL_ERROR, "internal error")
+                self._process_events()
+            else:
+                self._finish()
+        except Exception:  # noqa: BLE001
+            log.exception("1.0 engine could not close cleanly; dropping %s", self.peer_host)
+            self._teardown()
+            self._finish()
+
+    def _handshake_expired(self) -> None:
+        self._handshake_deadline = None
+        log.info("1.0 handshake from %s timed out", self.peer_host)
+        if self.state is EngineState.SASL or self._connection is None:
+            self._finish()
+        else:
+            self._close_connection(Cond.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
+            self._process_events()
+
+    # ------------------------------------------------------------------ teardown
+    def _refill_starving(self) -> Optional[bool]:
+        """Give credit to incoming links that have none; True if some still starve."""
+        starving = None
+        for handler in list(self._links.values()):
+            if isinstance(handler, IncomingLink) and handler.starving:
+                handler.refill()
+                if handler.starving:
+                    starving = True
+        return starving
+
+    def _teardown(self) -> None:
+        """Release every link's unsettled messages and drop this connection's
+        exclusive queues (idempotent)."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        handlers = list(self._links.values())
+        self._links.clear()
+        for handler in handlers:
+            try:
+                handler.teardown()
+            except Exception:  # noqa: BLE001 - one bad link must not keep the rest
+                log.exception("1.0 link teardown failed on %s", self.owner)
+        if self.vhost is not None:
+            self.vhost.owner_closed(self.owner)
+        if hasattr(self.broker, "remove_blocked_listener"):
+            self.broker.remove_blocked_listener(self)
+
+    def _finish(self) -> None:
+        self.closed = True
+        self.state = EngineState.CLOSED
+        self.wants_input = False

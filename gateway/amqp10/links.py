@@ -1,0 +1,516 @@
+"""Links attached by clients, glued to the broker model.
+
+Theory of operation
+-------------------
+``attach_link(host, link)`` runs on ``LINK_REMOTE_OPEN``. The client's terminus is
+resolved through ``addressing`` against the connection's vhost:
+
+* a proton *receiver* (the client sends) gets an :class:`IncomingLink`: its target
+  resolves to a publish route (``/queue/Q``, ``/exchange/X/RK``, ``/topic/RK``, ``Q``,
+  ``/queues/Q``, ``/exchanges/X/RK``, ``node@container``, services), or it is the
+  anonymous relay (null target address: each message is routed by its ``to``). Every
+  complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
+  with accepted, rejected (with a condition) or released (unroutable). Credit is granted
+  in windows of ``INCOMING_CREDIT``, bounded by the target queue's ``capacity_left()``
+  and withheld while the broker's producer gate is blocked, so a full queue stops a
+  1.0 sender instead of growing memory;
+* a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
+  ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
+  sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
+  Link credit is a ``CreditWindow`` re-synchronised from proton on every flow; drain
+  drops unused credit after a dispatch. Outcomes map onto the queue: accepted settles,
+  rejected dead-letters or discards, released requeues without counting a delivery,
+  modified counts (delivery-failed), excludes this link (undeliverable-here) and merges
+  annotations. ``distribution-mode copy`` browses (the consumer does not acquire).
+
+An address that does not resolve refuses the attach: the reply attach carries a null
+terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) naming it.
+Unsettled deliveries go back to their queue when the link or the connection goes.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, Protocol
+
+from proton import Condition, Delivery, Link, Terminus
+
+from addressing import (
+    AddressError,
+    AddressErrorKind,
+    Forward,
+    LocalConsume,
+    LocalPublish,
+    ServiceRoute,
+    SubjectPublish,
+    TemporaryBinding,
+    TRANSFER_SERVICE,
+    resolve_link_target,
+    resolve_source,
+    resolve_target,
+    route_message,
+)
+from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
+from gateway.auth import Action, User
+from gateway.broker.errors import BrokerError
+from gateway.broker.exchanges import DestinationKind
+from gateway.broker.flow import CreditWindow
+from gateway.broker.message import MessageContainer
+from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.vhost import VirtualHost
+from translators.errors import TranslationError
+
+__all__ = [
+    "INCOMING_CREDIT",
+    "LinkHost",
+    "VhostDirectory",
+    "IncomingLink",
+    "OutgoingLink",
+    "attach_link",
+]
+
+log = logging.getLogger(__name__)
+
+#: credit window granted to a client's sending link (messages)
+INCOMING_CREDIT = 256
+
+
+class LinkHost(Protocol):
+    """What a link needs from its connection (implemented by ``Amqp10Engine``)."""
+
+    vhost: VirtualHost
+    user: User
+    container_id: str
+    owner: object
+    max_message_size: int
+
+    @property
+    def now(self) -> float: ...
+
+    def permit(self, action: Action, resource: str) -> None: ...
+
+    def output_ready(self) -> None: ...
+
+    def link_gone(self, handler: "IncomingLink | OutgoingLink") -> None: ...
+
+    def producers_blocked(self) -> bool: ...
+
+
+class VhostDirectory:
+    """``addressing.NodeDirectory`` over a broker vhost."""
+
+    __slots__ = ("_vhost",)
+
+    def __init__(self, vhost: VirtualHost) -> None:
+        self._vhost = vhost
+
+    def has_exchange(self, name: str) -> bool:
+        return self._vhost.exchange(name) is not None
+
+    def has_queue(self, name: str) -> bool:
+        return self._vhost.queue(name) is not None
+
+    def has_service(self, name: str) -> bool:
+        return self._vhost.service(name) is not None
+
+
+def _address_error(exc: AddressError) -> Amqp10Error:
+    condition = Cond.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND else Cond.INVALID_FIELD
+    return Amqp10Error(condition, exc.text)
+
+
+def _condition(cond: Cond, text: str) -> Condition:
+    return Condition(cond.value, text)
+
+
+# --------------------------------------------------------------------- incoming
+
+
+class IncomingLink:
+    """The client sends on ``link`` (a proton receiver); see the module docstring."""
+
+    def __init__(self, host: LinkHost, link: Link, route: Any, capacity_queue: Optional[Queue]) -> None:
+        self.host = host
+        self.link = link
+        #: None for the anonymous relay
+        self.route = route
+        self._capacity_queue = capacity_queue
+        self._buffer = bytearray()
+        self.closed = False
+
+    @property
+    def starving(self) -> bool:
+        """True when the client has no credit and we could not give it any."""
+        return not self.closed and self.link.credit <= 0
+
+    def _wanted_credit(self) -> int:
+        if self.host.producers_blocked():
+            return 0
+        window = INCOMING_CREDIT
+        queue = self._capacity_queue
+        if queue is not None:
+            if queue.deleted:
+                return window
+            left = queue.capacity_left()
+            if left is not None and left < window:
+                window = left
+        return window
+
+    def refill(self) -> bool:
+        """Top the client's credit up to the window when it fell below half; True if a
+        flow was issued."""
+        if self.closed:
+            return False
+        have = self.link.credit
+        want = self._wanted_credit()
+        if want > have and (have * 2 <= want or have == 0):
+            self.link.flow(want - have)
+            return True
+        return False
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        """Collect a (possibly multi-frame) transfer; publish it once complete.
+
+        Raises :class:`Amqp10Error` (link scope) if it exceeds ``max_message_size``.
+        """
+        link = self.link
+        if delivery.aborted:
+            self._buffer.clear()
+            delivery.settle()
+            link.advance()
+            return
+        pending = delivery.pending
+        if pending > 0:
+            chunk = link.recv(pending)
+            if chunk:
+                self._buffer += chunk
+        limit = self.host.max_message_size
+        if limit and len(self._buffer) > limit:
+            self._buffer.clear()
+            raise Amqp10Error(
+                Cond.MESSAGE_SIZE_EXCEEDED,
+                f"message larger than the maximum message size of {limit} bytes",
+            )
+        if delivery.partial:
+            return
+        encoded = bytes(self._buffer)
+        self._buffer.clear()
+        link.advance()
+        outcome, condition = self._publish(encoded)
+        if not delivery.settled:
+            if condition is not None:
+                delivery.local.condition = condition
+            delivery.update(outcome)
+        delivery.settle()
+        self.refill()
+
+    def _publish(self, encoded: bytes) -> tuple[int, Optional[Condition]]:
+        host = self.host
+        now = host.now
+        try:
+            message, summary = container_from_transfer(encoded, now)
+        except TranslationError as exc:
+            return Delivery.REJECTED, _condition(Cond.DECODE_ERROR, f"malformed message: {exc}")
+        if message.user_id is not None and message.user_id != host.user.name:
+            return Delivery.REJECTED, _condition(
+                Cond.UNAUTHORIZED_ACCESS,
+                f"user-id '{message.user_id}' does not match the authenticated user "
+                f"'{host.user.name}'",
+            )
+        try:
+            route = self.route
+            if route is None:
+                if summary.to is None:
+                    raise AddressError(AddressErrorKind.INVALID,
+                                       "anonymous relay: the message has no 'to' address")
+                route = resolve_target(summary.to, our_container=host.container_id,
+                                       directory=VhostDirectory(host.vhost),
+                                       subject=summary.subject, vhost=host.vhost.name)
+            elif isinstance(route, SubjectPublish):
+                route = route_message(route, summary.subject)
+            return self._route(route, message, now)
+        except AddressError as exc:
+            error = _address_error(exc)
+            return Delivery.REJECTED, _condition(error.condition, error.description)
+        except BrokerError as exc:
+            error = error_from_broker(exc)
+            return Delivery.REJECTED, _condition(error.condition, error.description)
+        except Amqp10Error as exc:
+            return Delivery.REJECTED, _condition(exc.condition, exc.description)
+
+    def _route(self, route: Any, message: MessageContainer, now: float) -> tuple[int, Optional[Condition]]:
+        vhost = self.host.vhost
+        if isinstance(route, LocalPublish):
+            self.host.permit(Action.WRITE, route.exchange)
+            result = vhost.publish(route.exchange, route.routing_key, message, now)
+            if result.rejected and not result.queues:
+                names = ", ".join(f"'{q.name}'" for q in result.rejected)
+                return Delivery.REJECTED, _condition(
+                    Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
+            if not result.routed:
+                return Delivery.RELEASED, None
+            return Delivery.ACCEPTED, None
+        if isinstance(route, Forward):
+            name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
+        elif isinstance(route, ServiceRoute):
+            name = route.name
+        else:
+            raise Amqp10Error(Cond.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
+        node = vhost.service(name)
+        if node is None:
+            raise Amqp10Error(Cond.NOT_FOUND, f"no service '{name}' in vhost '{vhost.name}'")
+        self.host.permit(Action.WRITE, name)
+        node.publish(message, now)
+        return Delivery.ACCEPTED, None
+
+    def teardown(self) -> None:
+        """The link or connection went away (nothing to give back for incoming links)."""
+        self.closed = True
+        self._buffer.clear()
+
+
+# --------------------------------------------------------------------- outgoing
+
+
+class OutgoingLink:
+    """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
+
+    exclusive = False
+
+    def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
+                 temporary: bool) -> None:
+        self.host = host
+        self.link = link
+        self.queue = queue
+        self.tag = link.name
+        self.acquires = acquires
+        self.temporary = temporary
+        self.credit = CreditWindow.link_credit(0)
+        self._presettled = link.snd_settle_mode == Link.SND_SETTLED
+        self._unsettled: dict[Any, QueuedMessage] = {}
+        self._next_tag = 0
+        self.closed = False
+
+    @property
+    def unsettled_count(self) -> int:
+        return len(self._unsettled)
+
+    # -- Consumer protocol ----------------------------------------------------------
+    def deliver(self, entry: QueuedMessage) -> None:
+        """Send ``entry`` on the link (called synchronously by the queue's dispatch)."""
+        message = entry.message
+        try:
+            data = delivery_bytes(message, delivery_count=entry.delivery_count,
+                                  redelivered=entry.redelivered)
+        except TranslationError as exc:
+            log.warning("cannot translate %r for link %r: %s; rejecting it", message, self.tag, exc)
+            if self.acquires:
+                self.queue.reject(entry, requeue=False, now=self.host.now)
+            return
+        tag = str(self._next_tag)
+        self._next_tag += 1
+        link = self.link
+        delivery = link.delivery(tag)
+        link.send(data)
+        link.advance()
+        if self._presettled or not self.acquires:
+            delivery.settle()
+            if self.acquires:
+                self.queue.settle(entry)
+        else:
+            self._unsettled[delivery.tag] = entry
+        self.host.output_ready()
+
+    def cancelled_by_broker(self, reason: str) -> None:
+        """The queue went away: detach the link with ``amqp:link:detach-forced``."""
+        if self.closed:
+            return
+        self.closed = True
+        self._unsettled.clear()
+        self.link.condition = _condition(Cond.DETACH_FORCED, reason)
+        self.link.close()
+        self.host.link_gone(self)
+        self.host.output_ready()
+
+    # -- events ---------------------------------------------------------------------
+    def on_flow(self) -> None:
+        """The client changed credit or drain: dispatch, then drain what is left."""
+        if self.closed:
+            return
+        link = self.link
+        credit = link.credit
+        self.credit.grant(credit if credit > 0 else 0, drain=bool(link.drain_mode))
+        if credit > 0 and not self.queue.deleted:
+            self.queue.dispatch(self.host.now)
+        if self.closed:
+            return
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+            self.credit.drain_all()
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        """A disposition from the client for one of our deliveries."""
+        if not delivery.updated and not delivery.settled:
+            return
+        entry = self._unsettled.get(delivery.tag)
+        state = delivery.remote_state
+        terminal = state in (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED,
+                             Delivery.MODIFIED)
+        if not terminal and not delivery.settled:
+            return  # e.g. a RECEIVED state: progress only
+        self._unsettled.pop(delivery.tag, None)
+        delivery.settle()
+        if entry is None or not self.acquires:
+            return
+        self._apply_outcome(entry, state, delivery)
+
+    def _apply_outcome(self, entry: QueuedMessage, state: int, delivery: Delivery) -> None:
+        queue, now = self.queue, self.host.now
+        if state == Delivery.ACCEPTED:
+            queue.settle(entry)
+        elif state == Delivery.REJECTED:
+            queue.reject(entry, requeue=False, now=now)
+        elif state == Delivery.MODIFIED:
+            remote = delivery.remote
+            raw = remote.annotations or {}
+            annotations = {str(k): v for k, v in raw.items()}
+            queue.modify(entry, delivery_failed=bool(remote.failed),
+                         undeliverable_here=bool(remote.undeliverable),
+                         annotations=annotations or None, now=now)
+        else:
+            # released, or settled without an outcome (our default outcome: released)
+            queue.release(entry, redelivered=True, count_delivery=False, now=now)
+
+    def teardown(self) -> None:
+        """Stop consuming, return unsettled messages, drop a temporary queue."""
+        if self.closed and not self._unsettled and not self.temporary:
+            return
+        self.closed = True
+        queue, now = self.queue, self.host.now
+        if not queue.deleted:
+            queue.remove_consumer(self, now)
+        entries = sorted(self._unsettled.values(), key=lambda e: e.seq)
+        self._unsettled.clear()
+        if not queue.deleted:
+            for entry in entries:
+                queue.release(entry, redelivered=True, count_delivery=False, now=now)
+        if self.temporary and not queue.deleted:
+            try:
+                self.host.vhost.delete_queue(queue.name, owner=self.host.owner)
+            except BrokerError as exc:  # pragma: no cover - our own exclusive queue
+                log.warning("could not delete temporary %s: %s", queue.label, exc)
+        self.temporary = False
+
+
+# --------------------------------------------------------------------- attach
+
+
+def _copy_terminus_basics(local: Terminus, remote: Terminus, address: Optional[str]) -> None:
+    local.type = remote.type
+    local.address = address
+    local.durability = remote.durability
+    local.expiry_policy = remote.expiry_policy
+    local.timeout = remote.timeout
+
+
+def _temporary_queue(host: LinkHost) -> Queue:
+    host.permit(Action.CONFIGURE, "")
+    return host.vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+
+
+def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
+    remote = link.remote_source
+    vhost = host.vhost
+    temporary = False
+    address = remote.address
+    if remote.dynamic:
+        queue = _temporary_queue(host)
+        temporary = True
+        address = f"/queue/{queue.name}"
+    elif address is None:
+        raise Amqp10Error(Cond.INVALID_FIELD, "the link source has no address")
+    else:
+        try:
+            route = resolve_source(address, our_container=host.container_id,
+                                   directory=VhostDirectory(vhost), vhost=vhost.name)
+        except AddressError as exc:
+            raise _address_error(exc) from None
+        if isinstance(route, LocalConsume):
+            host.permit(Action.READ, route.queue)
+            queue = vhost.checked_queue(route.queue, host.owner)
+        elif isinstance(route, TemporaryBinding):
+            host.permit(Action.READ, route.exchange)
+            queue = _temporary_queue(host)
+            temporary = True
+            try:
+                vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, route.routing_key,
+                           owner=host.owner)
+            except BrokerError:
+                vhost.delete_queue(queue.name, owner=host.owner)
+                raise
+        else:
+            raise Amqp10Error(Cond.NOT_IMPLEMENTED,
+                              f"consuming from '{address}' is not supported")
+    acquires = remote.distribution_mode != Terminus.DIST_MODE_COPY
+    _copy_terminus_basics(link.source, remote, address)
+    if remote.dynamic:
+        link.source.dynamic = True
+    if not acquires:
+        link.source.distribution_mode = Terminus.DIST_MODE_COPY
+    link.target.type = link.remote_target.type
+    link.target.address = link.remote_target.address
+    link.snd_settle_mode = link.remote_snd_settle_mode
+    link.rcv_settle_mode = Link.RCV_FIRST
+    handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
+    link.open()
+    try:
+        queue.add_consumer(handler, host.now)
+    except BrokerError:
+        handler.teardown()
+        raise
+    return handler
+
+
+def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
+    remote = link.remote_target
+    vhost = host.vhost
+    if remote.dynamic:
+        raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
+    address = remote.address
+    route: Any = None
+    capacity_queue = None
+    if address is not None:
+        try:
+            route = resolve_link_target(address, our_container=host.container_id,
+                                        directory=VhostDirectory(vhost), vhost=vhost.name)
+        except AddressError as exc:
+            raise _address_error(exc) from None
+        if isinstance(route, LocalPublish) and route.exchange == "":
+            capacity_queue = vhost.queue(route.routing_key)
+        if isinstance(route, (LocalPublish, SubjectPublish)):
+            exchange = vhost.exchange(route.exchange)
+            if exchange is not None and exchange.internal:
+                raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+                                  f"cannot publish to internal {exchange.label}")
+    _copy_terminus_basics(link.target, remote, address)
+    link.source.type = link.remote_source.type
+    link.source.address = link.remote_source.address
+    link.snd_settle_mode = link.remote_snd_settle_mode
+    link.rcv_settle_mode = Link.RCV_FIRST
+    if host.max_message_size:
+        link.max_message_size = host.max_message_size
+    handler = IncomingLink(host, link, route, capacity_queue)
+    link.open()
+    handler.refill()
+    return handler
+
+
+def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink":
+    """Answer a client's attach. Raises :class:`Amqp10Error` (link scope) to refuse it;
+    broker errors are mapped through ``conditions``."""
+    try:
+        if link.is_sender:
+            return _attach_outgoing(host, link)
+        return _attach_incoming(host, link)
+    except BrokerError as exc:
+        raise error_from_broker(exc, Scope.LINK) from None

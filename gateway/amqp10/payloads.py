@@ -1,0 +1,88 @@
+"""Message bytes in and out of the 1.0 engine: the container a transfer becomes, and the
+bytes a delivery carries.
+
+Incoming: :func:`container_from_transfer` keeps the encoded message as the payload
+(``Encoding.AMQP10``) and fills the routing fields from ``inspect_amqp10``, which decodes
+only the header, properties and application-properties sections.
+
+Outgoing: :func:`delivery_bytes` sends a 1.0-origin payload unchanged on a first delivery
+(1.0 -> 1.0 costs no re-encoding); a redelivery only gets a new header section through
+``with_delivery_header`` (delivery-count, first-acquirer false). A 0-9-1-origin message is
+translated once per message through ``MessageContainer.converted`` (cached for every
+other 1.0 consumer). Annotations added by a ``modified`` outcome are merged into the
+message-annotations section, which needs a full decode: that path is rare by nature.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Message, symbol
+
+from gateway.broker.message import Encoding, MessageContainer
+from translators.amqp10_sections import Amqp10Summary, inspect_amqp10, with_delivery_header
+
+__all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
+
+
+def user_id_text(summary: Amqp10Summary) -> str | None:
+    """The message's ``user-id`` as text (UTF-8, invalid bytes replaced), or None."""
+    if summary.user_id is None:
+        return None
+    return summary.user_id.decode("utf-8", "replace")
+
+
+def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContainer, Amqp10Summary]:
+    """A container for one received 1.0 message (``now`` in seconds).
+
+    ``exchange`` and ``routing_key`` are left empty: the link fills them from its route.
+    Raises ``translators.TranslationError`` on a malformed encoding.
+    """
+    summary = inspect_amqp10(encoded)
+    message = MessageContainer(
+        Encoding.AMQP10,
+        encoded,
+        headers=summary.application_properties or None,
+        durable=summary.durable,
+        priority=summary.priority,
+        ttl_ms=summary.ttl_ms,
+        created_at=now,
+        size=summary.body_size,
+        message_id=summary.message_id,
+        correlation_id=summary.correlation_id,
+        user_id=user_id_text(summary),
+    )
+    return message, summary
+
+
+def _from_amqp091(message: MessageContainer) -> bytes:
+    from translators import to_amqp10  # lands with the translators package
+
+    _properties_bytes, body = message.payload
+    return to_amqp10(message.properties, body, exchange=message.exchange,
+                     routing_key=message.routing_key)
+
+
+def _merge_annotations(encoded: bytes, annotations: dict[Any, Any]) -> bytes:
+    decoded = Message()
+    decoded.decode(encoded)
+    merged = dict(decoded.annotations or {})
+    for key, value in annotations.items():
+        merged[symbol(key) if isinstance(key, str) else key] = value
+    decoded.annotations = merged
+    return decoded.encode()
+
+
+def delivery_bytes(message: MessageContainer, *, delivery_count: int, redelivered: bool) -> bytes:
+    """The encoded 1.0 message to send for one delivery of ``message``.
+
+    Raises ``translators.TranslationError`` if a 0-9-1 message cannot be translated.
+    """
+    if message.origin is Encoding.AMQP10:
+        encoded = message.payload
+    else:
+        encoded = message.converted(Encoding.AMQP10, _from_amqp091)  # type: ignore[assignment]
+    if message.annotations:
+        encoded = _merge_annotations(encoded, message.annotations)
+    if delivery_count or redelivered:
+        encoded = with_delivery_header(encoded, delivery_count=delivery_count, first_acquirer=False)
+    return encoded
