@@ -31,7 +31,7 @@ import bisect
 import enum
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from gateway.store.interface import MessageRecord
 
@@ -420,6 +420,32 @@ class Queue:
     ) -> bool:
         """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
         ``now``, or the last time the queue saw). False if not acquired here."""
+        if not self._put_back(entry, redelivered, count_delivery):
+            return False
+        if self.consumers:
+            self.dispatch(self._now if now is None else now)
+        return True
+
+    def release_many(
+        self,
+        entries: Iterable[QueuedMessage],
+        *,
+        redelivered: bool = True,
+        count_delivery: bool = True,
+        now: Optional[float] = None,
+    ) -> int:
+        """Release several entries, then dispatch once, so they are redelivered in queue
+        order whatever order they come in (channel close, ``basic.recover``, nack
+        multiple). Returns how many were acquired here and released."""
+        count = 0
+        for entry in entries:
+            if self._put_back(entry, redelivered, count_delivery):
+                count += 1
+        if count and self.consumers:
+            self.dispatch(self._now if now is None else now)
+        return count
+
+    def _put_back(self, entry: QueuedMessage, redelivered: bool, count_delivery: bool) -> bool:
         if self._acquired.pop(entry.seq, None) is not entry:
             return False
         if redelivered:
@@ -437,8 +463,6 @@ class Queue:
             dq.insert(bisect.bisect_left(dq, entry.seq, key=_seq_of), entry)
         self._available += 1
         self._available_bytes += entry.message.size
-        if self.consumers:
-            self.dispatch(self._now if now is None else now)
         return True
 
     def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
