@@ -166,10 +166,12 @@ class ServerConnection:
         tls_peer_subject: str | None = None,
         vhost_access: Callable[[Any, str], bool] = may_access_vhost,
         on_output: Callable[[], None] | None = None,
+        connection_id: Any = None,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
         self.peer_host = peer_host
+        self.connection_id = connection_id  # the edge's id, for logs; opaque here
         self.protocol_version = protocol_version
         self.now = now
         self.user: Any = None
@@ -190,6 +192,7 @@ class ServerConnection:
         self._tls_peer_subject = tls_peer_subject
         self._vhost_access = vhost_access
         self._on_output = on_output
+        self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
         self._out = bytearray()
         self._state = ConnectionState.AWAIT_START_OK
@@ -316,7 +319,29 @@ class ServerConnection:
             deadlines.append(self._last_rx + 2 * hb)
         return min(deadlines) if deadlines else None
 
+    @property
+    def on_output(self) -> Callable[[], None] | None:
+        """Called (no arguments) when output appears while the buffer was empty; the edge
+        sets it to schedule a flush for output produced outside ``receive_data``."""
+        return self._on_output
+
+    @on_output.setter
+    def on_output(self, callback: Callable[[], None] | None) -> None:
+        self._on_output = callback
+
+    def add_close_callback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once when the connection reaches CLOSED (after the channel
+        handlers were told), e.g. to drop exclusive queues and memory-alarm listeners."""
+        if self._state is ConnectionState.CLOSED:
+            callback()
+        else:
+            self._close_callbacks.append(callback)
+
     # ---- server-side actions ---------------------------------------------------------------
+
+    def shutdown(self, reason: str) -> None:
+        """Graceful close for a gateway shutdown: connection.close 320 CONNECTION_FORCED."""
+        self.close(ReplyCode.CONNECTION_FORCED, reason)
 
     def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker forced connection closure") -> None:
         """Close from our side (shutdown, operator): connection.close once open, else just close."""
@@ -591,6 +616,12 @@ class ServerConnection:
         self._state = ConnectionState.CLOSED
         self._handshake_deadline = self._close_deadline = None
         self._heartbeat = 0
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("close callback failed on 0-9-1 connection from %s", self.peer_host)
 
     def _teardown_channels(self, reason: CloseReason) -> None:
         channels, self._channels = self._channels, {}
