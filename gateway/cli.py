@@ -67,15 +67,22 @@ def check_config(path: str) -> int:
 
 
 def _check_endpoints(cfg: GatewayConfig) -> None:
+    """Build every endpoint and load every TLS file, binding nothing."""
     from twisted.internet import reactor
 
     from gateway.edge.listener import check_endpoint
+    from gateway.edge.tls import TlsError
+    from gateway.service import tls_server_for
 
     for i, listener in enumerate(cfg.listeners):
         try:
             check_endpoint(reactor, listener)
         except Exception as exc:  # noqa: BLE001 - any failure to build is a config error
             raise ConfigError(f"listeners[{i}]", 0, f"cannot build endpoint: {exc}", cfg.source) from None
+        try:
+            tls_server_for(listener)
+        except TlsError as exc:
+            raise ConfigError(f"listeners[{i}].tls", 0, str(exc), cfg.source) from None
 
 
 def hash_password_command(args: argparse.Namespace) -> int:
@@ -99,6 +106,11 @@ def hash_password_command(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics)
+    except ConfigError as exc:
+        print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        _check_endpoints(cfg)
     except ConfigError as exc:
         print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "TlsMode",
     "ListenerConfig",
+    "SniCertificate",
     "MetricsConfig",
     "PermissionConfig",
     "UserConfig",
@@ -119,10 +120,21 @@ def _password_hash(v: str) -> str | None:
                 "; clear-text passwords are not accepted")
 
 
-def _tls_mode(v: "TlsMode") -> str | None:
-    if v is TlsMode.OFF:
-        return None
-    return f"tls: {v.value} is not yet supported by this version (only 'off'); TLS termination is planned"
+def _tls_version(v: str) -> str | None:
+    return None if v in ("1.2", "1.3") else f"{v!r} is not a TLS version this gateway allows (1.2 or 1.3)"
+
+
+def _verify_client(v: str) -> str | None:
+    ok = ("none", "optional", "required")
+    return None if v in ok else f"{v!r} is not one of: {', '.join(ok)}"
+
+
+_MECHANISMS = ("SCRAM-SHA-256", "PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS")
+
+
+def _mechanisms(v: tuple[str, ...]) -> str | None:
+    bad = [m for m in v if m not in _MECHANISMS]
+    return f"unknown SASL mechanism(s) {', '.join(bad)} (known: {', '.join(_MECHANISMS)})" if bad else None
 
 
 def _frame_max(v: int) -> str | None:
@@ -135,16 +147,30 @@ def _log_level(v: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SniCertificate:
+    """A certificate chosen when the client's SNI names ``server_name``."""
+
+    server_name: str
+    cert_file: str = _checked(check=_existing_file)
+    key_file: str = _checked(check=_existing_file)
+
+
+@dataclass(frozen=True, slots=True)
 class ListenerConfig:
     """One listening socket; every protocol is served on it (the sniffer decides)."""
 
     host: str = _checked("127.0.0.1", check=_host)
     port: int = _checked(5672, check=_port)
     name: str = ""
-    tls: TlsMode = _checked(TlsMode.OFF, check=_tls_mode)
+    tls: TlsMode = TlsMode.OFF
     tls_cert_file: Optional[str] = _checked(None, check=_existing_file)
     tls_key_file: Optional[str] = _checked(None, check=_existing_file)
     tls_ca_file: Optional[str] = _checked(None, check=_existing_file)
+    tls_verify_client: str = _checked("none", check=_verify_client)
+    tls_min_version: str = _checked("1.2", check=_tls_version)
+    tls_ciphers: str = ""
+    tls_sni: tuple[SniCertificate, ...] = ()
+    mechanisms: tuple[str, ...] = _checked((), check=_mechanisms)
     sniff_timeout: float = _checked(10.0, check=_positive)
     default_vhost: str = "/"
     allow_anonymous: bool = False
@@ -362,4 +388,24 @@ class _Walker:
                     and f.default_factory is dataclasses.MISSING:
                 sub = f"{path}.{name}" if path else name
                 raise self.fail(sub, node, f"required key {name!r} is missing")
-        return cls(**values)
+        obj = cls(**values)
+        cross = getattr(self, f"_cross_{cls.__name__}", None)
+        if cross is not None:
+            cross(obj, node, path)
+        return obj
+
+    def _key_node(self, node: yaml.MappingNode, key: str) -> yaml.Node:
+        for knode, vnode in node.value:
+            if getattr(knode, "value", None) == key:
+                return knode
+        return node
+
+    def _cross_ListenerConfig(self, obj: "ListenerConfig", node: yaml.MappingNode, path: str) -> None:
+        if obj.tls is not TlsMode.OFF:
+            for key in ("tls_cert_file", "tls_key_file"):
+                if getattr(obj, key) is None:
+                    raise self.fail(f"{path}.{key}", self._key_node(node, "tls"),
+                                    f"tls: {obj.tls.value} needs {key}")
+        if obj.tls_verify_client != "none" and obj.tls_ca_file is None:
+            raise self.fail(f"{path}.tls_ca_file", self._key_node(node, "tls_verify_client"),
+                            "verifying client certificates needs tls_ca_file")

@@ -14,16 +14,17 @@ from twisted.internet import defer, task
 
 from gateway.auth import Authenticator, Permission, User, UserDirectory
 from gateway.broker import Broker
-from gateway.config import GatewayConfig, UserConfig
+from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
 from gateway.edge.http import make_site
 from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
 from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GatewayService", "users_from_config"]
+__all__ = ["GatewayService", "users_from_config", "tls_server_for"]
 
 BROKER_TICK_INTERVAL = 1.0
 
@@ -36,6 +37,17 @@ def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
                           for vh, p in u.permissions.items()})
         for u in users
     ]
+
+
+def tls_server_for(listener: ListenerConfig) -> Optional[TlsServer]:
+    """The listener's TLS material, loaded now (raises ``TlsError`` naming the file)."""
+    if listener.tls is TlsMode.OFF:
+        return None
+    return TlsServer(TlsSettings(
+        cert_file=listener.tls_cert_file or "", key_file=listener.tls_key_file or "",
+        ca_file=listener.tls_ca_file, verify_client=listener.tls_verify_client,
+        min_version=listener.tls_min_version, ciphers=listener.tls_ciphers or DEFAULT_CIPHERS,
+        sni=tuple((c.server_name, c.cert_file, c.key_file) for c in listener.tls_sni)))
 
 
 class GatewayService(service.MultiService):
@@ -51,6 +63,7 @@ class GatewayService(service.MultiService):
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         self.notifier = SystemdNotifier(environ)
         self.watchdog = Watchdog(self.notifier)
+        self.tls_servers = [tls_server_for(listener) for listener in config.listeners]
         self.factories: list[ListenerFactory] = []
         self.ports: list = []
         self.http_port = None
@@ -91,14 +104,16 @@ class GatewayService(service.MultiService):
     def start(self):
         """Bind every listener and the HTTP endpoint, then tell systemd we are ready."""
         super().startService()
-        for listener in self.config.listeners:
+        for listener, tls in zip(self.config.listeners, self.tls_servers):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
-                                      max_connections=self.config.limits.max_connections)
-            port = yield server_endpoint(self.reactor, listener.host, listener.port).listen(factory)
+                                      max_connections=self.config.limits.max_connections, tls=tls)
+            port = yield server_endpoint(self.reactor, listener.host, listener.port).listen(
+                factory.wrap_for_tls())
             self.factories.append(factory)
             self.ports.append(port)
             addr = port.getHost()
-            log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0)", addr.host, addr.port)
+            log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s)", addr.host, addr.port,
+                     listener.tls.value)
         m = self.config.metrics
         if m.enabled:
             self.http_port = yield server_endpoint(self.reactor, m.host, m.port).listen(
@@ -151,9 +166,21 @@ class GatewayService(service.MultiService):
         log.info("stopped")
 
     def reload(self) -> None:
-        """SIGHUP: reloading TLS material and users arrives with TLS; say we saw it."""
+        """SIGHUP: re-read TLS material and users; established connections stay up.
+
+        Anything that fails to load keeps the previous material and is logged."""
         self.notifier.reloading()
-        log.info("SIGHUP received: nothing to reload in this version")
+        log.info("SIGHUP received: reloading TLS material and users")
+        for tls in self.tls_servers:
+            if tls is not None:
+                tls.reload()
+        if self.config.source:
+            try:
+                fresh = load_config(self.config.source)
+                self.users.replace(users_from_config(fresh.users))
+                log.info("users reloaded: %d user(s)", len(self.users))
+            except (ConfigError, ValueError) as exc:
+                log.error("users not reloaded, keeping the previous ones: %s", exc)
         self.notifier.notify("READY=1")
 
     def bound_addresses(self) -> list[tuple[str, int]]:

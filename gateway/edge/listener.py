@@ -15,7 +15,7 @@ from twisted.internet import defer
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory
 
-from gateway.config import ListenerConfig
+from gateway.config import ListenerConfig, TlsMode
 from gateway.edge.sniffer import SniffingProtocol
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
@@ -53,8 +53,11 @@ _PROTOCOL_LABEL = {
 
 class ListenerFactory(Factory):
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
-                 engine_factory: EngineFactory, max_connections: int = 0) -> None:
+                 engine_factory: EngineFactory, max_connections: int = 0,
+                 tls=None) -> None:
         self.listener = listener
+        self.tls = tls                      # a TlsServer when the listener has TLS material
+        self.tls_from_start = listener.tls is TlsMode.ON
         self.reactor = reactor
         self.metrics = metrics
         self.engine_factory = engine_factory
@@ -74,7 +77,7 @@ class ListenerFactory(Factory):
         return p
 
     # -- sniffer callbacks ------------------------------------------------------------
-    def refusal_reason(self, kind: HeaderKind) -> Optional[str]:
+    def refusal_reason(self, kind: HeaderKind, in_tls: bool = False) -> Optional[str]:
         """Why this listener will not serve ``kind`` (a metric label), or None."""
         if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL):
             return None
@@ -83,15 +86,21 @@ class ListenerFactory(Factory):
         if kind is HeaderKind.AMQP08:
             return "amqp08"
         if kind in (HeaderKind.AMQP10_TLS, HeaderKind.TLS_CLIENT_HELLO):
+            if in_tls:
+                return "tls-inside-tls"
+            if self.tls is not None and self.listener.tls is TlsMode.AUTO:
+                return None
             return "tls-not-enabled"
         return "unknown-header"
 
-    def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol) -> object:
+    def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol,
+                    tls_peer_subject: Optional[str] = None) -> object:
         peer = proto.transport.getPeer()
         ctx = ConnectionContext(
             connection_id=proto.connection_id, kind=kind, header=header,
             peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
-            listener=self.listener, now=self.reactor.seconds())
+            listener=self.listener, now=self.reactor.seconds(),
+            tls_peer_subject=tls_peer_subject)
         return self.engine_factory(ctx)
 
     def connection_started(self, proto: SniffingProtocol) -> None:
@@ -106,8 +115,9 @@ class ListenerFactory(Factory):
     def connection_finished(self, proto: SniffingProtocol) -> None:
         if proto in self.connections:
             self.connections.discard(proto)
-            if proto.driver is not None and proto.kind is not None:
-                self.metrics.connections_open.labels(_PROTOCOL_LABEL.get(proto.kind, proto.kind.value)).dec()
+            served = proto.effective
+            if served.driver is not None and served.kind is not None:
+                self.metrics.connections_open.labels(_PROTOCOL_LABEL.get(served.kind, served.kind.value)).dec()
         if not self.connections and self._drained is not None and not self._drained.called:
             self._drained.callback(None)
 
@@ -133,6 +143,14 @@ class ListenerFactory(Factory):
     def abort_all(self) -> None:
         for proto in list(self.connections):
             proto.transport.abortConnection()
+
+    def wrap_for_tls(self) -> Factory:
+        """The factory to listen with: TLS from the first byte for ``tls: on``."""
+        if self.tls_from_start:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            return TLSMemoryBIOFactory(self.tls, False, self)
+        return self
 
 
 def server_endpoint(reactor, host: str, port: int):

@@ -8,6 +8,12 @@ buffered leftovers are fed to it. Anything we do not serve is answered with our 
 header and closed. A peer that half-closes before 8 octets (a short read, then EOF)
 gets the same answer; a peer that sends nothing before the deadline is closed.
 Nothing raised here may reach the reactor.
+
+TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
+``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
+rest of the connection in Twisted's ``TLSMemoryBIOProtocol`` around an *inner*
+``SniffingProtocol`` that sniffs again on the decrypted stream. The outer protocol keeps
+the bookkeeping (connection tracking, metrics), so a connection is counted once.
 """
 from __future__ import annotations
 
@@ -15,11 +21,15 @@ import logging
 from typing import TYPE_CHECKING, Optional
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Factory, Protocol
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from zope.interface import implementer
 
 from gateway.edge.engine_protocol import EngineDriver
-from gateway.protocol_header import HEADER_SIZE, HeaderKind, classify, reply_header_for
+from gateway.edge.tls import peer_subject
+from gateway.protocol_header import (
+    AMQP10_TLS_HEADER, HEADER_SIZE, HeaderKind, classify, reply_header_for,
+)
 
 if TYPE_CHECKING:
     from gateway.edge.listener import ListenerFactory
@@ -33,24 +43,38 @@ _MAX_SNIFF_BUFFER = 64 * 1024
 
 @implementer(IHalfCloseableProtocol)
 class SniffingProtocol(Protocol):
-    def __init__(self, factory: "ListenerFactory", connection_id: int) -> None:
+    def __init__(self, factory: "ListenerFactory", connection_id: int,
+                 outer: Optional["SniffingProtocol"] = None) -> None:
         self.factory = factory
         self.connection_id = connection_id
         self.kind: Optional[HeaderKind] = None
         self.driver: Optional[EngineDriver] = None
+        self.outer = outer            # set on the inner sniffer of a TLS-upgraded connection
+        self.inner: Optional[SniffingProtocol] = None
+        self.in_tls = outer is not None or factory.tls_from_start
+        self._tls_wrapper = None
         self._buffer = bytearray()
         self._deadline = None
         self._done = False
 
+    @property
+    def effective(self) -> "SniffingProtocol":
+        """The protocol that ended up serving the connection (the inner one after TLS)."""
+        return self.inner.effective if self.inner is not None else self
+
     # -- Twisted callbacks ---------------------------------------------------------
     def connectionMade(self) -> None:
-        self.factory.connection_started(self)
+        if self.outer is None:
+            self.factory.connection_started(self)
         timeout = self.factory.listener.sniff_timeout
         self._deadline = self.factory.reactor.callLater(timeout, self._sniff_timed_out)
 
     def dataReceived(self, data: bytes) -> None:
         if self.driver is not None:
             self.driver.data_received(data)
+            return
+        if self._tls_wrapper is not None:
+            self._tls_wrapper.dataReceived(data)
             return
         if self._done:
             return
@@ -65,6 +89,9 @@ class SniffingProtocol(Protocol):
         if self.driver is not None:
             self.driver.eof_received()
             return
+        if self._tls_wrapper is not None:
+            self._tls_wrapper.connectionLost(None)
+            return
         if not self._done:
             self._reject(HeaderKind.UNKNOWN, "short-read")
 
@@ -75,10 +102,14 @@ class SniffingProtocol(Protocol):
         self._cancel_deadline()
         if self.driver is not None:
             self.driver.connection_lost()
+        elif self._tls_wrapper is not None:
+            wrapper, self._tls_wrapper = self._tls_wrapper, None
+            wrapper.connectionLost(reason)
         elif not self._done:
             self._done = True
             self.factory.metrics.sniff_failures.labels("short-read" if self._buffer else "no-data").inc()
-        self.factory.connection_finished(self)
+        if self.outer is None:
+            self.factory.connection_finished(self)
 
     # -- sniffing ---------------------------------------------------------------------
     def _sniff(self) -> None:
@@ -86,19 +117,39 @@ class SniffingProtocol(Protocol):
         if kind is HeaderKind.NEED_MORE:
             return
         self.kind = kind
-        refusal = self.factory.refusal_reason(kind)
+        refusal = self.factory.refusal_reason(kind, in_tls=self.in_tls)
         if refusal is not None:
             self._reject(kind, refusal)
             return
         self._cancel_deadline()
         self._done = True
+        if kind in (HeaderKind.TLS_CLIENT_HELLO, HeaderKind.AMQP10_TLS):
+            self._start_tls(kind)
+            return
         header = bytes(self._buffer[:HEADER_SIZE])
         rest = bytes(self._buffer[HEADER_SIZE:])
         self._buffer.clear()
-        engine = self.factory.make_engine(kind, header, self)
+        subject = peer_subject(self.transport) if self.in_tls else None
+        engine = self.factory.make_engine(kind, header, self, tls_peer_subject=subject)
         self.driver = EngineDriver(engine, self.transport, self.factory.reactor)
         self.factory.connection_recognised(self, kind)
         self.driver.start(rest)
+
+    def _start_tls(self, kind: HeaderKind) -> None:
+        """Wrap the rest of the stream in TLS and sniff again inside it."""
+        if kind is HeaderKind.AMQP10_TLS:
+            self.transport.write(AMQP10_TLS_HEADER)
+            leftover = bytes(self._buffer[HEADER_SIZE:])
+        else:
+            leftover = bytes(self._buffer)
+        self._buffer.clear()
+        self.inner = SniffingProtocol(self.factory, self.connection_id, outer=self)
+        wrapped = Factory.forProtocol(lambda: self.inner)
+        tls_factory = TLSMemoryBIOFactory(self.factory.tls, False, wrapped)
+        self._tls_wrapper = tls_factory.buildProtocol(self.transport.getPeer())
+        self._tls_wrapper.makeConnection(self.transport)
+        if leftover:
+            self._tls_wrapper.dataReceived(leftover)
 
     def _reject(self, kind: HeaderKind, reason: str) -> None:
         self._done = True
@@ -131,7 +182,9 @@ class SniffingProtocol(Protocol):
 
     # -- shutdown -------------------------------------------------------------------
     def shutdown(self, reason: str) -> None:
-        if self.driver is not None:
+        if self.inner is not None:
+            self.inner.shutdown(reason)
+        elif self.driver is not None:
             self.driver.shutdown(reason)
         else:
             self._close()

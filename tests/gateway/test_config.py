@@ -49,6 +49,7 @@ def test_example_documents_every_key_with_its_default():
 
     seen = list(names(GatewayConfig))
     assert "sniff_timeout" in seen and "max_message_size" in seen and "configure" in seen
+    assert "server_name" in seen
     for name in seen:
         assert f"{name}:" in text, name
     cfg = load_config(EXAMPLE)
@@ -73,8 +74,12 @@ def test_empty_file_gives_defaults():
     ("limits:\n  frame_max: 1000\n", "limits.frame_max", 2, "minimum frame size 4096"),
     ("metrics:\n  enabled: yes please\n", "metrics.enabled", 2, "true or false"),
     ("listeners:\n  - tls: sometimes\n", "listeners[0].tls", 2, "not one of: off, on, auto"),
-    ("listeners:\n  - tls: on\n", "listeners[0].tls", 2, "not yet supported"),
-    ("listeners:\n  - tls: auto\n", "listeners[0].tls", 2, "not yet supported"),
+    ("listeners:\n  - tls: on\n", "listeners[0].tls_cert_file", 2, "tls: on needs tls_cert_file"),
+    ("listeners:\n  - port: 1\n    tls: auto\n", "listeners[0].tls_cert_file", 3, "needs tls_cert_file"),
+    ("listeners:\n  - tls_verify_client: required\n", "listeners[0].tls_ca_file", 2, "needs tls_ca_file"),
+    ("listeners:\n  - tls_verify_client: maybe\n", "listeners[0].tls_verify_client", 2, "not one of"),
+    ("listeners:\n  - tls_min_version: '1.0'\n", "listeners[0].tls_min_version", 2, "1.2 or 1.3"),
+    ("listeners:\n  - mechanisms: [PLAIN, CRAM-MD5]\n", "listeners[0].mechanisms", 2, "CRAM-MD5"),
     ("listeners:\n  - tls_cert_file: /no/such/cert.pem\n", "listeners[0].tls_cert_file", 2,
      "does not exist"),
     ("users:\n  - name: bob\n    password_hash: hunter2\n", "users[0].password_hash", 3,
@@ -151,7 +156,7 @@ def test_run_with_bad_config_exits_2_before_starting(tmp_path):
     bad.write_text("listeners:\n  - tls: on\n")
     r = run_cli("run", "--config", str(bad))
     assert r.returncode == 2
-    assert "listeners[0].tls" in r.stderr and "not yet supported" in r.stderr
+    assert "listeners[0].tls_cert_file" in r.stderr and "needs" in r.stderr
 
 
 def test_check_config_missing_file():

@@ -1,0 +1,146 @@
+"""TLS termination with pyOpenSSL under Twisted: contexts, SNI, client certificates, reload.
+
+``TlsServer`` holds the current ``SSL.Context`` objects of one listener (a default one
+and one per SNI name). Every new TLS connection asks for ``serverConnectionForTLS``, so
+``reload()`` (SIGHUP) swaps the contexts for new connections while established ones keep
+the material they were made with. A reload that fails keeps the old material and says why.
+
+Policy: TLS 1.2 minimum (configurable to 1.3), a cipher list without anonymous, export,
+RC4, 3DES or static-RSA suites, no compression, no renegotiation, server cipher preference.
+Client certificates are optional or required per listener and verified against the CA file;
+the verified subject is what SASL EXTERNAL maps to a user.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from OpenSSL import SSL, crypto
+from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
+from zope.interface import implementer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TlsSettings", "TlsServer", "TlsError", "peer_subject", "DEFAULT_CIPHERS"]
+
+DEFAULT_CIPHERS = (
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "DHE-RSA-AES256-GCM-SHA384:DHE-RSA-AES128-GCM-SHA256"
+)
+
+_VERSIONS = {"1.2": SSL.TLS1_2_VERSION, "1.3": SSL.TLS1_3_VERSION}
+_VERIFY = {
+    "none": SSL.VERIFY_NONE,
+    "optional": SSL.VERIFY_PEER,
+    "required": SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT,
+}
+
+
+class TlsError(Exception):
+    """TLS material could not be loaded; the text names the file and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    cert_file: str
+    key_file: str
+    ca_file: Optional[str] = None
+    verify_client: str = "none"          # none | optional | required
+    min_version: str = "1.2"
+    ciphers: str = DEFAULT_CIPHERS
+    sni: tuple[tuple[str, str, str], ...] = ()   # (server_name, cert_file, key_file)
+
+
+def _verify_callback(conn, cert, errno, depth, ok) -> bool:
+    return bool(ok)
+
+
+def _build_context(s: TlsSettings, cert_file: str, key_file: str) -> SSL.Context:
+    ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+    ctx.set_min_proto_version(_VERSIONS[s.min_version])
+    ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE
+                    | SSL.OP_NO_RENEGOTIATION | SSL.OP_SINGLE_ECDH_USE)
+    try:
+        ctx.set_cipher_list(s.ciphers.encode())
+    except SSL.Error as exc:
+        raise TlsError(f"cipher list {s.ciphers!r} selects no usable cipher: {exc}") from None
+    for what, path, load in (("certificate", cert_file, ctx.use_certificate_chain_file),
+                             ("private key", key_file, ctx.use_privatekey_file)):
+        try:
+            load(path)
+        except (SSL.Error, OSError) as exc:
+            raise TlsError(f"cannot load {what} {path!r}: {_ssl_reason(exc)}") from None
+    try:
+        ctx.check_privatekey()
+    except SSL.Error:
+        raise TlsError(f"private key {key_file!r} does not match certificate {cert_file!r}") from None
+    if s.ca_file:
+        try:
+            ctx.load_verify_locations(s.ca_file)
+        except (SSL.Error, OSError) as exc:
+            raise TlsError(f"cannot load CA file {s.ca_file!r}: {_ssl_reason(exc)}") from None
+    ctx.set_verify(_VERIFY[s.verify_client], _verify_callback)
+    ctx.set_session_id(b"amqp-gateway")
+    return ctx
+
+
+def _ssl_reason(exc: Exception) -> str:
+    if isinstance(exc, SSL.Error) and exc.args and isinstance(exc.args[0], list):
+        return "; ".join(str(e[-1]) for e in exc.args[0]) or str(exc)
+    return str(exc)
+
+
+@implementer(IOpenSSLServerConnectionCreator)
+class TlsServer:
+    """The connection creator Twisted's TLS wrapper asks for each new connection."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self.settings = settings
+        self._default: SSL.Context
+        self._by_name: dict[str, SSL.Context] = {}
+        self._default, self._by_name = self._load(settings)
+
+    def _load(self, s: TlsSettings) -> tuple[SSL.Context, dict[str, SSL.Context]]:
+        default = _build_context(s, s.cert_file, s.key_file)
+        by_name = {name.lower(): _build_context(s, cert, key) for name, cert, key in s.sni}
+        if by_name:
+            default.set_tlsext_servername_callback(self._pick_by_sni)
+        return default, by_name
+
+    def _pick_by_sni(self, conn: SSL.Connection) -> None:
+        name = conn.get_servername()
+        if name:
+            ctx = self._by_name.get(name.decode("ascii", "replace").lower())
+            if ctx is not None:
+                conn.set_context(ctx)
+
+    def reload(self) -> bool:
+        """Re-read every file; keep the old material (and log why) if anything fails."""
+        try:
+            default, by_name = self._load(self.settings)
+        except TlsError as exc:
+            log.error("TLS reload failed, keeping the previous certificates: %s", exc)
+            return False
+        self._default, self._by_name = default, by_name
+        log.info("TLS material reloaded from %s", self.settings.cert_file)
+        return True
+
+    def serverConnectionForTLS(self, tlsProtocol) -> SSL.Connection:  # noqa: N802 - Twisted API
+        return SSL.Connection(self._default, None)
+
+
+def peer_subject(transport) -> Optional[str]:
+    """The verified client certificate's subject in RFC 4514 form, or None."""
+    get = getattr(transport, "getPeerCertificate", None)
+    cert = get() if get else None
+    if cert is None:
+        return None
+    if isinstance(cert, crypto.X509):
+        cert = cert.to_cryptography()
+    return cert.subject.rfc4514_string()
+
+
+CreatorFactory = Callable[[], TlsServer]
