@@ -69,6 +69,7 @@ class Annotation:
     CLUSTER_ID = symbol("x-amqp-0-9-1-cluster-id")
     EXPIRATION = symbol("x-amqp-0-9-1-expiration")
     DELIVERY_MODE = symbol("x-amqp-0-9-1-delivery-mode")
+    REPLY_TO = symbol("x-amqp-0-9-1-reply-to")
     CONTENT_TYPE = symbol("x-amqp-0-9-1-content-type")
     CONTENT_ENCODING = symbol("x-amqp-0-9-1-content-encoding")
     TIMESTAMP = symbol("x-amqp-0-9-1-timestamp")
@@ -120,7 +121,8 @@ ROWS: tuple[MappingRow, ...] = (
     MappingRow("subject", "properties.subject", "-", Direction.TO_AMQP091_ONLY, _R.SUBJECT, "any length"),
     MappingRow("reply-to", "properties.reply-to", "reply-to", Direction.BOTH, _R.REPLY_TO,
                "/queue/Q<->Q; other addresses unchanged; original kept in the header when the "
-               "translation does not invert; >255 octets: header only"),
+               "translation does not invert; >255 octets: header only; a 0-9-1 value that does "
+               "not come back (e.g. '/queue/x') also goes in annotation x-amqp-0-9-1-reply-to"),
     MappingRow("correlation-id", "properties.correlation-id", "correlation-id", Direction.BOTH,
                _R.CORRELATION_ID, "as message-id"),
     MappingRow("content-type", "properties.content-type", "content-type", Direction.BOTH,

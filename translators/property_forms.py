@@ -10,8 +10,9 @@ special cases):
   header (``x-amqp-1.0-<field>``).
 - 0-9-1 -> 1.0: a reserved header wins when ``form`` of its value still equals the 0-9-1
   property (the 0-9-1 side did not change the property); otherwise the property is
-  translated with ``inverse``. When ``inverse`` has no 1.0 value the 0-9-1 value travels
-  in the ``overflow`` annotation.
+  translated with ``inverse``. When ``inverse`` has no 1.0 value, or one that would not
+  come back as the same 0-9-1 value (a 0-9-1 reply-to ``/queue/x``), the 0-9-1 value also
+  travels in the ``overflow`` annotation ``x-amqp-0-9-1-<field>``.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from translators.reply_to import reply_to_amqp091, reply_to_amqp10
 
 __all__ = [
     "CarriedProperty",
+    "Overflow",
     "CARRIED_PROPERTIES",
     "fits_shortstr",
     "same_typed",
@@ -116,18 +118,37 @@ def _no_inverse(value: Any) -> None:
     return None
 
 
+def _text_back(value: Any) -> Optional[str]:
+    return value if type(value) is str and fits_shortstr(value) else None
+
+
+def _ulong_back(value: Any) -> Optional[int]:
+    return int(value) if type(value) is ulong else None
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """Where a 0-9-1 value goes when the 1.0 field cannot give it back exactly:
+    the annotation ``key``, ``to_annotation`` (0-9-1 value -> annotation value) and
+    ``from_annotation`` (annotation value -> 0-9-1 value, ``None`` if malformed)."""
+
+    key: symbol
+    to_annotation: Callable[[Any], Any]
+    from_annotation: Callable[[Any], Any]
+
+
 @dataclass(frozen=True, slots=True)
 class CarriedProperty:
     """``index`` in the 1.0 properties list; ``amqp091`` the ``BasicProperties`` attribute
-    (``None`` if 0-9-1 has no such field); ``overflow`` the annotation and converter used
-    when ``inverse`` returns ``None`` for a 0-9-1 value."""
+    (``None`` if 0-9-1 has no such field); ``overflow`` is used when ``inverse`` gives
+    ``None`` or a value whose ``form`` is not the 0-9-1 value again."""
 
     index: int
     amqp091: Optional[str]
     reserved: Reserved
     form: Callable[[Any], Any]
     inverse: Callable[[Any], Any]
-    overflow: Optional[tuple[symbol, Callable[[Any], Any]]] = None
+    overflow: Optional[Overflow] = None
 
 
 CARRIED_PROPERTIES: tuple[CarriedProperty, ...] = (
@@ -135,15 +156,16 @@ CARRIED_PROPERTIES: tuple[CarriedProperty, ...] = (
     CarriedProperty(1, "user_id", Reserved.USER_ID, _user_id_form, lambda s: s.encode("utf-8")),
     CarriedProperty(2, None, Reserved.TO, _no_form, _no_inverse),
     CarriedProperty(3, None, Reserved.SUBJECT, _no_form, _no_inverse),
-    CarriedProperty(4, "reply_to", Reserved.REPLY_TO, _reply_to_form, reply_to_amqp10),
+    CarriedProperty(4, "reply_to", Reserved.REPLY_TO, _reply_to_form, reply_to_amqp10,
+                    Overflow(Annotation.REPLY_TO, str, _text_back)),
     CarriedProperty(5, "correlation_id", Reserved.CORRELATION_ID, _id_form, str),
     CarriedProperty(6, "content_type", Reserved.CONTENT_TYPE, _symbol_form, _symbol_inverse,
-                    (Annotation.CONTENT_TYPE, str)),
+                    Overflow(Annotation.CONTENT_TYPE, str, _text_back)),
     CarriedProperty(7, "content_encoding", Reserved.CONTENT_ENCODING, _symbol_form,
-                    _symbol_inverse, (Annotation.CONTENT_ENCODING, str)),
+                    _symbol_inverse, Overflow(Annotation.CONTENT_ENCODING, str, _text_back)),
     CarriedProperty(8, None, Reserved.ABSOLUTE_EXPIRY_TIME, _no_form, _no_inverse),
     CarriedProperty(9, "timestamp", Reserved.CREATION_TIME, _creation_form, _creation_inverse,
-                    (Annotation.TIMESTAMP, lambda s: ulong(int(s)))),
+                    Overflow(Annotation.TIMESTAMP, lambda s: ulong(int(s)), _ulong_back)),
     CarriedProperty(10, None, Reserved.GROUP_ID, _no_form, _no_inverse),
     CarriedProperty(11, None, Reserved.GROUP_SEQUENCE, _no_form, _no_inverse),
     CarriedProperty(12, None, Reserved.REPLY_TO_GROUP_ID, _no_form, _no_inverse),

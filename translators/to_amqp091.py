@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from proton import symbol, ubyte, ulong
+from proton import symbol, ubyte
 
 from translators.amqp10_sections import decode_section
 from translators.basic_properties import BasicProperties
@@ -17,6 +17,7 @@ from translators.errors import TranslationError
 from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
 from translators.property_forms import (
     CARRIED_PROPERTIES,
+    CarriedProperty,
     expiration_ttl,
     fits_shortstr,
     same_typed,
@@ -26,7 +27,6 @@ from translators.value_types import map_to_field, to_field_value, wrap_map
 
 __all__ = ["to_amqp091"]
 
-_INT64_MAX = 2**63 - 1
 
 
 def _padded(value: Any, size: int, section: str) -> list:
@@ -166,17 +166,22 @@ def _annotations_to_properties(
     expiration = _take(annotations, Annotation.EXPIRATION, expiration_ok)
     if expiration is not None:
         fields["expiration"] = expiration
-    for key, index, name in (
-        (Annotation.CONTENT_TYPE, 6, "content_type"),
-        (Annotation.CONTENT_ENCODING, 7, "content_encoding"),
-    ):
-        text = _take(annotations, key, lambda v, i=index: _short(v) and not v.isascii() and props[i] is None)
-        if text is not None:
-            fields[name] = text
-    stamp = _take(annotations, Annotation.TIMESTAMP,
-                  lambda v: type(v) is ulong and v * 1000 > _INT64_MAX and props[9] is None)
-    if stamp is not None:
-        fields["timestamp"] = int(stamp)
+    for rule in CARRIED_PROPERTIES:
+        if rule.overflow is None or rule.amqp091 is None:
+            continue
+        back = rule.overflow.from_annotation
+        current = props[rule.index]
+
+        def overflow_ok(v: Any, rule: CarriedProperty = rule, back: Callable = back, current: Any = current) -> bool:
+            candidate = back(v)
+            if candidate is None:
+                return False
+            value = rule.inverse(candidate)
+            return same_typed(value, current) and (value is None or rule.form(value) != candidate)
+
+        taken = _take(annotations, rule.overflow.key, overflow_ok)
+        if taken is not None:
+            fields[rule.amqp091] = back(taken)
     kind = _take(annotations, Annotation.TYPE,
                  lambda v: _short(v) and not labelled and (v != AMQP10_BODY_TYPE or not labelled_sections(body)))
     if kind is not None:

@@ -82,9 +82,8 @@ def to_amqp10(
         if current is None:
             continue
         value = rule.inverse(current)
-        if value is None and rule.overflow is not None:
-            key, convert = rule.overflow
-            extra[key] = convert(current)
+        if rule.overflow is not None and (value is None or rule.form(value) != current):
+            extra[rule.overflow.key] = rule.overflow.to_annotation(current)
         props[rule.index] = value
     props = _strip(props)
 

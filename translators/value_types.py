@@ -236,7 +236,7 @@ _TO_FIELD: dict[type, Callable[[Any], Any]] = {
     timestamp: _timestamp_to_field,
     decimal32: lambda v: _wrap("decimal32", int(v).to_bytes(4, "big")),
     decimal64: _decimal64_to_field,
-    decimal128: lambda v: _wrap("decimal128", int(v).to_bytes(16, "big")),
+    decimal128: lambda v: _wrap("decimal128", bytes(v)),
     list: lambda v: [to_field_value(e) for e in v],
     dict: _map_to_field,
     Described: _described_to_field,
@@ -340,7 +340,9 @@ def _unwrap(type_name: Any, inner: Any) -> Any:
             width = {"decimal32": 4, "decimal64": 8, "decimal128": 16}[type_name]
             if len(raw) != width:
                 raise ValueError(f"{type_name} needs {width} octets")
-            cls = {"decimal32": decimal32, "decimal64": decimal64, "decimal128": decimal128}
+            if type_name == "decimal128":
+                return decimal128(raw)
+            cls = {"decimal32": decimal32, "decimal64": decimal64}
             return cls[type_name](int.from_bytes(raw, "big"))
         if type_name == "map":
             pairs = [from_field_value(e) for e in _expect(inner, list)]
