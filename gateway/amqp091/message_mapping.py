@@ -1,0 +1,126 @@
+"""0-9-1 publishes into broker ``MessageContainer`` objects, and containers back out.
+
+Publish: the container keeps the raw ``(properties_bytes, body)`` as its payload, so a
+0-9-1 -> 0-9-1 delivery re-sends the property octets as they arrived (no re-encoding). The
+routing fields the broker needs (durable, priority, ttl, headers, ids) are read from the
+already decoded ``BasicProperties`` once, at publish time.
+
+Delivery: a 0-9-1 origin message is sent as is unless the broker recorded deaths; then the
+properties are re-encoded once with an ``x-death`` header (and the per-message expiration
+removed, as RabbitMQ does) and cached on the container. A 1.0 origin message goes through
+``translators.to_amqp091`` once per container (``MessageContainer.converted``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from gateway.amqp091.content import Content, decode_properties, encode_properties
+from gateway.amqp091.errors import ChannelException
+from gateway.amqp091.methods import Method
+from gateway.amqp091.spec import ReplyCode
+from gateway.broker.message import Encoding, MessageContainer
+from translators import TranslationError, to_amqp091
+from translators.basic_properties import BasicProperties
+from translators.values import Timestamp
+
+__all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
+
+log = logging.getLogger(__name__)
+
+_EMPTY_PROPERTIES = encode_properties(BasicProperties())
+_MAX_EXPIRATION_MS = 2**32 - 1  # RabbitMQ's limit for a per-message TTL
+
+
+def parse_expiration(value: str, method: Method) -> int:
+    """The ``expiration`` property in milliseconds. RabbitMQ accepts only a non-negative
+    decimal integer string; anything else is 406 PRECONDITION_FAILED (a channel error)."""
+    if not value.isascii() or not value.isdigit() or int(value) > _MAX_EXPIRATION_MS:
+        raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"invalid expiration '{value}'",
+                               method.CLASS_ID, method.METHOD_ID)
+    return int(value)
+
+
+def container_from_publish(
+    method: Method, content: Content, *, now: float, user_name: str | None
+) -> MessageContainer:
+    """The container for a basic.publish. ``user_name`` is the authenticated user: a
+    ``user_id`` property naming someone else is 406 (RabbitMQ's validated user-id).
+    Raises ``ChannelException`` 406 for an invalid expiration."""
+    props = content.properties
+    ttl_ms = None
+    if props.expiration is not None:
+        ttl_ms = parse_expiration(props.expiration, method)
+    if props.user_id is not None and user_name is not None and props.user_id != user_name:
+        raise ChannelException(
+            ReplyCode.PRECONDITION_FAILED,
+            f"user_id property set to '{props.user_id}' but authenticated user was '{user_name}'",
+            method.CLASS_ID, method.METHOD_ID)
+    body = content.body
+    return MessageContainer(
+        Encoding.AMQP091,
+        (content.properties_bytes, body),
+        exchange=method.exchange,
+        routing_key=method.routing_key,
+        headers=props.headers,
+        durable=props.delivery_mode == 2,
+        priority=props.priority,
+        ttl_ms=ttl_ms,
+        created_at=now,
+        size=len(body),
+        message_id=props.message_id,
+        correlation_id=props.correlation_id,
+        user_id=props.user_id,
+        properties=props,
+    )
+
+
+def death_table(death: dict[str, Any]) -> dict[str, Any]:
+    """One broker death record as RabbitMQ's x-death table (``time`` as a timestamp,
+    ``count`` as a long, routing keys as an array of long strings)."""
+    table: dict[str, Any] = {
+        "count": int(death.get("count", 1)),
+        "reason": str(death.get("reason", "")),
+        "queue": str(death.get("queue", "")),
+        "time": Timestamp(int(death.get("time", 0))),
+        "exchange": str(death.get("exchange", "")),
+        "routing-keys": [str(k) for k in death.get("routing-keys", ())],
+    }
+    if "original-expiration" in death:
+        table["original-expiration"] = str(death["original-expiration"])
+    return table
+
+
+def _with_deaths(props: BasicProperties, deaths: list[dict[str, Any]]) -> BasicProperties:
+    headers = dict(props.headers or {})
+    headers["x-death"] = [death_table(d) for d in deaths]
+    first = deaths[-1]  # deaths are newest first; the first death is the last entry
+    headers.setdefault("x-first-death-exchange", str(first.get("exchange", "")))
+    headers.setdefault("x-first-death-queue", str(first.get("queue", "")))
+    headers.setdefault("x-first-death-reason", str(first.get("reason", "")))
+    return dataclasses.replace(props, headers=headers, expiration=None)
+
+
+def _render(message: MessageContainer) -> tuple[bytes, bytes]:
+    """Properties bytes and body for a container that cannot be sent verbatim."""
+    if message.origin is Encoding.AMQP091:
+        raw, body = message.payload
+        props = message.properties if message.properties is not None else decode_properties(raw)
+    else:
+        try:
+            props, body = to_amqp091(bytes(message.payload))
+        except TranslationError as exc:
+            log.warning("cannot translate 1.0 message #%s for 0-9-1: %s; sent without properties",
+                        message.gateway_id, exc)
+            return _EMPTY_PROPERTIES, bytes(message.payload)
+    if message.deaths:
+        props = _with_deaths(props, message.deaths)
+    return encode_properties(props), body
+
+
+def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:
+    """``(properties_bytes, body)`` to send for ``message`` to a 0-9-1 consumer."""
+    if message.origin is Encoding.AMQP091 and not message.deaths:
+        return message.payload  # type: ignore[no-any-return]
+    return message.converted(Encoding.AMQP091, _render)  # type: ignore[return-value]
