@@ -114,6 +114,7 @@ class Amqp10Engine:
         self._links: dict[Any, IncomingLink | OutgoingLink] = {}
         self._pending_input = b""
         self._torn_down = False
+        self._eof = False
         self._sasl: Optional[SaslServer] = None
         if header == SASL_HEADER:
             self._sasl = SaslServer(authenticator, peer_host=peer_host,
@@ -160,6 +161,7 @@ class Amqp10Engine:
             return
         self._in_call = True
         try:
+            self._eof = True
             if self._transport is not None:
                 self._transport.close_tail()
                 self._process_events()
@@ -181,7 +183,8 @@ class Amqp10Engine:
                 out += bytes(transport.peek(pending))
                 transport.pop(pending)
                 pending = transport.pending()
-            if pending < 0:
+            # head closed, or tail closed (EOF, malformed input) with nothing left to say
+            if pending < 0 or (pending == 0 and transport.capacity() < 0):
                 self._teardown()
                 self._finish()
         elif self._sasl is not None and self._sasl.state is SaslState.FAILED:
@@ -347,6 +350,8 @@ class Amqp10Engine:
             log.info("1.0 connection from %s failed: %s", self.peer_host,
                      condition.name + ": " + str(condition.description) if condition else "?")
             self._teardown()
+        elif etype == Event.TRANSPORT_TAIL_CLOSED:
+            self._on_tail_closed(event.connection)
         elif etype == Event.TRANSPORT_CLOSED:
             self._teardown()
 
@@ -363,6 +368,16 @@ class Amqp10Engine:
             self.broker.add_blocked_listener(self)
         log.debug("1.0 connection %s: user %r, vhost %r", self.owner,
                   self.user.name if self.user else None, name)
+
+    def _on_tail_closed(self, connection: Connection) -> None:
+        """Proton stops reading, without a word, on input it cannot decode; unless the
+        peer closed properly (or hung up) that is a malformed frame."""
+        if self._eof or connection is None or connection.state & Connection.REMOTE_CLOSED:
+            return
+        if connection.state & Connection.LOCAL_CLOSED:
+            return
+        log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
+        raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, link: Any) -> None:
         if self.vhost is None:

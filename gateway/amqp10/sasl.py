@@ -102,8 +102,10 @@ def encode_sasl_frame(descriptor: int, fields: list) -> bytes:
     return _FRAME_HEADER.pack(8 + len(body), 2, _FRAME_TYPE_SASL, 0) + body
 
 
-def decode_sasl_frames(buffer: bytearray, max_frame_size: int) -> list[tuple[int, list]]:
-    """Remove every whole frame from ``buffer``; return ``(descriptor, fields)`` each.
+def decode_sasl_frames(buffer: bytearray, max_frame_size: int,
+                       max_frames: int | None = None) -> list[tuple[int, list]]:
+    """Remove whole frames (at most ``max_frames``) from ``buffer``; return
+    ``(descriptor, fields)`` for each.
 
     Empty frames (no body, as heartbeats) are consumed and skipped. An incomplete frame
     stays in ``buffer`` (so an empty list means "need more bytes"). Raises
@@ -111,7 +113,7 @@ def decode_sasl_frames(buffer: bytearray, max_frame_size: int) -> list[tuple[int
     body.
     """
     frames: list[tuple[int, list]] = []
-    while len(buffer) >= 8:
+    while len(buffer) >= 8 and (max_frames is None or len(frames) < max_frames):
         size, doff, ftype, _channel = _FRAME_HEADER.unpack_from(buffer)
         if size < 8 or doff < 2 or doff * 4 > size:
             raise SaslFrameError(f"malformed frame header (size {size}, doff {doff})")
@@ -211,22 +213,21 @@ class SaslServer:
             self._fail(exc.text, send_outcome=False)
 
     def _process(self) -> None:
+        # one frame at a time: what follows the frame that ends the negotiation is
+        # the client's pipelined AMQP header, not a SASL frame
         while self.state in (SaslState.AWAIT_INIT, SaslState.AWAIT_RESPONSE):
-            frames = decode_sasl_frames(self._in, self._max_frame_size) if self._in else []
+            frames = decode_sasl_frames(self._in, self._max_frame_size, 1) if self._in else []
             if not frames:
                 return
-            for descriptor, fields in frames:
-                if self.state is SaslState.AWAIT_INIT and descriptor == SASL_INIT:
-                    self._on_init(fields)
-                elif self.state is SaslState.AWAIT_RESPONSE and descriptor == SASL_RESPONSE:
-                    self._step(_field(fields, 0))
-                else:
-                    raise SaslFrameError(
-                        f"unexpected SASL performative 0x{descriptor:x} in state {self.state.value}"
-                    )
-                if self.state not in (SaslState.AWAIT_INIT, SaslState.AWAIT_RESPONSE):
-                    # frames decoded after the outcome cannot exist: the rest is AMQP
-                    break
+            descriptor, fields = frames[0]
+            if self.state is SaslState.AWAIT_INIT and descriptor == SASL_INIT:
+                self._on_init(fields)
+            elif self.state is SaslState.AWAIT_RESPONSE and descriptor == SASL_RESPONSE:
+                self._step(_field(fields, 0))
+            else:
+                raise SaslFrameError(
+                    f"unexpected SASL performative 0x{descriptor:x} in state {self.state.value}"
+                )
         if self.state is SaslState.AWAIT_AMQP_HEADER and self._in:
             self.leftover = bytes(self._in)
             self._in.clear()
