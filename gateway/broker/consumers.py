@@ -10,6 +10,12 @@ that consumer moves to the back. While the front consumers have credit this is O
 message; a full turn without credit ends the dispatch, so the cost is O(consumers) per
 dispatch call, not per message.
 
+A message excluded from every consumer with credit (1.0 ``undeliverable-here``) stays at
+the head and ends the dispatch until another consumer (or ``get``) can take it.
+
+Consumers are used as dict keys and set members: they must hash by identity (do not make
+them ``eq=True`` dataclasses).
+
 Browsers (``acquires`` False, 1.0 distribution-mode ``copy``) are kept apart, each with a
 cursor: the ``seq`` of the last message it was shown.
 """

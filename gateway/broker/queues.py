@@ -260,6 +260,32 @@ class Queue:
             self._drop_over_limit(now)
         return True
 
+    def restore(
+        self,
+        message: MessageContainer,
+        *,
+        expires_at: Optional[float],
+        redelivered: bool = False,
+        delivery_count: int = 0,
+    ) -> QueuedMessage:
+        """Put back a message loaded from the store at start-up, at the tail, keeping its
+        absolute expiry and delivery state; not written to the store again and not
+        dispatched (consumers attach later)."""
+        level = 0
+        if self._max_level:
+            p = message.priority or 0
+            level = self._max_level if p > self._max_level else (p if p > 0 else 0)
+        self._seq += 1
+        entry = QueuedMessage(message, self._seq, expires_at, level, self)
+        entry.redelivered = redelivered
+        entry.delivery_count = delivery_count
+        self._levels[level].append(entry)
+        self._available += 1
+        self._available_bytes += message.size
+        if self._gate is not None:
+            self._gate.add(message.size)
+        return entry
+
     def _full(self, size: int) -> bool:
         args = self.args
         if args.max_length is not None and self._available >= args.max_length:

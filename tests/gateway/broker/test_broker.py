@@ -104,3 +104,42 @@ def test_deleting_queue_bound_everywhere(msg) -> None:
     v.bind(DestinationKind.QUEUE, "q", "amq.fanout")
     v.delete_queue("q")
     assert not v.publish("amq.fanout", "", msg(), 0).routed
+
+
+def test_restore_from_store_snapshot(consumer_cls) -> None:
+    from gateway.store.interface import (
+        BindingRecord,
+        ExchangeRecord,
+        MessageRecord,
+        NullStore,
+        QueueRecord,
+        StoreSnapshot,
+    )
+
+    class LoadedStore(NullStore):
+        def load(self) -> StoreSnapshot:
+            return StoreSnapshot(
+                exchanges=(ExchangeRecord("v", "orders", "topic"), ExchangeRecord("/", "amq.direct", "direct")),
+                queues=(QueueRecord("v", "q", arguments={"x-max-length": 10}),),
+                bindings=(BindingRecord("v", "orders", "queue", "q", "#"), BindingRecord("v", "orders", "queue", "gone", "#")),
+                messages={
+                    ("v", "q"): [
+                        MessageRecord(41, "amqp091", (b"", b"two"), "orders", "a.b", size=3, seq=2, redelivered=True),
+                        MessageRecord(40, "amqp10", b"one", "orders", "a.b", size=3, seq=1, expires_at=100.0),
+                    ],
+                    ("v", "missing"): [MessageRecord(50, "amqp10", b"x", "", "missing")],
+                },
+            )
+
+    b = Broker(container_id="c", vhosts=(), store=LoadedStore())
+    assert b.restore(now=5.0) == 2
+    v = b.vhost("v")
+    q = v.queue("q")
+    assert q.durable and q.args.max_length == 10 and b.memory_used == 6
+    c = consumer_cls()
+    v.consume("q", c, now=6.0)
+    assert [e.message.payload for e in c.entries] == [b"one", (b"", b"two")]
+    assert [e.redelivered for e in c.entries] == [False, True]
+    assert c.entries[0].message.gateway_id == 40 and c.entries[0].expires_at == 100.0
+    assert b.next_gateway_id() == 42
+    assert len(v.exchange("orders").bindings) == 1
