@@ -147,18 +147,16 @@ class GatewayService(service.MultiService):
         if self._broker_tick is not None and self._broker_tick.running:
             self._broker_tick.stop()
         await defer.gatherResults([defer.maybeDeferred(p.stopListening) for p in self.ports])
-        drained = defer.gatherResults([f.drain("shutdown") for f in self.factories])
+        drained = defer.gatherResults([f.drain("shutdown") for f in self.factories],
+                                      consumeErrors=True)
         timeout = self.config.shutdown_timeout
-        timer = self.reactor.callLater(timeout, lambda: drained.called or drained.cancel())
+        drained.addTimeout(timeout, self.reactor)
         try:
             await drained
-        except defer.CancelledError:
+        except (defer.TimeoutError, defer.CancelledError, defer.FirstError):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
-        finally:
-            if timer.active():
-                timer.cancel()
         if self.http_port is not None:
             await defer.maybeDeferred(self.http_port.stopListening)
         if self.running:

@@ -52,6 +52,8 @@ _PROTOCOL_LABEL = {
 
 
 class ListenerFactory(Factory):
+    noisy = False
+
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
                  engine_factory: EngineFactory, max_connections: int = 0,
                  tls=None) -> None:

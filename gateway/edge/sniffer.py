@@ -41,6 +41,18 @@ __all__ = ["SniffingProtocol"]
 _MAX_SNIFF_BUFFER = 64 * 1024
 
 
+class _InnerFactory(Factory):
+    """Hands the TLS wrapper our already-built inner sniffer (keeping its ``factory``)."""
+
+    noisy = False
+
+    def __init__(self, inner: "SniffingProtocol") -> None:
+        self._inner = inner
+
+    def buildProtocol(self, addr):  # noqa: N802 - Twisted API
+        return self._inner
+
+
 @implementer(IHalfCloseableProtocol)
 class SniffingProtocol(Protocol):
     def __init__(self, factory: "ListenerFactory", connection_id: int,
@@ -144,8 +156,7 @@ class SniffingProtocol(Protocol):
             leftover = bytes(self._buffer)
         self._buffer.clear()
         self.inner = SniffingProtocol(self.factory, self.connection_id, outer=self)
-        wrapped = Factory.forProtocol(lambda: self.inner)
-        tls_factory = TLSMemoryBIOFactory(self.factory.tls, False, wrapped)
+        tls_factory = TLSMemoryBIOFactory(self.factory.tls, False, _InnerFactory(self.inner))
         self._tls_wrapper = tls_factory.buildProtocol(self.transport.getPeer())
         self._tls_wrapper.makeConnection(self.transport)
         if leftover:
