@@ -74,6 +74,7 @@ class Amqp10Pump:
         self.events: list[Any] = []
         self.server_closed = False
         self.received: dict[Any, list[Delivery]] = {}
+        self._backlog = b""
 
     # ------------------------------------------------------------------ plumbing
     def _client_output(self) -> bytes:
@@ -98,11 +99,11 @@ class Amqp10Pump:
                 moved = True
             if self.engine is not None:
                 self.engine.tick(self.now)
-                back = self.engine.data_to_send()
+                back = self._backlog + self.engine.data_to_send()
+                self._backlog = b""
                 if back:
                     moved = True
-                    if self.transport.capacity() >= 0:
-                        self.transport.push(back)
+                    self._backlog = self._push_client(back)
                 if self.engine.closed and not self.server_closed:
                     self.server_closed = True
                     if self.transport.capacity() >= 0:
@@ -112,6 +113,19 @@ class Amqp10Pump:
             if not moved:
                 return
         raise AssertionError("pump did not settle")
+
+    def _push_client(self, data: bytes) -> bytes:
+        """Push into the client transport within its capacity; return what is left."""
+        while data:
+            capacity = self.transport.capacity()
+            if capacity < 0:
+                return b""
+            if capacity == 0:
+                return data
+            self.transport.push(data[:capacity])
+            data = data[capacity:]
+            self._drain_events()
+        return b""
 
     def _drain_events(self) -> None:
         while True:
