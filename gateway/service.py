@@ -50,6 +50,23 @@ def tls_server_for(listener: ListenerConfig) -> Optional[TlsServer]:
         sni=tuple((c.server_name, c.cert_file, c.key_file) for c in listener.tls_sni)))
 
 
+class OfferedMechanisms:
+    """The shared authenticator, limited to the mechanisms one listener offers."""
+
+    def __init__(self, authenticator: Authenticator, offered: tuple[str, ...]) -> None:
+        self._auth = authenticator
+        self._offered = offered
+
+    def mechanisms(self, **kwargs) -> list[str]:
+        return self._auth.mechanisms(offered=self._offered, **kwargs)
+
+    def start(self, mechanism: str, **kwargs):
+        return self._auth.start(mechanism, offered=self._offered, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._auth, name)
+
+
 class GatewayService(service.MultiService):
     def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None) -> None:
         super().__init__()
@@ -74,23 +91,30 @@ class GatewayService(service.MultiService):
     def make_engine(self, ctx: ConnectionContext) -> object:
         """Build the engine for a recognised header (called by the sniffer)."""
         limits = self.config.limits
+        authenticator = self.authenticator
+        if ctx.listener.mechanisms:
+            authenticator = OfferedMechanisms(self.authenticator, ctx.listener.mechanisms)
         if ctx.kind.is_amqp091:
             from gateway.amqp091 import ServerConnection
             from gateway.amqp091.channel import BrokerChannel
+            from gateway.amqp091.spec import ProtocolVersion
 
             return ServerConnection(
-                authenticator=self.authenticator, broker=self.broker, peer_host=ctx.peer_host,
+                authenticator=authenticator, broker=self.broker, peer_host=ctx.peer_host,
                 now=ctx.now, frame_max=limits.frame_max, channel_max=limits.channel_max,
                 heartbeat=limits.heartbeat, max_message_size=limits.max_message_size,
                 handshake_timeout=limits.handshake_timeout,
-                protocol_version=(0, 9) if ctx.kind is HeaderKind.AMQP09 else (0, 9, 1),
+                protocol_version=(ProtocolVersion.AMQP_0_9 if ctx.kind is HeaderKind.AMQP09
+                                  else ProtocolVersion.AMQP_0_9_1),
+                allow_anonymous=ctx.listener.allow_anonymous,
+                tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id)
         from gateway.amqp10 import Amqp10Engine
 
         amqp10 = self.config.amqp10
         return Amqp10Engine(
-            header=ctx.header, broker=self.broker, authenticator=self.authenticator,
+            header=ctx.header, broker=self.broker, authenticator=authenticator,
             peer_host=ctx.peer_host, now=ctx.now, container_id=self.container_id,
             allow_anonymous=ctx.listener.allow_anonymous, anonymous_user=amqp10.default_user,
             default_user=amqp10.default_user,
