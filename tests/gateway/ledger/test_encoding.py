@@ -1,0 +1,120 @@
+"""Rows -> JSON Lines: field mapping, sampling, allow-list, the general fallback path."""
+from __future__ import annotations
+
+import enum
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from gateway.ledger import EventKind, LedgerRecord, Outcome
+from gateway.ledger.encoding import ROW_FIELDS, RowEncoder, sample_threshold
+
+
+def row(**fields):
+    values = {name: None for name in ROW_FIELDS}
+    values.update(now=1000.0, event=EventKind.RECEIVED)
+    values.update(fields)
+    return tuple(values[name] for name in ROW_FIELDS)
+
+
+def lines(data: bytes) -> list[dict]:
+    assert data.endswith(b"\n")
+    return [json.loads(line) for line in data.decode().split("\n")[:-1]]
+
+
+def test_every_row_field_lands_in_its_column():
+    enc = RowEncoder("gw-A", ["x-tenant"])
+    data, kept = enc.encode([row(
+        now=1000.25, event=EventKind.SETTLED, vhost="/", user="u", proto_in="0-9-1",
+        proto_out="1.0", connection="c1", link=3, exchange="x", routing_key="rk",
+        address="/queues/q", queue="q", routed_to=["q"], message_id="m", correlation_id="c",
+        gateway_id="g-1", origin_id="o-1", peer_container="gw-B", size=10,
+        delivery_count=2, outcome=Outcome.ACCEPTED, reason="why", received_at=1000.0,
+        headers={"x-tenant": "acme", "secret": "no"},
+    )])
+    assert kept == 1
+    [obj] = lines(data)
+    assert obj == {
+        "v": 1, "container": "gw-A", "ts_us": 1_000_250_000, "event": "settled", "vhost": "/",
+        "user": "u", "proto_in": "0-9-1", "proto_out": "1.0", "connection": "c1", "link": "3",
+        "exchange": "x", "routing_key": "rk", "address": "/queues/q", "queue": "q",
+        "routed_to": ["q"], "message_id": "m", "correlation_id": "c", "gateway_id": "g-1",
+        "origin_id": "o-1", "peer_container": "gw-B", "size": 10, "delivery_count": 2,
+        "outcome": "accepted", "reason": "why", "latency_us": 250_000,
+        "headers": {"x-tenant": "acme"},
+    }
+
+
+def test_headers_outside_the_allowlist_are_never_written():
+    data, _ = RowEncoder("gw", []).encode([row(headers={"x-tenant": "acme"})])
+    assert b"acme" not in data and "headers" not in lines(data)[0]
+
+
+def test_odd_value_types_take_the_general_path():
+    class Colour(enum.Enum):
+        RED = 1
+
+    data, kept = RowEncoder("gw").encode([row(size="12", vhost=Colour.RED, message_id=b"\xff")])
+    [obj] = lines(data)
+    assert kept == 1 and obj["size"] == 12 and obj["vhost"] == "1" and obj["message_id"] == "\ufffd"
+
+
+def test_records_and_rows_encode_alike():
+    enc = RowEncoder("gw", ["h"])
+    rec = LedgerRecord(ts_us=5_000_000, event=EventKind.DELIVERED, container="ignored",
+                       queue="q", size=3, latency_us=7, headers={"h": 1, "k": 2})
+    data, _ = enc.encode([rec, row(now=5.0, event=EventKind.DELIVERED, queue="q", size=3,
+                                   received_at=5.0 - 7e-6, headers={"h": 1, "k": 2})])
+    a, b = lines(data)
+    assert a == b == {"v": 1, "container": "gw", "ts_us": 5_000_000, "event": "delivered",
+                      "queue": "q", "size": 3, "latency_us": 7, "headers": {"h": "1"}}
+
+
+def test_sampling_keeps_or_drops_all_events_of_a_message():
+    enc = RowEncoder("gw", threshold=sample_threshold(0.3))
+    rows = []
+    for i in range(2000):
+        for kind in (EventKind.RECEIVED, EventKind.DELIVERED, EventKind.SETTLED):
+            rows.append(row(event=kind, gateway_id=f"b-{i}"))
+    rows.append(row(event=EventKind.REFUSED))  # no id: always kept
+    data, kept = enc.encode(rows)
+    objs = lines(data)
+    assert len(objs) == kept
+    per_id: dict[str, int] = {}
+    for o in objs:
+        if "gateway_id" in o:
+            per_id[o["gateway_id"]] = per_id.get(o["gateway_id"], 0) + 1
+    assert set(per_id.values()) == {3}
+    assert 450 < len(per_id) < 750  # ~30 % of 2000
+    assert objs[-1]["event"] == "refused"
+
+
+def test_sampling_decides_on_the_origin_id_when_present():
+    enc = RowEncoder("gw", threshold=sample_threshold(0.5))
+    decisions = {enc.keep(f"local-{i}", "origin-7") for i in range(50)}
+    assert len(decisions) == 1
+
+
+def test_sample_rate_bounds():
+    assert sample_threshold(1.0) is None and sample_threshold(0.0) == 0
+    with pytest.raises(ValueError) as info:
+        sample_threshold(1.5)
+    assert "1.5" in str(info.value)
+
+
+@given(st.lists(st.tuples(
+    st.one_of(st.none(), st.text()), st.one_of(st.none(), st.text()),
+    st.one_of(st.none(), st.integers(0, 2 ** 62)),
+    st.dictionaries(st.text(max_size=3), st.one_of(st.text(), st.binary(), st.integers())),
+), max_size=20))
+def test_any_text_survives_as_one_line_each(items):
+    enc = RowEncoder("gw-\n\"", ["a", "b"])
+    rows = [row(user=u, message_id=m, size=s, headers=h) for u, m, s, h in items]
+    data, kept = enc.encode(rows)
+    assert kept == len(items)
+    objs = lines(data) if data else []
+    assert len(objs) == len(items)
+    for obj, (u, m, s, h) in zip(objs, items):
+        assert obj["container"] == "gw-\n\"" and obj.get("user") == u
+        assert obj.get("message_id") == m and obj.get("size") == s
