@@ -27,19 +27,16 @@ Time is always the caller's ``now`` (seconds). The queue never reads a clock.
 """
 from __future__ import annotations
 
-import bisect
-import enum
 import logging
-from collections import deque
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
-
-from gateway.store.interface import MessageRecord
 
 from .consumers import Consumer, ConsumerSet
 from .errors import PreconditionFailed
 from .flow import ProducerGate
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
+from .queued_message import MessageState, QueuedMessage, message_record
+from .ready_list import ReadyList
 
 if TYPE_CHECKING:
     from gateway.store.interface import Store
@@ -49,87 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
 
 log = logging.getLogger(__name__)
-
-
-class MessageState(enum.Enum):
-    AVAILABLE = "available"
-    ACQUIRED = "acquired"
-    GONE = "gone"
-
-
-def _seq_of(entry: "QueuedMessage") -> int:
-    return entry.seq
-
-
-class QueuedMessage:
-    """One message in one queue.
-
-    ``delivery_count`` counts failed delivery attempts (releases/modifies that counted),
-    ``redelivered`` becomes True once the entry was handed out and put back (the 0-9-1
-    redelivered flag), ``holder`` is the consumer holding an ACQUIRED entry (``None``
-    for ``get``), ``undeliverable_to`` the consumers a 1.0 ``modified`` with
-    ``undeliverable-here`` excluded.
-    """
-
-    __slots__ = (
-        "message",
-        "state",
-        "delivery_count",
-        "redelivered",
-        "seq",
-        "expires_at",
-        "holder",
-        "undeliverable_to",
-        "level",
-        "queue",
-    )
-
-    def __init__(
-        self,
-        message: MessageContainer,
-        seq: int,
-        expires_at: Optional[float],
-        level: int = 0,
-        queue: Optional["Queue"] = None,
-    ) -> None:
-        self.message = message
-        self.state = MessageState.AVAILABLE
-        self.delivery_count = 0
-        self.redelivered = False
-        self.seq = seq
-        self.expires_at = expires_at
-        self.holder: Optional[Consumer] = None
-        self.undeliverable_to: Optional[set] = None
-        self.level = level
-        self.queue = queue
-
-    def __repr__(self) -> str:
-        return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"
-
-
-def message_record(message: MessageContainer, entry: QueuedMessage) -> MessageRecord:
-    """The store record for ``message`` held by ``entry``."""
-    return MessageRecord(
-        message_id=message.gateway_id,
-        origin=message.origin.value,
-        payload=message.payload,
-        exchange=message.exchange,
-        routing_key=message.routing_key,
-        headers=message.headers,
-        durable=message.durable,
-        priority=message.priority,
-        ttl_ms=message.ttl_ms,
-        created_at=message.created_at,
-        size=message.size,
-        amqp_message_id=message.message_id,
-        correlation_id=message.correlation_id,
-        user_id=message.user_id,
-        deaths=message.deaths,
-        expires_at=entry.expires_at,
-        seq=entry.seq,
-        redelivered=entry.redelivered,
-        delivery_count=entry.delivery_count,
-    )
 
 
 class Queue:
@@ -163,11 +79,8 @@ class Queue:
         self.arguments: dict = dict(arguments or {})
         self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
         self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
-        levels = (self.args.max_priority or 0) + 1
-        self._levels: list[deque[QueuedMessage]] = [deque() for _ in range(levels)]
-        self._max_level = levels - 1
-        self._available = 0
-        self._available_bytes = 0
+        #: AVAILABLE entries in order
+        self.ready = ReadyList(self.args.max_priority)
         self._acquired: dict[int, QueuedMessage] = {}
         self._seq = 0
         self.consumers = ConsumerSet(self.label)
@@ -190,7 +103,7 @@ class Queue:
     @property
     def message_count(self) -> int:
         """AVAILABLE messages (what 0-9-1 declare-ok and get-ok report)."""
-        return self._available
+        return self.ready.count
 
     @property
     def acquired_count(self) -> int:
@@ -199,7 +112,7 @@ class Queue:
 
     @property
     def available_bytes(self) -> int:
-        return self._available_bytes
+        return self.ready.nbytes
 
     @property
     def consumer_count(self) -> int:
@@ -211,7 +124,7 @@ class Queue:
         args = self.args
         if args.overflow is Overflow.DROP_HEAD or args.max_length is None:
             return None
-        return max(0, args.max_length - self._available)
+        return max(0, args.max_length - self.ready.count)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""
@@ -236,15 +149,9 @@ class Queue:
         if mttl is not None and (ttl is None or mttl < ttl):
             ttl = mttl
         expires_at = None if ttl is None else now + ttl / 1000.0
-        level = 0
-        if self._max_level:
-            p = message.priority or 0
-            level = self._max_level if p > self._max_level else (p if p > 0 else 0)
         self._seq += 1
-        entry = QueuedMessage(message, self._seq, expires_at, level, self)
-        self._levels[level].append(entry)
-        self._available += 1
-        self._available_bytes += message.size
+        entry = QueuedMessage(message, self._seq, expires_at, self.ready.level_of(message.priority), self)
+        self.ready.append(entry)
         if self._gate is not None:
             self._gate.add(message.size)
         if self._store is not None and message.durable:
@@ -254,7 +161,7 @@ class Queue:
         if self.consumers:
             self.dispatch(now)
         if ttl == 0 and entry.state is MessageState.AVAILABLE:
-            self._remove_available(entry)
+            self.ready.remove(entry)
             self._expire_entry(entry, now)
         if args.bounded and args.overflow is Overflow.DROP_HEAD:
             self._drop_over_limit(now)
@@ -271,40 +178,30 @@ class Queue:
         """Put back a message loaded from the store at start-up, at the tail, keeping its
         absolute expiry and delivery state; not written to the store again and not
         dispatched (consumers attach later)."""
-        level = 0
-        if self._max_level:
-            p = message.priority or 0
-            level = self._max_level if p > self._max_level else (p if p > 0 else 0)
         self._seq += 1
-        entry = QueuedMessage(message, self._seq, expires_at, level, self)
+        entry = QueuedMessage(message, self._seq, expires_at, self.ready.level_of(message.priority), self)
         entry.redelivered = redelivered
         entry.delivery_count = delivery_count
-        self._levels[level].append(entry)
-        self._available += 1
-        self._available_bytes += message.size
+        self.ready.append(entry)
         if self._gate is not None:
             self._gate.add(message.size)
         return entry
 
     def _full(self, size: int) -> bool:
         args = self.args
-        if args.max_length is not None and self._available >= args.max_length:
+        if args.max_length is not None and self.ready.count >= args.max_length:
             return True
-        return args.max_length_bytes is not None and self._available_bytes + size > args.max_length_bytes
+        return args.max_length_bytes is not None and self.ready.nbytes + size > args.max_length_bytes
 
     def _drop_over_limit(self, now: float) -> None:
         args = self.args
         max_len, max_bytes = args.max_length, args.max_length_bytes
-        while self._available and (
-            (max_len is not None and self._available > max_len)
-            or (max_bytes is not None and self._available_bytes > max_bytes)
+        ready = self.ready
+        while ready.count and (
+            (max_len is not None and ready.count > max_len)
+            or (max_bytes is not None and ready.nbytes > max_bytes)
         ):
-            for dq in self._levels:  # lowest priority first
-                if dq:
-                    entry = dq.popleft()
-                    break
-            self._available -= 1
-            self._available_bytes -= entry.message.size
+            entry = ready.pop_lowest()  # lowest priority first
             self._finish(entry)
             self._dead_letter(entry.message, DeathReason.MAXLEN, now)
 
@@ -337,7 +234,7 @@ class Queue:
         entry = self._head(now)
         if entry is None:
             return None
-        self._remove_available(entry)
+        self.ready.remove(entry)
         if ack:
             entry.state = MessageState.ACQUIRED
             entry.holder = None
@@ -378,14 +275,15 @@ class Queue:
         sent = 0
         pick = self.consumers.pick
         acquired = self._acquired
-        while self._available:
+        ready = self.ready
+        while ready.count:
             entry = self._head(now)
             if entry is None:
                 break
             consumer = pick(entry.undeliverable_to)
             if consumer is None:
                 break
-            self._remove_available(entry)
+            ready.remove(entry)
             entry.state = MessageState.ACQUIRED
             entry.holder = consumer
             acquired[entry.seq] = entry
@@ -400,7 +298,7 @@ class Queue:
         for browser in list(browsers):
             cursor = browsers.get(browser)
             while cursor is not None and browser.credit.has_credit():
-                entry = self._next_after(cursor, now)
+                entry = self.ready.next_after(cursor, now)
                 if entry is None:
                     break
                 cursor = browsers[browser] = entry.seq
@@ -409,23 +307,6 @@ class Queue:
                 sent += 1
                 cursor = browsers.get(browser)
         return sent
-
-    def _next_after(self, cursor: int, now: float) -> Optional[QueuedMessage]:
-        """The available, unexpired entry with the smallest ``seq`` above ``cursor``."""
-        best: Optional[QueuedMessage] = None
-        for dq in self._levels:
-            if not dq or dq[-1].seq <= cursor:
-                continue
-            i = 0 if dq[0].seq > cursor else bisect.bisect_right(dq, cursor, key=_seq_of)
-            n = len(dq)
-            while i < n:
-                entry = dq[i]
-                if entry.expires_at is None or now <= entry.expires_at:
-                    if best is None or entry.seq < best.seq:
-                        best = entry
-                    break
-                i += 1
-        return best
 
     # ------------------------------------------------------------------ settlement
     def settle(self, entry: QueuedMessage) -> bool:
@@ -480,15 +361,7 @@ class Queue:
             entry.delivery_count += 1
         entry.state = MessageState.AVAILABLE
         entry.holder = None
-        dq = self._levels[entry.level]
-        if not dq or dq[-1].seq < entry.seq:
-            dq.append(entry)
-        elif dq[0].seq > entry.seq:
-            dq.appendleft(entry)
-        else:
-            dq.insert(bisect.bisect_left(dq, entry.seq, key=_seq_of), entry)
-        self._available += 1
-        self._available_bytes += entry.message.size
+        self.ready.put_back(entry)
         return True
 
     def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
@@ -529,24 +402,15 @@ class Queue:
         """Remove expired entries from the head of every priority level (dead-lettering
         them with reason ``expired`` if configured); returns how many."""
         self._now = now
-        count = 0
-        for dq in self._levels:
-            while dq and dq[0].expires_at is not None and now > dq[0].expires_at:
-                entry = dq.popleft()
-                self._available -= 1
-                self._available_bytes -= entry.message.size
-                self._expire_entry(entry, now)
-                count += 1
-        return count
+        expired = self.ready.expire_heads(now)
+        for entry in expired:
+            self._expire_entry(entry, now)
+        return len(expired)
 
     def next_deadline(self) -> Optional[float]:
         """The earliest time (seconds) at which ``tick``/``expire`` has work: a head
         message expiry or the ``x-expires`` deadline; ``None`` if none."""
-        deadline = None
-        for dq in self._levels:
-            if dq and dq[0].expires_at is not None:
-                if deadline is None or dq[0].expires_at < deadline:
-                    deadline = dq[0].expires_at
+        deadline = self.ready.deadline()
         exp = self.expires_at()
         if exp is not None and (deadline is None or exp < deadline):
             deadline = exp
@@ -561,13 +425,10 @@ class Queue:
 
     def purge(self) -> int:
         """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
-        count = self._available
-        for dq in self._levels:
-            while dq:
-                self._finish(dq.popleft())
-        self._available = 0
-        self._available_bytes = 0
-        return count
+        entries = self.ready.clear()
+        for entry in entries:
+            self._finish(entry)
+        return len(entries)
 
     # ------------------------------------------------------------------ deletion
     def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
@@ -578,7 +439,7 @@ class Queue:
         """
         if if_unused and self.consumers:
             raise PreconditionFailed(f"{self.label} in use")
-        if if_empty and self._available:
+        if if_empty and self.ready.count:
             raise PreconditionFailed(f"{self.label} not empty")
         return self._delete_now(f"{self.label} was deleted")
 
@@ -592,7 +453,7 @@ class Queue:
         if self.deleted:
             return 0
         self.deleted = True
-        count = self._available
+        count = self.ready.count
         for consumer in self.consumers.clear():
             consumer.cancelled_by_broker(reason)
         self.purge()
@@ -603,29 +464,12 @@ class Queue:
 
     # ------------------------------------------------------------------ internals
     def _head(self, now: float) -> Optional[QueuedMessage]:
-        """The head entry (highest priority, oldest), dropping expired heads."""
-        levels = self._levels
-        for level in range(self._max_level, -1, -1):
-            dq = levels[level]
-            while dq:
-                entry = dq[0]
-                if entry.expires_at is not None and now > entry.expires_at:
-                    dq.popleft()
-                    self._available -= 1
-                    self._available_bytes -= entry.message.size
-                    self._expire_entry(entry, now)
-                    continue
-                return entry
-        return None
-
-    def _remove_available(self, entry: QueuedMessage) -> None:
-        dq = self._levels[entry.level]
-        if dq and dq[0] is entry:
-            dq.popleft()
-        else:
-            dq.remove(entry)
-        self._available -= 1
-        self._available_bytes -= entry.message.size
+        """The head entry (highest priority, oldest); expired heads are dropped."""
+        expired: list[QueuedMessage] = []
+        entry = self.ready.head(now, expired)
+        for gone in expired:
+            self._expire_entry(gone, now)
+        return entry
 
     def _finish(self, entry: QueuedMessage) -> None:
         entry.state = MessageState.GONE
@@ -655,4 +499,4 @@ class Queue:
         self.vhost.dead_letter(dead, now)
 
     def __repr__(self) -> str:
-        return f"Queue({self.name!r}, available={self._available}, acquired={len(self._acquired)})"
+        return f"Queue({self.name!r}, available={self.ready.count}, acquired={len(self._acquired)})"

@@ -207,7 +207,7 @@ def test_queue_ttl_and_message_ttl_take_the_minimum(vhost, msg) -> None:
     vhost.publish("", "q", msg("short", ttl_ms=100), 10.0)
     vhost.publish("", "q", msg("queue"), 10.0)
     vhost.publish("", "q", msg("long", ttl_ms=5000), 10.0)
-    assert [e.expires_at for e in q._levels[0]] == [10.1, 11.0, 11.0]
+    assert [e.expires_at for e in q.ready.levels[0]] == [10.1, 11.0, 11.0]
     assert q.expire(10.1) == 0  # expired strictly after expires_at
     assert q.expire(10.5) == 1
     assert q.get(11.5, ack=False) is None
@@ -522,3 +522,44 @@ def test_memory_accounting(broker, vhost, msg) -> None:
     assert broker.memory_used == 10
     vhost.delete_queue("q2")
     assert broker.memory_used == 0
+
+
+# ---------------------------------------------------------------- property: order survives churn
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(st.tuples(st.sampled_from(["pub", "get", "release", "settle", "reject"]), st.integers(0, 9)), max_size=60),
+    max_priority=st.sampled_from([None, 3]),
+)
+def test_available_entries_stay_sorted_and_counted(ops, max_priority) -> None:
+    from gateway.broker import Broker, Encoding, MessageContainer
+
+    b = Broker(container_id="p")
+    v = b.vhost("/")
+    q = v.declare_queue("q", arguments={"x-max-priority": max_priority} if max_priority else None)
+    held = []
+    for op, n in ops:
+        if op == "pub":
+            v.publish("", "q", MessageContainer(Encoding.AMQP10, n, priority=n, size=1), 0)
+        elif op == "get":
+            e = q.get(0, ack=True)
+            if e is not None:
+                held.append(e)
+        elif held:
+            e = held.pop(n % len(held))
+            if op == "release":
+                assert q.release(e)
+            elif op == "settle":
+                assert q.settle(e)
+            else:
+                assert q.reject(e, requeue=False, now=0)
+        for dq in q.ready.levels:
+            seqs = [e.seq for e in dq]
+            assert seqs == sorted(seqs)
+        assert q.message_count == sum(len(dq) for dq in q.ready.levels)
+        assert q.acquired_count == len(held)
+        assert b.memory_used == q.message_count + q.acquired_count
