@@ -21,7 +21,7 @@ from gateway.broker.queues import Queue, QueuedMessage
 if TYPE_CHECKING:
     from gateway.amqp091.channel import BrokerChannel
 
-__all__ = ["ChannelConsumer", "Unacked", "UnackedDeliveries"]
+__all__ = ["ChannelConsumer", "Unacked", "UnackedDeliveries", "UnknownDeliveryTag"]
 
 
 class ChannelConsumer:

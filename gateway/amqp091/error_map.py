@@ -18,7 +18,7 @@ from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
 from gateway.broker.errors import BrokerError, ErrorKind
 
-__all__ = ["REPLY_CODES", "amqp_error", "access_refused"]
+__all__ = ["REPLY_CODES", "amqp_error", "access_refused", "exception_for"]
 
 REPLY_CODES: dict[ErrorKind, ReplyCode] = {
     ErrorKind.NOT_FOUND: ReplyCode.NOT_FOUND,

@@ -1,0 +1,521 @@
+"""``BrokerChannel``: the 0-9-1 channel handler backed by the shared broker model.
+
+``ServerConnection`` creates one per open channel through ``BrokerChannel.factory(broker)``
+and passes it every exchange/queue/basic/confirm/tx method and channel.flow. Everything is
+synchronous: a publish is routed (and delivered to waiting consumers, possibly of other
+connections, whose output the edge flushes through ``ServerConnection.on_output``) before
+``handle`` returns, so confirms can be sent at once.
+
+Semantics follow RabbitMQ 3.x where the specification leaves room:
+
+* basic.qos: ``prefetch_size`` is ignored (RabbitMQ does the same); ``global=false`` sets
+  the prefetch of consumers created afterwards, ``global=true`` a limit shared by all
+  consumers of the channel (``per_consumer_qos``). No-ack consumers are not limited.
+* basic.publish ``immediate`` is 540 (connection); an ``expiration`` that is not a
+  non-negative integer string, or a ``user_id`` naming another user, is 406.
+* Queue name ``""`` in bind/consume/get/purge/delete means the channel's last declared
+  queue (404 "no previously declared queue" if none); an empty routing key on queue.bind
+  with queue ``""`` becomes that queue's name.
+* Reusing a consumer tag on a channel is 530 (connection); an exclusive-consumer conflict is
+  403, another connection's exclusive queue 405.
+* ack/nack/reject of a tag that is not outstanding is 406 "unknown delivery tag N".
+* basic.recover with ``requeue=false`` is 540, as in RabbitMQ 3.
+* Unacknowledged deliveries (including those acked in an uncommitted transaction) go back
+  to their queues, flagged redelivered, when the channel closes.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+from typing import Any, Callable
+
+from gateway.amqp091 import methods as m
+from gateway.amqp091.connection_scope import ConnectionScope, scope_for
+from gateway.amqp091.consumer import ChannelConsumer, Unacked, UnackedDeliveries, UnknownDeliveryTag
+from gateway.amqp091.content import Content
+from gateway.amqp091.error_map import access_refused, amqp_error
+from gateway.amqp091.errors import ChannelException, ConnectionException
+from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
+from gateway.amqp091.message_mapping import container_from_publish, delivery_payload
+from gateway.amqp091.spec import ReplyCode
+from gateway.amqp091.transactions import (
+    ConfirmTracker,
+    PendingPublish,
+    PendingSettle,
+    PublishMode,
+    SettleKind,
+    TxBuffer,
+)
+from gateway.auth.permissions import Action
+from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
+from gateway.broker.exchanges import DestinationKind
+from gateway.broker.flow import CreditWindow
+from gateway.broker.message import MessageContainer
+from gateway.broker.queues import Queue, QueuedMessage
+
+__all__ = ["BrokerChannel"]
+
+log = logging.getLogger(__name__)
+
+NO_ROUTE_TEXT = "NO_ROUTE"
+"""reply-text of basic.return for an unroutable mandatory message (RabbitMQ's)."""
+
+
+def _consumer_tag() -> str:
+    token = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
+    return f"amq.ctag-{token}"
+
+
+class BrokerChannel:
+    """One open 0-9-1 channel; see the module docstring for the contract."""
+
+    def __init__(self, context: ConnectionContext, channel_id: int, broker: Any,
+                 scope: ConnectionScope) -> None:
+        self.context = context
+        self.channel_id = channel_id
+        self.broker = broker
+        self.scope = scope
+        self.vhost = context.vhost
+        self.owner = scope.owner
+        self.writer = context.writer(channel_id)
+        self.consumers: dict[str, ChannelConsumer] = {}
+        self.unacked = UnackedDeliveries()
+        # window chain: consumer -> global (qos global) -> root; flow off hangs a
+        # zero-credit window under root, so the hot path never checks a flag
+        self._root = CreditWindow.prefetch(0)
+        self._paused = CreditWindow.link_credit(0)
+        self.global_window = CreditWindow.prefetch(0, parent=self._root)
+        self.prefetch_count = 0
+        self.flow_active = True
+        self.mode = PublishMode.PLAIN
+        self.confirms = ConfirmTracker()
+        self.tx: TxBuffer | None = None
+        self.last_queue = ""
+        self.is_open = True
+        user = context.user
+        self._user_name: str | None = getattr(user, "name", None)
+
+    @classmethod
+    def factory(cls, broker: Any) -> ChannelHandlerFactory:
+        """The ``channel_handler_factory`` for ``ServerConnection``: ``(context,
+        channel_id) -> BrokerChannel``; channels of one connection share a scope."""
+        registry: dict[int, ConnectionScope] = {}
+
+        def make(context: ConnectionContext, channel_id: int) -> "BrokerChannel":
+            return cls(context, channel_id, broker, scope_for(context, broker, registry))
+
+        return make  # type: ignore[return-value]
+
+    # ---- ChannelHandler ----------------------------------------------------------------
+
+    def handle(self, method: m.Method, content: Content | None) -> None:
+        """Carry out ``method``. Raises ``ChannelException``/``ConnectionException`` with
+        the reply code RabbitMQ uses (broker errors go through ``error_map``)."""
+        handler = _HANDLERS.get(type(method))
+        if handler is None:
+            raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not expected here",
+                                      method.CLASS_ID, method.METHOD_ID)
+        try:
+            handler(self, method, content)
+        except BrokerError as exc:
+            raise amqp_error(exc, method) from None
+
+    def closed(self, reason: CloseReason) -> None:
+        """The channel is gone: cancel its consumers and requeue what it did not ack."""
+        if not self.is_open:
+            return
+        self.is_open = False
+        now = self.context.now
+        consumers, self.consumers = list(self.consumers.values()), {}
+        for consumer in consumers:
+            if not consumer.queue.deleted:
+                consumer.queue.remove_consumer(consumer, now)
+        items = self.unacked.take_all()
+        if self.tx is not None:
+            items += self.tx.settled_items()
+            self.tx.take()
+        items.sort(key=lambda u: u.tag)
+        for item in items:
+            queue = item.entry.queue
+            if queue is not None:
+                queue.release(item.entry, redelivered=True, count_delivery=False, now=now)
+
+    # ---- consumer callbacks (from the broker, possibly outside handle) -------------------
+
+    def deliver(self, consumer: ChannelConsumer, entry: QueuedMessage) -> None:
+        """basic.deliver for ``entry`` (already acquired for ``consumer``)."""
+        message = entry.message
+        tag = self.unacked.next_tag()
+        if consumer.no_ack:
+            consumer.queue.settle(entry)
+            consumer.credit.settle_one()
+        else:
+            self.unacked.add(Unacked(tag, entry, consumer.credit))
+        props, body = delivery_payload(message)
+        self.writer.send_content(
+            m.BasicDeliver(consumer_tag=consumer.tag, delivery_tag=tag, redelivered=entry.redelivered,
+                           exchange=message.exchange, routing_key=message.routing_key),
+            props, body)
+
+    def consumer_cancelled(self, consumer: ChannelConsumer, reason: str) -> None:
+        """The queue went away: forget the consumer and tell a client that asked for
+        ``consumer_cancel_notify`` with a server-sent basic.cancel."""
+        if self.consumers.get(consumer.tag) is consumer:
+            del self.consumers[consumer.tag]
+            caps = self.context.client_properties.get("capabilities")
+            if isinstance(caps, dict) and caps.get("consumer_cancel_notify") is True:
+                self.writer.send_method(m.BasicCancel(consumer_tag=consumer.tag, nowait=True))
+            log.debug("consumer %s cancelled by the broker: %s", consumer.tag, reason)
+
+    # ---- shared checks -------------------------------------------------------------------
+
+    def _permit(self, action: Action, resource: str, method: m.Method) -> None:
+        refusal = self.scope.check(action, resource)
+        if refusal is not None:
+            raise access_refused(refusal, method)
+
+    def _queue_name(self, name: str, method: m.Method) -> str:
+        if name:
+            return name
+        if not self.last_queue:
+            raise ChannelException(ReplyCode.NOT_FOUND, "no previously declared queue",
+                                   method.CLASS_ID, method.METHOD_ID)
+        return self.last_queue
+
+    # ---- channel.flow ----------------------------------------------------------------------
+
+    def _channel_flow(self, method: m.Method, _: Content | None) -> None:
+        active = bool(method.active)
+        self.flow_active = active
+        self._root.parent = None if active else self._paused
+        self.writer.send_method(m.ChannelFlowOk(active=active))
+        if active:
+            self._dispatch_all()
+
+    def _channel_flow_ok(self, method: m.Method, _: Content | None) -> None:
+        """We never send channel.flow, so an unsolicited flow-ok is ignored."""
+
+    # ---- exchange ------------------------------------------------------------------------
+
+    def _exchange_declare(self, method: m.Method, _: Content | None) -> None:
+        if not method.passive:
+            self._permit(Action.CONFIGURE, method.exchange, method)
+        self.vhost.declare_exchange(
+            method.exchange, method.type, passive=method.passive, durable=method.durable,
+            auto_delete=method.auto_delete, internal=method.internal, arguments=method.arguments or {})
+        if not method.nowait:
+            self.writer.send_method(m.ExchangeDeclareOk())
+
+    def _exchange_delete(self, method: m.Method, _: Content | None) -> None:
+        self._permit(Action.CONFIGURE, method.exchange, method)
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        if not method.nowait:
+            self.writer.send_method(m.ExchangeDeleteOk())
+
+    def _exchange_bind(self, method: m.Method, _: Content | None) -> None:
+        self._permit(Action.WRITE, method.destination, method)
+        self._permit(Action.READ, method.source, method)
+        self.vhost.bind(DestinationKind.EXCHANGE, method.destination, method.source, method.routing_key,
+                        method.arguments or {}, owner=self.owner)
+        if not method.nowait:
+            self.writer.send_method(m.ExchangeBindOk())
+
+    def _exchange_unbind(self, method: m.Method, _: Content | None) -> None:
+        self._permit(Action.WRITE, method.destination, method)
+        self._permit(Action.READ, method.source, method)
+        self.vhost.unbind(DestinationKind.EXCHANGE, method.destination, method.source, method.routing_key,
+                          method.arguments or {}, owner=self.owner)
+        if not method.nowait:
+            self.writer.send_method(m.ExchangeUnbindOk())
+
+    # ---- queue ---------------------------------------------------------------------------
+
+    def _queue_declare(self, method: m.Method, _: Content | None) -> None:
+        name = method.queue
+        if name and not method.passive:
+            self._permit(Action.CONFIGURE, name, method)
+        queue = self.vhost.declare_queue(
+            name, passive=method.passive, durable=method.durable, exclusive=method.exclusive,
+            auto_delete=method.auto_delete, arguments=method.arguments or {}, owner=self.owner,
+            now=self.context.now)
+        self.last_queue = queue.name
+        if not method.nowait:
+            self.writer.send_method(m.QueueDeclareOk(queue=queue.name, message_count=queue.message_count,
+                                                     consumer_count=queue.consumer_count))
+
+    def _queue_bind(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        key = method.routing_key if (method.queue or method.routing_key) else name
+        self._permit(Action.WRITE, name, method)
+        self._permit(Action.READ, method.exchange, method)
+        self.vhost.bind(DestinationKind.QUEUE, name, method.exchange, key, method.arguments or {},
+                        owner=self.owner)
+        if not method.nowait:
+            self.writer.send_method(m.QueueBindOk())
+
+    def _queue_unbind(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        key = method.routing_key if (method.queue or method.routing_key) else name
+        self._permit(Action.WRITE, name, method)
+        self._permit(Action.READ, method.exchange, method)
+        self.vhost.unbind(DestinationKind.QUEUE, name, method.exchange, key, method.arguments or {},
+                          owner=self.owner)
+        self.writer.send_method(m.QueueUnbindOk())
+
+    def _queue_purge(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        self._permit(Action.READ, name, method)
+        count = self.vhost.purge_queue(name, owner=self.owner)
+        if not method.nowait:
+            self.writer.send_method(m.QueuePurgeOk(message_count=count))
+
+    def _queue_delete(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        self._permit(Action.CONFIGURE, name, method)
+        count = self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
+                                        owner=self.owner)
+        if not method.nowait:
+            self.writer.send_method(m.QueueDeleteOk(message_count=count))
+
+    # ---- basic: consumers ----------------------------------------------------------------
+
+    def _basic_qos(self, method: m.Method, _: Content | None) -> None:
+        count = method.prefetch_count
+        if method.global_:
+            self.global_window.limit = count
+        else:
+            self.prefetch_count = count
+        self.writer.send_method(m.BasicQosOk())
+        if method.global_:
+            self._dispatch_all()
+
+    def _basic_consume(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        self._permit(Action.READ, name, method)
+        tag = method.consumer_tag or _consumer_tag()
+        if tag in self.consumers:
+            raise ConnectionException(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'",
+                                      method.CLASS_ID, method.METHOD_ID)
+        queue = self.vhost.checked_queue(name, self.owner)
+        if method.no_ack:
+            window = CreditWindow.prefetch(0, parent=self._root)
+        else:
+            window = CreditWindow.prefetch(self.prefetch_count, parent=self.global_window)
+        real_parent = window.parent
+        window.parent = self._paused  # nothing may be delivered before consume-ok
+        consumer = ChannelConsumer(self, tag, queue, no_ack=method.no_ack, exclusive=method.exclusive,
+                                   credit=window)
+        now = self.context.now
+        try:
+            queue.add_consumer(consumer, now)
+        except ResourceLocked:
+            raise ChannelException(ReplyCode.ACCESS_REFUSED, f"{queue.label} in exclusive use",
+                                   method.CLASS_ID, method.METHOD_ID) from None
+        self.consumers[tag] = consumer
+        if not method.nowait:
+            self.writer.send_method(m.BasicConsumeOk(consumer_tag=tag))
+        window.parent = real_parent
+        queue.dispatch(now)
+
+    def _basic_cancel(self, method: m.Method, _: Content | None) -> None:
+        consumer = self.consumers.pop(method.consumer_tag, None)
+        if not method.nowait:
+            self.writer.send_method(m.BasicCancelOk(consumer_tag=method.consumer_tag))
+        if consumer is not None and not consumer.queue.deleted:
+            consumer.queue.remove_consumer(consumer, self.context.now)
+
+    def _basic_cancel_ok(self, method: m.Method, _: Content | None) -> None:
+        """A client confirming our server-sent cancel; nothing to do."""
+
+    def _dispatch_all(self) -> None:
+        now = self.context.now
+        for queue in {c.queue: None for c in self.consumers.values()}:
+            if not queue.deleted:
+                queue.dispatch(now)
+
+    # ---- basic: publish ------------------------------------------------------------------
+
+    def _basic_publish(self, method: m.Method, content: Content | None) -> None:
+        assert content is not None
+        if method.immediate:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
+                                      method.METHOD_ID)
+        self._permit(Action.WRITE, method.exchange, method)
+        message = container_from_publish(method, content, now=self.context.now, user_name=self._user_name)
+        if self.mode is PublishMode.TX:
+            exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
+            if exchange.internal:
+                raise AccessRefused(f"cannot publish to internal {exchange.label}")
+            assert self.tx is not None
+            self.tx.add(PendingPublish(method, content, message))
+            return
+        self._route(method, content, message)
+
+    def _route(self, method: m.Method, content: Content, message: MessageContainer) -> None:
+        result = self.vhost.publish(method.exchange, method.routing_key, message, self.context.now)
+        if method.mandatory and not result.routed:
+            self.writer.send_content(
+                m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
+                              exchange=method.exchange, routing_key=method.routing_key),
+                content.properties_bytes, content.body)
+        if self.mode is PublishMode.CONFIRM:
+            seq = self.confirms.next_seq()
+            if result.rejected:
+                self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
+            else:
+                self.writer.send_method(m.BasicAck(delivery_tag=seq, multiple=False))
+
+    # ---- basic: get and settlement ---------------------------------------------------------
+
+    def _basic_get(self, method: m.Method, _: Content | None) -> None:
+        name = self._queue_name(method.queue, method)
+        self._permit(Action.READ, name, method)
+        queue = self.vhost.checked_queue(name, self.owner)
+        entry = queue.get(self.context.now, ack=not method.no_ack)
+        if entry is None:
+            self.writer.send_method(m.BasicGetEmpty())
+            return
+        tag = self.unacked.next_tag()
+        if not method.no_ack:
+            self.unacked.add(Unacked(tag, entry, None))
+        message = entry.message
+        props, body = delivery_payload(message)
+        self.writer.send_content(
+            m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
+                         routing_key=message.routing_key, message_count=queue.message_count),
+            props, body)
+
+    def _take(self, tag: int, multiple: bool, method: m.Method) -> list[Unacked]:
+        try:
+            return self.unacked.take(tag, multiple)
+        except UnknownDeliveryTag:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {tag}",
+                                   method.CLASS_ID, method.METHOD_ID) from None
+
+    def _settle_or_buffer(self, kind: SettleKind, items: list[Unacked]) -> None:
+        if self.tx is not None:
+            self.tx.add(PendingSettle(kind, items))
+        else:
+            self._settle(kind, items)
+
+    def _basic_ack(self, method: m.Method, _: Content | None) -> None:
+        self._settle_or_buffer(SettleKind.ACK, self._take(method.delivery_tag, method.multiple, method))
+
+    def _basic_nack(self, method: m.Method, _: Content | None) -> None:
+        kind = SettleKind.REQUEUE if method.requeue else SettleKind.REJECT
+        self._settle_or_buffer(kind, self._take(method.delivery_tag, method.multiple, method))
+
+    def _basic_reject(self, method: m.Method, _: Content | None) -> None:
+        kind = SettleKind.REQUEUE if method.requeue else SettleKind.REJECT
+        self._settle_or_buffer(kind, self._take(method.delivery_tag, False, method))
+
+    def _settle(self, kind: SettleKind, items: list[Unacked]) -> None:
+        """Give credit back first (a release dispatches at once), then settle in tag order,
+        then let the touched queues dispatch to the freed windows."""
+        now = self.context.now
+        for item in items:
+            if item.window is not None:
+                item.window.settle_one()
+        queues: dict[Queue, None] = {}
+        for item in items:
+            entry = item.entry
+            queue = entry.queue
+            if queue is None:
+                continue
+            if kind is SettleKind.ACK:
+                queue.settle(entry)
+            elif kind is SettleKind.REQUEUE:
+                queue.release(entry, redelivered=True, count_delivery=True, now=now)
+            else:
+                queue.reject(entry, requeue=False, now=now)
+            queues[queue] = None
+        if self.global_window.limit:
+            self._dispatch_all()
+        for queue in queues:
+            if not queue.deleted and queue.consumers:
+                queue.dispatch(now)
+
+    def _recover(self, method: m.Method, sync: bool) -> None:
+        if not method.requeue:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "requeue=false", method.CLASS_ID,
+                                      method.METHOD_ID)
+        if sync:
+            self.writer.send_method(m.BasicRecoverOk())
+        self._settle(SettleKind.REQUEUE, self.unacked.take_all())
+
+    def _basic_recover(self, method: m.Method, _: Content | None) -> None:
+        self._recover(method, True)
+
+    def _basic_recover_async(self, method: m.Method, _: Content | None) -> None:
+        self._recover(method, False)
+
+    # ---- confirm / tx ----------------------------------------------------------------------
+
+    def _confirm_select(self, method: m.Method, _: Content | None) -> None:
+        if self.mode is PublishMode.TX:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from tx to confirm mode",
+                                   method.CLASS_ID, method.METHOD_ID)
+        self.mode = PublishMode.CONFIRM
+        if not method.nowait:
+            self.writer.send_method(m.ConfirmSelectOk())
+
+    def _tx_select(self, method: m.Method, _: Content | None) -> None:
+        if self.mode is PublishMode.CONFIRM:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from confirm to tx mode",
+                                   method.CLASS_ID, method.METHOD_ID)
+        self.mode = PublishMode.TX
+        if self.tx is None:
+            self.tx = TxBuffer()
+        self.writer.send_method(m.TxSelectOk())
+
+    def _transaction(self, method: m.Method) -> TxBuffer:
+        if self.tx is None:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "channel is not transactional",
+                                   method.CLASS_ID, method.METHOD_ID)
+        return self.tx
+
+    def _tx_commit(self, method: m.Method, _: Content | None) -> None:
+        for work in self._transaction(method).take():
+            if isinstance(work, PendingPublish):
+                self._route(work.method, work.content, work.message)
+            else:
+                self._settle(work.kind, work.items)
+        self.writer.send_method(m.TxCommitOk())
+
+    def _tx_rollback(self, method: m.Method, _: Content | None) -> None:
+        tx = self._transaction(method)
+        self.unacked.restore(tx.settled_items())
+        tx.take()
+        self.writer.send_method(m.TxRollbackOk())
+
+
+_HANDLERS: dict[type, Callable[[BrokerChannel, Any, Content | None], None]] = {
+    m.ChannelFlow: BrokerChannel._channel_flow,
+    m.ChannelFlowOk: BrokerChannel._channel_flow_ok,
+    m.ExchangeDeclare: BrokerChannel._exchange_declare,
+    m.ExchangeDelete: BrokerChannel._exchange_delete,
+    m.ExchangeBind: BrokerChannel._exchange_bind,
+    m.ExchangeUnbind: BrokerChannel._exchange_unbind,
+    m.QueueDeclare: BrokerChannel._queue_declare,
+    m.QueueBind: BrokerChannel._queue_bind,
+    m.QueueUnbind: BrokerChannel._queue_unbind,
+    m.QueuePurge: BrokerChannel._queue_purge,
+    m.QueueDelete: BrokerChannel._queue_delete,
+    m.BasicQos: BrokerChannel._basic_qos,
+    m.BasicConsume: BrokerChannel._basic_consume,
+    m.BasicCancel: BrokerChannel._basic_cancel,
+    m.BasicCancelOk: BrokerChannel._basic_cancel_ok,
+    m.BasicPublish: BrokerChannel._basic_publish,
+    m.BasicGet: BrokerChannel._basic_get,
+    m.BasicAck: BrokerChannel._basic_ack,
+    m.BasicNack: BrokerChannel._basic_nack,
+    m.BasicReject: BrokerChannel._basic_reject,
+    m.BasicRecover: BrokerChannel._basic_recover,
+    m.BasicRecoverAsync: BrokerChannel._basic_recover_async,
+    m.ConfirmSelect: BrokerChannel._confirm_select,
+    m.TxSelect: BrokerChannel._tx_select,
+    m.TxCommit: BrokerChannel._tx_commit,
+    m.TxRollback: BrokerChannel._tx_rollback,
+}
+"""Method class -> handler; a method missing here is 503 COMMAND_INVALID."""
