@@ -1,0 +1,111 @@
+"""inspect_amqp10 agrees with proton's decoder; with_delivery_header keeps every other octet."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proton import Data, Described, Message, symbol, uint
+
+from tests.support.amqp_message_strategies import amqp10_sections, encode_sections
+from translators import TranslationError, decode_sections, inspect_amqp10, with_delivery_header
+from translators.section_scan import SectionCode, scan_sections
+
+
+def _field(sections, code, index):
+    value = dict(sections).get(code)
+    return value[index] if value is not None and index < len(value) else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(amqp10_sections())
+def test_inspect_agrees_with_generated_sections(sections):
+    summary = inspect_amqp10(encode_sections(sections))
+    header, props = SectionCode.HEADER, SectionCode.PROPERTIES
+    assert summary.durable is (_field(sections, header, 0) is True)
+    assert summary.priority == _field(sections, header, 1)
+    assert summary.ttl_ms == _field(sections, header, 2)
+    assert summary.first_acquirer is (_field(sections, header, 3) is True)
+    assert summary.delivery_count == (_field(sections, header, 4) or 0)
+    assert summary.message_id == _field(sections, props, 0)
+    assert summary.user_id == _field(sections, props, 1)
+    assert summary.to == _field(sections, props, 2)
+    assert summary.subject == _field(sections, props, 3)
+    assert summary.reply_to == _field(sections, props, 4)
+    assert summary.correlation_id == _field(sections, props, 5)
+    assert summary.absolute_expiry_time == _field(sections, props, 8)
+    assert summary.creation_time == _field(sections, props, 9)
+    assert summary.application_properties == dict(sections).get(SectionCode.APPLICATION_PROPERTIES, {})
+    body = [(c, v) for c, v in sections if c in (SectionCode.DATA, SectionCode.AMQP_SEQUENCE, SectionCode.AMQP_VALUE)]
+    if len(body) == 1 and body[0][0] is SectionCode.DATA:
+        assert summary.body_size == len(body[0][1])
+    else:
+        assert summary.body_size == len(encode_sections(body))
+
+
+def test_inspect_agrees_with_proton_message():
+    message = Message(body=b"payload", durable=True, priority=7, ttl=2.5, id="m1", subject="s",
+                      address="/queue/q", reply_to="/queue/r", user_id=b"u", creation_time=12.345,
+                      properties={"k": "v"})
+    message.inferred = True
+    encoded = bytes(message.encode())
+    summary = inspect_amqp10(encoded)
+    decoded = Message()
+    decoded.decode(encoded)
+    assert (summary.durable, summary.priority, summary.ttl_ms) == (decoded.durable, decoded.priority, 2500)
+    assert (summary.message_id, summary.subject, summary.to, summary.reply_to) == (
+        decoded.id, decoded.subject, decoded.address, decoded.reply_to)
+    assert summary.user_id == bytes(decoded.user_id)
+    assert summary.creation_time == 12345
+    assert summary.application_properties == decoded.properties
+    assert summary.body_size == 7
+
+
+def test_inspect_rejects_garbage():
+    with pytest.raises(TranslationError):
+        inspect_amqp10(b"\x00\x53\x73\xc0\x05")
+
+
+@settings(max_examples=300, deadline=None)
+@given(amqp10_sections(), st.integers(0, 2**32 - 1), st.booleans())
+def test_with_delivery_header_keeps_everything_else(sections, count, first):
+    encoded = encode_sections(sections)
+    rewritten = with_delivery_header(encoded, delivery_count=count, first_acquirer=first)
+    new_spans = scan_sections(rewritten)
+    old_spans = scan_sections(encoded)
+    assert new_spans[0].code is SectionCode.HEADER
+    old_rest = encoded[old_spans[0].end:] if old_spans and old_spans[0].code is SectionCode.HEADER else encoded
+    assert rewritten[new_spans[0].end:] == old_rest
+    header = decode_sections(rewritten)[0][1]
+    original = dict(sections).get(SectionCode.HEADER, [])
+    original = (list(original) + [None] * 5)[:3]
+    assert header[:3] == original and [type(v) for v in header[:3]] == [type(v) for v in original]
+    assert header[3] is first and header[4] == count and type(header[4]) is uint
+    # proton's full decoder agrees on everything after the header.
+    assert decode_sections(rewritten)[1:] == decode_sections(old_rest)
+
+
+def test_with_delivery_header_on_proton_message_and_twice():
+    message = Message(body="x", durable=True, priority=9)
+    encoded = bytes(message.encode())
+    once = with_delivery_header(encoded, delivery_count=1, first_acquirer=True)
+    twice = with_delivery_header(once, delivery_count=300, first_acquirer=False)
+    decoded = Message()
+    decoded.decode(twice)
+    assert (decoded.durable, decoded.priority, decoded.delivery_count, decoded.first_acquirer) == (True, 9, 300, False)
+    assert decoded.body == "x"
+
+
+def test_with_delivery_header_symbolic_descriptor():
+    data = Data()
+    data.put_object(Described(symbol("amqp:header:list"), [True]))
+    data.put_object(Described(symbol("amqp:amqp-value:*"), "v"))
+    encoded = bytes(data.encode())
+    rewritten = with_delivery_header(encoded, delivery_count=2, first_acquirer=True)
+    assert [c for c, _ in decode_sections(rewritten)] == [SectionCode.HEADER, SectionCode.AMQP_VALUE]
+    assert decode_sections(rewritten)[0][1] == [True, None, None, True, 2]
+
+
+def test_with_delivery_header_rejects_bad_count():
+    with pytest.raises(TranslationError) as caught:
+        with_delivery_header(b"", delivery_count=-1, first_acquirer=False)
+    assert caught.value.field == "delivery-count"
