@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from translators import reply_to_amqp10, reply_to_amqp091
+
+
+@pytest.mark.parametrize(
+    "address, queue",
+    [
+        ("/queue/rpc", "rpc"),
+        ("/amq/queue/rpc", "rpc"),
+        ("/queues/a%2Fb", "a/b"),
+        ("amq.gen-123", "amq.gen-123"),  # a dynamic node address is already a routing key
+        ("node@container", "node@container"),
+        ("/exchange/x/rk", "/exchange/x/rk"),
+        ("/queue", "/queue"),
+    ],
+)
+def test_amqp10_address_to_queue(address, queue):
+    assert reply_to_amqp091(address) == queue
+
+
+@pytest.mark.parametrize("queue, address", [("rpc", "/queue/rpc"), ("/exchange/x/rk", "/exchange/x/rk")])
+def test_queue_to_amqp10_address(queue, address):
+    assert reply_to_amqp10(queue) == address
+
+
+@given(st.text().filter(lambda q: not q.startswith("/")))
+def test_a_queue_name_comes_back(queue):
+    assert reply_to_amqp091(reply_to_amqp10(queue)) == queue

@@ -1,0 +1,118 @@
+"""1.0 -> 0-9-1 at the type and size limits (MAPPING.md table A)."""
+from __future__ import annotations
+
+import pytest
+from proton import symbol, timestamp, ubyte, uint, ulong
+
+from tests.support.amqp_message_strategies import canonical, canonical_sections, encode_sections
+from translators import TranslationError, to_amqp10, to_amqp091
+from translators.mapping import Annotation, Reserved
+from translators.section_scan import SectionCode as S
+
+LONG = "é" * 128  # 256 octets
+
+
+def _props(**fields):
+    names = ("message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
+             "content-encoding", "absolute-expiry-time", "creation-time", "group-id", "group-sequence",
+             "reply-to-group-id")
+    return [(S.PROPERTIES, [fields.get(n) for n in names]), (S.DATA, b"")]
+
+
+def _lossless(sections):
+    props, body = to_amqp091(encode_sections(sections))
+    assert canonical(to_amqp10(props, body)) == canonical_sections(sections)
+    return props
+
+
+@pytest.mark.parametrize(
+    "fields, attribute, visible, reserved",
+    [
+        ({"message-id": LONG}, "message_id", None, Reserved.MESSAGE_ID),
+        ({"message-id": b"\x01\xff"}, "message_id", "01ff", Reserved.MESSAGE_ID),
+        ({"message-id": b"x" * 200}, "message_id", None, Reserved.MESSAGE_ID),
+        ({"message-id": symbol("sym")}, "message_id", None, Reserved.MESSAGE_ID),
+        ({"correlation-id": ulong(2**64 - 1)}, "correlation_id", str(2**64 - 1), Reserved.CORRELATION_ID),
+        ({"user-id": b"\xff\xfe"}, "user_id", None, Reserved.USER_ID),
+        ({"user-id": LONG.encode()}, "user_id", None, Reserved.USER_ID),
+        ({"content-type": symbol("a" * 256)}, "content_type", None, Reserved.CONTENT_TYPE),
+        ({"reply-to": "/amq/queue/q"}, "reply_to", "q", Reserved.REPLY_TO),
+        ({"reply-to": "/queue/" + LONG}, "reply_to", None, Reserved.REPLY_TO),
+        ({"creation-time": timestamp(-1500)}, "timestamp", None, Reserved.CREATION_TIME),
+    ],
+)
+def test_values_beyond_a_shortstr_use_the_reserved_header(fields, attribute, visible, reserved):
+    props = _lossless(_props(**fields))
+    assert getattr(props, attribute) == visible
+    assert reserved.value in props.headers
+
+
+def test_plain_values_need_no_reserved_header():
+    props = _lossless(_props(**{"message-id": "m", "reply-to": "/queue/r", "creation-time": timestamp(5000),
+                                "content-type": symbol("text/plain")}))
+    assert (props.message_id, props.reply_to, props.timestamp, props.content_type) == ("m", "r", 5, "text/plain")
+    assert set(props.headers) == {Reserved.MESSAGE_ANNOTATIONS.value}
+
+
+def test_awkward_application_property_keys_go_in_one_header():
+    props = _lossless([(S.APPLICATION_PROPERTIES, {"ok": 1, "k" * 256: 2, Reserved.TO.value: 3, symbol("s"): 4}),
+                       (S.DATA, b"")])
+    assert props.headers["ok"] == 1
+    wrapped = props.headers[Reserved.APPLICATION_PROPERTIES.value]
+    assert wrapped["x-amqp-1.0-type"] == "map" and len(wrapped["x-amqp-1.0-value"]) == 6
+    assert Reserved.TO.value not in props.headers
+
+
+def test_exchange_annotations_alone_mean_the_message_came_from_amqp091():
+    props, _ = to_amqp091(encode_sections([(S.MESSAGE_ANNOTATIONS, {Annotation.EXCHANGE: "e", Annotation.ROUTING_KEY: "k"}),
+                                           (S.DATA, b"")]))
+    assert props.headers is None
+
+
+def test_exchange_annotations_with_others_are_carried():
+    annotations = {Annotation.EXCHANGE: "e", Annotation.ROUTING_KEY: "k", symbol("x-opt-a"): 1}
+    props = _lossless([(S.MESSAGE_ANNOTATIONS, annotations), (S.DATA, b"")])
+    assert props.headers[Reserved.MESSAGE_ANNOTATIONS.value] == {"x-exchange": "e", "x-routing-key": "k", "x-opt-a": 1}
+
+
+@pytest.mark.parametrize(
+    "header, annotations, attribute, value, consumed",
+    [
+        ([False], {Annotation.DELIVERY_MODE: ubyte(0)}, "delivery_mode", 0, True),
+        ([True], {Annotation.DELIVERY_MODE: ubyte(0)}, "delivery_mode", 2, False),  # inconsistent: kept
+        ([], {Annotation.EXPIRATION: "abc"}, "expiration", "abc", True),
+        ([None, None, uint(7)], {Annotation.EXPIRATION: "007"}, "expiration", "007", True),
+        ([None, None, uint(8)], {Annotation.EXPIRATION: "007"}, "expiration", "8", False),
+        ([], {Annotation.TYPE: 5}, "type", None, False),  # not a string: kept
+        ([], {Annotation.CONTENT_TYPE: "tëxt"}, "content_type", "tëxt", True),
+        ([], {Annotation.CONTENT_TYPE: "ascii"}, "content_type", None, False),
+        ([], {Annotation.TIMESTAMP: ulong(2**63)}, "timestamp", 2**63, True),
+        ([], {Annotation.REPLY_TO: "/queue/x"}, "reply_to", None, False),  # no reply-to field: kept
+    ],
+)
+def test_amqp091_annotations_become_properties_only_when_consistent(header, annotations, attribute, value, consumed):
+    props = _lossless([(S.HEADER, header), (S.MESSAGE_ANNOTATIONS, annotations), (S.DATA, b"")])
+    assert getattr(props, attribute) == value
+    carried = (props.headers or {}).get(Reserved.MESSAGE_ANNOTATIONS.value, {})
+    assert (str(next(iter(annotations))) not in carried) is consumed
+
+
+def test_delivery_fields_are_not_content():
+    props, _ = to_amqp091(encode_sections([(S.HEADER, [None, None, None, True, uint(4)]), (S.DATA, b"")]))
+    assert props.delivery_mode is None and props.headers == {Reserved.MESSAGE_ANNOTATIONS.value: {}}
+
+
+@pytest.mark.parametrize(
+    "encoded, field",
+    [
+        (b"\x00\x53\x70\xa1\x01x", "header"),  # header holds a string
+        (b"\x00\x53\x72\xa1\x01x", "message-annotations"),
+        (b"\x00\x53\x75\xa1\x01x", "data"),  # data holds a string, not a binary
+        (b"\x00\x53\x73\xc0\x02\x01\x1f", "properties"),  # proton cannot decode it
+        (b"\x00\x53", "encoding"),
+    ],
+)
+def test_malformed_messages_raise(encoded, field):
+    with pytest.raises(TranslationError) as caught:
+        to_amqp091(encoded)
+    assert caught.value.field == field
