@@ -17,6 +17,7 @@ from typing import Any, Optional
 from proton import Array, Data, DataException, Described
 
 from translators.errors import TranslationError
+from translators.primitive_decoder import Unsupported, decode_value
 from translators.section_scan import (
     BODY_CODES,
     SectionCode,
@@ -30,6 +31,7 @@ __all__ = [
     "inspect_amqp10",
     "with_delivery_header",
     "decode_section",
+    "decode_section_fast",
     "decode_sections",
     "data_payload",
     "HEADER_FIELDS",
@@ -106,6 +108,18 @@ def decode_section(encoded: bytes, span: SectionSpan) -> Any:
     return _owned(data.get_object())
 
 
+def decode_section_fast(encoded: bytes, span: SectionSpan) -> Any:
+    """As :func:`decode_section`, through the pure-Python primitive decoder when the
+    section holds only primitives, lists and maps (the usual case), else through proton."""
+    try:
+        value, end = decode_value(encoded, span.value_start)
+    except Unsupported:
+        return decode_section(encoded, span)
+    if end != span.end:
+        raise TranslationError(span.code.name.lower(), "section size mismatch")
+    return value
+
+
 def decode_sections(encoded: bytes) -> list[tuple[SectionCode, Any]]:
     """Every section of ``encoded`` as ``(code, value)``, in order (for tests and tools)."""
     return [(span.code, decode_section(encoded, span)) for span in scan_sections(encoded)]
@@ -146,11 +160,11 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     for span in scan_sections(encoded):
         code = span.code
         if code is SectionCode.HEADER:
-            header = decode_section(encoded, span)
+            header = decode_section_fast(encoded, span)
         elif code is SectionCode.PROPERTIES:
-            properties = decode_section(encoded, span)
+            properties = decode_section_fast(encoded, span)
         elif code is SectionCode.APPLICATION_PROPERTIES:
-            app_properties = decode_section(encoded, span)
+            app_properties = decode_section_fast(encoded, span)
         elif code in BODY_CODES:
             body_spans.append(span)
     if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:

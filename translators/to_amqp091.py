@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 from proton import symbol, ubyte
 
-from translators.amqp10_sections import decode_section
+from translators.amqp10_sections import decode_section_fast
 from translators.basic_properties import BasicProperties
 from translators.body import body_to_amqp091, labelled_sections
 from translators.errors import TranslationError
@@ -87,7 +87,7 @@ def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
         if span.code in BODY_CODES:
             body_spans.append(span)
         else:
-            decoded[span.code] = decode_section(encoded, span)
+            decoded[span.code] = decode_section_fast(encoded, span)
     body, labelled = body_to_amqp091(encoded, body_spans)
 
     header = _padded(decoded.get(SectionCode.HEADER), 5, "header")
