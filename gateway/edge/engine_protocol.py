@@ -60,6 +60,9 @@ class EngineDriver:
     def data_received(self, data: bytes) -> None:
         if self._lost:
             return
+        # bring the engine's clock up to date first: what it does with this input
+        # (message TTLs, timestamps, expiry) must not use the time of the last flush
+        self._guard(self.engine.tick, self.reactor.seconds())
         self._guard(self.engine.receive_data, data)
         self.flush()
 
