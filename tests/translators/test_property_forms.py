@@ -1,0 +1,50 @@
+"""The per-field forms: what 0-9-1 shows for a 1.0 value, and what comes back."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from proton import symbol, timestamp, ulong
+
+from translators.mapping import Reserved
+from translators.property_forms import CARRIED_PROPERTIES, expiration_ttl, same_typed
+
+RULES = {rule.reserved: rule for rule in CARRIED_PROPERTIES}
+
+
+@pytest.mark.parametrize(
+    "reserved, value, form, exact",
+    [
+        (Reserved.MESSAGE_ID, "m", "m", True),
+        (Reserved.MESSAGE_ID, ulong(7), "7", False),
+        (Reserved.MESSAGE_ID, uuid.UUID(int=0), "00000000-0000-0000-0000-000000000000", False),
+        (Reserved.MESSAGE_ID, b"\xab", "ab", False),
+        (Reserved.MESSAGE_ID, "x" * 256, None, False),
+        (Reserved.USER_ID, b"bob", "bob", True),
+        (Reserved.USER_ID, b"\xff", None, False),
+        (Reserved.REPLY_TO, "/queue/q", "q", True),
+        (Reserved.REPLY_TO, "q", "q", False),
+        (Reserved.CONTENT_TYPE, symbol("a/b"), "a/b", True),
+        (Reserved.CONTENT_TYPE, "a/b", "a/b", False),  # a string where a symbol belongs
+        (Reserved.CREATION_TIME, timestamp(3000), 3, True),
+        (Reserved.CREATION_TIME, timestamp(3001), 3, False),
+        (Reserved.TO, "/queue/q", None, False),
+    ],
+)
+def test_forms(reserved, value, form, exact):
+    rule = RULES[reserved]
+    assert rule.form(value) == form
+    assert (form is not None and same_typed(rule.inverse(form), value)) is exact
+
+
+def test_every_properties_field_has_one_rule():
+    assert sorted(rule.index for rule in CARRIED_PROPERTIES) == list(range(13))
+
+
+@pytest.mark.parametrize("text, ttl", [("0", 0), ("10", 10), ("007", 7), ("4294967296", None), ("x", None), ("²", None)])
+def test_expiration_ttl(text, ttl):
+    assert expiration_ttl(text) == ttl
+
+
+def test_same_typed_distinguishes_symbol_from_str():
+    assert not same_typed(symbol("a"), "a") and same_typed("a", "a")
