@@ -115,6 +115,8 @@ class Amqp10Engine:
         self._pending_input = b""
         self._torn_down = False
         self._eof = False
+        #: outgoing links whose credit changed in this batch of events
+        self._flowed: dict[OutgoingLink, None] = {}
         self._sasl: Optional[SaslServer] = None
         if header == SASL_HEADER:
             self._sasl = SaslServer(authenticator, peer_host=peer_host,
@@ -305,21 +307,33 @@ class Amqp10Engine:
         self.wants_input = True
 
     def _process_events(self) -> None:
-        collector = self._collector
-        if collector is None:
+        """Handle every collected event, then dispatch to the links whose credit changed
+        (after the batch, so dispositions that came with a flow are applied first)."""
+        if self._collector is None:
             return
+        self._handle_collected()
+        while self._flowed:
+            handlers = list(self._flowed)
+            self._flowed.clear()
+            for handler in handlers:
+                handler.dispatch()
+            self._handle_collected()
+        if self._pending_input and self._transport is not None and self._transport.capacity() > 0:
+            self._push(b"")
+
+    def _handle_collected(self) -> None:
+        collector = self._collector
+        assert collector is not None
         while True:
             event = collector.peek()
             if event is None:
-                break
+                return
             try:
                 self._on_event(event)
             except Amqp10Error as exc:
                 self._fail(event, exc)
             finally:
                 collector.pop()
-        if self._pending_input and self._transport is not None and self._transport.capacity() > 0:
-            self._push(b"")
 
     def _on_event(self, event: Event) -> None:
         etype = event.type
@@ -331,6 +345,7 @@ class Amqp10Engine:
             handler = self._handler(event.link)
             if isinstance(handler, OutgoingLink):
                 handler.on_flow()
+                self._flowed[handler] = None
         elif etype == Event.LINK_REMOTE_OPEN:
             self._on_link_open(event.link)
         elif etype in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):

@@ -334,13 +334,20 @@ class OutgoingLink:
 
     # -- events ---------------------------------------------------------------------
     def on_flow(self) -> None:
-        """The client changed credit or drain: dispatch, then drain what is left."""
+        """The client changed credit or drain: take the new credit now; the engine calls
+        :meth:`dispatch` once the whole batch of events is handled, so dispositions that
+        arrived with the flow (a release before new credit) are applied first."""
+        if self.closed:
+            return
+        credit = self.link.credit
+        self.credit.grant(credit if credit > 0 else 0, drain=bool(self.link.drain_mode))
+
+    def dispatch(self) -> None:
+        """Let the queue deliver within the credit, then drain what is left if asked."""
         if self.closed:
             return
         link = self.link
-        credit = link.credit
-        self.credit.grant(credit if credit > 0 else 0, drain=bool(link.drain_mode))
-        if credit > 0 and not self.queue.deleted:
+        if link.credit > 0 and not self.queue.deleted:
             self.queue.dispatch(self.host.now)
         if self.closed:
             return

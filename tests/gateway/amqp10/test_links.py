@@ -401,3 +401,19 @@ def test_amqp10_to_amqp10_is_byte_identical(connect):
     receiver = pump.receiver("/queue/q1", credit=1)
     [(_, data)] = pump.take(receiver)
     assert data == encoded
+
+
+def test_release_and_new_credit_in_one_batch_redelivers_the_released_first(connect):
+    pump = connect()
+    receiver = pump.receiver(None, dynamic=True)
+    sender = pump.sender(receiver.remote_source.address)
+    for body in ("first", "second"):
+        pump.send(sender, encode_message(body))
+    receiver.flow(1)
+    pump.pump()
+    [(delivery, _)] = pump.take(receiver)
+    delivery.update(Delivery.RELEASED)
+    delivery.settle()
+    receiver.flow(1)  # goes out in the same bytes as the disposition
+    pump.pump()
+    assert _bodies(pump.take(receiver)) == ["first"]
