@@ -1,0 +1,85 @@
+"""Reconciliation across the ledgers of several gateways: lost, duplicated, late.
+
+A message *left* gateway A for gateway B when A's ledger has a ``forwarded`` event with
+``peer_container = B``. It *arrived* when B's ledger has a ``received`` event for it. The
+two are matched by a key:
+
+- ``gateway_id`` (default): A's key is ``coalesce(origin_id, gateway_id)`` (the id the
+  first gateway gave the message; a chain A->B->C keeps it), B's key is its
+  ``origin_id`` (the forwarder carries the id over, and B records it). This cannot be
+  fooled by applications reusing message ids.
+- ``message_id``: the application's message-id on both sides, for gateways that do not
+  carry the id over (or a partner that is not one of ours).
+
+Per (A, B, key), A's earliest forward counts (retries are one message). Then:
+lost = no arrival; duplicated = more than one arrival (``copies - 1`` extra);
+late = first arrival more than ``late_after`` seconds after the forward (clocks of the
+two gateways are assumed in sync to well under that). A forward to a container whose
+ledger was not given is ``unverified``, not lost.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Iterable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+__all__ = ["MatchBy", "reconciliation", "reconciliation_summary"]
+
+
+class MatchBy(enum.Enum):
+    GATEWAY_ID = "gateway-id"
+    MESSAGE_ID = "message-id"
+
+
+def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: MatchBy,
+                   late_after: float) -> DataFrame:
+    """One row per forwarded message: source, destination, key, message_id, sent_us,
+    attempts, copies (arrivals, 0 if lost), first_received_us, delay_us, status
+    (``ok``, ``lost``, ``duplicated``, ``late``, ``duplicated+late``, ``unverified``)."""
+    if match_by is MatchBy.GATEWAY_ID:
+        sent_key = F.coalesce(F.col("origin_id"), F.col("gateway_id"))
+        recv_key = F.col("origin_id")
+    else:
+        sent_key = recv_key = F.col("message_id")
+    sent = (events.filter((F.col("event") == "forwarded") & F.col("peer_container").isNotNull())
+            .select(F.col("container").alias("source"), F.col("peer_container").alias("destination"),
+                    sent_key.alias("key"), "message_id", "ts_us")
+            .filter(F.col("key").isNotNull())
+            .groupBy("source", "destination", "key")
+            .agg(F.min("ts_us").alias("sent_us"), F.count(F.lit(1)).alias("attempts"),
+                 F.min("message_id").alias("message_id")))
+    arrived = (events.filter(F.col("event") == "received")
+               .select(F.col("container").alias("destination"), recv_key.alias("key"), "ts_us")
+               .filter(F.col("key").isNotNull())
+               .groupBy("destination", "key")
+               .agg(F.count(F.lit(1)).alias("copies"), F.min("ts_us").alias("first_received_us")))
+    known = list(containers)
+    joined = sent.join(arrived, ["destination", "key"], "left")
+    copies = F.coalesce(F.col("copies"), F.lit(0))
+    delay = F.col("first_received_us") - F.col("sent_us")
+    late = delay > F.lit(int(late_after * 1_000_000))
+    status = (F.when(~F.col("destination").isin(*known), F.lit("unverified"))
+              .when(copies == 0, F.lit("lost"))
+              .when((copies > 1) & late, F.lit("duplicated+late"))
+              .when(copies > 1, F.lit("duplicated"))
+              .when(late, F.lit("late"))
+              .otherwise(F.lit("ok")))
+    return joined.select("source", "destination", "key", "message_id", "sent_us", "attempts",
+                         copies.alias("copies"), "first_received_us", delay.alias("delay_us"),
+                         status.alias("status"))
+
+
+def reconciliation_summary(per_message: DataFrame) -> DataFrame:
+    """Counts per (source, destination): forwarded, arrived, lost, duplicated (messages
+    with extra copies), extra_copies, late, unverified."""
+    status = F.col("status")
+    return (per_message.groupBy("source", "destination")
+            .agg(F.count(F.lit(1)).alias("forwarded"),
+                 F.sum(F.when(F.col("copies") > 0, 1).otherwise(0)).alias("arrived"),
+                 F.sum(F.when(status == "lost", 1).otherwise(0)).alias("lost"),
+                 F.sum(F.when(status.startswith("duplicated"), 1).otherwise(0)).alias("duplicated"),
+                 F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1).otherwise(0)).alias("extra_copies"),
+                 F.sum(F.when(status.endswith("late"), 1).otherwise(0)).alias("late"),
+                 F.sum(F.when(status == "unverified", 1).otherwise(0)).alias("unverified")))
