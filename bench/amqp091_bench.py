@@ -1,0 +1,92 @@
+"""In-memory throughput of the 0-9-1 engine with the broker channel (no network).
+
+One publisher connection and one consumer connection (prefetch 1000) share a real
+``Broker``. Each round feeds the publisher ``BATCH`` pre-built basic.publish frames in one
+``receive_data`` call (routed to a queue, delivered synchronously to the consumer's
+channel), drains the consumer's output, then feeds the consumer ``BATCH`` pre-built
+basic.ack frames (one ack per message). Reported: messages per second through the whole
+publish + deliver + ack path, for 100-byte and 4 KiB bodies. Client-side work (building
+and parsing frames) is done outside the timed region.
+
+Run: ``.venv/bin/python bench/amqp091_bench.py``
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gateway.amqp091 import methods as m  # noqa: E402
+from gateway.amqp091.channel import BrokerChannel  # noqa: E402
+from gateway.amqp091.connection import ServerConnection  # noqa: E402
+from gateway.amqp091.content import encode_properties  # noqa: E402
+from gateway.amqp091.frames import encode_content_frames, encode_method_frame  # noqa: E402
+from gateway.auth import Authenticator, Permission, User, UserDirectory, hash_password  # noqa: E402
+from gateway.broker import Broker  # noqa: E402
+from translators.basic_properties import BasicProperties  # noqa: E402
+
+BATCH = 1000
+CAPS = {"consumer_cancel_notify": True, "connection.blocked": True, "publisher_confirms": True}
+
+
+def _connect(broker: Broker, factory, authenticator: Authenticator) -> ServerConnection:
+    conn = ServerConnection(authenticator=authenticator, broker=broker, channel_handler_factory=factory,
+                            peer_host="127.0.0.1", now=0.0)
+    conn.receive_data(encode_method_frame(0, m.ConnectionStartOk(
+        client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=b"\0guest\0guest")))
+    conn.receive_data(encode_method_frame(0, m.ConnectionTuneOk(channel_max=2047, frame_max=131072, heartbeat=0))
+                      + encode_method_frame(0, m.ConnectionOpen(virtual_host="/"))
+                      + encode_method_frame(1, m.ChannelOpen()))
+    conn.data_to_send()
+    return conn
+
+
+def run(body_size: int, seconds: float = 3.0) -> float:
+    """Messages per second for ``body_size``-byte bodies over about ``seconds``."""
+    users = UserDirectory([User("guest", hash_password("guest", iterations=4096),
+                                permissions={"/": Permission(".*", ".*", ".*")})])
+    auth = Authenticator(users)
+    broker = Broker(container_id="bench")
+    factory = BrokerChannel.factory(broker)
+    publisher = _connect(broker, factory, auth)
+    consumer = _connect(broker, factory, auth)
+    publisher.receive_data(encode_method_frame(1, m.QueueDeclare(queue="bench")))
+    consumer.receive_data(encode_method_frame(1, m.BasicQos(prefetch_count=BATCH))
+                          + encode_method_frame(1, m.BasicConsume(queue="bench", consumer_tag="c")))
+    publisher.data_to_send()
+    consumer.data_to_send()
+
+    props = encode_properties(BasicProperties(content_type="application/octet-stream", delivery_mode=1))
+    body = b"x" * body_size
+    one = encode_method_frame(1, m.BasicPublish(exchange="", routing_key="bench")) + \
+        encode_content_frames(1, 60, props, body, 131072)
+    publishes = one * BATCH
+    rounds = []
+    tag = 0
+    start = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - start < seconds:
+        acks = b"".join(encode_method_frame(1, m.BasicAck(delivery_tag=t)) for t in range(tag + 1, tag + BATCH + 1))
+        t0 = time.perf_counter()
+        publisher.receive_data(publishes)
+        out = consumer.data_to_send()
+        consumer.receive_data(acks)
+        rounds.append(time.perf_counter() - t0)
+        assert len(out) > BATCH * body_size, "deliveries missing"
+        tag += BATCH
+        sent += BATCH
+    queue = broker.vhost("/").queue("bench")
+    assert queue.message_count == 0 and queue.acquired_count == 0
+    return sent / sum(rounds)
+
+
+def main() -> None:
+    for size in (100, 4096):
+        rate = run(size)
+        sys.stdout.write(f"publish+deliver+ack, {size:>5} B bodies: {rate:>10,.0f} msgs/s\n")
+
+
+if __name__ == "__main__":
+    main()
