@@ -298,3 +298,45 @@ def test_get_reports_remaining_count_and_get_empty(client):
     assert got[0][0].message_count == 1 and got[0][2] == b"one"
     client.call(1, m.BasicGet(queue="qg", no_ack=True))
     only(client.call(1, m.BasicGet(queue="qg")), m.BasicGetEmpty)
+
+
+# ---- the error table -------------------------------------------------------------------------
+
+def test_every_broker_error_kind_has_a_reply_code_of_the_right_level():
+    from gateway.amqp091.error_map import REPLY_CODES, amqp_error
+    from gateway.amqp091.errors import ChannelException, ConnectionException
+    from gateway.broker import errors as be
+
+    assert set(REPLY_CODES) == set(be.ErrorKind)
+    hard = {be.CommandInvalid: 503, be.NotAllowed: 530, be.FeatureNotImplemented: 540}
+    soft = {be.NotFound: 404, be.AccessRefused: 403, be.ResourceLocked: 405, be.PreconditionFailed: 406,
+            be.InvalidArgument: 406, be.ResourceLimitExceeded: 406}
+    method = m.QueueDeclare(queue="q")
+    for cls, code in hard.items():
+        exc = amqp_error(cls("why"), method)
+        assert isinstance(exc, ConnectionException) and exc.code == code
+        assert (exc.class_id, exc.method_id) == (50, 10)
+    for cls, code in soft.items():
+        exc = amqp_error(cls("why"), method)
+        assert isinstance(exc, ChannelException) and exc.code == code
+        assert exc.reply_text == f"{exc.code.name} - why"
+
+
+def test_shutdown_sends_320_and_requeues_unacked(broker):
+    c = BrokerClient(broker, connection_id=7)
+    c.open(1)
+    c.declare(1, "durable-ish")
+    c.publish(1, "", "durable-ish")
+    c.call(1, m.BasicConsume(queue="durable-ish"))
+    assert c.conn.connection_id == 7
+    c.conn.shutdown("gateway shutting down")
+    close = connection_close(methods_of_frames(c.received()), ReplyCode.CONNECTION_FORCED)
+    assert close.reply_text == "CONNECTION_FORCED - gateway shutting down"
+    queue = broker.vhost("/").queue("durable-ish")
+    assert queue.message_count == 1 and queue.acquired_count == 0
+
+
+def methods_of_frames(frames):
+    from tests.support.frame_builder import methods_of
+
+    return methods_of(frames)

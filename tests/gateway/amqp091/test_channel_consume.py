@@ -210,3 +210,40 @@ def test_amqp10_origin_message_is_translated(client, broker):
     got = deliveries(client.send(client.frames.method(1, m.BasicGet(queue="from10", no_ack=True))))
     props, body = got[0][1], got[0][2]
     assert body == b"payload" and props.content_type == "text/plain" and props.message_id == "id-1"
+
+
+# ---- the unacked record ------------------------------------------------------------------
+
+def _unacked(tags):
+    from gateway.amqp091.consumer import Unacked, UnackedDeliveries
+
+    record = UnackedDeliveries()
+    for t in tags:
+        assert record.next_tag() == t
+        record.add(Unacked(t, entry=None, window=None))  # type: ignore[arg-type]
+    return record
+
+
+def test_unacked_take_multiple_takes_every_lower_tag():
+    record = _unacked([1, 2, 3, 4])
+    assert [u.tag for u in record.take(3, True)] == [1, 2, 3]
+    assert len(record) == 1
+
+
+def test_unacked_take_multiple_zero_takes_all_and_unknown_raises():
+    from gateway.amqp091.consumer import UnknownDeliveryTag
+
+    record = _unacked([1, 2])
+    with pytest.raises(UnknownDeliveryTag) as info:
+        record.take(7, True)
+    assert info.value.tag == 7 and len(record) == 2
+    assert [u.tag for u in record.take(0, True)] == [1, 2]
+    with pytest.raises(UnknownDeliveryTag):
+        record.take(0, False)
+
+
+def test_unacked_restore_keeps_tag_order():
+    record = _unacked([1, 2, 3])
+    taken = record.take(2, False)
+    record.restore(taken)
+    assert [u.tag for u in record.take(3, True)] == [1, 2, 3]
