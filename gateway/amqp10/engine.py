@@ -175,14 +175,19 @@ class Amqp10Engine:
             self._finish()
 
     def data_to_send(self) -> bytes:
-        """All output queued since the last call (SASL bytes, then proton's)."""
-        out = bytes(self._out)
+        """All output queued since the last call (SASL bytes, then proton's).
+
+        Proton hands out at most one buffer's worth per ``pending()`` (it encodes the next
+        frames of a large transfer only after a ``pop``), so this loops until it is empty:
+        otherwise the rest of a big message would wait for the next input or timer.
+        """
+        out = bytearray(self._out)
         self._out.clear()
         transport = self._transport
         if transport is not None and not self.closed:
             pending = transport.pending()
-            if pending > 0:
-                out += bytes(transport.peek(pending))
+            while pending > 0:
+                out += transport.peek(pending)
                 transport.pop(pending)
                 pending = transport.pending()
             # head closed, or tail closed (EOF, malformed input) with nothing left to say
@@ -191,7 +196,7 @@ class Amqp10Engine:
                 self._finish()
         elif self._sasl is not None and self._sasl.state is SaslState.FAILED:
             self._finish()
-        return out
+        return bytes(out)
 
     def tick(self, now: float) -> Optional[float]:
         """Run timers at ``now``; return the next absolute deadline or None."""
