@@ -1,0 +1,139 @@
+"""Smoke test of the benchmark harness' pure parts: no broker, no speed assertions."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, format_table,
+                          generator_notes, spread, summarize, target_verdicts, write_json)
+from bench.run import _parse_hostport, parse_args
+from bench.workloads import Kind, Protocol, all_workloads, select_workloads
+
+
+def _m(key: str, target: str, rnd: int, value: float, **kw) -> Measurement:
+    return Measurement(key, target, rnd, value, **kw)
+
+
+def test_spread_is_median_min_max():
+    assert spread([3.0, 1.0, 2.0, 10.0]) == Spread(2.5, 1.0, 10.0)
+    assert spread([5]) == Spread(5.0, 5.0, 5.0)
+    assert spread([]) is None
+
+
+def test_summarize_ratio_per_round_and_skips_failed_runs():
+    ms = [
+        _m("W3 100B", GATEWAY, 0, 100.0, p50_us=10, p99_us=50, sent=10, received=10),
+        _m("W3 100B", REFERENCE, 0, 200.0, p50_us=20, p99_us=90, sent=10, received=10),
+        _m("W3 100B", GATEWAY, 1, 300.0, p50_us=30, p99_us=70, sent=10, received=10),
+        _m("W3 100B", REFERENCE, 1, 100.0, p50_us=40, p99_us=80, sent=10, received=10),
+        _m("W3 100B", GATEWAY, 2, 0.0, errors=1, error="boom", sent=10, received=7),
+        _m("W3 100B", REFERENCE, 2, 150.0, sent=10, received=10),
+    ]
+    (row,) = summarize(ms, ["W3 100B", "W9 absent"])
+    assert row.gateway == Spread(200.0, 100.0, 300.0)
+    assert row.reference == Spread(150.0, 100.0, 200.0)
+    assert row.ratio == Spread(1.75, 0.5, 3.0)    # rounds 0 and 1 only: 0.5 and 3.0
+    assert row.gateway_p50_us == 20 and row.reference_p99_us == 85
+    assert row.gateway_drops == 3 and row.reference_drops == 0
+    assert row.gateway_errors == "boom" and row.reference_errors == ""
+
+
+def test_idle_rows_keep_small_or_negative_values_and_have_no_drops():
+    ms = [_m("W6 10 idle 1.0", GATEWAY, 0, -0.5, unit="KiB/conn", sent=10, received=10),
+          _m("W6 10 idle 1.0", REFERENCE, 0, 50.0, unit="KiB/conn", sent=10, received=10)]
+    (row,) = summarize(ms, ["W6 10 idle 1.0"])
+    assert row.gateway == Spread(-0.5, -0.5, -0.5)
+    assert row.ratio is None          # a negative growth is noise, not a ratio
+    assert row.gateway_drops == 0
+
+
+def test_format_table_shows_every_row_and_the_ratio_range():
+    ms = [_m("W1 100B", GATEWAY, r, v, p50_us=100, p99_us=900) for r, v in enumerate((10, 30, 20))]
+    ms += [_m("W1 100B", REFERENCE, r, 10.0, p50_us=5, p99_us=7) for r in range(3)]
+    text = format_table(summarize(ms, ["W1 100B"]))
+    lines = text.splitlines()
+    assert lines[0].startswith("workload") and "ratio gw/ref [min-max]" in lines[0]
+    assert set(lines[1]) <= {"-", " "}
+    assert "W1 100B" in lines[2]
+    assert "2.00 [1.00-3.00]" in lines[2]
+    assert "100/900" in lines[2] and "5/7" in lines[2]
+
+
+def test_target_verdicts_pass_and_miss():
+    ms = [_m("W1 100B", GATEWAY, 0, 150.0), _m("W1 100B", REFERENCE, 0, 100.0),
+          _m("W3 100B", GATEWAY, 0, 40.0), _m("W3 100B", REFERENCE, 0, 100.0),
+          _m("W5 10 bindings", GATEWAY, 0, 100.0), _m("W5 10000 bindings", GATEWAY, 0, 70.0),
+          _m("W6 1000 idle 0-9-1", GATEWAY, 0, 12.0, unit="KiB/conn"),
+          _m("W7 x", GATEWAY, 0, 50.0, sent=100, received=99)]
+    order = ["W1 100B", "W3 100B", "W5 10 bindings", "W5 10000 bindings", "W6 1000 idle 0-9-1", "W7 x"]
+    verdicts = target_verdicts(summarize(ms, order))
+    assert verdicts[0].startswith("PASS W1 100B: ratio 1.50")
+    assert verdicts[1].startswith("MISS W3 100B: ratio 0.40")
+    assert verdicts[2].startswith("MISS W5 flat") and "30%" in verdicts[2]
+    assert verdicts[3].startswith("PASS W6 1000 idle 0-9-1: 12.0 KiB")
+    assert verdicts[4] == "MISS W7 x: 1 dropped (0 expected)"
+
+
+def test_generator_notes_name_rows_where_the_gateway_was_faster():
+    ms = [_m("W1 100B", GATEWAY, 0, 50.0), _m("W1 100B", REFERENCE, 0, 100.0),
+          _m("W2 100B", GATEWAY, 0, 300.0, gen_cpu=0.4), _m("W2 100B", REFERENCE, 0, 100.0)]
+    notes = generator_notes(summarize(ms, ["W1 100B", "W2 100B"]))
+    assert "in 1 of 2 throughput rows" in notes[0]
+    assert len(notes) == 2 and "W2 100B: gateway faster" in notes[1] and "0.40" in notes[1]
+
+
+def test_write_json_converts_dataclasses(tmp_path):
+    ms = [_m("W1 100B", GATEWAY, 0, 1.5)]
+    path = write_json(str(tmp_path / "sub" / "r.json"), {"measurements": ms,
+                                                        "summary": summarize(ms, ["W1 100B"])})
+    doc = json.loads(open(path).read())
+    assert doc["measurements"][0]["value"] == 1.5 and doc["measurements"][0]["target"] == "gateway"
+    assert doc["summary"][0]["gateway"] == {"median": 1.5, "low": 1.5, "high": 1.5}
+
+
+def test_draw_chart_writes_a_png_or_reports_it_could_not(tmp_path):
+    ms = [_m("W1 100B", GATEWAY, 0, 2.0), _m("W1 100B", REFERENCE, 0, 1.0)]
+    path = tmp_path / "c.png"
+    rows = summarize(ms, ["W1 100B"])
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert draw_chart(rows, str(path)) is False
+        return
+    assert draw_chart(rows, str(path)) is True
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert draw_chart(summarize(ms[:1], ["W1 100B"]), str(tmp_path / "none.png")) is False
+
+
+def test_workloads_cover_the_issue():
+    rows = all_workloads()
+    keys = [r.key for r in rows]
+    assert keys[:3] == ["W1 100B", "W1 4KiB", "W1 100B confirms"]
+    assert "W2 100B unsettled" in keys
+    w1 = rows[0]
+    assert (w1.producer, w1.consumer, w1.kind) == (Protocol.AMQP091, Protocol.AMQP10, Kind.FLOW)
+    assert [r.topics for r in rows if r.name == "W5"] == [10, 1_000, 10_000]
+    assert {r.producer for r in rows if r.name == "W6"} == {Protocol.AMQP091, Protocol.AMQP10}
+    (w7,) = [r for r in rows if r.name == "W7"]
+    assert w7.topics == 10_000 and w7.hot_topics == 1_000 and w7.hot_share == 0.5
+
+
+def test_select_workloads_filters_and_rejects_unknown_names():
+    rows = all_workloads(quick=True)
+    assert {r.name for r in select_workloads(rows, "w3, W5")} == {"W3", "W5"}
+    assert select_workloads(rows, None) == rows
+    with pytest.raises(ValueError) as info:
+        select_workloads(rows, "W3,W42")
+    assert "W42" in str(info.value)
+
+
+def test_arguments():
+    args = parse_args(["--quick", "--reference", "127.0.0.1:5673"])
+    assert args.rounds == 1 and args.seconds == 1.0 and args.reference == ("127.0.0.1", 5673)
+    assert parse_args([]).rounds == 3
+    assert parse_args(["--quick", "--rounds", "2"]).rounds == 2
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        _parse_hostport("nohostport")
+    assert "HOST:PORT" in str(info.value)
