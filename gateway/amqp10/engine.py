@@ -238,6 +238,11 @@ class Amqp10Engine:
         self._process_events()
 
     # ------------------------------------------------------------------ LinkHost
+    @property
+    def closing(self) -> bool:
+        """True once teardown started: links then go without a detach of their own."""
+        return self._torn_down
+
     def permit(self, action: Action, resource: str) -> None:
         """The one place where permissions will be checked (a later issue); it raises
         ``Amqp10Error(amqp:unauthorized-access)`` once they are."""

@@ -83,6 +83,8 @@ class LinkHost(Protocol):
     container_id: str
     owner: object
     max_message_size: int
+    #: True once the connection is being torn down
+    closing: bool
 
     @property
     def now(self) -> float: ...
@@ -322,8 +324,11 @@ class OutgoingLink:
         self.host.output_ready()
 
     def cancelled_by_broker(self, reason: str) -> None:
-        """The queue went away: detach the link with ``amqp:link:detach-forced``."""
-        if self.closed:
+        """The queue went away: detach the link with ``amqp:link:detach-forced`` (unless
+        the whole connection is going, e.g. taking its own temporary queues along)."""
+        if self.closed or self.host.closing:
+            self.closed = True
+            self._unsettled.clear()
             return
         self.closed = True
         self._unsettled.clear()

@@ -181,7 +181,7 @@ def test_browse_then_consume(conn):
     receiver.accept()
 
 
-def test_connection_loss_returns_unsettled_messages(gateway, conn):
+def test_link_loss_returns_unsettled_messages(conn):
     receiver, name = _queue(conn)
     browse_address = f"/queue/{name}"
     sender = conn.create_sender(browse_address)

@@ -204,3 +204,23 @@ def test_exclusive_temporary_queues_go_with_the_connection(connect, broker):
     pump.connection.close()
     pump.pump()
     assert broker.vhost("/").queue(name) is None
+
+
+def test_connection_close_takes_temporary_queues_without_detaching_other_links(connect):
+    pump = connect()
+    owner = pump.receiver(None, dynamic=True, name="owner")
+    other = pump.receiver(owner.remote_source.address, name="other", credit=1)
+    pump.connection.close()
+    pump.pump()
+    assert other.remote_condition is None
+    assert pump.connection.state & Endpoint.REMOTE_CLOSED
+
+
+def test_one_data_to_send_carries_a_whole_large_delivery(connect):
+    pump = connect()
+    encoded = encode_message(b"x" * (4 * 1024 * 1024))
+    pump.send(pump.sender("/queue/q1"), encoded)
+    receiver = pump.receiver("/queue/q1")
+    receiver.flow(1)
+    pump.engine.receive_data(pump._client_output())
+    assert len(pump.engine.data_to_send()) > len(encoded)
