@@ -19,6 +19,7 @@ from typing import Any
 from proton import Message, symbol
 
 from gateway.broker.message import Encoding, MessageContainer
+from translators import to_amqp10
 from translators.amqp10_sections import Amqp10Summary, inspect_amqp10, with_delivery_header
 
 __all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
@@ -55,8 +56,6 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
 
 
 def _from_amqp091(message: MessageContainer) -> bytes:
-    from translators import to_amqp10  # lands with the translators package
-
     _properties_bytes, body = message.payload
     return to_amqp10(message.properties, body, exchange=message.exchange,
                      routing_key=message.routing_key)

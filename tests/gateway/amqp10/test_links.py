@@ -417,3 +417,20 @@ def test_release_and_new_credit_in_one_batch_redelivers_the_released_first(conne
     receiver.flow(1)  # goes out in the same bytes as the disposition
     pump.pump()
     assert _bodies(pump.take(receiver)) == ["first"]
+
+
+def test_message_from_amqp091_is_translated_once_and_cached(connect, vhost):
+    from gateway.broker.message import Encoding, MessageContainer
+    from translators.basic_properties import BasicProperties
+
+    properties = BasicProperties(content_type="text/plain", message_id="m-1", delivery_mode=2)
+    message = MessageContainer(Encoding.AMQP091, (b"", b"hello from 0-9-1"), properties=properties,
+                               size=16, durable=True)
+    vhost.publish("", "q1", message, 0.0)
+    pump = connect()
+    receiver = pump.receiver("/queue/q1", credit=1)
+    [(_, data)] = pump.take(receiver)
+    decoded = decode_message(data)
+    assert decoded.id == "m-1" and decoded.durable
+    assert decoded.body in (b"hello from 0-9-1", "hello from 0-9-1")
+    assert message.converted(Encoding.AMQP10, lambda m: pytest.fail("not cached")) is not None
