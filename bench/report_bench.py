@@ -1,0 +1,123 @@
+"""Speed of the ledger report on a generated ledger (events per second).
+
+Generates ``--events`` ledger events (default 10 million) with the real ``LedgerWriter``
+into two gateway ledgers: gateway A sees 0-9-1 and 1.0 publishers and consumers
+(received, routed, delivered, settled with mixed outcomes, some unroutable and expired);
+one message in ten is forwarded to gateway B, which records its arrival (with a few lost
+and duplicated on purpose). Then runs ``run_report`` on local Spark and prints
+events/s for the whole report (Spark start excluded, then included).
+
+Run: ``.venv/bin/python bench/report_bench.py [--events 10000000] [--master local[*]]
+[--keep DIR]``. On a 2-core machine 10 million events take several minutes to generate
+and to report; ``--events 2000000`` gives the rate sooner.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gateway.ledger import EventKind as K, LedgerWriter, Outcome, Protocol  # noqa: E402
+
+T0 = 1_700_000_000.0
+USERS = [f"user{i}" for i in range(50)]
+VHOSTS = ["/", "orders", "billing", "telemetry"]
+OUTCOMES = [Outcome.ACCEPTED] * 17 + [Outcome.REJECTED, Outcome.RELEASED, Outcome.MODIFIED]
+
+
+def generate(root: str, events: int) -> tuple[int, float]:
+    """Write about ``events`` events; return (events written, seconds)."""
+    start = time.perf_counter()
+    a = LedgerWriter(os.path.join(root, "gw-a"), container_id="gw-A", segment_max_bytes=128 << 20)
+    b = LedgerWriter(os.path.join(root, "gw-b"), container_id="gw-B", segment_max_bytes=128 << 20)
+    ra, rb = a.record, b.record
+    written = 0
+    i = 0
+    now = T0
+    while written < events:
+        g = f"a-{i}"
+        vhost = VHOSTS[i % 4]
+        user = USERS[i % 50]
+        p_in = Protocol.AMQP091 if i % 3 else Protocol.AMQP10
+        p_out = Protocol.AMQP10 if i % 2 else Protocol.AMQP091
+        now = T0 + i * 0.0005  # 2000 messages/s of ledger time
+        ra(K.RECEIVED, now, vhost=vhost, user=user, proto_in=p_in, connection=f"c{i % 200}",
+           exchange="orders", routing_key=f"rk.{i % 10}", gateway_id=g, message_id=f"m-{i}", size=100 + i % 900)
+        kind = i % 100
+        if kind == 0:
+            ra(K.UNROUTABLE, now, vhost=vhost, user=user, exchange="orders", routing_key="none", gateway_id=g)
+            written += 2
+        elif kind < 10:
+            ra(K.FORWARDED, now + 0.001, vhost=vhost, proto_in=p_in, proto_out=Protocol.AMQP10,
+               peer_container="gw-B", gateway_id=g, message_id=f"m-{i}", size=100)
+            written += 2
+            if i % 1000 != 1:  # a few are lost on the way
+                copies = 2 if i % 1000 == 2 else 1
+                for c in range(copies):
+                    rb(K.RECEIVED, now + 0.01 + c, vhost=vhost, user="gw-a-link", proto_in=Protocol.AMQP10,
+                       origin_id=g, gateway_id=f"b-{i}-{c}", peer_container="gw-A", size=100)
+                    written += 1
+        elif kind == 10:
+            ra(K.ROUTED, now, vhost=vhost, routed_to=("ttl-q",), gateway_id=g)
+            ra(K.EXPIRED, now + 30, vhost=vhost, queue="ttl-q", gateway_id=g)
+            written += 3
+        else:
+            ra(K.ROUTED, now, vhost=vhost, routed_to=(f"q{i % 10}",), gateway_id=g, size=100)
+            ra(K.DELIVERED, now + 0.001, vhost=vhost, user=USERS[(i + 7) % 50], proto_in=p_in,
+               proto_out=p_out, queue=f"q{i % 10}", gateway_id=g, size=100, delivery_count=0)
+            ra(K.SETTLED, now + 0.002 + (i % 50) * 0.001, vhost=vhost, user=USERS[(i + 7) % 50],
+               queue=f"q{i % 10}", outcome=OUTCOMES[i % 20], received_at=now, gateway_id=g)
+            written += 4
+        i += 1
+        if i % 5000 == 0:
+            a.flush(now)
+            b.flush(now)
+    a.close(now)
+    b.close(now)
+    return written, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="ledger report speed")
+    p.add_argument("--events", type=int, default=10_000_000)
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--keep", default=None, help="generate into / report from this directory and keep it")
+    args = p.parse_args(argv)
+    root = args.keep or tempfile.mkdtemp(prefix="report-bench-")
+    try:
+        if not os.path.isdir(os.path.join(root, "gw-a")):
+            written, gen_s = generate(root, args.events)
+            sys.stdout.write(f"generated {written:,} events in {gen_s:.1f} s "
+                             f"({written / gen_s:,.0f} events/s through LedgerWriter)\n")
+        size = sum(f.stat().st_size for f in Path(root).rglob("*.jsonl*"))
+        sys.stdout.write(f"ledger size: {size / 1e9:.2f} GB\n")
+        from pipeline.report import _start_session, run_report
+
+        t0 = time.perf_counter()
+        spark = _start_session(args.master, args.driver_memory)
+        t1 = time.perf_counter()
+        summary = run_report([os.path.join(root, "gw-a"), os.path.join(root, "gw-b")],
+                             os.path.join(root, "out"), spark=spark)
+        t2 = time.perf_counter()
+        spark.stop()
+        sys.stdout.write(
+            f"report: {summary.events:,} events ({summary.malformed} malformed) on {args.master}, "
+            f"{os.cpu_count()} CPUs\n"
+            f"  Spark start {t1 - t0:.1f} s, report {t2 - t1:.1f} s: "
+            f"{summary.events / (t2 - t1):,.0f} events/s ({summary.events / (t2 - t0):,.0f} with start)\n"
+            f"  reconciliation: {summary.reconciliation}\n")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
