@@ -229,7 +229,8 @@ class LoggingConfig:
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
-    container_id: str = ""
+    container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
+                                 "(it would make node@container ambiguous)" if "@" in v else None)
     state_dir: str = "var"
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     metrics: MetricsConfig = MetricsConfig()

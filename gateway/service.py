@@ -72,7 +72,7 @@ class GatewayService(service.MultiService):
         super().__init__()
         self.config = config
         self.reactor = reactor
-        self.container_id = config.container_id or f"amqp-gateway@{socket.gethostname()}"
+        self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
                              memory_high_watermark=config.memory_high_watermark)
