@@ -201,6 +201,8 @@ class UserConfig:
     loopback_only: bool = False
     tags: tuple[str, ...] = ()
     permissions: Mapping[str, PermissionConfig] = _checked(factory=dict)
+    max_connections: int = _checked(0, check=_non_negative)
+    max_channels: int = _checked(0, check=_non_negative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,11 @@ class LimitsConfig:
     max_message_size: int = _checked(134217728, check=_positive)
     handshake_timeout: float = _checked(10.0, check=_positive)
     max_connections: int = _checked(0, check=_non_negative)
+    max_connections_per_user: int = _checked(0, check=_non_negative)
+    max_links_per_connection: int = _checked(1024, check=_non_negative)
+    failed_logins_before_delay: int = _checked(5, check=_positive)
+    failed_login_window: float = _checked(60.0, check=_positive)
+    failed_login_max_delay: float = _checked(30.0, check=_non_negative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +243,7 @@ class GatewayConfig:
     metrics: MetricsConfig = MetricsConfig()
     vhosts: tuple[str, ...] = ("/",)
     users: tuple[UserConfig, ...] = ()
+    users_file: Optional[str] = _checked(None, check=_existing_file)
     amqp10: Amqp10Config = Amqp10Config()
     limits: LimitsConfig = LimitsConfig()
     memory_high_watermark: int = _checked(1073741824, check=_positive)
@@ -292,7 +300,36 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
         return dataclasses.replace(GatewayConfig(), source=source)
     walker = _Walker(source)
     cfg = walker.build(GatewayConfig, root, "")
+    if cfg.users_file:
+        cfg = dataclasses.replace(cfg, users=cfg.users + load_users_file(cfg.users_file))
+    names = [u.name for u in cfg.users]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError("users", 0, f"user(s) defined twice: {', '.join(dupes)}", source)
     return dataclasses.replace(cfg, source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class _UsersFile:
+    users: tuple[UserConfig, ...] = ()
+
+
+def load_users_file(path: str) -> tuple[UserConfig, ...]:
+    """A separate YAML file with a ``users:`` list (same keys as in the main config), so
+    user management can be delegated and reloaded on SIGHUP."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError("users_file", 0, f"cannot read users file: {exc.strerror}", path) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError("", mark.line + 1 if mark else 0, f"not valid YAML: {exc}", path) from None
+    if root is None:
+        return ()
+    return _Walker(path).build(_UsersFile, root, "").users
 
 
 _SCALAR_TAGS = {

@@ -171,3 +171,29 @@ def test_hash_password_output_verifies():
     stored = r.stdout.strip()
     assert verify_password(stored, "s3cret") and not verify_password(stored, "other")
     assert "s3cret" not in stored
+
+
+def test_users_file_adds_users_and_errors_name_its_lines(tmp_path):
+    from tests.support.gateway_process import password_hash
+    users = tmp_path / "users.yaml"
+    users.write_text(f"users:\n  - name: carol\n    password_hash: \"{password_hash('pw')}\"\n"
+                     "    max_connections: 3\n")
+    cfg = load_config_text(f"users_file: {users}\n")
+    assert [(u.name, u.max_connections) for u in cfg.users] == [("carol", 3)]
+    users.write_text("users:\n  - name: carol\n    password_hash: nope\n")
+    with pytest.raises(ConfigError) as info:
+        load_config_text(f"users_file: {users}\n")
+    assert info.value.source == str(users) and info.value.line == 3
+    assert info.value.key_path == "users[0].password_hash"
+
+
+def test_duplicate_users_refused(tmp_path):
+    from tests.support.gateway_process import password_hash
+    h = password_hash("pw")
+    err = error_of(f"users:\n  - name: a\n    password_hash: \"{h}\"\n  - name: a\n    password_hash: \"{h}\"\n")
+    assert "defined twice: a" in err.message
+
+
+def test_container_id_must_not_contain_at():
+    err = error_of("container_id: gw@example\n")
+    assert err.key_path == "container_id" and "must not contain '@'" in err.message
