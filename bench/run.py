@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -256,25 +256,37 @@ def _vm_rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def run_idle(target: Target, w: Workload, round_no: int, settle: float = 3.0) -> Measurement:
-    """Open w.connections idle connections; value = VmRSS growth / connections, KiB."""
+def run_idle(target: Target, w: Workload, round_no: int, holders: list[GenProcess],
+             settle: float = 3.0) -> Measurement:
+    """Open w.connections more idle connections; value = VmRSS growth / connections, KiB.
+
+    The generator holding them is appended to ``holders`` and left running: connections
+    of earlier rounds stay open, so every round measures memory the broker has to take
+    anew instead of reusing what the previous round freed.  The caller closes them.
+    """
     assert target.pid is not None
     gen = GEN091 if w.producer is Protocol.AMQP091 else GEN10
     before = _vm_rss_kib(target.pid)
     proc = GenProcess([gen, "idle", *_conn_args(target, w.producer), "--connections",
                        str(w.connections)], keep_stdin=True)
+    holders.append(proc)
     ready = proc.wait_event("ready", 300)
     opened = int(ready.get("opened", 0)) if ready else 0
     error = (ready or {}).get("error", "") if opened == w.connections else \
         f"opened {opened} of {w.connections} {(ready or {}).get('error', '')}".strip()
     time.sleep(settle)
     after = _vm_rss_kib(target.pid)
-    proc.close_stdin()
-    proc.result(60)
-    time.sleep(settle)  # let the broker notice the closes before the next run
     per_conn = (after - before) / opened if opened else 0.0
-    return Measurement(w.key, target.name, round_no, per_conn, "KiB/conn", sent=opened, received=opened,
-                       errors=0 if opened == w.connections else 1, error=error)
+    return Measurement(w.key, target.name, round_no, per_conn, "KiB/conn", sent=opened,
+                       received=opened, errors=0 if opened == w.connections else 1, error=error)
+
+
+def close_idle(holders: list[GenProcess]) -> None:
+    for proc in holders:
+        proc.close_stdin()
+    for proc in holders:
+        proc.result(60)
+    holders.clear()
 
 
 # ---- the whole run ------------------------------------------------------------------------
@@ -295,12 +307,20 @@ def calibrate(target: Target, w: Workload, seconds: float, quick: bool) -> tuple
 
 def run_all(targets: list[Target], rows: list[Workload], rounds: int, seconds: float,
             quick: bool) -> list[Measurement]:
+    """Every row, alternating targets within each round.  The idle-memory rows (W6) run
+    first, while the brokers' heaps have not yet been grown (and freed) by traffic."""
     results: list[Measurement] = []
-    for w in rows:
+    holders: list[GenProcess] = []
+    ordered = [w for w in rows if w.kind is Kind.IDLE] + [w for w in rows if w.kind is not Kind.IDLE]
+    for w in ordered:
+        if w.kind is not Kind.IDLE and holders:
+            close_idle(holders)
+            time.sleep(3.0)  # let the brokers notice the closes before traffic starts
         active = [t for t in targets if t.serves(w)]
         plan: dict[str, tuple[int, float]] = {}
         for t in active:
-            if w.kind is Kind.IDLE:
+            if w.kind is Kind.IDLE:  # warm-up: first-connection costs are not per connection
+                run_idle(t, replace(w, connections=max(10, w.connections // 10)), -1, holders)
                 continue
             count, expect, err = calibrate(t, w, seconds, quick)
             if count:
@@ -313,7 +333,7 @@ def run_all(targets: list[Target], rows: list[Workload], rounds: int, seconds: f
         for r in range(rounds):
             for t in active:  # alternating: A B A B ...
                 if w.kind is Kind.IDLE:
-                    m = run_idle(t, w, r)
+                    m = run_idle(t, w, r, holders)
                 elif t.name in plan:
                     count, expect = plan[t.name]
                     tag = f"{t.name}-{w.name}-{r}-{int(time.time() * 1000) % 10**8}"
@@ -323,6 +343,7 @@ def run_all(targets: list[Target], rows: list[Workload], rounds: int, seconds: f
                 log.info("%-28s %-9s round %d: %12.1f %s%s", w.key, t.name, r, m.value, m.unit,
                          f"  ERROR {m.error}" if m.error else "")
                 results.append(m)
+    close_idle(holders)
     return results
 
 
