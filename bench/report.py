@@ -12,10 +12,10 @@ import json
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 __all__ = ["Measurement", "Spread", "SummaryRow", "GATEWAY", "REFERENCE", "spread", "summarize",
-           "format_table", "target_verdicts", "generator_notes", "write_json", "draw_chart",
+           "format_table", "format_size", "target_verdicts", "generator_notes", "write_json", "draw_chart",
            "RATIO_TARGETS", "W5_FLAT_TOLERANCE", "W6_MAX_KIB"]
 
 GATEWAY = "gateway"
@@ -75,6 +75,7 @@ class Spread:
 class SummaryRow:
     workload: str
     unit: str
+    size: Optional[int]          # message size in bytes; None for idle rows
     gateway: Optional[Spread]
     reference: Optional[Spread]
     ratio: Optional[Spread]
@@ -107,8 +108,11 @@ def _median(values: Iterable[Optional[float]]) -> Optional[float]:
     return statistics.median(vals) if vals else None
 
 
-def summarize(measurements: Sequence[Measurement], order: Sequence[str]) -> list[SummaryRow]:
+def summarize(measurements: Sequence[Measurement], order: Sequence[str],
+              sizes: Optional[Mapping[str, int]] = None) -> list[SummaryRow]:
     """One row per workload key in ``order`` (keys without measurements are skipped).
+
+    ``sizes`` maps a workload key to its message size in bytes (absent: no size shown).
 
     Failed runs (errors, or no throughput) are left out of the spreads but their first
     error text is kept.  The ratio uses only rounds where both targets have a value
@@ -130,7 +134,7 @@ def summarize(measurements: Sequence[Measurement], order: Sequence[str]) -> list
             return next((m.error for m in side[t] if m.error), "")
 
         rows.append(SummaryRow(
-            workload=key, unit=ms[0].unit,
+            workload=key, unit=ms[0].unit, size=(sizes or {}).get(key),
             gateway=spread(m.value for m in good[GATEWAY]),
             reference=spread(m.value for m in good[REFERENCE]),
             ratio=spread(ratios),
@@ -157,15 +161,22 @@ def _lat(p50: Optional[float], p99: Optional[float]) -> str:
     return f"{_num(p50)}/{_num(p99)}"
 
 
+def format_size(size: Optional[int]) -> str:
+    """``100 B``, ``4 KiB``; ``-`` for None."""
+    if size is None:
+        return "-"
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
+
+
 def format_table(rows: Sequence[SummaryRow]) -> str:
     """A fixed-width text table; values are medians over rounds, ratio with [min-max]."""
-    head = ("workload", "unit", "gateway", "reference", "ratio gw/ref [min-max]",
+    head = ("workload", "size", "unit", "gateway", "reference", "ratio gw/ref [min-max]",
             "gw p50/p99 us", "ref p50/p99 us", "drops gw/ref", "gen CPU gw/ref")
     body = []
     for r in rows:
         digits = 1 if r.unit != "msgs/s" else 0
         body.append((
-            r.workload, r.unit,
+            r.workload, format_size(r.size), r.unit,
             _num(r.gateway.median if r.gateway else None, digits),
             _num(r.reference.median if r.reference else None, digits),
             r.ratio.format(2) if r.ratio else "-",
@@ -264,10 +275,16 @@ def draw_chart(rows: Sequence[SummaryRow], path: str, title: str = "") -> bool:
     fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(rated)), 5))
     ax.bar(range(len(rated)), med, yerr=[lo, hi], color=colors, capsize=3)
     ax.axhline(1.0, color="black", linewidth=0.8)
+    for i, r in enumerate(rated):  # the issue's target for the row, as a red tick
+        want = RATIO_TARGETS.get(r.family)
+        if want is not None:
+            ax.hlines(want, i - 0.4, i + 0.4, colors="tab:red", linewidth=2)
     ax.set_xticks(range(len(rated)))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("gateway / reference (throughput; gray: memory per conn)")
-    ax.set_title(title or "amqp-gateway vs reference broker")
+    ax.set_ylabel("gateway / reference (median, min-max)")
+    ax.set_title((title or "amqp-gateway vs reference broker")
+                 + "\nblue: throughput (higher is better), gray: KiB per idle connection "
+                 "(lower is better), red: target", fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)

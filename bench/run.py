@@ -435,7 +435,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         for stop in reversed(stack):
             stop()
-    summary = summarize(results, [w.key for w in rows])
+    summary = summarize(results, [w.key for w in rows],
+                        {w.key: w.size for w in rows if w.kind is not Kind.IDLE})
     lines = [f"amqp-gateway benchmark {started}: {os.cpu_count()} cores, {platform.machine()}, "
              f"rounds={args.rounds}, ~{args.seconds:g}s per run",
              "targets: " + ", ".join(f"{t.name}={t.label} ({t.host} 0-9-1:{t.port091} 1.0:{t.port10})"

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, format_table,
+from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, format_size,
+                          format_table,
                           generator_notes, spread, summarize, target_verdicts, write_json)
 from bench.run import _parse_hostport, parse_args
 from bench.workloads import Kind, Protocol, all_workloads, select_workloads
@@ -52,13 +53,17 @@ def test_idle_rows_keep_small_or_negative_values_and_have_no_drops():
 def test_format_table_shows_every_row_and_the_ratio_range():
     ms = [_m("W1 100B", GATEWAY, r, v, p50_us=100, p99_us=900) for r, v in enumerate((10, 30, 20))]
     ms += [_m("W1 100B", REFERENCE, r, 10.0, p50_us=5, p99_us=7) for r in range(3)]
-    text = format_table(summarize(ms, ["W1 100B"]))
+    text = format_table(summarize(ms, ["W1 100B"], {"W1 100B": 100}))
     lines = text.splitlines()
     assert lines[0].startswith("workload") and "ratio gw/ref [min-max]" in lines[0]
     assert set(lines[1]) <= {"-", " "}
-    assert "W1 100B" in lines[2]
+    assert lines[2].startswith("W1 100B") and " 100 B " in lines[2]
     assert "2.00 [1.00-3.00]" in lines[2]
     assert "100/900" in lines[2] and "5/7" in lines[2]
+
+
+def test_format_size():
+    assert [format_size(s) for s in (100, 4096, 1500, None)] == ["100 B", "4 KiB", "1500 B", "-"]
 
 
 def test_target_verdicts_pass_and_miss():
