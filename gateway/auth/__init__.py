@@ -5,6 +5,13 @@ use the same ``Authenticator``; see ``mechanisms`` for the exchange model.
 """
 
 from gateway.auth.errors import AccessRefused, AuthenticationFailed
+from gateway.auth.limits import (
+    AdmissionToken,
+    ConnectionLimitReached,
+    ConnectionRegistry,
+    UserLimits,
+    cap_channel_max,
+)
 from gateway.auth.mechanisms import (
     Authenticated,
     Authenticator,
@@ -23,10 +30,13 @@ from gateway.auth.users import Permission, User, UserDirectory
 __all__ = [
     "AccessRefused",
     "Action",
+    "AdmissionToken",
     "Authenticated",
     "AuthenticationFailed",
     "Authenticator",
     "Challenge",
+    "ConnectionLimitReached",
+    "ConnectionRegistry",
     "LoginThrottle",
     "Mechanism",
     "Permission",
@@ -35,6 +45,8 @@ __all__ = [
     "StoredPassword",
     "User",
     "UserDirectory",
+    "UserLimits",
+    "cap_channel_max",
     "check",
     "common_name",
     "hash_password",

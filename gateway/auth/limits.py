@@ -1,0 +1,124 @@
+"""Per-user resource limits and the live connection count behind them.
+
+One ``ConnectionRegistry`` is shared by both protocol engines (the service builds it
+from the configuration), so a user's connections are counted across 0-9-1 and 1.0 and
+across listeners. An engine calls ``admit(user_name)`` once the user is known and the
+connection is about to be used (0-9-1: at ``connection.open``; 1.0: at ``open``); a
+refusal raises ``ConnectionLimitReached`` carrying RabbitMQ's text, which the engine
+maps to its own code (0-9-1 530 NOT_ALLOWED, 1.0 ``amqp:resource-limit-exceeded``).
+``release(token)`` gives the slot back when the connection ends; it is idempotent, so
+every teardown path may call it.
+
+Limit resolution (``config.example.yaml``): a user's own ``max_connections`` wins when
+non-zero, else ``default_max_connections`` (``limits.max_connections_per_user``);
+``0`` means unlimited. ``max_channels`` (0-9-1 channels, 1.0 sessions per connection)
+is the user's own value, ``0`` meaning "no per-user cap" (the listener's channel_max
+still applies). Pure bookkeeping: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+__all__ = ["UserLimits", "ConnectionLimitReached", "AdmissionToken", "ConnectionRegistry",
+           "cap_channel_max"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    """Resolved limits of one user; ``0`` means unlimited / no per-user cap."""
+
+    max_connections: int = 0
+    max_channels: int = 0
+
+
+class ConnectionLimitReached(Exception):
+    """``user`` already holds ``limit`` connections; ``text`` is RabbitMQ's wording."""
+
+    def __init__(self, user: str, limit: int) -> None:
+        self.user = user
+        self.limit = limit
+        self.text = f"connection limit ({limit}) for user '{user}' reached"
+        super().__init__(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionToken:
+    """Proof of one admitted connection; hand it back to ``release``."""
+
+    user: str
+    serial: int
+
+
+def cap_channel_max(channel_max: int, user_max_channels: int) -> int:
+    """The channel-max to negotiate: the listener's ``channel_max`` (0 = protocol
+    maximum) lowered to the user's ``max_channels`` when that is set (non-zero)."""
+    if user_max_channels <= 0:
+        return channel_max
+    if channel_max <= 0:
+        return user_max_channels
+    return min(channel_max, user_max_channels)
+
+
+class ConnectionRegistry:
+    """Counts open connections per user name and enforces their limits.
+
+    ``per_user`` maps a user name to its own ``UserLimits`` (values as configured, 0 =
+    not set). Raises ``ValueError`` on a negative default.
+    """
+
+    def __init__(self, *, default_max_connections: int = 0,
+                 per_user: Mapping[str, UserLimits] | None = None) -> None:
+        if default_max_connections < 0:
+            raise ValueError("default_max_connections must not be negative")
+        self.default_max_connections = default_max_connections
+        self._per_user: dict[str, UserLimits] = dict(per_user or {})
+        self._counts: Counter[str] = Counter()
+        self._live: set[AdmissionToken] = set()
+        self._serials = itertools.count(1)
+
+    def replace_limits(self, per_user: Mapping[str, UserLimits]) -> None:
+        """New per-user limits (a reload); open connections are never cut."""
+        self._per_user = dict(per_user)
+
+    def limits_for(self, user_name: str) -> UserLimits:
+        """The resolved limits of ``user_name`` (see the module docstring)."""
+        own = self._per_user.get(user_name, UserLimits())
+        max_connections = own.max_connections or self.default_max_connections
+        return UserLimits(max_connections=max_connections, max_channels=own.max_channels)
+
+    def admit(self, user_name: str, limit: int | None = None) -> AdmissionToken:
+        """Count one more connection of ``user_name``; ``limit`` overrides the resolved
+        one (0 = unlimited). Raises ``ConnectionLimitReached`` (nothing counted) when
+        the user already holds ``limit`` connections."""
+        if limit is None:
+            limit = self.limits_for(user_name).max_connections
+        if limit and self._counts[user_name] >= limit:
+            raise ConnectionLimitReached(user_name, limit)
+        self._counts[user_name] += 1
+        token = AdmissionToken(user_name, next(self._serials))
+        self._live.add(token)
+        return token
+
+    def release(self, token: AdmissionToken | None) -> None:
+        """Give the slot of ``token`` back; a second release (or None) does nothing."""
+        if token is None or token not in self._live:
+            return
+        self._live.discard(token)
+        self._counts[token.user] -= 1
+        if self._counts[token.user] <= 0:
+            del self._counts[token.user]
+
+    def count(self, user_name: str) -> int:
+        """Connections ``user_name`` holds now."""
+        return self._counts.get(user_name, 0)
+
+    def users(self) -> Iterable[str]:
+        """Names of the users holding at least one connection."""
+        return tuple(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._live)

@@ -1,0 +1,89 @@
+"""ConnectionRegistry: per-user counts, limit resolution, idempotent release."""
+from __future__ import annotations
+
+import pytest
+
+from gateway.auth.limits import (
+    ConnectionLimitReached,
+    ConnectionRegistry,
+    UserLimits,
+    cap_channel_max,
+)
+
+
+def test_default_limit_applies_to_every_user():
+    registry = ConnectionRegistry(default_max_connections=2)
+    registry.admit("bob")
+    registry.admit("bob")
+    with pytest.raises(ConnectionLimitReached) as info:
+        registry.admit("bob")
+    assert info.value.text == "connection limit (2) for user 'bob' reached"
+    assert (info.value.user, info.value.limit) == ("bob", 2)
+    assert registry.count("bob") == 2
+    registry.admit("carol")
+    assert registry.count("carol") == 1
+
+
+def test_own_limit_wins_over_the_default_and_zero_is_unlimited():
+    registry = ConnectionRegistry(default_max_connections=5,
+                                  per_user={"bob": UserLimits(max_connections=1, max_channels=3)})
+    assert registry.limits_for("bob") == UserLimits(1, 3)
+    assert registry.limits_for("carol") == UserLimits(5, 0)
+    registry.admit("bob")
+    with pytest.raises(ConnectionLimitReached):
+        registry.admit("bob")
+    unlimited = ConnectionRegistry()
+    for _ in range(100):
+        unlimited.admit("x")
+    assert unlimited.count("x") == 100
+
+
+def test_explicit_limit_overrides_the_resolved_one():
+    registry = ConnectionRegistry(default_max_connections=1)
+    registry.admit("bob", limit=0)
+    registry.admit("bob", limit=0)
+    with pytest.raises(ConnectionLimitReached):
+        registry.admit("bob", limit=2)
+
+
+def test_release_gives_the_slot_back_once():
+    registry = ConnectionRegistry(default_max_connections=1)
+    token = registry.admit("bob")
+    registry.release(token)
+    registry.release(token)
+    registry.release(None)
+    assert registry.count("bob") == 0 and len(registry) == 0
+    other = registry.admit("bob")
+    registry.release(token)  # stale token must not free the new connection's slot
+    assert registry.count("bob") == 1
+    registry.release(other)
+    assert list(registry.users()) == []
+
+
+def test_refused_admission_counts_nothing():
+    registry = ConnectionRegistry(default_max_connections=1)
+    registry.admit("bob")
+    with pytest.raises(ConnectionLimitReached):
+        registry.admit("bob")
+    assert registry.count("bob") == 1 and len(registry) == 1
+
+
+def test_replace_limits_keeps_open_connections():
+    registry = ConnectionRegistry(per_user={"bob": UserLimits(max_connections=3)})
+    registry.admit("bob")
+    registry.admit("bob")
+    registry.replace_limits({"bob": UserLimits(max_connections=1)})
+    assert registry.count("bob") == 2
+    with pytest.raises(ConnectionLimitReached):
+        registry.admit("bob")
+
+
+def test_negative_default_is_refused():
+    with pytest.raises(ValueError, match="negative"):
+        ConnectionRegistry(default_max_connections=-1)
+
+
+@pytest.mark.parametrize("listener, user, expected", [
+    (2047, 0, 2047), (2047, 5, 5), (3, 5, 3), (0, 7, 7), (0, 0, 0)])
+def test_cap_channel_max(listener, user, expected):
+    assert cap_channel_max(listener, user) == expected
