@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
 run: $(STAMP)
