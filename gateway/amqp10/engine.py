@@ -22,6 +22,17 @@ connection is closed with ``amqp:internal-error`` and logged, never raised into 
 reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
 ``amqp:connection:framing-error`` and reports ``TRANSPORT_ERROR``.
 
+Access and limits: the user needs a permission entry for the vhost named in ``open``
+(else close ``amqp:unauthorized-access``); ``permit`` checks RabbitMQ's configure / write
+/ read patterns for the links (``links.py``). With a shared ``ConnectionRegistry`` the
+user's connection count is admitted at ``open`` (over the limit: close
+``amqp:resource-limit-exceeded``, RabbitMQ's text) and released at teardown, and the
+user's ``max_channels`` lowers channel-max (sessions); ``max_links`` bounds the links
+of the connection (an attach above it: detach ``amqp:resource-limit-exceeded``). With a
+shared ``LoginThrottle`` a refused SASL login is recorded and its ``sasl-outcome`` is
+held back for ``delay_for(peer_host, now)`` seconds by the ``tick`` deadline (never a
+sleep); a successful login forgets the address's failures.
+
 Output produced outside ``receive_data``/``tick`` (a delivery caused by another
 connection's publish) calls ``on_output`` so the edge flushes on its next turn.
 """
@@ -37,7 +48,18 @@ from proton import Collector, Condition, Connection, Event, SymbolList, Transpor
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
-from gateway.auth import Action, Authenticator, User
+from gateway.auth import (
+    AccessRefused,
+    Action,
+    AdmissionToken,
+    Authenticator,
+    ConnectionLimitReached,
+    ConnectionRegistry,
+    LoginThrottle,
+    User,
+    check,
+    may_access_vhost,
+)
 from gateway.broker.vhost import VirtualHost
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
@@ -85,6 +107,9 @@ class Amqp10Engine:
         max_message_size: int = 128 * 1024 * 1024,
         handshake_timeout: float = 10.0,
         tls_peer_subject: Optional[str] = None,
+        connection_registry: Optional[ConnectionRegistry] = None,
+        login_throttle: Optional[LoginThrottle] = None,
+        max_links: int = 0,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -96,6 +121,13 @@ class Amqp10Engine:
         self.channel_max = channel_max
         self.idle_timeout = idle_timeout
         self.max_message_size = max_message_size
+        self.max_links = max_links
+        self._registry = connection_registry
+        self._throttle = login_throttle
+        self._admission: Optional[AdmissionToken] = None
+        #: a refused login's sasl-outcome, held back until ``_release_at`` (throttling)
+        self._held_out = b""
+        self._release_at: Optional[float] = None
         self.owner = f"amqp10-{next(_owner_ids)}"
         self.closed = False
         self.wants_input = True
@@ -194,7 +226,8 @@ class Amqp10Engine:
             if pending < 0 or (pending == 0 and transport.capacity() < 0):
                 self._teardown()
                 self._finish()
-        elif self._sasl is not None and self._sasl.state is SaslState.FAILED:
+        elif (self._sasl is not None and self._sasl.state is SaslState.FAILED
+              and self._release_at is None):
             self._finish()
         return bytes(out)
 
@@ -206,6 +239,12 @@ class Amqp10Engine:
         self._in_call = True
         try:
             deadlines: list[float] = []
+            if self._release_at is not None:
+                if now >= self._release_at:
+                    self._out += self._held_out
+                    self._held_out, self._release_at = b"", None
+                else:
+                    deadlines.append(self._release_at)
             if self._handshake_deadline is not None:
                 if now >= self._handshake_deadline:
                     self._handshake_expired()
@@ -244,8 +283,18 @@ class Amqp10Engine:
         return self._torn_down
 
     def permit(self, action: Action, resource: str) -> None:
-        """The one place where permissions will be checked (a later issue); it raises
-        ``Amqp10Error(amqp:unauthorized-access)`` once they are."""
+        """The one place where permissions are checked (RabbitMQ's configure / write /
+        read regular expressions of the user for this vhost; see ``gateway.auth``).
+
+        Raises ``Amqp10Error(amqp:unauthorized-access)`` (link scope) whose text names
+        the action, the resource, the user and the vhost."""
+        user, vhost = self.user, self.vhost
+        if user is None or vhost is None:
+            raise Amqp10Error(Cond.ILLEGAL_STATE, "no authenticated user or vhost")
+        try:
+            check(user, vhost.name, action, resource)
+        except AccessRefused as exc:
+            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS, exc.text) from None
 
     def output_ready(self) -> None:
         if not self._in_call and self.on_output is not None:
@@ -272,12 +321,34 @@ class Amqp10Engine:
         sasl = self._sasl
         assert sasl is not None
         sasl.receive_data(data)
-        self._out += sasl.data_to_send()
+        out = sasl.data_to_send()
         if sasl.state is SaslState.DONE:
+            self._out += out
             assert sasl.result is not None
+            if self._throttle is not None:
+                self._throttle.record_success(self.peer_host, self._now)
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.state = EngineState.CLOSED
+            delay = self._login_failure_delay() if sasl.login_failed else 0.0
+            if delay > 0.0:
+                # answer a suspected password guesser late (a timer, never a sleep)
+                log.info("delaying the failed login answer to %s by %.2fs", self.peer_host, delay)
+                self._held_out += out
+                self._release_at = self._now + delay
+                self._handshake_deadline = None
+            else:
+                self._out += out
+        else:
+            self._out += out
+
+    def _login_failure_delay(self) -> float:
+        """Record a failed login of ``peer_host``; the seconds to hold the answer back."""
+        throttle = self._throttle
+        if throttle is None:
+            return 0.0
+        throttle.record_failure(self.peer_host, self._now)
+        return throttle.delay_for(self.peer_host, self._now)
 
     # ------------------------------------------------------------------ AMQP
     def _start_amqp(self, user: User, initial: bytes) -> None:
@@ -285,7 +356,13 @@ class Amqp10Engine:
         self.state = EngineState.AMQP
         transport = Transport(Transport.SERVER)
         transport.max_frame_size = self.max_frame_size
-        transport.channel_max = self.channel_max
+        channel_max = self.channel_max
+        if self._registry is not None:
+            sessions = self._registry.limits_for(user.name).max_channels
+            if sessions > 0:
+                # channel numbers 0..channel_max: N sessions means channel-max N-1
+                channel_max = min(channel_max, sessions - 1)
+        transport.channel_max = channel_max
         transport.idle_timeout = self.idle_timeout
         connection = Connection()
         connection.container = self.container_id
@@ -388,6 +465,17 @@ class Amqp10Engine:
         connection.open()
         if vhost is None:
             raise Amqp10Error(Cond.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
+        user = self.user
+        assert user is not None
+        if not may_access_vhost(user, name):
+            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+                              f"access to vhost '{name}' refused for user '{user.name}'",
+                              Scope.CONNECTION)
+        if self._registry is not None:
+            try:
+                self._admission = self._registry.admit(user.name)
+            except ConnectionLimitReached as exc:
+                raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED, exc.text, Scope.CONNECTION) from None
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
@@ -407,6 +495,9 @@ class Amqp10Engine:
     def _on_link_open(self, link: Any) -> None:
         if self.vhost is None:
             raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
+        if self.max_links and len(self._links) >= self.max_links:
+            raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
+                              f"link limit ({self.max_links}) per connection reached")
         handler = attach_link(self, link)
         self._links[link] = handler
 
@@ -498,6 +589,9 @@ class Amqp10Engine:
         if self._torn_down:
             return
         self._torn_down = True
+        if self._registry is not None:
+            self._registry.release(self._admission)
+            self._admission = None
         handlers = list(self._links.values())
         self._links.clear()
         for handler in handlers:
@@ -511,6 +605,9 @@ class Amqp10Engine:
             self.broker.remove_blocked_listener(self)
 
     def _finish(self) -> None:
+        if self._registry is not None:
+            self._registry.release(self._admission)
+            self._admission = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False

@@ -23,6 +23,16 @@ resolved through ``addressing`` against the connection's vhost:
   modified counts (delivery-failed), excludes this link (undeliverable-here) and merges
   annotations. ``distribution-mode copy`` browses (the consumer does not acquire).
 
+Permissions (RabbitMQ's model, checked through ``LinkHost.permit``): a sending link
+needs WRITE on the exchange it publishes to at attach (``/queue/Q`` targets: the default
+exchange, ``amq.default``) and every message is checked again on its route (so the
+anonymous relay is checked per message on its ``to``; a refusal rejects that message
+with ``amqp:unauthorized-access``); a receiving link needs READ on its queue; an
+``/exchange/X/RK`` or ``/topic/RK`` source needs READ on the exchange and CONFIGURE and
+WRITE on its temporary queue; a dynamic source needs CONFIGURE on the queue it creates.
+A refused attach is answered with a detach ``amqp:unauthorized-access`` whose text names
+the action, the resource, the user and the vhost.
+
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) naming it.
 Unsettled deliveries go back to their queue when the link or the connection goes.
@@ -425,9 +435,32 @@ def _copy_terminus_basics(local: Terminus, remote: Terminus, address: Optional[s
     local.timeout = remote.timeout
 
 
-def _temporary_queue(host: LinkHost) -> Queue:
-    host.permit(Action.CONFIGURE, "")
-    return host.vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+def _temporary_queue(host: LinkHost, *actions: Action) -> Queue:
+    """Declare a server-named exclusive queue, then check ``actions`` on its name.
+
+    The name is only known once declared (``amq.gen-...``), so the queue is declared
+    first and deleted again when a check refuses (the ``Amqp10Error`` propagates)."""
+    vhost = host.vhost
+    queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+    try:
+        for action in actions:
+            host.permit(action, queue.name)
+    except Amqp10Error:
+        vhost.delete_queue(queue.name, owner=host.owner)
+        raise
+    return queue
+
+
+def _permit_publish_route(host: LinkHost, route: Any) -> None:
+    """WRITE on the node a sending link publishes to: the exchange (``/queue/Q``
+    targets publish through the default exchange, checked as ``amq.default``, as a
+    0-9-1 ``basic.publish`` to it is), or the service node."""
+    if isinstance(route, (LocalPublish, SubjectPublish)):
+        host.permit(Action.WRITE, route.exchange)
+    elif isinstance(route, ServiceRoute):
+        host.permit(Action.WRITE, route.name)
+    elif isinstance(route, Forward):
+        host.permit(Action.WRITE, TRANSFER_SERVICE)
 
 
 def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
@@ -436,7 +469,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     temporary = False
     address = remote.address
     if remote.dynamic:
-        queue = _temporary_queue(host)
+        queue = _temporary_queue(host, Action.CONFIGURE)
         temporary = True
         address = f"/queue/{queue.name}"
     elif address is None:
@@ -452,7 +485,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
             queue = vhost.checked_queue(route.queue, host.owner)
         elif isinstance(route, TemporaryBinding):
             host.permit(Action.READ, route.exchange)
-            queue = _temporary_queue(host)
+            queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
             temporary = True
             try:
                 vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, route.routing_key,
@@ -497,6 +530,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
                                         directory=VhostDirectory(vhost), vhost=vhost.name)
         except AddressError as exc:
             raise _address_error(exc) from None
+        _permit_publish_route(host, route)
         if isinstance(route, LocalPublish) and route.exchange == "":
             capacity_queue = vhost.queue(route.routing_key)
         if isinstance(route, (LocalPublish, SubjectPublish)):

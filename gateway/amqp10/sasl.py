@@ -189,6 +189,9 @@ class SaslServer:
         self.state = SaslState.AWAIT_INIT
         self.result: SaslResult | None = None
         self.failure: str | None = None
+        #: True when the failure was a refused login (an ``auth`` outcome is queued), as
+        #: opposed to malformed input; only refused logins count for login throttling
+        self.login_failed = False
         self.leftover = b""
         self._exchange = None
         self._mechanism = ""
@@ -278,6 +281,7 @@ class SaslServer:
     def _fail(self, reason: str, *, send_outcome: bool) -> None:
         if send_outcome:
             self._out += encode_sasl_frame(SASL_OUTCOME, [ubyte(SaslCode.AUTH)])
+            self.login_failed = True
         self.failure = reason
         self.state = SaslState.FAILED
         self._in.clear()

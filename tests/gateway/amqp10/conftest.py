@@ -5,17 +5,18 @@ from typing import Any, Callable
 
 import pytest
 
-from gateway.auth import Authenticator, User, UserDirectory, hash_password
+from gateway.auth import Authenticator, Permission, User, UserDirectory, hash_password
 from gateway.broker import Broker
 from tests.support.amqp10_pump import Amqp10Pump, engine_factory
 
 
 @pytest.fixture(scope="session")
 def users() -> UserDirectory:
+    everything = {vhost: Permission(".*", ".*", ".*") for vhost in ("/", "other")}
     return UserDirectory([
-        User("guest", hash_password("guest")),
-        User("alice", hash_password("secret")),
-        User("anon", None),
+        User("guest", hash_password("guest"), permissions=everything),
+        User("alice", hash_password("secret"), permissions=everything),
+        User("anon", None, permissions=everything),
     ])
 
 
