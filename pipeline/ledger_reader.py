@@ -14,6 +14,7 @@ from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from gateway.ledger.records import COLUMN_NAMES
 
@@ -45,9 +46,11 @@ def stage_events(spark: SparkSession, ledger_dirs: Sequence[str], path: str) -> 
 
 def load_events(spark: SparkSession, path: str) -> tuple[DataFrame, DataFrame]:
     """(valid events, malformed lines) from a staged ``events`` table."""
-    staged = spark.read.parquet(path)
-    if "valid" not in staged.columns:  # no input lines at all: Spark wrote no partition
-        return staged, staged
+    # An explicit schema: with no input line at all Spark writes no partition, and
+    # inferring a schema from nothing would fail.
+    schema = ledger_schema(with_corrupt=False) \
+        .add("corrupt_record", T.StringType()).add("valid", T.StringType())
+    staged = spark.read.schema(schema).parquet(path)
     # partition values come back as text ("true"/"false") whatever type was written
     is_valid = F.col("valid").cast("string") == "true"
     events = staged.filter(is_valid).drop("valid", "corrupt_record")

@@ -92,6 +92,9 @@ def run_report(
         raise ValueError("at least one ledger directory is needed")
     if top < 1 or samples < 0 or late_after < 0:
         raise ValueError("top must be >= 1, samples and late_after >= 0")
+    missing = [d for d in ledger_dirs if _is_local(d) and not os.path.isdir(_local_path(d))]
+    if missing:
+        raise ValueError(f"ledger directory not found: {', '.join(missing)}")
     from pipeline.reconcile import MatchBy
 
     matching = MatchBy(match_by)
@@ -152,7 +155,7 @@ def _run(spark: Any, ledger_dirs: list[str], out_dir: str, late_after: float, ma
     progress.stage(f"reading {len(ledger_dirs)} ledger(s) into {paths['events']}")
     ledger_reader.stage_events(spark, ledger_dirs, paths["events"])
     events, malformed_rows = ledger_reader.load_events(spark, paths["events"])
-    malformed = malformed_rows.count() if "corrupt_record" in malformed_rows.columns else 0
+    malformed = malformed_rows.count()
 
     progress.stage("traffic, protocol pairs, latency, outcomes, top talkers")
     small: dict[str, Callable[[], Any]] = {

@@ -236,3 +236,17 @@ def test_report_reads_every_complete_record_after_kill_9(spark, tmp_path):
     assert s.events == complete > 3000
     assert s.by_event == {"received": complete}
     assert s.malformed == torn <= 1
+
+
+def test_empty_ledger_gives_an_empty_report(spark, tmp_path):
+    (tmp_path / "empty").mkdir()
+    s = run_report([str(tmp_path / "empty")], str(tmp_path / "out"), spark=spark, progress=quiet())
+    assert (s.events, s.malformed, s.by_event, s.protocol_pairs) == (0, 0, {}, {})
+    assert s.reconciliation["forwarded"] == 0
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_missing_ledger_directory_is_refused_before_spark(tmp_path):
+    with pytest.raises(ValueError) as info:
+        run_report([str(tmp_path / "nope")], str(tmp_path / "out"), spark=object(), progress=quiet())
+    assert "nope" in str(info.value)
