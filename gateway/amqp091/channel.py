@@ -17,7 +17,10 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
   queue (404 "no previously declared queue" if none); an empty routing key on queue.bind
   with queue ``""`` becomes that queue's name.
 * Reusing a consumer tag on a channel is 530 (connection); an exclusive-consumer conflict is
-  403, another connection's exclusive queue 405.
+  403, another connection's exclusive queue 405. ``no_local`` and consumer arguments
+  (``x-priority`` ...) are accepted and ignored, as RabbitMQ ignores ``no_local``.
+* channel.flow from the client: ``active=false`` stops deliveries to this channel's
+  consumers (basic.get still works) until ``active=true``; both are answered with flow-ok.
 * ack/nack/reject of a tag that is not outstanding is 406 "unknown delivery tag N".
 * basic.recover with ``requeue=false`` is 540, as in RabbitMQ 3.
 * Unacknowledged deliveries (including those acked in an uncommitted transaction) go back
