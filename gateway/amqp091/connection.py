@@ -29,6 +29,14 @@ one exception, a failed login from a client advertising ``authentication_failure
 gets connection.close 403 first; and a framing error with ``send_close=False`` closes
 at once. Unexpected Python exceptions become 541 INTERNAL_ERROR and are logged.
 
+Limits and throttling (optional shared objects from ``gateway.auth``): with a
+``connection_registry`` the user's connection is admitted at connection.open (over the
+user's limit: connection.close 530 "connection limit (N) for user 'x' reached") and
+released when CLOSED, and the user's ``max_channels`` lowers the proposed channel-max;
+with a ``login_throttle`` a refused login is recorded and, once the address failed too
+often, its answer (close 403 or the silent close) is held back ``delay_for(peer, now)``
+seconds through the ``tick`` deadline while further input is ignored.
+
 Channels (1..channel-max) open with channel.open; frames for a channel that is not open are
 504; content goes through a per-channel ``ContentAssembler``; a ``ChannelException`` closes
 just that channel (channel.close, then every frame but close/close-ok is dropped until
@@ -73,7 +81,13 @@ from gateway.amqp091.spec import (
     ReplyCode,
 )
 from gateway.amqp091.tuning import TuneParameters, negotiate
-from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
+from gateway.auth import (
+    AuthenticationFailed,
+    Authenticated,
+    ConnectionLimitReached,
+    cap_channel_max,
+    may_access_vhost,
+)
 
 __all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -167,6 +181,8 @@ class ServerConnection:
         vhost_access: Callable[[Any, str], bool] = may_access_vhost,
         on_output: Callable[[], None] | None = None,
         connection_id: Any = None,
+        connection_registry: Any = None,
+        login_throttle: Any = None,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
@@ -192,6 +208,11 @@ class ServerConnection:
         self._tls_peer_subject = tls_peer_subject
         self._vhost_access = vhost_access
         self._on_output = on_output
+        # shared across connections (gateway.auth.ConnectionRegistry / LoginThrottle)
+        self._registry = connection_registry
+        self._throttle = login_throttle
+        self._refusal_text: str | None = None
+        self._refusal_deadline: float | None = None
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
         self._out = bytearray()
@@ -296,6 +317,13 @@ class ServerConnection:
             self._last_rx, self._rx_seen = now, False
         if self._tx_seen:
             self._last_tx, self._tx_seen = now, False
+        if self._refusal_deadline is not None:
+            if now < self._refusal_deadline:
+                return self._refusal_deadline
+            self._refusal_deadline = None
+            self._answer_login_refusal(self._refusal_text or "login refused")
+            if self._state is ConnectionState.CLOSED:
+                return None
         deadlines: list[float] = []
         for deadline, what in ((self._handshake_deadline, "handshake"), (self._close_deadline, "close-ok")):
             if deadline is not None:
@@ -383,6 +411,8 @@ class ServerConnection:
     # ---- input dispatch -------------------------------------------------------------------
 
     def _dispatch(self, frame: Frame) -> None:
+        if self._refusal_deadline is not None:
+            return  # a refused login's answer is being held back: ignore the rest
         channel = frame.channel
         if self._state is ConnectionState.CLOSING:
             if channel == 0 and type(frame) is MethodFrame:
@@ -530,6 +560,14 @@ class ServerConnection:
         if isinstance(outcome, Authenticated):
             self.user = outcome.user
             self._sasl = None
+            if self._throttle is not None:
+                self._throttle.record_success(self.peer_host, self.now)
+            if self._registry is not None:
+                # the user's max_channels lowers the channel-max we propose
+                t = self._server_tune
+                user_channels = self._registry.limits_for(self.user.name).max_channels
+                self._server_tune = TuneParameters(cap_channel_max(t.channel_max, user_channels),
+                                                   t.frame_max, t.heartbeat)
             # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
             t = self._server_tune
             self._send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
@@ -544,6 +582,20 @@ class ServerConnection:
         log.warning("0-9-1 login from %s refused (mechanism %s): %s", self.peer_host, self._mechanism, reason)
         text = (f"Login was refused using authentication mechanism {self._mechanism[:40]}. "
                 "For details see the broker logfile.")
+        delay = 0.0
+        if self._throttle is not None:
+            self._throttle.record_failure(self.peer_host, self.now)
+            delay = self._throttle.delay_for(self.peer_host, self.now)
+        if delay > 0.0:
+            # a likely password guesser: answer late, by the tick deadline (never a sleep)
+            log.info("delaying the refused login answer to %s by %.2fs", self.peer_host, delay)
+            self._refusal_text = text
+            self._refusal_deadline = self.now + delay
+            self._handshake_deadline = None
+            return
+        self._answer_login_refusal(text)
+
+    def _answer_login_refusal(self, text: str) -> None:
         if self.capabilities.get("authentication_failure_close") is True:
             self._begin_close(ConnectionException(ReplyCode.ACCESS_REFUSED, text, ClassId.CONNECTION,
                                                   m.ConnectionStartOk.METHOD_ID))
@@ -569,6 +621,14 @@ class ServerConnection:
             raise ConnectionException(ReplyCode.NOT_ALLOWED,
                                       f"access to vhost '{name}' refused for user '{self.user.name}'",
                                       method.CLASS_ID, method.METHOD_ID)
+        registry = self._registry
+        if registry is not None:
+            try:
+                token = registry.admit(self.user.name)
+            except ConnectionLimitReached as exc:
+                raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
+                                          method.CLASS_ID, method.METHOD_ID) from None
+            self.add_close_callback(lambda: registry.release(token))
         self.vhost, self.vhost_name = vhost, name
         self._send_method(0, m.ConnectionOpenOk())
         self._state = ConnectionState.OPEN
