@@ -12,7 +12,15 @@ from typing import Mapping, Optional
 from twisted.application import service
 from twisted.internet import defer, task
 
-from gateway.auth import Authenticator, Permission, User, UserDirectory
+from gateway.auth import (
+    Authenticator,
+    ConnectionRegistry,
+    LoginThrottle,
+    Permission,
+    User,
+    UserDirectory,
+    UserLimits,
+)
 from gateway.broker import Broker
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
 from gateway.edge.http import make_site
@@ -27,6 +35,9 @@ log = logging.getLogger(__name__)
 __all__ = ["GatewayService", "users_from_config", "tls_server_for"]
 
 BROKER_TICK_INTERVAL = 1.0
+#: first delay (seconds) of a throttled failed login, doubling up to
+#: ``limits.failed_login_max_delay`` (the config has no key of its own for it)
+FAILED_LOGIN_BASE_DELAY = 2.0
 
 
 def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
@@ -78,6 +89,15 @@ class GatewayService(service.MultiService):
                              memory_high_watermark=config.memory_high_watermark)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        limits = config.limits
+        # shared by both engines: a user's connections count across protocols/listeners
+        self.connection_registry = ConnectionRegistry(
+            default_max_connections=limits.max_connections_per_user,
+            per_user={u.name: UserLimits(u.max_connections, u.max_channels) for u in config.users})
+        self.login_throttle = LoginThrottle(
+            max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
+            base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
+            max_delay=limits.failed_login_max_delay)
         self.notifier = SystemdNotifier(environ)
         self.watchdog = Watchdog(self.notifier)
         self.tls_servers = [tls_server_for(listener) for listener in config.listeners]
@@ -109,7 +129,8 @@ class GatewayService(service.MultiService):
                 allow_anonymous=ctx.listener.allow_anonymous,
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
-                connection_id=ctx.connection_id)
+                connection_id=ctx.connection_id,
+                connection_registry=self.connection_registry, login_throttle=self.login_throttle)
         from gateway.amqp10 import Amqp10Engine
 
         amqp10 = self.config.amqp10
@@ -121,7 +142,9 @@ class GatewayService(service.MultiService):
             default_vhost=ctx.listener.default_vhost or amqp10.default_vhost,
             max_frame_size=limits.frame_max or 131072, channel_max=limits.channel_max or 65535,
             idle_timeout=float(limits.heartbeat), max_message_size=limits.max_message_size,
-            handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject)
+            handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
+            connection_registry=self.connection_registry, login_throttle=self.login_throttle,
+            max_links=limits.max_links_per_connection)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
