@@ -284,7 +284,10 @@ class Authenticator:
                    offered: Sequence[str] | None = None) -> list[str]:
         """Return the mechanism names to offer, best first.
 
-        AMQPLAIN only for ``"amqp091"``; EXTERNAL only with a
+        AMQPLAIN only for ``"amqp091"``; SCRAM-SHA-256 only for ``"amqp10"`` (0-9-1 has
+        no place for SCRAM's server-final message, so a client could never verify the
+        server, and RabbitMQ does not offer it there either; a listener's ``offered`` list
+        may still name it for 0-9-1 clients that skip that check); EXTERNAL only with a
         ``tls_peer_subject``; ANONYMOUS only when ``allow_anonymous`` and an
         ``anonymous_user`` is configured. ``offered`` restricts the list and
         sets its order; names it holds that are unknown or unavailable are
@@ -294,6 +297,9 @@ class Authenticator:
         available: list[str] = []
         for mech in Mechanism:
             if mech is Mechanism.AMQPLAIN and proto is not Protocol.AMQP091:
+                continue
+            if (mech is Mechanism.SCRAM_SHA_256 and proto is Protocol.AMQP091
+                    and not (offered and mech.value in offered)):
                 continue
             if mech is Mechanism.EXTERNAL and not tls_peer_subject:
                 continue

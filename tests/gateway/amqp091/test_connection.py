@@ -71,10 +71,31 @@ def test_amqplain_login() -> None:
     assert isinstance(methods_of(out)[0], m.ConnectionTune)
 
 
+class _OfferScram:
+    """A listener that names SCRAM-SHA-256 for 0-9-1 explicitly (it is not offered by default)."""
+
+    def __init__(self, auth):
+        self._auth = auth
+
+    def mechanisms(self, **kw):
+        return self._auth.mechanisms(offered=["SCRAM-SHA-256", "PLAIN"], **kw)
+
+    def start(self, mechanism, **kw):
+        return self._auth.start(mechanism, offered=["SCRAM-SHA-256", "PLAIN"], **kw)
+
+
+def test_scram_not_offered_to_091_by_default() -> None:
+    d = ConnectionDriver()
+    (start,) = methods_of(d.received())
+    assert b"SCRAM" not in start.mechanisms
+
+
 def test_scram_runs_secure_rounds() -> None:
     import scramp
 
-    d = ConnectionDriver()
+    from tests.support.frame_builder import make_authenticator
+
+    d = ConnectionDriver(authenticator=_OfferScram(make_authenticator()))
     d.received()
     client = scramp.ScramClient(["SCRAM-SHA-256"], "guest", "guest")
     out = d.send(d.frames.method(0, m.ConnectionStartOk(
