@@ -197,7 +197,6 @@ class LedgerWriter:
         items, self._buffer = self._buffer, []
         now_us = round(now * 1_000_000)
         data, kept = self._encoder.encode(items) if items else (b"", 0)
-        self.records_sampled_out += len(items) - kept
         if self._fd is not None and (
             now_us - self._open_start_us >= self.segment_max_age * 1_000_000
             or (data and self._open_size and self._open_size + len(data) > self.segment_max_bytes)
@@ -210,6 +209,7 @@ class LedgerWriter:
                 self._on_write_error(exc, items)
                 return 0
             self.records_written += kept
+        self.records_sampled_out += len(items) - kept
         self._apply_retention(now_us)
         return kept
 
