@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve metrics here instead of the config's address")
     chk = sub.add_parser("check-config", help="validate a config file and exit")
     chk.add_argument("config")
+    rp = sub.add_parser("report", help="PySpark traffic report over ledger directories",
+                        add_help=False)
+    rp.add_argument("args", nargs=argparse.REMAINDER)
     hp = sub.add_parser("hash-password", help="print a password hash for the config's users")
     hp.add_argument("--password-stdin", action="store_true",
                     help="read the password from standard input instead of prompting")
@@ -142,6 +145,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        # the report has its own argument parser (also used by spark-submit)
+        from pipeline.cli import report_main
+
+        return report_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "check-config":
         setup_logging("WARNING")

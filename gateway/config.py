@@ -34,6 +34,7 @@ __all__ = [
     "UserConfig",
     "Amqp10Config",
     "LimitsConfig",
+    "LedgerConfig",
     "LoggingConfig",
     "GatewayConfig",
     "load_config",
@@ -229,6 +230,26 @@ class LimitsConfig:
     failed_login_max_delay: float = _checked(30.0, check=_non_negative)
 
 
+def _sample_rate(v: float) -> str | None:
+    return None if 0.0 <= v <= 1.0 else f"{v} is not a rate between 0.0 and 1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerConfig:
+    """The message-event ledger that ``amqp-gateway report`` (PySpark) reads."""
+
+    enabled: bool = True
+    directory: str = ""
+    flush_interval: float = _checked(1.0, check=_positive)
+    segment_max_bytes: int = _checked(67108864, check=_positive)
+    segment_max_age: float = _checked(3600.0, check=_positive)
+    retention_max_age: float = _checked(604800.0, check=_positive)
+    retention_max_bytes: int = _checked(2147483648, check=_positive)
+    sample_rate: float = _checked(1.0, check=_sample_rate)
+    header_allowlist: tuple[str, ...] = ()
+    fsync: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: str = _checked("INFO", check=_log_level)
@@ -248,6 +269,7 @@ class GatewayConfig:
     limits: LimitsConfig = LimitsConfig()
     memory_high_watermark: int = _checked(1073741824, check=_positive)
     shutdown_timeout: float = _checked(10.0, check=_positive)
+    ledger: LedgerConfig = LedgerConfig()
     logging: LoggingConfig = LoggingConfig()
     source: str = ""
 

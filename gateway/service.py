@@ -6,6 +6,7 @@ module globals, so tests may run several gateways in one process.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from typing import Mapping, Optional
 
@@ -27,6 +28,7 @@ from gateway.edge.http import make_site
 from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
+from gateway.ledger import LedgerWriter
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 
@@ -85,8 +87,10 @@ class GatewayService(service.MultiService):
         self.reactor = reactor
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
+        self.ledger = self._make_ledger(config)
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
-                             memory_high_watermark=config.memory_high_watermark)
+                             memory_high_watermark=config.memory_high_watermark,
+                             ledger=self.ledger if self.ledger.enabled else None)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -105,7 +109,23 @@ class GatewayService(service.MultiService):
         self.ports: list = []
         self.http_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
+        self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
+
+    def _make_ledger(self, config: GatewayConfig) -> LedgerWriter:
+        lc = config.ledger
+        directory = lc.directory or os.path.join(config.state_dir, "ledger")
+        return LedgerWriter(
+            directory, container_id=self.container_id, enabled=lc.enabled,
+            segment_max_bytes=lc.segment_max_bytes, segment_max_age=lc.segment_max_age,
+            retention_max_age=lc.retention_max_age, retention_max_bytes=lc.retention_max_bytes,
+            sample_rate=lc.sample_rate, header_allowlist=lc.header_allowlist, fsync=lc.fsync)
+
+    def _flush_ledger(self) -> None:
+        try:
+            self.ledger.flush(self.reactor.seconds())
+        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
+            log.exception("ledger flush failed")
 
     # -- engines ------------------------------------------------------------------
     def make_engine(self, ctx: ConnectionContext) -> object:
@@ -170,6 +190,10 @@ class GatewayService(service.MultiService):
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
+        if self.ledger.enabled:
+            self._ledger_flush = task.LoopingCall(self._flush_ledger)
+            self._ledger_flush.clock = self.reactor
+            self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
@@ -204,6 +228,10 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        if self._ledger_flush is not None and self._ledger_flush.running:
+            self._ledger_flush.stop()
+        if self.ledger.enabled:
+            self.ledger.close(self.reactor.seconds())
         if self.http_port is not None:
             await defer.maybeDeferred(self.http_port.stopListening)
         if self.running:

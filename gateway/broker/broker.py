@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from gateway.store.interface import MessageRecord, NullStore, Store
 
@@ -41,8 +41,12 @@ class Broker:
         vhosts: Iterable[str] = ("/",),
         memory_high_watermark: Optional[int] = None,
         store: Optional[Store] = None,
+        ledger: Optional[Any] = None,
     ) -> None:
         self.container_id = container_id
+        # A ``gateway.ledger.LedgerWriter`` (or None): the protocols and the queues record
+        # message events through it; its ``record`` only appends to a list.
+        self.ledger = ledger
         self.store: Store = store if store is not None else NullStore()
         self.gate = ProducerGate(memory_high_watermark)
         self._ids = itertools.count(1)
