@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from proton import symbol, timestamp, ulong
+from proton import symbol, timestamp, uint, ulong
 
 from translators.errors import TranslationError
 from translators.mapping import SHORTSTR_MAX, Annotation, Reserved
@@ -33,6 +33,7 @@ __all__ = [
     "fits_shortstr",
     "same_typed",
     "expiration_ttl",
+    "amqp10_field_value",
 ]
 
 _INT64_MAX = 2**63 - 1
@@ -124,6 +125,31 @@ def _text_back(value: Any) -> Optional[str]:
 
 def _ulong_back(value: Any) -> Optional[int]:
     return int(value) if type(value) is ulong else None
+
+
+def _as_uint(value: Any) -> Any:
+    """sequence-no: any 0-9-1 integer letter in the uint range, else ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _UINT_MAX:
+        return uint(int(value))
+    return None
+
+
+# Reserved headers whose value a 0-9-1 publisher can only write in a near type.
+_NEAR_TYPES: dict[Reserved, Callable[[Any], Any]] = {
+    Reserved.GROUP_SEQUENCE: _as_uint,
+}
+
+
+def amqp10_field_value(reserved: Reserved, value: Any) -> Any:
+    """``value`` (already converted with ``from_field_value``) in the type the 1.0
+    properties field of ``reserved`` requires, where a 0-9-1 publisher can only write a
+    near type: ``group-sequence`` is a uint, but pika can only send ``I``/``l`` integers.
+    Why: proton reads a wrongly typed field as absent, so the value would be lost at the
+    1.0 receiver. Any other value is returned unchanged (what a 1.0 peer sent, even an
+    ill-typed field, comes back as it was)."""
+    convert = _NEAR_TYPES.get(reserved)
+    converted = None if convert is None else convert(value)
+    return value if converted is None else converted
 
 
 @dataclass(frozen=True, slots=True)

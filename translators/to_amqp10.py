@@ -15,7 +15,7 @@ from translators.basic_properties import BasicProperties
 from translators.body import body_to_amqp10, labelled_sections
 from translators.errors import TranslationError
 from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
-from translators.property_forms import CARRIED_PROPERTIES, expiration_ttl
+from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl
 from translators.section_scan import SectionCode
 from translators.value_types import from_field_value, map_from_field
 
@@ -75,7 +75,7 @@ def to_amqp10(
         current = getattr(properties, rule.amqp091) if rule.amqp091 else None
         carried = reserved.get(rule.reserved.value, _MISSING)
         if carried is not _MISSING:
-            restored = from_field_value(carried)
+            restored = amqp10_field_value(rule.reserved, from_field_value(carried))
             if rule.form(restored) == current:
                 props[rule.index] = restored
                 continue

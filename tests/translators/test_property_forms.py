@@ -4,10 +4,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from proton import symbol, timestamp, ulong
+from proton import symbol, timestamp, uint, ulong
 
+from translators import BasicProperties, decode_sections, to_amqp10
 from translators.mapping import Reserved
-from translators.property_forms import CARRIED_PROPERTIES, expiration_ttl, same_typed
+from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl, same_typed
+from translators.section_scan import SectionCode
+from translators.values import Int8, Int32, UInt32
 
 RULES = {rule.reserved: rule for rule in CARRIED_PROPERTIES}
 
@@ -48,3 +51,17 @@ def test_expiration_ttl(text, ttl):
 
 def test_same_typed_distinguishes_symbol_from_str():
     assert not same_typed(symbol("a"), "a") and same_typed("a", "a")
+
+
+@pytest.mark.parametrize("value", [Int32(7), Int8(7), 7, UInt32(7)])
+def test_group_sequence_header_of_any_integer_letter_becomes_a_uint(value):
+    """pika can only write 'I'/'l' integers: the 1.0 field is still a uint."""
+    props = BasicProperties(headers={Reserved.GROUP_SEQUENCE.value: value})
+    fields = dict(decode_sections(to_amqp10(props, b"")))[SectionCode.PROPERTIES]
+    assert fields[11] == 7 and type(fields[11]) is uint
+
+
+@pytest.mark.parametrize("value", [-1, 2**32, "7"])
+def test_group_sequence_header_out_of_uint_range_is_kept_as_sent(value):
+    assert amqp10_field_value(Reserved.GROUP_SEQUENCE, value) == value
+    assert same_typed(amqp10_field_value(Reserved.SUBJECT, "s"), "s")
