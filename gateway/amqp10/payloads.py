@@ -6,10 +6,12 @@ Incoming: :func:`container_from_transfer` keeps the encoded message as the paylo
 only the header, properties and application-properties sections.
 
 Outgoing: :func:`delivery_bytes` sends a 1.0-origin payload unchanged on a first delivery
-(1.0 -> 1.0 costs no re-encoding); a redelivery only gets a new header section through
-``with_delivery_header`` (delivery-count, first-acquirer false). A 0-9-1-origin message is
-translated once per message through ``MessageContainer.converted`` (cached for every
-other 1.0 consumer). Annotations added by a ``modified`` outcome are merged into the
+(1.0 -> 1.0 costs no re-encoding). A 0-9-1-origin message is translated once per message
+through ``MessageContainer.converted`` (cached for every other 1.0 consumer, so a fan-out
+translates once); the cached form already carries first-acquirer true (seed 001:
+first-acquirer iff not redelivered; without a header a 1.0 receiver would read *false*).
+A redelivery only gets a new header section through ``with_delivery_header``
+(delivery-count, first-acquirer false). Annotations added by a ``modified`` outcome are merged into the
 message-annotations section, which needs a full decode: that path is rare by nature.
 """
 from __future__ import annotations
@@ -56,9 +58,11 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
 
 
 def _from_amqp091(message: MessageContainer) -> bytes:
+    """A 0-9-1 message as sent on its first delivery to 1.0 (cached per message)."""
     _properties_bytes, body = message.payload
-    return to_amqp10(message.properties, body, exchange=message.exchange,
-                     routing_key=message.routing_key)
+    encoded = to_amqp10(message.properties, body, exchange=message.exchange,
+                        routing_key=message.routing_key)
+    return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
 
 
 def _merge_annotations(encoded: bytes, annotations: dict[Any, Any]) -> bytes:
