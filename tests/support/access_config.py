@@ -42,11 +42,13 @@ def tls_listener(pki: TestPKI, server: Issued, *, mode: str = "on", verify: str 
 
 
 def access_config(*, users_file: Optional[str] = None, limits: Mapping[str, Any] | None = None,
-                  listener_extra: str = "", extra: str = "", heartbeat: int = 60) -> str:
+                  listener_extra: str = "", extra: str = "", heartbeat: int = 60,
+                  sniff_timeout: float = 10.0) -> str:
     """``default_config`` plus a users file, extra ``limits`` keys and listener lines."""
     if users_file:
         extra = f"users_file: {users_file}\n" + extra
-    text = default_config(heartbeat=heartbeat, listener_extra=listener_extra, extra=extra)
+    text = default_config(heartbeat=heartbeat, listener_extra=listener_extra, extra=extra,
+                          sniff_timeout=sniff_timeout)
     if limits:
         lines = "".join(f"  {key}: {value}\n" for key, value in limits.items())
         text = text.replace("limits:\n", "limits:\n" + lines, 1)
