@@ -169,7 +169,7 @@ def test_pika_connection_survives_a_certificate_reload(fresh_gateway, pki, tmp_p
             socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=TIMEOUT)) as fresh:
         assert peer_cn(fresh) == "renewed.test"
     fresh_conn = pika_tls(gw, pki)
-    assert fresh_peer_cn(conn._impl._transport._sock) == "renewed.test"
+    assert peer_cn(fresh_conn._impl._transport._sock) == "renewed.test"
     fresh_conn.close()
 
     for i in range(20):  # the old connection keeps publishing (each one confirmed)
