@@ -242,6 +242,13 @@ class BrokerChannel:
             name, passive=method.passive, durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments or {}, owner=self.owner,
             now=self.context.now)
+        if not name and not method.passive:
+            # a server-named queue needs CONFIGURE on the generated name (RabbitMQ), which
+            # only exists now: refuse and take the fresh queue away again
+            refusal = self.scope.check(Action.CONFIGURE, queue.name)
+            if refusal is not None:
+                self.vhost.delete_queue(queue.name, owner=self.owner)
+                raise access_refused(refusal, method)
         self.last_queue = queue.name
         if not method.nowait:
             self.writer.send_method(m.QueueDeclareOk(queue=queue.name, message_count=queue.message_count,
