@@ -231,6 +231,10 @@ def generator_notes(rows: Sequence[SummaryRow]) -> list[str]:
     faster = [r for r in flows if r.reference.median > r.gateway.median]
     notes = [f"generator check: the same generators drove the reference faster than the gateway "
              f"in {len(faster)} of {len(flows)} throughput rows"]
+    cpu = [c for r in flows for c in (r.gateway_gen_cpu, r.reference_gen_cpu) if c is not None]
+    if cpu:
+        notes.append(f"  load generators' CPU (all generator processes of a run / wall time): "
+                     f"at most {max(cpu):.2f} core(s) in any row")
     for r in flows:
         if r not in faster:
             notes.append(f"  {r.workload}: gateway faster ({r.gateway.median:,.0f} vs "

@@ -86,7 +86,8 @@ def test_generator_notes_name_rows_where_the_gateway_was_faster():
           _m("W2 100B", GATEWAY, 0, 300.0, gen_cpu=0.4), _m("W2 100B", REFERENCE, 0, 100.0)]
     notes = generator_notes(summarize(ms, ["W1 100B", "W2 100B"]))
     assert "in 1 of 2 throughput rows" in notes[0]
-    assert len(notes) == 2 and "W2 100B: gateway faster" in notes[1] and "0.40" in notes[1]
+    assert "at most 0.40 core(s)" in notes[1]
+    assert len(notes) == 3 and "W2 100B: gateway faster" in notes[2] and "0.40" in notes[2]
 
 
 def test_write_json_converts_dataclasses(tmp_path):
