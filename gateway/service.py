@@ -52,6 +52,10 @@ def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
     ]
 
 
+def user_limits(users: tuple[UserConfig, ...]) -> dict[str, UserLimits]:
+    return {u.name: UserLimits(u.max_connections, u.max_channels) for u in users}
+
+
 def tls_server_for(listener: ListenerConfig) -> Optional[TlsServer]:
     """The listener's TLS material, loaded now (raises ``TlsError`` naming the file)."""
     if listener.tls is TlsMode.OFF:
@@ -97,7 +101,7 @@ class GatewayService(service.MultiService):
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
-            per_user={u.name: UserLimits(u.max_connections, u.max_channels) for u in config.users})
+            per_user=user_limits(config.users))
         self.login_throttle = LoginThrottle(
             max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
             base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
@@ -251,6 +255,7 @@ class GatewayService(service.MultiService):
             try:
                 fresh = load_config(self.config.source)
                 self.users.replace(users_from_config(fresh.users))
+                self.connection_registry.replace_limits(user_limits(fresh.users))
                 log.info("users reloaded: %d user(s)", len(self.users))
             except (ConfigError, ValueError) as exc:
                 log.error("users not reloaded, keeping the previous ones: %s", exc)
