@@ -25,6 +25,12 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
 * basic.recover with ``requeue=false`` is 540, as in RabbitMQ 3.
 * Unacknowledged deliveries (including those acked in an uncommitted transaction) go back
   to their queues, flagged redelivered, when the channel closes.
+
+Ledger (``broker.ledger``, see ``gateway.broker.ledger_events``): received, the routing
+verdict (routed / unroutable / returned / refused), delivered (deliver and get-ok) and
+settled (ack: accepted; reject/nack: rejected or, with requeue, released; no-ack: accepted
+at once; unacked at channel close: released) are recorded here; ``link`` is the channel
+number and ``connection`` the edge's connection id.
 """
 from __future__ import annotations
 
@@ -54,6 +60,7 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
+from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 
@@ -63,6 +70,18 @@ log = logging.getLogger(__name__)
 
 NO_ROUTE_TEXT = "NO_ROUTE"
 """reply-text of basic.return for an unroutable mandatory message (RabbitMQ's)."""
+QUEUE_FULL_TEXT = "queue full"
+"""Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
+
+_P091 = WireProtocol.AMQP091
+_LEDGER_OUTCOME = {
+    SettleKind.ACK: LedgerOutcome.ACCEPTED,
+    SettleKind.REQUEUE: LedgerOutcome.RELEASED,
+    SettleKind.REJECT: LedgerOutcome.REJECTED,
+}
+"""How each 0-9-1 settlement is named in the ledger."""
+CLOSED_WITH_UNACKED = "channel closed"
+"""Ledger reason of the release of deliveries still unacked when a channel closes."""
 
 
 def _consumer_tag() -> str:
@@ -98,6 +117,10 @@ class BrokerChannel:
         self.is_open = True
         user = context.user
         self._user_name: str | None = getattr(user, "name", None)
+        # ledger columns fixed for the channel's life, so recording formats nothing
+        conn_id = getattr(context.connection, "connection_id", None)
+        self._conn_id: str | None = None if conn_id is None else str(conn_id)
+        self._vhost_name: str = context.vhost_name
 
     @classmethod
     def factory(cls, broker: Any) -> ChannelHandlerFactory:
@@ -139,9 +162,13 @@ class BrokerChannel:
             items += self.tx.settled_items()
             self.tx.take()
         items.sort(key=lambda u: u.tag)
+        ledger = self.broker.ledger
         for item in items:
             queue = item.entry.queue
             if queue is not None:
+                if ledger is not None:
+                    self._record_settled(ledger, LedgerOutcome.RELEASED, item.entry, now,
+                                         CLOSED_WITH_UNACKED)
                 queue.release(item.entry, redelivered=True, count_delivery=False, now=now)
 
     # ---- consumer callbacks (from the broker, possibly outside handle) -------------------
@@ -150,6 +177,19 @@ class BrokerChannel:
         """basic.deliver for ``entry`` (already acquired for ``consumer``)."""
         message = entry.message
         tag = self.unacked.next_tag()
+        ledger = self.broker.ledger
+        if ledger is not None:
+            now = self.context.now
+            ledger.record(
+                EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
+                proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
+                queue=consumer.queue.name, message_id=message.message_id,
+                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                size=message.size, delivery_count=entry.delivery_count,
+                received_at=message.created_at)
+            if consumer.no_ack:
+                self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
@@ -351,19 +391,61 @@ class BrokerChannel:
         if method.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
                                       method.METHOD_ID)
-        self._permit(Action.WRITE, method.exchange, method)
-        message = container_from_publish(method, content, now=self.context.now, user_name=self._user_name)
+        now = self.context.now
+        ledger = self.broker.ledger
+        try:
+            self._permit(Action.WRITE, method.exchange, method)
+            message = container_from_publish(method, content, now=now, user_name=self._user_name)
+        except ChannelException as exc:
+            if ledger is not None:
+                self._record_refused(ledger, method, None, exc.reply_text)
+            raise
+        if ledger is not None:
+            message.gateway_id = self.broker.next_gateway_id()
+            ledger.record(
+                EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user_name,
+                proto_in=_P091, connection=self._conn_id, link=self.channel_id,
+                exchange=method.exchange, routing_key=method.routing_key,
+                message_id=message.message_id, correlation_id=message.correlation_id,
+                gateway_id=message.gateway_id, size=message.size, headers=message.headers)
         if self.mode is PublishMode.TX:
-            exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
-            if exchange.internal:
-                raise AccessRefused(f"cannot publish to internal {exchange.label}")
+            try:
+                exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
+                if exchange.internal:
+                    raise AccessRefused(f"cannot publish to internal {exchange.label}")
+            except BrokerError as exc:
+                if ledger is not None:
+                    self._record_refused(ledger, method, message, exc.text)
+                raise
             assert self.tx is not None
             self.tx.add(PendingPublish(method, content, message))
             return
         self._route(method, content, message)
 
     def _route(self, method: m.Method, content: Content, message: MessageContainer) -> None:
-        result = self.vhost.publish(method.exchange, method.routing_key, message, self.context.now)
+        now = self.context.now
+        ledger = self.broker.ledger
+        try:
+            result = self.vhost.publish(method.exchange, method.routing_key, message, now)
+        except BrokerError as exc:
+            if ledger is not None:
+                self._record_refused(ledger, method, message, exc.text)
+            raise
+        if ledger is not None:
+            if result.queues or result.service is not None:
+                event, reason = EventKind.ROUTED, None
+            elif result.rejected:
+                event, reason = EventKind.REFUSED, QUEUE_FULL_TEXT
+            elif method.mandatory:
+                event, reason = EventKind.RETURNED, NO_ROUTE_TEXT
+            else:
+                event, reason = EventKind.UNROUTABLE, None
+            ledger.record(
+                event, now, vhost=self._vhost_name, user=self._user_name, proto_in=_P091,
+                connection=self._conn_id, link=self.channel_id, exchange=method.exchange,
+                routing_key=method.routing_key, routed_to=[q.name for q in result.queues],
+                message_id=message.message_id, correlation_id=message.correlation_id,
+                gateway_id=message.gateway_id, size=message.size, reason=reason)
         if method.mandatory and not result.routed:
             self.writer.send_content(
                 m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
@@ -390,6 +472,19 @@ class BrokerChannel:
         if not method.no_ack:
             self.unacked.add(Unacked(tag, entry, None))
         message = entry.message
+        ledger = self.broker.ledger
+        if ledger is not None:
+            now = self.context.now
+            ledger.record(
+                EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
+                proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
+                queue=queue.name, message_id=message.message_id,
+                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                size=message.size, delivery_count=entry.delivery_count,
+                received_at=message.created_at)
+            if method.no_ack:
+                self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         props, body = delivery_payload(message)
         self.writer.send_content(
             m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
@@ -428,11 +523,22 @@ class BrokerChannel:
             if item.window is not None:
                 item.window.settle_one()
         queues: dict[Queue, None] = {}
+        ledger = self.broker.ledger
+        outcome = _LEDGER_OUTCOME[kind]
         for item in items:
             entry = item.entry
             queue = entry.queue
             if queue is None:
                 continue
+            if ledger is not None:  # inlined _record_settled: this is the ack hot path
+                message = entry.message
+                ledger.record(
+                    EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
+                    proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                    link=self.channel_id, queue=queue.name, message_id=message.message_id,
+                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                    size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
+                    received_at=message.created_at)
             if kind is SettleKind.ACK:
                 queue.settle(entry)
             elif kind is SettleKind.REQUEUE:
@@ -445,6 +551,34 @@ class BrokerChannel:
         for queue in queues:
             if not queue.deleted and queue.consumers:
                 queue.dispatch(now)
+
+    def _record_settled(self, ledger: Any, outcome: LedgerOutcome, entry: QueuedMessage, now: float,
+                        reason: str | None) -> None:
+        """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
+        message's redelivery is recorded after its release)."""
+        message = entry.message
+        queue = entry.queue
+        ledger.record(
+            EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
+            proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+            link=self.channel_id, queue=queue.name if queue is not None else None,
+            message_id=message.message_id, correlation_id=message.correlation_id,
+            gateway_id=message.gateway_id, size=message.size,
+            delivery_count=entry.delivery_count, outcome=outcome, reason=reason,
+            received_at=message.created_at)
+
+    def _record_refused(self, ledger: Any, method: m.Method, message: MessageContainer | None,
+                        reason: str) -> None:
+        """A ``refused`` publish: before it was taken in (``message`` None: access or an
+        invalid property) or at routing (unknown or internal exchange)."""
+        ledger.record(
+            EventKind.REFUSED, self.context.now, vhost=self._vhost_name, user=self._user_name,
+            proto_in=_P091, connection=self._conn_id, link=self.channel_id,
+            exchange=method.exchange, routing_key=method.routing_key,
+            message_id=None if message is None else message.message_id,
+            correlation_id=None if message is None else message.correlation_id,
+            gateway_id=None if message is None else message.gateway_id,
+            size=None if message is None else message.size, reason=reason)
 
     def _recover(self, method: m.Method, sync: bool) -> None:
         if not method.requeue:

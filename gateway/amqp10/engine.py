@@ -85,7 +85,9 @@ class Amqp10Engine:
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
     logs in as ``default_user`` (refused, by answering the SASL header and closing, when
-    there is none). Times are seconds; sizes bytes.
+    there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
+    names the connection in the message ledger (``broker.ledger``); without it the
+    engine's ``owner`` token does.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class Amqp10Engine:
         connection_registry: Optional[ConnectionRegistry] = None,
         login_throttle: Optional[LoginThrottle] = None,
         max_links: int = 0,
+        connection_id: Any = None,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -129,6 +132,8 @@ class Amqp10Engine:
         self._held_out = b""
         self._release_at: Optional[float] = None
         self.owner = f"amqp10-{next(_owner_ids)}"
+        #: the ledger's ``connection`` column: the edge's id when given, else ``owner``
+        self.connection_id: str = self.owner if connection_id is None else str(connection_id)
         self.closed = False
         self.wants_input = True
         self.on_output: Optional[Callable[[], None]] = None

@@ -33,6 +33,13 @@ WRITE on its temporary queue; a dynamic source needs CONFIGURE on the queue it c
 A refused attach is answered with a detach ``amqp:unauthorized-access`` whose text names
 the action, the resource, the user and the vhost.
 
+Ledger (``host.broker.ledger``, see ``gateway.broker.ledger_events``): an incoming link
+records received and the routing verdict of each message (routed, unroutable, refused;
+a transfer refused before it was taken in, too large, malformed or with a wrong user-id,
+is a lone refused), an outgoing link delivered and settled (the outcome as the client
+gave it; pre-settled deliveries settle accepted at once; unsettled ones at detach are
+released). ``link`` is the link name and ``connection`` the engine's ``connection_id``.
+
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) naming it.
 Unsettled deliveries go back to their queue when the link or the connection goes.
@@ -65,6 +72,7 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
+from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -84,14 +92,30 @@ log = logging.getLogger(__name__)
 #: credit window granted to a client's sending link (messages)
 INCOMING_CREDIT = 256
 
+_P10 = WireProtocol.AMQP10
+#: proton's terminal delivery states -> the ledger's outcome (anything else: released)
+_LEDGER_OUTCOME = {
+    Delivery.ACCEPTED: LedgerOutcome.ACCEPTED,
+    Delivery.REJECTED: LedgerOutcome.REJECTED,
+    Delivery.RELEASED: LedgerOutcome.RELEASED,
+    Delivery.MODIFIED: LedgerOutcome.MODIFIED,
+}
+#: ledger reasons
+LINK_CLOSED = "link closed"
+QUEUE_FULL = "queue full"
+UNTRANSLATABLE = "cannot translate"
+
 
 class LinkHost(Protocol):
     """What a link needs from its connection (implemented by ``Amqp10Engine``)."""
 
+    broker: Any
     vhost: VirtualHost
     user: User
     container_id: str
     owner: object
+    #: the ledger's ``connection`` column
+    connection_id: str
     max_message_size: int
     #: True once the connection is being torn down
     closing: bool
@@ -149,6 +173,11 @@ class IncomingLink:
         self._capacity_queue = capacity_queue
         self._buffer = bytearray()
         self.closed = False
+        # ledger columns fixed for the link's life
+        self._name = link.name
+        self._address = link.target.address
+        self._user = host.user.name
+        self._vhost_name = host.vhost.name
 
     @property
     def starving(self) -> bool:
@@ -199,10 +228,15 @@ class IncomingLink:
         limit = self.host.max_message_size
         if limit and len(self._buffer) > limit:
             self._buffer.clear()
-            raise Amqp10Error(
+            error = Amqp10Error(
                 Cond.MESSAGE_SIZE_EXCEEDED,
                 f"message larger than the maximum message size of {limit} bytes",
             )
+            ledger = self.host.broker.ledger
+            if ledger is not None:
+                self._record(ledger, EventKind.REFUSED, None, self.host.now, self._address,
+                             reason=error.description)
+            raise error
         if delivery.partial:
             return
         encoded = bytes(self._buffer)
@@ -219,18 +253,27 @@ class IncomingLink:
     def _publish(self, encoded: bytes) -> tuple[int, Optional[Condition]]:
         host = self.host
         now = host.now
+        ledger = host.broker.ledger
         try:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
-            return Delivery.REJECTED, _condition(Cond.DECODE_ERROR, f"malformed message: {exc}")
+            return self._refuse(ledger, None, now, self._address,
+                                Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}"))
+        route = self.route
+        address = self._address if route is not None else summary.to
         if message.user_id is not None and message.user_id != host.user.name:
-            return Delivery.REJECTED, _condition(
+            return self._refuse(ledger, message, now, address, Amqp10Error(
                 Cond.UNAUTHORIZED_ACCESS,
                 f"user-id '{message.user_id}' does not match the authenticated user "
-                f"'{host.user.name}'",
-            )
+                f"'{host.user.name}'"))
+        if ledger is not None:
+            message.gateway_id = host.broker.next_gateway_id()
+            ledger.record(
+                EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
+                connection=host.connection_id, link=self._name, address=address,
+                message_id=message.message_id, correlation_id=message.correlation_id,
+                gateway_id=message.gateway_id, size=message.size, headers=message.headers)
         try:
-            route = self.route
             if route is None:
                 if summary.to is None:
                     raise AddressError(AddressErrorKind.INVALID,
@@ -240,27 +283,61 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
-            return self._route(route, message, now)
+            return self._route(route, message, now, ledger, address)
         except AddressError as exc:
             error = _address_error(exc)
-            return Delivery.REJECTED, _condition(error.condition, error.description)
         except BrokerError as exc:
             error = error_from_broker(exc)
-            return Delivery.REJECTED, _condition(error.condition, error.description)
         except Amqp10Error as exc:
-            return Delivery.REJECTED, _condition(exc.condition, exc.description)
+            error = exc
+        return self._refuse(ledger, message, now, address, error)
 
-    def _route(self, route: Any, message: MessageContainer, now: float) -> tuple[int, Optional[Condition]]:
+    def _refuse(self, ledger: Any, message: Optional[MessageContainer], now: float,
+                address: Optional[str], error: Amqp10Error) -> tuple[int, Optional[Condition]]:
+        """The rejected outcome for ``error``, recorded as ``refused``."""
+        if ledger is not None:
+            self._record(ledger, EventKind.REFUSED, message, now, address, reason=error.description)
+        return Delivery.REJECTED, _condition(error.condition, error.description)
+
+    def _record(self, ledger: Any, event: EventKind, message: Optional[MessageContainer], now: float,
+                address: Optional[str], *, routed_to: Any = None, reason: Optional[str] = None) -> None:
+        """One event of this link's publishes (not the hot path: see ``_route``)."""
+        if message is None:
+            ledger.record(event, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
+                          connection=self.host.connection_id, link=self._name, address=address,
+                          reason=reason)
+            return
+        ledger.record(
+            event, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
+            connection=self.host.connection_id, link=self._name, exchange=message.exchange or None,
+            routing_key=message.routing_key or None, address=address, routed_to=routed_to,
+            message_id=message.message_id, correlation_id=message.correlation_id,
+            gateway_id=message.gateway_id or None, size=message.size, reason=reason)
+
+    def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
+               address: Optional[str]) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
             self.host.permit(Action.WRITE, route.exchange)
             result = vhost.publish(route.exchange, route.routing_key, message, now)
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)
+                if ledger is not None:
+                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL)
                 return Delivery.REJECTED, _condition(
                     Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
             if not result.routed:
+                if ledger is not None:
+                    self._record(ledger, EventKind.UNROUTABLE, message, now, address)
                 return Delivery.RELEASED, None
+            if ledger is not None:
+                ledger.record(
+                    EventKind.ROUTED, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
+                    connection=self.host.connection_id, link=self._name, exchange=route.exchange,
+                    routing_key=route.routing_key, address=address,
+                    routed_to=[q.name for q in result.queues], message_id=message.message_id,
+                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                    size=message.size)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
@@ -273,6 +350,8 @@ class IncomingLink:
             raise Amqp10Error(Cond.NOT_FOUND, f"no service '{name}' in vhost '{vhost.name}'")
         self.host.permit(Action.WRITE, name)
         node.publish(message, now)
+        if ledger is not None:
+            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=[])
         return Delivery.ACCEPTED, None
 
     def teardown(self) -> None:
@@ -302,6 +381,10 @@ class OutgoingLink:
         self._unsettled: dict[Any, QueuedMessage] = {}
         self._next_tag = 0
         self.closed = False
+        # ledger columns fixed for the link's life
+        self._address = link.source.address
+        self._user = host.user.name
+        self._vhost_name = host.vhost.name
 
     @property
     def unsettled_count(self) -> int:
@@ -317,6 +400,9 @@ class OutgoingLink:
         except TranslationError as exc:
             log.warning("cannot translate %r for link %r: %s; rejecting it", message, self.tag, exc)
             if self.acquires:
+                ledger = self.host.broker.ledger
+                if ledger is not None:
+                    self._record_settled(ledger, entry, LedgerOutcome.REJECTED, UNTRANSLATABLE)
                 self.queue.reject(entry, requeue=False, now=self.host.now)
             return
         tag = str(self._next_tag)
@@ -325,9 +411,21 @@ class OutgoingLink:
         delivery = link.delivery(tag)
         link.send(data)
         link.advance()
+        ledger = self.host.broker.ledger
+        if ledger is not None:
+            ledger.record(
+                EventKind.DELIVERED, self.host.now, vhost=self._vhost_name, user=self._user,
+                proto_in=PROTOCOL_OF[message.origin], proto_out=_P10,
+                connection=self.host.connection_id, link=self.tag, exchange=message.exchange,
+                routing_key=message.routing_key, address=self._address, queue=self.queue.name,
+                message_id=message.message_id, correlation_id=message.correlation_id,
+                gateway_id=message.gateway_id, size=message.size,
+                delivery_count=entry.delivery_count, received_at=message.created_at)
         if self._presettled or not self.acquires:
             delivery.settle()
             if self.acquires:
+                if ledger is not None:
+                    self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None)
                 self.queue.settle(entry)
         else:
             self._unsettled[delivery.tag] = entry
@@ -386,8 +484,24 @@ class OutgoingLink:
             return
         self._apply_outcome(entry, state, delivery)
 
+    def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
+                        reason: Optional[str]) -> None:
+        """One ``settled`` event, recorded before the queue acts on the outcome."""
+        message = entry.message
+        ledger.record(
+            EventKind.SETTLED, self.host.now, vhost=self._vhost_name, user=self._user,
+            proto_in=PROTOCOL_OF[message.origin], proto_out=_P10,
+            connection=self.host.connection_id, link=self.tag, address=self._address,
+            queue=self.queue.name, message_id=message.message_id,
+            correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+            size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
+            reason=reason, received_at=message.created_at)
+
     def _apply_outcome(self, entry: QueuedMessage, state: int, delivery: Delivery) -> None:
         queue, now = self.queue, self.host.now
+        ledger = self.host.broker.ledger
+        if ledger is not None:
+            self._record_settled(ledger, entry, _LEDGER_OUTCOME.get(state, LedgerOutcome.RELEASED), None)
         if state == Delivery.ACCEPTED:
             queue.settle(entry)
         elif state == Delivery.REJECTED:
@@ -414,7 +528,10 @@ class OutgoingLink:
         entries = sorted(self._unsettled.values(), key=lambda e: e.seq)
         self._unsettled.clear()
         if not queue.deleted:
+            ledger = self.host.broker.ledger
             for entry in entries:
+                if ledger is not None and self.acquires:
+                    self._record_settled(ledger, entry, LedgerOutcome.RELEASED, LINK_CLOSED)
                 queue.release(entry, redelivered=True, count_delivery=False, now=now)
         if self.temporary and not queue.deleted:
             try:

@@ -24,6 +24,10 @@ kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, pu
 * Limits (``x-max-length``, ``x-max-length-bytes``) count AVAILABLE messages only.
 
 Time is always the caller's ``now`` (seconds). The queue never reads a clock.
+
+Ledger: with ``vhost.broker.ledger`` set, an expiry is recorded as ``expired`` and a
+dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
+(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from .consumers import Consumer, ConsumerSet
 from .errors import PreconditionFailed
 from .flow import ProducerGate
+from .ledger_events import PROTOCOL_OF, EventKind
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queued_message import MessageState, QueuedMessage, message_record
@@ -480,8 +485,23 @@ class Queue:
         if self._store is not None and entry.message.durable:
             self._store.remove_message(self.vhost_name, self.name, entry.message.gateway_id)
 
+    def _ledger(self) -> Any:
+        """The broker's ledger writer, or None (no vhost, no broker, ledger off)."""
+        vhost = self.vhost
+        broker = vhost.broker if vhost is not None else None
+        return getattr(broker, "ledger", None)
+
     def _expire_entry(self, entry: QueuedMessage, now: float) -> None:
         self._finish(entry)
+        ledger = self._ledger()
+        if ledger is not None:
+            message = entry.message
+            ledger.record(
+                EventKind.EXPIRED, now, vhost=self.vhost_name, proto_in=PROTOCOL_OF[message.origin],
+                exchange=message.exchange, routing_key=message.routing_key, queue=self.name,
+                message_id=message.message_id, correlation_id=message.correlation_id,
+                gateway_id=message.gateway_id, size=message.size,
+                delivery_count=entry.delivery_count, received_at=message.created_at)
         self._dead_letter(entry.message, DeathReason.EXPIRED, now)
 
     def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
@@ -489,12 +509,21 @@ class Queue:
         if dlx is None or self.vhost is None:
             return
         key = self.args.dead_letter_routing_key
+        routing_key = message.routing_key if key is None else key
+        ledger = self._ledger()
+        if ledger is not None:
+            ledger.record(
+                EventKind.DEAD_LETTERED, now, vhost=self.vhost_name,
+                proto_in=PROTOCOL_OF[message.origin], exchange=dlx, routing_key=routing_key,
+                queue=self.name, message_id=message.message_id,
+                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                size=message.size, reason=reason.value, received_at=message.created_at)
         dead = message.with_death(
             queue=self.name,
             reason=reason,
             time=now,
             exchange=dlx,
-            routing_key=message.routing_key if key is None else key,
+            routing_key=routing_key,
         )
         self.vhost.dead_letter(dead, now)
 

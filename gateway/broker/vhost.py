@@ -23,6 +23,7 @@ from .consumers import Consumer
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
+from .ledger_events import PROTOCOL_OF, EventKind
 from .message import MessageContainer
 from .queues import Queue
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
@@ -467,10 +468,13 @@ class VirtualHost:
         """Publish a dead-lettered copy (made by ``MessageContainer.with_death``) to its
         ``exchange`` with its ``routing_key``. A missing dead-letter exchange drops it.
         Like RabbitMQ, a queue already in the message's x-death is skipped unless some
-        death was a rejection (a cycle of automatic dead-lettering would never end)."""
+        death was a rejection (a cycle of automatic dead-lettering would never end).
+        The copy gets a new ``gateway_id``; its routing verdict goes to the ledger
+        (routed / unroutable / refused, ``reason`` = the death reason)."""
         source = self.exchanges.get(message.exchange)
         if source is None:
             log.debug("dead-letter exchange %r missing in vhost %r: message dropped", message.exchange, self.name)
+            self._record_dead_letter_verdict(message, _NOTHING, now)
             return _NOTHING
         if self.broker is not None:
             message.gateway_id = self.broker.next_gateway_id()
@@ -483,7 +487,28 @@ class VirtualHost:
         if queues and not any(d.get("reason") == "rejected" for d in deaths):
             seen = {d.get("queue") for d in deaths}
             queues = [q for q in queues if q.name not in seen]
-        return self._deliver(queues, message, now)
+        result = self._deliver(queues, message, now)
+        self._record_dead_letter_verdict(message, result, now)
+        return result
+
+    def _record_dead_letter_verdict(self, message: MessageContainer, result: PublishResult,
+                                    now: float) -> None:
+        ledger = self.broker.ledger if self.broker is not None else None
+        if ledger is None:
+            return
+        if result.queues:
+            event = EventKind.ROUTED
+        elif result.rejected:
+            event = EventKind.REFUSED
+        else:
+            event = EventKind.UNROUTABLE
+        deaths = message.deaths
+        ledger.record(
+            event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin],
+            exchange=message.exchange, routing_key=message.routing_key,
+            routed_to=[q.name for q in result.queues], message_id=message.message_id,
+            correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+            size=message.size, reason=str(deaths[0].get("reason")) if deaths else None)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:

@@ -29,12 +29,12 @@ _I = {name: i for i, name in enumerate(ROW_FIELDS)}
 # Fields copied as they are (strings, ints, enums with str values) when not None.
 _PLAIN = tuple((name, _I[name]) for name in (
     "vhost", "user", "proto_in", "proto_out", "connection", "exchange", "routing_key",
-    "address", "queue", "gateway_id", "origin_id", "peer_container", "size",
-    "delivery_count", "outcome", "reason",
+    "address", "queue", "peer_container", "size", "delivery_count", "outcome", "reason",
 ))
 # Fields an application or a protocol may give as non-strings (1.0 ulong/uuid/binary ids,
-# 0-9-1 channel numbers): stored as text.
-_TEXT = tuple((name, _I[name]) for name in ("link", "message_id", "correlation_id"))
+# 0-9-1 channel numbers, the broker's integer gateway ids): stored as text.
+_TEXT_FIELDS = ("link", "message_id", "correlation_id", "gateway_id", "origin_id")
+_TEXT = tuple((name, _I[name]) for name in _TEXT_FIELDS)
 _NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS = (
     _I["now"], _I["event"], _I["routed_to"], _I["gateway_id"], _I["origin_id"],
     _I["received_at"], _I["headers"],
@@ -84,7 +84,7 @@ class RowEncoder:
         key = origin_id or gateway_id
         if key is None:
             return True
-        return zlib.crc32(key.encode("utf-8", "replace")) < self.threshold
+        return zlib.crc32(_text(key).encode("utf-8", "replace")) < self.threshold
 
     def encode(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
         """Return (JSON Lines bytes, number of records kept); sampled-out ones are skipped."""
@@ -181,7 +181,7 @@ def _generate_fast_row():
         lines.append(f"    v = r[{i}]")
         if name in _INT_FIELDS:
             value = "'%d' % v"
-        elif name in ("link", "message_id", "correlation_id"):
+        elif name in _TEXT_FIELDS:
             value = "esc(v if v.__class__ is str else text(v))"
         elif name == "routed_to":
             value = "dumps(list(v))"

@@ -118,3 +118,13 @@ def test_any_text_survives_as_one_line_each(items):
     for obj, (u, m, s, h) in zip(objs, items):
         assert obj["container"] == "gw-\n\"" and obj.get("user") == u
         assert obj.get("message_id") == m and obj.get("size") == s
+
+
+def test_integer_gateway_ids_are_text_on_the_fast_path(monkeypatch):
+    """The broker's gateway ids are ints: stored as text without the general fallback."""
+    enc = RowEncoder("gw-A", (), sample_threshold(0.5))
+    monkeypatch.setattr(enc, "_object", lambda r: pytest.fail("general path taken"))
+    data, kept = enc.encode([row(gateway_id=i, origin_id=None) for i in range(1, 201)])
+    objs = lines(data)
+    assert 0 < kept < 200 and len(objs) == kept
+    assert all(isinstance(o["gateway_id"], str) and o["gateway_id"].isdigit() for o in objs)

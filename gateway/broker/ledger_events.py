@@ -1,0 +1,37 @@
+"""The names the broker and both protocols use to record message events in the ledger.
+
+``Broker.ledger`` is a ``gateway.ledger.LedgerWriter`` or None. Call sites read it once,
+test it for None and make one ``record(event, now, **fields)`` call, which only appends a
+tuple (formatting happens at flush time). This module holds the one table from a
+message's ``Encoding`` to the ledger's ``Protocol`` label and re-exports the ledger's
+enums (``Protocol`` as ``WireProtocol``, ``Outcome`` as ``LedgerOutcome``: the broker and
+``typing`` have names of their own), so that every call site passes enum members.
+
+Which event goes where (the contract the pipeline's counts rely on):
+
+- ``received``: a publish that passed access and validation (0-9-1 channel, 1.0 incoming
+  link); the message gets its ``gateway_id`` here.
+- one routing verdict per received message: ``routed`` (``routed_to`` = queue names,
+  empty for a service node), ``unroutable``, ``returned`` (0-9-1 mandatory) or
+  ``refused`` (unknown or internal exchange, permission on a 1.0 per-message route,
+  every target queue full). A publish refused before it was taken in (access, size,
+  user-id, a malformed message) is a lone ``refused`` with no ``gateway_id``.
+- ``delivered`` per delivery attempt and ``settled`` (outcome) per delivery, including
+  releases when a channel or link goes away with unsettled deliveries (reason says so).
+- ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
+  gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
+  is the death reason (``vhost.dead_letter``).
+"""
+from __future__ import annotations
+
+from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
+
+from .message import Encoding
+
+__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol"]
+
+#: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label.
+PROTOCOL_OF: dict[Encoding, WireProtocol] = {
+    Encoding.AMQP091: WireProtocol.AMQP091,
+    Encoding.AMQP10: WireProtocol.AMQP10,
+}

@@ -1,0 +1,152 @@
+"""BrokerChannel records message events in ``broker.ledger`` (publish, route, deliver, settle)."""
+from __future__ import annotations
+
+import pytest
+
+from gateway.amqp091 import methods as m
+from tests.support.broker_channel_driver import BrokerClient, make_broker
+from tests.support.ledger_capture import LedgerCapture
+from translators.basic_properties import BasicProperties
+
+
+@pytest.fixture
+def ledger():
+    return LedgerCapture()
+
+
+@pytest.fixture
+def broker(ledger):
+    broker = make_broker()
+    broker.ledger = ledger
+    return broker
+
+
+@pytest.fixture
+def client(broker):
+    c = BrokerClient(broker)
+    c.open(1)
+    c.declare(1, "q1")
+    return c
+
+
+def _consume(client, *, no_ack=False, queue="q1"):
+    client.call(1, m.BasicConsume(queue=queue, consumer_tag="c1", no_ack=no_ack))
+
+
+def test_routed_publish_is_received_then_routed(client, ledger):
+    props = BasicProperties(message_id="m-1", correlation_id="c-1")
+    client.publish(1, "", "q1", b"hello", properties=props)
+    assert ledger.kinds() == ["received", "routed"]
+    received, routed = ledger.events
+    assert received["gateway_id"] and received["gateway_id"] == routed["gateway_id"]
+    assert (received["proto_in"].value, received["vhost"], received["user"], received["link"]) == \
+        ("0-9-1", "/", "guest", 1)
+    assert (received["exchange"], received["routing_key"], received["size"]) == ("", "q1", 5)
+    assert (received["message_id"], received["correlation_id"]) == ("m-1", "c-1")
+    assert routed["routed_to"] == ["q1"]
+
+
+def test_unroutable_and_returned(client, ledger):
+    client.publish(1, "amq.direct", "nowhere")
+    client.publish(1, "amq.direct", "nowhere", mandatory=True)
+    assert ledger.kinds() == ["received", "unroutable", "received", "returned"]
+    assert ledger.of("returned")[0]["reason"] == "NO_ROUTE"
+
+
+def test_unknown_exchange_is_received_then_refused(client, ledger):
+    client.publish(1, "no-such-exchange", "k")
+    assert ledger.kinds() == ["received", "refused"]
+    refused = ledger.of("refused")[0]
+    assert refused["gateway_id"] == ledger.of("received")[0]["gateway_id"]
+    assert "no-such-exchange" in refused["reason"]
+
+
+def test_refused_before_receipt_has_no_gateway_id(broker, ledger):
+    bob = BrokerClient(broker, user="bob")
+    bob.open(1)
+    bob.publish(1, "amq.topic", "k")
+    assert ledger.kinds() == ["refused"]
+    refused = ledger.events[0]
+    assert refused["gateway_id"] is None and "ACCESS_REFUSED" in refused["reason"]
+    assert refused["user"] == "bob"
+
+
+def test_bad_user_id_is_refused(client, ledger):
+    client.publish(1, "", "q1", properties=BasicProperties(user_id="mallory"))
+    assert ledger.kinds() == ["refused"]
+    assert "user_id" in ledger.events[0]["reason"]
+
+
+def test_deliver_and_ack_settle_accepted_with_receive_time(client, ledger):
+    client.publish(1, "", "q1", b"x")
+    _consume(client)
+    client.call(1, m.BasicAck(delivery_tag=1))
+    assert ledger.kinds() == ["received", "routed", "delivered", "settled"]
+    delivered, settled = ledger.of("delivered")[0], ledger.of("settled")[0]
+    assert (delivered["proto_in"].value, delivered["proto_out"].value) == ("0-9-1", "0-9-1")
+    assert (delivered["queue"], delivered["delivery_count"]) == ("q1", 0)
+    assert settled["outcome"].value == "accepted"
+    assert settled["received_at"] == 1000.0
+
+
+@pytest.mark.parametrize("method, outcome", [
+    (m.BasicReject(delivery_tag=1, requeue=False), "rejected"),
+    (m.BasicNack(delivery_tag=1, multiple=False, requeue=False), "rejected"),
+])
+def test_reject_and_nack_without_requeue_are_rejected(client, ledger, method, outcome):
+    client.publish(1, "", "q1")
+    _consume(client)
+    client.call(1, method)
+    assert ledger.of("settled")[0]["outcome"].value == outcome
+
+
+def test_requeue_is_released_then_delivered_again(client, ledger):
+    client.publish(1, "", "q1")
+    _consume(client)
+    client.call(1, m.BasicReject(delivery_tag=1, requeue=True))
+    assert ledger.kinds()[2:] == ["delivered", "settled", "delivered"]
+    assert ledger.of("settled")[0]["outcome"].value == "released"
+    assert ledger.of("delivered")[1]["delivery_count"] == 1
+
+
+def test_no_ack_delivery_settles_at_once(client, ledger):
+    client.publish(1, "", "q1")
+    _consume(client, no_ack=True)
+    assert ledger.kinds()[2:] == ["delivered", "settled"]
+    assert ledger.of("settled")[0]["outcome"].value == "accepted"
+
+
+def test_basic_get_is_a_delivery(client, ledger):
+    client.publish(1, "", "q1")
+    client.publish(1, "", "q1")
+    client.call(1, m.BasicGet(queue="q1", no_ack=True))
+    client.call(1, m.BasicGet(queue="q1", no_ack=False))
+    client.call(1, m.BasicAck(delivery_tag=2))
+    assert ledger.kinds()[4:] == ["delivered", "settled", "delivered", "settled"]
+    assert [e["queue"] for e in ledger.of("delivered")] == ["q1", "q1"]
+
+
+def test_channel_close_releases_unacked(client, ledger):
+    client.publish(1, "", "q1")
+    _consume(client)
+    client.call(1, m.ChannelClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    settled = ledger.of("settled")
+    assert len(settled) == 1
+    assert (settled[0]["outcome"].value, settled[0]["reason"]) == ("released", "channel closed")
+
+
+def test_transaction_receives_at_publish_and_routes_at_commit(client, ledger):
+    client.call(1, m.TxSelect())
+    client.publish(1, "", "q1")
+    assert ledger.kinds() == ["received"]
+    client.call(1, m.TxCommit())
+    assert ledger.kinds() == ["received", "routed"]
+
+
+def test_no_ledger_records_nothing_and_still_works():
+    broker = make_broker()
+    client = BrokerClient(broker)
+    client.open(1)
+    client.declare(1, "q1")
+    client.publish(1, "", "q1")
+    assert broker.vhost("/").queue("q1").message_count == 1

@@ -1,0 +1,94 @@
+"""1.0 links record message events in ``broker.ledger`` (transfer in, route, deliver, outcome)."""
+from __future__ import annotations
+
+import pytest
+from proton import Delivery
+
+from tests.support.amqp10_pump import encode_message
+from tests.support.ledger_capture import LedgerCapture
+
+
+@pytest.fixture()
+def ledger(broker):
+    broker.ledger = LedgerCapture()
+    return broker.ledger
+
+
+def _send(pump, target, count=1, **props):
+    sender = pump.sender(target, name=f"s-{target}")
+    return [pump.send(sender, encode_message(i, **props)) for i in range(count)]
+
+
+def test_transfer_is_received_then_routed(connect, ledger):
+    pump = connect()
+    [delivery] = _send(pump, "/queue/q1", id="m-1", correlation_id="c-1")
+    assert delivery.remote_state == Delivery.ACCEPTED
+    assert ledger.kinds() == ["received", "routed"]
+    received, routed = ledger.events
+    assert (received["proto_in"].value, received["address"], received["link"]) == ("1.0", "/queue/q1", "s-/queue/q1")
+    assert (received["message_id"], received["correlation_id"], received["user"]) == ("m-1", "c-1", "guest")
+    assert received["connection"] and received["connection"] == routed["connection"]
+    assert received["gateway_id"] and received["gateway_id"] == routed["gateway_id"]
+    assert routed["routed_to"] == ["q1"] and routed["routing_key"] == "q1"
+
+
+def test_unroutable_transfer(connect, ledger):
+    pump = connect()
+    [delivery] = _send(pump, "/exchange/amq.direct/nowhere")
+    assert delivery.remote_state == Delivery.RELEASED
+    assert ledger.kinds() == ["received", "unroutable"]
+
+
+def test_wrong_user_id_is_a_lone_refusal(connect, ledger):
+    pump = connect()
+    [delivery] = _send(pump, "/queue/q1", user_id=b"mallory")
+    assert delivery.remote_state == Delivery.REJECTED
+    assert ledger.kinds() == ["refused"]
+    assert "mallory" in ledger.events[0]["reason"]
+
+
+def test_relay_to_unknown_address_is_received_then_refused(connect, ledger):
+    pump = connect()
+    [delivery] = _send(pump, None, address="/queue/nope")
+    assert delivery.remote_state == Delivery.REJECTED
+    assert ledger.kinds() == ["received", "refused"]
+    assert ledger.events[0]["address"] == "/queue/nope"
+
+
+@pytest.mark.parametrize("state, outcome", [
+    (Delivery.ACCEPTED, "accepted"),
+    (Delivery.REJECTED, "rejected"),
+    (Delivery.RELEASED, "released"),
+    (Delivery.MODIFIED, "modified"),
+])
+def test_outcomes_are_settled_events(connect, ledger, state, outcome):
+    pump = connect()
+    _send(pump, "/queue/q1")
+    receiver = pump.receiver("/queue/q1", name="r", credit=1)
+    [(delivery, _)] = pump.take(receiver)
+    pump.settle(delivery, state)
+    delivered, settled = ledger.of("delivered")[0], ledger.of("settled")[0]
+    assert (delivered["proto_in"].value, delivered["proto_out"].value) == ("1.0", "1.0")
+    assert (delivered["queue"], delivered["link"], delivered["delivery_count"]) == ("q1", "r", 0)
+    assert settled["outcome"].value == outcome
+    assert settled["received_at"] == 0.0
+
+
+def test_presettled_delivery_settles_accepted_at_once(connect, ledger):
+    pump = connect()
+    _send(pump, "/queue/q1")
+    receiver = pump.receiver("/queue/q1", name="r", credit=1, settled=True)
+    pump.take(receiver)
+    assert ledger.kinds()[2:] == ["delivered", "settled"]
+    assert ledger.of("settled")[0]["outcome"].value == "accepted"
+
+
+def test_detach_releases_unsettled(connect, ledger):
+    pump = connect()
+    _send(pump, "/queue/q1")
+    receiver = pump.receiver("/queue/q1", name="r", credit=1)
+    pump.take(receiver)
+    receiver.close()
+    pump.pump()
+    settled = ledger.of("settled")
+    assert [(e["outcome"].value, e["reason"]) for e in settled] == [("released", "link closed")]

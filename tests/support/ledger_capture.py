@@ -1,0 +1,38 @@
+"""A stand-in for ``LedgerWriter`` that keeps every ``record(...)`` call for assertions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CapturedEvent", "LedgerCapture"]
+
+
+@dataclass
+class CapturedEvent:
+    """One ``record`` call: the event kind (its string value), ``now`` and the fields."""
+
+    event: str
+    now: float
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields.get(name)
+
+
+class LedgerCapture:
+    """``broker.ledger = LedgerCapture()``; then ``kinds()`` / ``of(kind)`` to look."""
+
+    def __init__(self) -> None:
+        self.events: list[CapturedEvent] = []
+
+    def record(self, event: Any, now: float, **fields: Any) -> None:
+        self.events.append(CapturedEvent(getattr(event, "value", event), now, fields))
+
+    def kinds(self) -> list[str]:
+        return [e.event for e in self.events]
+
+    def of(self, kind: str) -> list[CapturedEvent]:
+        return [e for e in self.events if e.event == kind]
+
+    def clear(self) -> None:
+        self.events.clear()
