@@ -1,0 +1,258 @@
+"""The message ledger end to end (issue 8): a real gateway, real clients of both protocols,
+then the PySpark report over the gateway's ledger directory in local Spark.
+
+1. Known numbers of messages through every protocol pair, some rejected (0-9-1
+   basic.reject requeue=False, 1.0 rejected outcome, one of them dead-lettered), some
+   unroutable (mandatory: returned; not mandatory: dropped; 1.0: released), some expired,
+   one refused; the gateway is stopped with SIGTERM (the ledger is flushed and closed)
+   and every count of the report is asserted exactly.
+2. kill -9 while a publisher is running: the report reads every complete line.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import threading
+import time
+
+import pika
+import pytest
+from proton import Delivery, Message
+from proton.utils import SendException
+
+from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, proton_connection, unique
+from tests.support.gateway_process import default_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.pipeline]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for the module (starting one takes seconds)."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    pytest.importorskip("matplotlib")
+    from pipeline.environment import find_java
+
+    if find_java() is None:
+        pytest.skip("no Java runtime for local Spark")
+    session = (pyspark_sql.SparkSession.builder.master("local[2]")
+               .appName("ledger-integration")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def ledger_config(directory: str) -> str:
+    return default_config(extra=f"ledger:\n  directory: {directory}\n  flush_interval: 0.2\n")
+
+
+def report(spark, ledger_dir: str, out_dir: str):
+    from pipeline.report import run_report
+    from pipeline.progress import Progress
+
+    return run_report([ledger_dir], out_dir, spark=spark, progress=Progress(6, stream=_Null()))
+
+
+class _Null:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_extra_config_lands_at_the_top_level(tmp_path):
+    import yaml
+
+    loaded = yaml.safe_load(ledger_config(str(tmp_path)))
+    assert loaded["ledger"] == {"directory": str(tmp_path), "flush_interval": 0.2}
+
+
+# ------------------------------------------------------------------ the exact counts
+
+def _pika_publish(channel, exchange: str, key: str, count: int, *, mandatory: bool = False,
+                  expect_return: bool = False) -> None:
+    for i in range(count):
+        try:
+            channel.basic_publish(exchange, key, f"m{i}".encode(), mandatory=mandatory)
+        except pika.exceptions.UnroutableError:
+            assert expect_return
+        else:
+            assert not expect_return
+
+
+def _proton_publish(connection, address: str, count: int, *, outcome: int = Delivery.ACCEPTED,
+                    **properties) -> None:
+    sender = connection.create_sender(address)
+    for i in range(count):
+        message = Message(body=f"m{i}", **properties)
+        if outcome == Delivery.ACCEPTED:
+            sender.send(message, timeout=TIMEOUT)
+        else:
+            with pytest.raises(SendException) as raised:
+                sender.send(message, timeout=TIMEOUT)
+            assert raised.value.state == outcome
+    sender.close()
+
+
+def _pika_take(channel, queue: str, count: int, reject: int) -> None:
+    """basic.get ``count`` messages; ack all but the last ``reject`` (basic.reject, no requeue)."""
+    for i in range(count):
+        method, _props, _body = channel.basic_get(queue, auto_ack=False)
+        assert method is not None, f"message {i} missing from {queue}"
+        if i >= count - reject:
+            channel.basic_reject(method.delivery_tag, requeue=False)
+        else:
+            channel.basic_ack(method.delivery_tag)
+
+
+def _proton_take(connection, queue: str, count: int, reject: int) -> None:
+    receiver = connection.create_receiver(f"/queue/{queue}", credit=count)
+    for i in range(count):
+        receiver.receive(timeout=TIMEOUT)
+        if i >= count - reject:
+            receiver.reject()
+        else:
+            receiver.accept()
+    receiver.close()
+
+
+def _wait_empty(channel, queue: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while channel.queue_declare(queue, passive=True).method.message_count:
+        assert time.monotonic() < deadline, f"{queue} did not expire"
+        channel.connection.sleep(0.05)
+
+
+def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
+    ledger_dir = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    pika_conn, ch = pika_channel(gw)
+    ch.confirm_delivery()  # every publish is routed before the next step
+    amqp10 = proton_connection(gw)
+
+    qa, qb, qc, qd = (unique(p) for p in ("la", "lb", "lc", "ld"))
+    dead, ttl = unique("ldead"), unique("lttl")
+    for name in (qa, qc, qd, dead):
+        ch.queue_declare(name)
+    ch.queue_declare(qb, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead})
+    ch.queue_declare(ttl, arguments={"x-message-ttl": 100})
+
+    # 0-9-1 -> 0-9-1: 5 published, 4 acked, 1 rejected
+    _pika_publish(ch, "", qa, 5)
+    _pika_take(ch, qa, 5, reject=1)
+    # 0-9-1 -> 1.0: 4 published, 3 accepted, 1 rejected (dead-lettered to `dead`)
+    _pika_publish(ch, "", qb, 4)
+    _proton_take(amqp10, qb, 4, reject=1)
+    # 1.0 -> 0-9-1: 3 published, 3 acked
+    _proton_publish(amqp10, f"/queue/{qc}", 3)
+    _pika_take(ch, qc, 3, reject=0)
+    # 1.0 -> 1.0: 4 published, 3 accepted, 1 rejected
+    _proton_publish(amqp10, f"/queue/{qd}", 4)
+    _proton_take(amqp10, qd, 4, reject=1)
+    # unroutable: 2 dropped and 1 returned (0-9-1), 1 released (1.0)
+    _pika_publish(ch, "amq.direct", unique("nowhere"), 2)
+    _pika_publish(ch, "amq.direct", unique("nowhere"), 1, mandatory=True, expect_return=True)
+    _proton_publish(amqp10, f"/exchange/amq.direct/{unique('nowhere')}", 1, outcome=Delivery.RELEASED)
+    # expired: 3 + 2 into a queue with a 100 ms TTL and no consumer
+    _pika_publish(ch, "", ttl, 3)
+    _proton_publish(amqp10, f"/queue/{ttl}", 2)
+    _wait_empty(ch, ttl)
+    # refused before receipt: a 1.0 user-id that is not the login
+    _proton_publish(amqp10, f"/queue/{qd}", 1, outcome=Delivery.REJECTED, user_id=b"mallory")
+    assert ch.queue_declare(dead, passive=True).method.message_count == 1
+
+    amqp10.close()
+    pika_conn.close()
+    assert gw.stop() == 0  # SIGTERM: the ledger is flushed and closed
+
+    segments = glob.glob(os.path.join(ledger_dir, "*.jsonl*"))
+    assert segments and all(s.endswith(".jsonl") for s in segments), segments
+    summary = report(spark, ledger_dir, str(tmp_path / "report"))
+
+    assert summary.malformed == 0
+    assert summary.by_event == {
+        "received": 25,        # 5 + 4 + 3 + 4 delivered, 3 + 1 unroutable, 5 expired
+        "routed": 22,          # 21 publishes that reached a queue + the dead-lettered copy
+        "unroutable": 3,
+        "returned": 1,
+        "refused": 1,
+        "delivered": 16,
+        "settled": 16,
+        "expired": 5,
+        "dead_lettered": 1,
+    }
+    assert summary.settled_by_outcome == {"accepted": 13, "rejected": 3}
+    assert summary.protocol_pairs == {
+        "0-9-1->0-9-1": 5, "0-9-1->1.0": 4, "1.0->0-9-1": 3, "1.0->1.0": 4,
+    }
+    assert summary.events == 90
+    [(node, latency)] = summary.latency_us.items()
+    assert node in summary.containers and latency["settled"] == 16
+    assert 0 <= latency["p50"] <= latency["max"] < 60_000_000
+    assert os.path.exists(summary.html_path)
+
+
+# ------------------------------------------------------------------ crash
+
+def _publish_until(gw, stop: threading.Event, queue: str, sent: list[int]) -> None:
+    connection, ch = pika_channel(gw)
+    try:
+        while not stop.is_set():
+            ch.basic_publish("", queue, b"x" * 64)
+            sent[0] += 1
+            if sent[0] % 200 == 0:
+                connection.process_data_events(0)
+    except Exception:  # noqa: BLE001 - the gateway is killed under the publisher
+        pass
+
+
+def _parseable_lines(directory: str) -> tuple[int, int]:
+    """(lines that parse as JSON, lines that do not) over every segment file."""
+    good = bad = 0
+    for path in glob.glob(os.path.join(directory, "*.jsonl*")):
+        with open(path, "rb") as f:
+            for line in f.read().split(b"\n"):
+                if not line:
+                    continue
+                try:
+                    json.loads(line)
+                    good += 1
+                except ValueError:
+                    bad += 1
+    return good, bad
+
+
+def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
+    ledger_dir = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    connection, ch = pika_channel(gw)
+    queue = unique("lcrash")
+    ch.queue_declare(queue)
+    connection.close()
+
+    stop, sent = threading.Event(), [0]
+    publisher = threading.Thread(target=_publish_until, args=(gw, stop, queue, sent), daemon=True)
+    publisher.start()
+    deadline = time.monotonic() + 15.0
+    # several flushes (every 0.2 s) must have happened while the publisher runs
+    while _parseable_lines(ledger_dir)[0] < 2000 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gw.proc.kill()  # SIGKILL, mid-stream
+    gw.proc.wait()
+    stop.set()
+    publisher.join(10)
+
+    good, bad = _parseable_lines(ledger_dir)
+    assert good >= 2000 and bad <= 1
+    assert glob.glob(os.path.join(ledger_dir, "*.jsonl.open")), "the open segment stays as it was"
+    summary = report(spark, ledger_dir, str(tmp_path / "report"))
+    assert summary.events == good
+    assert summary.malformed == bad
+    assert summary.by_event["received"] >= summary.by_event["routed"] >= good // 2 - 1
