@@ -23,7 +23,7 @@ from .consumers import Consumer
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
-from .ledger_events import PROTOCOL_OF, EventKind
+from .ledger_events import PROTOCOL_OF, EventKind, queue_name
 from .message import MessageContainer
 from .queues import Queue
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
@@ -95,7 +95,7 @@ class VirtualHost:
         #: bindings by destination, so deleting a queue/exchange finds its bindings
         self._inbound: dict[tuple[DestinationKind, str], dict[Binding, None]] = {}
         self._exclusive: dict[Any, dict[str, None]] = {}
-        self.default_exchange = DefaultExchange(self.queues.get, vhost_name=name)
+        self.default_exchange = DefaultExchange(self._queue_for_key, vhost_name=name)
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():
             self.exchanges[xname] = exchange_class(xtype)(
@@ -103,6 +103,16 @@ class VirtualHost:
             )
 
     # ------------------------------------------------------------------ lookups
+    def _queue_for_key(self, routing_key: str) -> "Optional[Queue]":
+        """The default exchange's lookup: a queue name, or ``node@container`` naming this
+        gateway's own container (DESIGN.md: 0-9-1 reaches global addresses this way)."""
+        queue = self.queues.get(routing_key)
+        if queue is None and "@" in routing_key:
+            node, _, container = routing_key.rpartition("@")
+            if self.broker is not None and container == self.broker.container_id:
+                queue = self.queues.get(node)
+        return queue
+
     def exchange(self, name: str) -> Optional[Exchange]:
         return self.exchanges.get(name)
 
@@ -421,6 +431,8 @@ class VirtualHost:
             message.gateway_id = self.broker.next_gateway_id()
         if exchange == "":
             queue = self.queues.get(routing_key)
+            if queue is None and "@" in routing_key:
+                queue = self._queue_for_key(routing_key)
             if queue is None:
                 node = self.service(routing_key) if self.broker is not None else None
                 if node is None:
@@ -504,9 +516,9 @@ class VirtualHost:
             event = EventKind.UNROUTABLE
         deaths = message.deaths
         ledger.record(
-            event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin],
+            event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin._value_],
             exchange=message.exchange, routing_key=message.routing_key,
-            routed_to=[q.name for q in result.queues], message_id=message.message_id,
+            routed_to=list(map(queue_name, result.queues)), message_id=message.message_id,
             correlation_id=message.correlation_id, gateway_id=message.gateway_id,
             size=message.size, reason=str(deaths[0].get("reason")) if deaths else None)
 

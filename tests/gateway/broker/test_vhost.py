@@ -294,6 +294,14 @@ def test_publish_errors_and_ids(broker, vhost, msg) -> None:
     assert m1.routing_key == "q" and m1.exchange == ""
 
 
+def test_default_exchange_resolves_our_own_global_address(broker, vhost, msg) -> None:
+    q = vhost.declare_queue("orders")
+    assert vhost.publish("", "orders@test-container", msg(), 0).queues == (q,)
+    assert q.message_count == 1
+    assert not vhost.publish("", "orders@someone-else", msg(), 0).routed
+    assert not vhost.publish("", "missing@test-container", msg(), 0).routed
+
+
 def test_publish_to_service_node(broker, vhost, msg) -> None:
     got = []
 
