@@ -51,21 +51,6 @@ def raw_capture(monkeypatch):
 
 
 @pytest.fixture
-def channel(gateway):
-    connection, ch = pika_channel(gateway)
-    yield ch
-    if connection.is_open:
-        connection.close()
-
-
-@pytest.fixture
-def amqp10(gateway):
-    connection = proton_connection(gateway)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
 def queue(channel):
     """A fresh queue, also bound to ``amq.direct`` with its own name; deleted afterwards."""
     names = []

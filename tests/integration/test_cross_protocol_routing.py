@@ -22,21 +22,6 @@ def stable_bodies(monkeypatch):
 
 
 @pytest.fixture
-def channel(gateway):
-    connection, ch = pika_channel(gateway)
-    yield ch
-    if connection.is_open:
-        connection.close()
-
-
-@pytest.fixture
-def amqp10(gateway):
-    connection = proton_connection(gateway)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
 def entities(channel):
     """Declare queues/exchanges by name; they are deleted after the test."""
     queues: list[str] = []

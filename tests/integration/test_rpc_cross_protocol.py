@@ -26,21 +26,6 @@ def stable_bodies(monkeypatch):
 
 
 @pytest.fixture
-def channel(gateway):
-    connection, ch = pika_channel(gateway)
-    yield ch
-    if connection.is_open:
-        connection.close()
-
-
-@pytest.fixture
-def amqp10(gateway):
-    connection = proton_connection(gateway)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
 def service_queue(channel):
     name = unique("rpc")
     channel.queue_declare(name)
