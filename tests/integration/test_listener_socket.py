@@ -186,18 +186,40 @@ def test_metrics_endpoint_counts_protocols(fresh_gateway):
 
 
 def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
+    import pika
+    from proton.utils import BlockingConnection
+
     gw = fresh_gateway()
-    s = open_socket(gw, timeout=10)
-    s.sendall(AMQP091_HEADER)
-    read_frame_091(s)                                  # connection.start
+    half_open = open_socket(gw, timeout=10)
+    half_open.sendall(AMQP091_HEADER)
+    read_frame_091(half_open)                          # connection.start, never answered
+    params = pika.ConnectionParameters("127.0.0.1", gw.amqp_port,
+                                       credentials=pika.PlainCredentials("guest", "guest"))
+    conn091 = pika.BlockingConnection(params)
+    conn10 = BlockingConnection(f"amqp://guest:guest@127.0.0.1:{gw.amqp_port}", timeout=10)
     started = time.monotonic()
     gw.signal(signal.SIGTERM)
-    # a connection that never finished its handshake is simply closed
-    assert read_until_closed(s) == b"" or True
+    # before connection.open a 0-9-1 peer is closed without a close method (0-9-1 2.2.4)
+    assert read_until_closed(half_open) == b""
+    # an open 0-9-1 connection gets connection.close 320 CONNECTION_FORCED
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
+        conn091.process_data_events(time_limit=10)
+        conn091.sleep(10)
+    assert info.value.reply_code == 320
+    # an open 1.0 connection is closed with amqp:connection:forced
+    from proton import Endpoint
+    from proton.utils import ConnectionClosed
+
+    try:
+        conn10.wait(lambda: bool(conn10.conn.state & Endpoint.REMOTE_CLOSED), timeout=10)
+    except ConnectionClosed:
+        pass
+    assert conn10.conn.remote_condition is not None
+    assert conn10.conn.remote_condition.name == "amqp:connection:forced"
     assert gw.proc.wait(15) == 0
     assert time.monotonic() - started < 15
     assert "shutting down" in gw.log and "stopped" in gw.log
-    s.close()
+    half_open.close()
 
 
 def test_sigint_also_stops_gracefully(fresh_gateway):
