@@ -60,7 +60,7 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol
+from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol, queue_name
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 
@@ -74,12 +74,6 @@ QUEUE_FULL_TEXT = "queue full"
 """Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
 
 _P091 = WireProtocol.AMQP091
-_LEDGER_OUTCOME = {
-    SettleKind.ACK: LedgerOutcome.ACCEPTED,
-    SettleKind.REQUEUE: LedgerOutcome.RELEASED,
-    SettleKind.REJECT: LedgerOutcome.REJECTED,
-}
-"""How each 0-9-1 settlement is named in the ledger."""
 CLOSED_WITH_UNACKED = "channel closed"
 """Ledger reason of the release of deliveries still unacked when a channel closes."""
 
@@ -182,7 +176,7 @@ class BrokerChannel:
             now = self.context.now
             ledger.record(
                 EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
-                proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
                 link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
                 queue=consumer.queue.name, message_id=message.message_id,
                 correlation_id=message.correlation_id, gateway_id=message.gateway_id,
@@ -443,7 +437,7 @@ class BrokerChannel:
             ledger.record(
                 event, now, vhost=self._vhost_name, user=self._user_name, proto_in=_P091,
                 connection=self._conn_id, link=self.channel_id, exchange=method.exchange,
-                routing_key=method.routing_key, routed_to=[q.name for q in result.queues],
+                routing_key=method.routing_key, routed_to=list(map(queue_name, result.queues)),
                 message_id=message.message_id, correlation_id=message.correlation_id,
                 gateway_id=message.gateway_id, size=message.size, reason=reason)
         if method.mandatory and not result.routed:
@@ -477,7 +471,7 @@ class BrokerChannel:
             now = self.context.now
             ledger.record(
                 EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
-                proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
                 link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
                 queue=queue.name, message_id=message.message_id,
                 correlation_id=message.correlation_id, gateway_id=message.gateway_id,
@@ -524,7 +518,9 @@ class BrokerChannel:
                 item.window.settle_one()
         queues: dict[Queue, None] = {}
         ledger = self.broker.ledger
-        outcome = _LEDGER_OUTCOME[kind]
+        # ack: accepted; nack/reject with requeue: released; without: rejected
+        outcome = (LedgerOutcome.ACCEPTED if kind is SettleKind.ACK else
+                   LedgerOutcome.RELEASED if kind is SettleKind.REQUEUE else LedgerOutcome.REJECTED)
         for item in items:
             entry = item.entry
             queue = entry.queue
@@ -534,7 +530,7 @@ class BrokerChannel:
                 message = entry.message
                 ledger.record(
                     EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
-                    proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+                    proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
                     link=self.channel_id, queue=queue.name, message_id=message.message_id,
                     correlation_id=message.correlation_id, gateway_id=message.gateway_id,
                     size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
@@ -560,7 +556,7 @@ class BrokerChannel:
         queue = entry.queue
         ledger.record(
             EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
-            proto_in=PROTOCOL_OF[message.origin], proto_out=_P091, connection=self._conn_id,
+            proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
             link=self.channel_id, queue=queue.name if queue is not None else None,
             message_id=message.message_id, correlation_id=message.correlation_id,
             gateway_id=message.gateway_id, size=message.size,

@@ -72,7 +72,7 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol
+from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol, queue_name
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -335,7 +335,7 @@ class IncomingLink:
                     EventKind.ROUTED, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
                     connection=self.host.connection_id, link=self._name, exchange=route.exchange,
                     routing_key=route.routing_key, address=address,
-                    routed_to=[q.name for q in result.queues], message_id=message.message_id,
+                    routed_to=list(map(queue_name, result.queues)), message_id=message.message_id,
                     correlation_id=message.correlation_id, gateway_id=message.gateway_id,
                     size=message.size)
             return Delivery.ACCEPTED, None
@@ -415,7 +415,7 @@ class OutgoingLink:
         if ledger is not None:
             ledger.record(
                 EventKind.DELIVERED, self.host.now, vhost=self._vhost_name, user=self._user,
-                proto_in=PROTOCOL_OF[message.origin], proto_out=_P10,
+                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P10,
                 connection=self.host.connection_id, link=self.tag, exchange=message.exchange,
                 routing_key=message.routing_key, address=self._address, queue=self.queue.name,
                 message_id=message.message_id, correlation_id=message.correlation_id,
@@ -490,7 +490,7 @@ class OutgoingLink:
         message = entry.message
         ledger.record(
             EventKind.SETTLED, self.host.now, vhost=self._vhost_name, user=self._user,
-            proto_in=PROTOCOL_OF[message.origin], proto_out=_P10,
+            proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P10,
             connection=self.host.connection_id, link=self.tag, address=self._address,
             queue=self.queue.name, message_id=message.message_id,
             correlation_id=message.correlation_id, gateway_id=message.gateway_id,

@@ -24,14 +24,22 @@ Which event goes where (the contract the pipeline's counts rely on):
 """
 from __future__ import annotations
 
+import operator
+
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding
 
-__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol"]
+__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "queue_name"]
 
-#: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label.
-PROTOCOL_OF: dict[Encoding, WireProtocol] = {
-    Encoding.AMQP091: WireProtocol.AMQP091,
-    Encoding.AMQP10: WireProtocol.AMQP10,
+#: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
+#: ``_value_``: call sites look up ``PROTOCOL_OF[message.origin._value_]`` because an Enum
+#: member hashes through a Python-level ``__hash__`` (and ``.value`` is a Python property
+#: in 3.11), while a str key hashes in C; this lookup is on every delivery and settlement.
+PROTOCOL_OF: dict[str, WireProtocol] = {
+    Encoding.AMQP091.value: WireProtocol.AMQP091,
+    Encoding.AMQP10.value: WireProtocol.AMQP10,
 }
+
+#: ``list(map(queue_name, result.queues))``: the ``routed_to`` column, built in C.
+queue_name = operator.attrgetter("name")

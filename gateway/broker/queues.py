@@ -497,7 +497,7 @@ class Queue:
         if ledger is not None:
             message = entry.message
             ledger.record(
-                EventKind.EXPIRED, now, vhost=self.vhost_name, proto_in=PROTOCOL_OF[message.origin],
+                EventKind.EXPIRED, now, vhost=self.vhost_name, proto_in=PROTOCOL_OF[message.origin._value_],
                 exchange=message.exchange, routing_key=message.routing_key, queue=self.name,
                 message_id=message.message_id, correlation_id=message.correlation_id,
                 gateway_id=message.gateway_id, size=message.size,
@@ -514,7 +514,7 @@ class Queue:
         if ledger is not None:
             ledger.record(
                 EventKind.DEAD_LETTERED, now, vhost=self.vhost_name,
-                proto_in=PROTOCOL_OF[message.origin], exchange=dlx, routing_key=routing_key,
+                proto_in=PROTOCOL_OF[message.origin._value_], exchange=dlx, routing_key=routing_key,
                 queue=self.name, message_id=message.message_id,
                 correlation_id=message.correlation_id, gateway_id=message.gateway_id,
                 size=message.size, reason=reason.value, received_at=message.created_at)
