@@ -52,6 +52,12 @@ def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
     ]
 
 
+def first_gateway_id(boot_time: float) -> int:
+    """Gateway ids start at boot microseconds x 1000: a restart always starts above every
+    id the previous run could have given out (up to 1000 messages per microsecond)."""
+    return int(boot_time * 1_000_000) * 1000
+
+
 def user_limits(users: tuple[UserConfig, ...]) -> dict[str, UserLimits]:
     return {u.name: UserLimits(u.max_connections, u.max_channels) for u in users}
 
@@ -94,7 +100,8 @@ class GatewayService(service.MultiService):
         self.ledger = self._make_ledger(config)
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
                              memory_high_watermark=config.memory_high_watermark,
-                             ledger=self.ledger if self.ledger.enabled else None)
+                             ledger=self.ledger if self.ledger.enabled else None,
+                             first_gateway_id=first_gateway_id(reactor.seconds()))
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -167,6 +174,7 @@ class GatewayService(service.MultiService):
             max_frame_size=limits.frame_max or 131072, channel_max=limits.channel_max or 65535,
             idle_timeout=float(limits.heartbeat), max_message_size=limits.max_message_size,
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
+            connection_id=ctx.connection_id,
             connection_registry=self.connection_registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection)
 

@@ -42,6 +42,7 @@ class Broker:
         memory_high_watermark: Optional[int] = None,
         store: Optional[Store] = None,
         ledger: Optional[Any] = None,
+        first_gateway_id: int = 1,
     ) -> None:
         self.container_id = container_id
         # A ``gateway.ledger.LedgerWriter`` (or None): the protocols and the queues record
@@ -49,7 +50,9 @@ class Broker:
         self.ledger = ledger
         self.store: Store = store if store is not None else NullStore()
         self.gate = ProducerGate(memory_high_watermark)
-        self._ids = itertools.count(1)
+        # The service starts the ids at a boot-time-derived value, so ids stay unique
+        # across restarts of one container (the ledger reconciles by them).
+        self._ids = itertools.count(first_gateway_id)
         self._vhosts: dict[str, VirtualHost] = {}
         self._services: dict[str, ServiceNode] = {}
         self._resolvers: list[ServiceResolver] = []
@@ -131,7 +134,8 @@ class Broker:
 
     # ------------------------------------------------------------------ ids
     def next_gateway_id(self) -> int:
-        """A new message id, unique and increasing for this process (for the ledger)."""
+        """A new message id, increasing; unique across restarts when the service passes
+        a boot-derived ``first_gateway_id`` (for the ledger)."""
         return next(self._ids)
 
     # ------------------------------------------------------------------ memory
