@@ -51,6 +51,28 @@ class GatewayMetrics:
             "amqp_gateway_tcp_connections_accepted", "TCP connections accepted by any listener",
             registry=r)
 
+    def watch_broker(self, broker) -> None:
+        """Queue depth, unacknowledged deliveries and consumers per queue, and memory use,
+        read from the broker model at scrape time (never on the message path)."""
+
+        def read():
+            for vhost in broker.vhosts.values():
+                for queue in list(vhost.queues.values()):
+                    labels = {"vhost": vhost.name, "queue": queue.name}
+                    yield ("amqp_gateway_queue_messages_ready",
+                           "Messages available for delivery, per queue", labels, queue.message_count)
+                    yield ("amqp_gateway_queue_messages_unacknowledged",
+                           "Messages delivered and not yet settled, per queue", labels,
+                           queue.acquired_count)
+                    yield ("amqp_gateway_queue_consumers", "Consumers and links, per queue",
+                           labels, queue.consumer_count)
+            yield ("amqp_gateway_memory_queued_bytes", "Body bytes held by all queues", {},
+                   broker.memory_used)
+            yield ("amqp_gateway_memory_blocked", "1 while publishers are blocked by the "
+                   "memory high-water mark", {}, 1 if broker.blocked else 0)
+
+        self.add_model_collector(read)
+
     def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
         """Register a scrape-time reader yielding ``(name, help, labels, value)``."""
         self.registry.register(_ModelCollector(read))

@@ -102,6 +102,7 @@ class GatewayService(service.MultiService):
                              memory_high_watermark=config.memory_high_watermark,
                              ledger=self.ledger if self.ledger.enabled else None,
                              first_gateway_id=first_gateway_id(reactor.seconds()))
+        self.metrics.watch_broker(self.broker)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
