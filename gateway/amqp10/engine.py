@@ -43,7 +43,10 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from proton import Collector, Condition, Connection, Event, SymbolList, Transport, symbol
+from cproton import (PN_DELIVERY, addressof, isnull, pn_collector_peek, pn_collector_pop,
+                     pn_delivery_link, pn_event_delivery, pn_event_type)
+from proton import (Collector, Condition, Connection, Delivery, Event, Link, SymbolList,
+                    Transport, symbol)
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
@@ -149,6 +152,10 @@ class Amqp10Engine:
         self._collector: Optional[Collector] = None
         #: handlers by proton link (proton wrappers hash and compare by address)
         self._links: dict[Any, IncomingLink | OutgoingLink] = {}
+        # link address -> handler, a cache for the delivery fast path; an entry counts
+        # only while ``_links`` still maps the handler's link to it (its Link wrapper
+        # keeps the address alive, so it cannot be reused meanwhile)
+        self._handler_by_addr: dict[int, IncomingLink | OutgoingLink] = {}
         self._pending_input = b""
         self._torn_down = False
         self._eof = False
@@ -414,18 +421,48 @@ class Amqp10Engine:
             self._push(b"")
 
     def _handle_collected(self) -> None:
+        """Handle the collected events in order.
+
+        Deliveries (one per transfer or disposition: nearly every event under load) take
+        a fast path on proton's C API: the handler is found by the link's address and
+        only the delivery is wrapped, instead of proton's ``Event`` wrapping the
+        delivery, link, session, connection and transport each time. Every other event,
+        and any delivery whose handler raises, goes through the ``Event`` object.
+        """
         collector = self._collector
         assert collector is not None
+        impl = collector._impl
+        by_addr = self._handler_by_addr
+        links = self._links
         while True:
-            event = collector.peek()
-            if event is None:
+            ev = pn_collector_peek(impl)
+            if isnull(ev):
                 return
             try:
-                self._on_event(event)
-            except Amqp10Error as exc:
-                self._fail(event, exc)
+                if pn_event_type(ev) == PN_DELIVERY:
+                    d = pn_event_delivery(ev)
+                    link_impl = pn_delivery_link(d)
+                    handler = by_addr.get(addressof(link_impl))
+                    if handler is None or links.get(handler.link) is not handler:
+                        handler = links.get(Link.wrap(link_impl))
+                        if handler is None:
+                            continue
+                        if len(by_addr) > 2 * len(links) + 8:  # drop entries of gone links
+                            self._handler_by_addr = by_addr = {
+                                a: h for a, h in by_addr.items() if links.get(h.link) is h}
+                        by_addr[addressof(link_impl)] = handler
+                    try:
+                        handler.on_delivery(Delivery.wrap(d))
+                    except Amqp10Error as exc:
+                        self._fail(Event.wrap(ev), exc)
+                    continue
+                event = Event.wrap(ev)
+                try:
+                    self._on_event(event)
+                except Amqp10Error as exc:
+                    self._fail(event, exc)
             finally:
-                collector.pop()
+                pn_collector_pop(impl)
 
     def _on_event(self, event: Event) -> None:
         etype = event.type
@@ -599,6 +636,7 @@ class Amqp10Engine:
             self._admission = None
         handlers = list(self._links.values())
         self._links.clear()
+        self._handler_by_addr.clear()
         for handler in handlers:
             try:
                 handler.teardown()
