@@ -234,7 +234,7 @@ class TopicExchange(Exchange):
         self.index.remove(binding.routing_key, destination)
 
     def route(self, message: MessageContainer) -> Iterable[Any]:
-        return self.index.match(message.routing_key).keys()
+        return self.index.destinations(message.routing_key)
 
 
 class HeadersExchange(Exchange):

@@ -12,13 +12,21 @@ several times, e.g. with different arguments). Matching walks states ``(node, i)
 = words consumed) with a visited set, so the cost depends on the words and the trie paths
 that match, never on the number of bindings, and ``#.#`` cannot explode. At a ``#`` node
 the walk may consume one more word (stay) or stop there (continue with its children).
-Nothing is cached, so nothing can go stale.
+
+:meth:`TopicIndex.destinations` (the routing path) keeps each routing key's result, as
+RabbitMQ's routing-key cache does: publishers reuse a few keys, so most publishes cost
+one dict lookup whatever the bindings. Every :meth:`~TopicIndex.add` and
+:meth:`~TopicIndex.remove` empties the cache, so a result can never be stale; it holds at
+most ``CACHE_KEYS`` keys and starts over when full.
 """
 from __future__ import annotations
 
 from typing import Hashable, Iterator, Optional
 
-__all__ = ["TopicIndex", "split_words"]
+__all__ = ["CACHE_KEYS", "TopicIndex", "split_words"]
+
+#: Routing keys whose match result one index keeps (a bound on its memory).
+CACHE_KEYS = 16_384
 
 
 def split_words(key: str) -> list[str]:
@@ -42,11 +50,12 @@ class _Node:
 class TopicIndex:
     """Patterns -> destinations, with :meth:`match` that never scans all bindings."""
 
-    __slots__ = ("_root", "_count")
+    __slots__ = ("_root", "_count", "_cache")
 
     def __init__(self) -> None:
         self._root = _Node()
         self._count = 0
+        self._cache: dict[str, tuple[Hashable, ...]] = {}
 
     def __len__(self) -> int:
         """Number of (pattern, destination) registrations, counting duplicates."""
@@ -54,6 +63,8 @@ class TopicIndex:
 
     def add(self, pattern: str, destination: Hashable) -> None:
         """Register ``destination`` for ``pattern`` (registrations are counted)."""
+        if self._cache:
+            self._cache.clear()
         node = self._root
         for word in split_words(pattern):
             if word == "*":
@@ -74,6 +85,8 @@ class TopicIndex:
 
     def remove(self, pattern: str, destination: Hashable) -> bool:
         """Remove one registration; returns False if there was none. Empty nodes are pruned."""
+        if self._cache:
+            self._cache.clear()
         path: list[tuple[_Node, str]] = []
         node = self._root
         for word in split_words(pattern):
@@ -106,6 +119,20 @@ class TopicIndex:
                 del parent.children[word]
             node = parent
         return True
+
+    def destinations(self, routing_key: str) -> tuple[Hashable, ...]:
+        """What :meth:`match` returns, as a tuple in the same order, from the cache when
+        this key was routed since the last add/remove."""
+        cache = self._cache
+        try:
+            return cache[routing_key]
+        except KeyError:
+            pass
+        result = tuple(self.match(routing_key))
+        if len(cache) >= CACHE_KEYS:
+            cache.clear()
+        cache[routing_key] = result
+        return result
 
     def match(self, routing_key: str) -> dict[Hashable, None]:
         """Destinations whose pattern matches ``routing_key``, as an ordered set (dict)."""

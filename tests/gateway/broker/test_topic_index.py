@@ -177,3 +177,36 @@ def test_agrees_with_reference(patterns: list[str], key: str) -> None:
         index.add(pattern, i)
     expected = {i for i, pattern in enumerate(patterns) if reference_match(pattern, key)}
     assert set(index.match(key)) == expected
+
+
+# -- the routing-key cache ---------------------------------------------------------------
+
+def test_destinations_equal_match_in_order() -> None:
+    index = TopicIndex()
+    for pattern, dest in (("a.*", "q1"), ("#", "q2"), ("a.b", "q3"), ("x", "q4")):
+        index.add(pattern, dest)
+    assert index.destinations("a.b") == tuple(index.match("a.b"))
+    assert set(index.destinations("a.b")) == {"q1", "q2", "q3"}
+    assert index.destinations("a.b") == tuple(index.match("a.b"))  # cached: same answer
+
+
+def test_destinations_never_stale_after_add_or_remove() -> None:
+    index = TopicIndex()
+    index.add("a.*", "q1")
+    assert index.destinations("a.b") == ("q1",)
+    index.add("a.b", "q2")
+    assert index.destinations("a.b") == ("q1", "q2")
+    index.remove("a.*", "q1")
+    assert index.destinations("a.b") == ("q2",)
+    index.remove("a.b", "q2")
+    assert index.destinations("a.b") == ()
+
+
+def test_destinations_cache_is_bounded(monkeypatch) -> None:
+    import gateway.broker.topic_index as module
+    monkeypatch.setattr(module, "CACHE_KEYS", 4)
+    index = TopicIndex()
+    index.add("#", "q")
+    for i in range(10):
+        assert index.destinations(f"k{i}") == ("q",)
+    assert len(index._cache) <= 4
