@@ -136,6 +136,17 @@ def data_payload(encoded: bytes, span: SectionSpan) -> bytes:
     raise TranslationError("data", "a data section must hold a binary")
 
 
+def data_size(encoded: bytes, span: SectionSpan) -> int:
+    """``len(data_payload(encoded, span))`` without copying the payload (spans end within
+    ``encoded``: ``scan_sections`` checked them); raises like :func:`data_payload`."""
+    code = encoded[span.value_start]
+    if code == 0xA0:
+        return span.end - span.value_start - 2
+    if code == 0xB0:
+        return span.end - span.value_start - 5
+    raise TranslationError("data", "a data section must hold a binary")
+
+
 def _list_field(values: Any, index: int) -> Any:
     if isinstance(values, list) and index < len(values):
         return values[index]
@@ -168,7 +179,7 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
         elif code in BODY_CODES:
             body_spans.append(span)
     if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:
-        body_size = len(data_payload(encoded, body_spans[0]))
+        body_size = data_size(encoded, body_spans[0])
     else:
         body_size = sum(s.end - s.start for s in body_spans)
     creation = _typed(_list_field(properties, 9), int)

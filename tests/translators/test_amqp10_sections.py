@@ -109,3 +109,20 @@ def test_with_delivery_header_rejects_bad_count():
     with pytest.raises(TranslationError) as caught:
         with_delivery_header(b"", delivery_count=-1, first_acquirer=False)
     assert caught.value.field == "delivery-count"
+
+
+@pytest.mark.parametrize("size", [0, 10, 255, 256, 5000])
+def test_data_size_is_the_payload_length_without_copying(size):
+    from translators.amqp10_sections import data_payload, data_size
+    encoded = encode_sections([(SectionCode.DATA, b"x" * size)])
+    span = next(iter(scan_sections(encoded)))
+    assert data_size(encoded, span) == len(data_payload(encoded, span)) == size
+
+
+def test_data_size_rejects_a_non_binary_data_section():
+    from translators.amqp10_sections import data_size
+    encoded = b"\x00\x53\x75\xa1\x01x"  # data section holding a string
+    span = next(iter(scan_sections(encoded)))
+    with pytest.raises(TranslationError) as info:
+        data_size(encoded, span)
+    assert "binary" in str(info.value)
