@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional
 
 from cproton import (PN_DELIVERY, addressof, isnull, pn_collector_peek, pn_collector_pop,
                      pn_delivery_link, pn_event_delivery, pn_event_type)
-from proton import (Collector, Condition, Connection, Delivery, Event, Link, SymbolList,
+from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
@@ -452,7 +452,7 @@ class Amqp10Engine:
                                 a: h for a, h in by_addr.items() if links.get(h.link) is h}
                         by_addr[addressof(link_impl)] = handler
                     try:
-                        handler.on_delivery(Delivery.wrap(d))
+                        handler.on_delivery(d)
                     except Amqp10Error as exc:
                         self._fail(Event.wrap(ev), exc)
                     continue
@@ -469,7 +469,7 @@ class Amqp10Engine:
         if etype == Event.DELIVERY:
             handler = self._handler(event.link)
             if handler is not None:
-                handler.on_delivery(event.delivery)
+                handler.on_delivery(event.delivery._impl)
         elif etype == Event.LINK_FLOW:
             handler = self._handler(event.link)
             if isinstance(handler, OutgoingLink):

@@ -49,6 +49,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Protocol
 
+from cproton import (pn_delivery, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
+                     pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
+                     pn_delivery_tag, pn_delivery_update, pn_delivery_updated, pn_link_advance)
 from proton import Condition, Delivery, Link, Terminus
 
 from addressing import (
@@ -155,6 +158,10 @@ def _address_error(exc: AddressError) -> Amqp10Error:
     return Amqp10Error(condition, exc.text)
 
 
+# Outcomes that end a delivery (proton's DispositionType values, as ints).
+_TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
+
+
 def _condition(cond: Cond, text: str) -> Condition:
     return Condition(cond.value, text)
 
@@ -209,18 +216,20 @@ class IncomingLink:
             return True
         return False
 
-    def on_delivery(self, delivery: Delivery) -> None:
+    def on_delivery(self, d: Any) -> None:
         """Collect a (possibly multi-frame) transfer; publish it once complete.
 
+        ``d`` is proton's C delivery (``pn_delivery_t``, a ``Delivery``'s ``_impl``):
+        the common path works on it directly, with no Python wrapper per transfer.
         Raises :class:`Amqp10Error` (link scope) if it exceeds ``max_message_size``.
         """
         link = self.link
-        if delivery.aborted:
+        if pn_delivery_aborted(d):
             self._buffer.clear()
-            delivery.settle()
-            link.advance()
+            pn_delivery_settle(d)
+            pn_link_advance(link._impl)
             return
-        pending = delivery.pending
+        pending = pn_delivery_pending(d)
         if pending > 0:
             chunk = link.recv(pending)
             if chunk:
@@ -237,17 +246,20 @@ class IncomingLink:
                 self._record(ledger, EventKind.REFUSED, None, self.host.now, self._address,
                              reason=error.description)
             raise error
-        if delivery.partial:
+        if pn_delivery_partial(d):
             return
         encoded = bytes(self._buffer)
         self._buffer.clear()
-        link.advance()
+        pn_link_advance(link._impl)
         outcome, condition = self._publish(encoded)
-        if not delivery.settled:
+        if not pn_delivery_settled(d):
             if condition is not None:
+                delivery = Delivery.wrap(d)
                 delivery.local.condition = condition
-            delivery.update(outcome)
-        delivery.settle()
+                delivery.update(outcome)
+            else:  # what Delivery.update does when there is no condition/data
+                pn_delivery_update(d, outcome)
+        pn_delivery_settle(d)
         self.refill()
 
     def _publish(self, encoded: bytes) -> tuple[int, Optional[Condition]]:
@@ -408,9 +420,11 @@ class OutgoingLink:
         tag = str(self._next_tag)
         self._next_tag += 1
         link = self.link
-        delivery = link.delivery(tag)
-        link.send(data)
-        link.advance()
+        # the C delivery only: a Python Delivery wrapper per message costs more than
+        # the send itself
+        d = pn_delivery(link._impl, tag)
+        link.stream(data)
+        pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
             ledger.record(
@@ -422,13 +436,13 @@ class OutgoingLink:
                 gateway_id=message.gateway_id, size=message.size,
                 delivery_count=entry.delivery_count, received_at=message.created_at)
         if self._presettled or not self.acquires:
-            delivery.settle()
+            pn_delivery_settle(d)
             if self.acquires:
                 if ledger is not None:
                     self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None)
                 self.queue.settle(entry)
         else:
-            self._unsettled[delivery.tag] = entry
+            self._unsettled[tag] = entry  # == pn_delivery_tag(d), as on_delivery reads it
         self.host.output_ready()
 
     def cancelled_by_broker(self, reason: str) -> None:
@@ -468,21 +482,21 @@ class OutgoingLink:
             link.drained()
             self.credit.drain_all()
 
-    def on_delivery(self, delivery: Delivery) -> None:
-        """A disposition from the client for one of our deliveries."""
-        if not delivery.updated and not delivery.settled:
+    def on_delivery(self, d: Any) -> None:
+        """A disposition from the client for one of our deliveries. ``d`` is proton's C
+        delivery (see :meth:`IncomingLink.on_delivery`)."""
+        settled = pn_delivery_settled(d)
+        if not settled and not pn_delivery_updated(d):
             return
-        entry = self._unsettled.get(delivery.tag)
-        state = delivery.remote_state
-        terminal = state in (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED,
-                             Delivery.MODIFIED)
-        if not terminal and not delivery.settled:
+        tag = pn_delivery_tag(d)
+        state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
+        if not settled and state not in _TERMINAL:
             return  # e.g. a RECEIVED state: progress only
-        self._unsettled.pop(delivery.tag, None)
-        delivery.settle()
+        entry = self._unsettled.pop(tag, None)
+        pn_delivery_settle(d)
         if entry is None or not self.acquires:
             return
-        self._apply_outcome(entry, state, delivery)
+        self._apply_outcome(entry, state, d)
 
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
@@ -497,7 +511,7 @@ class OutgoingLink:
             size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
             reason=reason, received_at=message.created_at)
 
-    def _apply_outcome(self, entry: QueuedMessage, state: int, delivery: Delivery) -> None:
+    def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:
@@ -507,7 +521,7 @@ class OutgoingLink:
         elif state == Delivery.REJECTED:
             queue.reject(entry, requeue=False, now=now)
         elif state == Delivery.MODIFIED:
-            remote = delivery.remote
+            remote = Delivery.wrap(d).remote
             raw = remote.annotations or {}
             annotations = {str(k): v for k, v in raw.items()}
             queue.modify(entry, delivery_failed=bool(remote.failed),
