@@ -248,6 +248,7 @@ class LedgerConfig:
     sample_rate: float = _checked(1.0, check=_sample_rate)
     header_allowlist: tuple[str, ...] = ()
     fsync: bool = False
+    writer_process: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,12 @@ from gateway.auth import (
 from gateway.broker import Broker
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
 from gateway.edge.http import make_site
+from gateway.edge.ledger_process import LedgerProcess
 from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
+from gateway.ledger.feed import LedgerFeed
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 
@@ -97,6 +99,7 @@ class GatewayService(service.MultiService):
         self.reactor = reactor
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
+        self.ledger_process: Optional[LedgerProcess] = None
         self.ledger = self._make_ledger(config)
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
                              memory_high_watermark=config.memory_high_watermark,
@@ -124,18 +127,32 @@ class GatewayService(service.MultiService):
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
-    def _make_ledger(self, config: GatewayConfig) -> LedgerWriter:
+    def _make_ledger(self, config: GatewayConfig) -> LedgerWriter | LedgerFeed:
+        """The hot-path ledger the broker records into: with ``writer_process`` a feed whose
+        batches a child process encodes and writes (``self.ledger_process``), else a writer
+        that does both in this process."""
         lc = config.ledger
         directory = lc.directory or os.path.join(config.state_dir, "ledger")
-        return LedgerWriter(
-            directory, container_id=self.container_id, enabled=lc.enabled,
+        settings = dict(
+            container_id=self.container_id, enabled=lc.enabled,
             segment_max_bytes=lc.segment_max_bytes, segment_max_age=lc.segment_max_age,
             retention_max_age=lc.retention_max_age, retention_max_bytes=lc.retention_max_bytes,
-            sample_rate=lc.sample_rate, header_allowlist=lc.header_allowlist, fsync=lc.fsync)
+            sample_rate=lc.sample_rate, header_allowlist=list(lc.header_allowlist),
+            fsync=lc.fsync)
+        if not (lc.enabled and lc.writer_process):
+            return LedgerWriter(directory, **settings)  # type: ignore[arg-type]
+        os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
+        feed = LedgerFeed(container_id=self.container_id, sample_rate=lc.sample_rate,
+                          header_allowlist=lc.header_allowlist)
+        self.ledger_process = LedgerProcess(self.reactor, feed, dict(settings, directory=directory))
+        return feed
 
     def _flush_ledger(self) -> None:
         try:
-            self.ledger.flush(self.reactor.seconds())
+            if self.ledger_process is not None:
+                self.ledger_process.flush()
+            else:
+                self.ledger.flush(self.reactor.seconds())
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("ledger flush failed")
 
@@ -203,6 +220,8 @@ class GatewayService(service.MultiService):
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
+        if self.ledger_process is not None:
+            self.ledger_process.start()
         if self.ledger.enabled:
             self._ledger_flush = task.LoopingCall(self._flush_ledger)
             self._ledger_flush.clock = self.reactor
@@ -243,7 +262,9 @@ class GatewayService(service.MultiService):
                 f.abort_all()
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
-        if self.ledger.enabled:
+        if self.ledger_process is not None:
+            await self.ledger_process.stop(self.config.shutdown_timeout)
+        elif self.ledger.enabled:
             self.ledger.close(self.reactor.seconds())
         if self.http_port is not None:
             await defer.maybeDeferred(self.http_port.stopListening)

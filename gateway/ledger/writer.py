@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Optional
 
+from .buffer import EventBuffer
 from .encoding import RowEncoder, sample_threshold
-from .records import EventKind, LedgerRecord, Outcome
 from .segments import (
     ClosedSegment,
     closed_name,
@@ -66,7 +66,7 @@ DEFAULT_RETENTION_MAX_BYTES = 2 * 1024 ** 3
 DEFAULT_MAX_BUFFERED = 1_000_000
 
 
-class LedgerWriter:
+class LedgerWriter(EventBuffer):
     """Append-only ledger of message events for one gateway container.
 
     ``directory`` is created if needed (only when ``enabled``). ``sample_rate`` in [0, 1]
@@ -97,9 +97,9 @@ class LedgerWriter:
         if segment_max_bytes <= 0 or segment_max_age <= 0 or retention_max_age <= 0 \
                 or retention_max_bytes <= 0 or max_buffered <= 0:
             raise ValueError("ledger sizes, ages and max_buffered must be positive")
+        super().__init__(enabled=enabled)
         self.directory = directory
         self.container_id = container_id
-        self.enabled = enabled
         self.segment_max_bytes = segment_max_bytes
         self.segment_max_age = segment_max_age
         self.retention_max_age = retention_max_age
@@ -108,7 +108,6 @@ class LedgerWriter:
         self.max_buffered = max_buffered
         self._encoder = RowEncoder(container_id, header_allowlist, sample_threshold(sample_rate))
         self._file_tag = safe_container(container_id)
-        self._buffer: list = []
         self._fd: Optional[int] = None
         self._open_path = ""
         self._open_start_us = 0
@@ -121,69 +120,18 @@ class LedgerWriter:
         self.bytes_written = self.write_errors = 0
         self.segments_closed = self.segments_deleted = 0
         if not enabled:
-            # Disabled: the hot-path calls become no-ops bound on the instance.
-            self.record = self._discard  # type: ignore[method-assign]
-            self.append = self._discard  # type: ignore[method-assign]
             return
         os.makedirs(directory, exist_ok=True)
         recover_open_segments(directory, self._file_tag)
         self._closed = list_closed_segments(directory, self._file_tag)
 
-    # -- hot path -------------------------------------------------------------------------
-
-    def record(
-        self,
-        event: EventKind,
-        now: float,
-        *,
-        vhost: Optional[str] = None,
-        user: Optional[str] = None,
-        proto_in: Optional[str] = None,
-        proto_out: Optional[str] = None,
-        connection: Optional[str] = None,
-        link: object = None,
-        exchange: Optional[str] = None,
-        routing_key: Optional[str] = None,
-        address: Optional[str] = None,
-        queue: Optional[str] = None,
-        routed_to: Optional[Sequence[str]] = None,
-        message_id: object = None,
-        correlation_id: object = None,
-        gateway_id: Optional[str] = None,
-        origin_id: Optional[str] = None,
-        peer_container: Optional[str] = None,
-        size: Optional[int] = None,
-        delivery_count: Optional[int] = None,
-        outcome: Optional[Outcome] = None,
-        reason: Optional[str] = None,
-        received_at: Optional[float] = None,
-        headers: Optional[Mapping[str, object]] = None,
-    ) -> None:
-        """Buffer one event. ``now`` and ``received_at`` are seconds (the latency column is
-        their difference); ``headers`` may be the message's own mapping (only allow-listed
-        names are copied, at flush time, so it must not be mutated after the call). Ids
-        that are not strings (1.0 ulong/uuid/binary, channel numbers) are stored as text.
-        """
-        self._buffer.append((
-            now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
-            routing_key, address, queue, routed_to, message_id, correlation_id, gateway_id,
-            origin_id, peer_container, size, delivery_count, outcome, reason, received_at,
-            headers,
-        ))
-
-    def append(self, record: LedgerRecord) -> None:
-        """Buffer a ready-made record (its ``container`` is replaced by the writer's)."""
-        self._buffer.append(record)
-
-    def _discard(self, *args: object, **kwargs: object) -> None:
-        return None
-
-    @property
-    def buffered(self) -> int:
-        """Events waiting for the next flush."""
-        return len(self._buffer)
-
     # -- timer side -----------------------------------------------------------------------
+
+    def add(self, items: Iterable) -> None:
+        """Buffer events recorded elsewhere (rows or records, as ``record``/``append`` make
+        them): the writer process gets them from the gateway in batches."""
+        if self.enabled:
+            self._buffer.extend(items)
 
     def flush(self, now: float) -> int:
         """Write the buffered events, rotate and apply retention; return records written.
@@ -194,9 +142,21 @@ class LedgerWriter:
         """
         if not self.enabled:
             return 0
-        items, self._buffer = self._buffer, []
-        now_us = round(now * 1_000_000)
+        items = self.take()
         data, kept = self._encoder.encode(items) if items else (b"", 0)
+        return self._store(data, kept, len(items), items, now)
+
+    def write_lines(self, data: bytes, count: int, now: float) -> int:
+        """Append ``count`` records already encoded as JSON Lines (sampling and the
+        allow-list applied) by ``RowEncoder`` elsewhere; rotation and retention as in
+        ``flush``. A disk error is logged and counted; these lines are then lost."""
+        if not self.enabled:
+            return 0
+        return self._store(data, count, count, None, now)
+
+    def _store(self, data: bytes, kept: int, taken: int, items: Optional[list],
+               now: float) -> int:
+        now_us = round(now * 1_000_000)
         if self._fd is not None and (
             now_us - self._open_start_us >= self.segment_max_age * 1_000_000
             or (data and self._open_size and self._open_size + len(data) > self.segment_max_bytes)
@@ -206,10 +166,10 @@ class LedgerWriter:
             try:
                 self._write(data, now_us)
             except OSError as exc:
-                self._on_write_error(exc, items)
+                self._on_write_error(exc, items if items is not None else [], kept)
                 return 0
             self.records_written += kept
-        self.records_sampled_out += len(items) - kept
+        self.records_sampled_out += taken - kept
         self._apply_retention(now_us)
         return kept
 
@@ -269,8 +229,12 @@ class LedgerWriter:
         self._closed.append(ClosedSegment(target, self._open_start_us, end_us, self._open_size))
         self.segments_closed += 1
 
-    def _on_write_error(self, exc: OSError, items: list) -> None:
+    def _on_write_error(self, exc: OSError, items: list, lost: int) -> None:
+        """Cut the segment back; keep ``items`` (rows) for the next flush. Pre-encoded
+        lines (no rows to keep) are counted as dropped."""
         self.write_errors += 1
+        if not items:
+            self.records_dropped += lost
         log.error("ledger: write to %s failed: %s", self._open_path or self.directory, exc)
         if self._fd is not None:
             # Cut a partial write back so no torn line sits mid-file, then start afresh.

@@ -7,6 +7,9 @@ then the PySpark report over the gateway's ledger directory in local Spark.
    one refused; the gateway is stopped with SIGTERM (the ledger is flushed and closed)
    and every count of the report is asserted exactly.
 2. kill -9 while a publisher is running: the report reads every complete line.
+3. kill -9 of the gateway alone (its ledger writer process survives it): every event the
+   gateway had shipped is written, and a message confirmed more than one flush interval
+   before the kill is in the ledger.
 """
 from __future__ import annotations
 
@@ -244,8 +247,7 @@ def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp
     # several flushes (every 0.2 s) must have happened while the publisher runs
     while _parseable_lines(ledger_dir)[0] < 2000 and time.monotonic() < deadline:
         time.sleep(0.1)
-    gw.proc.kill()  # SIGKILL, mid-stream
-    gw.proc.wait()
+    gw.kill()  # SIGKILL to the ledger writer and the gateway: a whole-service crash
     stop.set()
     publisher.join(10)
 
@@ -256,3 +258,64 @@ def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp
     assert summary.events == good
     assert summary.malformed == bad
     assert summary.by_event["received"] >= summary.by_event["routed"] >= good // 2 - 1
+
+
+def _children_gone(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _received_message_ids(directory: str) -> set[str]:
+    ids = set()
+    for path in glob.glob(os.path.join(directory, "*.jsonl*")):
+        with open(path, "rb") as f:
+            for line in f.read().split(b"\n"):
+                if line:
+                    rec = json.loads(line)
+                    if rec["event"] == "received" and "message_id" in rec:
+                        ids.add(rec["message_id"])
+    return ids
+
+
+def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gateway, tmp_path):
+    flush_interval = 0.2
+    ledger_dir = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    writers = gw.child_pids()
+    assert writers, "the ledger is written by a child process by default"
+    connection, ch = pika_channel(gw)
+    queue = unique("lcrash1")
+    ch.queue_declare(queue)
+    ch.confirm_delivery()
+    confirmed: list[tuple[str, float]] = []  # (message id, when its confirm arrived)
+    start = time.monotonic()
+    while time.monotonic() - start < 1.5:
+        message_id = f"m{len(confirmed)}"
+        ch.basic_publish("", queue, b"x" * 64, pika.BasicProperties(message_id=message_id))
+        confirmed.append((message_id, time.monotonic()))  # blocks until the confirm
+    killed_at = time.monotonic()
+    gw.proc.kill()  # SIGKILL to the gateway only
+    gw.proc.wait()
+    assert _children_gone(writers, 15.0), "the writer finishes and exits at end of input"
+
+    written = _received_message_ids(ledger_dir)
+    settled_before = [m for m, t in confirmed if t < killed_at - flush_interval - 0.5]
+    assert len(settled_before) > 100
+    missing = [m for m in settled_before if m not in written]
+    assert not missing, f"{len(missing)} confirmed messages missing, first {missing[:5]}"
+    assert not glob.glob(os.path.join(ledger_dir, "*.jsonl.open")), \
+        "the writer closed its segment after the gateway's last batch"
+    good, bad = _parseable_lines(ledger_dir)
+    assert bad == 0

@@ -139,8 +139,22 @@ class GatewayProcess:
         self._cleanup()
         return self.proc.returncode
 
-    def kill(self) -> None:
+    def child_pids(self) -> list[int]:
+        """The gateway's child processes (its ledger writer), from /proc."""
+        if self.proc is None:
+            return []
+        return _children_of(self.proc.pid)
+
+    def kill(self, *, children: bool = True) -> None:
+        """SIGKILL the gateway (and, unless ``children=False``, its child processes first:
+        a whole-service crash) and wait for it."""
         if self.proc and self.proc.poll() is None:
+            if children:
+                for pid in self.child_pids():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             self.proc.kill()
             self.proc.wait()
         self._cleanup()
@@ -155,3 +169,20 @@ class GatewayProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the 4th field after the parenthesised command name is the parent pid
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            children.append(int(entry))
+    return children

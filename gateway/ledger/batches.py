@@ -1,0 +1,102 @@
+"""Batches of ledger events on the pipe from the gateway to its ledger writer process.
+
+A frame is ``length:u32 kind:u8 payload`` (big-endian; ``length`` counts the kind and the
+payload). Kinds:
+
+- ``ROWS``: the buffered events (row tuples and ``LedgerRecord``s) pickled as one list.
+  Pickling a row costs a tenth of encoding it as JSON, which is the point: the gateway's
+  event loop hands the encoding to the other process. An empty list is a tick (the writer
+  still rotates segments by age).
+- ``LINES``: ``count:u32`` then JSON Lines already encoded by the gateway, for a batch
+  that could not be pickled (an application header value of an unusual type, say).
+
+The pipe is private between a parent and the child it started, so unpickling is safe.
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+from enum import IntEnum
+from typing import Optional, Sequence
+
+__all__ = ["BatchKind", "BatchReader", "FrameError", "lines_frame", "rows_frame"]
+
+_HEAD = struct.Struct(">IB")
+_COUNT = struct.Struct(">I")
+#: a frame larger than this is a corrupted stream, not a batch
+MAX_FRAME = 1 << 31
+
+
+class BatchKind(IntEnum):
+    ROWS = 1
+    LINES = 2
+
+
+class FrameError(ValueError):
+    """The byte stream is not a sequence of batch frames."""
+
+
+def rows_frame(items: Sequence) -> bytes:
+    """Raises ``pickle.PicklingError``, ``TypeError`` or ``AttributeError`` when an item
+    holds a value pickle cannot take."""
+    payload = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEAD.pack(len(payload) + 1, BatchKind.ROWS) + payload
+
+
+def lines_frame(data: bytes, count: int) -> bytes:
+    return _HEAD.pack(len(data) + 1 + _COUNT.size, BatchKind.LINES) + _COUNT.pack(count) + data
+
+
+class BatchReader:
+    """Reassembles frames from arbitrary chunks of the stream."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        #: set once the stream turned out corrupt; ``feed`` returns nothing after that
+        self.error: Optional[FrameError] = None
+
+    def feed(self, chunk: bytes) -> list[tuple[BatchKind, object]]:
+        """``(ROWS, list)`` or ``(LINES, (bytes, count))`` for each frame completed.
+
+        An impossible length or kind, or a payload that does not unpickle, sets ``error``
+        (the stream cannot be trusted after it); the frames completed before it are
+        still returned.
+        """
+        if self.error is not None:
+            return []
+        data = self._data
+        data += chunk
+        offset = 0
+        batches: list[tuple[BatchKind, object]] = []
+        while len(data) - offset >= _HEAD.size:
+            length, kind = _HEAD.unpack_from(data, offset)
+            if not 1 <= length <= MAX_FRAME:
+                self.error = FrameError(f"batch frame length {length} out of range")
+                break
+            end = offset + 4 + length
+            if end > len(data):
+                break
+            payload = bytes(data[offset + _HEAD.size:end])
+            offset = end
+            if kind == BatchKind.ROWS:
+                try:
+                    batches.append((BatchKind.ROWS, pickle.loads(payload)))
+                except Exception as exc:  # noqa: BLE001 - any unpickling failure
+                    self.error = FrameError(f"batch does not unpickle: {exc!r}")
+                    break
+            elif kind == BatchKind.LINES:
+                (count,) = _COUNT.unpack_from(payload)
+                batches.append((BatchKind.LINES, (payload[_COUNT.size:], count)))
+            else:
+                self.error = FrameError(f"unknown batch kind {kind}")
+                break
+        if self.error is not None:
+            data.clear()
+        else:
+            del data[:offset]
+        return batches
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete frame held back."""
+        return len(self._data)

@@ -1,0 +1,84 @@
+"""The hot-path half of a ledger: ``record(...)`` and ``append(record)`` append to a list.
+
+Both ledgers the gateway can run with share it: ``LedgerWriter`` (encodes and writes in
+the gateway's own process) and ``LedgerFeed`` (ships the buffered events to a separate
+writer process). Call sites on the message path see one surface and pay one
+``list.append`` of a tuple per event: no I/O, no formatting, no clock.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from .records import EventKind, LedgerRecord, Outcome
+
+__all__ = ["EventBuffer"]
+
+
+class EventBuffer:
+    """Events waiting for the next flush. ``enabled=False`` makes recording a no-op."""
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._buffer: list = []
+        if not enabled:
+            # Disabled: the hot-path calls become no-ops bound on the instance.
+            self.record = self._discard  # type: ignore[method-assign]
+            self.append = self._discard  # type: ignore[method-assign]
+
+    def record(
+        self,
+        event: EventKind,
+        now: float,
+        *,
+        vhost: Optional[str] = None,
+        user: Optional[str] = None,
+        proto_in: Optional[str] = None,
+        proto_out: Optional[str] = None,
+        connection: Optional[str] = None,
+        link: object = None,
+        exchange: Optional[str] = None,
+        routing_key: Optional[str] = None,
+        address: Optional[str] = None,
+        queue: Optional[str] = None,
+        routed_to: Optional[Sequence[str]] = None,
+        message_id: object = None,
+        correlation_id: object = None,
+        gateway_id: Optional[str] = None,
+        origin_id: Optional[str] = None,
+        peer_container: Optional[str] = None,
+        size: Optional[int] = None,
+        delivery_count: Optional[int] = None,
+        outcome: Optional[Outcome] = None,
+        reason: Optional[str] = None,
+        received_at: Optional[float] = None,
+        headers: Optional[Mapping[str, object]] = None,
+    ) -> None:
+        """Buffer one event. ``now`` and ``received_at`` are seconds (the latency column is
+        their difference); ``headers`` may be the message's own mapping (only allow-listed
+        names are copied, at flush time, so it must not be mutated after the call). Ids
+        that are not strings (1.0 ulong/uuid/binary, channel numbers) are stored as text.
+        The tuple's layout is ``encoding.ROW_FIELDS``.
+        """
+        self._buffer.append((
+            now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
+            routing_key, address, queue, routed_to, message_id, correlation_id, gateway_id,
+            origin_id, peer_container, size, delivery_count, outcome, reason, received_at,
+            headers,
+        ))
+
+    def append(self, record: LedgerRecord) -> None:
+        """Buffer a ready-made record (its ``container`` is replaced by the writer's)."""
+        self._buffer.append(record)
+
+    def _discard(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    @property
+    def buffered(self) -> int:
+        """Events waiting for the next flush."""
+        return len(self._buffer)
+
+    def take(self) -> list:
+        """Every buffered event, oldest first; the buffer starts afresh."""
+        items, self._buffer = self._buffer, []
+        return items

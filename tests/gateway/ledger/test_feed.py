@@ -1,0 +1,67 @@
+"""LedgerFeed: the hot path's buffer, shipped as batch frames to the writer process."""
+from __future__ import annotations
+
+import json
+
+from gateway.ledger.batches import BatchKind, BatchReader
+from gateway.ledger.encoding import ROW_FIELDS
+from gateway.ledger.feed import LedgerFeed
+from gateway.ledger.records import EventKind
+
+HEADERS = ROW_FIELDS.index("headers")
+
+
+def _frames(feed: LedgerFeed) -> list:
+    return BatchReader().feed(feed.take_frame())
+
+
+def test_recorded_rows_are_shipped_and_the_buffer_emptied() -> None:
+    feed = LedgerFeed(container_id="gw")
+    feed.record(EventKind.RECEIVED, 10.0, vhost="/", queue="q", gateway_id=7, size=3)
+    assert feed.buffered == 1
+    [(kind, rows)] = _frames(feed)
+    assert kind is BatchKind.ROWS
+    assert rows[0][:3] == (10.0, EventKind.RECEIVED, "/") and rows[0][ROW_FIELDS.index("size")] == 3
+    assert feed.buffered == 0
+    assert _frames(feed) == [(BatchKind.ROWS, [])]  # a tick
+    assert (feed.batches, feed.events_sent) == (2, 1)
+
+
+def test_headers_are_not_shipped_without_an_allowlist() -> None:
+    feed = LedgerFeed(container_id="gw")
+    feed.record(EventKind.RECEIVED, 1.0, headers={"big": "x" * 1000})
+    [(_, rows)] = _frames(feed)
+    assert rows[0][HEADERS] is None
+
+
+def test_headers_are_shipped_with_an_allowlist() -> None:
+    feed = LedgerFeed(container_id="gw", header_allowlist=["tenant"])
+    feed.record(EventKind.RECEIVED, 1.0, headers={"tenant": "acme"})
+    [(_, rows)] = _frames(feed)
+    assert rows[0][HEADERS] == {"tenant": "acme"}
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("not today")
+
+    def __str__(self) -> str:
+        return "odd-id"
+
+
+def test_a_batch_that_does_not_pickle_is_encoded_here() -> None:
+    feed = LedgerFeed(container_id="gw", header_allowlist=["tenant"])
+    feed.record(EventKind.RECEIVED, 2.0, message_id=_Unpicklable(), headers={"tenant": "acme"})
+    feed.record(EventKind.ROUTED, 2.0, routed_to=["q"])
+    [(kind, (data, count))] = _frames(feed)
+    assert kind is BatchKind.LINES and count == 2
+    first, second = (json.loads(line) for line in data.decode().splitlines())
+    assert first["message_id"] == "odd-id" and first["headers"] == {"tenant": "acme"}
+    assert first["container"] == "gw" and second["routed_to"] == ["q"]
+    assert feed.batches_encoded_here == 1
+
+
+def test_disabled_feed_records_nothing() -> None:
+    feed = LedgerFeed(container_id="gw", enabled=False)
+    feed.record(EventKind.RECEIVED, 1.0)
+    assert feed.buffered == 0

@@ -1,0 +1,103 @@
+"""The ledger writer process: frames in, segment files out; signals; the directory lock."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gateway.ledger.batches import lines_frame, rows_frame
+from gateway.ledger.records import EventKind
+from gateway.ledger.writer import LedgerWriter
+from gateway.ledger.writer_process import EXIT_LOCKED, EXIT_STREAM, EXIT_USAGE, lock_directory, main, serve
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _row(i: int) -> tuple:
+    return (100.0 + i, EventKind.RECEIVED, "/", "guest", "0-9-1", None, "1", 1, "", "q", None,
+            None, None, f"m{i}", None, i, None, None, 10, None, None, None, None, None)
+
+
+def _lines(directory: str) -> list[dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
+        out += [json.loads(line) for line in Path(path).read_text().splitlines()]
+    return out
+
+
+def test_serve_writes_every_batch_and_closes_at_end_of_input(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    stream = rows_frame([_row(0), _row(1)]) + lines_frame(b'{"v":1,"event":"x"}\n', 1) + rows_frame([])
+    os.write(write_fd, stream)
+    os.close(write_fd)
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    assert serve(read_fd, writer, clock=lambda: 200.0) == 0
+    os.close(read_fd)
+    assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", "m1", None]
+    assert not glob.glob(str(tmp_path / "*.open")), "end of input closes the segment"
+
+
+def test_corrupt_input_stops_with_a_status_but_keeps_what_came_before(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, rows_frame([_row(0)]) + b"\x00\x00\x00\x02\x07x")
+    os.close(write_fd)
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    assert serve(read_fd, writer, clock=lambda: 200.0) == EXIT_STREAM
+    os.close(read_fd)
+    assert [r["message_id"] for r in _lines(str(tmp_path))] == ["m0"]
+
+
+def test_lock_is_exclusive_per_directory_and_container(tmp_path) -> None:
+    first = lock_directory(str(tmp_path), "gw")
+    assert first is not None
+    try:
+        assert lock_directory(str(tmp_path), "gw", wait=0.2) is None
+        other = lock_directory(str(tmp_path), "other-gw", wait=0.2)
+        assert other is not None
+        os.close(other)
+    finally:
+        os.close(first)
+    again = lock_directory(str(tmp_path), "gw", wait=0.2)
+    assert again is not None
+    os.close(again)
+
+
+def test_bad_usage_and_bad_settings_exit_2() -> None:
+    assert main([]) == EXIT_USAGE
+    assert main(["{not json"]) == EXIT_USAGE
+    assert main(['{"container_id": "gw"}']) == EXIT_USAGE  # no directory
+
+
+def _spawn(settings: dict) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "gateway.ledger.writer_process", json.dumps(settings)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def test_real_process_ignores_sigterm_and_writes_the_last_batch(tmp_path) -> None:
+    proc = _spawn({"directory": str(tmp_path), "container_id": "gw"})
+    proc.stdin.write(rows_frame([_row(0)]))
+    proc.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not _lines(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # the gateway stops it by closing the pipe, not this
+    proc.send_signal(signal.SIGINT)
+    proc.stdin.write(rows_frame([_row(1)]))
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    assert [r["message_id"] for r in _lines(str(tmp_path))] == ["m0", "m1"]
+
+
+def test_real_process_waits_for_the_lock_then_gives_up(tmp_path, monkeypatch) -> None:
+    held = lock_directory(str(tmp_path), "gw")
+    try:
+        monkeypatch.setattr("gateway.ledger.writer_process.LOCK_WAIT", 0.2)
+        assert main([json.dumps({"directory": str(tmp_path), "container_id": "gw"})]) == EXIT_LOCKED
+    finally:
+        os.close(held)
