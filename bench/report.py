@@ -16,13 +16,15 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 __all__ = ["Measurement", "Spread", "SummaryRow", "GATEWAY", "REFERENCE", "spread", "summarize",
            "format_table", "format_size", "target_verdicts", "generator_notes", "write_json", "draw_chart",
-           "RATIO_TARGETS", "W5_FLAT_TOLERANCE", "W6_MAX_KIB"]
+           "RATIO_TARGETS", "LEDGER_RATIO_TARGET", "W5_FLAT_TOLERANCE", "W6_MAX_KIB"]
 
 GATEWAY = "gateway"
 REFERENCE = "reference"
 
 # The targets: ratio gateway/RabbitMQ at least this much, per workload family.
 RATIO_TARGETS = {"W1": 1.5, "W2": 1.5, "W4": 1.5, "W3": 0.5}
+# The ledger's cost: throughput with the ledger on / off at least this much (under 10%).
+LEDGER_RATIO_TARGET = 0.9
 W5_FLAT_TOLERANCE = 0.20   # gateway W5 rates within 20% from 10 to 10 000 bindings
 W6_MAX_KIB = 30.0          # gateway memory per idle connection, KiB
 
@@ -200,6 +202,10 @@ def target_verdicts(rows: Sequence[SummaryRow]) -> list[str]:
             ok = r.ratio.median >= want
             out.append(f"{'PASS' if ok else 'MISS'} {r.workload}: ratio {r.ratio.median:.2f} "
                        f"(target >= {want})")
+        if r.family == "L" and r.ratio is not None:
+            ok = r.ratio.median >= LEDGER_RATIO_TARGET
+            out.append(f"{'PASS' if ok else 'MISS'} {r.workload} ledger on/off: "
+                       f"{r.ratio.median:.2f} of the throughput kept (target >= {LEDGER_RATIO_TARGET})")
     w5 = [r.gateway.median for r in rows if r.family == "W5" and r.gateway]
     if len(w5) >= 2:
         drop = 1.0 - min(w5) / max(w5)

@@ -37,7 +37,7 @@ from bench.reference import (PrivateRabbit, ReferenceUnavailable, rabbit_install
 from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_table,  # noqa: E402
                           generator_notes, summarize, target_verdicts, write_json)
 from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, Protocol,  # noqa: E402
-                             Workload, all_workloads, select_workloads)
+                             Workload, all_workloads, ledger_workloads, select_workloads)
 
 log = logging.getLogger("bench")
 
@@ -374,6 +374,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--reference-password", default="guest")
     p.add_argument("--no-reference", action="store_true", help="gateway only")
     p.add_argument("--no-gateway", action="store_true", help="reference only")
+    p.add_argument("--no-ledger-overhead", action="store_true",
+                   help="skip the ledger on/off comparison (a second gateway with the ledger off)")
     p.add_argument("--gateway-protocols", default="0-9-1,1.0",
                    help="protocols to benchmark on the gateway (default both)")
     p.add_argument("--results", default=RESULTS, help="directory for the JSON and PNG")
@@ -385,17 +387,37 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return args
 
 
-def _start_gateway(args: argparse.Namespace, stack: list) -> Optional[Target]:
-    from tests.support.gateway_process import GatewayProcess
+def _start_gateway(args: argparse.Namespace, stack: list, *, ledger: bool = True,
+                   name: str = GATEWAY, label: str = "amqp-gateway") -> Optional[Target]:
+    from tests.support.gateway_process import GatewayProcess, default_config
+    extra = "" if ledger else "ledger:\n  enabled: false\n"
     try:
-        gw = GatewayProcess().start()
+        gw = GatewayProcess(config_text=default_config(extra=extra)).start()
     except Exception as exc:  # the harness reports and goes on with the reference alone
         log.error("gateway did not start: %s", exc)
         return None
     stack.append(gw.stop)
     protos = {x.strip() for x in args.gateway_protocols.split(",")}
-    return Target(GATEWAY, "amqp-gateway", gw.host, gw.amqp_port if "0-9-1" in protos else None,
+    return Target(name, label, gw.host, gw.amqp_port if "0-9-1" in protos else None,
                   gw.amqp_port if "1.0" in protos else None, gw.proc.pid if gw.proc else None)
+
+
+def run_ledger_overhead(args: argparse.Namespace) -> list[Measurement]:
+    """The ``L`` rows: the gateway with its ledger on (as in every other row) against a
+    second gateway with the ledger off, alternating; only one gateway runs at a time."""
+    results: list[Measurement] = []
+    rows = ledger_workloads(args.quick)
+    stack: list = []
+    try:
+        on = _start_gateway(args, stack, label="amqp-gateway, ledger on")
+        off = _start_gateway(args, stack, ledger=False, name=REFERENCE,
+                             label="amqp-gateway, ledger off")
+        if on and off:
+            results = run_all([on, off], rows, args.rounds, args.seconds, args.quick)
+    finally:
+        for stop in reversed(stack):
+            stop()
+    return results
 
 
 def _start_reference(args: argparse.Namespace, stack: list) -> Optional[Target]:
@@ -440,14 +462,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         for stop in reversed(stack):
             stop()
+    ledger_rows = [] if args.no_gateway or args.no_ledger_overhead else ledger_workloads(args.quick)
+    ledger_results = run_ledger_overhead(args) if ledger_rows else []
     summary = summarize(results, [w.key for w in rows],
                         {w.key: w.size for w in rows if w.kind is not Kind.IDLE})
+    ledger_summary = summarize(ledger_results, [w.key for w in ledger_rows],
+                               {w.key: w.size for w in ledger_rows})
     lines = [f"amqp-gateway benchmark {started}: {os.cpu_count()} cores, {platform.machine()}, "
              f"rounds={args.rounds}, ~{args.seconds:g}s per run, load average at start "
              f"{load[0]:.2f} (other work on the machine skews the numbers)",
              "targets: " + ", ".join(f"{t.name}={t.label} ({t.host} 0-9-1:{t.port091} 1.0:{t.port10})"
                                      for t in targets), "",
              format_table(summary), "", *target_verdicts(summary), *generator_notes(summary)]
+    if ledger_summary:
+        lines += ["", "ledger on/off (the same gateway build, ledger enabled vs disabled; "
+                  "'gateway' = ledger on, 'reference' = ledger off):", "",
+                  format_table(ledger_summary), "", *target_verdicts(ledger_summary)]
     missing = [t.label for t in targets if t.port091 is None or t.port10 is None]
     if len({t.name for t in targets}) < 2:
         lines.append("NOTE: only one target ran, so there are no ratios")
@@ -462,7 +492,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     base = os.path.join(args.results, started)
     doc = {"started": started, "cores": os.cpu_count(), "loadavg_at_start": load, "rounds": args.rounds, "seconds": args.seconds,
            "quick": args.quick, "targets": [t.__dict__ for t in targets], "summary": summary,
-           "measurements": results, "report": text}
+           "measurements": results, "ledger_summary": ledger_summary,
+           "ledger_measurements": ledger_results, "report": text}
     write_json(base + ".json", doc)
     chart = draw_chart(summary, base + ".png", f"amqp-gateway / reference, {os.cpu_count()} cores")
     sys.stdout.write(text + f"\n\nresults: {base}.json" + (f", chart: {base}.png" if chart else

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Kind", "Protocol", "Workload", "all_workloads", "select_workloads",
+__all__ = ["Kind", "Protocol", "Workload", "all_workloads", "ledger_workloads", "select_workloads",
            "SIZE_SMALL", "SIZE_LARGE", "W5_BINDINGS", "W6_CONNECTIONS"]
 
 SIZE_SMALL = 100
@@ -109,6 +109,15 @@ def all_workloads(quick: bool = False) -> list[Workload]:
                          topics=topics, subscribers=subs, hot_topics=topics // 10, hot_share=0.5,
                          rate=rate))
     return rows
+
+
+def ledger_workloads(quick: bool = False) -> list[Workload]:
+    """The ledger's cost: these rows run on one gateway with the ledger on (the default)
+    and one with it off, alternating; the ratio on/off is the throughput kept (family
+    ``L``, target >= 0.9). Both protocols, 100 B, where per-message costs weigh most."""
+    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    rows = [Workload("L", "W3 100B", Kind.FLOW, p091, p091), Workload("L", "W4 100B", Kind.FLOW, p10, p10)]
+    return rows[:1] if quick else rows
 
 
 def select_workloads(rows: list[Workload], names: str | None) -> list[Workload]:

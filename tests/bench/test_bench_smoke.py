@@ -10,7 +10,7 @@ from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, f
                           format_table,
                           generator_notes, spread, summarize, target_verdicts, write_json)
 from bench.run import _parse_hostport, parse_args
-from bench.workloads import Kind, Protocol, all_workloads, select_workloads
+from bench.workloads import Kind, Protocol, all_workloads, ledger_workloads, select_workloads
 
 
 def _m(key: str, target: str, rnd: int, value: float, **kw) -> Measurement:
@@ -81,6 +81,14 @@ def test_target_verdicts_pass_and_miss():
     assert verdicts[4] == "MISS W7 x: 1 dropped (0 expected)"
 
 
+def test_ledger_verdict_is_throughput_kept_with_the_ledger_on():
+    ms = [_m("L W3 100B", GATEWAY, 0, 95.0), _m("L W3 100B", REFERENCE, 0, 100.0),
+          _m("L W4 100B", GATEWAY, 0, 80.0), _m("L W4 100B", REFERENCE, 0, 100.0)]
+    verdicts = target_verdicts(summarize(ms, ["L W3 100B", "L W4 100B"]))
+    assert verdicts == ["PASS L W3 100B ledger on/off: 0.95 of the throughput kept (target >= 0.9)",
+                        "MISS L W4 100B ledger on/off: 0.80 of the throughput kept (target >= 0.9)"]
+
+
 def test_generator_notes_name_rows_where_the_gateway_was_faster():
     ms = [_m("W1 100B", GATEWAY, 0, 50.0), _m("W1 100B", REFERENCE, 0, 100.0),
           _m("W2 100B", GATEWAY, 0, 300.0, gen_cpu=0.4), _m("W2 100B", REFERENCE, 0, 100.0)]
@@ -124,6 +132,9 @@ def test_workloads_cover_the_issue():
     assert {r.producer for r in rows if r.name == "W6"} == {Protocol.AMQP091, Protocol.AMQP10}
     (w7,) = [r for r in rows if r.name == "W7"]
     assert w7.topics == 10_000 and w7.hot_topics == 1_000 and w7.hot_share == 0.5
+    ledger = ledger_workloads()
+    assert [r.key for r in ledger] == ["L W3 100B", "L W4 100B"]
+    assert {(r.producer, r.consumer) for r in ledger} == {(Protocol.AMQP091,) * 2, (Protocol.AMQP10,) * 2}
 
 
 def test_select_workloads_filters_and_rejects_unknown_names():
