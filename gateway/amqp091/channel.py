@@ -8,9 +8,12 @@ connections, whose output the edge flushes through ``ServerConnection.on_output`
 
 Semantics follow RabbitMQ 3.x where the specification leaves room:
 
-* basic.qos: ``prefetch_size`` is ignored (RabbitMQ does the same); ``global=false`` sets
-  the prefetch of consumers created afterwards, ``global=true`` a limit shared by all
-  consumers of the channel (``per_consumer_qos``). No-ack consumers are not limited.
+* basic.qos: a non-zero ``prefetch_size`` is 540 NOT_IMPLEMENTED "prefetch_size!=0 (N)",
+  a connection error (class 60, method 10) exactly as RabbitMQ answers it: byte-based
+  prefetch is not implemented there either, and silently accepting it would let a client
+  believe it is limited. ``global=false`` sets the prefetch of consumers created
+  afterwards, ``global=true`` a limit shared by all consumers of the channel
+  (``per_consumer_qos``). No-ack consumers are not limited.
 * basic.publish ``immediate`` is 540 (connection); an ``expiration`` that is not a
   non-negative integer string, or a ``user_id`` naming another user, is 406.
 * Queue name ``""`` in bind/consume/get/purge/delete means the channel's last declared
@@ -25,6 +28,9 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
 * basic.recover with ``requeue=false`` is 540, as in RabbitMQ 3.
 * Unacknowledged deliveries (including those acked in an uncommitted transaction) go back
   to their queues, flagged redelivered, when the channel closes.
+* Publisher confirms: the acks of consecutive publishes of one batch of input go out as one
+  basic.ack ``multiple=true`` (see ``transactions``), at the end of the batch, before any
+  other reply on this channel, or before the channel closes; nacks are sent one by one.
 
 Ledger (``broker.ledger``, see ``gateway.broker.ledger_events``): received, the routing
 verdict (routed / unroutable / returned / refused), delivered (deliver and get-ok) and
@@ -132,7 +138,10 @@ class BrokerChannel:
     def handle(self, method: m.Method, content: Content | None) -> None:
         """Carry out ``method``. Raises ``ChannelException``/``ConnectionException`` with
         the reply code RabbitMQ uses (broker errors go through ``error_map``)."""
-        handler = _HANDLERS.get(type(method))
+        kind = type(method)
+        if self.confirms.first and kind not in _NO_REPLY:
+            self._flush_confirms()  # replies keep their place after earlier publishes' acks
+        handler = _HANDLERS.get(kind)
         if handler is None:
             raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not expected here",
                                       method.CLASS_ID, method.METHOD_ID)
@@ -325,6 +334,9 @@ class BrokerChannel:
     # ---- basic: consumers ----------------------------------------------------------------
 
     def _basic_qos(self, method: m.Method, _: Content | None) -> None:
+        if method.prefetch_size:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})",
+                                      method.CLASS_ID, method.METHOD_ID)
         count = method.prefetch_count
         if method.global_:
             self.global_window.limit = count
@@ -446,11 +458,19 @@ class BrokerChannel:
                               exchange=method.exchange, routing_key=method.routing_key),
                 content.properties_bytes, content.body)
         if self.mode is PublishMode.CONFIRM:
-            seq = self.confirms.next_seq()
+            confirms = self.confirms
+            seq = confirms.next_seq()
             if result.rejected:
+                self._flush_confirms()
                 self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
-            else:
-                self.writer.send_method(m.BasicAck(delivery_tag=seq, multiple=False))
+            elif confirms.add_ack(seq):
+                self.writer.at_batch_end(self._flush_confirms)
+
+    def _flush_confirms(self) -> None:
+        """Send the pending run of acks as one basic.ack (an end-of-batch hook)."""
+        ack = self.confirms.take_ack()
+        if ack is not None:
+            self.writer.send_method(ack)
 
     # ---- basic: get and settlement ---------------------------------------------------------
 
@@ -659,3 +679,7 @@ _HANDLERS: dict[type, Callable[[BrokerChannel, Any, Content | None], None]] = {
     m.TxRollback: BrokerChannel._tx_rollback,
 }
 """Method class -> handler; a method missing here is 503 COMMAND_INVALID."""
+
+_NO_REPLY = frozenset({m.BasicPublish, m.BasicAck, m.BasicNack, m.BasicReject})
+"""Methods that never answer on the channel, so pending confirms need not go out first
+(a consume-and-republish loop on one channel still gets its acks coalesced)."""

@@ -5,8 +5,22 @@ Theory of operation. The edge accepts the 8-octet protocol header, then construc
 feeds bytes (``receive_data``), writes what ``data_to_send()`` returns, calls ``tick(now)``
 at (or before) the deadline the previous call returned, and closes the socket once
 ``closed`` is True (after writing the last ``data_to_send()``). ``wants_input`` False asks
-the edge to pause reading (the output buffer is above its high-water mark). Nothing here
-reads a clock or touches a socket; time arrives through the constructor and ``tick``.
+the edge to pause reading (the output buffer is above its high-water mark, or input is held
+by the memory alarm, below). Nothing here reads a clock or touches a socket; time arrives
+through the constructor and ``tick``.
+
+Memory alarm (RabbitMQ 3.x). ``block_publishers`` sends connection.blocked (to clients with
+the capability) and reading goes on, so a consumer can still ack; the first basic.publish
+that arrives while blocked is held back together with everything after it, and
+``wants_input`` stays False, until ``unblock_publishers``: then ``on_output`` asks the edge
+for a flush, whose ``tick`` replays the held input in order (never from inside the alarm
+callback, which may run in another connection's input). While input is held the missed-
+heartbeat check is paused, as RabbitMQ pauses its heartbeat monitor.
+
+Batches. One ``receive_data`` (or replay) is a batch of input. A channel handler may ask,
+through ``ChannelWriter.at_batch_end``, for a hook that runs once the batch is done, or
+earlier just before its channel or the connection closes; publisher confirms use it to send
+one ``multiple`` ack for a run of publishes instead of one ack each.
 
 Connection-class methods (channel 0) are driven by ``_TRANSITIONS``, one dict of
 ``(state, method class) -> handler``; a pair missing from it is 503 COMMAND_INVALID
@@ -48,7 +62,7 @@ from __future__ import annotations
 import enum
 import logging
 import platform
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from gateway.amqp091.content import Content, ContentAssembler
 from gateway.amqp091.errors import ChannelException, ConnectionException
@@ -125,6 +139,19 @@ _HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
 class _ChannelState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"  # we sent channel.close; drop all but close/close-ok
+
+
+class _HeldInput:
+    """Input held back while a publishing client is blocked by the memory alarm: parsed
+    frames (from the publish on), a framing error that followed them, and octets read
+    afterwards (still unparsed, so frame-max applies when they are replayed)."""
+
+    __slots__ = ("frames", "error", "data")
+
+    def __init__(self, frames: list[Frame], error: ConnectionException | None) -> None:
+        self.frames = frames
+        self.error = error
+        self.data = bytearray()
 
 
 class _Channel:
@@ -216,6 +243,11 @@ class ServerConnection:
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
         self._out = bytearray()
+        self._held: _HeldInput | None = None
+        # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
+        # current receive_data is done, or earlier before that channel or the connection closes
+        self._batch_end: dict[int, Callable[[], None]] = {}
+        self._in_batch = False
         self._state = ConnectionState.AWAIT_START_OK
         self._channels: dict[int, _Channel] = {}
         self._sasl: Any = None
@@ -254,7 +286,10 @@ class ServerConnection:
 
     @property
     def wants_input(self) -> bool:
-        return self._state is not ConnectionState.CLOSED and len(self._out) < self._high_water
+        """False while the output buffer is above its high-water mark, and while input is
+        held because the client published during a memory alarm."""
+        return (self._state is not ConnectionState.CLOSED and self._held is None
+                and len(self._out) < self._high_water)
 
     @property
     def frame_max(self) -> int:
@@ -274,25 +309,14 @@ class ServerConnection:
         if self._state is ConnectionState.CLOSED or not data:
             return
         self._rx_seen = True
-        try:
-            try:
-                frames = self._reader.feed(data)
-            except ConnectionException as exc:
-                # frames before the faulty one are still processed, in order
-                for frame in getattr(exc, "frames", ()):
-                    self._dispatch(frame)
-                    if self._state is ConnectionState.CLOSED:
-                        return
-                raise
-            for frame in frames:
-                self._dispatch(frame)
-                if self._state is ConnectionState.CLOSED:
-                    return
-        except ConnectionException as exc:
-            self._fail(exc)
-        except Exception:  # a bug: close only this connection
-            log.exception("internal error on 0-9-1 connection from %s", self.peer_host)
-            self._fail(ConnectionException(ReplyCode.INTERNAL_ERROR, "internal error"))
+        held = self._held
+        if held is not None:
+            # read past our pause (or released but not replayed yet): keep the stream order
+            held.data += data
+            if self._may_release():
+                self._guarded(self._release_held)
+            return
+        self._guarded(self._process, data)
 
     def receive_eof(self) -> None:
         if self._state is not ConnectionState.CLOSED:
@@ -308,11 +332,16 @@ class ServerConnection:
         return data
 
     def tick(self, now: float) -> float | None:
-        """Run the handshake/close timeouts and heartbeats at time ``now`` (seconds);
-        return the next deadline, or None when nothing is scheduled."""
+        """Run the handshake/close timeouts and heartbeats at time ``now`` (seconds), and
+        replay input held by a memory alarm that has ended; return the next deadline, or
+        None when nothing is scheduled."""
         self.now = now
         if self._state is ConnectionState.CLOSED:
             return None
+        if self._held is not None and self._may_release():
+            self._guarded(self._release_held)
+            if self._state is ConnectionState.CLOSED:
+                return None
         if self._rx_seen:
             self._last_rx, self._rx_seen = now, False
         if self._tx_seen:
@@ -335,16 +364,19 @@ class ServerConnection:
                 deadlines.append(deadline)
         hb = self._heartbeat
         if hb:
-            if now - self._last_rx >= 2 * hb:
-                log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host, 2 * hb)
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                           "missed heartbeats from client"))
-                return None
+            # while input is held we do not read, so the peer's silence proves nothing
+            # (RabbitMQ pauses its heartbeat monitor on a blocked connection)
+            if self._held is None:
+                if now - self._last_rx >= 2 * hb:
+                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host, 2 * hb)
+                    self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                               "missed heartbeats from client"))
+                    return None
+                deadlines.append(self._last_rx + 2 * hb)
             if now - self._last_tx >= hb:
                 self._write(HEARTBEAT_FRAME)
                 self._last_tx, self._tx_seen = now, False
             deadlines.append(self._last_tx + hb)
-            deadlines.append(self._last_rx + 2 * hb)
         return min(deadlines) if deadlines else None
 
     @property
@@ -386,6 +418,10 @@ class ServerConnection:
             self.blocked = False
             if self.capabilities.get("connection.blocked") is True:
                 self._send_method(0, m.ConnectionUnblocked())
+            if self._held is not None and self._on_output is not None:
+                # not from inside the alarm callback: the edge's next tick replays the held
+                # input and then sees wants_input again
+                self._on_output()
 
     # ---- output ---------------------------------------------------------------------------
 
@@ -409,6 +445,89 @@ class ServerConnection:
                 and self._state is ConnectionState.OPEN)
 
     # ---- input dispatch -------------------------------------------------------------------
+
+    def _guarded(self, work: Callable[..., None], *args: Any) -> None:
+        """Run ``work`` as one batch of input, then the end-of-batch hooks; every error
+        becomes a close (an unexpected one 541 and a log entry)."""
+        try:
+            self._in_batch = True
+            try:
+                work(*args)
+            finally:
+                self._in_batch = False
+            if self._batch_end:
+                self._end_batch()
+        except ConnectionException as exc:
+            self._fail(exc)
+        except Exception:  # a bug: close only this connection
+            log.exception("internal error on 0-9-1 connection from %s", self.peer_host)
+            self._fail(ConnectionException(ReplyCode.INTERNAL_ERROR, "internal error"))
+
+    def _process(self, data: bytes) -> None:
+        """Parse ``data`` and dispatch its frames in order; frames before a framing error
+        are still dispatched, then the error is raised."""
+        try:
+            frames = self._reader.feed(data)
+        except ConnectionException as exc:
+            self._run(getattr(exc, "frames", ()), exc)
+            return
+        self._run(frames, None)
+
+    def _run(self, frames: Iterable[Frame], error: ConnectionException | None) -> None:
+        """Dispatch ``frames`` in order, then raise ``error`` (the framing error that ended
+        them), unless a publish arrives while blocked: then it and the rest are held."""
+        it = iter(frames)
+        for frame in it:
+            if (self.blocked and type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
+                    and self._state is ConnectionState.OPEN):
+                # RabbitMQ stops reading a connection that publishes while the alarm is on:
+                # this publish and everything after it wait until connection.unblocked
+                self._held = _HeldInput([frame, *it], error)
+                log.info("0-9-1 client %s published while blocked; input held until unblocked",
+                         self.peer_host)
+                return
+            self._dispatch(frame)
+            if self._state is ConnectionState.CLOSED:
+                return
+        if error is not None:
+            raise error
+
+    def _may_release(self) -> bool:
+        """Held input may be replayed once the alarm is over or we are closing (the
+        client's close-ok must be read)."""
+        return not self.blocked or self._state is not ConnectionState.OPEN
+
+    def _release_held(self) -> None:
+        """Dispatch the input held back by the memory alarm, then the octets read after it;
+        either may be held again if the alarm came back meanwhile."""
+        held = self._held
+        assert held is not None
+        self._held = None
+        self._rx_seen = True  # the heartbeat monitor restarts now
+        self._run(held.frames, held.error)
+        if self._state is ConnectionState.CLOSED or not held.data:
+            return
+        if self._held is not None:
+            self._held.data += held.data
+        else:
+            self._process(bytes(held.data))
+
+    def _end_batch(self) -> None:
+        hooks, self._batch_end = self._batch_end, {}
+        for hook in hooks.values():
+            hook()
+
+    def _flush_channel(self, channel_id: int) -> None:
+        """Run ``channel_id``'s end-of-batch hook now (before that channel's close)."""
+        hook = self._batch_end.pop(channel_id, None)
+        if hook is not None:
+            hook()
+
+    def _at_batch_end(self, channel_id: int, hook: Callable[[], None]) -> None:
+        if self._in_batch:
+            self._batch_end[channel_id] = hook
+        else:
+            hook()
 
     def _dispatch(self, frame: Frame) -> None:
         if self._refusal_deadline is not None:
@@ -486,6 +605,7 @@ class ServerConnection:
             raise ConnectionException(ReplyCode.CHANNEL_ERROR, f"channel {ch.id} is already open",
                                       method.CLASS_ID, method.METHOD_ID)
         if kind is m.ChannelClose:
+            self._flush_channel(ch.id)
             del self._channels[ch.id]
             self._notify_closed(ch, CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
             self._send_method(ch.id, m.ChannelCloseOk())
@@ -515,6 +635,7 @@ class ServerConnection:
     def _close_channel(self, ch: _Channel, code: int, text: str, class_id: int, method_id: int) -> None:
         if ch.state is not _ChannelState.OPEN:
             return
+        self._flush_channel(ch.id)  # e.g. confirms of publishes before the failing method
         ch.state = _ChannelState.CLOSING
         ch.assembler = ContentAssembler(self._max_message_size)
         log.info("closing channel %d of %s: %s %s", ch.id, self.peer_host, code, text)
@@ -637,6 +758,8 @@ class ServerConnection:
     def _on_close(self, method: m.Method) -> None:
         log.info("0-9-1 client %s closed the connection: %s %s", self.peer_host, method.reply_code,
                  method.reply_text)
+        if self._state is ConnectionState.OPEN and self._batch_end:
+            self._end_batch()
         self._send_method(0, m.ConnectionCloseOk())
         self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
 
@@ -663,6 +786,12 @@ class ServerConnection:
             self._begin_close(exc)
 
     def _begin_close(self, exc: ConnectionException) -> None:
+        if self._state is ConnectionState.OPEN and self._batch_end:
+            try:  # what the channels owe (confirms) goes out before the close
+                self._end_batch()
+            except Exception:  # closing anyway; never raise out of an error path
+                log.exception("end-of-batch hook failed while closing 0-9-1 connection from %s",
+                              self.peer_host)
         self._send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
                                                class_id=exc.class_id, method_id=exc.method_id))
         self._teardown_channels(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
@@ -676,6 +805,8 @@ class ServerConnection:
         self._state = ConnectionState.CLOSED
         self._handshake_deadline = self._close_deadline = None
         self._heartbeat = 0
+        self._held = None
+        self._batch_end.clear()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:
             try:

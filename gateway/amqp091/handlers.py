@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from gateway.amqp091.content import Content
 from gateway.amqp091.methods import Method
@@ -76,6 +76,13 @@ class ChannelWriter:
             return False
         self._conn._send_content(self.channel_id, method, properties_bytes, body)
         return True
+
+    def at_batch_end(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the connection has handled the current batch of input (one
+        ``receive_data``), or earlier just before this channel or the connection closes;
+        at once when no input is being handled. One hook per channel (the latest wins).
+        Why: replies that can be coalesced (publisher confirms) are sent once per batch."""
+        self._conn._at_batch_end(self.channel_id, hook)
 
     def close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
         """Server-initiated channel.close outside ``handle`` (e.g. from a broker callback)."""

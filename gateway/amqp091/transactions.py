@@ -4,11 +4,12 @@ A channel is in at most one of the two modes (RabbitMQ: switching is 406).
 
 * :class:`ConfirmTracker`: after confirm.select every publish gets the next sequence
   number (from 1). Routing is synchronous, so a publish is confirmed as soon as it has been
-  routed, before the next frame is read: basic.ack, or basic.nack when a queue refused it
-  (``reject-publish`` overflow). An unroutable publish is still acked (after its
-  basic.return when mandatory). Because each confirm is final when sent, nothing is left to
-  coalesce; ``multiple`` is used when one event settles a run of publishes (tx is not
-  combinable with confirms, so in practice that is a single publish).
+  routed: basic.ack, or basic.nack when a queue refused it (``reject-publish`` overflow). An
+  unroutable publish is still acked (after its basic.return when mandatory). Acks are
+  coalesced as RabbitMQ does: consecutive acks of one batch of input are sent as a single
+  basic.ack with ``multiple=true`` for the highest tag (``multiple=false`` when the run
+  holds one publish). A nack is never coalesced; it first sends the run of acks before it,
+  so no ``multiple`` ack ever covers a nacked tag that was not nacked yet.
 * :class:`TxBuffer`: after tx.select publishes and acknowledgements are held until
   tx.commit (applied in order) or dropped by tx.rollback (acknowledged deliveries become
   outstanding again, as in RabbitMQ).
@@ -21,7 +22,7 @@ from typing import Any
 
 from gateway.amqp091.consumer import Unacked
 from gateway.amqp091.content import Content
-from gateway.amqp091.methods import Method
+from gateway.amqp091.methods import BasicAck, Method
 from gateway.broker.message import MessageContainer
 
 __all__ = ["PublishMode", "ConfirmTracker", "TxBuffer", "PendingPublish", "PendingSettle", "SettleKind"]
@@ -34,17 +35,39 @@ class PublishMode(enum.Enum):
 
 
 class ConfirmTracker:
-    """Publish sequence numbers of a channel in confirm mode."""
+    """Publish sequence numbers of a channel in confirm mode, and the run of acks not yet
+    sent (``first``..``last``; ``first`` 0 when none)."""
 
-    __slots__ = ("last_seq",)
+    __slots__ = ("last_seq", "first", "last")
 
     def __init__(self) -> None:
         self.last_seq = 0
+        self.first = 0
+        self.last = 0
 
     def next_seq(self) -> int:
         """The sequence number of the publish being handled (1, 2, ...)."""
         self.last_seq += 1
         return self.last_seq
+
+    def add_ack(self, seq: int) -> bool:
+        """Add ``seq`` (the next publish after the run) to the run of acks; True when it
+        starts a run, i.e. the caller must arrange for :meth:`take_ack` to be sent."""
+        self.last = seq
+        if self.first:
+            return False
+        self.first = seq
+        return True
+
+    def take_ack(self) -> Method | None:
+        """The one basic.ack for the run (``multiple`` when it covers more than one
+        publish), or None; the run is empty afterwards."""
+        first = self.first
+        if not first:
+            return None
+        last = self.last
+        self.first = self.last = 0
+        return BasicAck(delivery_tag=last, multiple=last > first)
 
 
 class SettleKind(enum.Enum):

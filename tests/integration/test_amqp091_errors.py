@@ -114,6 +114,28 @@ def test_406_delete_if_empty(conn):
     assert channel_error(ch.queue_delete, q, if_empty=True).reply_code == 406
 
 
+def test_406_queue_delete_if_unused(conn):
+    ch = conn.channel()
+    q = ch.queue_declare(unique("iu"), exclusive=True).method.queue
+    ch.basic_consume(q, lambda *a: None)
+    err = channel_error(conn.channel().queue_delete, q, if_unused=True)
+    assert err.reply_code == 406 and err.reply_text.startswith("PRECONDITION_FAILED - ")
+    assert ch.queue_declare(q, passive=True).method.consumer_count == 1  # still there
+
+
+def test_406_exchange_delete_if_unused(conn):
+    ch = conn.channel()
+    x = unique("xiu")
+    ch.exchange_declare(x, "direct")
+    q = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(q, x, "k")
+    err = channel_error(conn.channel().exchange_delete, x, if_unused=True)
+    assert err.reply_code == 406 and err.reply_text == f"PRECONDITION_FAILED - exchange '{x}' in vhost '/' in use"
+    ch.exchange_declare(x, "direct", passive=True)  # still there
+    ch.queue_unbind(q, x, "k")
+    ch.exchange_delete(x, if_unused=True)  # unused now
+
+
 def test_503_unknown_exchange_type(conn):
     err = connection_error(conn.channel().exchange_declare, unique("x"), "no-such-type")
     assert err.reply_code == 503 and "COMMAND_INVALID" in err.reply_text

@@ -9,7 +9,7 @@ import amqp
 import kombu
 import pytest
 
-from tests.support.amqp091_clients import amqp_connection, amqp_url, unique
+from tests.support.amqp091_clients import amqp_connection, amqp_url, pika_connection, unique
 
 
 @pytest.fixture
@@ -127,6 +127,28 @@ def test_exchange_to_exchange_binding(chan):
     chan.basic_publish(amqp.Message(b"via"), exchange=upstream, routing_key="k")
     chan.queue_declare(qs["d"], passive=True)
     assert drain(chan, qs["d"]) == []
+
+
+def test_internal_exchange_reached_through_an_exchange_binding(gateway):
+    # py-amqp cannot declare an internal exchange (the bit is fixed to 0): pika can
+    conn = pika_connection(gateway)
+    try:
+        ch = conn.channel()
+        internal, public = unique("internal"), unique("public")
+        ch.exchange_declare(internal, "direct", internal=True, auto_delete=False)
+        ch.exchange_declare(public, "fanout", auto_delete=False)
+        q = ch.queue_declare(unique("behind"), exclusive=True).method.queue
+        ch.queue_bind(q, internal, "k")
+        ch.exchange_bind(destination=internal, source=public)
+        ch.confirm_delivery()
+        ch.basic_publish(public, "k", b"via public", mandatory=True)  # UnroutableError otherwise
+        method, _props, body = ch.basic_get(q, auto_ack=True)
+        assert method is not None and body == b"via public" and method.exchange == public
+        ch.exchange_delete(public)
+        ch.exchange_delete(internal)
+    finally:
+        if conn.is_open:
+            conn.close()
 
 
 def test_predeclared_exchanges_exist(chan):

@@ -109,6 +109,37 @@ def test_connection_blocked_above_the_memory_high_watermark(fresh_gateway):
         conn.close()
 
 
+def test_blocked_connection_is_not_read_once_it_publishes(fresh_gateway):
+    gw = fresh_gateway(config_text=default_config(extra="memory_high_watermark: 100000\n"))
+    publisher, other = pika_connection(gw), pika_connection(gw)
+    try:
+        events = []
+        publisher.add_on_connection_blocked_callback(lambda c, frame: events.append("blocked"))
+        publisher.add_on_connection_unblocked_callback(lambda c, frame: events.append("unblocked"))
+        ch = publisher.channel()
+        q = ch.queue_declare(unique("held")).method.queue
+        ch.basic_publish("", q, b"x" * 150_000)
+        pump(publisher, lambda: "blocked" in events, timeout=5)
+        ch.basic_publish("", q, b"held")  # RabbitMQ stops reading this connection here
+        publisher.process_data_events(time_limit=0.5)
+        observer = other.channel()
+        assert observer.queue_declare(q, passive=True).method.message_count == 1
+        time.sleep(0.3)
+        assert observer.queue_declare(q, passive=True).method.message_count == 1
+        assert observer.queue_purge(q).method.message_count == 1  # frees the memory
+        pump(publisher, lambda: "unblocked" in events, timeout=5)
+        assert events == ["blocked", "unblocked"]
+        method, _props, body = None, None, None
+        deadline = time.monotonic() + 5
+        while method is None and time.monotonic() < deadline:  # the held publish is read now
+            method, _props, body = observer.basic_get(q, auto_ack=True)
+        assert body == b"held"
+        observer.queue_delete(q)
+    finally:
+        publisher.close()
+        other.close()
+
+
 def test_wrong_password_is_refused(gateway):
     with pytest.raises(pika.exceptions.ProbableAuthenticationError) as info:
         pika.BlockingConnection(pika_params(gateway, password="wrong"))

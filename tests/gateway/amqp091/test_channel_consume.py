@@ -77,6 +77,19 @@ def test_global_prefetch_is_shared_by_the_channels_consumers(client):
     assert len(more) == 3
 
 
+@pytest.mark.parametrize("global_", [False, True])
+def test_prefetch_size_is_540_connection_error_as_in_rabbitmq(client, global_):
+    out = client.call(1, m.BasicQos(prefetch_size=1000, prefetch_count=5, global_=global_))
+    assert out == [m.ConnectionClose(reply_code=ReplyCode.NOT_IMPLEMENTED,
+                                     reply_text="NOT_IMPLEMENTED - prefetch_size!=0 (1000)",
+                                     class_id=60, method_id=10)]
+    assert client.conn.state.value == "closing"
+
+
+def test_prefetch_size_zero_is_accepted(client):
+    assert client.call(1, m.BasicQos(prefetch_size=0, prefetch_count=5)) == [m.BasicQosOk()]
+
+
 def test_no_ack_consumer_ignores_prefetch_and_leaves_nothing_unacked(client, broker):
     fill(client, "q", 4)
     client.call(1, m.BasicQos(prefetch_count=1))

@@ -4,8 +4,11 @@ from __future__ import annotations
 import pytest
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.frames import MethodFrame
 from gateway.amqp091.spec import ReplyCode
+from gateway.amqp091.transactions import ConfirmTracker
 from tests.support.broker_channel_driver import BrokerClient, deliveries, make_broker
+from tests.support.frame_builder import methods_of
 from translators.basic_properties import BasicProperties
 
 
@@ -135,6 +138,54 @@ def test_already_blocked_broker_blocks_new_connection_at_first_channel(broker):
     assert isinstance(fresh.open(1)[0], m.ConnectionBlocked)
 
 
+def test_blocked_connection_stops_reading_at_its_first_publish(broker, client):
+    broker.set_memory_high_watermark(100)
+    client.declare(1, "q")
+    wakeups = []
+    client.conn.on_output = lambda: wakeups.append(1)
+    assert isinstance(client.publish(1, "", "q", b"x" * 200)[0], m.ConnectionBlocked)
+    queue = broker.vhost("/").queue("q")
+    # blocked but not publishing: still read (a consumer must be able to ack)
+    assert client.conn.wants_input
+    assert client.call(1, m.QueueDeclare(queue="q", passive=True))[0].message_count == 1
+    # a publish while blocked: it and everything after it wait, and reading stops
+    batch = (client.frames.content(1, m.BasicPublish(routing_key="q"), b"m2")
+             + client.frames.method(1, m.QueueDeclare(queue="q", passive=True)))
+    assert client.send(batch) == []
+    assert not client.conn.wants_input and queue.message_count == 1
+    # octets the edge read before it paused are kept behind the held ones
+    assert client.send(client.frames.content(1, m.BasicPublish(routing_key="q"), b"m3")) == []
+    assert queue.message_count == 1
+    other = BrokerClient(broker)
+    other.open(1)
+    wakeups.clear()
+    other.call(1, m.QueuePurge(queue="q"))  # frees the memory: the alarm ends
+    assert wakeups  # the edge is asked for a flush, whose tick replays the held input
+    assert methods_of(client.received()) == [m.ConnectionUnblocked()]
+    assert queue.message_count == 0 and not client.conn.wants_input  # not replayed inside the alarm
+    client.conn.tick(1001.0)
+    ok, = methods_of(client.received())
+    assert ok == m.QueueDeclareOk(queue="q", message_count=1, consumer_count=0)
+    assert client.conn.wants_input
+    assert [b for _, _, b in deliveries(client.send(client.frames.method(1, m.BasicConsume(queue="q"))))] == [
+        b"m2", b"m3"]
+
+
+def test_held_input_is_held_again_if_the_alarm_returns_during_replay(broker, client):
+    broker.set_memory_high_watermark(100)
+    client.declare(1, "q")
+    client.publish(1, "", "q", b"x" * 200)
+    batch = (client.frames.content(1, m.BasicPublish(routing_key="q"), b"y" * 200)
+             + client.frames.content(1, m.BasicPublish(routing_key="q"), b"z"))
+    assert client.send(batch) == []
+    broker.vhost("/").purge_queue("q", owner=None)
+    client.conn.tick(1001.0)  # the first replayed publish blocks again, the second waits
+    assert methods_of(client.received()) == [m.ConnectionUnblocked(), m.ConnectionBlocked(
+        reason=broker.gate.reason())]
+    assert not client.conn.wants_input
+    assert broker.vhost("/").queue("q").message_count == 1
+
+
 def test_expiration_sets_message_ttl(client, broker):
     client.declare(1, "q")
     client.publish(1, "", "q", properties=BasicProperties(expiration="1000", priority=3, delivery_mode=2))
@@ -142,3 +193,111 @@ def test_expiration_sets_message_ttl(client, broker):
     message = entry.message
     assert (message.ttl_ms, message.priority, message.durable) == (1000, 3, True)
     assert broker.vhost("/").queue("q").expire(1002.0) == 1
+
+
+# ---- publisher confirms: one multiple ack per run of one batch ------------------------------
+
+def publishes(client, channel, *keys, exchange=""):
+    """The octets of one basic.publish per routing key, to feed as one batch."""
+    return b"".join(client.frames.content(channel, m.BasicPublish(exchange=exchange, routing_key=k), b"x")
+                    for k in keys)
+
+
+def test_confirms_of_one_batch_become_one_multiple_ack(client):
+    client.declare(1, "q")
+    client.call(1, m.ConfirmSelect())
+    assert client.send(publishes(client, 1, *["q"] * 5)) == [MethodFrame(1, m.BasicAck(delivery_tag=5, multiple=True))]
+    # the next batch starts a new run from tag 6
+    assert client.send(publishes(client, 1, "q", "q")) == [MethodFrame(1, m.BasicAck(delivery_tag=7, multiple=True))]
+    assert client.publish(1, "", "q") == [m.BasicAck(delivery_tag=8, multiple=False)]
+
+
+def test_nacks_stay_single_and_acks_never_jump_over_them(client):
+    client.declare(1, "big")
+    client.declare(1, "small", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    client.call(1, m.ConfirmSelect())
+    #                        1      2      3        4        5      6      7        8
+    batch = publishes(client, 1, "big", "big", "small", "small", "big", "big", "small", "big")
+    assert methods_of(client.send(batch)) == [
+        m.BasicAck(delivery_tag=3, multiple=True),
+        m.BasicNack(delivery_tag=4, multiple=False, requeue=False),
+        m.BasicAck(delivery_tag=6, multiple=True),
+        m.BasicNack(delivery_tag=7, multiple=False, requeue=False),
+        m.BasicAck(delivery_tag=8, multiple=False),
+    ]
+
+
+def test_channels_coalesce_their_own_confirms(client):
+    client.declare(1, "q")
+    client.open(2)
+    client.call(1, m.ConfirmSelect())
+    client.call(2, m.ConfirmSelect())
+    out = client.send(publishes(client, 1, "q", "q") + publishes(client, 2, "q", "q", "q")
+                      + publishes(client, 1, "q"))
+    assert sorted(out, key=lambda f: f.channel) == [
+        MethodFrame(1, m.BasicAck(delivery_tag=3, multiple=True)),
+        MethodFrame(2, m.BasicAck(delivery_tag=3, multiple=True)),
+    ]
+
+
+def test_pending_acks_precede_a_later_reply_on_the_channel(client):
+    client.call(1, m.ConfirmSelect())
+    batch = (publishes(client, 1, "k", "k", exchange="amq.direct")
+             + client.frames.method(1, m.QueueDeclare(queue="after"))
+             + publishes(client, 1, "k", exchange="amq.direct"))
+    assert methods_of(client.send(batch)) == [
+        m.BasicAck(delivery_tag=2, multiple=True),
+        m.QueueDeclareOk(queue="after", message_count=0, consumer_count=0),
+        m.BasicAck(delivery_tag=3, multiple=False),
+    ]
+
+
+def test_client_acks_do_not_break_a_run(client):
+    client.declare(1, "in")
+    client.publish(1, "", "in", b"a")
+    client.publish(1, "", "in", b"b")
+    client.call(1, m.BasicConsume(queue="in"))
+    client.call(1, m.ConfirmSelect())
+    batch = (publishes(client, 1, "out") + client.frames.method(1, m.BasicAck(delivery_tag=1))
+             + publishes(client, 1, "out") + client.frames.method(1, m.BasicAck(delivery_tag=2)))
+    assert methods_of(client.send(batch)) == [m.BasicAck(delivery_tag=2, multiple=True)]
+
+
+def test_pending_acks_are_sent_before_a_channel_error(client):
+    client.call(1, m.ConfirmSelect())
+    batch = publishes(client, 1, "k", "k", exchange="amq.direct") + publishes(client, 1, "k", exchange="missing")
+    ack, close = methods_of(client.send(batch))
+    assert ack == m.BasicAck(delivery_tag=2, multiple=True)
+    assert isinstance(close, m.ChannelClose) and close.reply_code == ReplyCode.NOT_FOUND
+
+
+def test_pending_acks_are_sent_before_close_ok(client):
+    client.call(1, m.ConfirmSelect())
+    batch = publishes(client, 1, "k", "k", exchange="amq.direct") + client.frames.method(1, m.ChannelClose())
+    assert methods_of(client.send(batch)) == [m.BasicAck(delivery_tag=2, multiple=True), m.ChannelCloseOk()]
+
+
+def test_pending_acks_are_sent_before_a_connection_error(client):
+    client.call(1, m.ConfirmSelect())
+    batch = publishes(client, 1, "k", "k", exchange="amq.direct") + client.frames.method(1, m.ChannelOpen())
+    ack, close = methods_of(client.send(batch))
+    assert ack == m.BasicAck(delivery_tag=2, multiple=True)
+    assert isinstance(close, m.ConnectionClose) and close.reply_code == ReplyCode.CHANNEL_ERROR
+
+
+def test_pending_acks_are_sent_before_connection_close_ok(client):
+    client.call(1, m.ConfirmSelect())
+    batch = (publishes(client, 1, "k", "k", exchange="amq.direct")
+             + client.frames.method(0, m.ConnectionClose(reply_code=200)))
+    assert methods_of(client.send(batch)) == [m.BasicAck(delivery_tag=2, multiple=True), m.ConnectionCloseOk()]
+
+
+def test_confirm_tracker_runs():
+    tracker = ConfirmTracker()
+    assert tracker.take_ack() is None
+    assert tracker.add_ack(tracker.next_seq()) is True  # starts a run: schedule a flush
+    assert tracker.add_ack(tracker.next_seq()) is False
+    assert tracker.take_ack() == m.BasicAck(delivery_tag=2, multiple=True)
+    assert tracker.take_ack() is None
+    assert tracker.add_ack(tracker.next_seq()) is True
+    assert tracker.take_ack() == m.BasicAck(delivery_tag=3, multiple=False)

@@ -269,6 +269,29 @@ def test_bad_frame_end_closes_without_close_method(driver) -> None:
     assert driver.conn.closed
 
 
+def test_undecodable_method_with_a_bad_frame_end_is_the_frame_end_error(driver) -> None:
+    import struct
+
+    driver.open_channel(1)
+    undecodable = struct.pack(">HH", 999, 10)  # no class 999
+    frame = driver.frames.raw(1, 1, undecodable, end=0x00)
+    assert driver.send(frame[:-1]) == []  # payload complete, end octet missing: nothing yet
+    assert not driver.conn.closed
+    # spec 4.2.3: fatal, close without sending anything (not the 503 that decoding gives)
+    assert driver.send(frame[-1:]) == []
+    assert driver.conn.closed
+    (reason,) = driver.handlers[1].closed_reasons
+    assert reason.initiator is CloseInitiator.TRANSPORT and reason.code == ReplyCode.FRAME_ERROR
+    assert "frame-end" in reason.text
+
+
+def test_undecodable_method_with_a_good_frame_end_is_503(driver) -> None:
+    import struct
+
+    close = only_close(driver.send(driver.frames.raw(1, 1, struct.pack(">HH", 999, 10))))
+    assert close.reply_code == ReplyCode.COMMAND_INVALID
+
+
 def test_unknown_frame_type_closes_without_close_method(driver) -> None:
     assert driver.send(driver.frames.raw(4, 0, b"")) == []
     assert driver.conn.closed
@@ -431,6 +454,73 @@ def test_blocked_not_sent_without_the_client_capability() -> None:
     d.handshake(capabilities={})
     d.conn.block_publishers("disk")
     assert d.received() == [] and d.conn.blocked
+
+
+def publish_frames(driver, channel: int = 1) -> bytes:
+    return driver.frames.content(channel, m.BasicPublish(routing_key="q"), b"body")
+
+
+def test_publish_while_blocked_is_held_with_what_follows(driver) -> None:
+    driver.open_channel(1)
+    driver.conn.block_publishers("memory")
+    driver.received()
+    handler = driver.handlers[1]
+    assert driver.send(driver.frames.method(1, m.BasicQos(prefetch_count=1))) == []
+    assert len(handler.handled) == 1 and driver.conn.wants_input  # no publish yet: read on
+    driver.send(publish_frames(driver) + driver.frames.method(1, m.BasicQos(prefetch_count=2)))
+    assert len(handler.handled) == 1 and not driver.conn.wants_input
+    driver.conn.tick(T0 + 1)  # still blocked: nothing is replayed
+    assert len(handler.handled) == 1 and not driver.conn.wants_input
+    driver.conn.unblock_publishers()
+    driver.conn.tick(T0 + 2)
+    assert [type(h[0]) for h in handler.handled] == [m.BasicQos, m.BasicPublish, m.BasicQos]
+    assert driver.conn.wants_input
+
+
+def test_unblock_without_the_capability_still_wakes_the_edge() -> None:
+    calls = []
+    d = ConnectionDriver(on_output=lambda: calls.append(1))
+    d.handshake(capabilities={})
+    d.open_channel(1)
+    d.conn.block_publishers("memory")
+    d.send(publish_frames(d))
+    calls.clear()
+    d.conn.unblock_publishers()
+    assert d.received() == [] and calls == [1]  # no connection.unblocked, but a flush
+    d.conn.tick(T0 + 1)
+    assert len(d.handlers[1].handled) == 1 and d.conn.wants_input
+
+
+def test_held_connection_pauses_the_missed_heartbeat_check(driver) -> None:
+    conn = driver.conn
+    driver.open_channel(1)
+    conn.block_publishers("memory")
+    driver.send(publish_frames(driver))
+    conn.tick(T0)  # the last traffic either way was at T0
+    deadline = conn.tick(T0 + 200)  # far beyond two silent intervals: we are not reading
+    assert not conn.closed
+    assert HeartbeatFrame(0) in driver.received()  # our own heartbeats go on
+    assert deadline == T0 + 260  # only the next heartbeat to send, no past rx deadline
+    conn.unblock_publishers()
+    conn.tick(T0 + 300)  # replayed: the monitor restarts from now
+    assert not conn.closed and len(driver.handlers[1].handled) == 1
+    conn.tick(T0 + 419)
+    assert not conn.closed
+    conn.tick(T0 + 420)
+    assert conn.closed
+
+
+def test_server_close_releases_held_input_so_close_ok_can_be_read(driver) -> None:
+    driver.open_channel(1)
+    driver.conn.block_publishers("memory")
+    driver.send(publish_frames(driver))
+    assert not driver.conn.wants_input
+    driver.conn.close(ReplyCode.CONNECTION_FORCED, "shutdown")
+    only_close(driver.received())
+    driver.conn.tick(T0 + 1)
+    assert driver.conn.wants_input and driver.handlers[1].handled == []  # discarded while closing
+    driver.send(driver.frames.method(0, m.ConnectionCloseOk()))
+    assert driver.conn.closed
 
 
 # ---- closing ------------------------------------------------------------------------------

@@ -111,6 +111,32 @@ def test_bad_frame_end_is_501_without_close_method() -> None:
     assert "frame-end" in info.value.text
 
 
+UNDECODABLE = struct.pack(">HH", 999, 10)  # no class 999: decoding alone would be 503
+
+
+def test_undecodable_payload_with_a_good_end_is_a_decode_error() -> None:
+    with pytest.raises(ConnectionException) as info:
+        FrameReader().feed(F.raw(1, 1, UNDECODABLE))
+    assert info.value.code is ReplyCode.COMMAND_INVALID and "unknown method 999/10" in info.value.text
+
+
+def test_frame_end_is_checked_before_the_payload_is_decoded() -> None:
+    with pytest.raises(ConnectionException) as info:
+        FrameReader().feed(F.raw(1, 1, UNDECODABLE, end=0x00))
+    assert info.value.code is ReplyCode.FRAME_ERROR
+    assert info.value.send_close is False
+    assert "frame-end" in info.value.text
+
+
+def test_payload_is_not_decoded_before_its_end_octet_arrived() -> None:
+    reader = FrameReader()
+    frame = F.raw(1, 1, UNDECODABLE, end=0x01)
+    assert reader.feed(frame[:-1]) == []  # the whole payload is here: still no 503
+    with pytest.raises(ConnectionException) as info:
+        reader.feed(frame[-1:])
+    assert info.value.code is ReplyCode.FRAME_ERROR and "frame-end octet 0x01" in info.value.text
+
+
 def test_unknown_frame_type_is_501_without_close_method() -> None:
     with pytest.raises(ConnectionException) as info:
         FrameReader().feed(F.raw(4, 0, b""))  # 4: the 0-9-1 erratum value, undefined
