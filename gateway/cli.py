@@ -1,5 +1,9 @@
 """``amqp-gateway``: run | check-config | hash-password.
 
+``check-config`` (and ``run``, before starting anything) also builds every endpoint, loads
+every TLS file and checks that the state and ledger directories are usable, so those
+problems are config errors naming the key and its line, never a traceback.
+
 Exit status: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 a runtime
 failure (for example a port already in use), 2 an invalid configuration or usage.
 """
@@ -8,11 +12,14 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import os
 import signal
 import sys
 from typing import Sequence
 
-from gateway.config import ConfigError, GatewayConfig, load_config, parse_host_port
+from gateway.config import (
+    ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
+)
 
 log = logging.getLogger("gateway")
 
@@ -62,6 +69,7 @@ def check_config(path: str) -> int:
     try:
         cfg = load_config(path)
         _check_endpoints(cfg)
+        _check_directories(cfg)
     except ConfigError as exc:
         print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -69,23 +77,54 @@ def check_config(path: str) -> int:
     return EXIT_OK
 
 
-def _check_endpoints(cfg: GatewayConfig) -> None:
-    """Build every endpoint and load every TLS file, binding nothing."""
+def _check_endpoints(cfg: GatewayConfig, *, overridden: bool = False) -> None:
+    """Build every endpoint and load every TLS file, binding nothing.
+
+    Errors name the listener setting and its line in the file. ``overridden``: the
+    listeners come from ``--listen`` with the file's first entry as their template, so
+    TLS problems are that entry's and endpoint problems are the command line's."""
     from twisted.internet import reactor
 
     from gateway.edge.listener import check_endpoint
     from gateway.edge.tls import TlsError
     from gateway.service import tls_server_for
 
+    def fail(key_path: str, message: str, in_file: bool = True) -> ConfigError:
+        line = line_of(cfg.source, key_path) if cfg.source and in_file else 0
+        return ConfigError(key_path, line, message, cfg.source)
+
     for i, listener in enumerate(cfg.listeners):
+        entry = "listeners[0]" if overridden else f"listeners[{i}]"
         try:
             check_endpoint(reactor, listener)
         except Exception as exc:  # noqa: BLE001 - any failure to build is a config error
-            raise ConfigError(f"listeners[{i}]", 0, f"cannot build endpoint: {exc}", cfg.source) from None
+            if overridden:
+                raise fail(f"--listen {listener.host}:{listener.port}",
+                           f"cannot build endpoint: {exc}", in_file=False) from None
+            raise fail(entry, f"cannot build endpoint: {exc}") from None
         try:
             tls_server_for(listener)
         except TlsError as exc:
-            raise ConfigError(f"listeners[{i}].tls", 0, str(exc), cfg.source) from None
+            raise fail(f"{entry}.{exc.setting or 'tls'}", str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - OpenSSL errors, MemoryError: no traceback
+            raise fail(f"{entry}.tls", f"cannot build the TLS context: "
+                                       f"{type(exc).__name__}: {exc}") from None
+
+
+def _check_directories(cfg: GatewayConfig) -> None:
+    """The directories the gateway writes in must be directories it can create or write;
+    otherwise starting would fail half-way with a traceback."""
+    checks = [("state_dir", cfg.state_dir)]
+    if cfg.ledger.enabled:
+        if cfg.ledger.directory:
+            checks.append(("ledger.directory", cfg.ledger.directory))
+        else:
+            checks.append(("state_dir", os.path.join(cfg.state_dir, "ledger")))
+    for key_path, directory in checks:
+        problem = directory_problem(directory)
+        if problem:
+            line = line_of(cfg.source, key_path) if cfg.source else 0
+            raise ConfigError(key_path, line, problem, cfg.source)
 
 
 def hash_password_command(args: argparse.Namespace) -> int:
@@ -113,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        _check_endpoints(cfg)
+        _check_endpoints(cfg, overridden=bool(args.listen))
+        _check_directories(cfg)
     except ConfigError as exc:
         print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -123,7 +163,11 @@ def run(args: argparse.Namespace) -> int:
 
     from gateway.service import GatewayService
 
-    svc = GatewayService(cfg, reactor)
+    try:
+        svc = GatewayService(cfg, reactor)
+    except Exception as exc:  # noqa: BLE001 - e.g. a file changed since the checks above
+        log.error("gateway failed to start: %s: %s", type(exc).__name__, exc)
+        return EXIT_FAILURE
     outcome = {"status": EXIT_OK}
 
     def failed(failure):

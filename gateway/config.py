@@ -40,6 +40,8 @@ __all__ = [
     "load_config",
     "load_config_text",
     "parse_host_port",
+    "line_of",
+    "directory_problem",
 ]
 
 
@@ -176,6 +178,8 @@ class ListenerConfig:
     default_vhost: str = "/"
     allow_anonymous: bool = False
     allow_amqp10_without_sasl: bool = False
+    # this listener's cap on open connections; None: ``limits.max_connections``
+    max_connections: Optional[int] = _checked(None, check=_non_negative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,12 +327,28 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
         return dataclasses.replace(GatewayConfig(), source=source)
     walker = _Walker(source)
     cfg = walker.build(GatewayConfig, root, "")
+    # where each user is defined: (source, key path of its name, line), for duplicates
+    origins = [(source, f"users[{i}].name", walker.lines.get(f"users[{i}].name", 0))
+               for i in range(len(cfg.users))]
     if cfg.users_file:
-        cfg = dataclasses.replace(cfg, users=cfg.users + load_users_file(cfg.users_file))
-    names = [u.name for u in cfg.users]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError("users", 0, f"user(s) defined twice: {', '.join(dupes)}", source)
+        try:
+            extra, file_lines = _load_users_file(cfg.users_file)
+        except ConfigError as exc:
+            if exc.source == cfg.users_file and exc.line == 0:   # unreadable: name our key
+                raise ConfigError("users_file", walker.lines.get("users_file", 0), exc.message,
+                                  source) from None
+            raise
+        origins += [(cfg.users_file, f"users[{i}].name", file_lines.get(f"users[{i}].name", 0))
+                    for i in range(len(extra))]
+        cfg = dataclasses.replace(cfg, users=cfg.users + extra)
+    first: dict[str, tuple[str, int]] = {}
+    for user, (where, key_path, line) in zip(cfg.users, origins):
+        if user.name in first:
+            prev_source, prev_line = first[user.name]
+            earlier = f"line {prev_line}" if prev_source == where else f"{prev_source}:{prev_line}"
+            raise ConfigError(key_path, line, f"user defined twice: {user.name} "
+                              f"(first defined at {earlier})", where)
+        first[user.name] = (where, line)
     return dataclasses.replace(cfg, source=source)
 
 
@@ -340,6 +360,11 @@ class _UsersFile:
 def load_users_file(path: str) -> tuple[UserConfig, ...]:
     """A separate YAML file with a ``users:`` list (same keys as in the main config), so
     user management can be delegated and reloaded on SIGHUP."""
+    return _load_users_file(path)[0]
+
+
+def _load_users_file(path: str) -> tuple[tuple[UserConfig, ...], Mapping[str, int]]:
+    """``load_users_file`` plus the line of every key path in it."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -351,8 +376,70 @@ def load_users_file(path: str) -> tuple[UserConfig, ...]:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError("", mark.line + 1 if mark else 0, f"not valid YAML: {exc}", path) from None
     if root is None:
-        return ()
-    return _Walker(path).build(_UsersFile, root, "").users
+        return (), {}
+    walker = _Walker(path)
+    return walker.build(_UsersFile, root, "").users, walker.lines
+
+
+def _path_parts(key_path: str) -> list[str | int]:
+    """``listeners[0].tls_sni[1].cert_file`` -> ``["listeners", 0, "tls_sni", 1, "cert_file"]``."""
+    parts: list[str | int] = []
+    for m in re.finditer(r"([^.\[\]]+)|\[(\d+)\]", key_path):
+        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
+    return parts
+
+
+def line_of(path: str, key_path: str) -> int:
+    """The 1-based line of ``key_path`` in the YAML file ``path``: of the key itself, or
+    of the deepest enclosing key the file has (a default setting has no line of its own);
+    0 when the file cannot be read or has none of it. Used for problems found after
+    loading (TLS files that do not load, unusable directories), so they name a line too."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            node = yaml.compose(f.read(), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return 0
+    line = 0
+    for part in _path_parts(key_path):
+        if isinstance(part, int):
+            if not isinstance(node, yaml.SequenceNode) or part >= len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for knode, vnode in node.value:
+            if getattr(knode, "value", None) == part:
+                line, node = knode.start_mark.line + 1, vnode
+                break
+        else:
+            break
+    return line
+
+
+def directory_problem(path: str) -> str | None:
+    """Why the gateway could not use ``path`` as a directory to write in, or None.
+
+    Checked by ``check-config`` and before ``run`` starts anything, so a state or ledger
+    directory under a regular file, or one this user cannot create or write, is a config
+    error naming the key instead of a traceback at start. Nothing is created here."""
+    target = os.path.abspath(path)
+    probe = target
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        if probe == target:
+            return f"{path!r} exists and is not a directory"
+        return f"cannot create directory {path!r}: {probe!r} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        if probe == target:
+            return f"directory {path!r} is not writable (uid {os.getuid()})"
+        return f"cannot create directory {path!r}: {probe!r} is not writable (uid {os.getuid()})"
+    return None
 
 
 _SCALAR_TAGS = {
@@ -370,6 +457,7 @@ class _Walker:
     def __init__(self, source: str) -> None:
         self.source = source
         self.loader = yaml.SafeLoader("")
+        self.lines: dict[str, int] = {}     # key path -> 1-based line, for later checks
 
     def fail(self, path: str, node: yaml.Node, message: str) -> ConfigError:
         return ConfigError(path, node.start_mark.line + 1, message, self.source)
@@ -395,6 +483,8 @@ class _Walker:
         if origin in (tuple, list):
             if not isinstance(node, yaml.SequenceNode):
                 raise self.fail(path, node, "expected a list")
+            for i, item in enumerate(node.value):
+                self.lines[f"{path}[{i}]"] = item.start_mark.line + 1
             return tuple(self.build(args[0], item, f"{path}[{i}]") for i, item in enumerate(node.value))
         if origin in (dict, collections.abc.Mapping) or tp is Mapping:
             if not isinstance(node, yaml.MappingNode):
@@ -438,6 +528,7 @@ class _Walker:
                 raise self.fail(sub, knode, f"unknown key {key!r} (known keys: {known})")
             if key in values:
                 raise self.fail(sub, knode, "key given twice")
+            self.lines[sub] = knode.start_mark.line + 1
             value = self.build(hints[key], vnode, sub)
             check = f.metadata.get("check")
             problem = check(value) if check and value is not None else None

@@ -16,6 +16,7 @@ from twisted.internet import defer, task
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
+    ListenerAdmission,
     LoginThrottle,
     Permission,
     User,
@@ -163,6 +164,11 @@ class GatewayService(service.MultiService):
         authenticator = self.authenticator
         if ctx.listener.mechanisms:
             authenticator = OfferedMechanisms(self.authenticator, ctx.listener.mechanisms)
+        # the user's limits as usual, plus the listener's cap: both refused at open with
+        # the protocol's error (530 / amqp:resource-limit-exceeded) naming the limit
+        registry = self.connection_registry
+        if ctx.listener_slots is not None:
+            registry = ListenerAdmission(registry, ctx.listener_slots)
         if ctx.kind.is_amqp091:
             from gateway.amqp091 import ServerConnection
             from gateway.amqp091.channel import BrokerChannel
@@ -179,7 +185,7 @@ class GatewayService(service.MultiService):
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id,
-                connection_registry=self.connection_registry, login_throttle=self.login_throttle)
+                connection_registry=registry, login_throttle=self.login_throttle)
         from gateway.amqp10 import Amqp10Engine
 
         amqp10 = self.config.amqp10
@@ -193,7 +199,7 @@ class GatewayService(service.MultiService):
             idle_timeout=float(limits.heartbeat), max_message_size=limits.max_message_size,
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id,
-            connection_registry=self.connection_registry, login_throttle=self.login_throttle,
+            connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection)
 
     # -- start ----------------------------------------------------------------------

@@ -14,6 +14,14 @@ non-zero, else ``default_max_connections`` (``limits.max_connections_per_user``)
 ``0`` means unlimited. ``max_channels`` (0-9-1 channels, 1.0 sessions per connection)
 is the user's own value, ``0`` meaning "no per-user cap" (the listener's channel_max
 still applies). Pure bookkeeping: no clock, no I/O.
+
+Listener-wide caps (``max_connections`` of a listener, else ``limits.max_connections``)
+go through the same door, so a client over the cap gets the protocol's own error (0-9-1
+530, 1.0 ``amqp:resource-limit-exceeded``) naming the limit instead of a bare TCP reset:
+``ListenerSlots`` counts one listener's open connections, and ``ListenerAdmission`` is
+the registry an engine on that listener is given. It refuses with
+``ListenerLimitReached`` (a ``ConnectionLimitReached``, so the engines need no change)
+while the listener is full, and otherwise admits through the shared registry as usual.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 __all__ = ["UserLimits", "ConnectionLimitReached", "AdmissionToken", "ConnectionRegistry",
-           "cap_channel_max"]
+           "cap_channel_max", "ListenerLimitReached", "ListenerSlots", "ListenerAdmission"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +130,73 @@ class ConnectionRegistry:
 
     def __len__(self) -> int:
         return len(self._live)
+
+
+class ListenerLimitReached(ConnectionLimitReached):
+    """The listener ``listener`` already holds ``limit`` open connections."""
+
+    def __init__(self, listener: str, limit: int) -> None:
+        super().__init__("", limit)
+        self.listener = listener
+        self.text = f"connection limit ({limit}) of listener '{listener}' reached"
+        self.args = (self.text,)
+
+
+class ListenerSlots:
+    """Open (admitted) connections of one listener against its cap; ``limit`` 0 means
+    unlimited. One per listener, shared by every connection the listener accepts."""
+
+    def __init__(self, name: str, limit: int = 0) -> None:
+        if limit < 0:
+            raise ValueError("a listener's max_connections must not be negative")
+        self.name = name
+        self.limit = limit
+        self._live: set[AdmissionToken] = set()
+
+    @property
+    def count(self) -> int:
+        """Connections of this listener admitted and not yet released."""
+        return len(self._live)
+
+    @property
+    def full(self) -> bool:
+        return bool(self.limit) and len(self._live) >= self.limit
+
+    def take(self, token: AdmissionToken) -> None:
+        """Count ``token`` against this listener (the caller checked ``full``)."""
+        self._live.add(token)
+
+    def give_back(self, token: AdmissionToken | None) -> None:
+        """Free the slot of ``token``; idempotent, and a no-op for another listener's."""
+        if token is not None:
+            self._live.discard(token)
+
+
+class ListenerAdmission:
+    """What an engine on one listener uses as its connection registry.
+
+    ``admit`` refuses with ``ListenerLimitReached`` (nothing counted anywhere) while the
+    listener is full, then counts the connection against the user through ``registry``
+    (which may refuse with the user's own limit) and against the listener. ``release``
+    undoes both; every other attribute is the shared registry's."""
+
+    def __init__(self, registry: ConnectionRegistry, slots: ListenerSlots) -> None:
+        self._registry = registry
+        self._slots = slots
+
+    def admit(self, user_name: str, limit: int | None = None) -> AdmissionToken:
+        if self._slots.full:
+            raise ListenerLimitReached(self._slots.name, self._slots.limit)
+        token = self._registry.admit(user_name, limit)
+        self._slots.take(token)
+        return token
+
+    def release(self, token: AdmissionToken | None) -> None:
+        self._slots.give_back(token)
+        self._registry.release(token)
+
+    def limits_for(self, user_name: str) -> UserLimits:
+        return self._registry.limits_for(user_name)
+
+    def __getattr__(self, name: str):
+        return getattr(self._registry, name)

@@ -3,6 +3,15 @@
 The factory knows which header kinds its listener serves (``refusal_reason``) and builds
 engines through an ``EngineFactory`` callable handed in by ``service.py``, so the edge
 never imports a protocol package's internals beyond that callable.
+
+Connection cap: the listener's ``max_connections`` (else ``limits.max_connections``)
+counts *open* connections in ``ListenerSlots``, handed to the engine factory in the
+``ConnectionContext``; the engine asks for a slot when the client opens (0-9-1
+``connection.open``, 1.0 ``open``) and a full listener answers with the protocol's own
+error naming the limit (530 NOT_ALLOWED, ``amqp:resource-limit-exceeded``), as RabbitMQ
+does for its connection limits. A client refused at TCP level would only see a reset.
+Against floods there is still a hard cap on sockets (handshakes included): beyond
+``hard_cap()`` a new TCP connection is closed at once, without a word.
 """
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ from twisted.internet import defer
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory
 
+from gateway.auth.limits import ListenerSlots
 from gateway.config import ListenerConfig, TlsMode
 from gateway.edge.sniffer import SniffingProtocol
 from gateway.metrics import GatewayMetrics
@@ -22,9 +32,22 @@ from gateway.protocol_header import HeaderKind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionContext", "EngineFactory", "ListenerFactory", "server_endpoint", "check_endpoint"]
+__all__ = ["ConnectionContext", "EngineFactory", "ListenerFactory", "server_endpoint", "check_endpoint",
+           "hard_cap"]
 
 _ids = itertools.count(1)
+
+#: sockets a capped listener accepts beyond its cap (clients still in their handshake,
+#: or being told the limit): at least this many, or a quarter of the cap if that is more
+HARD_CAP_MIN_MARGIN = 16
+
+
+def hard_cap(max_connections: int) -> int:
+    """Sockets (open, handshaking or being refused) above which a listener capped at
+    ``max_connections`` closes new TCP connections at once; 0 = no cap."""
+    if not max_connections:
+        return 0
+    return max_connections + max(HARD_CAP_MIN_MARGIN, max_connections // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +62,8 @@ class ConnectionContext:
     listener: ListenerConfig
     now: float
     tls_peer_subject: Optional[str] = None
+    #: the listener's open-connection slots; the engine's registry must take one at open
+    listener_slots: Optional[ListenerSlots] = None
 
 
 EngineFactory = Callable[[ConnectionContext], object]
@@ -63,14 +88,28 @@ class ListenerFactory(Factory):
         self.reactor = reactor
         self.metrics = metrics
         self.engine_factory = engine_factory
-        self.max_connections = max_connections
+        # the listener's own cap wins over the global ``limits.max_connections``
+        if listener.max_connections is not None:
+            max_connections = listener.max_connections
+        self.slots = ListenerSlots(listener.name or f"{listener.host}:{listener.port}", max_connections)
         self.connections: set[SniffingProtocol] = set()
         self._drained: Optional[defer.Deferred] = None
 
+    @property
+    def max_connections(self) -> int:
+        """Open connections this listener admits (0 = unlimited)."""
+        return self.slots.limit
+
+    @max_connections.setter
+    def max_connections(self, value: int) -> None:
+        self.slots.limit = value
+
     def buildProtocol(self, addr):
-        if self.max_connections and len(self.connections) >= self.max_connections:
-            log.warning("listener %s: connection limit %d reached, refusing %s",
-                        self.listener.name, self.max_connections, addr)
+        cap = hard_cap(self.slots.limit)
+        if cap and len(self.connections) >= cap:
+            log.warning("listener %s: %d sockets open (connection limit %d plus margin), "
+                        "closing %s at once", self.slots.name, len(self.connections),
+                        self.slots.limit, addr)
             self.metrics.sniff_failures.labels("connection-limit").inc()
             return None
         self.metrics.tcp_connections.inc()
@@ -102,7 +141,7 @@ class ListenerFactory(Factory):
             connection_id=proto.connection_id, kind=kind, header=header,
             peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
             listener=self.listener, now=self.reactor.seconds(),
-            tls_peer_subject=tls_peer_subject)
+            tls_peer_subject=tls_peer_subject, listener_slots=self.slots)
         return self.engine_factory(ctx)
 
     def connection_started(self, proto: SniffingProtocol) -> None:

@@ -40,7 +40,15 @@ _VERIFY = {
 
 
 class TlsError(Exception):
-    """TLS material could not be loaded; the text names the file and the reason."""
+    """TLS material could not be loaded; the text names the file and the reason.
+
+    ``setting`` is the listener setting at fault, relative to the listener entry
+    (``tls_cert_file``, ``tls_sni[1].key_file``, ``tls_ciphers`` ...), so a config
+    check can point at the key and its line; "" when no single setting is to blame."""
+
+    def __init__(self, message: str, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,30 +66,40 @@ def _verify_callback(conn, cert, errno, depth, ok) -> bool:
     return bool(ok)
 
 
-def _build_context(s: TlsSettings, cert_file: str, key_file: str) -> SSL.Context:
-    ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
-    ctx.set_min_proto_version(_VERSIONS[s.min_version])
+def _build_context(s: TlsSettings, cert_file: str, key_file: str,
+                   cert_key: str = "tls_cert_file", key_key: str = "tls_key_file") -> SSL.Context:
+    """One server context; ``cert_key``/``key_key`` name the settings the two files came
+    from (the listener's own or an SNI entry's) for ``TlsError.setting``."""
+    try:
+        ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+        ctx.set_min_proto_version(_VERSIONS[s.min_version])
+    except SSL.Error as exc:
+        raise TlsError(f"cannot create a TLS context: {_ssl_reason(exc)}", "tls_min_version") from None
     ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE
                     | SSL.OP_NO_RENEGOTIATION | SSL.OP_SINGLE_ECDH_USE)
     try:
         ctx.set_cipher_list(s.ciphers.encode())
     except SSL.Error as exc:
-        raise TlsError(f"cipher list {s.ciphers!r} selects no usable cipher: {exc}") from None
-    for what, path, load in (("certificate", cert_file, ctx.use_certificate_chain_file),
-                             ("private key", key_file, ctx.use_privatekey_file)):
+        raise TlsError(f"cipher list {s.ciphers!r} selects no usable cipher: {exc}",
+                       "tls_ciphers") from None
+    for what, path, load, setting in (
+            ("certificate", cert_file, ctx.use_certificate_chain_file, cert_key),
+            ("private key", key_file, ctx.use_privatekey_file, key_key)):
         try:
             load(path)
         except (SSL.Error, OSError) as exc:
-            raise TlsError(f"cannot load {what} {path!r}: {_ssl_reason(exc)}") from None
+            raise TlsError(f"cannot load {what} {path!r}: {_ssl_reason(exc)}", setting) from None
     try:
         ctx.check_privatekey()
     except SSL.Error:
-        raise TlsError(f"private key {key_file!r} does not match certificate {cert_file!r}") from None
+        raise TlsError(f"private key {key_file!r} does not match certificate {cert_file!r}",
+                       key_key) from None
     if s.ca_file:
         try:
             ctx.load_verify_locations(s.ca_file)
         except (SSL.Error, OSError) as exc:
-            raise TlsError(f"cannot load CA file {s.ca_file!r}: {_ssl_reason(exc)}") from None
+            raise TlsError(f"cannot load CA file {s.ca_file!r}: {_ssl_reason(exc)}",
+                           "tls_ca_file") from None
     ctx.set_verify(_VERIFY[s.verify_client], _verify_callback)
     ctx.set_session_id(b"amqp-gateway")
     return ctx
@@ -105,7 +123,9 @@ class TlsServer:
 
     def _load(self, s: TlsSettings) -> tuple[SSL.Context, dict[str, SSL.Context]]:
         default = _build_context(s, s.cert_file, s.key_file)
-        by_name = {name.lower(): _build_context(s, cert, key) for name, cert, key in s.sni}
+        by_name = {name.lower(): _build_context(s, cert, key, f"tls_sni[{i}].cert_file",
+                                                f"tls_sni[{i}].key_file")
+                   for i, (name, cert, key) in enumerate(s.sni)}
         if by_name:
             default.set_tlsext_servername_callback(self._pick_by_sni)
         return default, by_name
@@ -123,6 +143,10 @@ class TlsServer:
             default, by_name = self._load(self.settings)
         except TlsError as exc:
             log.error("TLS reload failed, keeping the previous certificates: %s", exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - OpenSSL/MemoryError: keep serving
+            log.error("TLS reload failed, keeping the previous certificates: %s: %s",
+                      type(exc).__name__, exc)
             return False
         self._default, self._by_name = default, by_name
         log.info("TLS material reloaded from %s", self.settings.cert_file)

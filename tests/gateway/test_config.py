@@ -90,6 +90,8 @@ def test_empty_file_gives_defaults():
      "users[0].password_hash", 3, "not a password hash"),
     ("logging:\n  level: LOUD\n", "logging.level", 2, "not one of"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
+    ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
+     "must not be negative"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
@@ -110,6 +112,13 @@ def test_bad_regex_in_permissions():
 def test_invalid_yaml_names_line():
     err = error_of("listeners:\n  - host: [\n")
     assert err.line >= 2 and "not valid YAML" in err.message
+
+
+def test_a_listener_may_cap_its_own_connections():
+    cfg = load_config_text("listeners:\n  - port: 1\n    max_connections: 7\n  - port: 2\n")
+    assert [l.max_connections for l in cfg.listeners] == [7, None]   # None: limits.max_connections
+    over = cfg.with_overrides(listen=[("127.0.0.1", 0)])
+    assert over.listeners[0].max_connections == 7                  # the template's
 
 
 def test_overrides_replace_listeners_and_metrics():
@@ -187,13 +196,181 @@ def test_users_file_adds_users_and_errors_name_its_lines(tmp_path):
     assert info.value.key_path == "users[0].password_hash"
 
 
-def test_duplicate_users_refused(tmp_path):
+def test_duplicate_users_refused_at_the_second_definition(tmp_path):
     from tests.support.gateway_process import password_hash
     h = password_hash("pw")
     err = error_of(f"users:\n  - name: a\n    password_hash: \"{h}\"\n  - name: a\n    password_hash: \"{h}\"\n")
-    assert "defined twice: a" in err.message
+    assert "defined twice: a" in err.message and "first defined at line 2" in err.message
+    assert (err.key_path, err.line) == ("users[1].name", 4)
+    assert str(err).startswith("gw.yaml:4: users[1].name: ")
+
+
+def test_duplicate_user_in_the_users_file_names_that_file_and_line(tmp_path):
+    from tests.support.gateway_process import password_hash
+    h = password_hash("pw")
+    users = tmp_path / "users.yaml"
+    users.write_text(f"users:\n  - name: b\n    password_hash: \"{h}\"\n"
+                     f"  - name: a\n    password_hash: \"{h}\"\n")
+    err = error_of(f"users_file: {users}\nusers:\n  - name: a\n    password_hash: \"{h}\"\n")
+    assert (err.source, err.key_path, err.line) == (str(users), "users[1].name", 4)
+    assert "first defined at gw.yaml:3" in err.message
+
+
+def test_unreadable_users_file_names_the_key_and_line(tmp_path, monkeypatch):
+    import builtins
+
+    import gateway.config as config_module
+
+    users = tmp_path / "users.yaml"
+    users.write_text("users: []\n")
+
+    def no_permission(path, *args, **kwargs):   # chmod 0 would not stop root
+        if str(path) == str(users):
+            raise PermissionError(13, "Permission denied", str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(config_module, "open", no_permission, raising=False)
+    err = error_of(f"\nusers_file: {users}\n")
+    assert (err.source, err.key_path, err.line) == ("gw.yaml", "users_file", 2)
+    assert "cannot read users file: Permission denied" in err.message
+
+
+# ------------------------------------------------------------------ checks after loading
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from tests.support.certificates import TestPKI
+    d = str(tmp_path_factory.mktemp("config-pki"))
+    ca = TestPKI(d)
+    return {"ca": ca, "server": ca.issue("gateway.test"), "other": ca.issue("other.test")}
+
+
+def _tls_yaml(cert, key, sni_cert=None, sni_key=None) -> str:
+    text = ("# a TLS listener\n"
+            "listeners:\n"
+            "  - host: 127.0.0.1\n"
+            "    port: 0\n"
+            "    tls: on\n"
+            f"    tls_cert_file: {cert}\n"           # line 6
+            f"    tls_key_file: {key}\n")            # line 7
+    if sni_cert:
+        text += ("    tls_sni:\n"
+                 "      - server_name: mq.example.org\n"
+                 f"        cert_file: {sni_cert}\n"  # line 10
+                 f"        key_file: {sni_key}\n")   # line 11
+    return text + "ledger:\n  enabled: false\n"
+
+
+@pytest.mark.parametrize("case,key_path,line,words", [
+    ("swapped", "listeners[0].tls_cert_file", 6, "cannot load certificate"),
+    ("mismatch", "listeners[0].tls_key_file", 7, "cannot load private key"),
+    ("sni", "listeners[0].tls_sni[0].key_file", 11, "cannot load private key"),
+])
+def test_tls_files_that_do_not_load_name_the_key_and_line(tmp_path, pki, case, key_path, line, words):
+    srv, other = pki["server"], pki["other"]
+    text = {"swapped": _tls_yaml(srv.key_file, srv.cert_file),
+            "mismatch": _tls_yaml(srv.cert_file, other.key_file),
+            "sni": _tls_yaml(srv.cert_file, srv.key_file, other.cert_file, other.cert_file)}[case]
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(text)
+    for args in (("check-config", str(cfg)), ("run", "--config", str(cfg), "--metrics", "127.0.0.1:0")):
+        r = run_cli(*args)
+        assert r.returncode == 2, r.stderr
+        assert f"{cfg}:{line}: {key_path}: {words}" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_run_with_listen_override_names_the_template_listener_line(tmp_path, pki):
+    srv = pki["server"]
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(_tls_yaml(srv.key_file, srv.cert_file))
+    r = run_cli("run", "--config", str(cfg), "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
+                "--metrics", "127.0.0.1:0")
+    assert r.returncode == 2
+    assert f"{cfg}:6: listeners[0].tls_cert_file: cannot load certificate" in r.stderr
+
+
+@pytest.mark.parametrize("error", ["memory", "openssl"])
+def test_unexpected_errors_building_tls_are_config_errors_not_tracebacks(tmp_path, pki, monkeypatch,
+                                                                          capsys, error):
+    from OpenSSL import SSL
+
+    import gateway.service
+    from gateway import cli
+
+    def broken(listener):
+        if error == "memory":
+            raise MemoryError("no memory for the context")
+        raise SSL.Error([("SSL routines", "", "internal error")])
+
+    monkeypatch.setattr(gateway.service, "tls_server_for", broken)
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(_tls_yaml(pki["server"].cert_file, pki["server"].key_file))
+    assert cli.check_config(str(cfg)) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}:5: listeners[0].tls: cannot build the TLS context: " in err
+    assert ("MemoryError" if error == "memory" else "Error") in err
+
+
+def _dir_yaml(key: str, value: str) -> str:
+    if key == "state_dir":
+        return f"# state\nstate_dir: {value}\nledger:\n  enabled: true\n"
+    return f"# ledger\nledger:\n  enabled: true\n  directory: {value}\n"
+
+
+@pytest.mark.parametrize("key,line", [("state_dir", 2), ("ledger.directory", 4)])
+@pytest.mark.parametrize("shape", ["under-a-file", "is-a-file", "not-writable"])
+def test_unusable_directories_are_config_errors(tmp_path, key, line, shape):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a regular file")
+    if shape == "under-a-file":
+        target, words = blocker / "state", "is not a directory"
+    elif shape == "is-a-file":
+        target, words = blocker, "exists and is not a directory"
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as root: every directory is writable")
+        target, words = locked / "state", "is not writable"
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(_dir_yaml(key, str(target)))
+    for args in (("check-config", str(cfg)),
+                 ("run", "--config", str(cfg), "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")):
+        r = run_cli(*args)
+        assert r.returncode == 2, r.stderr
+        assert f"{cfg}:{line}: {key}: " in r.stderr and words in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_usable_directories_pass_check_config_and_are_not_created(tmp_path):
+    target = tmp_path / "new" / "state"
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(_dir_yaml("state_dir", str(target)))
+    r = run_cli("check-config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "new").exists()
 
 
 def test_container_id_must_not_contain_at():
     err = error_of("container_id: gw@example\n")
     assert err.key_path == "container_id" and "must not contain '@'" in err.message
+
+
+def test_directory_problem_reports_a_directory_it_cannot_write(tmp_path, monkeypatch):
+    """The not-writable branch, also when the tests run as root (who may write anywhere)."""
+    import gateway.config as config_module
+    from gateway.config import directory_problem
+
+    (tmp_path / "exists").mkdir()
+    assert directory_problem(str(tmp_path / "exists")) is None
+    assert directory_problem(str(tmp_path / "new" / "deeper")) is None
+    denied = {str(tmp_path / "exists"), str(tmp_path)}
+    real_access = os.access
+    monkeypatch.setattr(config_module.os, "access",
+                        lambda p, mode: False if str(p) in denied else real_access(p, mode))
+    assert "directory" in directory_problem(str(tmp_path / "exists"))
+    assert "is not writable" in directory_problem(str(tmp_path / "exists"))
+    problem = directory_problem(str(tmp_path / "new" / "deeper"))
+    assert problem and "cannot create directory" in problem and "is not writable" in problem

@@ -277,18 +277,69 @@ def test_10_authentication_deadline(gw):
 
 # ------------------------------------------------------------------ listener-wide cap
 
-def test_listener_connection_cap_refuses_the_next_socket(fresh_gateway):
-    gw = fresh_gateway(config_text=access_config(limits={"max_connections": 2}))
-    held = [pika.BlockingConnection(pika_params(gw)) for _ in range(2)]
-    with pytest.raises(pika.exceptions.AMQPConnectionError):
+def _refused_by_cap_091(gw, limit: int) -> None:
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as info:
         pika.BlockingConnection(pika_params(gw))
-    with pytest.raises(ConnectionException):
+    assert "(530)" in str(info.value)
+    assert f"NOT_ALLOWED - connection limit ({limit}) of listener '127.0.0.1:0' reached" \
+        in str(info.value)
+
+
+def _refused_by_cap_10(gw, limit: int) -> None:
+    with pytest.raises(ConnectionException) as info:
         connect10(gw)
-    held.pop().close()
+    assert "amqp:resource-limit-exceeded" in str(info.value)
+    assert f"connection limit ({limit}) of listener '127.0.0.1:0' reached" in str(info.value)
+
+
+def test_listener_connection_cap_answers_with_the_protocols_error(fresh_gateway):
+    gw = fresh_gateway(config_text=access_config(limits={"max_connections": 2}))
+    held = [pika.BlockingConnection(pika_params(gw)), connect10(gw)]   # one of each counts
+    _refused_by_cap_091(gw, 2)
+    _refused_by_cap_10(gw, 2)
+    held.pop(0).close()
     time.sleep(0.2)
-    pika.BlockingConnection(pika_params(gw)).close()
+    again = connect10(gw)                                   # a freed slot is usable again
+    _refused_by_cap_091(gw, 2)
+    again.close()
     for conn in held:
         conn.close()
+    time.sleep(0.2)
+    both = [pika.BlockingConnection(pika_params(gw)) for _ in range(2)]
+    for conn in both:
+        conn.close()
+
+
+def test_a_listener_max_connections_overrides_the_global_one(fresh_gateway):
+    gw = fresh_gateway(config_text=access_config(limits={"max_connections": 5},
+                                                 listener_extra="    max_connections: 1\n"))
+    held = pika.BlockingConnection(pika_params(gw))
+    _refused_by_cap_091(gw, 1)
+    _refused_by_cap_10(gw, 1)
+    held.close()
+
+
+def test_sockets_beyond_the_cap_plus_margin_are_closed_without_a_word(fresh_gateway):
+    from gateway.edge.listener import hard_cap
+
+    gw = fresh_gateway(config_text=access_config(listener_extra="    max_connections: 1\n"))
+    held = pika.BlockingConnection(pika_params(gw))
+    handshaking = []
+    for _ in range(hard_cap(1) - 1):                        # up to the hard cap: still served
+        s = socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=TIMEOUT)
+        s.sendall(AMQP091_HEADER)
+        assert FrameReader(0).feed(s.recv(65536))           # connection.start
+        handshaking.append(s)
+    with socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=TIMEOUT) as flood:
+        try:
+            flood.sendall(AMQP091_HEADER)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert read_until_closed(flood) == b""              # no connection.start: closed at once
+    assert gw.wait_for_log("closing .* at once")
+    for s in handshaking:
+        s.close()
+    held.close()
 
 
 # ------------------------------------------------------------------ failed logins

@@ -5,6 +5,7 @@ import resource
 import selectors
 import signal
 import socket
+import ssl
 import struct
 import time
 import urllib.request
@@ -13,6 +14,8 @@ import uuid
 import pytest
 
 from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER
+
+AMQP10_PLAIN_HEADER = b"AMQP\x00\x01\x00\x00"
 from tests.support.gateway_process import default_config
 
 pytestmark = pytest.mark.integration
@@ -79,6 +82,7 @@ def test_amqp10_sasl_header_gets_sasl_header_and_mechanisms(gateway):
     (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", AMQP091_HEADER),
     (b"\x00\x01\x02\x03\x04\x05\x06\x07", AMQP091_HEADER),
     (b"AMQP\x01\x01\x08\x00", AMQP091_HEADER),                 # 0-8
+    (b"AMQP\x01\x01\x09\x01", AMQP091_HEADER),                 # 0-8 as some clients wrote it
     (b"AMQP\x00\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 without SASL: not allowed here
     (b"AMQP\x02\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 TLS: no TLS configured
 ])
@@ -86,6 +90,46 @@ def test_unserved_headers_get_our_header_then_close(gateway, data, reply):
     with open_socket(gateway) as s:
         s.sendall(data)
         assert read_until_closed(s) == reply
+
+
+def _client_hello() -> bytes:
+    """The first flight of a real TLS client (a ClientHello record), made in memory."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="gateway.test")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    hello = outgoing.read()
+    assert hello[:1] == b"\x16" and len(hello) > 8
+    return hello
+
+
+def test_tls_client_hello_on_a_plain_listener_gets_our_header_then_close(gateway):
+    with open_socket(gateway) as s:
+        s.sendall(_client_hello())
+        assert read_until_closed(s) == AMQP091_HEADER
+
+
+def test_amqp10_without_sasl_where_allowed_is_served_by_the_10_engine(fresh_gateway):
+    from proton import Connection
+
+    from tests.support.amqp10_socket_client import SocketClient, read_exactly
+
+    gw = fresh_gateway(config_text=default_config(
+        listener_extra="    allow_amqp10_without_sasl: true\n"))
+    with open_socket(gw) as s:
+        s.sendall(AMQP10_PLAIN_HEADER)
+        assert read_exactly(s, 8) == AMQP10_PLAIN_HEADER    # the same header, no SASL layer
+    client = SocketClient(open_socket(gw, timeout=10), mechanism=None, user=None, password=None)
+    try:
+        client.open()
+        assert client.connection.state & Connection.REMOTE_ACTIVE
+        assert client.remote_close_condition is None
+        assert client.connection.remote_container              # the gateway's open
+    finally:
+        client.close()
 
 
 def test_short_read_then_eof_gets_our_header(gateway):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,15 +29,18 @@ def pki(tmp_path_factory):
         "ca": ca,
         "server": ca.issue("gateway.test", names=("gateway.test", "localhost")),
         "sni": ca.issue("mq.example.org", names=("mq.example.org",)),
+        "server_rsa": ca.issue("gateway.test", names=("gateway.test",), tag="rsa-server",
+                               key_type="rsa"),
         "alice": ca.issue("alice", server=False),
         "mallory": other_ca.issue("alice", server=False, tag="mallory"),
         "dir": str(d),
     }
 
 
-def tls_config(pki, mode="on", verify="none", min_version="1.2", sni=False, cert=None) -> str:
+def tls_config(pki, mode="on", verify="none", min_version="1.2", sni=False, cert=None,
+               extra: str = "") -> str:
     cert = cert or pki["server"]
-    extra = (f"    tls: {mode}\n    tls_cert_file: {cert.cert_file}\n"
+    extra += (f"    tls: {mode}\n    tls_cert_file: {cert.cert_file}\n"
              f"    tls_key_file: {cert.key_file}\n    tls_ca_file: {pki['ca'].ca_file}\n"
              f"    tls_verify_client: {verify}\n    tls_min_version: '{min_version}'\n")
     if sni:
@@ -104,24 +108,83 @@ def test_version_floor_is_enforced_by_the_server(fresh_gateway, pki):
         assert s.version() == "TLSv1.3"
 
 
-def test_openssl_s_client_sees_tls12_floor_and_sni(fresh_gateway, pki):
+def s_client(gw, pki, *args) -> subprocess.CompletedProcess:
+    """``openssl s_client`` against the gateway, stdin closed at once (no application data)."""
     if not shutil.which("openssl"):
         pytest.skip("openssl not installed")
+    return subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.amqp_port}",
+                           "-CAfile", pki["ca"].ca_file, *args], input=b"", capture_output=True,
+                          timeout=30)
+
+
+def server_alert(r: subprocess.CompletedProcess) -> int | None:
+    """The TLS alert number the *server* sent (s_client prints "SSL alert number N" only
+    for an alert it received), or None."""
+    m = re.search(rb"SSL alert number (\d+)", r.stderr)
+    return int(m.group(1)) if m else None
+
+
+def negotiated_cipher(r: subprocess.CompletedProcess) -> str:
+    m = re.search(rb"Cipher is (\S+)", r.stdout)
+    return m.group(1).decode() if m else ""
+
+
+ALERT_HANDSHAKE_FAILURE, ALERT_PROTOCOL_VERSION = 40, 70
+# SECLEVEL=0: OpenSSL 3 otherwise refuses to even offer TLS 1.0/1.1 itself, and the test
+# would pass without the server having refused anything
+OLD_PROTOCOL_CIPHERS = "DEFAULT@SECLEVEL=0"
+
+
+@pytest.mark.parametrize("old", ["-tls1", "-tls1_1"])
+def test_server_refuses_tls_below_12_with_a_protocol_version_alert(fresh_gateway, pki, old):
+    gw = fresh_gateway(config_text=tls_config(pki))
+    r = s_client(gw, pki, old, "-cipher", OLD_PROTOCOL_CIPHERS)
+    assert r.returncode != 0
+    assert b"written 0 bytes" not in r.stdout            # the ClientHello really went out
+    assert server_alert(r) == ALERT_PROTOCOL_VERSION, r.stderr
+    assert negotiated_cipher(r) == "(NONE)"
+    r = s_client(gw, pki, "-tls1_2")
+    assert r.returncode == 0, r.stderr
+    assert b"Protocol  : TLSv1.2" in r.stdout
+    assert server_alert(r) is None
+
+
+def test_openssl_s_client_sees_sni(fresh_gateway, pki):
     gw = fresh_gateway(config_text=tls_config(pki, sni=True))
-
-    def s_client(*args):
-        return subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{gw.amqp_port}",
-                               "-CAfile", pki["ca"].ca_file, *args], input=b"", capture_output=True,
-                              timeout=30)
-
-    r = s_client("-tls1_1")
-    assert b"Cipher is (NONE)" in r.stdout or r.returncode != 0
-    r = s_client("-tls1_2", "-servername", "mq.example.org")
+    r = s_client(gw, pki, "-tls1_2", "-servername", "mq.example.org")
     assert r.returncode == 0, r.stderr
     assert b"CN = mq.example.org" in r.stdout or b"CN=mq.example.org" in r.stdout
     assert b"Verify return code: 0 (ok)" in r.stdout
-    r = s_client("-tls1_2", "-servername", "other.example.org")
+    r = s_client(gw, pki, "-tls1_2", "-servername", "other.example.org")
     assert b"CN = gateway.test" in r.stdout or b"CN=gateway.test" in r.stdout
+
+
+@pytest.mark.parametrize("weak", [
+    "AES128-SHA",                   # static RSA key exchange, CBC
+    "AES256-GCM-SHA384",            # static RSA key exchange (no forward secrecy)
+    "ECDHE-RSA-AES128-SHA",         # forward secret, but CBC with SHA-1 (no AEAD)
+    "ECDHE-RSA-AES256-SHA384",      # forward secret, but CBC (no AEAD)
+])
+def test_default_cipher_list_refuses_suites_without_ecdhe_and_aead(fresh_gateway, pki, weak):
+    # an RSA certificate: with an EC one the RSA suites could never be chosen anyway
+    gw = fresh_gateway(config_text=tls_config(pki, cert=pki["server_rsa"]))
+    r = s_client(gw, pki, "-tls1_2", "-cipher", weak)
+    assert r.returncode != 0
+    assert server_alert(r) == ALERT_HANDSHAKE_FAILURE, r.stderr
+    r = s_client(gw, pki, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert r.returncode == 0, r.stderr
+    assert negotiated_cipher(r) == "ECDHE-RSA-AES128-GCM-SHA256"
+
+
+def test_configured_tls_ciphers_are_the_only_suites_negotiated(fresh_gateway, pki):
+    only = "ECDHE-ECDSA-CHACHA20-POLY1305"
+    gw = fresh_gateway(config_text=tls_config(pki, extra=f"    tls_ciphers: '{only}'\n"))
+    r = s_client(gw, pki, "-tls1_2")                      # the client offers its whole list
+    assert r.returncode == 0, r.stderr
+    assert negotiated_cipher(r) == only                   # the default would pick AES256-GCM
+    r = s_client(gw, pki, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384")
+    assert r.returncode != 0                              # allowed by default, not by this list
+    assert server_alert(r) == ALERT_HANDSHAKE_FAILURE, r.stderr
 
 
 def test_sni_picks_the_certificate(fresh_gateway, pki):

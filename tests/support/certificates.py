@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
@@ -22,7 +22,11 @@ class Issued:
     subject: str
 
 
-def _key():
+def _key(key_type: str = "ec"):
+    """A fresh private key: P-256 by default; ``"rsa"`` for tests of RSA key exchange
+    and ECDHE-RSA suites (an EC certificate cannot negotiate those at all)."""
+    if key_type == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return ec.generate_private_key(ec.SECP256R1())
 
 
@@ -57,8 +61,8 @@ class TestPKI:
                               self.ca_cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, cn: str, *, server: bool = True, names: tuple[str, ...] = ("localhost",),
-              tag: str | None = None) -> Issued:
-        key = _key()
+              tag: str | None = None, key_type: str = "ec") -> Issued:
+        key = _key(key_type)
         now = datetime.datetime.now(datetime.timezone.utc)
         builder = (
             x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(self.ca_cert.subject)

@@ -113,6 +113,25 @@ class GatewayProcess:
     def log(self) -> str:
         return "".join(self.log_lines)
 
+    @property
+    def config_path(self) -> str:
+        """The config file the running gateway was started with (rewrite it, then SIGHUP)."""
+        assert self._tmp is not None, "not started"
+        return os.path.join(self._tmp.name, "gateway.yaml")
+
+    def count_log(self, pattern: str) -> int:
+        """How many log lines match ``pattern`` so far (to wait for the *next* one)."""
+        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
+
+    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
+        """Wait until at least ``count`` log lines match ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.count_log(pattern) >= count:
+                return True
+            time.sleep(0.05)
+        return False
+
     def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -6,6 +6,9 @@ import pytest
 from gateway.auth.limits import (
     ConnectionLimitReached,
     ConnectionRegistry,
+    ListenerAdmission,
+    ListenerLimitReached,
+    ListenerSlots,
     UserLimits,
     cap_channel_max,
 )
@@ -87,3 +90,48 @@ def test_negative_default_is_refused():
     (2047, 0, 2047), (2047, 5, 5), (3, 5, 3), (0, 7, 7), (0, 0, 0)])
 def test_cap_channel_max(listener, user, expected):
     assert cap_channel_max(listener, user) == expected
+
+
+def test_listener_admission_refuses_a_full_listener_naming_it():
+    registry = ConnectionRegistry()
+    slots = ListenerSlots("edge", 2)
+    a, b = ListenerAdmission(registry, slots), ListenerAdmission(registry, slots)
+    first, second = a.admit("bob"), b.admit("carol")
+    with pytest.raises(ConnectionLimitReached) as info:      # what the engines catch
+        a.admit("dave")
+    assert isinstance(info.value, ListenerLimitReached)
+    assert info.value.text == "connection limit (2) of listener 'edge' reached"
+    assert registry.count("dave") == 0 and slots.count == 2  # nothing counted
+    a.release(first)
+    a.release(first)                                         # idempotent
+    assert slots.count == 1 and registry.count("bob") == 0
+    third = b.admit("dave")
+    assert registry.count("dave") == 1 and slots.count == 2
+    b.release(third)
+    b.release(second)
+    assert slots.count == 0 and len(registry) == 0
+
+
+def test_listener_admission_keeps_the_user_limit_and_counts_only_admitted():
+    registry = ConnectionRegistry(per_user={"bob": UserLimits(max_connections=1, max_channels=4)})
+    slots = ListenerSlots("edge", 5)
+    adm = ListenerAdmission(registry, slots)
+    adm.admit("bob")
+    with pytest.raises(ConnectionLimitReached) as info:
+        adm.admit("bob")
+    assert not isinstance(info.value, ListenerLimitReached)
+    assert "for user 'bob'" in info.value.text
+    assert slots.count == 1                                   # the refused one holds no slot
+    assert adm.limits_for("bob") == UserLimits(1, 4)
+    assert adm.count("bob") == 1                              # the rest is the registry's
+
+
+def test_unlimited_listener_and_other_listeners_tokens():
+    registry = ConnectionRegistry()
+    unlimited, other = ListenerSlots("a", 0), ListenerSlots("b", 1)
+    tokens = [ListenerAdmission(registry, unlimited).admit("bob") for _ in range(100)]
+    assert not unlimited.full and unlimited.count == 100
+    ListenerAdmission(registry, other).release(tokens[0])    # not b's: b stays empty
+    assert other.count == 0 and not other.full
+    with pytest.raises(ValueError):
+        ListenerSlots("c", -1)

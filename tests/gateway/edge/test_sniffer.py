@@ -6,7 +6,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
 from gateway.config import ListenerConfig
-from gateway.edge.listener import ListenerFactory
+from gateway.edge.listener import HARD_CAP_MIN_MARGIN, ListenerFactory, hard_cap
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER, HeaderKind
 
@@ -186,8 +186,36 @@ def test_drain_asks_engines_to_shut_down(env):
     assert d.called
 
 
-def test_connection_limit(env):
+def test_capped_listener_accepts_sockets_up_to_the_hard_cap_then_closes_them(env):
+    """Above max_connections sockets are still accepted (the engine refuses them at open
+    with the protocol's error); only beyond the cap plus a margin are they closed."""
     reactor, factory, engines, metrics = env
     factory.max_connections = 1
-    connect(factory)
+    assert hard_cap(1) == 1 + HARD_CAP_MIN_MARGIN
+    held = [connect(factory) for _ in range(hard_cap(1))]
+    assert all(proto is not None for proto, _ in held)
     assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1)) is None
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "connection-limit"}) == 1
+    held[0][0].connectionLost(None)
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 2)) is not None
+
+
+def test_hard_cap_grows_with_the_limit_and_zero_is_none():
+    assert hard_cap(0) == 0
+    assert hard_cap(1000) == 1250
+
+
+def test_engines_get_the_listener_slots_and_the_listener_cap_wins(env):
+    reactor, _, engines, metrics = env
+    factory = ListenerFactory(ListenerConfig(port=0, name="edge", max_connections=3), reactor,
+                              metrics, lambda ctx: engines.append(RecordingEngine(ctx)) or engines[-1],
+                              max_connections=50)
+    assert factory.max_connections == 3
+    proto, transport = connect(factory)
+    proto.dataReceived(AMQP091_HEADER)
+    slots = engines[0].ctx.listener_slots
+    assert slots is factory.slots and (slots.name, slots.limit) == ("edge", 3)
+    unset = ListenerFactory(ListenerConfig(port=0), reactor, metrics, lambda ctx: None,
+                            max_connections=50)
+    assert unset.max_connections == 50
+    assert unset.slots.name == "127.0.0.1:0"

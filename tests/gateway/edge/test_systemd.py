@@ -52,6 +52,21 @@ def test_abstract_socket(abstract_socket):
     assert s.recv(1024) == b"READY=1"
 
 
+def _pending(s: socket.socket) -> list[bytes]:
+    """Every datagram already queued on ``s``, without waiting (notify is synchronous)."""
+    out = []
+    timeout = s.gettimeout()
+    s.setblocking(False)
+    try:
+        while True:
+            try:
+                out.append(s.recv(64))
+            except BlockingIOError:
+                return out
+    finally:
+        s.settimeout(timeout)
+
+
 def test_watchdog_pings_at_half_the_interval(path_socket):
     path, s = path_socket
     n = SystemdNotifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"})
@@ -59,14 +74,18 @@ def test_watchdog_pings_at_half_the_interval(path_socket):
     clock = Clock()
     w = Watchdog(n, clock=clock)
     w.start()
-    assert s.recv(64) == b"WATCHDOG=1"
-    clock.advance(1.0)
-    assert s.recv(64) == b"WATCHDOG=1"
+    assert _pending(s) == [b"WATCHDOG=1"]                 # at once
+    for tick in range(1, 4):                              # then every 1.0 s, exactly
+        (call,) = clock.getDelayedCalls()
+        assert call.getTime() == pytest.approx(tick * 1.0)
+        clock.advance(0.999)
+        assert _pending(s) == []                          # not a moment early
+        clock.advance(0.001)
+        assert _pending(s) == [b"WATCHDOG=1"]             # once per period, not more
     w.stop()
+    assert clock.getDelayedCalls() == []
     clock.advance(5.0)
-    s.settimeout(0.1)
-    with pytest.raises(socket.timeout):
-        s.recv(64)
+    assert _pending(s) == []
 
 
 def test_watchdog_for_another_pid_is_ignored(path_socket):
