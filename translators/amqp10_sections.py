@@ -7,14 +7,16 @@ properties for the headers exchange, size), and each delivery needs a header wit
 ``delivery-count`` and ``first-acquirer``. :mod:`translators.section_scan` finds the
 section boundaries from the constructors alone; only the sections that hold wanted fields
 are decoded (by proton's codec), and :func:`with_delivery_header` splices a new header in
-front of the untouched bytes.
+front of the untouched bytes; :func:`with_message_annotations` likewise re-encodes only
+the message-annotations section (a 1.0 ``modified`` outcome's annotations), so several
+data sections, a footer and every other section keep their exact bytes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from proton import Array, Data, DataException, Described
+from proton import Array, Data, DataException, Described, symbol, ulong
 
 from translators.errors import TranslationError
 from translators.primitive_decoder import Unsupported, decode_value
@@ -30,6 +32,9 @@ __all__ = [
     "Amqp10Summary",
     "inspect_amqp10",
     "with_delivery_header",
+    "with_message_annotations",
+    "owned_value",
+    "annotation_key",
     "decode_section",
     "decode_section_fast",
     "decode_sections",
@@ -77,20 +82,20 @@ class Amqp10Summary:
     body_size: int = 0
 
 
-def _owned(value: Any) -> Any:
+def owned_value(value: Any) -> Any:
     """``value`` with every proton ``memoryview`` (its binary type) turned into ``bytes``,
     so values outlive the decoder and hash like the 0-9-1 side's ``bytes``."""
     kind = type(value)
     if kind is memoryview:
         return value.tobytes()
     if kind is list:
-        return [_owned(v) for v in value]
+        return [owned_value(v) for v in value]
     if isinstance(value, dict):
-        return {_owned(k): _owned(v) for k, v in value.items()}
+        return {owned_value(k): owned_value(v) for k, v in value.items()}
     if kind is Described:
-        return Described(_owned(value.descriptor), _owned(value.value))
+        return Described(owned_value(value.descriptor), owned_value(value.value))
     if kind is Array:
-        return Array(_owned(value.descriptor), value.type, *(_owned(e) for e in value.elements))
+        return Array(owned_value(value.descriptor), value.type, *(owned_value(e) for e in value.elements))
     return value
 
 
@@ -105,7 +110,7 @@ def decode_section(encoded: bytes, span: SectionSpan) -> Any:
     except DataException as exc:
         raise TranslationError(span.code.name.lower(), f"cannot decode: {exc}") from None
     data.next()
-    return _owned(data.get_object())
+    return owned_value(data.get_object())
 
 
 def decode_section_fast(encoded: bytes, span: SectionSpan) -> Any:
@@ -269,3 +274,50 @@ def with_delivery_header(encoded: bytes, *, delivery_count: int, first_acquirer:
     else:
         header = b"\x00\x53\x70\xd0" + (len(items) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x05" + items
     return header + encoded[rest_start:]
+
+
+# ---------------------------------------------------------------- annotations merge
+
+
+def annotation_key(key: Any) -> Any:
+    """Annotation keys are symbols or ulongs (spec 3.2.3); a plain ``str`` becomes a symbol."""
+    if type(key) is str:
+        return symbol(key)
+    if type(key) is int:
+        return ulong(key)
+    return key
+
+
+def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
+    """Return ``encoded`` with ``annotations`` merged into its message-annotations
+    section: existing entries are kept, and entries of the same key replaced. Without
+    such a section one is inserted where the spec puts it (after the header and
+    delivery-annotations). Only that section is decoded and re-encoded; every other
+    section is copied octet for octet. Raises ``TranslationError`` on a malformed
+    encoding or a value proton cannot encode.
+    """
+    if not annotations:
+        return encoded
+    spans = scan_sections(encoded)
+    merged: dict = {}
+    start = end = 0
+    for span in spans:
+        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
+            existing = decode_section(encoded, span)
+            if existing is not None and not isinstance(existing, dict):
+                raise TranslationError("message-annotations", "must be a map")
+            merged.update(existing or {})
+            start, end = span.start, span.end
+            break
+        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
+            start = end = span.end
+        else:
+            break
+    for key, value in annotations.items():
+        merged[annotation_key(key)] = owned_value(value)
+    section = Data()
+    try:
+        section.put_object(Described(ulong(SectionCode.MESSAGE_ANNOTATIONS), merged))
+    except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
+        raise TranslationError("message-annotations", f"cannot encode: {exc!r}") from None
+    return encoded[:start] + bytes(section.encode()) + encoded[end:]

@@ -3,14 +3,17 @@
 Everything 0-9-1 has no field for travels in ``x-amqp-1.0-*`` headers so that
 :func:`translators.to_amqp10.to_amqp10` restores the 1.0 sections exactly; annotations
 named ``x-amqp-0-9-1-*`` that :func:`to_amqp10` wrote become 0-9-1 properties again.
+:func:`with_added_annotations` gives a 0-9-1 message the annotations a 1.0 consumer's
+``modified`` outcome added, in the same ``x-amqp-1.0-message-annotations`` header.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 from proton import symbol, ubyte
 
-from translators.amqp10_sections import decode_section_fast
+from translators.amqp10_sections import annotation_key, decode_section_fast, owned_value
 from translators.basic_properties import BasicProperties
 from translators.body import body_to_amqp091, labelled_sections
 from translators.errors import TranslationError
@@ -23,10 +26,9 @@ from translators.property_forms import (
     same_typed,
 )
 from translators.section_scan import BODY_CODES, SectionCode, SectionSpan, scan_sections
-from translators.value_types import map_to_field, to_field_value, wrap_map
+from translators.value_types import map_from_field, map_to_field, to_field_value, wrap_map
 
-__all__ = ["to_amqp091"]
-
+__all__ = ["to_amqp091", "with_added_annotations"]
 
 
 def _padded(value: Any, size: int, section: str) -> list:
@@ -190,3 +192,29 @@ def _annotations_to_properties(
         text = _take(annotations, key, _short)
         if text is not None:
             fields[name] = text
+
+
+def with_added_annotations(
+    properties: BasicProperties, annotations: dict, *, exchange: str, routing_key: str
+) -> BasicProperties:
+    """``properties`` of a 0-9-1 message whose 1.0 form was given ``annotations`` (a 1.0
+    ``modified`` outcome), for the next 0-9-1 consumer.
+
+    Why: what a 1.0 consumer added must reach a 0-9-1 consumer the way any 1.0 message
+    annotation does, in the ``x-amqp-1.0-message-annotations`` header (MAPPING.md,
+    table A), and come back on the way to 1.0. The header holds the annotations the
+    message's 1.0 form has: those its header already carries (else the ``x-exchange``
+    and ``x-routing-key`` of the publish, as ``to_amqp10`` writes them), updated with
+    ``annotations``; the same result as translating to 1.0, merging and translating
+    back, without touching the rest. Raises ``TranslationError`` for a malformed header.
+    """
+    headers = dict(properties.headers or {})
+    name = Reserved.MESSAGE_ANNOTATIONS.value
+    if name in headers:
+        merged = map_from_field(headers[name], symbol, name)
+    else:
+        merged = {Annotation.EXCHANGE: exchange, Annotation.ROUTING_KEY: routing_key}
+    for key, value in annotations.items():
+        merged[annotation_key(key)] = owned_value(value)
+    headers[name] = map_to_field(merged, symbol)
+    return dataclasses.replace(properties, headers=headers)

@@ -9,6 +9,13 @@ Delivery: a 0-9-1 origin message is sent as is unless the broker recorded deaths
 properties are re-encoded once with an ``x-death`` header (and the per-message expiration
 removed, as RabbitMQ does) and cached on the container. A 1.0 origin message goes through
 ``translators.to_amqp091`` once per container (``MessageContainer.converted``).
+
+Annotations a 1.0 consumer added with a ``modified`` outcome (``message.annotations``)
+travel like any 1.0 message annotation, in the ``x-amqp-1.0-message-annotations`` header
+(``translators/MAPPING.md``): a 1.0 message gets them merged into its
+message-annotations section before translation, a 0-9-1 message gets them added to that
+header (``with_added_annotations``); either way the properties are re-encoded once and
+cached on the annotated copy of the container.
 """
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
 from gateway.broker.message import Encoding, MessageContainer
 from translators import TranslationError, to_amqp091
+from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
+from translators.to_amqp091 import with_added_annotations
 from translators.values import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
@@ -107,9 +116,19 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
     if message.origin is Encoding.AMQP091:
         raw, body = message.payload
         props = message.properties if message.properties is not None else decode_properties(raw)
+        if message.annotations:
+            try:
+                props = with_added_annotations(props, message.annotations, exchange=message.exchange,
+                                               routing_key=message.routing_key)
+            except TranslationError as exc:
+                log.warning("cannot add the 1.0 annotations of message #%s for 0-9-1: %s",
+                            message.gateway_id, exc)
     else:
         try:
-            props, body = to_amqp091(bytes(message.payload))
+            encoded = bytes(message.payload)
+            if message.annotations:
+                encoded = with_message_annotations(encoded, message.annotations)
+            props, body = to_amqp091(encoded)
         except TranslationError as exc:
             log.warning("cannot translate 1.0 message #%s for 0-9-1: %s; sent without properties",
                         message.gateway_id, exc)
@@ -121,6 +140,6 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:
     """``(properties_bytes, body)`` to send for ``message`` to a 0-9-1 consumer."""
-    if message.origin is Encoding.AMQP091 and not message.deaths:
+    if message.origin is Encoding.AMQP091 and not message.deaths and not message.annotations:
         return message.payload  # type: ignore[no-any-return]
     return message.converted(Encoding.AMQP091, _render)  # type: ignore[return-value]

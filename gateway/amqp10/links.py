@@ -10,10 +10,7 @@ resolved through ``addressing`` against the connection's vhost:
   ``/queues/Q``, ``/exchanges/X/RK``, ``node@container``, services), or it is the
   anonymous relay (null target address: each message is routed by its ``to``). Every
   complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
-  with accepted, rejected (with a condition) or released (unroutable). Credit is granted
-  in windows of ``INCOMING_CREDIT``, bounded by the target queue's ``capacity_left()``
-  and withheld while the broker's producer gate is blocked, so a full queue stops a
-  1.0 sender instead of growing memory;
+  with accepted, rejected (with a condition) or released (unroutable). Credit: see below;
 * a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
   ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
   sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
@@ -22,6 +19,31 @@ resolved through ``addressing`` against the connection's vhost:
   rejected dead-letters or discards, released requeues without counting a delivery,
   modified counts (delivery-failed), excludes this link (undeliverable-here) and merges
   annotations. ``distribution-mode copy`` browses (the consumer does not acquire).
+
+Credit (client senders): windows of ``INCOMING_CREDIT``, withheld while the broker's
+producer gate is blocked (memory alarm), and bounded by the room left in the queues the
+target reaches (``Queue.capacity_left``: ``x-max-length`` and ``x-max-length-bytes`` of
+a ``reject-publish`` queue), so a full queue stops a 1.0 sender instead of growing
+memory; the engine polls a link left without credit. Known before any message only for
+a fixed routing key: ``/queue/Q`` (and its forms) and ``/exchange/X/RK`` or
+``/topic/RK`` whose bindings lead straight to queues (the largest room among them: a
+message is taken if any queue takes it; a ``drop-head`` queue never rejects, so it
+leaves the credit unbounded). Subject-keyed targets, the anonymous relay, headers
+exchanges and exchange-to-exchange bindings keep the full window; there a message whose
+every queue is full and rejects publishes is settled ``rejected`` with
+``amqp:resource-limit-exceeded`` naming the queues, and is not kept (so memory does not
+grow either).
+
+Message size: every attach we answer announces ``max-message-size`` (the connection's
+limit). A client transfer above it detaches the link with
+``amqp:link:message-size-exceeded``. A message larger than the client's own
+``max-message-size`` is never sent to it: as RabbitMQ 4 does (spec 2.7.3 "results in a
+message-size-exceeded link-error"), the link is detached with
+``amqp:link:message-size-exceeded`` and the text "message size (N bytes) > maximum
+message size (M bytes)"; the message goes back to its place in the queue, not counted
+as a delivery, for the other consumers (or a new link with a larger limit). Like every
+message of a link's own temporary queue (``/exchange/X/RK``, ``/topic/RK``, dynamic
+sources), it goes with that queue when the link detaches.
 
 Permissions (RabbitMQ's model, checked through ``LinkHost.permit``): a sending link
 needs WRITE on the exchange it publishes to at attach (``/queue/Q`` targets: the default
@@ -41,7 +63,10 @@ gave it; pre-settled deliveries settle accepted at once; unsettled ones at detac
 released). ``link`` is the link name and ``connection`` the engine's ``connection_id``.
 
 An address that does not resolve refuses the attach: the reply attach carries a null
-terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) naming it.
+terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
+the missing node and the address as the client wrote it (``no queue 'nope' in vhost '/'
+(address '/queue/nope')``; for ``x@other-container`` the missing node is the
+``amqp$transfer`` service); the same goes for a relayed message's ``to``.
 Unsettled deliveries go back to their queue when the link or the connection goes.
 """
 from __future__ import annotations
@@ -73,12 +98,13 @@ from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, err
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
 from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
-from gateway.broker.exchanges import DestinationKind
+from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
 from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol, queue_name
-from gateway.broker.message import MessageContainer
+from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
+from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
 
 __all__ = [
@@ -153,9 +179,25 @@ class VhostDirectory:
         return self._vhost.service(name) is not None
 
 
-def _address_error(exc: AddressError) -> Amqp10Error:
+def _naming(text: str, address: Optional[str]) -> str:
+    """``text`` plus the address the client used, unless the text already names it: the
+    node a resolver names (``amqp$transfer`` for ``x@elsewhere``, ``q`` for
+    ``/amq/queue/q``) is not always what the client wrote."""
+    if address is None or f"address '{address}'" in text:
+        return text
+    return f"{text} (address '{address}')"
+
+
+def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
     condition = Cond.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND else Cond.INVALID_FIELD
-    return Amqp10Error(condition, exc.text)
+    return Amqp10Error(condition, _naming(exc.text, address))
+
+
+def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
+    error = error_from_broker(exc, scope)
+    if error.condition is Cond.NOT_FOUND:
+        error = Amqp10Error(error.condition, _naming(error.description, address), scope)
+    return error
 
 
 # Outcomes that end a delivery (proton's DispositionType values, as ints).
@@ -172,12 +214,16 @@ def _condition(cond: Cond, text: str) -> Condition:
 class IncomingLink:
     """The client sends on ``link`` (a proton receiver); see the module docstring."""
 
-    def __init__(self, host: LinkHost, link: Link, route: Any, capacity_queue: Optional[Queue]) -> None:
+    def __init__(self, host: LinkHost, link: Link, route: Any) -> None:
         self.host = host
         self.link = link
         #: None for the anonymous relay
         self.route = route
-        self._capacity_queue = capacity_queue
+        #: a routing-key-only message that finds the queues a fixed-key route reaches
+        self._probe: Optional[MessageContainer] = None
+        if isinstance(route, LocalPublish):
+            self._probe = MessageContainer(Encoding.AMQP10, b"", exchange=route.exchange,
+                                           routing_key=route.routing_key)
         self._buffer = bytearray()
         self.closed = False
         # ledger columns fixed for the link's life
@@ -191,18 +237,42 @@ class IncomingLink:
         """True when the client has no credit and we could not give it any."""
         return not self.closed and self.link.credit <= 0
 
+    def _room(self) -> Optional[int]:
+        """How many more messages the route takes before every queue it reaches rejects
+        them; None when nothing bounds it (see "Credit" in the module docstring).
+
+        A message is taken if any of its queues takes it, so the room is the largest
+        room among the queues; a queue that never rejects makes it unbounded. Only a
+        fixed routing key through the default exchange, or an exchange whose bindings
+        lead straight to queues, can be known before the message: subject-keyed
+        targets, the relay, headers exchanges and exchange-to-exchange bindings are
+        left to the per-message ``rejected`` outcome.
+        """
+        probe = self._probe
+        if probe is None:
+            return None
+        vhost = self.host.vhost
+        if probe.exchange == "":
+            queue = vhost.queue(probe.routing_key)
+            return None if queue is None else queue.capacity_left()
+        exchange = vhost.exchange(probe.exchange)
+        if exchange is None or exchange.type is ExchangeType.HEADERS:
+            return None
+        room = None
+        for destination in exchange.route(probe):
+            if not isinstance(destination, Queue):
+                return None
+            left = destination.capacity_left()
+            if left is None:
+                return None
+            room = left if room is None else max(room, left)
+        return room
+
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
-        window = INCOMING_CREDIT
-        queue = self._capacity_queue
-        if queue is not None:
-            if queue.deleted:
-                return window
-            left = queue.capacity_left()
-            if left is not None and left < window:
-                window = left
-        return window
+        room = self._room()
+        return INCOMING_CREDIT if room is None or room > INCOMING_CREDIT else room
 
     def refill(self) -> bool:
         """Top the client's credit up to the window when it fell below half; True if a
@@ -210,6 +280,8 @@ class IncomingLink:
         if self.closed:
             return False
         have = self.link.credit
+        if have * 2 > INCOMING_CREDIT:
+            return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
         if want > have and (have * 2 <= want or have == 0):
             self.link.flow(want - have)
@@ -297,9 +369,9 @@ class IncomingLink:
                 route = route_message(route, summary.subject)
             return self._route(route, message, now, ledger, address)
         except AddressError as exc:
-            error = _address_error(exc)
+            error = _address_error(exc, address)
         except BrokerError as exc:
-            error = error_from_broker(exc)
+            error = _broker_error(exc, address)
         except Amqp10Error as exc:
             error = exc
         return self._refuse(ledger, message, now, address, error)
@@ -359,7 +431,8 @@ class IncomingLink:
             raise Amqp10Error(Cond.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
         node = vhost.service(name)
         if node is None:
-            raise Amqp10Error(Cond.NOT_FOUND, f"no service '{name}' in vhost '{vhost.name}'")
+            raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
+                                                      address))
         self.host.permit(Action.WRITE, name)
         node.publish(message, now)
         if ledger is not None:
@@ -390,6 +463,8 @@ class OutgoingLink:
         self.temporary = temporary
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
+        #: the client's max-message-size from its attach (0: no limit); fixed for the link
+        self._peer_max_message_size = link.remote_max_message_size
         self._unsettled: dict[Any, QueuedMessage] = {}
         self._next_tag = 0
         self.closed = False
@@ -417,6 +492,10 @@ class OutgoingLink:
                     self._record_settled(ledger, entry, LedgerOutcome.REJECTED, UNTRANSLATABLE)
                 self.queue.reject(entry, requeue=False, now=self.host.now)
             return
+        limit = self._peer_max_message_size
+        if limit and len(data) > limit:
+            self._refuse_oversized(entry, len(data), limit)
+            return
         tag = str(self._next_tag)
         self._next_tag += 1
         link = self.link
@@ -443,6 +522,22 @@ class OutgoingLink:
                 self.queue.settle(entry)
         else:
             self._unsettled[tag] = entry  # == pn_delivery_tag(d), as on_delivery reads it
+        self.host.output_ready()
+
+    def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int) -> None:
+        """A message larger than the client's max-message-size: nothing is sent, the
+        message goes back to its place in the queue (not counted as a delivery), and the
+        link is detached with ``amqp:link:message-size-exceeded`` (spec 2.7.3; what
+        RabbitMQ 4 does, with its text). Called from the queue's dispatch: the entry is
+        put back before this consumer leaves, so the dispatch goes on with the others."""
+        text = f"message size ({size} bytes) > maximum message size ({limit} bytes)"
+        log.info("1.0 link %r on %s: %s; detaching", self.tag, self.host.connection_id, text)
+        if self.acquires:
+            self.queue.release(entry, redelivered=False, count_delivery=False, now=self.host.now)
+        self.teardown()
+        self.link.condition = _condition(Cond.MESSAGE_SIZE_EXCEEDED, text)
+        self.link.close()
+        self.host.link_gone(self)
         self.host.output_ready()
 
     def cancelled_by_broker(self, reason: str) -> None:
@@ -522,8 +617,8 @@ class OutgoingLink:
             queue.reject(entry, requeue=False, now=now)
         elif state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
-            raw = remote.annotations or {}
-            annotations = {str(k): v for k, v in raw.items()}
+            # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
+            annotations = owned_value(dict(remote.annotations or {}))
             queue.modify(entry, delivery_failed=bool(remote.failed),
                          undeliverable_here=bool(remote.undeliverable),
                          annotations=annotations or None, now=now)
@@ -610,7 +705,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
             route = resolve_source(address, our_container=host.container_id,
                                    directory=VhostDirectory(vhost), vhost=vhost.name)
         except AddressError as exc:
-            raise _address_error(exc) from None
+            raise _address_error(exc, address) from None
         if isinstance(route, LocalConsume):
             host.permit(Action.READ, route.queue)
             queue = vhost.checked_queue(route.queue, host.owner)
@@ -637,6 +732,8 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     link.target.address = link.remote_target.address
     link.snd_settle_mode = link.remote_snd_settle_mode
     link.rcv_settle_mode = Link.RCV_FIRST
+    if host.max_message_size:
+        link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
     link.open()
     try:
@@ -654,16 +751,13 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
-    capacity_queue = None
     if address is not None:
         try:
             route = resolve_link_target(address, our_container=host.container_id,
                                         directory=VhostDirectory(vhost), vhost=vhost.name)
         except AddressError as exc:
-            raise _address_error(exc) from None
+            raise _address_error(exc, address) from None
         _permit_publish_route(host, route)
-        if isinstance(route, LocalPublish) and route.exchange == "":
-            capacity_queue = vhost.queue(route.routing_key)
         if isinstance(route, (LocalPublish, SubjectPublish)):
             exchange = vhost.exchange(route.exchange)
             if exchange is not None and exchange.internal:
@@ -676,7 +770,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     link.rcv_settle_mode = Link.RCV_FIRST
     if host.max_message_size:
         link.max_message_size = host.max_message_size
-    handler = IncomingLink(host, link, route, capacity_queue)
+    handler = IncomingLink(host, link, route)
     link.open()
     handler.refill()
     return handler
@@ -690,4 +784,5 @@ def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink":
             return _attach_outgoing(host, link)
         return _attach_incoming(host, link)
     except BrokerError as exc:
-        raise error_from_broker(exc, Scope.LINK) from None
+        terminus = link.remote_source if link.is_sender else link.remote_target
+        raise _broker_error(exc, terminus.address) from None

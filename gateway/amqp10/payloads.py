@@ -12,17 +12,16 @@ translates once); the cached form already carries first-acquirer true (seed 001:
 first-acquirer iff not redelivered; without a header a 1.0 receiver would read *false*).
 A redelivery only gets a new header section through ``with_delivery_header``
 (delivery-count, first-acquirer false). Annotations added by a ``modified`` outcome are merged into the
-message-annotations section, which needs a full decode: that path is rare by nature.
+message-annotations section alone (``with_message_annotations``): every other section,
+several data sections and a footer included, keeps its bytes. The merged form is cached
+on the annotated copy of the container that the outcome made.
 """
 from __future__ import annotations
 
-from typing import Any
-
-from proton import Message, symbol
-
 from gateway.broker.message import Encoding, MessageContainer
 from translators import to_amqp10
-from translators.amqp10_sections import Amqp10Summary, inspect_amqp10, with_delivery_header
+from translators.amqp10_sections import (Amqp10Summary, inspect_amqp10, with_delivery_header,
+                                         with_message_annotations)
 
 __all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
 
@@ -65,14 +64,16 @@ def _from_amqp091(message: MessageContainer) -> bytes:
     return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
 
 
-def _merge_annotations(encoded: bytes, annotations: dict[Any, Any]) -> bytes:
-    decoded = Message()
-    decoded.decode(encoded)
-    merged = dict(decoded.annotations or {})
-    for key, value in annotations.items():
-        merged[symbol(key) if isinstance(key, str) else key] = value
-    decoded.annotations = merged
-    return decoded.encode()
+def _annotated(message: MessageContainer) -> bytes:
+    """The first-delivery form of a message a ``modified`` outcome annotated: its 1.0
+    bytes (as received, or translated from 0-9-1) with the annotations merged into the
+    message-annotations section only (cached on the container, a copy made by the
+    outcome)."""
+    if message.origin is Encoding.AMQP10:
+        encoded = message.payload
+    else:
+        encoded = _from_amqp091(message)
+    return with_message_annotations(encoded, message.annotations or {})
 
 
 def delivery_bytes(message: MessageContainer, *, delivery_count: int, redelivered: bool) -> bytes:
@@ -80,12 +81,12 @@ def delivery_bytes(message: MessageContainer, *, delivery_count: int, redelivere
 
     Raises ``translators.TranslationError`` if a 0-9-1 message cannot be translated.
     """
-    if message.origin is Encoding.AMQP10:
+    if message.annotations:
+        encoded = message.converted(Encoding.AMQP10, _annotated)  # type: ignore[assignment]
+    elif message.origin is Encoding.AMQP10:
         encoded = message.payload
     else:
         encoded = message.converted(Encoding.AMQP10, _from_amqp091)  # type: ignore[assignment]
-    if message.annotations:
-        encoded = _merge_annotations(encoded, message.annotations)
     if delivery_count or redelivered:
         encoded = with_delivery_header(encoded, delivery_count=delivery_count, first_acquirer=False)
     return encoded

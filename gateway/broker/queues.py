@@ -125,11 +125,32 @@ class Queue:
 
     def capacity_left(self) -> Optional[int]:
         """How many more messages fit before a ``reject-publish`` queue rejects, for 1.0
-        incoming-link credit; ``None`` when publishes are never rejected."""
+        incoming-link credit (a full queue must stop a 1.0 sender, not grow memory);
+        ``None`` when publishes are never rejected (no limit, or ``drop-head``).
+
+        ``x-max-length`` gives an exact count. ``x-max-length-bytes`` can only give an
+        estimate, since sizes differ: the room in bytes divided by the mean size of the
+        messages held (at least 1 while any room is left, 0 once the bytes are used up;
+        with nothing to measure, one message per byte of room). The smaller of the two
+        counts wins; ``enqueue`` still rejects a message that does not fit.
+        """
         args = self.args
-        if args.overflow is Overflow.DROP_HEAD or args.max_length is None:
+        if args.overflow is Overflow.DROP_HEAD or not args.bounded:
             return None
-        return max(0, args.max_length - self.ready.count)
+        ready = self.ready
+        left: Optional[int] = None
+        if args.max_length is not None:
+            left = max(0, args.max_length - ready.count)
+        if args.max_length_bytes is not None:
+            room = args.max_length_bytes - ready.nbytes
+            if room <= 0:
+                by_bytes = 0
+            elif ready.nbytes == 0:
+                by_bytes = room
+            else:
+                by_bytes = max(1, room * ready.count // ready.nbytes)
+            left = by_bytes if left is None else min(left, by_bytes)
+        return left
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""

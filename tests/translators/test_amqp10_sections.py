@@ -8,6 +8,7 @@ from proton import Data, Described, Message, symbol, uint
 
 from tests.support.amqp_message_strategies import amqp10_sections, encode_sections
 from translators import TranslationError, decode_sections, inspect_amqp10, with_delivery_header
+from translators.amqp10_sections import with_message_annotations
 from translators.section_scan import SectionCode, scan_sections
 
 
@@ -126,3 +127,51 @@ def test_data_size_rejects_a_non_binary_data_section():
     with pytest.raises(TranslationError) as info:
         data_size(encoded, span)
     assert "binary" in str(info.value)
+
+
+# ------------------------------------------------------------------ with_message_annotations
+
+@settings(max_examples=300, deadline=None)
+@given(amqp10_sections(), st.dictionaries(st.text(st.characters(max_codepoint=127), min_size=1, max_size=10),
+                                          st.integers(0, 99), min_size=1))
+def test_with_message_annotations_rewrites_only_that_section(sections, added):
+    encoded = encode_sections(sections)
+    merged = with_message_annotations(encoded, added)
+    old = [(span.code, encoded[span.start:span.end]) for span in scan_sections(encoded)
+           if span.code is not SectionCode.MESSAGE_ANNOTATIONS]
+    new_sections = decode_sections(merged)
+    spans = scan_sections(merged)
+    # every other section keeps its bytes and its place
+    assert [(s.code, merged[s.start:s.end]) for s in spans
+            if s.code is not SectionCode.MESSAGE_ANNOTATIONS] == old
+    [annotations] = [v for c, v in new_sections if c is SectionCode.MESSAGE_ANNOTATIONS]
+    expected = dict(dict(sections).get(SectionCode.MESSAGE_ANNOTATIONS) or {})
+    expected.update({symbol(k): v for k, v in added.items()})
+    assert annotations == expected
+    assert all(type(annotations_key) is symbol for annotations_key in annotations if annotations_key in added)
+
+
+def test_with_message_annotations_inserts_after_header_and_delivery_annotations():
+    header = encode_sections([(SectionCode.HEADER, [True]),
+                              (SectionCode.DELIVERY_ANNOTATIONS, {symbol("x-d"): 1})])
+    rest = encode_sections([(SectionCode.PROPERTIES, ["id"]), (SectionCode.DATA, b"body")])
+    merged = with_message_annotations(header + rest, {"x-opt-new": "v"})
+    assert merged.startswith(header) and merged.endswith(rest)
+    assert [c for c, _ in decode_sections(merged)] == [
+        SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS, SectionCode.MESSAGE_ANNOTATIONS,
+        SectionCode.PROPERTIES, SectionCode.DATA]
+
+
+def test_with_message_annotations_keeps_several_data_sections_and_the_footer():
+    head = encode_sections([(SectionCode.MESSAGE_ANNOTATIONS, {symbol("x-opt-a"): "old"})])
+    tail = encode_sections([(SectionCode.DATA, b"one"), (SectionCode.DATA, b"two"),
+                            (SectionCode.FOOTER, {symbol("x-f"): "sig"})])
+    merged = with_message_annotations(head + tail, {symbol("x-opt-a"): "new", "x-opt-b": b"\x01"})
+    assert merged.endswith(tail)
+    assert decode_sections(merged)[0] == (SectionCode.MESSAGE_ANNOTATIONS,
+                                          {symbol("x-opt-a"): "new", symbol("x-opt-b"): b"\x01"})
+
+
+def test_with_message_annotations_without_annotations_is_the_same_bytes():
+    encoded = bytes(Message(body="x").encode())
+    assert with_message_annotations(encoded, {}) is encoded

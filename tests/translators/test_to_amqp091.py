@@ -116,3 +116,42 @@ def test_malformed_messages_raise(encoded, field):
     with pytest.raises(TranslationError) as caught:
         to_amqp091(encoded)
     assert caught.value.field == field
+
+
+# ------------------------------------------------------------------ annotations of a 1.0 modified outcome
+
+def _annotations_of(encoded: bytes) -> dict:
+    from translators import decode_sections
+
+    return dict(decode_sections(encoded)).get(S.MESSAGE_ANNOTATIONS, {})
+
+
+@pytest.mark.parametrize("headers", [None, {"app": "kept"}])
+def test_added_annotations_of_an_amqp091_message_match_its_annotated_amqp10_form(headers):
+    from translators.amqp10_sections import with_message_annotations
+    from translators.basic_properties import BasicProperties
+    from translators.to_amqp091 import with_added_annotations
+
+    props = BasicProperties(headers=headers, type="job", message_id="m-1")
+    added = {symbol("x-opt-why"): "retry", "x-opt-count": 2}
+    annotated = with_added_annotations(props, added, exchange="ex", routing_key="rk")
+    table = annotated.headers[Reserved.MESSAGE_ANNOTATIONS.value]
+    assert table == {"x-exchange": "ex", "x-routing-key": "rk", "x-opt-why": "retry", "x-opt-count": 2}
+    assert {k: v for k, v in annotated.headers.items() if k != Reserved.MESSAGE_ANNOTATIONS.value} == (headers or {})
+    assert (annotated.type, annotated.message_id) == ("job", "m-1")
+    # what a 1.0 consumer saw after the outcome is what this message turns into
+    seen = with_message_annotations(to_amqp10(props, b"b", exchange="ex", routing_key="rk"), added)
+    assert _annotations_of(to_amqp10(annotated, b"b", exchange="other", routing_key="x")) == _annotations_of(seen)
+
+
+def test_added_annotations_merge_into_the_carried_amqp10_annotations():
+    from translators.amqp10_sections import with_message_annotations
+    from translators.to_amqp091 import with_added_annotations
+
+    original = encode_sections([(S.MESSAGE_ANNOTATIONS, {symbol("x-opt-origin"): "sender"}),
+                                (S.DATA, b"body")])
+    props, body = to_amqp091(original)
+    annotated = with_added_annotations(props, {"x-opt-why": "retry"}, exchange="", routing_key="q")
+    assert annotated.headers[Reserved.MESSAGE_ANNOTATIONS.value] == {"x-opt-origin": "sender",
+                                                                      "x-opt-why": "retry"}
+    assert to_amqp091(with_message_annotations(original, {"x-opt-why": "retry"})) == (annotated, body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from proton import Delivery, Endpoint, Terminus
 
+from gateway.amqp10 import INCOMING_CREDIT
 from gateway.broker.exchanges import DestinationKind
 from tests.support.amqp10_pump import decode_message, encode_message
 
@@ -88,11 +89,13 @@ def test_exchange_sources_bind_a_temporary_queue(connect, vhost, source, target)
 
 
 @pytest.mark.parametrize("address, condition, text", [
-    ("/queue/missing", "amqp:not-found", "no queue 'missing'"),
-    ("missing", "amqp:not-found", "no queue 'missing'"),
-    ("/exchange/nope/rk", "amqp:not-found", "no exchange 'nope'"),
+    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
+    ("missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address 'missing')"),
+    ("/exchange/nope/rk", "amqp:not-found",
+     "no exchange 'nope' in vhost '/' (address '/exchange/nope/rk')"),
     ("/bogus/x", "amqp:invalid-field", "/bogus/x"),
-    ("elsewhere@other-container", "amqp:not-found", "amqp$transfer"),
+    ("elsewhere@other-container", "amqp:not-found",
+     "no service 'amqp$transfer' in vhost '/' (address 'elsewhere@other-container')"),
 ])
 def test_unresolvable_target_refuses_attach(connect, address, condition, text):
     pump = connect()
@@ -103,16 +106,26 @@ def test_unresolvable_target_refuses_attach(connect, address, condition, text):
     assert sender.remote_target.address is None
 
 
-@pytest.mark.parametrize("address, condition", [
-    ("/queue/missing", "amqp:not-found"),
-    ("/topic/x/y/z", "amqp:invalid-field"),
-    ("q@elsewhere", "amqp:invalid-field"),
+@pytest.mark.parametrize("address, condition, text", [
+    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
+    ("/amq/queue/missing", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address '/amq/queue/missing')"),
+    ("/topic/x/y/z", "amqp:invalid-field", "/topic/x/y/z"),
+    ("q@elsewhere", "amqp:invalid-field", "q@elsewhere"),
 ])
-def test_unresolvable_source_refuses_attach(connect, address, condition):
+def test_unresolvable_source_refuses_attach(connect, address, condition, text):
     pump = connect()
     receiver = pump.receiver(address, credit=1)
     assert receiver.state & Endpoint.REMOTE_CLOSED
     assert receiver.remote_condition.name == condition
+    assert text in receiver.remote_condition.description
+
+
+def test_relayed_message_to_a_missing_node_names_its_to(connect):
+    pump = connect()
+    relay = pump.sender(None)
+    missing = pump.send(relay, encode_message("b", address="/queue/nope"))
+    assert missing.remote.condition.description == "no queue 'nope' in vhost '/' (address '/queue/nope')"
 
 
 def test_source_without_address_is_invalid_field(connect):
@@ -434,3 +447,191 @@ def test_message_from_amqp091_is_translated_once_and_cached(connect, vhost):
     assert decoded.id == "m-1" and decoded.durable
     assert decoded.body in (b"hello from 0-9-1", "hello from 0-9-1")
     assert message.converted(Encoding.AMQP10, lambda m: pytest.fail("not cached")) is not None
+
+
+# ------------------------------------------------------------------ max-message-size on both sides
+
+def _limited_receiver(pump, address: str, limit: int, *, name: str, credit: int):
+    """A receiver whose attach says max-message-size ``limit``."""
+    link = pump.session().receiver(name)
+    link.source.address = address
+    link.max_message_size = limit
+    link.open()
+    link.flow(credit)
+    pump.pump()
+    return link
+
+
+def test_every_attach_announces_our_max_message_size(connect):
+    pump = connect(engine=dict(max_message_size=4096))
+    assert pump.sender("/queue/q1").remote_max_message_size == 4096
+    assert pump.receiver("/queue/q1", credit=1).remote_max_message_size == 4096
+
+
+def test_message_above_the_receivers_limit_detaches_it_and_stays_queued(connect, vhost):
+    pump = connect()
+    sender = pump.sender("/queue/q1")
+    small, big = encode_message("small"), encode_message("x" * 2000)
+    pump.send(sender, small)
+    pump.send(sender, big)
+    limited = _limited_receiver(pump, "/queue/q1", 1000, name="limited", credit=5)
+    assert [data for _, data in pump.take(limited)] == [small]  # nothing of the big one
+    assert limited.state & Endpoint.REMOTE_CLOSED
+    assert limited.remote_condition.name == "amqp:link:message-size-exceeded"
+    assert limited.remote_condition.description == (
+        f"message size ({len(big)} bytes) > maximum message size (1000 bytes)")
+    queue = vhost.queue("q1")
+    assert (queue.message_count, queue.acquired_count, queue.consumer_count) == (2, 0, 0)
+    other = pump.receiver("/queue/q1", name="other", credit=5)
+    received = pump.take(other)
+    assert _bodies(received) == ["small", "x" * 2000]  # in order
+    assert [decode_message(data).delivery_count for _, data in received] == [0, 0]
+    assert received[1][1] == big  # never sent, so not even marked redelivered
+
+
+def test_message_within_the_receivers_limit_is_delivered(connect):
+    pump = connect()
+    encoded = encode_message("x" * 500)
+    pump.send(pump.sender("/queue/q1"), encoded)
+    limited = _limited_receiver(pump, "/queue/q1", len(encoded), name="limited", credit=5)
+    assert [data for _, data in pump.take(limited)] == [encoded]
+    assert limited.state & Endpoint.REMOTE_ACTIVE
+
+
+# ------------------------------------------------------------------ credit from the queues a target reaches
+
+def _reject_publish(vhost, name: str, **limits):
+    arguments = {"x-overflow": "reject-publish"}
+    arguments.update({f"x-{k.replace('_', '-')}": v for k, v in limits.items()})
+    return vhost.declare_queue(name, arguments=arguments)
+
+
+@pytest.mark.parametrize("target", ["/exchange/amq.direct/k", "/topic/k", "/exchanges/amq.direct/k"])
+def test_exchange_target_credit_follows_the_bound_queue(connect, vhost, target):
+    queue = _reject_publish(vhost, "small", max_length=3)
+    exchange = "amq.topic" if target.startswith("/topic") else "amq.direct"
+    vhost.bind(DestinationKind.QUEUE, "small", exchange, "k")
+    pump = connect()
+    sender = pump.sender(target)
+    assert sender.credit == 3
+    for i in range(3):
+        assert pump.send(sender, encode_message(i)).remote_state == Delivery.ACCEPTED
+    assert sender.credit == 0
+    pump.advance(0.1)
+    assert sender.credit == 0
+    queue.get(0.0, ack=False)
+    pump.advance(0.1)  # the engine polls the room of a starving link
+    assert sender.credit == 1
+
+
+def test_exchange_target_credit_is_the_largest_room_among_its_queues(connect, vhost):
+    _reject_publish(vhost, "two", max_length=2)
+    _reject_publish(vhost, "four", max_length=4)
+    for name in ("two", "four"):
+        vhost.bind(DestinationKind.QUEUE, name, "amq.fanout", "")
+    pump = connect()
+    assert pump.sender("/exchange/amq.fanout/any").credit == 4
+
+
+def test_drop_head_queue_leaves_the_window_and_keeps_the_newest(connect, vhost):
+    queue = vhost.declare_queue("newest", arguments={"x-max-length": 5})
+    vhost.bind(DestinationKind.QUEUE, "newest", "amq.direct", "k")
+    pump = connect()
+    for target in ("/queue/newest", "/exchange/amq.direct/k"):
+        sender = pump.sender(target, name=target)
+        assert sender.credit == INCOMING_CREDIT
+        for i in range(10):
+            assert pump.send(sender, encode_message(i)).remote_state == Delivery.ACCEPTED
+        assert queue.message_count == 5
+    receiver = pump.receiver("/queue/newest", credit=10)
+    assert _bodies(pump.take(receiver)) == [5, 6, 7, 8, 9]
+
+
+def test_full_queue_behind_an_unbounded_route_rejects_each_message(connect, vhost):
+    _reject_publish(vhost, "full", max_length=1)
+    vhost.bind(DestinationKind.QUEUE, "full", "amq.direct", "full")
+    pump = connect()
+    sender = pump.sender("/exchange/amq.direct")  # subject-keyed: nothing known at attach
+    assert sender.credit == INCOMING_CREDIT
+    assert pump.send(sender, encode_message(0, subject="full")).remote_state == Delivery.ACCEPTED
+    refused = pump.send(sender, encode_message(1, subject="full"))
+    assert refused.remote_state == Delivery.REJECTED
+    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert "'full'" in refused.remote.condition.description
+    assert vhost.queue("full").message_count == 1
+
+
+def test_credit_follows_max_length_bytes(connect, vhost):
+    queue = _reject_publish(vhost, "bytes", max_length_bytes=1000)
+    pump = connect()
+    sender = pump.sender("/queue/bytes")
+    assert sender.credit == INCOMING_CREDIT  # nothing held yet: one message per byte of room
+    sender.close()
+    pump.pump()
+    for _ in range(4):
+        vhost.publish("", "bytes", _sized(100), 0.0)
+    assert queue.capacity_left() == 6  # 600 bytes of room, 100 per message held
+    sender = pump.sender("/queue/bytes", name="again")
+    assert sender.credit == 6
+    for _ in range(6):
+        assert pump.send(sender, _data_message(100)).remote_state == Delivery.ACCEPTED
+    assert queue.capacity_left() == 0
+    assert sender.credit == 0
+
+
+def _data_message(size: int) -> bytes:
+    from translators.section_scan import SectionCode, encode_binary_section
+
+    return encode_binary_section(SectionCode.DATA, b"y" * size)
+
+
+def _sized(size: int):
+    from gateway.broker.message import Encoding, MessageContainer
+
+    return MessageContainer(Encoding.AMQP10, _data_message(size), size=size)
+
+
+# ------------------------------------------------------------------ modified keeps every section
+
+def _sections_message() -> bytes:
+    """annotations, properties, two data sections and a footer, built by hand (proton's
+    Message has no footer and folds data sections)."""
+    from proton import Data, Described, symbol, ulong
+
+    from translators.section_scan import SectionCode, encode_binary_section
+
+    def described(code, value) -> bytes:
+        data = Data()
+        data.put_object(Described(ulong(code), value))
+        return bytes(data.encode())
+
+    return (described(SectionCode.MESSAGE_ANNOTATIONS, {symbol("x-opt-origin"): "sender"})
+            + described(SectionCode.PROPERTIES, ["m-1"])
+            + encode_binary_section(SectionCode.DATA, b"first part")
+            + encode_binary_section(SectionCode.DATA, b"second part")
+            + described(SectionCode.FOOTER, {symbol("x-opt-signature"): "sig"}))
+
+
+def test_modified_annotations_keep_every_other_section(connect):
+    from translators.amqp10_sections import decode_sections
+    from translators.section_scan import SectionCode
+
+    pump = connect()
+    original = _sections_message()
+    pump.send(pump.sender("/queue/q1"), original)
+    receiver = pump.receiver("/queue/q1", credit=1)
+    [(delivery, data)] = pump.take(receiver)
+    assert data == original
+    pump.settle(delivery, Delivery.MODIFIED, failed=True, annotations={"x-opt-why": "retry"})
+    receiver.flow(1)
+    pump.pump()
+    [(_, again)] = pump.take(receiver)
+    sections = decode_sections(again)
+    assert [code for code, _ in sections] == [
+        SectionCode.HEADER, SectionCode.MESSAGE_ANNOTATIONS, SectionCode.PROPERTIES,
+        SectionCode.DATA, SectionCode.DATA, SectionCode.FOOTER]
+    assert sections[0][1][4] == 1  # delivery-count
+    assert sections[1][1] == {"x-opt-origin": "sender", "x-opt-why": "retry"}  # merged
+    # everything after the annotations is the sender's bytes
+    tail = original[original.index(b"\x00\x53\x73"):]
+    assert again.endswith(tail)

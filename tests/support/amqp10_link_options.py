@@ -1,0 +1,36 @@
+"""proton ``LinkOption``s for attach fields the blocking API has no argument for.
+
+Each sets one field of the client's attach before the link opens (``options=`` of
+``BlockingConnection.create_sender``/``create_receiver`` or of the ``Container``).
+"""
+from __future__ import annotations
+
+from proton import Link
+from proton.reactor import LinkOption
+
+__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget"]
+
+
+class MaxMessageSize(LinkOption):
+    """The client's ``max-message-size`` for the link (what it accepts, as receiver)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def apply(self, link: Link) -> None:
+        link.max_message_size = self.limit
+
+
+class ReceiverSettlesSecond(LinkOption):
+    """Ask for ``rcv-settle-mode`` second (the gateway only does first)."""
+
+    def apply(self, link: Link) -> None:
+        link.rcv_settle_mode = Link.RCV_SECOND
+
+
+class DynamicTarget(LinkOption):
+    """A sender whose target asks the peer to create a node (``dynamic`` true)."""
+
+    def apply(self, link: Link) -> None:
+        link.target.address = None
+        link.target.dynamic = True
