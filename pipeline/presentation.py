@@ -1,7 +1,13 @@
 """From the written tables to the summary numbers, the PNG charts and ``report.html``.
 
-Only small aggregates reach the driver here: per-minute series per vhost/node (one point
-per minute and series), per-pair, per-node, per-target (top rows) and per-user totals.
+Only small aggregates reach the driver here: per-minute series per vhost, gateway, AMQP
+node, user and pair (one point per minute and series, the busiest MAX_SERIES series),
+per-pair, per-gateway, per-queue, per-AMQP-node and per-target (top rows) and per-user
+totals.
+
+Words: a *gateway* is a ledger's ``container`` (the tables' ``container`` column); an
+*AMQP node* is a queue, an exchange with its routing key or a 1.0 address (``node``,
+``queue`` and ``target`` columns).
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from pyspark.sql import functions as F
 
 from pipeline.charts import bar_chart, grouped_bar_chart, line_chart
 from pipeline.html_report import Section, render_html
+from pipeline.tables import OUT_EVENTS
 
 __all__ = ["collect_and_render"]
 
@@ -63,19 +70,36 @@ def collect_and_render(loaded: Mapping[str, DataFrame], sample_rows: Mapping[str
     pairs_rows = loaded["protocol_pairs"].groupBy("protocol_pair") \
         .agg(F.sum("messages").alias("m"), F.sum("bytes").alias("b")).orderBy("protocol_pair").collect()
     pairs = {r["protocol_pair"]: int(r["m"]) for r in pairs_rows}
+    pair_bytes = {r["protocol_pair"]: int(r["b"] or 0) for r in pairs_rows}
     latency_rows = loaded["latency"].orderBy("container").collect()
-    latency = {r["container"] or "?": {"settled": r["settled"], "p50": r["p50_us"], "p95": r["p95_us"],
-                                       "p99": r["p99_us"], "max": r["max_us"]} for r in latency_rows}
+    latency = {r["container"] or "?": _latency_figures(r) for r in latency_rows}
+    queue_rows = loaded["latency_by_queue"].orderBy(
+        F.desc("settled"), "container", "vhost", "queue").collect()
+    by_queue = {(r["container"], r["vhost"], r["queue"]): _latency_figures(r) for r in queue_rows}
+    traffic = loaded["traffic_per_minute"]
+    is_in = F.col("event") == "received"
+    node_rows = (traffic.groupBy("container", "vhost", "node")
+                 .agg(F.sum(F.when(is_in, F.col("messages")).otherwise(0)).alias("in_m"),
+                      F.sum(F.when(is_in, F.col("bytes")).otherwise(0)).alias("in_b"),
+                      F.sum(F.when(~is_in, F.col("messages")).otherwise(0)).alias("out_m"),
+                      F.sum(F.when(~is_in, F.col("bytes")).otherwise(0)).alias("out_b"))
+                 .orderBy(F.desc(F.col("in_m") + F.col("out_m")), "container", "vhost", "node")
+                 .limit(MAX_ROWS).collect())
     recon_rows = loaded["reconciliation_summary"].orderBy("source", "destination").collect()
     recon_keys = ("forwarded", "arrived", "lost", "duplicated", "extra_copies", "late", "unverified")
     recon = {k: int(sum(r[k] for r in recon_rows)) for k in recon_keys}
     samples = {s: sorted(r["key"] for r in sample_rows.get(s, [])) for s in STATUSES}
 
-    traffic = loaded["traffic_per_minute"]
     line_chart(os.path.join(charts, "messages_in_per_vhost.png"), "Messages received per minute by vhost",
                "messages", _series(traffic, "vhost", "messages", ("received",)))
-    line_chart(os.path.join(charts, "bytes_in_per_node.png"), "Bytes received per minute by node",
+    line_chart(os.path.join(charts, "bytes_in_per_gateway.png"), "Bytes received per minute by gateway",
                "bytes", _series(traffic, "container", "bytes", ("received",)))
+    line_chart(os.path.join(charts, "messages_in_per_amqp_node.png"),
+               "Messages received per minute by AMQP node (publish target)", "messages",
+               _series(traffic, "node", "messages", ("received",)))
+    line_chart(os.path.join(charts, "messages_out_per_amqp_node.png"),
+               "Messages delivered/forwarded per minute by AMQP node (queue)", "messages",
+               _series(traffic, "node", "messages", OUT_EVENTS))
     line_chart(os.path.join(charts, "messages_out_per_pair.png"),
                "Messages delivered/forwarded per minute by protocol pair", "messages",
                _series(traffic, "protocol_pair", "messages", ("delivered", "forwarded")))
@@ -84,9 +108,14 @@ def collect_and_render(loaded: Mapping[str, DataFrame], sample_rows: Mapping[str
     bar_chart(os.path.join(charts, "protocol_pairs.png"), "Deliveries and forwards by protocol pair",
               "messages", list(pairs), list(pairs.values()))
     nodes = list(latency)
-    grouped_bar_chart(os.path.join(charts, "latency.png"), "Latency receive -> settle by node",
+    grouped_bar_chart(os.path.join(charts, "latency.png"), "Latency receive -> settle by gateway",
                       "milliseconds", nodes,
                       {p: [(latency[n][p] or 0) / 1000 for n in nodes] for p in ("p50", "p95", "p99")})
+    shown_queues = list(by_queue)[:MAX_ROWS]
+    grouped_bar_chart(os.path.join(charts, "latency_by_queue.png"),
+                      "Latency receive -> settle by queue (most settlements)", "milliseconds",
+                      [_queue_label(*k) for k in shown_queues],
+                      {p: [(by_queue[k][p] or 0) / 1000 for k in shown_queues] for p in ("p50", "p95", "p99")})
     outcome_rows = (loaded["outcomes"].groupBy("target", "result").agg(F.sum("messages").alias("m"))
                     .orderBy(F.desc("m"), "target", "result").limit(MAX_ROWS).collect())
     bar_chart(os.path.join(charts, "outcomes.png"), "Outcomes and refusals by address (top)",
@@ -103,28 +132,45 @@ def collect_and_render(loaded: Mapping[str, DataFrame], sample_rows: Mapping[str
     by_user_rows = (loaded["outcomes"].groupBy("user", "result").agg(F.sum("messages").alias("m"))
                     .orderBy(F.desc("m"), "user", "result").limit(MAX_ROWS).collect())
     sections = [
-        Section("Events", f"{sum(by_event.values()):,} events from {len(containers)} node(s) "
+        Section("Events", f"{sum(by_event.values()):,} events from {len(containers)} gateway(s) "
                 f"({', '.join(containers)}); {malformed:,} malformed line(s) skipped "
                 "(a crash can leave one torn last line per open segment).",
                 headers=("event", "events"), rows=sorted(by_event.items())),
         Section("Messages received per minute by vhost", image="charts/messages_in_per_vhost.png"),
-        Section("Bytes received per minute by node", image="charts/bytes_in_per_node.png"),
+        Section("Bytes received per minute by gateway", image="charts/bytes_in_per_gateway.png"),
+        Section("Messages received per minute by AMQP node",
+                "The target of each publish: the 1.0 address as given, else /exchanges/X/RK "
+                "(0-9-1; the default exchange is the empty name).",
+                image="charts/messages_in_per_amqp_node.png"),
+        Section("Messages out per minute by AMQP node", "The queue each delivery left (/queues/Q).",
+                image="charts/messages_out_per_amqp_node.png"),
+        Section("Traffic by AMQP node", "Messages and bytes in (received) and out (delivered, "
+                "every attempt, and forwarded) per gateway, vhost and AMQP node, busiest first.",
+                headers=("gateway", "vhost", "AMQP node", "messages in", "bytes in", "messages out",
+                         "bytes out"),
+                rows=[(r["container"], r["vhost"], r["node"], r["in_m"], r["in_b"], r["out_m"], r["out_b"])
+                      for r in node_rows]),
         Section("Messages received per minute by user", image="charts/messages_in_per_user.png"),
         Section("Messages out per minute by protocol pair", image="charts/messages_out_per_pair.png"),
         Section("Protocol pairs", "Deliveries (every attempt) and forwards, by protocol in -> out.",
                 image="charts/protocol_pairs.png", headers=("pair", "messages", "bytes"),
                 rows=[(r["protocol_pair"], r["m"], r["b"]) for r in pairs_rows]),
-        Section("Latency from receive to settle", "Per node, microseconds (approximate "
-                "percentiles, rank error under 0.01 %).", image="charts/latency.png",
-                headers=("node", "settled", "p50", "p95", "p99", "max"),
+        Section("Latency from receive to settle by gateway", "Per gateway, microseconds "
+                "(approximate percentiles, rank error under 0.01 %).", image="charts/latency.png",
+                headers=("gateway", "settled", "p50", "p95", "p99", "max"),
                 rows=[(n, v["settled"], v["p50"], v["p95"], v["p99"], v["max"]) for n, v in latency.items()]),
+        Section("Latency from receive to settle by queue", "Per AMQP node settled on (gateway, "
+                "vhost, queue), microseconds, most settlements first.", image="charts/latency_by_queue.png",
+                headers=("gateway", "vhost", "queue", "settled", "p50", "p95", "p99", "max"),
+                rows=[(*k, v["settled"], v["p50"], v["p95"], v["p99"], v["max"])
+                      for k, v in list(by_queue.items())[:MAX_ROWS]]),
         Section("Outcomes and refusals by address", image="charts/outcomes.png",
                 headers=("target", "result", "messages"),
                 rows=[(r["target"], r["result"], r["m"]) for r in outcome_rows]),
         Section("Outcomes and refusals by user", headers=("user", "result", "messages"),
                 rows=[(r["user"], r["result"], r["m"]) for r in by_user_rows]),
         Section("Top talkers", image="charts/top_talkers.png",
-                headers=("rank", "node", "vhost", "user", "messages", "bytes", "connections"),
+                headers=("rank", "gateway", "vhost", "user", "messages", "bytes", "connections"),
                 rows=[(r["rank"], r["container"], r["vhost"], r["user"], r["messages"], r["bytes"],
                        r["connections"]) for r in talkers]),
         Section("Reconciliation", f"Forwards matched to arrivals; late means more than "
@@ -146,4 +192,14 @@ def collect_and_render(loaded: Mapping[str, DataFrame], sample_rows: Mapping[str
         f.write(html_text)
     return {"events": int(sum(by_event.values())), "by_event": dict(by_event),
             "settled_by_outcome": dict(settled), "forward_settled_by_outcome": dict(forward_settled),
-            "protocol_pairs": pairs, "latency_us": latency, "reconciliation": recon, "samples": samples}
+            "protocol_pairs": pairs, "protocol_pair_bytes": pair_bytes, "latency_us": latency,
+            "latency_by_queue": by_queue, "reconciliation": recon, "samples": samples}
+
+
+def _latency_figures(row: Any) -> dict[str, Any]:
+    return {"settled": row["settled"], "p50": row["p50_us"], "p95": row["p95_us"],
+            "p99": row["p99_us"], "max": row["max_us"]}
+
+
+def _queue_label(container: Any, vhost: Any, queue: Any) -> str:
+    return f"{queue or '?'} @ {vhost or '?'} on {container or '?'}"

@@ -6,8 +6,8 @@ against a cluster (``s3a://``/``hdfs://`` paths work for ledgers and ``--out``),
 function: ``run_report(ledger_dirs, out_dir, master=...) -> ReportSummary``.
 
 Output under ``out``: ``tables/<name>/`` Parquet (events, traffic_per_minute,
-protocol_pairs, latency, outcomes, top_talkers, event_counts, reconciliation,
-reconciliation_summary), ``report.html`` and ``charts/*.png``. When ``out`` is not a
+protocol_pairs, latency, latency_by_queue, outcomes, top_talkers, event_counts,
+reconciliation, reconciliation_summary), ``report.html`` and ``charts/*.png``. When ``out`` is not a
 local path the HTML and charts are built in a local temporary directory and copied there
 through Hadoop's FileSystem API.
 
@@ -34,8 +34,8 @@ from pipeline.progress import Progress  # noqa: E402
 __all__ = ["DEFAULT_MASTER", "ReportSummary", "build_parser", "main", "run_report"]
 
 DEFAULT_MASTER = "local[*]"
-TABLES = ("events", "traffic_per_minute", "protocol_pairs", "latency", "outcomes",
-          "top_talkers", "event_counts", "reconciliation", "reconciliation_summary")
+TABLES = ("events", "traffic_per_minute", "protocol_pairs", "latency", "latency_by_queue",
+          "outcomes", "top_talkers", "event_counts", "reconciliation", "reconciliation_summary")
 STAGES = 6
 
 
@@ -44,8 +44,10 @@ class ReportSummary:
     """The headline numbers of a report (what the HTML shows first), for callers and tests.
 
     ``by_event``: events per kind; ``settled_by_outcome`` / ``forward_settled_by_outcome``:
-    settlements per outcome; ``protocol_pairs``: deliveries+forwards per pair;
-    ``latency_us``: per node ``{"settled", "p50", "p95", "p99", "max"}`` (microseconds);
+    settlements per outcome; ``protocol_pairs`` / ``protocol_pair_bytes``: deliveries+forwards
+    per pair, and the sum of their ``size``; ``latency_us``: per gateway (container)
+    ``{"settled", "p50", "p95", "p99", "max"}`` (microseconds); ``latency_by_queue``: the
+    same per AMQP node settled on, keyed ``(container, vhost, queue)``;
     ``reconciliation``: totals of forwarded, arrived, lost, duplicated, extra_copies,
     late, unverified; ``samples``: status -> up to N keys, sorted.
     """
@@ -57,7 +59,9 @@ class ReportSummary:
     settled_by_outcome: dict[str, int]
     forward_settled_by_outcome: dict[str, int]
     protocol_pairs: dict[str, int]
+    protocol_pair_bytes: dict[str, int]
     latency_us: dict[str, dict[str, int]]
+    latency_by_queue: dict[tuple[Optional[str], Optional[str], Optional[str]], dict[str, int]]
     reconciliation: dict[str, int]
     samples: dict[str, list[str]]
     out_dir: str
@@ -162,6 +166,7 @@ def _run(spark: Any, ledger_dirs: list[str], out_dir: str, late_after: float, ma
         "traffic_per_minute": lambda: tables.traffic_per_minute(events),
         "protocol_pairs": lambda: tables.protocol_pairs(events),
         "latency": lambda: tables.latency_by_node(events),
+        "latency_by_queue": lambda: tables.latency_by_queue(events),
         "outcomes": lambda: tables.outcomes(events),
         "top_talkers": lambda: tables.top_talkers(events, top),
         "event_counts": lambda: tables.event_counts(events),

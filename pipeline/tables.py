@@ -5,14 +5,20 @@ lines already removed) and returns an aggregate. Only built-in Spark SQL functio
 used, no Python UDFs: the job then runs on executors that have no copy of this code
 (``spark-submit`` against a cluster ships nothing but ``report.py``'s driver logic).
 
+Two kinds of "node": ``container`` is the gateway that wrote the record (the ledger's
+own name for it is the node), ``node`` is the AMQP node a message went to or came from
+(a queue, an exchange with its routing key, a 1.0 address; see ``node_column``).
+
 Definitions (the HTML report repeats them):
 - traffic: ``received`` events are messages in (``proto_out`` unknown, shown as ``*``),
-  ``delivered`` and ``forwarded`` events are messages out; ``bytes`` sums ``size``.
+  ``delivered`` and ``forwarded`` events are messages out; ``bytes`` sums ``size``;
+  per minute, gateway, vhost, AMQP node, user, event and protocol pair.
 - protocol pairs: delivered and forwarded events by ``proto_in->proto_out``; every
   delivery attempt counts (redeliveries included).
-- latency: ``latency_us`` of ``settled`` events (receive -> settle), per node.
+- latency: ``latency_us`` of ``settled`` events (receive -> settle), per gateway
+  (``latency_by_node``) and per gateway, vhost and queue (``latency_by_queue``).
 - outcomes: settled/forward-settled by outcome, and the refusals (unroutable, returned,
-  refused, expired, dead-lettered), per node, vhost, user and target address.
+  refused, expired, dead-lettered), per gateway, vhost, user and target address.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ __all__ = [
     "TRAFFIC_EVENTS",
     "event_counts",
     "latency_by_node",
+    "latency_by_queue",
+    "node_column",
     "outcomes",
     "protocol_pairs",
     "target_column",
@@ -54,6 +62,16 @@ def target_column() -> Column:
     )
 
 
+def node_column() -> Column:
+    """The AMQP node of a traffic event: the queue a delivery left (``/queues/Q``, whatever
+    address the 1.0 consumer used for it), else the target of a receipt as
+    ``target_column`` gives it (the 1.0 address, or ``/exchanges/X/RK`` for 0-9-1)."""
+    return F.coalesce(
+        F.when(F.col("queue").isNotNull(), F.concat(F.lit("/queues/"), F.col("queue"))),
+        target_column(),
+    )
+
+
 def _pair() -> Column:
     return F.concat(F.coalesce(F.col("proto_in"), F.lit("*")), F.lit("->"),
                     F.coalesce(F.col("proto_out"), F.lit("*")))
@@ -64,35 +82,48 @@ def _bytes() -> Column:
 
 
 def traffic_per_minute(events: DataFrame) -> DataFrame:
-    """Messages and bytes per minute (UTC) per node, vhost, user, event and protocol pair."""
+    """Messages and bytes per minute (UTC) per gateway (``container``), vhost, AMQP node
+    (``node``: see ``node_column``), user, event and protocol pair."""
     minute = F.timestamp_seconds(F.floor(F.col("ts_us") / 60_000_000) * 60).alias("minute")
     return (events.filter(F.col("event").isin(*TRAFFIC_EVENTS))
-            .groupBy(minute, "container", "vhost", "user", "event", "proto_in", "proto_out",
-                     _pair().alias("protocol_pair"))
+            .groupBy(minute, "container", "vhost", node_column().alias("node"), "user", "event",
+                     "proto_in", "proto_out", _pair().alias("protocol_pair"))
             .agg(F.count(F.lit(1)).alias("messages"), _bytes()))
 
 
 def protocol_pairs(events: DataFrame) -> DataFrame:
-    """Deliveries and forwards per node and protocol pair (``0-9-1->1.0`` ...)."""
+    """Deliveries and forwards per gateway and protocol pair (``0-9-1->1.0`` ...)."""
     return (events.filter(F.col("event").isin(*OUT_EVENTS))
             .groupBy("container", _pair().alias("protocol_pair"))
             .agg(F.count(F.lit(1)).alias("messages"), _bytes()))
 
 
-def latency_by_node(events: DataFrame) -> DataFrame:
-    """p50/p95/p99/max latency (microseconds) from receive to settle per node."""
+def _latency(events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     q = F.percentile_approx("latency_us", list(PERCENTILES), PERCENTILE_ACCURACY)
     agg = (events.filter((F.col("event") == "settled") & F.col("latency_us").isNotNull())
-           .groupBy("container")
+           .groupBy(*keys)
            .agg(F.count(F.lit(1)).alias("settled"), q.alias("q"),
                 F.max("latency_us").alias("max_us"), F.avg("latency_us").alias("mean_us")))
-    return agg.select("container", "settled",
+    return agg.select(*keys, "settled",
                       F.col("q")[0].alias("p50_us"), F.col("q")[1].alias("p95_us"),
                       F.col("q")[2].alias("p99_us"), "max_us", "mean_us")
 
 
+def latency_by_node(events: DataFrame) -> DataFrame:
+    """p50/p95/p99/max latency (microseconds) from receive to settle per gateway
+    (``container``)."""
+    return _latency(events, ("container",))
+
+
+def latency_by_queue(events: DataFrame) -> DataFrame:
+    """p50/p95/p99/max latency (microseconds) from receive to settle per AMQP node the
+    settlement happened on: per gateway, vhost and queue (settlements recorded without a
+    queue form one row with ``queue`` null)."""
+    return _latency(events, ("container", "vhost", "queue"))
+
+
 def outcomes(events: DataFrame) -> DataFrame:
-    """Settlements by outcome and refusals by kind, per node, vhost, user and target.
+    """Settlements by outcome and refusals by kind, per gateway, vhost, user and target.
 
     ``result`` is the settle outcome for settled/forward-settled rows and the event kind
     for refusals; ``reason`` carries the error or dead-letter reason when recorded.
@@ -119,6 +150,6 @@ def top_talkers(events: DataFrame, limit: int) -> DataFrame:
 
 
 def event_counts(events: DataFrame) -> DataFrame:
-    """Events per node, kind and outcome: the report's headline numbers."""
+    """Events per gateway, kind and outcome: the report's headline numbers."""
     return (events.groupBy("container", "event", "outcome")
             .agg(F.count(F.lit(1)).alias("events"), _bytes()))

@@ -80,21 +80,41 @@ def test_extra_config_lands_at_the_top_level(tmp_path):
 # ------------------------------------------------------------------ the exact counts
 
 def _pika_publish(channel, exchange: str, key: str, count: int, *, mandatory: bool = False,
-                  expect_return: bool = False) -> None:
+                  expect_return: bool = False) -> int:
+    """Publish ``count`` bodies ``m0``, ``m1`` ...; returns their total ledger ``size``: a 0-9-1
+    message's size is its body's length (``container_from_publish``)."""
+    size = 0
     for i in range(count):
+        body = f"m{i}".encode()
+        size += len(body)
         try:
-            channel.basic_publish(exchange, key, f"m{i}".encode(), mandatory=mandatory)
+            channel.basic_publish(exchange, key, body, mandatory=mandatory)
         except pika.exceptions.UnroutableError:
             assert expect_return
         else:
             assert not expect_return
+    return size
+
+
+def _amqp_value_size(body: str) -> int:
+    """The ledger ``size`` of a 1.0 message whose body is a short string: the length of its
+    encoded body section (``inspect_amqp10``'s ``body_size``), an amqp-value section:
+    descriptor 0x00 0x53 0x77, str8-utf8 constructor 0xa1, a one-octet length, the text."""
+    text = body.encode()
+    section = b"\x00\x53\x77\xa1" + bytes([len(text)]) + text
+    # proton puts the body section last (no footer here)
+    assert Message(body=body).encode().endswith(section)
+    return len(section)
 
 
 def _proton_publish(connection, address: str, count: int, *, outcome: int = Delivery.ACCEPTED,
-                    **properties) -> None:
+                    **properties) -> int:
+    """Send ``count`` string bodies ``m0``, ``m1`` ...; returns their total ledger ``size``."""
     sender = connection.create_sender(address)
+    size = 0
     for i in range(count):
         message = Message(body=f"m{i}", **properties)
+        size += _amqp_value_size(f"m{i}")
         if outcome == Delivery.ACCEPTED:
             sender.send(message, timeout=TIMEOUT)
         else:
@@ -102,6 +122,7 @@ def _proton_publish(connection, address: str, count: int, *, outcome: int = Deli
                 sender.send(message, timeout=TIMEOUT)
             assert raised.value.state == outcome
     sender.close()
+    return size
 
 
 def _pika_take(channel, queue: str, count: int, reject: int) -> None:
@@ -133,12 +154,21 @@ def _wait_empty(channel, queue: str, timeout: float = 10.0) -> None:
         channel.connection.sleep(0.05)
 
 
+def _totals(spark, path: str, keys: tuple[str, ...], values: tuple[str, ...]) -> dict:
+    """A report table (Parquet) summed over ``keys``: {key tuple: value tuple}."""
+    from pyspark.sql import functions as F
+
+    rows = spark.read.parquet(path).groupBy(*keys).agg(*(F.sum(v).alias(v) for v in values)).collect()
+    return {tuple(r[k] for k in keys): tuple(r[v] for v in values) for r in rows}
+
+
 def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     ledger_dir = str(tmp_path / "ledger")
     gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    # 0-9-1 as guest, 1.0 as alice: the per-user figures tell the two apart
     pika_conn, ch = pika_channel(gw)
     ch.confirm_delivery()  # every publish is routed before the next step
-    amqp10 = proton_connection(gw)
+    amqp10 = proton_connection(gw, user="alice", password="secret")
 
     qa, qb, qc, qd = (unique(p) for p in ("la", "lb", "lc", "ld"))
     dead, ttl = unique("ldead"), unique("lttl")
@@ -147,25 +177,28 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     ch.queue_declare(qb, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead})
     ch.queue_declare(ttl, arguments={"x-message-ttl": 100})
 
+    nowhere1, nowhere2, nowhere3 = (unique("nowhere") for _ in range(3))
+    size = {}  # ledger bytes published, per publish step
     # 0-9-1 -> 0-9-1: 5 published, 4 acked, 1 rejected
-    _pika_publish(ch, "", qa, 5)
+    size[qa] = _pika_publish(ch, "", qa, 5)
     _pika_take(ch, qa, 5, reject=1)
     # 0-9-1 -> 1.0: 4 published, 3 accepted, 1 rejected (dead-lettered to `dead`)
-    _pika_publish(ch, "", qb, 4)
+    size[qb] = _pika_publish(ch, "", qb, 4)
     _proton_take(amqp10, qb, 4, reject=1)
     # 1.0 -> 0-9-1: 3 published, 3 acked
-    _proton_publish(amqp10, f"/queue/{qc}", 3)
+    size[qc] = _proton_publish(amqp10, f"/queue/{qc}", 3)
     _pika_take(ch, qc, 3, reject=0)
     # 1.0 -> 1.0: 4 published, 3 accepted, 1 rejected
-    _proton_publish(amqp10, f"/queue/{qd}", 4)
+    size[qd] = _proton_publish(amqp10, f"/queue/{qd}", 4)
     _proton_take(amqp10, qd, 4, reject=1)
     # unroutable: 2 dropped and 1 returned (0-9-1), 1 released (1.0)
-    _pika_publish(ch, "amq.direct", unique("nowhere"), 2)
-    _pika_publish(ch, "amq.direct", unique("nowhere"), 1, mandatory=True, expect_return=True)
-    _proton_publish(amqp10, f"/exchange/amq.direct/{unique('nowhere')}", 1, outcome=Delivery.RELEASED)
+    size[nowhere1] = _pika_publish(ch, "amq.direct", nowhere1, 2)
+    size[nowhere2] = _pika_publish(ch, "amq.direct", nowhere2, 1, mandatory=True, expect_return=True)
+    size[nowhere3] = _proton_publish(amqp10, f"/exchange/amq.direct/{nowhere3}", 1,
+                                     outcome=Delivery.RELEASED)
     # expired: 3 + 2 into a queue with a 100 ms TTL and no consumer
-    _pika_publish(ch, "", ttl, 3)
-    _proton_publish(amqp10, f"/queue/{ttl}", 2)
+    size[ttl, "0-9-1"] = _pika_publish(ch, "", ttl, 3)
+    size[ttl, "1.0"] = _proton_publish(amqp10, f"/queue/{ttl}", 2)
     _wait_empty(ch, ttl)
     # refused before receipt: a 1.0 user-id that is not the login
     _proton_publish(amqp10, f"/queue/{qd}", 1, outcome=Delivery.REJECTED, user_id=b"mallory")
@@ -200,6 +233,69 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     assert node in summary.containers and latency["settled"] == 16
     assert 0 <= latency["p50"] <= latency["max"] < 60_000_000
     assert os.path.exists(summary.html_path)
+
+    # bytes per protocol pair: every message was delivered once, with the size it came in with
+    assert summary.protocol_pair_bytes == {
+        "0-9-1->0-9-1": size[qa], "0-9-1->1.0": size[qb], "1.0->0-9-1": size[qc], "1.0->1.0": size[qd],
+    }
+    assert size[qa] == 5 * 2 and size[qc] == 3 * 7  # b"m0" ...; an amqp-value "m0" section
+
+    # latency per AMQP node: one row per queue that had settlements
+    per_queue = {key: figures["settled"] for key, figures in summary.latency_by_queue.items()}
+    assert per_queue == {(node, "/", qa): 5, (node, "/", qb): 4, (node, "/", qc): 3, (node, "/", qd): 4}
+    for figures in summary.latency_by_queue.values():
+        assert 0 <= figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"] < 60_000_000
+
+    # outcomes and refusals by target address and user (0-9-1 settlements name the queue,
+    # 1.0 ones the consumer's source address; publishes their exchange + key or 1.0 target)
+    outcomes = _totals(spark, summary.tables["outcomes"], ("target", "user", "result"), ("messages",))
+    assert outcomes == {
+        (f"/queues/{qa}", "guest", "accepted"): (4,), (f"/queues/{qa}", "guest", "rejected"): (1,),
+        (f"/queue/{qb}", "alice", "accepted"): (3,), (f"/queue/{qb}", "alice", "rejected"): (1,),
+        (f"/queues/{qc}", "guest", "accepted"): (3,),
+        (f"/queue/{qd}", "alice", "accepted"): (3,), (f"/queue/{qd}", "alice", "rejected"): (1,),
+        (f"/exchanges/amq.direct/{nowhere1}", "guest", "unroutable"): (2,),
+        (f"/exchanges/amq.direct/{nowhere2}", "guest", "returned"): (1,),
+        (f"/exchange/amq.direct/{nowhere3}", "alice", "unroutable"): (1,),
+        (f"/queues/{ttl}", None, "expired"): (5,),
+        (f"/queues/{qb}", None, "dead_lettered"): (1,),
+        (f"/queue/{qd}", "alice", "refused"): (1,),   # the user-id that is not the login
+    }
+
+    # traffic per minute, summed over the minutes: by AMQP node (receipts on their target,
+    # deliveries on their queue) and by user
+    traffic = summary.tables["traffic_per_minute"]
+    assert _totals(spark, traffic, ("node", "event"), ("messages", "bytes")) == {
+        (f"/exchanges//{qa}", "received"): (5, size[qa]),
+        (f"/exchanges//{qb}", "received"): (4, size[qb]),
+        (f"/queue/{qc}", "received"): (3, size[qc]),
+        (f"/queue/{qd}", "received"): (4, size[qd]),
+        (f"/exchanges/amq.direct/{nowhere1}", "received"): (2, size[nowhere1]),
+        (f"/exchanges/amq.direct/{nowhere2}", "received"): (1, size[nowhere2]),
+        (f"/exchange/amq.direct/{nowhere3}", "received"): (1, size[nowhere3]),
+        (f"/exchanges//{ttl}", "received"): (3, size[ttl, "0-9-1"]),
+        (f"/queue/{ttl}", "received"): (2, size[ttl, "1.0"]),
+        (f"/queues/{qa}", "delivered"): (5, size[qa]),
+        (f"/queues/{qb}", "delivered"): (4, size[qb]),
+        (f"/queues/{qc}", "delivered"): (3, size[qc]),
+        (f"/queues/{qd}", "delivered"): (4, size[qd]),
+    }
+    published_by = {
+        "guest": size[qa] + size[qb] + size[nowhere1] + size[nowhere2] + size[ttl, "0-9-1"],
+        "alice": size[qc] + size[qd] + size[nowhere3] + size[ttl, "1.0"],
+    }
+    assert _totals(spark, traffic, ("user", "event"), ("messages", "bytes")) == {
+        ("guest", "received"): (15, published_by["guest"]),
+        ("alice", "received"): (10, published_by["alice"]),
+        ("guest", "delivered"): (8, size[qa] + size[qc]),     # basic.get from qa and qc
+        ("alice", "delivered"): (8, size[qb] + size[qd]),     # 1.0 receivers on qb and qd
+    }
+
+    # top talkers: who published most
+    talkers = [(r["rank"], r["container"], r["vhost"], r["user"], r["messages"], r["bytes"], r["connections"])
+               for r in spark.read.parquet(summary.tables["top_talkers"]).orderBy("rank").collect()]
+    assert talkers == [(1, node, "/", "guest", 15, published_by["guest"], 1),
+                       (2, node, "/", "alice", 10, published_by["alice"], 1)]
 
 
 # ------------------------------------------------------------------ crash

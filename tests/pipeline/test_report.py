@@ -100,23 +100,40 @@ def test_counts_pairs_latency_and_outcomes_are_exact(spark, tmp_path):
                           "unroutable": 3, "returned": 2, "expired": 4, "refused": 2}
     assert s.events == 128
     assert s.protocol_pairs == {"0-9-1->1.0": 22, "1.0->0-9-1": 5}
+    assert s.protocol_pair_bytes == {"0-9-1->1.0": 22 * 100, "1.0->0-9-1": 5 * 1000}
     assert s.settled_by_outcome == {"accepted": 22, "rejected": 3, "released": 2}
     lat = s.latency_us["gw-A"]
     # 27 latencies: 1..20 ms, 2 x 60 ms, 5 x 500 ms
     assert lat["settled"] == 27 and lat["max"] == 500_000
     assert lat["p50"] == 14_000 and lat["p95"] == 500_000 and lat["p99"] == 500_000
+    # per AMQP node (queue): q1 has the 22 settlements of 1..20 ms and 2 x 60 ms, q2 the 5 x 500 ms
+    assert s.latency_by_queue == {
+        ("gw-A", "/", "q1"): {"settled": 22, "p50": 11_000, "p95": 60_000, "p99": 60_000, "max": 60_000},
+        ("gw-A", "v2", "q2"): {"settled": 5, "p50": 500_000, "p95": 500_000, "p99": 500_000, "max": 500_000},
+    }
     assert s.reconciliation["forwarded"] == 0
 
     tables = {name: spark.read.parquet(path) for name, path in s.tables.items()}
-    traffic = {(r["minute"].minute, r["vhost"], r["user"], r["event"], r["protocol_pair"]): (r["messages"], r["bytes"])
-               for r in tables["traffic_per_minute"].collect()}
+    traffic_rows = tables["traffic_per_minute"].collect()
+    assert {r["container"] for r in traffic_rows} == {"gw-A"}
+    traffic = {(r["minute"].minute, r["vhost"], r["node"], r["user"], r["event"], r["protocol_pair"]):
+               (r["messages"], r["bytes"]) for r in traffic_rows}
     m0 = time.gmtime(T0).tm_min
-    assert traffic[(m0, "/", "alice", "received", "0-9-1->*")] == (20, 2000)
-    assert traffic[(m0, "/", "bob", "delivered", "0-9-1->1.0")] == (22, 2200)
-    assert traffic[((m0 + 1) % 60, "v2", "bob", "received", "1.0->*")] == (5, 5000)
-    assert traffic[((m0 + 1) % 60, "v2", "alice", "delivered", "1.0->0-9-1")] == (5, 5000)
-    # the minute after the 20 publishes holds the rest of alice's 0-9-1 traffic
-    assert traffic[((m0 + 1) % 60, "/", "alice", "received", "0-9-1->*")] == (5, 50)
+    m1 = (m0 + 1) % 60
+    # receipts count on their target (exchange + key, or the 1.0 address), deliveries on their queue
+    assert traffic == {
+        (m0, "/", "/exchanges/ex/k", "alice", "received", "0-9-1->*"): (20, 2000),
+        (m0, "/", "/queues/q1", "bob", "delivered", "0-9-1->1.0"): (22, 2200),
+        (m1, "v2", "/queues/q2", "bob", "received", "1.0->*"): (5, 5000),
+        (m1, "v2", "/queues/q2", "alice", "delivered", "1.0->0-9-1"): (5, 5000),
+        # the minute after the 20 publishes holds the rest of alice's 0-9-1 traffic
+        (m1, "/", "/exchanges/ex/nowhere", "alice", "received", "0-9-1->*"): (3, 30),
+        (m1, "/", "/exchanges/ex/lost", "alice", "received", "0-9-1->*"): (2, 20),
+        (m1, "/", "/queues/q3", "carol", "received", "1.0->*"): (4, 40),
+    }
+    latency_rows = {(r["container"], r["vhost"], r["queue"]): r["settled"]
+                    for r in tables["latency_by_queue"].collect()}
+    assert latency_rows == {("gw-A", "/", "q1"): 22, ("gw-A", "v2", "q2"): 5}
 
     outcomes = {(r["target"], r["user"], r["result"]): r["messages"] for r in tables["outcomes"].collect()}
     assert outcomes == {
@@ -143,8 +160,26 @@ def test_html_report_references_its_pngs(spark, tmp_path):
         data = (out / image).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n", image
     assert "0-9-1-&gt;1.0" in html and "alice" in html
+    for chart in ("latency_by_queue.png", "messages_in_per_amqp_node.png", "messages_out_per_amqp_node.png"):
+        assert f"charts/{chart}" in images
+    # the per-queue latency table and the per-AMQP-node traffic table
+    by_queue = _section(html, "Latency from receive to settle by queue")
+    assert "<td>gw-A</td><td>/</td><td>q1</td><td>22</td><td>11,000</td>" in by_queue
+    assert "<td>gw-A</td><td>v2</td><td>q2</td><td>5</td><td>500,000</td>" in by_queue
+    by_node = _section(html, "Traffic by AMQP node")
+    assert ("<td>gw-A</td><td>/</td><td>/queues/q1</td><td>0</td><td>0</td><td>22</td><td>2,200</td>"
+            in by_node)
+    assert ("<td>gw-A</td><td>/</td><td>/exchanges/ex/k</td><td>20</td><td>2,000</td><td>0</td><td>0</td>"
+            in by_node)
     assert s.html_path == f"{out}/report.html"
     assert spark.read.parquet(s.tables["top_talkers"]).count() == 2
+
+
+def _section(html: str, title: str) -> str:
+    """The HTML of one report section, from its heading to the next."""
+    start = html.index(f"<h2>{title}</h2>")
+    end = html.find("<h2>", start + 1)
+    return html[start:end if end >= 0 else len(html)]
 
 
 def forwarding_ledgers(root) -> tuple[str, str, dict]:
