@@ -15,6 +15,7 @@ from proton import Data, DataException, Described, symbol, ubyte, uint, ulong
 from translators.basic_properties import BasicProperties
 from translators.body import body_to_amqp10, labelled_sections
 from translators.errors import TranslationError
+from translators.primitive_encoder import Unencodable, encode_described_list, encode_described_map
 from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
 from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl
 from translators.section_scan import SectionCode
@@ -65,6 +66,23 @@ def _octet(value: int, field: str) -> ubyte:
     return ubyte(value)
 
 
+# The per-field rules, flattened once (enum attribute access per message is not free):
+# (index, BasicProperties attribute, reserved header name, Reserved, form, inverse, overflow)
+_RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.reserved, rule.form,
+                rule.inverse, rule.overflow) for rule in CARRIED_PROPERTIES)
+_FROM_091 = tuple(r for r in _RULES if r[1] is not None)
+_MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
+_APPLICATION_PROPERTIES = Reserved.APPLICATION_PROPERTIES.value
+_DELIVERY_ANNOTATIONS = Reserved.DELIVERY_ANNOTATIONS.value
+_FOOTER = Reserved.FOOTER.value
+_HEADER_CODE = int(SectionCode.HEADER)
+_DELIVERY_ANNOTATIONS_CODE = int(SectionCode.DELIVERY_ANNOTATIONS)
+_MESSAGE_ANNOTATIONS_CODE = int(SectionCode.MESSAGE_ANNOTATIONS)
+_PROPERTIES_CODE = int(SectionCode.PROPERTIES)
+_APPLICATION_PROPERTIES_CODE = int(SectionCode.APPLICATION_PROPERTIES)
+_FOOTER_CODE = int(SectionCode.FOOTER)
+
+
 def to_amqp10(
     properties: BasicProperties, body: bytes, *, exchange: str = "", routing_key: str = ""
 ) -> bytes:
@@ -79,8 +97,12 @@ def to_amqp10(
     the 1.0 engine adds them per delivery with ``with_delivery_header``. Raises
     ``TranslationError`` for a malformed reserved header or an out-of-range property.
     """
-    headers = dict(properties.headers or {})
-    reserved = {name: headers.pop(name) for name in RESERVED_NAMES if name in headers}
+    headers = properties.headers
+    if headers:
+        headers = dict(headers)
+        reserved = {name: headers.pop(name) for name in RESERVED_NAMES if name in headers}
+    else:
+        headers, reserved = {}, {}
     extra: dict[symbol, Any] = {}
 
     mode = properties.delivery_mode
@@ -98,29 +120,30 @@ def to_amqp10(
     header = _strip([durable, priority, ttl])
 
     props: list = [None] * 13
-    for rule in CARRIED_PROPERTIES:
-        current = getattr(properties, rule.amqp091) if rule.amqp091 else None
-        carried = reserved.get(rule.reserved.value, _MISSING)
-        if carried is not _MISSING:
-            restored = amqp10_field_value(rule.reserved, from_field_value(carried))
-            if rule.form(restored) == current:
-                props[rule.index] = restored
-                continue
-        if current is None:
-            continue
-        value = rule.inverse(current)
-        if rule.overflow is not None and (value is None or rule.form(value) != current):
-            extra[rule.overflow.key] = rule.overflow.to_annotation(current)
-        props[rule.index] = value
+    if reserved:
+        for index, attribute, name, which, form, inverse, overflow in _RULES:
+            current = getattr(properties, attribute) if attribute else None
+            carried = reserved.get(name, _MISSING)
+            if carried is not _MISSING:
+                restored = amqp10_field_value(which, from_field_value(carried))
+                if form(restored) == current:
+                    props[index] = restored
+                    continue
+            if current is not None:
+                props[index] = _translated(current, form, inverse, overflow, extra)
+    else:  # nothing carried from 1.0: only the 0-9-1 fields
+        for index, attribute, _name, _which, form, inverse, overflow in _FROM_091:
+            current = getattr(properties, attribute)
+            if current is not None:
+                props[index] = _translated(current, form, inverse, overflow, extra)
     props = _strip(props)
 
-    if Reserved.MESSAGE_ANNOTATIONS.value in reserved:
-        annotations = map_from_field(
-            reserved[Reserved.MESSAGE_ANNOTATIONS.value], symbol, Reserved.MESSAGE_ANNOTATIONS.value
-        )
+    if _MESSAGE_ANNOTATIONS in reserved:
+        annotations = map_from_field(reserved[_MESSAGE_ANNOTATIONS], symbol, _MESSAGE_ANNOTATIONS)
     else:
         annotations = {Annotation.EXCHANGE: exchange, Annotation.ROUTING_KEY: routing_key}
-    annotations.update(extra)
+    if extra:
+        annotations.update(extra)
     as_sections = properties.type == AMQP10_BODY_TYPE and labelled_sections(body)
     if properties.type is not None and not as_sections:
         annotations[Annotation.TYPE] = properties.type
@@ -130,49 +153,65 @@ def to_amqp10(
         annotations[Annotation.CLUSTER_ID] = properties.cluster_id
 
     application = {name: from_field_value(value) for name, value in headers.items()}
-    if Reserved.APPLICATION_PROPERTIES.value in reserved:
+    if _APPLICATION_PROPERTIES in reserved:
         application.update(map_from_field(
-            reserved[Reserved.APPLICATION_PROPERTIES.value], str, Reserved.APPLICATION_PROPERTIES.value
-        ))
-
-    sections = Data()
+            reserved[_APPLICATION_PROPERTIES], _str_key, _APPLICATION_PROPERTIES))
+    delivery_annotations = (
+        map_from_field(reserved[_DELIVERY_ANNOTATIONS], symbol, _DELIVERY_ANNOTATIONS)
+        if _DELIVERY_ANNOTATIONS in reserved else None)
+    footer = (map_from_field(reserved[_FOOTER], symbol, _FOOTER) if _FOOTER in reserved else None)
+    sections = ((_HEADER_CODE, header), (_DELIVERY_ANNOTATIONS_CODE, delivery_annotations),
+                (_MESSAGE_ANNOTATIONS_CODE, annotations), (_PROPERTIES_CODE, props),
+                (_APPLICATION_PROPERTIES_CODE, application))
+    encoded_body = body_to_amqp10(body, as_sections)
     try:
-        if header:
-            sections.put_object(Described(ulong(SectionCode.HEADER), header))
-        fast_annotations = _text_map_section(SectionCode.MESSAGE_ANNOTATIONS, annotations)
-        head = b""  # sections encoded before the hand-encoded annotations, and those
-        for code, name in (
-            (SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS),
-            (SectionCode.MESSAGE_ANNOTATIONS, None),
-            (SectionCode.PROPERTIES, None),
-            (SectionCode.APPLICATION_PROPERTIES, None),
-        ):
-            if name is not None:
-                value: Any = (
-                    map_from_field(reserved[name.value], symbol, name.value)
-                    if name.value in reserved
-                    else None
-                )
-            else:
-                value = {
-                    SectionCode.MESSAGE_ANNOTATIONS: annotations,
-                    SectionCode.PROPERTIES: props,
-                    SectionCode.APPLICATION_PROPERTIES: application,
-                }[code]
-            if value:
-                if code == SectionCode.MESSAGE_ANNOTATIONS and fast_annotations is not None:
-                    # sections are concatenated values: flush what Data holds, then ours
-                    head = bytes(sections.encode()) + fast_annotations
-                    sections = Data()
-                    continue
-                sections.put_object(Described(ulong(code), value))
-        encoded = head + bytes(sections.encode()) + body_to_amqp10(body, as_sections)
-        if Reserved.FOOTER.value in reserved:
-            footer = map_from_field(reserved[Reserved.FOOTER.value], symbol, Reserved.FOOTER.value)
-            if footer:
-                tail = Data()
-                tail.put_object(Described(ulong(SectionCode.FOOTER), footer))
-                encoded += tail.encode()
+        return _encode(sections, encoded_body, footer)
+    except Unencodable:
+        pass  # an array somewhere, say: proton encodes this one
+    try:
+        return _encode_with_proton(sections, encoded_body, footer)
     except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
         raise TranslationError("encoding", f"cannot encode: {exc!r}") from None
+
+
+def _translated(current: Any, form: Any, inverse: Any, overflow: Any, extra: dict) -> Any:
+    """The 1.0 value of a 0-9-1 property; the 0-9-1 value also goes to its overflow
+    annotation when the 1.0 value would not give it back."""
+    value = inverse(current)
+    if overflow is not None and (value is None or form(value) != current):
+        extra[overflow.key] = overflow.to_annotation(current)
+    return value
+
+
+def _str_key(key: Any) -> str:
+    return str(key)
+
+
+def _encode(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> bytes:
+    """The sections by the pure-Python encoder (proton's octets, see primitive_encoder)."""
+    parts = []
+    for code, value in sections:
+        if value:
+            if code == _HEADER_CODE or code == _PROPERTIES_CODE:
+                parts.append(encode_described_list(code, value))
+            elif code == _MESSAGE_ANNOTATIONS_CODE:
+                parts.append(_text_map_section(code, value) or encode_described_map(code, value))
+            else:
+                parts.append(encode_described_map(code, value))
+    parts.append(encoded_body)
+    if footer:
+        parts.append(encode_described_map(_FOOTER_CODE, footer))
+    return b"".join(parts)
+
+
+def _encode_with_proton(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> bytes:
+    data = Data()
+    for code, value in sections:
+        if value:
+            data.put_object(Described(ulong(code), value))
+    encoded = bytes(data.encode()) + encoded_body
+    if footer:
+        tail = Data()
+        tail.put_object(Described(ulong(_FOOTER_CODE), footer))
+        encoded += bytes(tail.encode())
     return encoded
