@@ -152,14 +152,10 @@ def data_size(encoded: bytes, span: SectionSpan) -> int:
     raise TranslationError("data", "a data section must hold a binary")
 
 
-def _list_field(values: Any, index: int) -> Any:
-    if isinstance(values, list) and index < len(values):
-        return values[index]
-    return None
-
-
 def _typed(value: Any, kind: type) -> Any:
     """``value`` if it is a ``kind``, else ``None``: wrongly typed fields count as absent."""
+    if value is None:
+        return None
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 
 
@@ -187,25 +183,39 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
         body_size = data_size(encoded, body_spans[0])
     else:
         body_size = sum(s.end - s.start for s in body_spans)
-    creation = _typed(_list_field(properties, 9), int)
-    expiry = _typed(_list_field(properties, 8), int)
+    h = _fields(header, 5)
+    p = _fields(properties, 13)
+    creation = _typed(p[9], int)
+    expiry = _typed(p[8], int)
     return Amqp10Summary(
-        durable=_list_field(header, 0) is True,
-        priority=_typed(_list_field(header, 1), int),
-        ttl_ms=_typed(_list_field(header, 2), int),
-        first_acquirer=_list_field(header, 3) is True,
-        delivery_count=_typed(_list_field(header, 4), int) or 0,
-        message_id=_list_field(properties, 0),
-        user_id=_typed(_list_field(properties, 1), bytes),
-        to=_typed(_list_field(properties, 2), str),
-        subject=_typed(_list_field(properties, 3), str),
-        reply_to=_typed(_list_field(properties, 4), str),
-        correlation_id=_list_field(properties, 5),
+        durable=h[0] is True,
+        priority=_typed(h[1], int),
+        ttl_ms=_typed(h[2], int),
+        first_acquirer=h[3] is True,
+        delivery_count=_typed(h[4], int) or 0,
+        message_id=p[0],
+        user_id=_typed(p[1], bytes),
+        to=_typed(p[2], str),
+        subject=_typed(p[3], str),
+        reply_to=_typed(p[4], str),
+        correlation_id=p[5],
         absolute_expiry_time=None if expiry is None else int(expiry),
         creation_time=None if creation is None else int(creation),
         application_properties=app_properties if isinstance(app_properties, dict) else {},
         body_size=body_size,
     )
+
+
+_NONES = (None,) * 13
+
+
+def _fields(values: Any, size: int) -> Any:
+    """A list section's fields padded with None to ``size`` (a non-list: all None)."""
+    if type(values) is not list or not values:
+        return _NONES
+    if len(values) >= size:
+        return values
+    return values + [None] * (size - len(values))
 
 
 # ---------------------------------------------------------------- header rewrite

@@ -42,6 +42,7 @@ class SectionCode(IntEnum):
 
 
 BODY_CODES = frozenset({SectionCode.DATA, SectionCode.AMQP_SEQUENCE, SectionCode.AMQP_VALUE})
+_BY_NUMBER: dict[int, SectionCode] = {int(c): c for c in SectionCode}
 
 _SYMBOLIC_NAMES: dict[bytes, SectionCode] = {
     b"amqp:header:list": SectionCode.HEADER,
@@ -141,10 +142,10 @@ def _descriptor_code(buf: bytes, pos: int, end: int) -> SectionCode:
         name = _SYMBOLIC_NAMES.get(bytes(buf[pos + 5 : end]))
         if name is not None:
             return name
-    try:
-        return SectionCode(number)  # type: ignore[arg-type]
-    except ValueError:
-        raise TranslationError("encoding", f"not a message section at offset {pos - 1}") from None
+    section = _BY_NUMBER.get(number)  # type: ignore[arg-type]
+    if section is None:
+        raise TranslationError("encoding", f"not a message section at offset {pos - 1}")
+    return section
 
 
 def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpan]:
@@ -163,8 +164,14 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
     while pos < size:
         if encoded[pos] != 0x00:
             raise TranslationError("encoding", f"section expected at offset {pos}")
-        value_start = value_end(encoded, pos + 1)
-        code = _descriptor_code(encoded, pos + 1, value_start)
+        if pos + 3 < size and encoded[pos + 1] == 0x53:  # smallulong descriptor: the usual
+            value_start = pos + 3
+            code = _BY_NUMBER.get(encoded[pos + 2])  # type: ignore[assignment]
+            if code is None:
+                raise TranslationError("encoding", f"not a message section at offset {pos}")
+        else:
+            value_start = value_end(encoded, pos + 1)
+            code = _descriptor_code(encoded, pos + 1, value_start)
         end = value_end(encoded, value_start)
         new_rank = _RANK[code]
         if new_rank < rank or (new_rank == rank and code not in BODY_CODES):

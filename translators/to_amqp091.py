@@ -75,6 +75,16 @@ def _from_amqp091(annotations: dict) -> bool:
     )
 
 
+# The per-field rules, flattened once: (index, attribute, reserved header, form, inverse)
+_RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.form, rule.inverse)
+               for rule in CARRIED_PROPERTIES)
+_MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
+_APPLICATION_PROPERTIES = Reserved.APPLICATION_PROPERTIES.value
+_OTHER_MAPS = ((SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS.value,
+                "delivery_annotations"),
+               (SectionCode.FOOTER, Reserved.FOOTER.value, "footer"))
+
+
 def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
     """Translate an encoded 1.0 message (the payload of a transfer) for a 0-9-1 consumer.
 
@@ -106,7 +116,7 @@ def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
         else:
             overflow[key] = value
     if overflow:
-        headers[Reserved.APPLICATION_PROPERTIES.value] = wrap_map(overflow)
+        headers[_APPLICATION_PROPERTIES] = wrap_map(overflow)
 
     durable, priority, ttl = header[0], header[1], header[2]
     if type(durable) is bool:
@@ -117,26 +127,26 @@ def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
     if ttl is not None:
         fields["expiration"] = str(ttl)
 
-    for rule in CARRIED_PROPERTIES:
-        value = props[rule.index]
+    for index, attribute, name, form, inverse in _RULES:
+        value = props[index]
         if value is None:
             continue
-        form = rule.form(value)
-        if rule.amqp091 is not None:
-            fields[rule.amqp091] = form
-        if form is None or not same_typed(rule.inverse(form), value):
-            headers[rule.reserved.value] = to_field_value(value)
+        form_value = form(value)
+        if attribute is not None:
+            fields[attribute] = form_value
+        if form_value is None or not same_typed(inverse(form_value), value):
+            headers[name] = to_field_value(value)
 
-    _annotations_to_properties(annotations, fields, durable, ttl, props, body, labelled)
+    if annotations:
+        _annotations_to_properties(annotations, fields, durable, ttl, props, body, labelled)
     if not _from_amqp091(annotations):
-        headers[Reserved.MESSAGE_ANNOTATIONS.value] = map_to_field(annotations, symbol)
-    for code, reserved in (
-        (SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS),
-        (SectionCode.FOOTER, Reserved.FOOTER),
-    ):
-        section = _as_map(decoded.get(code), code.name.lower())
-        if section:
-            headers[reserved.value] = map_to_field(section, symbol)
+        headers[_MESSAGE_ANNOTATIONS] = map_to_field(annotations, symbol)
+    for code, name, label in _OTHER_MAPS:
+        section = decoded.get(code)
+        if section is not None:
+            section = _as_map(section, label)
+            if section:
+                headers[name] = map_to_field(section, symbol)
     if labelled:
         fields["type"] = AMQP10_BODY_TYPE
     return BasicProperties(headers=headers or None, **fields), body
