@@ -43,7 +43,7 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.connection_scope import ConnectionScope, scope_for
@@ -404,38 +404,38 @@ class BrokerChannel:
             message = container_from_publish(method, content, now=now, user_name=self._user_name)
         except ChannelException as exc:
             if ledger is not None:
-                self._record_refused(ledger, method, None, exc.reply_text)
+                self._record_refused(ledger, method, exc.reply_text)
             raise
         if ledger is not None:
             message.gateway_id = self.broker.next_gateway_id()
-            ledger.record(
-                EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user_name,
-                proto_in=_P091, connection=self._conn_id, link=self.channel_id,
-                exchange=method.exchange, routing_key=method.routing_key,
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size, headers=message.headers)
         if self.mode is PublishMode.TX:
+            if ledger is not None:  # routed (or not) at commit
+                self._record_publish(ledger, method, message, EventKind.RECEIVED)
             try:
                 exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
                 if exchange.internal:
                     raise AccessRefused(f"cannot publish to internal {exchange.label}")
             except BrokerError as exc:
                 if ledger is not None:
-                    self._record_refused(ledger, method, message, exc.text)
+                    self._record_publish(ledger, method, message, EventKind.REFUSED, reason=exc.text)
                 raise
             assert self.tx is not None
             self.tx.add(PendingPublish(method, content, message))
             return
-        self._route(method, content, message)
+        self._route(method, content, message, received=True)
 
-    def _route(self, method: m.Method, content: Content, message: MessageContainer) -> None:
+    def _route(self, method: m.Method, content: Content, message: MessageContainer,
+               received: bool = False) -> None:
+        """Route a publish; ``received``: its ``received`` event is recorded here, in one
+        ledger row with the routing outcome (a row costs the hot path more than its fields)."""
         now = self.context.now
         ledger = self.broker.ledger
         try:
             result = self.vhost.publish(method.exchange, method.routing_key, message, now)
         except BrokerError as exc:
             if ledger is not None:
-                self._record_refused(ledger, method, message, exc.text)
+                self._record_publish(ledger, method, message, EventKind.REFUSED, reason=exc.text,
+                                     received=received)
             raise
         if ledger is not None:
             if result.queues or result.service is not None:
@@ -446,12 +446,18 @@ class BrokerChannel:
                 event, reason = EventKind.RETURNED, NO_ROUTE_TEXT
             else:
                 event, reason = EventKind.UNROUTABLE, None
-            ledger.record(
-                event, now, vhost=self._vhost_name, user=self._user_name, proto_in=_P091,
-                connection=self._conn_id, link=self.channel_id, exchange=method.exchange,
-                routing_key=method.routing_key, routed_to=list(map(queue_name, result.queues)),
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size, reason=reason)
+            routed_to = tuple(map(queue_name, result.queues))
+            if received:  # the usual case, inlined: received and its outcome in one row
+                ledger.record(
+                    EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user_name,
+                    proto_in=_P091, connection=self._conn_id, link=self.channel_id,
+                    exchange=method.exchange, routing_key=method.routing_key,
+                    routed_to=routed_to, message_id=message.message_id,
+                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
+                    size=message.size, reason=reason, headers=message.headers, then=event)
+            else:
+                self._record_publish(ledger, method, message, event, reason=reason,
+                                     routed_to=routed_to)
         if method.mandatory and not result.routed:
             self.writer.send_content(
                 m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
@@ -583,18 +589,27 @@ class BrokerChannel:
             delivery_count=entry.delivery_count, outcome=outcome, reason=reason,
             received_at=message.created_at)
 
-    def _record_refused(self, ledger: Any, method: m.Method, message: MessageContainer | None,
-                        reason: str) -> None:
-        """A ``refused`` publish: before it was taken in (``message`` None: access or an
-        invalid property) or at routing (unknown or internal exchange)."""
+    def _record_refused(self, ledger: Any, method: m.Method, reason: str) -> None:
+        """A ``refused`` publish before it was taken in (access, an invalid property)."""
         ledger.record(
             EventKind.REFUSED, self.context.now, vhost=self._vhost_name, user=self._user_name,
             proto_in=_P091, connection=self._conn_id, link=self.channel_id,
-            exchange=method.exchange, routing_key=method.routing_key,
-            message_id=None if message is None else message.message_id,
-            correlation_id=None if message is None else message.correlation_id,
-            gateway_id=None if message is None else message.gateway_id,
-            size=None if message is None else message.size, reason=reason)
+            exchange=method.exchange, routing_key=method.routing_key, reason=reason)
+
+    def _record_publish(self, ledger: Any, method: m.Method, message: MessageContainer,
+                        event: EventKind, *, reason: Optional[str] = None,
+                        routed_to: Optional[list] = None, received: bool = False) -> None:
+        """An event of a message taken in; with ``received`` its ``received`` event first,
+        in the same row (the headers go with ``received``)."""
+        first = EventKind.RECEIVED if received else event
+        ledger.record(
+            first, self.context.now, vhost=self._vhost_name, user=self._user_name,
+            proto_in=_P091, connection=self._conn_id, link=self.channel_id,
+            exchange=method.exchange, routing_key=method.routing_key, routed_to=routed_to,
+            message_id=message.message_id, correlation_id=message.correlation_id,
+            gateway_id=message.gateway_id, size=message.size, reason=reason,
+            headers=message.headers if first is EventKind.RECEIVED else None,
+            then=event if received else None)
 
     def _recover(self, method: m.Method, sync: bool) -> None:
         if not method.requeue:

@@ -351,12 +351,8 @@ class IncomingLink:
                 f"user-id '{message.user_id}' does not match the authenticated user "
                 f"'{host.user.name}'"))
         if ledger is not None:
+            # its ``received`` event goes into the row of what happens next (see _record)
             message.gateway_id = host.broker.next_gateway_id()
-            ledger.record(
-                EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
-                connection=host.connection_id, link=self._name, address=address,
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size, headers=message.headers)
         try:
             if route is None:
                 if summary.to is None:
@@ -374,29 +370,37 @@ class IncomingLink:
             error = _broker_error(exc, address)
         except Amqp10Error as exc:
             error = exc
-        return self._refuse(ledger, message, now, address, error)
+        return self._refuse(ledger, message, now, address, error, received=True)
 
     def _refuse(self, ledger: Any, message: Optional[MessageContainer], now: float,
-                address: Optional[str], error: Amqp10Error) -> tuple[int, Optional[Condition]]:
-        """The rejected outcome for ``error``, recorded as ``refused``."""
+                address: Optional[str], error: Amqp10Error,
+                received: bool = False) -> tuple[int, Optional[Condition]]:
+        """The rejected outcome for ``error``, recorded as ``refused`` (after ``received``
+        when the message had been taken in)."""
         if ledger is not None:
-            self._record(ledger, EventKind.REFUSED, message, now, address, reason=error.description)
+            self._record(ledger, EventKind.REFUSED, message, now, address, reason=error.description,
+                         received=received)
         return Delivery.REJECTED, _condition(error.condition, error.description)
 
     def _record(self, ledger: Any, event: EventKind, message: Optional[MessageContainer], now: float,
-                address: Optional[str], *, routed_to: Any = None, reason: Optional[str] = None) -> None:
-        """One event of this link's publishes (not the hot path: see ``_route``)."""
+                address: Optional[str], *, routed_to: Any = None, reason: Optional[str] = None,
+                received: bool = False) -> None:
+        """One event of this link's publishes. With ``received`` the message's ``received``
+        event comes first in the same row (one row per publish costs less than two; the
+        headers go with ``received``)."""
         if message is None:
             ledger.record(event, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
                           connection=self.host.connection_id, link=self._name, address=address,
                           reason=reason)
             return
         ledger.record(
-            event, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
-            connection=self.host.connection_id, link=self._name, exchange=message.exchange or None,
-            routing_key=message.routing_key or None, address=address, routed_to=routed_to,
-            message_id=message.message_id, correlation_id=message.correlation_id,
-            gateway_id=message.gateway_id or None, size=message.size, reason=reason)
+            EventKind.RECEIVED if received else event, now, vhost=self._vhost_name,
+            user=self._user, proto_in=_P10, connection=self.host.connection_id, link=self._name,
+            exchange=message.exchange or None, routing_key=message.routing_key or None,
+            address=address, routed_to=routed_to, message_id=message.message_id,
+            correlation_id=message.correlation_id, gateway_id=message.gateway_id or None,
+            size=message.size, reason=reason, headers=message.headers if received else None,
+            then=event if received else None)
 
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
                address: Optional[str]) -> tuple[int, Optional[Condition]]:
@@ -407,21 +411,22 @@ class IncomingLink:
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)
                 if ledger is not None:
-                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL)
+                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL,
+                                 received=True)
                 return Delivery.REJECTED, _condition(
                     Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
             if not result.routed:
                 if ledger is not None:
-                    self._record(ledger, EventKind.UNROUTABLE, message, now, address)
+                    self._record(ledger, EventKind.UNROUTABLE, message, now, address, received=True)
                 return Delivery.RELEASED, None
             if ledger is not None:
                 ledger.record(
-                    EventKind.ROUTED, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
-                    connection=self.host.connection_id, link=self._name, exchange=route.exchange,
-                    routing_key=route.routing_key, address=address,
-                    routed_to=list(map(queue_name, result.queues)), message_id=message.message_id,
+                    EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user,
+                    proto_in=_P10, connection=self.host.connection_id, link=self._name,
+                    exchange=route.exchange, routing_key=route.routing_key, address=address,
+                    routed_to=tuple(map(queue_name, result.queues)), message_id=message.message_id,
                     correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                    size=message.size)
+                    size=message.size, headers=message.headers, then=EventKind.ROUTED)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
@@ -436,7 +441,7 @@ class IncomingLink:
         self.host.permit(Action.WRITE, name)
         node.publish(message, now)
         if ledger is not None:
-            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=[])
+            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=[], received=True)
         return Delivery.ACCEPTED, None
 
     def teardown(self) -> None:

@@ -518,7 +518,7 @@ class VirtualHost:
         ledger.record(
             event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin._value_],
             exchange=message.exchange, routing_key=message.routing_key,
-            routed_to=list(map(queue_name, result.queues)), message_id=message.message_id,
+            routed_to=tuple(map(queue_name, result.queues)), message_id=message.message_id,
             correlation_id=message.correlation_id, gateway_id=message.gateway_id,
             size=message.size, reason=str(deaths[0].get("reason")) if deaths else None)
 

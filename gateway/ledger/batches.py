@@ -14,6 +14,7 @@ The pipe is private between a parent and the child it started, so unpickling is 
 """
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 from enum import IntEnum
@@ -22,6 +23,7 @@ from typing import Optional, Sequence
 __all__ = ["BatchKind", "BatchReader", "FrameError", "lines_frame", "rows_frame"]
 
 _HEAD = struct.Struct(">IB")
+_LENGTH = struct.Struct(">I")
 _COUNT = struct.Struct(">I")
 #: a frame larger than this is a corrupted stream, not a batch
 MAX_FRAME = 1 << 31
@@ -37,10 +39,21 @@ class FrameError(ValueError):
 
 
 def rows_frame(items: Sequence) -> bytes:
-    """Raises ``pickle.PicklingError``, ``TypeError`` or ``AttributeError`` when an item
-    holds a value pickle cannot take."""
-    payload = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEAD.pack(len(payload) + 1, BatchKind.ROWS) + payload
+    """Raises ``pickle.PicklingError``, ``TypeError``, ``AttributeError`` or
+    ``ValueError`` when an item holds a value pickle cannot take.
+
+    Pickled in ``fast`` mode (no memo): rows hold plain values and never refer to
+    themselves, and skipping the memo makes a row about a third cheaper to write.
+    """
+    out = io.BytesIO()
+    out.write(_HEAD.pack(0, BatchKind.ROWS))
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    pickler.dump(items)
+    frame = out.getbuffer()
+    _LENGTH.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return out.getvalue()
 
 
 def lines_frame(data: bytes, count: int) -> bytes:

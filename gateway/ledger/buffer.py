@@ -11,7 +11,10 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["EventBuffer"]
+__all__ = ["EventBuffer", "PAIR_SEPARATOR"]
+
+#: joins the two event kinds of a row that holds two events (no kind contains it)
+PAIR_SEPARATOR = ">"
 
 
 class EventBuffer:
@@ -52,13 +55,33 @@ class EventBuffer:
         reason: Optional[str] = None,
         received_at: Optional[float] = None,
         headers: Optional[Mapping[str, object]] = None,
+        then: Optional[EventKind] = None,
     ) -> None:
         """Buffer one event. ``now`` and ``received_at`` are seconds (the latency column is
         their difference); ``headers`` may be the message's own mapping (only allow-listed
         names are copied, at flush time, so it must not be mutated after the call). Ids
         that are not strings (1.0 ulong/uuid/binary, channel numbers) are stored as text.
         The tuple's layout is ``encoding.ROW_FIELDS``.
+
+        ``then``: a second event of the same message at the same instant (``received``
+        then ``routed``, say), kept in the same row and written as two records: ``headers``
+        belong to the first, ``routed_to`` and ``reason`` to the second. Why: each row
+        costs the message path more than its fields do. ``routed_to`` is best a tuple:
+        a row of plain values and tuples is left alone by the GC.
         """
+        # Enum members become their plain string values: a row of plain values is what
+        # pickle writes fastest, and CPython's GC stops tracking such a tuple at its
+        # first collection instead of walking it until the flush.
+        if event.__class__ is not str:
+            event = event._value_  # type: ignore[assignment]
+        if then is not None:  # "first>then": a str (no tuple for the GC to track)
+            event = event + PAIR_SEPARATOR + (then if then.__class__ is str else then._value_)
+        if proto_in is not None and proto_in.__class__ is not str:
+            proto_in = proto_in._value_  # type: ignore[attr-defined]
+        if proto_out is not None and proto_out.__class__ is not str:
+            proto_out = proto_out._value_  # type: ignore[attr-defined]
+        if outcome is not None and outcome.__class__ is not str:
+            outcome = outcome._value_
         self._buffer.append((
             now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
             routing_key, address, queue, routed_to, message_id, correlation_id, gateway_id,

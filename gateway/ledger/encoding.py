@@ -13,8 +13,9 @@ import json
 import zlib
 from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
+from .buffer import PAIR_SEPARATOR
 from .records import LEDGER_SCHEMA_VERSION, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
@@ -36,9 +37,9 @@ _PLAIN = tuple((name, _I[name]) for name in (
 # 0-9-1 channel numbers, the broker's integer gateway ids): stored as text.
 _TEXT_FIELDS = ("link", "message_id", "correlation_id", "gateway_id", "origin_id")
 _TEXT = tuple((name, _I[name]) for name in _TEXT_FIELDS)
-_NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS = (
+_NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS, _REASON = (
     _I["now"], _I["event"], _I["routed_to"], _I["gateway_id"], _I["origin_id"],
-    _I["received_at"], _I["headers"],
+    _I["received_at"], _I["headers"], _I["reason"],
 )
 
 _INT_FIELDS = frozenset(("size", "delivery_count"))
@@ -97,7 +98,7 @@ class RowEncoder:
         append = lines.append
         head = self._head
         shapes = self._shapes
-        for item in items:
+        for item in _split_pairs(items):
             if type(item) is tuple:
                 if self.threshold is not None and not self.keep(item[_GW], item[_ORIGIN]):
                     continue
@@ -171,6 +172,19 @@ class RowEncoder:
             if kept:
                 obj["headers"] = kept
         return obj
+
+
+def _split_pairs(items: Sequence[Buffered]) -> Iterator[Buffered]:
+    """Rows as they are, except a row holding two events (``record(..., then=...)``):
+    the first without ``routed_to``/``reason``, then the second without headers."""
+    for item in items:
+        if type(item) is tuple and PAIR_SEPARATOR in item[_EVENT]:
+            first, second = item[_EVENT].split(PAIR_SEPARATOR)
+            yield (item[:_EVENT] + (first,) + item[_EVENT + 1:_ROUTED] + (None,)
+                   + item[_ROUTED + 1:_REASON] + (None,) + item[_REASON + 1:])
+            yield item[:_EVENT] + (second,) + item[_EVENT + 1:_HEADERS] + (None,)
+        else:
+            yield item
 
 
 def _allowed(headers: Mapping[str, object], allowlist: frozenset[str]) -> dict[str, str]:

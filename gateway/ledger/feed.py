@@ -29,8 +29,8 @@ class LedgerFeed(EventBuffer):
 
     ``container_id``, ``sample_rate`` and ``header_allowlist`` must be those the writer
     process is started with: they are used here only for a batch that cannot be pickled,
-    which is encoded on the spot instead. Counters: ``batches``, ``events_sent``,
-    ``batches_encoded_here``.
+    which is encoded on the spot instead. Counters: ``batches``, ``rows_sent`` (a row may
+    carry two events, see ``record(then=...)``), ``batches_encoded_here``.
     """
 
     def __init__(self, *, container_id: str, sample_rate: float = 1.0,
@@ -38,7 +38,7 @@ class LedgerFeed(EventBuffer):
         super().__init__(enabled=enabled)
         self._encoder = RowEncoder(container_id, header_allowlist, sample_threshold(sample_rate))
         self._keep_headers = bool(self._encoder.allowlist)
-        self.batches = self.events_sent = self.batches_encoded_here = 0
+        self.batches = self.rows_sent = self.batches_encoded_here = 0
 
     def take_frame(self) -> bytes:
         """The buffered events as one frame (an empty batch when there are none: the
@@ -50,7 +50,7 @@ class LedgerFeed(EventBuffer):
                      if type(item) is tuple and item[_HEADERS] is not None else item
                      for item in items]
         self.batches += 1
-        self.events_sent += len(items)
+        self.rows_sent += len(items)
         try:
             return rows_frame(items)
         except (pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:

@@ -26,7 +26,15 @@ class LedgerCapture:
         self.events: list[CapturedEvent] = []
 
     def record(self, event: Any, now: float, **fields: Any) -> None:
-        self.events.append(CapturedEvent(getattr(event, "value", event), now, fields))
+        then = fields.pop("then", None)
+        if then is None:
+            self.events.append(CapturedEvent(getattr(event, "value", event), now, fields))
+            return
+        # two events in one row, as the writer splits them
+        first = {k: v for k, v in fields.items() if k not in ("routed_to", "reason")}
+        second = {k: v for k, v in fields.items() if k != "headers"}
+        self.events.append(CapturedEvent(getattr(event, "value", event), now, first))
+        self.events.append(CapturedEvent(getattr(then, "value", then), now, second))
 
     def kinds(self) -> list[str]:
         return [e.event for e in self.events]

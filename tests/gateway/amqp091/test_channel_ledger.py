@@ -43,7 +43,7 @@ def test_routed_publish_is_received_then_routed(client, ledger):
         ("0-9-1", "/", "guest", 1)
     assert (received["exchange"], received["routing_key"], received["size"]) == ("", "q1", 5)
     assert (received["message_id"], received["correlation_id"]) == ("m-1", "c-1")
-    assert routed["routed_to"] == ["q1"]
+    assert routed["routed_to"] == ("q1",)
 
 
 def test_unroutable_and_returned(client, ledger):

@@ -29,7 +29,7 @@ def test_transfer_is_received_then_routed(connect, ledger):
     assert (received["message_id"], received["correlation_id"], received["user"]) == ("m-1", "c-1", "guest")
     assert received["connection"] and received["connection"] == routed["connection"]
     assert received["gateway_id"] and received["gateway_id"] == routed["gateway_id"]
-    assert routed["routed_to"] == ["q1"] and routed["routing_key"] == "q1"
+    assert routed["routed_to"] == ("q1",) and routed["routing_key"] == "q1"
 
 
 def test_unroutable_transfer(connect, ledger):

@@ -36,7 +36,7 @@ def test_expiry_with_dead_letter_exchange_routes_a_new_copy(vhost, msg, ledger) 
     _, dead, routed = ledger.events
     assert (dead["queue"], dead["exchange"], dead["reason"], dead["gateway_id"]) == \
         ("work", "dlx", "expired", original)
-    assert routed["routed_to"] == ["dead"] and routed["reason"] == "expired"
+    assert routed["routed_to"] == ("dead",) and routed["reason"] == "expired"
     assert routed["gateway_id"] != original
 
 
@@ -49,7 +49,7 @@ def test_reject_without_requeue_dead_letters(vhost, msg, ledger) -> None:
     q.reject(entry, requeue=False, now=2.0)
     assert ledger.kinds() == ["dead_lettered", "routed"]
     assert ledger.events[0]["reason"] == "rejected"
-    assert ledger.events[1]["routed_to"] == ["dead"]
+    assert ledger.events[1]["routed_to"] == ("dead",)
 
 
 def test_missing_dead_letter_exchange_is_unroutable(vhost, msg, ledger) -> None:

@@ -128,3 +128,36 @@ def test_integer_gateway_ids_are_text_on_the_fast_path(monkeypatch):
     objs = lines(data)
     assert 0 < kept < 200 and len(objs) == kept
     assert all(isinstance(o["gateway_id"], str) and o["gateway_id"].isdigit() for o in objs)
+
+
+def test_a_row_with_two_events_is_two_records():
+    from gateway.ledger.buffer import EventBuffer
+
+    buf = EventBuffer()
+    buf.record(EventKind.RECEIVED, 1000.5, vhost="/", exchange="x", routing_key="k", gateway_id=7,
+               size=3, routed_to=["q1", "q2"], reason=None, headers={"x-tenant": "acme"},
+               then=EventKind.ROUTED)
+    buf.record(EventKind.RECEIVED, 1001.0, gateway_id=8, reason="queue full",
+               then=EventKind.REFUSED)
+    data, kept = RowEncoder("gw", ["x-tenant"]).encode(buf.take())
+    received, routed, received2, refused = lines(data)
+    assert kept == 4
+    assert received["event"] == "received" and received["headers"] == {"x-tenant": "acme"}
+    assert "routed_to" not in received and "reason" not in received
+    assert routed["event"] == "routed" and routed["routed_to"] == ["q1", "q2"]
+    assert "headers" not in routed
+    assert {k: v for k, v in received.items() if k not in ("event", "headers")} == \
+        {k: v for k, v in routed.items() if k not in ("event", "routed_to")}
+    assert received2["event"] == "received" and "reason" not in received2
+    assert refused == dict(received2, event="refused", reason="queue full")
+
+
+def test_buffered_rows_hold_plain_values_only():
+    from gateway.ledger import Protocol
+    from gateway.ledger.buffer import EventBuffer
+
+    buf = EventBuffer()
+    buf.record(EventKind.SETTLED, 1.0, proto_in=Protocol.AMQP091, proto_out=Protocol.AMQP10,
+               outcome=Outcome.ACCEPTED)
+    [item] = buf.take()
+    assert {type(v) for v in item} <= {float, str, type(None)}

@@ -24,7 +24,7 @@ def test_recorded_rows_are_shipped_and_the_buffer_emptied() -> None:
     assert rows[0][:3] == (10.0, EventKind.RECEIVED, "/") and rows[0][ROW_FIELDS.index("size")] == 3
     assert feed.buffered == 0
     assert _frames(feed) == [(BatchKind.ROWS, [])]  # a tick
-    assert (feed.batches, feed.events_sent) == (2, 1)
+    assert (feed.batches, feed.rows_sent) == (2, 1)
 
 
 def test_headers_are_not_shipped_without_an_allowlist() -> None:
