@@ -62,9 +62,9 @@ from __future__ import annotations
 import enum
 import logging
 import platform
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Sequence
 
-from gateway.amqp091.content import Content, ContentAssembler
+from gateway.amqp091.content import Content, ContentAssembler, decode_properties
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import (
     HEARTBEAT_FRAME,
@@ -152,6 +152,9 @@ class _HeldInput:
         self.frames = frames
         self.error = error
         self.data = bytearray()
+
+
+_BASIC = int(ClassId.BASIC)
 
 
 class _Channel:
@@ -473,24 +476,77 @@ class ServerConnection:
             return
         self._run(frames, None)
 
-    def _run(self, frames: Iterable[Frame], error: ConnectionException | None) -> None:
+    def _run(self, frames: Sequence[Frame], error: ConnectionException | None) -> None:
         """Dispatch ``frames`` in order, then raise ``error`` (the framing error that ended
         them), unless a publish arrives while blocked: then it and the rest are held."""
-        it = iter(frames)
-        for frame in it:
-            if (self.blocked and type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
+        i, count = 0, len(frames)
+        while i < count:
+            frame = frames[i]
+            if (type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
                     and self._state is ConnectionState.OPEN):
-                # RabbitMQ stops reading a connection that publishes while the alarm is on:
-                # this publish and everything after it wait until connection.unblocked
-                self._held = _HeldInput([frame, *it], error)
-                log.info("0-9-1 client %s published while blocked; input held until unblocked",
-                         self.peer_host)
-                return
+                if self.blocked:
+                    # RabbitMQ stops reading a connection that publishes while the alarm is
+                    # on: this publish and everything after it wait until connection.unblocked
+                    self._held = _HeldInput(list(frames[i:]), error)
+                    log.info("0-9-1 client %s published while blocked; input held until "
+                             "unblocked", self.peer_host)
+                    return
+                taken = self._whole_publish(frames, i)
+                if taken:
+                    i += taken
+                    if self._state is ConnectionState.CLOSED:
+                        return
+                    continue
             self._dispatch(frame)
             if self._state is ConnectionState.CLOSED:
                 return
+            i += 1
         if error is not None:
             raise error
+
+    def _whole_publish(self, frames: Sequence[Frame], i: int) -> int:
+        """Hand ``frames[i]`` (a basic.publish) with its header and body straight to the
+        channel when all of them are in ``frames`` and nothing about them is unusual;
+        returns how many frames that took (0: take the general path frame by frame).
+
+        Why: a message is three frames, and the general path's per-frame checks and
+        content-assembly steps were a fifth of a message's cost. This is exactly what
+        the general path does for such frames, minus the steps that cannot fail for them:
+        the same channel throughout, an open channel with no content under way, the
+        header's class and weight right, its size within the limit and matched exactly
+        by one body frame (or none for an empty body).
+        """
+        if self._refusal_deadline is not None or i + 1 >= len(frames):
+            return 0
+        method_frame, header = frames[i], frames[i + 1]
+        channel = method_frame.channel
+        if type(header) is not HeaderFrame or header.channel != channel or channel == 0:
+            return 0
+        ch = self._channels.get(channel)
+        if ch is None or ch.state is not _ChannelState.OPEN or ch.assembler.busy:
+            return 0
+        size = header.body_size
+        if header.class_id != _BASIC or header.weight != 0 or size > self._max_message_size:
+            return 0
+        if size:
+            if i + 2 >= len(frames):
+                return 0
+            body_frame = frames[i + 2]
+            if (type(body_frame) is not BodyFrame or body_frame.channel != channel
+                    or len(body_frame.payload) != size):
+                return 0
+            body, taken = body_frame.payload, 3
+        else:
+            body, taken = b"", 2
+        try:
+            properties = decode_properties(header.properties)
+        except ConnectionException:
+            return 0  # the general path raises it with the method's ids
+        try:
+            ch.handler.handle(method_frame.method, Content(properties, header.properties, body))
+        except ChannelException as exc:
+            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
+        return taken
 
     def _may_release(self) -> bool:
         """Held input may be replayed once the alarm is over or we are closing (the
