@@ -302,10 +302,15 @@ class IncomingLink:
             pn_link_advance(link._impl)
             return
         pending = pn_delivery_pending(d)
-        if pending > 0:
-            chunk = link.recv(pending)
-            if chunk:
-                self._buffer += chunk
+        chunk = link.recv(pending) if pending > 0 else None
+        if not self._buffer and chunk and not pn_delivery_partial(d):
+            # the whole message in one transfer (the usual case): no reassembly copies
+            if not (self.host.max_message_size and len(chunk) > self.host.max_message_size):
+                pn_link_advance(link._impl)
+                self._finish(d, chunk)
+                return
+        if chunk:
+            self._buffer += chunk
         limit = self.host.max_message_size
         if limit and len(self._buffer) > limit:
             self._buffer.clear()
@@ -323,6 +328,10 @@ class IncomingLink:
         encoded = bytes(self._buffer)
         self._buffer.clear()
         pn_link_advance(link._impl)
+        self._finish(d, encoded)
+
+    def _finish(self, d: Any, encoded: bytes) -> None:
+        """Publish a complete message and settle its transfer with the outcome."""
         outcome, condition = self._publish(encoded)
         if not pn_delivery_settled(d):
             if condition is not None:
