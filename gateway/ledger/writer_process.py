@@ -95,8 +95,6 @@ def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time)
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(message)s")
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
     if len(argv) != 1:
         log.error("usage: python -m gateway.ledger.writer_process SETTINGS_JSON")
         return EXIT_USAGE
@@ -114,6 +112,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_LOCKED
     try:
         writer = LedgerWriter(directory, **settings)
+        # Only now: ignored dispositions are inherited by whatever this process starts,
+        # and nothing should inherit them from a failed start either.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         return serve(sys.stdin.fileno(), writer)
     finally:
         os.close(lock)

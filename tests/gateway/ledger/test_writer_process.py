@@ -68,9 +68,12 @@ def test_lock_is_exclusive_per_directory_and_container(tmp_path) -> None:
 
 
 def test_bad_usage_and_bad_settings_exit_2() -> None:
+    before = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
     assert main([]) == EXIT_USAGE
     assert main(["{not json"]) == EXIT_USAGE
     assert main(['{"container_id": "gw"}']) == EXIT_USAGE  # no directory
+    # a failed start leaves the signal dispositions alone (children would inherit SIG_IGN)
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)] == before
 
 
 def _spawn(settings: dict) -> subprocess.Popen:
