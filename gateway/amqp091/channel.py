@@ -66,7 +66,8 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol, queue_name
+from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, delivery_context, ledger_key,
+                                          queue_name)
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 
@@ -121,6 +122,8 @@ class BrokerChannel:
         conn_id = getattr(context.connection, "connection_id", None)
         self._conn_id: str | None = None if conn_id is None else str(conn_id)
         self._vhost_name: str = context.vhost_name
+        self._delivery_context = delivery_context(self._vhost_name, self._user_name, _P091,
+                                                  self._conn_id, channel_id)
 
     @classmethod
     def factory(cls, broker: Any) -> ChannelHandlerFactory:
@@ -183,14 +186,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.record(
-                EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
-                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
-                link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
-                queue=consumer.queue.name, message_id=message.message_id,
-                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                size=message.size, delivery_count=entry.delivery_count,
-                received_at=message.created_at)
+            ledger.delivery_event(EventKind.DELIVERED, now, self._delivery_context,
+                                  ledger_key(message), consumer.queue.name, entry.delivery_count)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
@@ -495,14 +492,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.record(
-                EventKind.DELIVERED, now, vhost=self._vhost_name, user=self._user_name,
-                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
-                link=self.channel_id, exchange=message.exchange, routing_key=message.routing_key,
-                queue=queue.name, message_id=message.message_id,
-                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                size=message.size, delivery_count=entry.delivery_count,
-                received_at=message.created_at)
+            ledger.delivery_event(EventKind.DELIVERED, now, self._delivery_context,
+                                  ledger_key(message), queue.name, entry.delivery_count)
             if method.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         props, body = delivery_payload(message)
@@ -553,14 +544,9 @@ class BrokerChannel:
             if queue is None:
                 continue
             if ledger is not None:  # inlined _record_settled: this is the ack hot path
-                message = entry.message
-                ledger.record(
-                    EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
-                    proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
-                    link=self.channel_id, queue=queue.name, message_id=message.message_id,
-                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                    size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
-                    received_at=message.created_at)
+                ledger.delivery_event(EventKind.SETTLED, now, self._delivery_context,
+                                      ledger_key(entry.message), queue.name,
+                                      entry.delivery_count, outcome)
             if kind is SettleKind.ACK:
                 queue.settle(entry)
             elif kind is SettleKind.REQUEUE:
@@ -578,16 +564,10 @@ class BrokerChannel:
                         reason: str | None) -> None:
         """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
         message's redelivery is recorded after its release)."""
-        message = entry.message
         queue = entry.queue
-        ledger.record(
-            EventKind.SETTLED, now, vhost=self._vhost_name, user=self._user_name,
-            proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P091, connection=self._conn_id,
-            link=self.channel_id, queue=queue.name if queue is not None else None,
-            message_id=message.message_id, correlation_id=message.correlation_id,
-            gateway_id=message.gateway_id, size=message.size,
-            delivery_count=entry.delivery_count, outcome=outcome, reason=reason,
-            received_at=message.created_at)
+        ledger.delivery_event(EventKind.SETTLED, now, self._delivery_context,
+                              ledger_key(entry.message), queue.name if queue is not None else None,
+                              entry.delivery_count, outcome, reason)
 
     def _record_refused(self, ledger: Any, method: m.Method, reason: str) -> None:
         """A ``refused`` publish before it was taken in (access, an invalid property)."""

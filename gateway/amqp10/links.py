@@ -100,7 +100,8 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import PROTOCOL_OF, EventKind, LedgerOutcome, WireProtocol, queue_name
+from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, delivery_context, ledger_key,
+                                          queue_name)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -486,6 +487,8 @@ class OutgoingLink:
         self._address = link.source.address
         self._user = host.user.name
         self._vhost_name = host.vhost.name
+        self._delivery_context = delivery_context(self._vhost_name, self._user, _P10,
+                                                  host.connection_id, self.tag, self._address)
 
     @property
     def unsettled_count(self) -> int:
@@ -520,14 +523,8 @@ class OutgoingLink:
         pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
-            ledger.record(
-                EventKind.DELIVERED, self.host.now, vhost=self._vhost_name, user=self._user,
-                proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P10,
-                connection=self.host.connection_id, link=self.tag, exchange=message.exchange,
-                routing_key=message.routing_key, address=self._address, queue=self.queue.name,
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size,
-                delivery_count=entry.delivery_count, received_at=message.created_at)
+            ledger.delivery_event(EventKind.DELIVERED, self.host.now, self._delivery_context,
+                                  ledger_key(message), self.queue.name, entry.delivery_count)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -610,15 +607,9 @@ class OutgoingLink:
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
         """One ``settled`` event, recorded before the queue acts on the outcome."""
-        message = entry.message
-        ledger.record(
-            EventKind.SETTLED, self.host.now, vhost=self._vhost_name, user=self._user,
-            proto_in=PROTOCOL_OF[message.origin._value_], proto_out=_P10,
-            connection=self.host.connection_id, link=self.tag, address=self._address,
-            queue=self.queue.name, message_id=message.message_id,
-            correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-            size=message.size, delivery_count=entry.delivery_count, outcome=outcome,
-            reason=reason, received_at=message.created_at)
+        ledger.delivery_event(EventKind.SETTLED, self.host.now, self._delivery_context,
+                              ledger_key(entry.message), self.queue.name, entry.delivery_count,
+                              outcome, reason)
 
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now

@@ -18,6 +18,9 @@ Which event goes where (the contract the pipeline's counts rely on):
   user-id, a malformed message) is a lone ``refused`` with no ``gateway_id``.
 - ``delivered`` per delivery attempt and ``settled`` (outcome) per delivery, including
   releases when a channel or link goes away with unsettled deliveries (reason says so).
+  These two are recorded with ``ledger.delivery_event(event, now, context, ledger_key(
+  message), queue, delivery_count[, outcome, reason])``: ``context`` is the consumer's
+  ``delivery_context(...)``, made once per channel or link.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -26,11 +29,13 @@ from __future__ import annotations
 
 import operator
 
+from gateway.ledger.buffer import delivery_context, message_key
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
-from .message import Encoding
+from .message import Encoding, MessageContainer
 
-__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "queue_name"]
+__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "delivery_context",
+           "ledger_key", "queue_name"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
 #: ``_value_``: call sites look up ``PROTOCOL_OF[message.origin._value_]`` because an Enum
@@ -43,3 +48,15 @@ PROTOCOL_OF: dict[str, WireProtocol] = {
 
 #: ``list(map(queue_name, result.queues))``: the ``routed_to`` column, built in C.
 queue_name = operator.attrgetter("name")
+
+
+def ledger_key(message: MessageContainer) -> tuple:
+    """The message's fields that its ``delivered``/``settled`` rows share
+    (``EventBuffer.delivery_event``), made once per message."""
+    key = message.ledger_key
+    if key is None:
+        key = message.ledger_key = message_key(
+            PROTOCOL_OF[message.origin._value_], message.exchange, message.routing_key,
+            message.message_id, message.correlation_id, message.gateway_id, message.size,
+            message.created_at)
+    return key

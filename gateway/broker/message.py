@@ -78,6 +78,7 @@ class MessageContainer:
         "gateway_id",
         "deaths",
         "annotations",
+        "ledger_key",
         "_converted",
     )
 
@@ -119,6 +120,8 @@ class MessageContainer:
         self.gateway_id = gateway_id
         self.deaths = deaths
         self.annotations = annotations
+        #: the ledger's per-message fields, made at the first delivery (ledger_events.ledger_key)
+        self.ledger_key: Optional[tuple] = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
@@ -138,8 +141,10 @@ class MessageContainer:
         return value
 
     def copy(self, **changes: Any) -> "MessageContainer":
-        """A new container with ``changes`` applied and an empty conversion cache."""
-        fields = {name: getattr(self, name) for name in self.__slots__ if name != "_converted"}
+        """A new container with ``changes`` applied, an empty conversion cache and no
+        ledger key (its fields may be among the changes)."""
+        fields = {name: getattr(self, name) for name in self.__slots__
+                  if name not in ("_converted", "ledger_key")}
         fields.update(changes)
         origin = fields.pop("origin")
         payload = fields.pop("payload")

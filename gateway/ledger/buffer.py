@@ -11,21 +11,42 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["EventBuffer", "PAIR_SEPARATOR"]
+__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "delivery_context", "message_key"]
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
+#: length of a compact delivery row (``EventBuffer.delivery_event``); a full row is longer
+DELIVERY_ROW_LENGTH = 8
+
+
+def delivery_context(vhost: Optional[str], user: Optional[str], proto_out: object,
+                     connection: Optional[str], link: object,
+                     address: Optional[str] = None) -> tuple:
+    """The fields of a consumer's deliveries that never change (its channel or link):
+    made once per consumer and shared by every row it records."""
+    return (vhost, user, getattr(proto_out, "_value_", proto_out), connection, link, address)
+
+
+def message_key(proto_in: object, exchange: Optional[str], routing_key: Optional[str],
+                message_id: object, correlation_id: object, gateway_id: object,
+                size: Optional[int], received_at: Optional[float]) -> tuple:
+    """The fields of a message that every delivery event repeats: made once per message."""
+    return (getattr(proto_in, "_value_", proto_in), exchange, routing_key, message_id,
+            correlation_id, gateway_id, size, received_at)
 
 
 class EventBuffer:
     """Events waiting for the next flush. ``enabled=False`` makes recording a no-op."""
 
-    def __init__(self, *, enabled: bool = True) -> None:
+    def __init__(self, *, enabled: bool = True, keep_headers: bool = True) -> None:
         self.enabled = enabled
+        #: False when no header is recorded anyway: rows then do not hold the headers
+        self.keep_headers = keep_headers
         self._buffer: list = []
         if not enabled:
             # Disabled: the hot-path calls become no-ops bound on the instance.
             self.record = self._discard  # type: ignore[method-assign]
+            self.delivery_event = self._discard  # type: ignore[method-assign]
             self.append = self._discard  # type: ignore[method-assign]
 
     def record(
@@ -86,8 +107,25 @@ class EventBuffer:
             now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
             routing_key, address, queue, routed_to, message_id, correlation_id, gateway_id,
             origin_id, peer_container, size, delivery_count, outcome, reason, received_at,
-            headers,
+            headers if self.keep_headers else None,
         ))
+
+    def delivery_event(self, event: EventKind, now: float, context: tuple, key: tuple,
+                       queue: Optional[str], delivery_count: Optional[int],
+                       outcome: Optional[Outcome] = None, reason: Optional[str] = None) -> None:
+        """A ``delivered`` or ``settled`` event in a compact row: ``context`` from
+        ``delivery_context``, ``key`` from ``message_key``, both shared, not copied.
+
+        Written exactly as ``record`` would write the same event with those fields
+        (``delivered`` carries the message's exchange and routing key, ``settled`` does
+        not). Why: these two events happen for every delivery and a positional call with
+        eight values costs half of ``record``'s keywords.
+        """
+        if event.__class__ is not str:
+            event = event._value_  # type: ignore[assignment]
+        if outcome is not None and outcome.__class__ is not str:
+            outcome = outcome._value_
+        self._buffer.append((now, event, context, key, queue, delivery_count, outcome, reason))
 
     def append(self, record: LedgerRecord) -> None:
         """Buffer a ready-made record (its ``container`` is replaced by the writer's)."""

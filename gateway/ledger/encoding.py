@@ -15,8 +15,8 @@ from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from .buffer import PAIR_SEPARATOR
-from .records import LEDGER_SCHEMA_VERSION, LedgerRecord
+from .buffer import DELIVERY_ROW_LENGTH, PAIR_SEPARATOR
+from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
 
@@ -43,6 +43,7 @@ _NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS, _REASON = (
 )
 
 _INT_FIELDS = frozenset(("size", "delivery_count"))
+_DELIVERED = EventKind.DELIVERED.value
 _SCALE = 2 ** 32
 _dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
@@ -175,16 +176,32 @@ class RowEncoder:
 
 
 def _split_pairs(items: Sequence[Buffered]) -> Iterator[Buffered]:
-    """Rows as they are, except a row holding two events (``record(..., then=...)``):
-    the first without ``routed_to``/``reason``, then the second without headers."""
+    """Full rows, whatever form they were buffered in: a row holding two events
+    (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
+    second without headers; a compact delivery row (``delivery_event``) is expanded."""
     for item in items:
-        if type(item) is tuple and PAIR_SEPARATOR in item[_EVENT]:
+        if type(item) is not tuple:
+            yield item
+        elif len(item) == DELIVERY_ROW_LENGTH:
+            yield _delivery_row(item)
+        elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
             yield (item[:_EVENT] + (first,) + item[_EVENT + 1:_ROUTED] + (None,)
                    + item[_ROUTED + 1:_REASON] + (None,) + item[_REASON + 1:])
             yield item[:_EVENT] + (second,) + item[_EVENT + 1:_HEADERS] + (None,)
         else:
             yield item
+
+
+def _delivery_row(item: tuple) -> tuple:
+    now, event, context, key, queue, delivery_count, outcome, reason = item
+    vhost, user, proto_out, connection, link, address = context
+    proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, received_at = key
+    if event != _DELIVERED:  # a settlement names the queue, not the publish's exchange
+        exchange = routing_key = None
+    return (now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
+            routing_key, address, queue, None, message_id, correlation_id, gateway_id, None,
+            None, size, delivery_count, outcome, reason, received_at, None)
 
 
 def _allowed(headers: Mapping[str, object], allowlist: frozenset[str]) -> dict[str, str]:

@@ -15,13 +15,11 @@ from typing import Iterable
 
 from .batches import lines_frame, rows_frame
 from .buffer import EventBuffer
-from .encoding import ROW_FIELDS, RowEncoder, sample_threshold
+from .encoding import RowEncoder, sample_threshold
 
 __all__ = ["LedgerFeed"]
 
 log = logging.getLogger(__name__)
-
-_HEADERS = ROW_FIELDS.index("headers")
 
 
 class LedgerFeed(EventBuffer):
@@ -35,20 +33,16 @@ class LedgerFeed(EventBuffer):
 
     def __init__(self, *, container_id: str, sample_rate: float = 1.0,
                  header_allowlist: Iterable[str] = (), enabled: bool = True) -> None:
-        super().__init__(enabled=enabled)
-        self._encoder = RowEncoder(container_id, header_allowlist, sample_threshold(sample_rate))
-        self._keep_headers = bool(self._encoder.allowlist)
+        encoder = RowEncoder(container_id, header_allowlist, sample_threshold(sample_rate))
+        # no header is recorded: do not pay for pickling the applications' headers
+        super().__init__(enabled=enabled, keep_headers=bool(encoder.allowlist))
+        self._encoder = encoder
         self.batches = self.rows_sent = self.batches_encoded_here = 0
 
     def take_frame(self) -> bytes:
         """The buffered events as one frame (an empty batch when there are none: the
         writer process then only rotates by age)."""
         items = self.take()
-        if items and not self._keep_headers:
-            # no header is recorded: do not pay for pickling the applications' headers
-            items = [item[:_HEADERS] + (None,)
-                     if type(item) is tuple and item[_HEADERS] is not None else item
-                     for item in items]
         self.batches += 1
         self.rows_sent += len(items)
         try:

@@ -36,6 +36,26 @@ class LedgerCapture:
         self.events.append(CapturedEvent(getattr(event, "value", event), now, first))
         self.events.append(CapturedEvent(getattr(then, "value", then), now, second))
 
+    def delivery_event(self, event: Any, now: float, context: tuple, key: tuple, queue: Any,
+                       delivery_count: Any, outcome: Any = None, reason: Any = None) -> None:
+        """The compact form, captured with the fields ``record`` would have had (protocol
+        and outcome as the ledger's enums, as the call sites used to pass them)."""
+        from gateway.ledger import Outcome, Protocol
+
+        vhost, user, proto_out, connection, link, address = context
+        proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, received_at = key
+        kind = getattr(event, "value", event)
+        fields = dict(vhost=vhost, user=user, proto_in=Protocol(proto_in),
+                      proto_out=Protocol(proto_out), connection=connection, link=link,
+                      address=address, queue=queue, message_id=message_id,
+                      correlation_id=correlation_id, gateway_id=gateway_id, size=size,
+                      delivery_count=delivery_count,
+                      outcome=None if outcome is None else Outcome(getattr(outcome, "value", outcome)),
+                      reason=reason, received_at=received_at)
+        if kind == "delivered":
+            fields.update(exchange=exchange, routing_key=routing_key)
+        self.events.append(CapturedEvent(kind, now, fields))
+
     def kinds(self) -> list[str]:
         return [e.event for e in self.events]
 

@@ -161,3 +161,26 @@ def test_buffered_rows_hold_plain_values_only():
                outcome=Outcome.ACCEPTED)
     [item] = buf.take()
     assert {type(v) for v in item} <= {float, str, type(None)}
+
+
+@pytest.mark.parametrize("event, outcome, reason", [
+    (EventKind.DELIVERED, None, None),
+    (EventKind.SETTLED, Outcome.REJECTED, "link closed"),
+])
+def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outcome, reason):
+    from gateway.ledger import Protocol
+    from gateway.ledger.buffer import EventBuffer, delivery_context, message_key
+
+    context = delivery_context("/", "bob", Protocol.AMQP10, "c7", "link-1", "/queues/q")
+    key = message_key(Protocol.AMQP091, "amq.topic", "a.b", "m-1", "c-1", 42, 10, 1000.0)
+    compact, full = EventBuffer(), EventBuffer()
+    compact.delivery_event(event, 1000.5, context, key, "q", 2, outcome, reason)
+    fields = dict(vhost="/", user="bob", proto_in=Protocol.AMQP091, proto_out=Protocol.AMQP10,
+                  connection="c7", link="link-1", address="/queues/q", queue="q",
+                  message_id="m-1", correlation_id="c-1", gateway_id=42, size=10,
+                  delivery_count=2, outcome=outcome, reason=reason, received_at=1000.0)
+    if event is EventKind.DELIVERED:  # a delivery names the publish's exchange and key
+        fields.update(exchange="amq.topic", routing_key="a.b")
+    full.record(event, 1000.5, **fields)
+    encoder = RowEncoder("gw")
+    assert encoder.encode(compact.take()) == encoder.encode(full.take())
