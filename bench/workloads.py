@@ -114,9 +114,11 @@ def all_workloads(quick: bool = False) -> list[Workload]:
 def ledger_workloads(quick: bool = False) -> list[Workload]:
     """The ledger's cost: these rows run on one gateway with the ledger on (the default)
     and one with it off, alternating; the ratio on/off is the throughput kept (family
-    ``L``, target >= 0.9). Both protocols, 100 B, where per-message costs weigh most."""
+    ``L``, target >= 0.9). Both protocols at 100 B, where per-message costs weigh most,
+    and 0-9-1 at 4 KiB."""
     p091, p10 = Protocol.AMQP091, Protocol.AMQP10
-    rows = [Workload("L", "W3 100B", Kind.FLOW, p091, p091), Workload("L", "W4 100B", Kind.FLOW, p10, p10)]
+    rows = [Workload("L", "W3 100B", Kind.FLOW, p091, p091), Workload("L", "W4 100B", Kind.FLOW, p10, p10),
+            Workload("L", "W3 4KiB", Kind.FLOW, p091, p091, size=SIZE_LARGE)]
     return rows[:1] if quick else rows
 
 

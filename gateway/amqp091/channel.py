@@ -122,7 +122,7 @@ class BrokerChannel:
         conn_id = getattr(context.connection, "connection_id", None)
         self._conn_id: str | None = None if conn_id is None else str(conn_id)
         self._vhost_name: str = context.vhost_name
-        self._delivery_context = delivery_context(self._vhost_name, self._user_name, _P091,
+        self._ledger_context = delivery_context(self._vhost_name, self._user_name, _P091,
                                                   self._conn_id, channel_id)
 
     @classmethod
@@ -186,7 +186,7 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.delivery_event(EventKind.DELIVERED, now, self._delivery_context,
+            ledger.delivery_event(EventKind.DELIVERED, now, self._ledger_context,
                                   ledger_key(message), consumer.queue.name, entry.delivery_count)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
@@ -444,14 +444,9 @@ class BrokerChannel:
             else:
                 event, reason = EventKind.UNROUTABLE, None
             routed_to = tuple(map(queue_name, result.queues))
-            if received:  # the usual case, inlined: received and its outcome in one row
-                ledger.record(
-                    EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user_name,
-                    proto_in=_P091, connection=self._conn_id, link=self.channel_id,
-                    exchange=method.exchange, routing_key=method.routing_key,
-                    routed_to=routed_to, message_id=message.message_id,
-                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                    size=message.size, reason=reason, headers=message.headers, then=event)
+            if received:  # the usual case: received and its outcome in one compact row
+                ledger.publish_event(EventKind.RECEIVED, event, now, self._ledger_context,
+                                     ledger_key(message), routed_to, reason, message.headers)
             else:
                 self._record_publish(ledger, method, message, event, reason=reason,
                                      routed_to=routed_to)
@@ -492,7 +487,7 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.delivery_event(EventKind.DELIVERED, now, self._delivery_context,
+            ledger.delivery_event(EventKind.DELIVERED, now, self._ledger_context,
                                   ledger_key(message), queue.name, entry.delivery_count)
             if method.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
@@ -544,7 +539,7 @@ class BrokerChannel:
             if queue is None:
                 continue
             if ledger is not None:  # inlined _record_settled: this is the ack hot path
-                ledger.delivery_event(EventKind.SETTLED, now, self._delivery_context,
+                ledger.delivery_event(EventKind.SETTLED, now, self._ledger_context,
                                       ledger_key(entry.message), queue.name,
                                       entry.delivery_count, outcome)
             if kind is SettleKind.ACK:
@@ -565,7 +560,7 @@ class BrokerChannel:
         """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
         message's redelivery is recorded after its release)."""
         queue = entry.queue
-        ledger.delivery_event(EventKind.SETTLED, now, self._delivery_context,
+        ledger.delivery_event(EventKind.SETTLED, now, self._ledger_context,
                               ledger_key(entry.message), queue.name if queue is not None else None,
                               entry.delivery_count, outcome, reason)
 

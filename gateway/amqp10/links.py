@@ -232,6 +232,8 @@ class IncomingLink:
         self._address = link.target.address
         self._user = host.user.name
         self._vhost_name = host.vhost.name
+        self._ledger_context = delivery_context(self._vhost_name, self._user, _P10,
+                                                host.connection_id, self._name, self._address)
 
     @property
     def starving(self) -> bool:
@@ -430,13 +432,12 @@ class IncomingLink:
                     self._record(ledger, EventKind.UNROUTABLE, message, now, address, received=True)
                 return Delivery.RELEASED, None
             if ledger is not None:
-                ledger.record(
-                    EventKind.RECEIVED, now, vhost=self._vhost_name, user=self._user,
-                    proto_in=_P10, connection=self.host.connection_id, link=self._name,
-                    exchange=route.exchange, routing_key=route.routing_key, address=address,
-                    routed_to=tuple(map(queue_name, result.queues)), message_id=message.message_id,
-                    correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                    size=message.size, headers=message.headers, then=EventKind.ROUTED)
+                context = self._ledger_context
+                if address != context[5]:  # the anonymous relay: the message's own 'to'
+                    context = context[:5] + (address,)
+                ledger.publish_event(EventKind.RECEIVED, EventKind.ROUTED, now, context,
+                                     ledger_key(message), tuple(map(queue_name, result.queues)),
+                                     None, message.headers)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
@@ -487,7 +488,7 @@ class OutgoingLink:
         self._address = link.source.address
         self._user = host.user.name
         self._vhost_name = host.vhost.name
-        self._delivery_context = delivery_context(self._vhost_name, self._user, _P10,
+        self._ledger_context = delivery_context(self._vhost_name, self._user, _P10,
                                                   host.connection_id, self.tag, self._address)
 
     @property
@@ -523,7 +524,7 @@ class OutgoingLink:
         pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
-            ledger.delivery_event(EventKind.DELIVERED, self.host.now, self._delivery_context,
+            ledger.delivery_event(EventKind.DELIVERED, self.host.now, self._ledger_context,
                                   ledger_key(message), self.queue.name, entry.delivery_count)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
@@ -607,7 +608,7 @@ class OutgoingLink:
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
         """One ``settled`` event, recorded before the queue acts on the outcome."""
-        ledger.delivery_event(EventKind.SETTLED, self.host.now, self._delivery_context,
+        ledger.delivery_event(EventKind.SETTLED, self.host.now, self._ledger_context,
                               ledger_key(entry.message), self.queue.name, entry.delivery_count,
                               outcome, reason)
 

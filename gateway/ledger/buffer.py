@@ -11,19 +11,22 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "delivery_context", "message_key"]
+__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH",
+           "delivery_context", "message_key"]
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
 #: length of a compact delivery row (``EventBuffer.delivery_event``); a full row is longer
 DELIVERY_ROW_LENGTH = 8
+#: length of a compact publish row (``EventBuffer.publish_event``)
+PUBLISH_ROW_LENGTH = 7
 
 
 def delivery_context(vhost: Optional[str], user: Optional[str], proto_out: object,
                      connection: Optional[str], link: object,
                      address: Optional[str] = None) -> tuple:
-    """The fields of a consumer's deliveries that never change (its channel or link):
-    made once per consumer and shared by every row it records."""
+    """The fields of a channel's or link's events that never change: made once and shared
+    by every row it records (``proto_out`` matters for deliveries only)."""
     return (vhost, user, getattr(proto_out, "_value_", proto_out), connection, link, address)
 
 
@@ -47,6 +50,7 @@ class EventBuffer:
             # Disabled: the hot-path calls become no-ops bound on the instance.
             self.record = self._discard  # type: ignore[method-assign]
             self.delivery_event = self._discard  # type: ignore[method-assign]
+            self.publish_event = self._discard  # type: ignore[method-assign]
             self.append = self._discard  # type: ignore[method-assign]
 
     def record(
@@ -126,6 +130,20 @@ class EventBuffer:
         if outcome is not None and outcome.__class__ is not str:
             outcome = outcome._value_
         self._buffer.append((now, event, context, key, queue, delivery_count, outcome, reason))
+
+    def publish_event(self, event: EventKind, then: EventKind, now: float, context: tuple,
+                      key: tuple, routed_to: Optional[Sequence[str]] = None,
+                      reason: Optional[str] = None,
+                      headers: Optional[Mapping[str, object]] = None) -> None:
+        """A publish's ``received`` event and its routing outcome ``then`` in one compact
+        row: ``context`` from ``delivery_context`` (the publisher's channel or link),
+        ``key`` from ``message_key``. Written exactly as ``record(event, ..., then=then)``
+        with those fields would be (``received_at`` is not written for either)."""
+        if event.__class__ is not str:
+            event = event._value_  # type: ignore[assignment]
+        event = event + PAIR_SEPARATOR + (then if then.__class__ is str else then._value_)
+        self._buffer.append((now, event, context, key, routed_to, reason,
+                             headers if self.keep_headers else None))
 
     def append(self, record: LedgerRecord) -> None:
         """Buffer a ready-made record (its ``container`` is replaced by the writer's)."""

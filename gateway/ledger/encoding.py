@@ -15,7 +15,7 @@ from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from .buffer import DELIVERY_ROW_LENGTH, PAIR_SEPARATOR
+from .buffer import DELIVERY_ROW_LENGTH, PAIR_SEPARATOR, PUBLISH_ROW_LENGTH
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
@@ -178,12 +178,15 @@ class RowEncoder:
 def _split_pairs(items: Sequence[Buffered]) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
-    second without headers; a compact delivery row (``delivery_event``) is expanded."""
+    second without headers; compact delivery and publish rows (``delivery_event``,
+    ``publish_event``) are expanded."""
     for item in items:
         if type(item) is not tuple:
             yield item
         elif len(item) == DELIVERY_ROW_LENGTH:
             yield _delivery_row(item)
+        elif len(item) == PUBLISH_ROW_LENGTH:
+            yield from _publish_rows(item)
         elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
             yield (item[:_EVENT] + (first,) + item[_EVENT + 1:_ROUTED] + (None,)
@@ -191,6 +194,17 @@ def _split_pairs(items: Sequence[Buffered]) -> Iterator[Buffered]:
             yield item[:_EVENT] + (second,) + item[_EVENT + 1:_HEADERS] + (None,)
         else:
             yield item
+
+
+def _publish_rows(item: tuple) -> tuple[tuple, tuple]:
+    now, events, context, key, routed_to, reason, headers = item
+    first, second = events.split(PAIR_SEPARATOR)
+    vhost, user, _proto, connection, link, address = context
+    proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, _at = key
+    head = (vhost, user, proto_in, None, connection, link, exchange, routing_key, address, None)
+    ids = (message_id, correlation_id, gateway_id, None, None, size, None, None)
+    return ((now, first) + head + (None,) + ids + (None, None, headers),
+            (now, second) + head + (routed_to,) + ids + (reason, None, None))
 
 
 def _delivery_row(item: tuple) -> tuple:

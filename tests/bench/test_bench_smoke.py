@@ -133,8 +133,9 @@ def test_workloads_cover_the_issue():
     (w7,) = [r for r in rows if r.name == "W7"]
     assert w7.topics == 10_000 and w7.hot_topics == 1_000 and w7.hot_share == 0.5
     ledger = ledger_workloads()
-    assert [r.key for r in ledger] == ["L W3 100B", "L W4 100B"]
+    assert [r.key for r in ledger] == ["L W3 100B", "L W4 100B", "L W3 4KiB"]
     assert {(r.producer, r.consumer) for r in ledger} == {(Protocol.AMQP091,) * 2, (Protocol.AMQP10,) * 2}
+    assert [r.size for r in ledger] == [100, 100, 4096]
 
 
 def test_select_workloads_filters_and_rejects_unknown_names():

@@ -56,6 +56,19 @@ class LedgerCapture:
             fields.update(exchange=exchange, routing_key=routing_key)
         self.events.append(CapturedEvent(kind, now, fields))
 
+    def publish_event(self, event: Any, then: Any, now: float, context: tuple, key: tuple,
+                      routed_to: Any = None, reason: Any = None, headers: Any = None) -> None:
+        """The compact publish row, captured as the two events ``record(then=...)`` gives."""
+        from gateway.ledger import Protocol
+
+        vhost, user, _proto, connection, link, address = context
+        proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, _ = key
+        self.record(event, now, vhost=vhost, user=user, proto_in=Protocol(proto_in),
+                    connection=connection, link=link, exchange=exchange,
+                    routing_key=routing_key, address=address, routed_to=routed_to,
+                    message_id=message_id, correlation_id=correlation_id,
+                    gateway_id=gateway_id, size=size, reason=reason, headers=headers, then=then)
+
     def kinds(self) -> list[str]:
         return [e.event for e in self.events]
 

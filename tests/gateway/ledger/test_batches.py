@@ -19,6 +19,16 @@ def test_rows_round_trip_with_enums_and_tuples() -> None:
     assert BatchReader().feed(frames) == [(BatchKind.ROWS, [ROW, ROW]), (BatchKind.ROWS, [])]
 
 
+def test_plain_rows_are_marshalled_and_others_pickled() -> None:
+    plain = ROW[:1] + ("settled",) + ROW[2:20] + ("accepted",) + ROW[21:]
+    assert rows_frame([plain])[4] == BatchKind.MARSHALLED_ROWS
+    assert rows_frame([ROW])[4] == BatchKind.ROWS  # enum members: pickle
+    shared = ("/", "guest", "0-9-1", "c1", 1, None)
+    rows = [(1.0, "delivered", shared, ("k",), "q", 0, None, None)] * 3
+    [(kind, back)] = BatchReader().feed(rows_frame(rows))
+    assert kind is BatchKind.ROWS and back == rows
+
+
 def test_lines_frame_carries_bytes_and_count() -> None:
     got = BatchReader().feed(lines_frame(b'{"a":1}\n{"a":2}\n', 2))
     assert got == [(BatchKind.LINES, (b'{"a":1}\n{"a":2}\n', 2))]
@@ -49,6 +59,7 @@ def test_incomplete_frame_is_held_back() -> None:
     (struct.pack(">IB", 0, 1), "length 0"),
     (struct.pack(">IB", 2, 9) + b"x", "unknown batch kind 9"),
     (struct.pack(">IB", 4, 1) + b"abc", "does not unpickle"),
+    (struct.pack(">IB", 4, 3) + b"\xff\x00\x01", "does not unmarshal"),
 ])
 def test_corrupt_streams_set_the_error_and_keep_earlier_frames(frame: bytes, words: str) -> None:
     reader = BatchReader()

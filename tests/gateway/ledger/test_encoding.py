@@ -184,3 +184,20 @@ def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outco
     full.record(event, 1000.5, **fields)
     encoder = RowEncoder("gw")
     assert encoder.encode(compact.take()) == encoder.encode(full.take())
+
+
+def test_a_compact_publish_row_is_written_as_record_would_write_it():
+    from gateway.ledger import Protocol
+    from gateway.ledger.buffer import EventBuffer, delivery_context, message_key
+
+    context = delivery_context("/", "ann", Protocol.AMQP10, "c3", "sender", "/exchanges/x/k")
+    key = message_key(Protocol.AMQP10, "x", "k", 7, None, 99, 12, 1000.0)
+    compact, full = EventBuffer(), EventBuffer()
+    compact.publish_event(EventKind.RECEIVED, EventKind.ROUTED, 1000.0, context, key, ("q1",),
+                          None, {"x-tenant": "acme"})
+    full.record(EventKind.RECEIVED, 1000.0, vhost="/", user="ann", proto_in=Protocol.AMQP10,
+                connection="c3", link="sender", exchange="x", routing_key="k",
+                address="/exchanges/x/k", routed_to=("q1",), message_id=7, gateway_id=99,
+                size=12, headers={"x-tenant": "acme"}, then=EventKind.ROUTED)
+    encoder = RowEncoder("gw", ["x-tenant"])
+    assert encoder.encode(compact.take()) == encoder.encode(full.take())
