@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
+
+
+@pytest.fixture
+def conn(gateway):
+    """A pika BlockingConnection on the session gateway, closed afterwards (modules that
+    need another kind of ``conn`` define their own)."""
+    c = pika_connection(gateway)
+    yield c
+    if c.is_open:
+        c.close()
 
 
 @pytest.fixture

@@ -3,27 +3,11 @@ prefetch, nack with multiple, basic.recover-async and the 540 for prefetch_size 
 py-amqp over real sockets)."""
 from __future__ import annotations
 
-import time
 
 import amqp
 import pytest
 
-from tests.support.amqp091_clients import amqp_connection, pika_connection, unique
-
-
-@pytest.fixture
-def conn(gateway):
-    c = pika_connection(gateway)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-def pump(conn, until, timeout: float = 5.0) -> None:
-    """Run pika's I/O until ``until()`` is true or ``timeout`` seconds passed."""
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.02)
+from tests.support.amqp091_clients import amqp_connection, pump, unique
 
 
 def test_channel_flow_false_pauses_deliveries_and_true_resumes_them(conn):

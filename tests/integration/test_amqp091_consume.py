@@ -5,26 +5,8 @@ import asyncio
 
 import aio_pika
 import pika
-import pytest
 
-from tests.support.amqp091_clients import amqp_url, pika_connection, unique
-
-
-@pytest.fixture
-def conn(gateway):
-    c = pika_connection(gateway)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-def pump(conn, until, timeout: float = 5.0) -> None:
-    """Run pika's I/O until ``until()`` is true or ``timeout`` seconds passed."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.02)
+from tests.support.amqp091_clients import amqp_url, pika_connection, pump, unique
 
 
 def test_pika_publish_get_roundtrip(conn):

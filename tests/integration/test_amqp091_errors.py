@@ -9,14 +9,6 @@ import pytest
 from tests.support.amqp091_clients import amqp_connection, pika_connection, unique
 
 
-@pytest.fixture
-def conn(gateway):
-    c = pika_connection(gateway)
-    yield c
-    if c.is_open:
-        c.close()
-
-
 def channel_error(fn, *args, **kwargs) -> pika.exceptions.ChannelClosedByBroker:
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
         fn(*args, **kwargs)

@@ -11,22 +11,8 @@ import amqp
 import pika
 import pytest
 
-from tests.support.amqp091_clients import amqp_connection, pika_connection, pika_params, unique
+from tests.support.amqp091_clients import amqp_connection, pika_connection, pika_params, pump, unique
 from tests.support.gateway_process import default_config
-
-
-@pytest.fixture
-def conn(gateway):
-    c = pika_connection(gateway)
-    yield c
-    if c.is_open:
-        c.close()
-
-
-def pump(conn, until, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.05)
 
 
 def test_10_mib_message_split_across_frames(conn):

@@ -9,15 +9,7 @@ import amqp
 import pika
 import pytest
 
-from tests.support.amqp091_clients import amqp_connection, amqp_url, pika_connection, unique
-
-
-@pytest.fixture
-def conn(gateway):
-    c = pika_connection(gateway)
-    yield c
-    if c.is_open:
-        c.close()
+from tests.support.amqp091_clients import amqp_connection, amqp_url, unique
 
 
 def test_pika_confirms_ack_routed_and_unroutable(conn):

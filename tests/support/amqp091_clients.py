@@ -5,13 +5,14 @@ and :func:`unique` makes per-test entity names (tests share one gateway, ``pytes
 """
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import amqp
 import pika
 
-__all__ = ["pika_params", "pika_connection", "amqp_connection", "amqp_url", "unique"]
+__all__ = ["pika_params", "pika_connection", "amqp_connection", "amqp_url", "pump", "unique"]
 
 TIMEOUT = 10.0
 
@@ -49,3 +50,10 @@ def amqp_connection(gateway: Any, **kwargs: Any) -> amqp.Connection:
 def amqp_url(gateway: Any, user: str = "guest", password: str = "guest", vhost: str = "%2F") -> str:
     """``amqp://`` URL for kombu and aio-pika."""
     return f"amqp://{user}:{password}@127.0.0.1:{gateway.amqp_port}/{vhost}"
+
+
+def pump(conn: pika.BlockingConnection, until: Any, timeout: float = 10.0) -> None:
+    """Run pika's I/O until ``until()`` is true or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while not until() and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.02)
