@@ -66,8 +66,8 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, delivery_context, ledger_key,
-                                          queue_name)
+from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
+                                          ledger_key, queue_name)
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 
@@ -122,7 +122,7 @@ class BrokerChannel:
         conn_id = getattr(context.connection, "connection_id", None)
         self._conn_id: str | None = None if conn_id is None else str(conn_id)
         self._vhost_name: str = context.vhost_name
-        self._ledger_context = delivery_context(self._vhost_name, self._user_name, _P091,
+        self._ledger_context = ledger_context(self._vhost_name, self._user_name, _P091,
                                                   self._conn_id, channel_id)
 
     @classmethod

@@ -100,8 +100,8 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, delivery_context, ledger_key,
-                                          queue_name)
+from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
+                                          ledger_key, queue_name)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -232,7 +232,7 @@ class IncomingLink:
         self._address = link.target.address
         self._user = host.user.name
         self._vhost_name = host.vhost.name
-        self._ledger_context = delivery_context(self._vhost_name, self._user, _P10,
+        self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
                                                 host.connection_id, self._name, self._address)
 
     @property
@@ -488,7 +488,7 @@ class OutgoingLink:
         self._address = link.source.address
         self._user = host.user.name
         self._vhost_name = host.vhost.name
-        self._ledger_context = delivery_context(self._vhost_name, self._user, _P10,
+        self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
                                                   host.connection_id, self.tag, self._address)
 
     @property

@@ -20,7 +20,7 @@ Which event goes where (the contract the pipeline's counts rely on):
   releases when a channel or link goes away with unsettled deliveries (reason says so).
   These two are recorded with ``ledger.delivery_event(event, now, context, ledger_key(
   message), queue, delivery_count[, outcome, reason])``: ``context`` is the consumer's
-  ``delivery_context(...)``, made once per channel or link.
+  ``ledger_context(...)``, made once per channel or link.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import operator
 
-from gateway.ledger.buffer import delivery_context, message_key
+from gateway.ledger.buffer import ledger_context, message_key
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer
 
-__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "delivery_context",
+__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "ledger_context",
            "ledger_key", "queue_name"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's

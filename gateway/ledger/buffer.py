@@ -12,7 +12,7 @@ from typing import Mapping, Optional, Sequence
 from .records import EventKind, LedgerRecord, Outcome
 
 __all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH",
-           "delivery_context", "message_key"]
+           "ledger_context", "message_key"]
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
@@ -22,7 +22,7 @@ DELIVERY_ROW_LENGTH = 8
 PUBLISH_ROW_LENGTH = 7
 
 
-def delivery_context(vhost: Optional[str], user: Optional[str], proto_out: object,
+def ledger_context(vhost: Optional[str], user: Optional[str], proto_out: object,
                      connection: Optional[str], link: object,
                      address: Optional[str] = None) -> tuple:
     """The fields of a channel's or link's events that never change: made once and shared
@@ -95,8 +95,8 @@ class EventBuffer:
         a row of plain values and tuples is left alone by the GC.
         """
         # Enum members become their plain string values: a row of plain values is what
-        # pickle writes fastest, and CPython's GC stops tracking such a tuple at its
-        # first collection instead of walking it until the flush.
+        # marshal can write (and fastest), and CPython's GC stops tracking such a tuple at
+        # its first collection instead of walking it until the flush.
         if event.__class__ is not str:
             event = event._value_  # type: ignore[assignment]
         if then is not None:  # "first>then": a str (no tuple for the GC to track)
@@ -118,7 +118,7 @@ class EventBuffer:
                        queue: Optional[str], delivery_count: Optional[int],
                        outcome: Optional[Outcome] = None, reason: Optional[str] = None) -> None:
         """A ``delivered`` or ``settled`` event in a compact row: ``context`` from
-        ``delivery_context``, ``key`` from ``message_key``, both shared, not copied.
+        ``ledger_context``, ``key`` from ``message_key``, both shared, not copied.
 
         Written exactly as ``record`` would write the same event with those fields
         (``delivered`` carries the message's exchange and routing key, ``settled`` does
@@ -136,7 +136,7 @@ class EventBuffer:
                       reason: Optional[str] = None,
                       headers: Optional[Mapping[str, object]] = None) -> None:
         """A publish's ``received`` event and its routing outcome ``then`` in one compact
-        row: ``context`` from ``delivery_context`` (the publisher's channel or link),
+        row: ``context`` from ``ledger_context`` (the publisher's channel or link),
         ``key`` from ``message_key``. Written exactly as ``record(event, ..., then=then)``
         with those fields would be (``received_at`` is not written for either)."""
         if event.__class__ is not str:

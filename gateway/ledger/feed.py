@@ -3,8 +3,9 @@
 Encoding events as JSON costs about ten times what the hot path's ``list.append`` does
 and, with four or five events per message, was a quarter to a third of the gateway's
 CPU at full load. ``LedgerFeed`` keeps the hot path of ``EventBuffer`` and, once per
-flush interval, turns the buffer into one pickled batch frame (``batches``) for the
-writer process (``writer_process``), which encodes and writes on another core. The edge
+flush interval, turns the buffer into one marshalled (or pickled) batch frame
+(``batches``) for the writer process (``writer_process``), which encodes and writes on
+another core. The edge
 owns the pipe and the process; this class never touches either.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ class LedgerFeed(EventBuffer):
     """Buffers events and frames them for the writer process.
 
     ``container_id``, ``sample_rate`` and ``header_allowlist`` must be those the writer
-    process is started with: they are used here only for a batch that cannot be pickled,
-    which is encoded on the spot instead. Counters: ``batches``, ``rows_sent`` (a row may
+    process is started with: they are used here only for a batch that can be neither
+    marshalled nor pickled, which is encoded on the spot instead. Counters: ``batches``, ``rows_sent`` (a row may
     carry two events, see ``record(then=...)``), ``batches_encoded_here``.
     """
 
@@ -48,7 +49,7 @@ class LedgerFeed(EventBuffer):
         try:
             return rows_frame(items)
         except (pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:
-            log.debug("ledger batch not picklable (%r): encoding it here", exc)
+            log.debug("ledger batch not serializable (%r): encoding it here", exc)
         self.batches_encoded_here += 1
         data, kept = self._encoder.encode(items)
         return lines_frame(data, kept)

@@ -169,9 +169,9 @@ def test_buffered_rows_hold_plain_values_only():
 ])
 def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outcome, reason):
     from gateway.ledger import Protocol
-    from gateway.ledger.buffer import EventBuffer, delivery_context, message_key
+    from gateway.ledger.buffer import EventBuffer, ledger_context, message_key
 
-    context = delivery_context("/", "bob", Protocol.AMQP10, "c7", "link-1", "/queues/q")
+    context = ledger_context("/", "bob", Protocol.AMQP10, "c7", "link-1", "/queues/q")
     key = message_key(Protocol.AMQP091, "amq.topic", "a.b", "m-1", "c-1", 42, 10, 1000.0)
     compact, full = EventBuffer(), EventBuffer()
     compact.delivery_event(event, 1000.5, context, key, "q", 2, outcome, reason)
@@ -188,9 +188,9 @@ def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outco
 
 def test_a_compact_publish_row_is_written_as_record_would_write_it():
     from gateway.ledger import Protocol
-    from gateway.ledger.buffer import EventBuffer, delivery_context, message_key
+    from gateway.ledger.buffer import EventBuffer, ledger_context, message_key
 
-    context = delivery_context("/", "ann", Protocol.AMQP10, "c3", "sender", "/exchanges/x/k")
+    context = ledger_context("/", "ann", Protocol.AMQP10, "c3", "sender", "/exchanges/x/k")
     key = message_key(Protocol.AMQP10, "x", "k", 7, None, 99, 12, 1000.0)
     compact, full = EventBuffer(), EventBuffer()
     compact.publish_event(EventKind.RECEIVED, EventKind.ROUTED, 1000.0, context, key, ("q1",),

@@ -69,12 +69,12 @@ def test_disabled_feed_records_nothing() -> None:
 
 def test_every_row_form_survives_the_trip_to_the_writer_process() -> None:
     from gateway.ledger import Protocol
-    from gateway.ledger.buffer import delivery_context, message_key
+    from gateway.ledger.buffer import ledger_context, message_key
     from gateway.ledger.encoding import RowEncoder
 
     feed = LedgerFeed(container_id="gw")
     feed.record(EventKind.RECEIVED, 1.0, gateway_id=5, routed_to=("q",), then=EventKind.ROUTED)
-    context = delivery_context("/", "g", Protocol.AMQP091, "c1", 1)
+    context = ledger_context("/", "g", Protocol.AMQP091, "c1", 1)
     key = message_key(Protocol.AMQP091, "", "q", "m", None, 5, 3, 1.0)
     feed.delivery_event(EventKind.DELIVERED, 2.0, context, key, "q", 0)
     feed.delivery_event(EventKind.SETTLED, 3.0, context, key, "q", 0, "accepted")
