@@ -7,7 +7,6 @@ and restore the 1.0 fields and sections they carry; 0-9-1-only properties become
 """
 from __future__ import annotations
 
-import struct
 from typing import Any, Optional
 
 from proton import Data, DataException, Described, symbol, ubyte, uint, ulong
@@ -32,32 +31,6 @@ def _strip(fields: list) -> list:
     while end and fields[end - 1] is None:
         end -= 1
     return fields[:end]
-
-
-_PACK_U32 = struct.Struct(">I").pack
-
-
-def _text_map_section(code: int, value: dict) -> Optional[bytes]:
-    """The described section ``code`` holding ``value`` (symbol keys, str values), encoded
-    byte for byte as proton's ``Data`` does (map32, sym8/sym32, str8/str32), or None when
-    a key or value is of another type (then proton encodes it).
-
-    Why: the annotations map (``x-exchange``, ``x-routing-key``) is in every 0-9-1 message
-    bound for 1.0, and proton's generic ``put_object`` costs more than the rest of the
-    translation.
-    """
-    parts = []
-    append = parts.append
-    for k, v in value.items():
-        if type(k) is not symbol or type(v) is not str or not k.isascii():
-            return None
-        kb = k.encode("ascii")
-        append(b"\xa3" + bytes((len(kb),)) + kb if len(kb) < 256 else b"\xb3" + _PACK_U32(len(kb)) + kb)
-        vb = v.encode("utf-8")
-        append(b"\xa1" + bytes((len(vb),)) + vb if len(vb) < 256 else b"\xb1" + _PACK_U32(len(vb)) + vb)
-    elements = b"".join(parts)
-    return (b"\x00\x53" + bytes((code,)) + b"\xd1" + _PACK_U32(len(elements) + 4)
-            + _PACK_U32(2 * len(value)) + elements)
 
 
 def _octet(value: int, field: str) -> ubyte:
@@ -194,8 +167,6 @@ def _encode(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> byt
         if value:
             if code == _HEADER_CODE or code == _PROPERTIES_CODE:
                 parts.append(encode_described_list(code, value))
-            elif code == _MESSAGE_ANNOTATIONS_CODE:
-                parts.append(_text_map_section(code, value) or encode_described_map(code, value))
             else:
                 parts.append(encode_described_map(code, value))
     parts.append(encoded_body)

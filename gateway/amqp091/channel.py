@@ -123,7 +123,7 @@ class BrokerChannel:
         self._conn_id: str | None = None if conn_id is None else str(conn_id)
         self._vhost_name: str = context.vhost_name
         self._ledger_context = ledger_context(self._vhost_name, self._user_name, _P091,
-                                                  self._conn_id, channel_id)
+                                              self._conn_id, channel_id)
 
     @classmethod
     def factory(cls, broker: Any) -> ChannelHandlerFactory:

@@ -233,7 +233,7 @@ class IncomingLink:
         self._user = host.user.name
         self._vhost_name = host.vhost.name
         self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
-                                                host.connection_id, self._name, self._address)
+                                              host.connection_id, self._name, self._address)
 
     @property
     def starving(self) -> bool:
@@ -452,7 +452,7 @@ class IncomingLink:
         self.host.permit(Action.WRITE, name)
         node.publish(message, now)
         if ledger is not None:
-            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=[], received=True)
+            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
         return Delivery.ACCEPTED, None
 
     def teardown(self) -> None:
@@ -489,7 +489,7 @@ class OutgoingLink:
         self._user = host.user.name
         self._vhost_name = host.vhost.name
         self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
-                                                  host.connection_id, self.tag, self._address)
+                                              host.connection_id, self.tag, self._address)
 
     @property
     def unsettled_count(self) -> int:

@@ -195,8 +195,5 @@ class ListenerAdmission:
         self._slots.give_back(token)
         self._registry.release(token)
 
-    def limits_for(self, user_name: str) -> UserLimits:
-        return self._registry.limits_for(user_name)
-
     def __getattr__(self, name: str):
         return getattr(self._registry, name)

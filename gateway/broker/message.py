@@ -120,7 +120,7 @@ class MessageContainer:
         self.gateway_id = gateway_id
         self.deaths = deaths
         self.annotations = annotations
-        #: the ledger's per-message fields, made at the first delivery (ledger_events.ledger_key)
+        #: the ledger's per-message fields, made once when first recorded (ledger_events.ledger_key)
         self.ledger_key: Optional[tuple] = None
         self._converted: Optional[dict] = None
 

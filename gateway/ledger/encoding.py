@@ -99,7 +99,7 @@ class RowEncoder:
         append = lines.append
         head = self._head
         shapes = self._shapes
-        for item in _split_pairs(items):
+        for item in _full_rows(items):
             if type(item) is tuple:
                 if self.threshold is not None and not self.keep(item[_GW], item[_ORIGIN]):
                     continue
@@ -175,7 +175,7 @@ class RowEncoder:
         return obj
 
 
-def _split_pairs(items: Sequence[Buffered]) -> Iterator[Buffered]:
+def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
     second without headers; compact delivery and publish rows (``delivery_event``,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import resource
 import selectors
 import signal
+import subprocess
 import socket
 import ssl
 import struct
@@ -269,7 +270,17 @@ def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
 def test_sigint_also_stops_gracefully(fresh_gateway):
     gw = fresh_gateway()
     gw.signal(signal.SIGINT)
-    assert gw.proc.wait(15) == 0
+    try:
+        status = gw.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the gateway did not stop on SIGINT; its log:\n" + gw.log[-4000:]
+                    + f"\nSigIgn/SigCgt: {_signal_masks(gw.proc.pid)}")
+    assert status == 0
+
+
+def _signal_masks(pid: int) -> str:
+    with open(f"/proc/{pid}/status") as f:
+        return " ".join(line.strip() for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
 def test_sighup_is_logged_and_the_gateway_keeps_serving(fresh_gateway):

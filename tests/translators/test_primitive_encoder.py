@@ -52,3 +52,11 @@ def test_described_sections_encode_as_proton_does(fields, code) -> None:
 def test_what_it_cannot_encode_is_unencodable(value) -> None:
     with pytest.raises(Unencodable):
         encode_value(value)
+
+
+@given(st.dictionaries(st.text(alphabet=st.characters(max_codepoint=127), max_size=300),
+                       st.text(max_size=300), max_size=5))
+def test_annotation_maps_with_long_keys_and_values_encode_as_proton_does(mapping: dict) -> None:
+    # the annotations of every 0-9-1 message bound for 1.0; sym32/str32 past 255 octets
+    value = {symbol(k): v for k, v in mapping.items()}
+    assert encode_described_map(0x72, value) == _proton(Described(ulong(0x72), value))

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
-from proton import Data, Described, symbol, timestamp, ubyte, uint, ulong
+from proton import symbol, timestamp, ubyte, uint, ulong
 
 from translators import BasicProperties, TranslationError, decode_sections, to_amqp10, to_amqp091
 from translators.mapping import Annotation, Reserved
 from translators.section_scan import SectionCode as S
-from translators.to_amqp10 import _text_map_section
 from translators.values import Int8
 
 
@@ -112,23 +110,3 @@ def test_header_has_no_delivery_fields():
     assert header == [True, ubyte(1), uint(5)]
 
 
-# -- the hand-encoded annotations section is byte for byte proton's -----------------------
-
-
-def _proton_section(code: int, value: dict) -> bytes:
-    data = Data()
-    data.put_object(Described(ulong(code), value))
-    return bytes(data.encode())
-
-
-@given(st.dictionaries(st.text(alphabet=st.characters(max_codepoint=127), max_size=300),
-                         st.text(max_size=300), max_size=5))
-def test_text_map_section_matches_proton(mapping: dict) -> None:
-    value = {symbol(k): v for k, v in mapping.items()}
-    assert _text_map_section(0x72, value) == _proton_section(0x72, value)
-
-
-def test_text_map_section_declines_other_types() -> None:
-    assert _text_map_section(0x72, {symbol("x-priority"): 5}) is None
-    assert _text_map_section(0x72, {"plain-str-key": "v"}) is None
-    assert _text_map_section(0x72, {symbol("é"): "v"}) is None
