@@ -167,6 +167,26 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+#: signals the gateway answers (stop gracefully, reload users)
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def reset_inherited_signals() -> None:
+    """Undo a parent's ignored or blocked SIGINT/SIGTERM/SIGHUP.
+
+    Why: dispositions SIG_IGN and the blocked-signal mask survive exec. A gateway started
+    from a shell's background job, nohup, or a test runner's worker would then ignore
+    Ctrl-C or a stop request, and Twisted only installs its SIGINT handler when the
+    current one is Python's default.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics)
@@ -205,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
     reactor.callWhenRunning(startup)
     tune_garbage_collector()
+    reset_inherited_signals()
     reactor.addSystemEventTrigger("before", "shutdown", svc.stop)
     signal.signal(signal.SIGHUP, on_sighup)
     reactor.run()

@@ -278,6 +278,24 @@ def test_sigint_also_stops_gracefully(fresh_gateway):
     assert status == 0
 
 
+def _ignore_and_block_stop_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stop_signals_work_even_if_the_parent_ignored_or_blocked_them(fresh_gateway, signum):
+    # nohup, background jobs and test-runner workers hand their children ignored/blocked signals
+    gw = fresh_gateway(preexec_fn=_ignore_and_block_stop_signals)
+    gw.signal(signum)
+    try:
+        status = gw.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the gateway did not stop on {signum!r}: {_signal_masks(gw.proc.pid)}")
+    assert status == 0
+
+
 def _signal_masks(pid: int) -> str:
     with open(f"/proc/{pid}/status") as f:
         return " ".join(line.strip() for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt")))

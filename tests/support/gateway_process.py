@@ -15,7 +15,7 @@ import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from gateway.auth import hash_password
 
@@ -65,6 +65,8 @@ class GatewayProcess:
     config_text: str = field(default_factory=default_config)
     env: Optional[Mapping[str, str]] = None
     extra_args: tuple[str, ...] = ()
+    #: runs in the child before exec (to start the gateway as a parent would)
+    preexec_fn: Optional[Callable[[], None]] = None
     host: str = "127.0.0.1"
     amqp_port: int = 0
     metrics_port: int = 0
@@ -87,7 +89,8 @@ class GatewayProcess:
         args = [sys.executable, "-m", "gateway.cli", "run", "--config", cfg,
                 "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *self.extra_args]
         self.proc = subprocess.Popen(args, cwd=self._tmp.name, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=self.preexec_fn)
         ready = threading.Event()
         threading.Thread(target=self._read_log, args=(ready,), daemon=True).start()
         if not ready.wait(timeout) or not self.amqp_port:
