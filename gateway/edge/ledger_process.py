@@ -14,6 +14,7 @@ batch, closes the pipe, and waits for the child to write it and exit.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -33,6 +34,8 @@ __all__ = ["LedgerProcess"]
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PENDING_BYTES = 256 * 1024 * 1024
+#: capacity asked for the pipe to the child (Linux caps it at /proc/sys/fs/pipe-max-size)
+PIPE_CAPACITY = 1 << 20
 RESTART_DELAY = 1.0
 _SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gateway.__file__)))
 
@@ -56,6 +59,8 @@ class LedgerProcess(protocol.ProcessProtocol):
         self._stopping: Optional[defer.Deferred] = None
         self._ended: Optional[defer.Deferred] = None
         self._restart = None
+        #: bytes the pipe to the child holds (after ``_widen_pipe``), 0 before it started
+        self.pipe_capacity = 0
         self._stderr = b""
         self.frames_dropped = 0
         self.restarts = 0
@@ -72,6 +77,7 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     def connectionMade(self) -> None:
         self._running = True
+        self.pipe_capacity = _widen_pipe(self.transport.pipes[0].fileno(), PIPE_CAPACITY)
         self.transport.registerProducer(self, True)
         log.info("ledger writer process %s started (%s)", self.transport.pid,
                  self.settings.get("directory"))
@@ -186,3 +192,29 @@ class LedgerProcess(protocol.ProcessProtocol):
     def _restarted(self) -> None:
         self._restart = None
         self.start()
+
+
+def _widen_pipe(fd: int, capacity: int) -> int:
+    """Ask for ``capacity`` bytes of pipe buffer; returns what the pipe has.
+
+    Why: a second's batch is megabytes, and through Linux's default 64 KiB pipe it took a
+    hundred writes, each waking the child, which measurably cost the event loop (about
+    0.6 us per message at 45k msgs/s, 3% of a message's cost). Best effort: another
+    kernel, or a lower pipe-max-size, leaves the pipe as it is.
+    """
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    getter = getattr(fcntl, "F_GETPIPE_SZ", None)
+    if setter is None or getter is None:
+        return 0
+    try:
+        fcntl.fcntl(fd, setter, capacity)
+    except OSError:
+        try:
+            with open("/proc/sys/fs/pipe-max-size") as f:
+                fcntl.fcntl(fd, setter, min(capacity, int(f.read())))
+        except (OSError, ValueError):
+            pass
+    try:
+        return fcntl.fcntl(fd, getter)
+    except OSError:
+        return 0

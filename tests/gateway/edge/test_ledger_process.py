@@ -10,7 +10,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer, reactor, task
 
-from gateway.edge.ledger_process import LedgerProcess
+from gateway.edge.ledger_process import PIPE_CAPACITY, LedgerProcess, _widen_pipe
 from gateway.ledger.feed import LedgerFeed
 from gateway.ledger.records import EventKind
 
@@ -48,6 +48,31 @@ async def test_events_reach_the_files_and_stop_waits_for_the_child(tmp_path: Pat
     assert _ids(tmp_path) == ["a", "b"]
     assert not os.path.exists(f"/proc/{pid}/status") or "zombie" not in Path(f"/proc/{pid}/status").read_text()
     assert not glob.glob(str(tmp_path / "*.open"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_pipe_to_the_child_is_widened(tmp_path: Path) -> None:
+    lp = _process(tmp_path)
+    lp.start()
+    try:
+        assert await _until(lambda: lp._running)
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            expected = min(PIPE_CAPACITY, int(f.read()))
+        assert lp.pipe_capacity == expected > 65536
+    finally:
+        await lp.stop(10.0)
+
+
+def test_widen_pipe_caps_at_pipe_max_size_and_never_fails() -> None:
+    r, w = os.pipe()
+    try:
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            limit = int(f.read())
+        assert _widen_pipe(w, limit * 4 if os.geteuid() else limit) >= 65536
+    finally:
+        os.close(r)
+        os.close(w)
+    assert _widen_pipe(w, PIPE_CAPACITY) == 0  # closed: best effort, no exception
 
 
 @pytest_twisted.ensureDeferred
