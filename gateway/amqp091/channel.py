@@ -186,8 +186,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.delivery_event(EventKind.DELIVERED, now, self._ledger_context,
-                                  ledger_key(message), consumer.queue.name, entry.delivery_count)
+            entry.ledger_row = ledger.delivered(now, self._ledger_context, ledger_key(message),
+                                                consumer.queue.name, entry.delivery_count)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
@@ -487,8 +487,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            ledger.delivery_event(EventKind.DELIVERED, now, self._ledger_context,
-                                  ledger_key(message), queue.name, entry.delivery_count)
+            entry.ledger_row = ledger.delivered(now, self._ledger_context, ledger_key(message),
+                                                queue.name, entry.delivery_count)
             if method.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         props, body = delivery_payload(message)
@@ -539,9 +539,9 @@ class BrokerChannel:
             if queue is None:
                 continue
             if ledger is not None:  # inlined _record_settled: this is the ack hot path
-                ledger.delivery_event(EventKind.SETTLED, now, self._ledger_context,
-                                      ledger_key(entry.message), queue.name,
-                                      entry.delivery_count, outcome)
+                ledger.settled(entry.ledger_row, now, self._ledger_context,
+                               ledger_key(entry.message), queue.name, entry.delivery_count, outcome)
+                entry.ledger_row = None
             if kind is SettleKind.ACK:
                 queue.settle(entry)
             elif kind is SettleKind.REQUEUE:
@@ -560,9 +560,10 @@ class BrokerChannel:
         """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
         message's redelivery is recorded after its release)."""
         queue = entry.queue
-        ledger.delivery_event(EventKind.SETTLED, now, self._ledger_context,
-                              ledger_key(entry.message), queue.name if queue is not None else None,
-                              entry.delivery_count, outcome, reason)
+        ledger.settled(entry.ledger_row, now, self._ledger_context, ledger_key(entry.message),
+                       queue.name if queue is not None else None, entry.delivery_count, outcome,
+                       reason)
+        entry.ledger_row = None
 
     def _record_refused(self, ledger: Any, method: m.Method, reason: str) -> None:
         """A ``refused`` publish before it was taken in (access, an invalid property)."""

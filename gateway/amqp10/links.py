@@ -524,8 +524,9 @@ class OutgoingLink:
         pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
-            ledger.delivery_event(EventKind.DELIVERED, self.host.now, self._ledger_context,
-                                  ledger_key(message), self.queue.name, entry.delivery_count)
+            entry.ledger_row = ledger.delivered(self.host.now, self._ledger_context,
+                                                ledger_key(message), self.queue.name,
+                                                entry.delivery_count)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -608,9 +609,10 @@ class OutgoingLink:
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
         """One ``settled`` event, recorded before the queue acts on the outcome."""
-        ledger.delivery_event(EventKind.SETTLED, self.host.now, self._ledger_context,
-                              ledger_key(entry.message), self.queue.name, entry.delivery_count,
-                              outcome, reason)
+        ledger.settled(entry.ledger_row, self.host.now, self._ledger_context,
+                       ledger_key(entry.message), self.queue.name, entry.delivery_count, outcome,
+                       reason)
+        entry.ledger_row = None
 
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now

@@ -18,9 +18,11 @@ Which event goes where (the contract the pipeline's counts rely on):
   user-id, a malformed message) is a lone ``refused`` with no ``gateway_id``.
 - ``delivered`` per delivery attempt and ``settled`` (outcome) per delivery, including
   releases when a channel or link goes away with unsettled deliveries (reason says so).
-  These two are recorded with ``ledger.delivery_event(event, now, context, ledger_key(
-  message), queue, delivery_count[, outcome, reason])``: ``context`` is the consumer's
-  ``ledger_context(...)``, made once per channel or link.
+  These two are recorded with ``entry.ledger_row = ledger.delivered(now, context,
+  ledger_key(message), queue, delivery_count)`` and ``ledger.settled(entry.ledger_row,
+  now, context, key, queue, delivery_count, outcome[, reason])`` (then ``entry.ledger_row
+  = None``): a settlement shares its delivery's row while that is still buffered.
+  ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).

@@ -11,8 +11,8 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH",
-           "ledger_context", "message_key"]
+__all__ = ["DELIVERED_ROW_LENGTH", "DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR",
+           "PUBLISH_ROW_LENGTH", "ledger_context", "message_key"]
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
@@ -20,6 +20,12 @@ PAIR_SEPARATOR = ">"
 DELIVERY_ROW_LENGTH = 8
 #: length of a compact publish row (``EventBuffer.publish_event``)
 PUBLISH_ROW_LENGTH = 7
+#: length of a delivery row that may also hold its settlement (``EventBuffer.delivered``),
+#: the only rows buffered as lists: ``[now, context, key, queue, delivery_count,
+#: generation, settled_at, outcome, reason]``
+DELIVERED_ROW_LENGTH = 9
+_GENERATION, _SETTLED_AT, _OUTCOME, _REASON = 5, 6, 7, 8
+_SETTLED = EventKind.SETTLED.value
 
 
 def ledger_context(vhost: Optional[str], user: Optional[str], proto_out: object,
@@ -46,10 +52,14 @@ class EventBuffer:
         #: False when no header is recorded anyway: rows then do not hold the headers
         self.keep_headers = keep_headers
         self._buffer: list = []
+        #: counts ``take()`` calls: a delivered row from an earlier generation is gone
+        self._generation = 0
         if not enabled:
             # Disabled: the hot-path calls become no-ops bound on the instance.
             self.record = self._discard  # type: ignore[method-assign]
             self.delivery_event = self._discard  # type: ignore[method-assign]
+            self.delivered = self._discard  # type: ignore[method-assign]
+            self.settled = self._discard  # type: ignore[method-assign]
             self.publish_event = self._discard  # type: ignore[method-assign]
             self.append = self._discard  # type: ignore[method-assign]
 
@@ -131,6 +141,34 @@ class EventBuffer:
             outcome = outcome._value_
         self._buffer.append((now, event, context, key, queue, delivery_count, outcome, reason))
 
+    def delivered(self, now: float, context: tuple, key: tuple, queue: Optional[str],
+                  delivery_count: Optional[int]) -> Optional[list]:
+        """A ``delivered`` event, as ``delivery_event(DELIVERED, ...)`` writes it, in a row
+        its settlement can still be added to: pass the returned row to ``settled``.
+
+        Why: most deliveries are settled within milliseconds, long before the next flush,
+        and one row per delivery instead of two is a sixth of the ledger's cost to the
+        event loop. (None when the ledger is disabled.)
+        """
+        row = [now, context, key, queue, delivery_count, self._generation, None, None, None]
+        self._buffer.append(row)
+        return row
+
+    def settled(self, row: Optional[list], now: float, context: tuple, key: tuple,
+                queue: Optional[str], delivery_count: Optional[int], outcome: Outcome,
+                reason: Optional[str] = None) -> None:
+        """A ``settled`` event, as ``delivery_event(SETTLED, ...)`` writes it: into
+        ``row`` (from ``delivered``) when that row is still buffered and unsettled,
+        else in a row of its own. Both events keep their own times."""
+        if outcome.__class__ is not str:
+            outcome = outcome._value_
+        if row is not None and row[_GENERATION] == self._generation and row[_SETTLED_AT] is None:
+            row[_SETTLED_AT] = now
+            row[_OUTCOME] = outcome
+            row[_REASON] = reason
+            return
+        self._buffer.append((now, _SETTLED, context, key, queue, delivery_count, outcome, reason))
+
     def publish_event(self, event: EventKind, then: EventKind, now: float, context: tuple,
                       key: tuple, routed_to: Optional[Sequence[str]] = None,
                       reason: Optional[str] = None,
@@ -160,4 +198,5 @@ class EventBuffer:
     def take(self) -> list:
         """Every buffered event, oldest first; the buffer starts afresh."""
         items, self._buffer = self._buffer, []
+        self._generation += 1
         return items

@@ -44,6 +44,7 @@ _NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS, _REASON = (
 
 _INT_FIELDS = frozenset(("size", "delivery_count"))
 _DELIVERED = EventKind.DELIVERED.value
+_SETTLED = EventKind.SETTLED.value
 _SCALE = 2 ** 32
 _dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
@@ -179,9 +180,16 @@ def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
     second without headers; compact delivery and publish rows (``delivery_event``,
-    ``publish_event``) are expanded."""
+    ``publish_event``) are expanded, and a ``delivered`` row (a list) gives its event and
+    then its settlement if it got one."""
     for item in items:
-        if type(item) is not tuple:
+        if type(item) is list:
+            now, context, key, queue, delivery_count, _gen, settled_at, outcome, reason = item
+            yield _delivery_row((now, _DELIVERED, context, key, queue, delivery_count, None, None))
+            if settled_at is not None:
+                yield _delivery_row((settled_at, _SETTLED, context, key, queue, delivery_count,
+                                     outcome, reason))
+        elif type(item) is not tuple:
             yield item
         elif len(item) == DELIVERY_ROW_LENGTH:
             yield _delivery_row(item)

@@ -56,6 +56,15 @@ class LedgerCapture:
             fields.update(exchange=exchange, routing_key=routing_key)
         self.events.append(CapturedEvent(kind, now, fields))
 
+    def delivered(self, now: float, context: tuple, key: tuple, queue: Any,
+                  delivery_count: Any) -> list:
+        self.delivery_event("delivered", now, context, key, queue, delivery_count)
+        return [self.events[-1]]
+
+    def settled(self, row: Any, now: float, context: tuple, key: tuple, queue: Any,
+                delivery_count: Any, outcome: Any, reason: Any = None) -> None:
+        self.delivery_event("settled", now, context, key, queue, delivery_count, outcome, reason)
+
     def publish_event(self, event: Any, then: Any, now: float, context: tuple, key: tuple,
                       routed_to: Any = None, reason: Any = None, headers: Any = None) -> None:
         """The compact publish row, captured as the two events ``record(then=...)`` gives."""

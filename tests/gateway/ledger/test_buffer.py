@@ -1,0 +1,82 @@
+"""EventBuffer: a delivery's settlement shares its row while the row is still buffered."""
+from __future__ import annotations
+
+import marshal
+
+import pytest
+
+from gateway.ledger import Outcome, Protocol
+from gateway.ledger.batches import BatchReader, rows_frame
+from gateway.ledger.buffer import EventBuffer, ledger_context, message_key
+from gateway.ledger.encoding import RowEncoder
+from gateway.ledger.records import EventKind
+
+CONTEXT = ledger_context("/", "bob", Protocol.AMQP10, "c7", "link-1", "/queues/q")
+KEY = message_key(Protocol.AMQP091, "amq.topic", "a.b", "m-1", None, 42, 10, 1000.0)
+
+
+def _written(items: list) -> list[bytes]:
+    data, count = RowEncoder("gw").encode(items)
+    lines = data.splitlines()
+    assert len(lines) == count
+    return lines
+
+
+def _two_rows(settle_outcome: Outcome, reason: str | None) -> list[bytes]:
+    buf = EventBuffer()
+    buf.delivery_event(EventKind.DELIVERED, 1000.5, CONTEXT, KEY, "q", 1)
+    buf.delivery_event(EventKind.SETTLED, 1000.75, CONTEXT, KEY, "q", 1, settle_outcome, reason)
+    return _written(buf.take())
+
+
+@pytest.mark.parametrize("outcome, reason", [(Outcome.ACCEPTED, None),
+                                             (Outcome.RELEASED, "link closed")])
+def test_a_settlement_before_the_flush_goes_into_its_delivery_row(outcome, reason):
+    buf = EventBuffer()
+    row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
+    buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, outcome, reason)
+    items = buf.take()
+    assert len(items) == 1  # one row ...
+    assert _written(items) == _two_rows(outcome, reason)  # ... written as both events
+
+
+def test_a_settlement_after_the_flush_gets_a_row_of_its_own():
+    buf = EventBuffer()
+    row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
+    first = buf.take()
+    buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)
+    second = buf.take()
+    assert len(first) == len(second) == 1
+    assert _written(first) + _written(second) == _two_rows(Outcome.ACCEPTED, None)
+    # the row already taken was not changed afterwards
+    assert first[0][6:] == [None, None, None]
+
+
+def test_a_row_is_settled_once_and_without_a_row_settled_still_records():
+    buf = EventBuffer()
+    row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
+    buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)
+    buf.settled(row, 1000.9, CONTEXT, KEY, "q", 1, Outcome.RELEASED, "again")
+    buf.settled(None, 1001.0, CONTEXT, KEY, "q", 2, Outcome.REJECTED)
+    lines = _written(buf.take())
+    assert [line.split(b'"event":"')[1].split(b'"')[0] for line in lines] == [
+        b"delivered", b"settled", b"settled", b"settled"]
+    assert b'"outcome":"released"' in lines[2] and b'"outcome":"rejected"' in lines[3]
+
+
+def test_delivered_rows_survive_the_batch_frame():
+    buf = EventBuffer()
+    row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
+    buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)
+    items = buf.take()
+    frame = rows_frame(items)
+    [(_kind, shipped)] = BatchReader().feed(frame)
+    assert shipped == marshal.loads(marshal.dumps(items, 4))
+    assert _written(shipped) == _written(items)
+
+
+def test_a_disabled_buffer_records_nothing():
+    buf = EventBuffer(enabled=False)
+    assert buf.delivered(1.0, CONTEXT, KEY, "q", 0) is None
+    buf.settled(None, 2.0, CONTEXT, KEY, "q", 0, Outcome.ACCEPTED)
+    assert buf.take() == []
