@@ -186,7 +186,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            entry.ledger_row = ledger.delivered(now, self._ledger_context, ledger_key(message),
+            entry.ledger_row = ledger.delivered(now, self._ledger_context,
+                                                message.ledger_key or ledger_key(message),
                                                 consumer.queue.name, entry.delivery_count)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
@@ -539,8 +540,10 @@ class BrokerChannel:
             if queue is None:
                 continue
             if ledger is not None:  # inlined _record_settled: this is the ack hot path
+                message = entry.message
                 ledger.settled(entry.ledger_row, now, self._ledger_context,
-                               ledger_key(entry.message), queue.name, entry.delivery_count, outcome)
+                               message.ledger_key or ledger_key(message), queue.name,
+                               entry.delivery_count, outcome)
                 entry.ledger_row = None
             if kind is SettleKind.ACK:
                 queue.settle(entry)

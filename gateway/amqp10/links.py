@@ -525,8 +525,8 @@ class OutgoingLink:
         ledger = self.host.broker.ledger
         if ledger is not None:
             entry.ledger_row = ledger.delivered(self.host.now, self._ledger_context,
-                                                ledger_key(message), self.queue.name,
-                                                entry.delivery_count)
+                                                message.ledger_key or ledger_key(message),
+                                                self.queue.name, entry.delivery_count)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -609,9 +609,10 @@ class OutgoingLink:
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
         """One ``settled`` event, recorded before the queue acts on the outcome."""
+        message = entry.message
         ledger.settled(entry.ledger_row, self.host.now, self._ledger_context,
-                       ledger_key(entry.message), self.queue.name, entry.delivery_count, outcome,
-                       reason)
+                       message.ledger_key or ledger_key(message), self.queue.name,
+                       entry.delivery_count, outcome, reason)
         entry.ledger_row = None
 
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:

@@ -48,17 +48,22 @@ PROTOCOL_OF: dict[str, WireProtocol] = {
     Encoding.AMQP10.value: WireProtocol.AMQP10,
 }
 
+_PROTOCOL_VALUE: dict[str, str] = {k: v.value for k, v in PROTOCOL_OF.items()}
+
 #: ``list(map(queue_name, result.queues))``: the ``routed_to`` column, built in C.
 queue_name = operator.attrgetter("name")
 
 
 def ledger_key(message: MessageContainer) -> tuple:
-    """The message's fields that its ``delivered``/``settled`` rows share
-    (``EventBuffer.delivery_event``), made once per message."""
+    """The message's fields that its rows share (``gateway.ledger.buffer.message_key``),
+    made once per message. Call sites that run for every delivery test
+    ``message.ledger_key`` first and call this only when it is None: a call costs more
+    than the key's lookup."""
     key = message.ledger_key
     if key is None:
-        key = message.ledger_key = message_key(
-            PROTOCOL_OF[message.origin._value_], message.exchange, message.routing_key,
+        # message_key's tuple, built here without its two calls (this runs per message)
+        key = message.ledger_key = (
+            _PROTOCOL_VALUE[message.origin._value_], message.exchange, message.routing_key,
             message.message_id, message.correlation_id, message.gateway_id, message.size,
             message.created_at)
     return key

@@ -26,6 +26,10 @@ PUBLISH_ROW_LENGTH = 7
 DELIVERED_ROW_LENGTH = 9
 _GENERATION, _SETTLED_AT, _OUTCOME, _REASON = 5, 6, 7, 8
 _SETTLED = EventKind.SETTLED.value
+_RECEIVED = EventKind.RECEIVED
+#: "received>routed" etc., made once (publish_event is on every publish)
+_RECEIVED_THEN = {kind.value: EventKind.RECEIVED.value + PAIR_SEPARATOR + kind.value
+                  for kind in EventKind}
 
 
 def ledger_context(vhost: Optional[str], user: Optional[str], proto_out: object,
@@ -177,10 +181,11 @@ class EventBuffer:
         row: ``context`` from ``ledger_context`` (the publisher's channel or link),
         ``key`` from ``message_key``. Written exactly as ``record(event, ..., then=then)``
         with those fields would be (``received_at`` is not written for either)."""
-        if event.__class__ is not str:
-            event = event._value_  # type: ignore[assignment]
-        event = event + PAIR_SEPARATOR + (then if then.__class__ is str else then._value_)
-        self._buffer.append((now, event, context, key, routed_to, reason,
+        then = then if then.__class__ is str else then._value_
+        pair = _RECEIVED_THEN.get(then) if event is _RECEIVED else None
+        if pair is None:  # not one of the usual pairs: made here
+            pair = (event if event.__class__ is str else event._value_) + PAIR_SEPARATOR + then
+        self._buffer.append((now, pair, context, key, routed_to, reason,
                              headers if self.keep_headers else None))
 
     def append(self, record: LedgerRecord) -> None:
