@@ -524,9 +524,11 @@ class OutgoingLink:
         pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
-            entry.ledger_row = ledger.delivered(self.host.now, self._ledger_context,
-                                                message.ledger_key or ledger_key(message),
-                                                self.queue.name, entry.delivery_count)
+            row = ledger.delivered(self.host.now, self._ledger_context,
+                                   message.ledger_key or ledger_key(message), self.queue.name,
+                                   entry.delivery_count)
+            if self.acquires:  # a browser's copy is never settled: the row stays its own
+                entry.ledger_row = row
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:

@@ -92,3 +92,25 @@ def test_detach_releases_unsettled(connect, ledger):
     pump.pump()
     settled = ledger.of("settled")
     assert [(e["outcome"].value, e["reason"]) for e in settled] == [("released", "link closed")]
+
+
+def test_a_browsed_copy_and_the_acquired_delivery_are_each_recorded_on_their_own_link(connect, broker):
+    import json
+
+    from gateway.ledger.buffer import EventBuffer
+    from gateway.ledger.encoding import RowEncoder
+
+    broker.ledger = EventBuffer()
+    pump = connect()
+    _send(pump, "/queue/q1")
+    browser = pump.receiver("/queue/q1", name="browser", credit=1, copy=True)
+    assert len(pump.take(browser)) == 1
+    consumer = pump.receiver("/queue/q1", name="consumer", credit=1)
+    [(delivery, _)] = pump.take(consumer)
+    pump.settle(delivery, Delivery.ACCEPTED)
+    data, _count = RowEncoder("gw").encode(broker.ledger.take())
+    events = [(r["event"], r.get("link"), r.get("outcome"))
+              for r in map(json.loads, data.splitlines())]
+    assert events == [("received", "s-/queue/q1", None), ("routed", "s-/queue/q1", None),
+                      ("delivered", "browser", None), ("delivered", "consumer", None),
+                      ("settled", "consumer", "accepted")]
