@@ -53,6 +53,31 @@ def test_empty_properties() -> None:
     assert decode_properties(b"\x00\x00") == BasicProperties()
 
 
+def test_property_lists_without_headers_are_decoded_once_and_shared() -> None:
+    raw = encode_properties(BasicProperties(content_type="text/plain", delivery_mode=2,
+                                            message_id="fixed"))
+    first = decode_properties(raw)
+    assert decode_properties(bytes(bytearray(raw))) is first  # equal bytes, another object
+    assert first == BasicProperties(content_type="text/plain", delivery_mode=2, message_id="fixed")
+
+
+def test_property_lists_with_headers_give_each_message_its_own_headers() -> None:
+    raw = encode_properties(BasicProperties(headers={"k": "v"}, delivery_mode=1))
+    one, two = decode_properties(raw), decode_properties(raw)
+    assert one == two and one is not two and one.headers is not two.headers
+    one.headers["k"] = "changed"
+    assert two.headers == {"k": "v"}
+
+
+def test_the_shared_property_lists_are_bounded() -> None:
+    from gateway.amqp091 import content
+
+    for i in range(content.SHARED_MAX * 3):
+        raw = encode_properties(BasicProperties(message_id=f"id-{i}"))
+        assert decode_properties(raw).message_id == f"id-{i}"
+        assert len(content._SHARED) <= content.SHARED_MAX
+
+
 def test_matches_pamqp_header() -> None:
     pamqp_props = pamqp_commands.Basic.Properties(
         content_type="text/plain", delivery_mode=2, priority=9, message_id="m", app_id="app",
