@@ -110,3 +110,49 @@ def test_header_has_no_delivery_fields():
     assert header == [True, ubyte(1), uint(5)]
 
 
+
+
+# ---------------------------------------------------------------- recurring property lists
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from tests.support.amqp091_strategies import basic_properties  # noqa: E402
+import importlib  # noqa: E402
+
+# the package exports the function under the module's name
+to_amqp10_module = importlib.import_module("translators.to_amqp10")
+
+
+@settings(max_examples=300)
+@given(basic_properties, st.binary(max_size=300), st.text(max_size=20), st.text(max_size=20))
+def test_a_kept_prefix_gives_exactly_the_full_translation(props, body, exchange, routing_key):
+    props = _replace(props, headers=None)
+    try:
+        expected = to_amqp10_module._to_amqp10(props, body, exchange, routing_key)
+    except TranslationError:
+        with pytest.raises(TranslationError):
+            to_amqp10(props, body, exchange=exchange, routing_key=routing_key)
+        return
+    # twice: once building the prefix, once from the kept one (a new body each time)
+    assert to_amqp10(props, body, exchange=exchange, routing_key=routing_key) == expected
+    other = body + b"!"
+    assert to_amqp10(props, other, exchange=exchange, routing_key=routing_key) == \
+        to_amqp10_module._to_amqp10(props, other, exchange, routing_key)
+
+
+def test_prefixes_are_kept_for_recurring_properties_only_and_bounded():
+    prefixes = to_amqp10_module._PREFIXES
+    prefixes.clear()
+    plain = BasicProperties(content_type="text/plain", delivery_mode=1)
+    to_amqp10(plain, b"a", exchange="x", routing_key="k")
+    to_amqp10(plain, b"b", exchange="x", routing_key="k")
+    assert len(prefixes) == 1
+    for props in (_replace(plain, message_id="m"), _replace(plain, correlation_id="c"),
+                  _replace(plain, timestamp=1), _replace(plain, headers={"h": 1})):
+        to_amqp10(props, b"a", exchange="x", routing_key="k")
+    assert len(prefixes) == 1  # per-message ids and headers are never kept
+    for i in range(to_amqp10_module.PREFIXES_MAX * 2):
+        to_amqp10(plain, b"a", exchange="x", routing_key=f"k{i}")
+        assert len(prefixes) <= to_amqp10_module.PREFIXES_MAX
