@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import operator
 
-from gateway.ledger.buffer import ledger_context, message_key
+from gateway.ledger.buffer import ledger_context
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer

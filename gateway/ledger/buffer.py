@@ -11,19 +11,19 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["DELIVERED_ROW_LENGTH", "DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR",
-           "PUBLISH_ROW_LENGTH", "ledger_context", "message_key"]
+__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH",
+           "ledger_context", "message_key"]
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
-#: length of a compact delivery row (``EventBuffer.delivery_event``); a full row is longer
+#: length of a compact ``settled`` row of its own (``EventBuffer.settled``), a tuple
+#: ``(now, event, context, key, queue, delivery_count, outcome, reason)``; a full row is longer
 DELIVERY_ROW_LENGTH = 8
 #: length of a compact publish row (``EventBuffer.publish_event``)
 PUBLISH_ROW_LENGTH = 7
-#: length of a delivery row that may also hold its settlement (``EventBuffer.delivered``),
-#: the only rows buffered as lists: ``[now, context, key, queue, delivery_count,
-#: generation, settled_at, outcome, reason]``
-DELIVERED_ROW_LENGTH = 9
+# A delivered row (``EventBuffer.delivered``) is the only row buffered as a list, so that
+# its settlement can be added: [now, context, key, queue, delivery_count, generation,
+# settled_at, outcome, reason]
 _GENERATION, _SETTLED_AT, _OUTCOME, _REASON = 5, 6, 7, 8
 _SETTLED = EventKind.SETTLED.value
 _RECEIVED = EventKind.RECEIVED
@@ -61,7 +61,6 @@ class EventBuffer:
         if not enabled:
             # Disabled: the hot-path calls become no-ops bound on the instance.
             self.record = self._discard  # type: ignore[method-assign]
-            self.delivery_event = self._discard  # type: ignore[method-assign]
             self.delivered = self._discard  # type: ignore[method-assign]
             self.settled = self._discard  # type: ignore[method-assign]
             self.publish_event = self._discard  # type: ignore[method-assign]
@@ -128,27 +127,12 @@ class EventBuffer:
             headers if self.keep_headers else None,
         ))
 
-    def delivery_event(self, event: EventKind, now: float, context: tuple, key: tuple,
-                       queue: Optional[str], delivery_count: Optional[int],
-                       outcome: Optional[Outcome] = None, reason: Optional[str] = None) -> None:
-        """A ``delivered`` or ``settled`` event in a compact row: ``context`` from
-        ``ledger_context``, ``key`` from ``message_key``, both shared, not copied.
-
-        Written exactly as ``record`` would write the same event with those fields
-        (``delivered`` carries the message's exchange and routing key, ``settled`` does
-        not). Why: these two events happen for every delivery and a positional call with
-        eight values costs half of ``record``'s keywords.
-        """
-        if event.__class__ is not str:
-            event = event._value_  # type: ignore[assignment]
-        if outcome is not None and outcome.__class__ is not str:
-            outcome = outcome._value_
-        self._buffer.append((now, event, context, key, queue, delivery_count, outcome, reason))
-
     def delivered(self, now: float, context: tuple, key: tuple, queue: Optional[str],
                   delivery_count: Optional[int]) -> Optional[list]:
-        """A ``delivered`` event, as ``delivery_event(DELIVERED, ...)`` writes it, in a row
-        its settlement can still be added to: pass the returned row to ``settled``.
+        """A ``delivered`` event in a compact row its settlement can still be added to:
+        pass the returned row to ``settled``. ``context`` from ``ledger_context``, ``key``
+        from ``message_key``, both shared, not copied; written exactly as ``record`` would
+        write the event with those fields (including the publish's exchange and routing key).
 
         Why: most deliveries are settled within milliseconds, long before the next flush,
         and one row per delivery instead of two is a sixth of the ledger's cost to the
@@ -161,9 +145,9 @@ class EventBuffer:
     def settled(self, row: Optional[list], now: float, context: tuple, key: tuple,
                 queue: Optional[str], delivery_count: Optional[int], outcome: Outcome,
                 reason: Optional[str] = None) -> None:
-        """A ``settled`` event, as ``delivery_event(SETTLED, ...)`` writes it: into
-        ``row`` (from ``delivered``) when that row is still buffered and unsettled,
-        else in a row of its own. Both events keep their own times."""
+        """A ``settled`` event (written as ``record`` would, without the exchange and
+        routing key): into ``row`` (from ``delivered``) when that row is still buffered and
+        unsettled, else in a compact row of its own. Both events keep their own times."""
         if outcome.__class__ is not str:
             outcome = outcome._value_
         if row is not None and row[_GENERATION] == self._generation and row[_SETTLED_AT] is None:

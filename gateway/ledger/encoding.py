@@ -179,7 +179,7 @@ class RowEncoder:
 def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
-    second without headers; compact delivery and publish rows (``delivery_event``,
+    second without headers; compact settled and publish rows (``settled``,
     ``publish_event``) are expanded, and a ``delivered`` row (a list) gives its event and
     then its settlement if it got one."""
     for item in items:

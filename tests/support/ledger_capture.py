@@ -36,8 +36,8 @@ class LedgerCapture:
         self.events.append(CapturedEvent(getattr(event, "value", event), now, first))
         self.events.append(CapturedEvent(getattr(then, "value", then), now, second))
 
-    def delivery_event(self, event: Any, now: float, context: tuple, key: tuple, queue: Any,
-                       delivery_count: Any, outcome: Any = None, reason: Any = None) -> None:
+    def _delivery(self, event: Any, now: float, context: tuple, key: tuple, queue: Any,
+                  delivery_count: Any, outcome: Any = None, reason: Any = None) -> None:
         """The compact form, captured with the fields ``record`` would have had (protocol
         and outcome as the ledger's enums, as the call sites used to pass them)."""
         from gateway.ledger import Outcome, Protocol
@@ -58,12 +58,12 @@ class LedgerCapture:
 
     def delivered(self, now: float, context: tuple, key: tuple, queue: Any,
                   delivery_count: Any) -> list:
-        self.delivery_event("delivered", now, context, key, queue, delivery_count)
+        self._delivery("delivered", now, context, key, queue, delivery_count)
         return [self.events[-1]]
 
     def settled(self, row: Any, now: float, context: tuple, key: tuple, queue: Any,
                 delivery_count: Any, outcome: Any, reason: Any = None) -> None:
-        self.delivery_event("settled", now, context, key, queue, delivery_count, outcome, reason)
+        self._delivery("settled", now, context, key, queue, delivery_count, outcome, reason)
 
     def publish_event(self, event: Any, then: Any, now: float, context: tuple, key: tuple,
                       routed_to: Any = None, reason: Any = None, headers: Any = None) -> None:

@@ -1,13 +1,21 @@
 """0-9-1 -> 1.0 at the type and size limits (MAPPING.md table B)."""
 from __future__ import annotations
 
+import importlib
+from dataclasses import replace as _replace
+
 import pytest
+from hypothesis import given, settings, strategies as st
 from proton import symbol, timestamp, ubyte, uint, ulong
 
 from translators import BasicProperties, TranslationError, decode_sections, to_amqp10, to_amqp091
 from translators.mapping import Annotation, Reserved
 from translators.section_scan import SectionCode as S
 from translators.values import Int8
+from tests.support.amqp091_strategies import basic_properties
+
+# the package exports the function under the module's name
+to_amqp10_module = importlib.import_module("translators.to_amqp10")
 
 
 def _sections(props, body=b"", **kw):
@@ -113,16 +121,6 @@ def test_header_has_no_delivery_fields():
 
 
 # ---------------------------------------------------------------- recurring property lists
-
-from dataclasses import replace as _replace  # noqa: E402
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from tests.support.amqp091_strategies import basic_properties  # noqa: E402
-import importlib  # noqa: E402
-
-# the package exports the function under the module's name
-to_amqp10_module = importlib.import_module("translators.to_amqp10")
 
 
 @settings(max_examples=300)

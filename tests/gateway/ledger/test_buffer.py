@@ -23,9 +23,13 @@ def _written(items: list) -> list[bytes]:
 
 
 def _two_rows(settle_outcome: Outcome, reason: str | None) -> list[bytes]:
+    """The two events as full rows (``record``), the form every compact row must match."""
     buf = EventBuffer()
-    buf.delivery_event(EventKind.DELIVERED, 1000.5, CONTEXT, KEY, "q", 1)
-    buf.delivery_event(EventKind.SETTLED, 1000.75, CONTEXT, KEY, "q", 1, settle_outcome, reason)
+    fields = dict(vhost="/", user="bob", proto_in=Protocol.AMQP091, proto_out=Protocol.AMQP10,
+                  connection="c7", link="link-1", address="/queues/q", queue="q",
+                  message_id="m-1", gateway_id=42, size=10, delivery_count=1, received_at=1000.0)
+    buf.record(EventKind.DELIVERED, 1000.5, exchange="amq.topic", routing_key="a.b", **fields)
+    buf.record(EventKind.SETTLED, 1000.75, outcome=settle_outcome, reason=reason, **fields)
     return _written(buf.take())
 
 

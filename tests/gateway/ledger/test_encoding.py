@@ -174,7 +174,10 @@ def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outco
     context = ledger_context("/", "bob", Protocol.AMQP10, "c7", "link-1", "/queues/q")
     key = message_key(Protocol.AMQP091, "amq.topic", "a.b", "m-1", "c-1", 42, 10, 1000.0)
     compact, full = EventBuffer(), EventBuffer()
-    compact.delivery_event(event, 1000.5, context, key, "q", 2, outcome, reason)
+    if event is EventKind.DELIVERED:
+        compact.delivered(1000.5, context, key, "q", 2)
+    else:
+        compact.settled(None, 1000.5, context, key, "q", 2, outcome, reason)
     fields = dict(vhost="/", user="bob", proto_in=Protocol.AMQP091, proto_out=Protocol.AMQP10,
                   connection="c7", link="link-1", address="/queues/q", queue="q",
                   message_id="m-1", correlation_id="c-1", gateway_id=42, size=10,

@@ -76,10 +76,11 @@ def test_every_row_form_survives_the_trip_to_the_writer_process() -> None:
     feed.record(EventKind.RECEIVED, 1.0, gateway_id=5, routed_to=("q",), then=EventKind.ROUTED)
     context = ledger_context("/", "g", Protocol.AMQP091, "c1", 1)
     key = message_key(Protocol.AMQP091, "", "q", "m", None, 5, 3, 1.0)
-    feed.delivery_event(EventKind.DELIVERED, 2.0, context, key, "q", 0)
-    feed.delivery_event(EventKind.SETTLED, 3.0, context, key, "q", 0, "accepted")
+    row = feed.delivered(2.0, context, key, "q", 0)
+    feed.settled(row, 3.0, context, key, "q", 0, "accepted")  # into the delivered row
+    feed.settled(None, 4.0, context, key, "q", 0, "released")  # a row of its own
     [(kind, rows)] = _frames(feed)
     data, kept = RowEncoder("gw").encode(rows)
     events = [json.loads(line)["event"] for line in data.decode().splitlines()]
-    assert kind is BatchKind.ROWS and kept == 4
-    assert events == ["received", "routed", "delivered", "settled"]
+    assert kind is BatchKind.ROWS and kept == 5
+    assert events == ["received", "routed", "delivered", "settled", "settled"]
