@@ -67,7 +67,8 @@ from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
 from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, queue_name)
+                                          ledger_key, queue_name, record_delivered,
+                                          record_settled)
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 
@@ -186,9 +187,7 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            entry.ledger_row = ledger.delivered(now, self._ledger_context,
-                                                message.ledger_key or ledger_key(message),
-                                                consumer.queue.name, entry.delivery_count)
+            record_delivered(ledger, entry, now, self._ledger_context, consumer.queue.name)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
@@ -488,8 +487,7 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            entry.ledger_row = ledger.delivered(now, self._ledger_context, ledger_key(message),
-                                                queue.name, entry.delivery_count)
+            record_delivered(ledger, entry, now, self._ledger_context, queue.name)
             if method.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         props, body = delivery_payload(message)
@@ -539,12 +537,8 @@ class BrokerChannel:
             queue = entry.queue
             if queue is None:
                 continue
-            if ledger is not None:  # inlined _record_settled: this is the ack hot path
-                message = entry.message
-                ledger.settled(entry.ledger_row, now, self._ledger_context,
-                               message.ledger_key or ledger_key(message), queue.name,
-                               entry.delivery_count, outcome)
-                entry.ledger_row = None
+            if ledger is not None:
+                record_settled(ledger, entry, now, self._ledger_context, queue.name, outcome)
             if kind is SettleKind.ACK:
                 queue.settle(entry)
             elif kind is SettleKind.REQUEUE:
@@ -563,10 +557,8 @@ class BrokerChannel:
         """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
         message's redelivery is recorded after its release)."""
         queue = entry.queue
-        ledger.settled(entry.ledger_row, now, self._ledger_context, ledger_key(entry.message),
-                       queue.name if queue is not None else None, entry.delivery_count, outcome,
-                       reason)
-        entry.ledger_row = None
+        record_settled(ledger, entry, now, self._ledger_context,
+                       queue.name if queue is not None else None, outcome, reason)
 
     def _record_refused(self, ledger: Any, method: m.Method, reason: str) -> None:
         """A ``refused`` publish before it was taken in (access, an invalid property)."""

@@ -101,7 +101,8 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
 from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, queue_name)
+                                          ledger_key, queue_name, record_delivered,
+                                          record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -524,11 +525,8 @@ class OutgoingLink:
         pn_link_advance(link._impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
-            row = ledger.delivered(self.host.now, self._ledger_context,
-                                   message.ledger_key or ledger_key(message), self.queue.name,
-                                   entry.delivery_count)
-            if self.acquires:  # a browser's copy is never settled: the row stays its own
-                entry.ledger_row = row
+            record_delivered(ledger, entry, self.host.now, self._ledger_context, self.queue.name,
+                             settles_later=self.acquires)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -611,11 +609,8 @@ class OutgoingLink:
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
                         reason: Optional[str]) -> None:
         """One ``settled`` event, recorded before the queue acts on the outcome."""
-        message = entry.message
-        ledger.settled(entry.ledger_row, self.host.now, self._ledger_context,
-                       message.ledger_key or ledger_key(message), self.queue.name,
-                       entry.delivery_count, outcome, reason)
-        entry.ledger_row = None
+        record_settled(ledger, entry, self.host.now, self._ledger_context, self.queue.name,
+                       outcome, reason)
 
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now

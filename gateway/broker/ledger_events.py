@@ -18,11 +18,10 @@ Which event goes where (the contract the pipeline's counts rely on):
   user-id, a malformed message) is a lone ``refused`` with no ``gateway_id``.
 - ``delivered`` per delivery attempt and ``settled`` (outcome) per delivery, including
   releases when a channel or link goes away with unsettled deliveries (reason says so).
-  These two are recorded with ``entry.ledger_row = ledger.delivered(now, context,
-  ledger_key(message), queue, delivery_count)`` and ``ledger.settled(entry.ledger_row,
-  now, context, key, queue, delivery_count, outcome[, reason])`` (then ``entry.ledger_row
-  = None``): a settlement shares its delivery's row while that is still buffered.
-  ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
+  These two are recorded with ``record_delivered`` and ``record_settled`` below: a
+  settlement shares its delivery's row while that is still buffered (the row waits on
+  the queue entry). ``context`` is the consumer's ``ledger_context(...)``, made once per
+  channel or link.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -30,14 +29,16 @@ Which event goes where (the contract the pipeline's counts rely on):
 from __future__ import annotations
 
 import operator
+from typing import Any, Optional
 
 from gateway.ledger.buffer import ledger_context
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer
+from .queued_message import QueuedMessage
 
 __all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "ledger_context",
-           "ledger_key", "queue_name"]
+           "ledger_key", "queue_name", "record_delivered", "record_settled"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
 #: ``_value_``: call sites look up ``PROTOCOL_OF[message.origin._value_]`` because an Enum
@@ -67,3 +68,26 @@ def ledger_key(message: MessageContainer) -> tuple:
             message.message_id, message.correlation_id, message.gateway_id, message.size,
             message.created_at)
     return key
+
+
+def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tuple,
+                     queue: Optional[str], *, settles_later: bool = True) -> None:
+    """A ``delivered`` event for ``entry``. Its row waits on the entry for
+    ``record_settled`` unless ``settles_later`` is False (a browser's copy, which is
+    never settled: an acquiring consumer's settlement must not land in its row)."""
+    message = entry.message
+    row = ledger.delivered(now, context, message.ledger_key or ledger_key(message), queue,
+                           entry.delivery_count)
+    if settles_later:
+        entry.ledger_row = row
+
+
+def record_settled(ledger: Any, entry: QueuedMessage, now: float, context: tuple,
+                   queue: Optional[str], outcome: LedgerOutcome,
+                   reason: Optional[str] = None) -> None:
+    """A ``settled`` event for ``entry``'s current delivery, into its delivery's row when
+    that is still buffered."""
+    message = entry.message
+    ledger.settled(entry.ledger_row, now, context, message.ledger_key or ledger_key(message),
+                   queue, entry.delivery_count, outcome, reason)
+    entry.ledger_row = None

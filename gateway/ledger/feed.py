@@ -5,8 +5,7 @@ and, with four or five events per message, was a quarter to a third of the gatew
 CPU at full load. ``LedgerFeed`` keeps the hot path of ``EventBuffer`` and, once per
 flush interval, turns the buffer into one marshalled (or pickled) batch frame
 (``batches``) for the writer process (``writer_process``), which encodes and writes on
-another core. The edge
-owns the pipe and the process; this class never touches either.
+another core. The edge owns the pipe and the process; this class never touches either.
 """
 from __future__ import annotations
 
@@ -28,8 +27,8 @@ class LedgerFeed(EventBuffer):
 
     ``container_id``, ``sample_rate`` and ``header_allowlist`` must be those the writer
     process is started with: they are used here only for a batch that can be neither
-    marshalled nor pickled, which is encoded on the spot instead. Counters: ``batches``, ``rows_sent`` (a row may
-    carry two events, see ``record(then=...)``), ``batches_encoded_here``.
+    marshalled nor pickled, which is encoded on the spot instead. Counters: ``batches``,
+    ``rows_sent`` (a row may carry two events), ``batches_encoded_here``.
     """
 
     def __init__(self, *, container_id: str, sample_rate: float = 1.0,
