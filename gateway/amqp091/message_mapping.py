@@ -31,7 +31,7 @@ from gateway.broker.message import Encoding, MessageContainer
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
-from translators.to_amqp091 import with_added_annotations
+from translators.to_amqp091 import properties_source, with_added_annotations
 from translators.values import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
@@ -128,6 +128,8 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
             encoded = bytes(message.payload)
             if message.annotations:
                 encoded = with_message_annotations(encoded, message.annotations)
+            elif not message.deaths:
+                return _render_amqp10(encoded)
             props, body = to_amqp091(encoded)
         except TranslationError as exc:
             log.warning("cannot translate 1.0 message #%s for 0-9-1: %s; sent without properties",
@@ -136,6 +138,32 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
     if message.deaths:
         props = _with_deaths(props, message.deaths)
     return encode_properties(props), body
+
+
+#: encoded 0-9-1 properties by ``(prefix, labelled)`` of a 1.0 message
+#: (``properties_source``); at most ``RENDERED_MAX``, forgotten at once when full
+_RENDERED: dict[tuple[bytes, bool], bytes] = {}
+RENDERED_MAX = 256
+
+
+def _render_amqp10(encoded: bytes) -> tuple[bytes, bytes]:
+    """A 1.0 message without gateway annotations or deaths: the properties bytes come
+    from ``_RENDERED`` when an earlier message had the same sections before its body.
+    Raises ``TranslationError``."""
+    source = properties_source(encoded)
+    if source is None:
+        props, body = to_amqp091(encoded)
+        return encode_properties(props), body
+    prefix, labelled, body = source
+    key = (prefix, labelled)
+    rendered = _RENDERED.get(key)
+    if rendered is None:
+        props, _body = to_amqp091(encoded)
+        rendered = encode_properties(props)
+        if len(_RENDERED) >= RENDERED_MAX:
+            _RENDERED.clear()
+        _RENDERED[key] = rendered
+    return rendered, body
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

@@ -155,3 +155,20 @@ def test_added_annotations_merge_into_the_carried_amqp10_annotations():
     assert annotated.headers[Reserved.MESSAGE_ANNOTATIONS.value] == {"x-opt-origin": "sender",
                                                                       "x-opt-why": "retry"}
     assert to_amqp091(with_message_annotations(original, {"x-opt-why": "retry"})) == (annotated, body)
+
+
+def test_properties_source_names_what_the_properties_depend_on():
+    from translators.to_amqp091 import properties_source
+
+    head = [(S.HEADER, [True]), (S.PROPERTIES, ["id-1"])]
+    plain = encode_sections(head + [(S.DATA, b"abc")])
+    prefix, labelled, body = properties_source(plain)
+    assert plain.startswith(prefix) and prefix == encode_sections(head)
+    assert (labelled, body) == (False, b"abc") and body == to_amqp091(plain)[1]
+    value = encode_sections(head + [(S.AMQP_VALUE, "text")])
+    assert properties_source(value)[:2] == (prefix, True)
+    assert properties_source(value)[2] == to_amqp091(value)[1]
+    # message-annotations are checked against the body; a footer follows it: no source
+    assert properties_source(encode_sections([(S.MESSAGE_ANNOTATIONS, {symbol("k"): 1}),
+                                              (S.DATA, b"x")])) is None
+    assert properties_source(encode_sections([(S.DATA, b"x"), (S.FOOTER, {symbol("k"): 1})])) is None
