@@ -85,13 +85,14 @@ _OTHER_MAPS = ((SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS.
                (SectionCode.FOOTER, Reserved.FOOTER.value, "footer"))
 
 
-def properties_source(encoded: bytes) -> Optional[tuple[bytes, bool, bytes]]:
-    """``(prefix, labelled, body)``: ``body`` is ``to_amqp091(encoded)``'s body, and its
-    properties are a function of ``prefix`` (the sections before the body) and
+def properties_source(encoded: bytes) -> tuple[Optional[bytes], bool, bytes, list[SectionSpan]]:
+    """``(prefix, labelled, body, spans)``: ``body`` is ``to_amqp091(encoded)``'s body, and
+    its properties are a function of ``prefix`` (the sections before the body) and
     ``labelled`` (the body is not a single data section) alone, when the message has no
     message-annotations (whose ``x-amqp-0-9-1-*`` entries are checked against the body)
-    and nothing after the body (a footer). None otherwise. Raises ``TranslationError``
-    on a malformed encoding.
+    and nothing after the body (a footer); ``prefix`` is None otherwise. ``spans`` (the
+    sections) may be passed on to ``to_amqp091``. Raises ``TranslationError`` on a
+    malformed encoding.
 
     Why: a sender usually repeats the same header and properties, and translating
     and encoding them was a fifth of a 1.0 -> 0-9-1 delivery; a caller can keep the
@@ -99,26 +100,26 @@ def properties_source(encoded: bytes) -> Optional[tuple[bytes, bool, bytes]]:
     """
     spans = scan_sections(encoded)
     body_spans = [span for span in spans if span.code in BODY_CODES]
-    if not body_spans or spans[-1] is not body_spans[-1]:
-        return None
-    for span in spans:
-        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
-            return None
     body, labelled = body_to_amqp091(encoded, body_spans)
-    return bytes(encoded[:body_spans[0].start]), labelled, body
+    if not body_spans or spans[-1] is not body_spans[-1] or any(
+            span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans):
+        return None, labelled, body, spans
+    return bytes(encoded[:body_spans[0].start]), labelled, body, spans
 
 
-def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
+def to_amqp091(encoded: bytes, spans: Optional[list[SectionSpan]] = None
+               ) -> tuple[BasicProperties, bytes]:
     """Translate an encoded 1.0 message (the payload of a transfer) for a 0-9-1 consumer.
 
     Returns ``(properties, body)``. Header ``first-acquirer``/``delivery-count`` and the
     ``x-exchange``/``x-routing-key`` annotations are delivery information and are not
     carried (the 0-9-1 deliver method has redelivered, exchange and routing key). Raises
-    ``TranslationError`` on a malformed encoding.
+    ``TranslationError`` on a malformed encoding. ``spans``: ``scan_sections(encoded)``
+    when the caller has it already.
     """
     decoded: dict[SectionCode, Any] = {}
     body_spans: list[SectionSpan] = []
-    for span in scan_sections(encoded):
+    for span in scan_sections(encoded) if spans is None else spans:
         if span.code in BODY_CODES:
             body_spans.append(span)
         else:

@@ -150,15 +150,14 @@ def _render_amqp10(encoded: bytes) -> tuple[bytes, bytes]:
     """A 1.0 message without gateway annotations or deaths: the properties bytes come
     from ``_RENDERED`` when an earlier message had the same sections before its body.
     Raises ``TranslationError``."""
-    source = properties_source(encoded)
-    if source is None:
-        props, body = to_amqp091(encoded)
+    prefix, labelled, body, spans = properties_source(encoded)
+    if prefix is None:
+        props, body = to_amqp091(encoded, spans)
         return encode_properties(props), body
-    prefix, labelled, body = source
     key = (prefix, labelled)
     rendered = _RENDERED.get(key)
-    if rendered is None:
-        props, _body = to_amqp091(encoded)
+    if rendered is None:  # each section scanned once, hit or miss
+        props, _body = to_amqp091(encoded, spans)
         rendered = encode_properties(props)
         if len(_RENDERED) >= RENDERED_MAX:
             _RENDERED.clear()

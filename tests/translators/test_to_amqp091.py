@@ -162,13 +162,14 @@ def test_properties_source_names_what_the_properties_depend_on():
 
     head = [(S.HEADER, [True]), (S.PROPERTIES, ["id-1"])]
     plain = encode_sections(head + [(S.DATA, b"abc")])
-    prefix, labelled, body = properties_source(plain)
+    prefix, labelled, body, spans = properties_source(plain)
     assert plain.startswith(prefix) and prefix == encode_sections(head)
     assert (labelled, body) == (False, b"abc") and body == to_amqp091(plain)[1]
+    assert to_amqp091(plain, spans) == to_amqp091(plain)
     value = encode_sections(head + [(S.AMQP_VALUE, "text")])
     assert properties_source(value)[:2] == (prefix, True)
     assert properties_source(value)[2] == to_amqp091(value)[1]
-    # message-annotations are checked against the body; a footer follows it: no source
+    # message-annotations are checked against the body; a footer follows it: no prefix
     assert properties_source(encode_sections([(S.MESSAGE_ANNOTATIONS, {symbol("k"): 1}),
-                                              (S.DATA, b"x")])) is None
-    assert properties_source(encode_sections([(S.DATA, b"x"), (S.FOOTER, {symbol("k"): 1})])) is None
+                                              (S.DATA, b"x")]))[0] is None
+    assert properties_source(encode_sections([(S.DATA, b"x"), (S.FOOTER, {symbol("k"): 1})]))[0] is None
