@@ -28,7 +28,7 @@ from translators.property_forms import (
 from translators.section_scan import BODY_CODES, SectionCode, SectionSpan, scan_sections
 from translators.value_types import map_from_field, map_to_field, to_field_value, wrap_map
 
-__all__ = ["properties_source", "to_amqp091", "with_added_annotations"]
+__all__ = ["amqp091_properties", "properties_source", "to_amqp091", "with_added_annotations"]
 
 
 def _padded(value: Any, size: int, section: str) -> list:
@@ -90,9 +90,9 @@ def properties_source(encoded: bytes) -> tuple[Optional[bytes], bool, bytes, lis
     its properties are a function of ``prefix`` (the sections before the body) and
     ``labelled`` (the body is not a single data section) alone, when the message has no
     message-annotations (whose ``x-amqp-0-9-1-*`` entries are checked against the body)
-    and nothing after the body (a footer); ``prefix`` is None otherwise. ``spans`` (the
-    sections) may be passed on to ``to_amqp091``. Raises ``TranslationError`` on a
-    malformed encoding.
+    and nothing after the body (a footer); ``prefix`` is None otherwise. With ``spans``
+    (the sections) ``amqp091_properties`` makes the properties without scanning again.
+    Raises ``TranslationError`` on a malformed encoding.
 
     Why: a sender usually repeats the same header and properties, and translating
     and encoding them was a fifth of a 1.0 -> 0-9-1 delivery; a caller can keep the
@@ -107,24 +107,25 @@ def properties_source(encoded: bytes) -> tuple[Optional[bytes], bool, bytes, lis
     return bytes(encoded[:body_spans[0].start]), labelled, body, spans
 
 
-def to_amqp091(encoded: bytes, spans: Optional[list[SectionSpan]] = None
-               ) -> tuple[BasicProperties, bytes]:
+def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:
     """Translate an encoded 1.0 message (the payload of a transfer) for a 0-9-1 consumer.
 
     Returns ``(properties, body)``. Header ``first-acquirer``/``delivery-count`` and the
     ``x-exchange``/``x-routing-key`` annotations are delivery information and are not
     carried (the 0-9-1 deliver method has redelivered, exchange and routing key). Raises
-    ``TranslationError`` on a malformed encoding. ``spans``: ``scan_sections(encoded)``
-    when the caller has it already.
+    ``TranslationError`` on a malformed encoding.
     """
-    decoded: dict[SectionCode, Any] = {}
-    body_spans: list[SectionSpan] = []
-    for span in scan_sections(encoded) if spans is None else spans:
-        if span.code in BODY_CODES:
-            body_spans.append(span)
-        else:
-            decoded[span.code] = decode_section_fast(encoded, span)
-    body, labelled = body_to_amqp091(encoded, body_spans)
+    spans = scan_sections(encoded)
+    body, labelled = body_to_amqp091(encoded, [span for span in spans if span.code in BODY_CODES])
+    return amqp091_properties(encoded, spans, body, labelled), body
+
+
+def amqp091_properties(encoded: bytes, spans: list[SectionSpan], body: bytes,
+                       labelled: bool) -> BasicProperties:
+    """``to_amqp091``'s properties, from the sections already scanned and the body
+    already made (``properties_source`` gives all four). Raises ``TranslationError``."""
+    decoded: dict[SectionCode, Any] = {span.code: decode_section_fast(encoded, span)
+                                       for span in spans if span.code not in BODY_CODES}
 
     header = _padded(decoded.get(SectionCode.HEADER), 5, "header")
     props = _padded(decoded.get(SectionCode.PROPERTIES), 13, "properties")
@@ -173,7 +174,7 @@ def to_amqp091(encoded: bytes, spans: Optional[list[SectionSpan]] = None
                 headers[name] = map_to_field(section, symbol)
     if labelled:
         fields["type"] = AMQP10_BODY_TYPE
-    return BasicProperties(headers=headers or None, **fields), body
+    return BasicProperties(headers=headers or None, **fields)
 
 
 def _annotations_to_properties(

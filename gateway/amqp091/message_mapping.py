@@ -31,7 +31,7 @@ from gateway.broker.message import Encoding, MessageContainer
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
-from translators.to_amqp091 import properties_source, with_added_annotations
+from translators.to_amqp091 import amqp091_properties, properties_source, with_added_annotations
 from translators.values import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
@@ -152,13 +152,11 @@ def _render_amqp10(encoded: bytes) -> tuple[bytes, bytes]:
     Raises ``TranslationError``."""
     prefix, labelled, body, spans = properties_source(encoded)
     if prefix is None:
-        props, body = to_amqp091(encoded, spans)
-        return encode_properties(props), body
+        return encode_properties(amqp091_properties(encoded, spans, body, labelled)), body
     key = (prefix, labelled)
     rendered = _RENDERED.get(key)
-    if rendered is None:  # each section scanned once, hit or miss
-        props, _body = to_amqp091(encoded, spans)
-        rendered = encode_properties(props)
+    if rendered is None:  # scanned once and the body made once, hit or miss
+        rendered = encode_properties(amqp091_properties(encoded, spans, body, labelled))
         if len(_RENDERED) >= RENDERED_MAX:
             _RENDERED.clear()
         _RENDERED[key] = rendered

@@ -48,8 +48,9 @@ def test_rendering_with_the_cache_is_rendering_without_it(sections, other_body):
 
 def test_a_sender_repeating_its_properties_is_translated_once(monkeypatch):
     calls = []
-    real = message_mapping.to_amqp091
-    monkeypatch.setattr(message_mapping, "to_amqp091", lambda e, *s: calls.append(e) or real(e, *s))
+    real = message_mapping.amqp091_properties
+    monkeypatch.setattr(message_mapping, "amqp091_properties",
+                        lambda e, *rest: calls.append(e) or real(e, *rest))
     monkeypatch.setattr(message_mapping, "_RENDERED", {})
     first = bytes(Message(body=b"one", inferred=True, content_type="text/plain", properties={"k": 1}).encode())
     second = bytes(Message(body=b"two!", inferred=True, content_type="text/plain", properties={"k": 1}).encode())
