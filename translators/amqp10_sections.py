@@ -13,8 +13,7 @@ data sections, a footer and every other section keep their exact bytes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from proton import Array, Data, DataException, Described, symbol, ulong
 
@@ -52,8 +51,7 @@ PROPERTIES_FIELDS = (
 _UINT_MAX = 2**32 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Amqp10Summary:
+class Amqp10Summary(NamedTuple):
     """The routing-relevant fields of an encoded 1.0 message, as proton decodes them.
 
     Absent fields are ``None`` except where the spec gives a default (``durable`` False,
@@ -63,6 +61,9 @@ class Amqp10Summary:
     which compare equal to 0-9-1 field values of the same number or string. ``body_size``
     is the size of the body a 0-9-1 consumer would get: the octets of a single ``data``
     section, else the length of all encoded body sections.
+
+    A named tuple, as immutable as a frozen dataclass and made several times faster (one
+    per 1.0 message received).
     """
 
     durable: bool = False
@@ -78,7 +79,7 @@ class Amqp10Summary:
     reply_to: Optional[str] = None
     absolute_expiry_time: Optional[int] = None
     creation_time: Optional[int] = None
-    application_properties: dict = field(default_factory=dict)
+    application_properties: dict = {}  # noqa: RUF012 - read-only, see inspect_amqp10
     body_size: int = 0
 
 
@@ -159,17 +160,48 @@ def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 
 
+#: ``Amqp10Summary`` fields but ``body_size`` by the sections before the body (see
+#: ``inspect_amqp10``); at most ``SUMMARIES_MAX``, forgotten at once when full
+_SUMMARIES: dict[bytes, tuple] = {}
+SUMMARIES_MAX = 256
+_new_summary = tuple.__new__
+
+
 def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     """Read the routing fields of an encoded 1.0 message (see :class:`Amqp10Summary`).
 
     Decodes only the header, properties and application-properties sections. Raises
     ``TranslationError`` on a malformed encoding.
+
+    Every field but ``body_size`` is a function of the octets before the first body
+    section, and a sender usually repeats them: the decoded fields are kept per prefix
+    (a message with a fresh message-id misses and is decoded as before). That is why the
+    ``application_properties`` of a summary are to be read, never changed.
     """
+    spans = scan_sections(encoded)
+    body_spans = [span for span in spans if span.code in BODY_CODES]
+    if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:
+        body_size = data_size(encoded, body_spans[0])
+    else:
+        body_size = sum(s.end - s.start for s in body_spans)
+    if not body_spans:
+        return _new_summary(Amqp10Summary, _summary_fields(encoded, spans) + (body_size,))
+    prefix = bytes(encoded[:body_spans[0].start])
+    fields = _SUMMARIES.get(prefix)
+    if fields is None:
+        fields = _summary_fields(encoded, spans)
+        if len(_SUMMARIES) >= SUMMARIES_MAX:
+            _SUMMARIES.clear()
+        _SUMMARIES[prefix] = fields
+    return _new_summary(Amqp10Summary, fields + (body_size,))
+
+
+def _summary_fields(encoded: bytes, spans: list[SectionSpan]) -> tuple:
+    """``Amqp10Summary``'s fields in their declared order, without ``body_size``."""
     header: Any = None
     properties: Any = None
     app_properties: Any = None
-    body_spans: list[SectionSpan] = []
-    for span in scan_sections(encoded):
+    for span in spans:
         code = span.code
         if code is SectionCode.HEADER:
             header = decode_section_fast(encoded, span)
@@ -177,32 +209,25 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
             properties = decode_section_fast(encoded, span)
         elif code is SectionCode.APPLICATION_PROPERTIES:
             app_properties = decode_section_fast(encoded, span)
-        elif code in BODY_CODES:
-            body_spans.append(span)
-    if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:
-        body_size = data_size(encoded, body_spans[0])
-    else:
-        body_size = sum(s.end - s.start for s in body_spans)
     h = _fields(header, 5)
     p = _fields(properties, 13)
     creation = _typed(p[9], int)
     expiry = _typed(p[8], int)
-    return Amqp10Summary(
-        durable=h[0] is True,
-        priority=_typed(h[1], int),
-        ttl_ms=_typed(h[2], int),
-        first_acquirer=h[3] is True,
-        delivery_count=_typed(h[4], int) or 0,
-        message_id=p[0],
-        user_id=_typed(p[1], bytes),
-        to=_typed(p[2], str),
-        subject=_typed(p[3], str),
-        reply_to=_typed(p[4], str),
-        correlation_id=p[5],
-        absolute_expiry_time=None if expiry is None else int(expiry),
-        creation_time=None if creation is None else int(creation),
-        application_properties=app_properties if isinstance(app_properties, dict) else {},
-        body_size=body_size,
+    return (
+        h[0] is True,                    # durable
+        _typed(h[1], int),               # priority
+        _typed(h[2], int),               # ttl_ms
+        h[3] is True,                    # first_acquirer
+        _typed(h[4], int) or 0,          # delivery_count
+        p[0],                            # message_id
+        p[5],                            # correlation_id
+        _typed(p[1], bytes),             # user_id
+        _typed(p[2], str),               # to
+        _typed(p[3], str),               # subject
+        _typed(p[4], str),               # reply_to
+        None if expiry is None else int(expiry),
+        None if creation is None else int(creation),
+        app_properties if isinstance(app_properties, dict) else {},
     )
 
 

@@ -12,8 +12,8 @@ A section is a described value: ``0x00``, a descriptor (``smallulong 0x53 0x70..
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from translators.errors import TranslationError
 
@@ -85,15 +85,21 @@ _SIZE1 = frozenset({0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0})
 _SIZE4 = frozenset({0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0})
 
 
-@dataclass(frozen=True, slots=True)
-class SectionSpan:
+class SectionSpan(NamedTuple):
     """One top-level section: ``encoded[start:end]`` is the whole described value and
-    ``encoded[value_start:end]`` its value (after the descriptor)."""
+    ``encoded[value_start:end]`` its value (after the descriptor).
+
+    A named tuple, not a frozen dataclass: as immutable, and made in a tenth of the time
+    (every 1.0 message in or out is scanned)."""
 
     code: SectionCode
     start: int
     value_start: int
     end: int
+
+
+#: ``SectionSpan`` without its Python-level ``__new__`` (the scan's inner loop)
+_new_span = tuple.__new__
 
 
 def value_end(buf: bytes, pos: int) -> int:
@@ -148,6 +154,9 @@ def _descriptor_code(buf: bytes, pos: int, end: int) -> SectionCode:
     return section
 
 
+_LIST0, _NULL_CODE = 0x45, 0x40
+
+
 def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpan]:
     """Split ``encoded`` into its top-level sections, in order.
 
@@ -156,8 +165,13 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
     non-body section at most once). With ``body_only`` every section must be a body section
     (used for a labelled 0-9-1 body). Empty input gives an empty list. Raises
     ``TranslationError`` on anything else; it does not validate the inside of a value.
+
+    Runs on every 1.0 message received and every one delivered to 0-9-1, so the usual
+    encodings (a ``smallulong`` descriptor; a sized value or ``list0``) are measured
+    inline and everything else goes through ``value_end``.
     """
     spans: list[SectionSpan] = []
+    append = spans.append
     pos = 0
     rank = -1
     size = len(encoded)
@@ -172,14 +186,24 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
         else:
             value_start = value_end(encoded, pos + 1)
             code = _descriptor_code(encoded, pos + 1, value_start)
-        end = value_end(encoded, value_start)
+            if value_start >= size:
+                raise TranslationError("encoding", f"value expected at offset {value_start}")
+        fmt = encoded[value_start]
+        if fmt in _SIZE1 and value_start + 2 <= size:
+            end = value_start + 2 + encoded[value_start + 1]
+            if end > size:
+                raise TranslationError("encoding", f"value at offset {value_start} runs past the end")
+        elif fmt == _LIST0 or fmt == _NULL_CODE:
+            end = value_start + 1
+        else:
+            end = value_end(encoded, value_start)
         new_rank = _RANK[code]
-        if new_rank < rank or (new_rank == rank and code not in BODY_CODES):
+        if new_rank <= rank and (new_rank < rank or code not in BODY_CODES):
             raise TranslationError("encoding", f"section {code.name} out of order")
         if body_only and code not in BODY_CODES:
             raise TranslationError("encoding", f"{code.name} is not a body section")
         rank = new_rank
-        spans.append(SectionSpan(code, pos, value_start, end))
+        append(_new_span(SectionSpan, (code, pos, value_start, end)))
         pos = end
     return spans
 

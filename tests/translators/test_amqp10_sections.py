@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proton import Data, Described, Message, symbol, uint
 
-from tests.support.amqp_message_strategies import amqp10_sections, encode_sections
+from tests.support.amqp_message_strategies import amqp10_sections, bodies, encode_sections
 from translators import TranslationError, decode_sections, inspect_amqp10, with_delivery_header
+from translators import amqp10_sections as sections_module
 from translators.amqp10_sections import with_message_annotations
 from translators.section_scan import SectionCode, scan_sections
 
@@ -41,6 +42,64 @@ def test_inspect_agrees_with_generated_sections(sections):
         assert summary.body_size == len(body[0][1])
     else:
         assert summary.body_size == len(encode_sections(body))
+
+
+def _uncached_inspect(encoded):
+    saved = dict(sections_module._SUMMARIES)
+    sections_module._SUMMARIES.clear()
+    try:
+        return inspect_amqp10(encoded)
+    except TranslationError as exc:
+        return type(exc)
+    finally:
+        sections_module._SUMMARIES.clear()
+        sections_module._SUMMARIES.update(saved)
+
+
+def _inspect(encoded):
+    try:
+        return inspect_amqp10(encoded)
+    except TranslationError as exc:
+        return type(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(amqp10_sections(), bodies)
+def test_inspect_with_the_cache_is_inspect_without_it(sections, other_body):
+    encoded = encode_sections(sections)
+    expected = _uncached_inspect(encoded)
+    assert _inspect(encoded) == expected
+    assert _inspect(encoded) == expected  # the second time from the cache
+    # the same sections before the body, another body: its own body_size
+    head = [(code, value) for code, value in sections
+            if code not in (SectionCode.DATA, SectionCode.AMQP_SEQUENCE, SectionCode.AMQP_VALUE,
+                            SectionCode.FOOTER)]
+    sibling = encode_sections(head + list(other_body))
+    assert _inspect(sibling) == _uncached_inspect(sibling)
+
+
+def test_a_repeated_prefix_is_decoded_once(monkeypatch):
+    calls = []
+    real = sections_module._summary_fields
+    monkeypatch.setattr(sections_module, "_summary_fields",
+                        lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(sections_module, "_SUMMARIES", {})
+    one = inspect_amqp10(bytes(Message(body=b"one", inferred=True, subject="s", properties={"k": 1}).encode()))
+    two = inspect_amqp10(bytes(Message(body=b"two!", inferred=True, subject="s", properties={"k": 1}).encode()))
+    assert (one.body_size, two.body_size) == (3, 4)
+    assert one._replace(body_size=0) == two._replace(body_size=0) and one.subject == "s"
+    assert len(calls) == 1
+    other = inspect_amqp10(bytes(Message(body=b"3", inferred=True, subject="t").encode()))
+    assert other.subject == "t" and other.application_properties == {}
+    assert len(calls) == 2
+
+
+def test_the_summary_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(sections_module, "_SUMMARIES", {})
+    for n in range(sections_module.SUMMARIES_MAX + 5):
+        summary = inspect_amqp10(bytes(Message(body=b"x", id=f"m-{n}").encode()))
+        assert summary.message_id == f"m-{n}"
+        assert len(sections_module._SUMMARIES) <= sections_module.SUMMARIES_MAX
 
 
 def test_inspect_agrees_with_proton_message():
