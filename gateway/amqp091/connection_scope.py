@@ -16,8 +16,7 @@ import logging
 from typing import Any
 
 from gateway.amqp091.handlers import ConnectionContext
-from gateway.auth.errors import AccessRefused as AuthAccessRefused
-from gateway.auth.permissions import Action, check
+from gateway.auth.permissions import Action, PermissionCache
 
 __all__ = ["ConnectionScope", "scope_for"]
 
@@ -26,7 +25,7 @@ log = logging.getLogger(__name__)
 class ConnectionScope:
     """See the module docstring. Create through :func:`scope_for`."""
 
-    __slots__ = ("context", "broker", "owner", "vhost", "_allowed", "_listening", "_registry")
+    __slots__ = ("context", "broker", "owner", "vhost", "_permissions", "_listening", "_registry")
 
     def __init__(self, context: ConnectionContext, broker: Any,
                  registry: dict[int, "ConnectionScope"] | None = None) -> None:
@@ -35,7 +34,7 @@ class ConnectionScope:
         self.broker = broker
         self.owner = context.connection
         self.vhost = context.vhost
-        self._allowed: dict[tuple[Action, str], str | None] = {}
+        self._permissions = PermissionCache()
         self._listening = False
         if broker is not None and hasattr(broker, "add_blocked_listener"):
             broker.add_blocked_listener(self)
@@ -45,22 +44,8 @@ class ConnectionScope:
     def check(self, action: Action, resource: str) -> str | None:
         """None if the user may do ``action`` on ``resource``, else RabbitMQ's refusal text
         (the caller raises 403). Users without a permission table (tests) may do all."""
-        key = (action, resource)
-        try:
-            return self._allowed[key]
-        except KeyError:
-            pass
-        user = self.context.user
-        refusal: str | None = None
-        if user is not None and hasattr(user, "permissions"):
-            try:
-                check(user, self.context.vhost_name, action, resource)
-            except AuthAccessRefused as exc:
-                refusal = str(exc.args[0]) if exc.args else "access refused"
-        if len(self._allowed) > 1024:
-            self._allowed.clear()
-        self._allowed[key] = refusal
-        return refusal
+        return self._permissions.refusal(self.context.user, self.context.vhost_name, action,
+                                         resource)
 
     # -- BlockListener ------------------------------------------------------------------
     def blocked(self, reason: str) -> None:

@@ -52,15 +52,14 @@ from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
 from gateway.auth import (
-    AccessRefused,
     Action,
     AdmissionToken,
     Authenticator,
     ConnectionLimitReached,
     ConnectionRegistry,
     LoginThrottle,
+    PermissionCache,
     User,
-    check,
     may_access_vhost,
 )
 from gateway.broker.vhost import VirtualHost
@@ -142,6 +141,8 @@ class Amqp10Engine:
         self.on_output: Optional[Callable[[], None]] = None
         self.user: Optional[User] = None
         self.vhost: Optional[VirtualHost] = None
+        #: this connection's permission answers (``permit``)
+        self._permissions = PermissionCache()
         self.state = EngineState.SASL
         self._now = now
         self._handshake_deadline: Optional[float] = now + handshake_timeout
@@ -299,14 +300,15 @@ class Amqp10Engine:
         read regular expressions of the user for this vhost; see ``gateway.auth``).
 
         Raises ``Amqp10Error(amqp:unauthorized-access)`` (link scope) whose text names
-        the action, the resource, the user and the vhost."""
+        the action, the resource, the user and the vhost. Answers are kept for the
+        connection's life, as RabbitMQ keeps them per channel (a publish on a link that
+        names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
         if user is None or vhost is None:
             raise Amqp10Error(Cond.ILLEGAL_STATE, "no authenticated user or vhost")
-        try:
-            check(user, vhost.name, action, resource)
-        except AccessRefused as exc:
-            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS, exc.text) from None
+        refusal = self._permissions.refusal(user, vhost.name, action, resource)
+        if refusal is not None:
+            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
         if not self._in_call and self.on_output is not None:

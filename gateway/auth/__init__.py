@@ -25,7 +25,7 @@ from gateway.auth.mechanisms import (
     is_loopback,
 )
 from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
-from gateway.auth.permissions import Action, check, is_permitted, may_access_vhost
+from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
 from gateway.auth.throttle import LoginThrottle
 from gateway.auth.users import Permission, User, UserDirectory
@@ -33,6 +33,7 @@ from gateway.auth.users import Permission, User, UserDirectory
 __all__ = [
     "AccessRefused",
     "Action",
+    "PermissionCache",
     "AdmissionToken",
     "Authenticated",
     "AuthenticationFailed",

@@ -20,7 +20,7 @@ import re
 from gateway.auth.errors import AccessRefused
 from gateway.auth.users import Permission, User
 
-__all__ = ["Action", "check", "is_permitted", "may_access_vhost"]
+__all__ = ["Action", "PermissionCache", "check", "is_permitted", "may_access_vhost"]
 
 DEFAULT_EXCHANGE_RESOURCE = "amq.default"
 
@@ -67,3 +67,36 @@ def check(user: User, vhost: str, action: Action, resource: str) -> None:
         raise AccessRefused(
             f"{action.value} access to resource '{shown}' in vhost '{vhost}' "
             f"refused for user '{user.name}'")
+
+
+class PermissionCache:
+    """One connection's answers to ``check``, kept while it lives (as RabbitMQ does per
+    channel): a publish is checked once per exchange, not a regular expression per
+    message. Bounded at ``MAX`` entries, forgotten at once when full.
+    """
+
+    __slots__ = ("_answers",)
+    MAX = 1024
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[Action, str], str | None] = {}
+
+    def refusal(self, user: object, vhost: str, action: Action, resource: str) -> str | None:
+        """None if ``user`` may do ``action`` on ``resource`` in ``vhost``, else RabbitMQ's
+        refusal text. A user without a permission table (tests) may do all."""
+        key = (action, resource)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        refusal: str | None = None
+        if user is not None and hasattr(user, "permissions"):
+            try:
+                check(user, vhost, action, resource)  # type: ignore[arg-type]
+            except AccessRefused as exc:
+                refusal = exc.text
+        answers = self._answers
+        if len(answers) >= self.MAX:
+            answers.clear()
+        answers[key] = refusal
+        return refusal

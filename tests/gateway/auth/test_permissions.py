@@ -1,7 +1,8 @@
 import pytest
 
 from gateway.auth.errors import AccessRefused
-from gateway.auth.permissions import Action, check, is_permitted, may_access_vhost
+from gateway.auth import permissions
+from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.users import Permission, User
 
 USER = User("bob", None, permissions={
@@ -47,3 +48,24 @@ def test_may_access_vhost():
     assert may_access_vhost(USER, "/")
     assert may_access_vhost(USER, "dev")
     assert not may_access_vhost(USER, "prod")
+
+
+def test_permission_cache_answers_as_check_and_asks_once(monkeypatch):
+    calls = []
+    real = permissions.check
+    monkeypatch.setattr(permissions, "check", lambda *a: calls.append(a) or real(*a))
+    cache = PermissionCache()
+    for _ in range(3):
+        assert cache.refusal(USER, "/", Action.WRITE, "logs") is None
+        assert cache.refusal(USER, "/", Action.CONFIGURE, "orders") == (
+            "configure access to resource 'orders' in vhost '/' refused for user 'bob'")
+    assert len(calls) == 2
+    assert PermissionCache().refusal(None, "/", Action.CONFIGURE, "q") is None  # no user table
+
+
+def test_permission_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(PermissionCache, "MAX", 4)
+    cache = PermissionCache()
+    for n in range(10):
+        assert (cache.refusal(USER, "/", Action.WRITE, f"logs{n}") is None) is False
+        assert len(cache._answers) <= 4
