@@ -23,6 +23,7 @@ __all__ = [
     "BODY_CODES",
     "value_end",
     "scan_sections",
+    "binary_section_head",
     "encode_binary_section",
 ]
 
@@ -208,12 +209,16 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
     return spans
 
 
+def binary_section_head(code: SectionCode, size: int) -> bytes:
+    """The octets before the payload in ``encode_binary_section(code, payload)`` for a
+    payload of ``size`` octets: a caller can join head, payload and other sections in one
+    copy."""
+    if size <= 0xFF:
+        return bytes((0x00, 0x53, code, 0xA0, size))
+    return bytes((0x00, 0x53, code, 0xB0)) + size.to_bytes(4, "big")
+
+
 def encode_binary_section(code: SectionCode, payload: bytes) -> bytes:
     """Encode a ``data`` section (or any section whose value is ``binary``) around
     ``payload``, choosing vbin8 or vbin32 by size."""
-    size = len(payload)
-    if size <= 0xFF:
-        head = bytes((0x00, 0x53, code, 0xA0, size))
-    else:
-        head = bytes((0x00, 0x53, code, 0xB0)) + size.to_bytes(4, "big")
-    return head + payload
+    return binary_section_head(code, len(payload)) + payload

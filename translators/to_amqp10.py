@@ -17,7 +17,8 @@ from translators.errors import TranslationError
 from translators.primitive_encoder import Unencodable, encode_described_list, encode_described_map
 from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
 from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl
-from translators.section_scan import SectionCode
+from translators.amqp10_sections import with_delivery_header
+from translators.section_scan import SectionCode, binary_section_head
 from translators.value_types import from_field_value, map_from_field
 
 __all__ = ["to_amqp10"]
@@ -63,7 +64,8 @@ PREFIXES_MAX = 256
 
 
 def to_amqp10(
-    properties: BasicProperties, body: bytes, *, exchange: str = "", routing_key: str = ""
+    properties: BasicProperties, body: bytes, *, exchange: str = "", routing_key: str = "",
+    first_delivery: bool = False,
 ) -> bytes:
     """Translate 0-9-1 content for a 1.0 receiver; returns the encoded message sections
     (header, delivery-annotations, message-annotations, properties,
@@ -82,19 +84,28 @@ def to_amqp10(
     full), unless the message has its own id, correlation id or timestamp (then the key
     would not recur). Why: building and encoding the sections was most of a 0-9-1 ->
     1.0 delivery's translation.
+
+    ``first_delivery``: the result is ``with_delivery_header(to_amqp10(...),
+    delivery_count=0, first_acquirer=True)``, what a 1.0 receiver gets on a message's first
+    delivery; with a kept prefix the header is in it already and the body is copied once.
     """
     if (properties.headers is None and properties.message_id is None
             and properties.correlation_id is None and properties.timestamp is None
             and properties.type != AMQP10_BODY_TYPE):
-        key = (properties, exchange, routing_key)
+        key = (properties, exchange, routing_key, first_delivery)
         prefix = _PREFIXES.get(key)
         if prefix is None:
             prefix = _sections_before_body(properties, exchange, routing_key)
+            if first_delivery:
+                prefix = with_delivery_header(prefix, delivery_count=0, first_acquirer=True)
             if len(_PREFIXES) >= PREFIXES_MAX:
                 _PREFIXES.clear()
             _PREFIXES[key] = prefix
-        return prefix + body_to_amqp10(body, False)
-    return _to_amqp10(properties, body, exchange, routing_key)
+        return b"".join((prefix, binary_section_head(SectionCode.DATA, len(body)), body))
+    encoded = _to_amqp10(properties, body, exchange, routing_key)
+    if first_delivery:
+        return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
+    return encoded
 
 
 def _sections_before_body(properties: BasicProperties, exchange: str, routing_key: str) -> bytes:

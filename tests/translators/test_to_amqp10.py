@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from proton import symbol, timestamp, ubyte, uint, ulong
 
-from translators import BasicProperties, TranslationError, decode_sections, to_amqp10, to_amqp091
+from translators import (BasicProperties, TranslationError, decode_sections, to_amqp10, to_amqp091,
+                         with_delivery_header)
 from translators.mapping import Annotation, Reserved
 from translators.section_scan import SectionCode as S
 from translators.values import Int8
@@ -138,6 +139,26 @@ def test_a_kept_prefix_gives_exactly_the_full_translation(props, body, exchange,
     other = body + b"!"
     assert to_amqp10(props, other, exchange=exchange, routing_key=routing_key) == \
         to_amqp10_module._to_amqp10(props, other, exchange, routing_key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(basic_properties, st.binary(max_size=600), st.sampled_from(["", "amq.topic"]),
+       st.sampled_from(["", "k"]))
+def test_first_delivery_is_the_delivery_header_on_the_translation(props, body, exchange,
+                                                                 routing_key):
+    # with and without headers: from a kept prefix and from the full translation
+    for properties in (props, _replace(props, headers=None)):
+        try:
+            plain = to_amqp10(properties, body, exchange=exchange, routing_key=routing_key)
+        except TranslationError:
+            with pytest.raises(TranslationError):
+                to_amqp10(properties, body, exchange=exchange, routing_key=routing_key,
+                          first_delivery=True)
+            continue
+        expected = with_delivery_header(plain, delivery_count=0, first_acquirer=True)
+        for _ in range(2):  # building the prefix, then from the kept one
+            assert to_amqp10(properties, body, exchange=exchange, routing_key=routing_key,
+                             first_delivery=True) == expected
 
 
 def test_prefixes_are_kept_for_recurring_properties_only_and_bounded():
