@@ -443,7 +443,9 @@ class BrokerChannel:
                 event, reason = EventKind.RETURNED, NO_ROUTE_TEXT
             else:
                 event, reason = EventKind.UNROUTABLE, None
-            routed_to = tuple(map(queue_name, result.queues))
+            queues = result.queues
+            routed_to = (queues[0].routed_to if len(queues) == 1
+                         else tuple(map(queue_name, queues)))
             if received:  # the usual case: received and its outcome in one compact row
                 ledger.publish_event(EventKind.RECEIVED, event, now, self._ledger_context,
                                      ledger_key(message), routed_to, reason, message.headers)

@@ -436,8 +436,11 @@ class IncomingLink:
                 context = self._ledger_context
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
                     context = context[:5] + (address,)
+                queues = result.queues
                 ledger.publish_event(EventKind.RECEIVED, EventKind.ROUTED, now, context,
-                                     ledger_key(message), tuple(map(queue_name, result.queues)),
+                                     ledger_key(message),
+                                     queues[0].routed_to if len(queues) == 1
+                                     else tuple(map(queue_name, queues)),
                                      None, message.headers)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
@@ -616,7 +619,8 @@ class OutgoingLink:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:
-            self._record_settled(ledger, entry, _LEDGER_OUTCOME.get(state, LedgerOutcome.RELEASED), None)
+            record_settled(ledger, entry, now, self._ledger_context, queue.name,
+                           _LEDGER_OUTCOME.get(state, LedgerOutcome.RELEASED))
         if state == Delivery.ACCEPTED:
             queue.settle(entry)
         elif state == Delivery.REJECTED:

@@ -75,6 +75,8 @@ class Queue:
         store: Optional["Store"] = None,
     ) -> None:
         self.name = name
+        #: the ledger's ``routed_to`` for a message this queue alone took (made once)
+        self.routed_to = (name,)
         self.vhost = vhost
         self.vhost_name = vhost.name if vhost is not None else vhost_name
         self.durable = durable
