@@ -197,8 +197,8 @@ class BrokerChannel:
             self.unacked.add(Unacked(tag, entry, consumer.credit))
         props, body = delivery_payload(message)
         self.writer.send_content(
-            m.BasicDeliver(consumer_tag=consumer.tag, delivery_tag=tag, redelivered=entry.redelivered,
-                           exchange=message.exchange, routing_key=message.routing_key),
+            m.BasicDeliver.make(consumer.tag, tag, entry.redelivered, message.exchange,
+                                message.routing_key),
             props, body)
 
     def consumer_cancelled(self, consumer: ChannelConsumer, reason: str) -> None:

@@ -16,8 +16,7 @@ property bytes are kept (``Content.properties_bytes``) so a 0-9-1 delivery re-us
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.amqp091 import values as _values
 from gateway.amqp091.errors import ChannelException, ConnectionException, DecodeError
@@ -35,9 +34,9 @@ _NAMES = tuple(name for name, _ in PROPERTY_DOMAINS)
 _DOMAINS = tuple(domain for _, domain in PROPERTY_DOMAINS)
 
 
-@dataclass(frozen=True, slots=True)
-class Content:
-    """A whole message as published: decoded properties, their raw bytes, the body."""
+class Content(NamedTuple):
+    """A whole message as published: decoded properties, their raw bytes, the body.
+    (A named tuple, as the frames are: one per message.)"""
 
     properties: BasicProperties
     properties_bytes: bytes

@@ -1,6 +1,7 @@
 """Method codecs: hypothesis round trips of every row, pamqp cross-checks, decode errors."""
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -147,3 +148,16 @@ def test_methods_are_frozen() -> None:
     ack = m.BasicAck(delivery_tag=1)
     with pytest.raises(AttributeError):
         ack.delivery_tag = 2  # type: ignore[misc]
+
+
+def test_make_is_the_constructor_for_every_method() -> None:
+    for cls in METHOD_CLASSES.values():
+        values = [f.default for f in dataclasses.fields(cls)]
+        made = cls.make(*values)  # type: ignore[attr-defined]
+        assert type(made) is cls and made == cls(*values) and hash(made) == hash(cls(*values))
+        if values:
+            with pytest.raises(AttributeError):  # still frozen
+                setattr(made, dataclasses.fields(cls)[0].name, values[0])
+    deliver = m.BasicDeliver.make("c", 7, True, "x", "k")
+    assert deliver == m.BasicDeliver(consumer_tag="c", delivery_tag=7, redelivered=True,
+                                     exchange="x", routing_key="k")
