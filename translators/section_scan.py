@@ -12,6 +12,7 @@ A section is a described value: ``0x00``, a descriptor (``smallulong 0x53 0x70..
 """
 from __future__ import annotations
 
+import struct
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -156,6 +157,7 @@ def _descriptor_code(buf: bytes, pos: int, end: int) -> SectionCode:
 
 
 _LIST0, _NULL_CODE = 0x45, 0x40
+_U32 = struct.Struct(">I")
 
 
 def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpan]:
@@ -192,6 +194,10 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
         fmt = encoded[value_start]
         if fmt in _SIZE1 and value_start + 2 <= size:
             end = value_start + 2 + encoded[value_start + 1]
+            if end > size:
+                raise TranslationError("encoding", f"value at offset {value_start} runs past the end")
+        elif fmt in _SIZE4 and value_start + 5 <= size:
+            end = value_start + 5 + _U32.unpack_from(encoded, value_start + 1)[0]
             if end > size:
                 raise TranslationError("encoding", f"value at offset {value_start} runs past the end")
         elif fmt == _LIST0 or fmt == _NULL_CODE:
