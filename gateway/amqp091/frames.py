@@ -69,6 +69,9 @@ class HeartbeatFrame(NamedTuple):
 
 Frame = Union[MethodFrame, HeaderFrame, BodyFrame, HeartbeatFrame]
 
+#: a frame without the named tuple's Python-level ``__new__`` (the reader's inner loop)
+_new = tuple.__new__
+
 
 class FrameReader:
     """Incremental frame parser.
@@ -145,16 +148,16 @@ class FrameReader:
             payload = bytes(buf[o + 7 : stop])
             o = stop + 1
             if ftype == _METHOD:
-                frames.append(MethodFrame(channel, decode_method(payload)))
+                frames.append(_new(MethodFrame, (channel, decode_method(payload))))
             elif ftype == _BODY:
-                frames.append(BodyFrame(channel, payload))
+                frames.append(_new(BodyFrame, (channel, payload)))
             elif ftype == _HEADER:
                 if len(payload) < 14:
                     raise ConnectionException(
                         ReplyCode.FRAME_ERROR, f"content header of {len(payload)} octets is too short"
                     )
                 class_id, weight, body_size = _CONTENT_HEADER.unpack_from(payload, 0)
-                frames.append(HeaderFrame(channel, class_id, weight, body_size, payload[12:]))
+                frames.append(_new(HeaderFrame, (channel, class_id, weight, body_size, payload[12:])))
             elif ftype == _HEARTBEAT:
                 frames.append(HeartbeatFrame(channel))
             else:

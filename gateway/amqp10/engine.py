@@ -153,9 +153,9 @@ class Amqp10Engine:
         self._collector: Optional[Collector] = None
         #: handlers by proton link (proton wrappers hash and compare by address)
         self._links: dict[Any, IncomingLink | OutgoingLink] = {}
-        # link address -> handler, a cache for the delivery fast path; an entry counts
-        # only while ``_links`` still maps the handler's link to it (its Link wrapper
-        # keeps the address alive, so it cannot be reused meanwhile)
+        # link address -> handler, for the delivery fast path: exactly the links of
+        # ``_links`` (``_drop_link``), whose Link wrappers keep the addresses alive, so an
+        # address cannot be reused while it is here
         self._handler_by_addr: dict[int, IncomingLink | OutgoingLink] = {}
         self._pending_input = b""
         self._torn_down = False
@@ -315,7 +315,15 @@ class Amqp10Engine:
             self.on_output()
 
     def link_gone(self, handler: IncomingLink | OutgoingLink) -> None:
-        self._links.pop(handler.link, None)
+        self._drop_link(handler.link)
+
+    def _drop_link(self, link: Any) -> IncomingLink | OutgoingLink | None:
+        """Forget ``link``'s handler, in ``_links`` and in the fast path's address map
+        together (once proton frees a link its address may be reused)."""
+        handler = self._links.pop(link, None)
+        if handler is not None:
+            self._handler_by_addr.pop(addressof(link._impl), None)
+        return handler
 
     def producers_blocked(self) -> bool:
         return bool(getattr(self.broker, "blocked", False))
@@ -445,13 +453,10 @@ class Amqp10Engine:
                     d = pn_event_delivery(ev)
                     link_impl = pn_delivery_link(d)
                     handler = by_addr.get(addressof(link_impl))
-                    if handler is None or links.get(handler.link) is not handler:
+                    if handler is None:
                         handler = links.get(Link.wrap(link_impl))
                         if handler is None:
                             continue
-                        if len(by_addr) > 2 * len(links) + 8:  # drop entries of gone links
-                            self._handler_by_addr = by_addr = {
-                                a: h for a, h in by_addr.items() if links.get(h.link) is h}
                         by_addr[addressof(link_impl)] = handler
                     try:
                         handler.on_delivery(d)
@@ -543,10 +548,11 @@ class Amqp10Engine:
             raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
                               f"link limit ({self.max_links}) per connection reached")
         handler = attach_link(self, link)
+        self._drop_link(link)
         self._links[link] = handler
 
     def _on_link_close(self, link: Any, *, detach: bool) -> None:
-        handler = self._links.pop(link, None)
+        handler = self._drop_link(link)
         if handler is not None:
             handler.teardown()
         if link.state & link.LOCAL_ACTIVE:
@@ -558,7 +564,7 @@ class Amqp10Engine:
     def _close_session_links(self, session: Any) -> None:
         for key, handler in list(self._links.items()):
             if handler.link.session == session:
-                self._links.pop(key, None)
+                self._drop_link(key)
                 handler.teardown()
 
     def _handler(self, link: Any) -> IncomingLink | OutgoingLink | None:
@@ -570,7 +576,7 @@ class Amqp10Engine:
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
             log.info("1.0 link %r on %s refused/detached: %s", link.name, self.owner, error)
-            handler = self._links.pop(link, None)
+            handler = self._drop_link(link)
             if handler is not None:
                 handler.teardown()
             link.condition = condition
