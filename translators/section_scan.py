@@ -158,6 +158,8 @@ def _descriptor_code(buf: bytes, pos: int, end: int) -> SectionCode:
 
 _LIST0, _NULL_CODE = 0x45, 0x40
 _U32 = struct.Struct(">I")
+_VBIN8_HEAD = struct.Struct(">BBBBB")
+_VBIN32_HEAD = struct.Struct(">BBBBI")
 
 
 def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpan]:
@@ -220,8 +222,8 @@ def binary_section_head(code: SectionCode, size: int) -> bytes:
     payload of ``size`` octets: a caller can join head, payload and other sections in one
     copy."""
     if size <= 0xFF:
-        return bytes((0x00, 0x53, code, 0xA0, size))
-    return bytes((0x00, 0x53, code, 0xB0)) + size.to_bytes(4, "big")
+        return _VBIN8_HEAD.pack(0x00, 0x53, code, 0xA0, size)
+    return _VBIN32_HEAD.pack(0x00, 0x53, code, 0xB0, size)
 
 
 def encode_binary_section(code: SectionCode, payload: bytes) -> bytes:

@@ -82,6 +82,8 @@ QUEUE_FULL_TEXT = "queue full"
 """Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
 
 _P091 = WireProtocol.AMQP091
+# enum members read on every publish: a module global is four times cheaper to reach
+_RECEIVED, _ROUTED = EventKind.RECEIVED, EventKind.ROUTED
 CLOSED_WITH_UNACKED = "channel closed"
 """Ledger reason of the release of deliveries still unacked when a channel closes."""
 
@@ -436,7 +438,7 @@ class BrokerChannel:
             raise
         if ledger is not None:
             if result.queues or result.service is not None:
-                event, reason = EventKind.ROUTED, None
+                event, reason = _ROUTED, None
             elif result.rejected:
                 event, reason = EventKind.REFUSED, QUEUE_FULL_TEXT
             elif method.mandatory:
@@ -447,7 +449,7 @@ class BrokerChannel:
             routed_to = (queues[0].routed_to if len(queues) == 1
                          else tuple(map(queue_name, queues)))
             if received:  # the usual case: received and its outcome in one compact row
-                ledger.publish_event(EventKind.RECEIVED, event, now, self._ledger_context,
+                ledger.publish_event(_RECEIVED, event, now, self._ledger_context,
                                      ledger_key(message), routed_to, reason, message.headers)
             else:
                 self._record_publish(ledger, method, message, event, reason=reason,

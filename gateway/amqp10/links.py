@@ -124,6 +124,8 @@ log = logging.getLogger(__name__)
 INCOMING_CREDIT = 256
 
 _P10 = WireProtocol.AMQP10
+# enum members read on every message: a module global is four times cheaper to reach
+_RECEIVED, _ROUTED, _RELEASED = EventKind.RECEIVED, EventKind.ROUTED, LedgerOutcome.RELEASED
 #: proton's terminal delivery states -> the ledger's outcome (anything else: released)
 _LEDGER_OUTCOME = {
     Delivery.ACCEPTED: LedgerOutcome.ACCEPTED,
@@ -437,7 +439,7 @@ class IncomingLink:
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
                     context = context[:5] + (address,)
                 queues = result.queues
-                ledger.publish_event(EventKind.RECEIVED, EventKind.ROUTED, now, context,
+                ledger.publish_event(_RECEIVED, _ROUTED, now, context,
                                      ledger_key(message),
                                      queues[0].routed_to if len(queues) == 1
                                      else tuple(map(queue_name, queues)),
@@ -620,7 +622,7 @@ class OutgoingLink:
         ledger = self.host.broker.ledger
         if ledger is not None:
             record_settled(ledger, entry, now, self._ledger_context, queue.name,
-                           _LEDGER_OUTCOME.get(state, LedgerOutcome.RELEASED))
+                           _LEDGER_OUTCOME.get(state, _RELEASED))
         if state == Delivery.ACCEPTED:
             queue.settle(entry)
         elif state == Delivery.REJECTED:
