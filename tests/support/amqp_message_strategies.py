@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import decimal
 import struct
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 from proton import (
@@ -37,6 +37,7 @@ from proton import (
 
 from translators.amqp10_sections import decode_sections
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
+from translators.errors import TranslationError
 from translators.mapping import RESERVED_NAMES, Annotation
 from translators.section_scan import SectionCode
 from translators.value_types import WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY
@@ -208,6 +209,27 @@ def encode_sections(sections: list[tuple[SectionCode, Any]]) -> bytes:
     return bytes(data.encode())
 
 
+_BODY_OR_AFTER = (SectionCode.DATA, SectionCode.AMQP_SEQUENCE, SectionCode.AMQP_VALUE,
+                  SectionCode.FOOTER)
+
+
+def with_other_body(sections: list[tuple[SectionCode, Any]],
+                    body: list[tuple[SectionCode, Any]]) -> bytes:
+    """``sections`` up to their body, then ``body`` instead of theirs, encoded: a message
+    a cache keyed by the sections before the body must tell apart from the first."""
+    return encode_sections([(code, value) for code, value in sections
+                            if code not in _BODY_OR_AFTER] + list(body))
+
+
+def outcome(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)``, or the type of the ``TranslationError`` it raised: what a
+    cached and an uncached path must agree on."""
+    try:
+        return function(*args)
+    except TranslationError as exc:
+        return type(exc)
+
+
 # ------------------------------------------------------------------ canonical form
 
 
@@ -332,6 +354,8 @@ __all__ = [
     "amqp10_scalars",
     "amqp10_sections",
     "encode_sections",
+    "with_other_body",
+    "outcome",
     "canonical",
     "canonical_sections",
     "typed",
