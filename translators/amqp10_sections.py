@@ -81,6 +81,11 @@ class Amqp10Summary(NamedTuple):
     creation_time: Optional[int] = None
     application_properties: dict = {}  # noqa: RUF012 - read-only, see inspect_amqp10
     body_size: int = 0
+    #: where the body starts when it is one ``data`` section (short descriptor), the last
+    #: section, after no message-annotations; None otherwise. Then ``encoded[:body_at]`` is all
+    #: a 0-9-1 rendering's properties depend on, and ``to_amqp091.plain_body`` gives its body
+    #: without scanning again (see ``to_amqp091.properties_source``).
+    body_at: Optional[int] = None
 
 
 def owned_value(value: Any) -> Any:
@@ -160,9 +165,10 @@ def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 
 
-#: ``Amqp10Summary`` fields but ``body_size`` by the sections before the body (see
-#: ``inspect_amqp10``); at most ``SUMMARIES_MAX``, forgotten at once when full
-_SUMMARIES: dict[bytes, tuple] = {}
+#: ``(fields, annotated)`` by the sections before the body: ``Amqp10Summary``'s fields but
+#: ``body_size`` and ``body_at``, and whether a message-annotations section is among them
+#: (see ``inspect_amqp10``); at most ``SUMMARIES_MAX``, forgotten at once when full
+_SUMMARIES: dict[bytes, tuple[tuple, bool]] = {}
 SUMMARIES_MAX = 256
 _new_summary = tuple.__new__
 
@@ -185,15 +191,20 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     else:
         body_size = sum(s.end - s.start for s in body_spans)
     if not body_spans:
-        return _new_summary(Amqp10Summary, _summary_fields(encoded, spans) + (body_size,))
-    prefix = bytes(encoded[:body_spans[0].start])
-    fields = _SUMMARIES.get(prefix)
-    if fields is None:
-        fields = _summary_fields(encoded, spans)
+        return _new_summary(Amqp10Summary, _summary_fields(encoded, spans) + (body_size, None))
+    body = body_spans[0]
+    prefix = bytes(encoded[:body.start])
+    cached = _SUMMARIES.get(prefix)
+    if cached is None:
+        cached = (_summary_fields(encoded, spans),
+                  any(span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans))
         if len(_SUMMARIES) >= SUMMARIES_MAX:
             _SUMMARIES.clear()
-        _SUMMARIES[prefix] = fields
-    return _new_summary(Amqp10Summary, fields + (body_size,))
+        _SUMMARIES[prefix] = cached
+    fields, annotated = cached
+    plain = (not annotated and len(body_spans) == 1 and spans[-1] is body
+             and body.code is SectionCode.DATA and body.value_start == body.start + 3)
+    return _new_summary(Amqp10Summary, fields + (body_size, body.start if plain else None))
 
 
 def _summary_fields(encoded: bytes, spans: list[SectionSpan]) -> tuple:

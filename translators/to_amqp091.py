@@ -28,7 +28,8 @@ from translators.property_forms import (
 from translators.section_scan import BODY_CODES, SectionCode, SectionSpan, scan_sections
 from translators.value_types import map_from_field, map_to_field, to_field_value, wrap_map
 
-__all__ = ["amqp091_properties", "properties_source", "to_amqp091", "with_added_annotations"]
+__all__ = ["amqp091_properties", "plain_body", "properties_source", "to_amqp091",
+           "with_added_annotations"]
 
 
 def _padded(value: Any, size: int, section: str) -> list:
@@ -105,6 +106,16 @@ def properties_source(encoded: bytes) -> tuple[Optional[bytes], bool, bytes, lis
             span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans):
         return None, labelled, body, spans
     return bytes(encoded[:body_spans[0].start]), labelled, body, spans
+
+
+def plain_body(encoded: bytes, body_at: int) -> bytes:
+    """``to_amqp091(encoded)``'s body for a message whose ``inspect_amqp10`` summary gave
+    ``body_at`` (one data section, with the short descriptor, ending the message): its
+    payload, without scanning the sections again. Its properties are those of
+    ``properties_source``'s ``(encoded[:body_at], False)``."""
+    if encoded[body_at + 3] == 0xA0:
+        return bytes(encoded[body_at + 5:])
+    return bytes(encoded[body_at + 8:])
 
 
 def to_amqp091(encoded: bytes) -> tuple[BasicProperties, bytes]:

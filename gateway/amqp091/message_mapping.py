@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Optional
 
 from gateway.amqp091.content import Content, decode_properties, encode_properties
 from gateway.amqp091.errors import ChannelException
@@ -31,7 +31,8 @@ from gateway.broker.message import Encoding, MessageContainer
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
-from translators.to_amqp091 import amqp091_properties, properties_source, with_added_annotations
+from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
+                                     with_added_annotations)
 from translators.values import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
@@ -129,7 +130,7 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
             if message.annotations:
                 encoded = with_message_annotations(encoded, message.annotations)
             elif not message.deaths:
-                return _render_amqp10(encoded)
+                return _render_amqp10(encoded, message.body_at)
             props, body = to_amqp091(encoded)
         except TranslationError as exc:
             log.warning("cannot translate 1.0 message #%s for 0-9-1: %s; sent without properties",
@@ -146,10 +147,14 @@ _RENDERED: dict[tuple[bytes, bool], bytes] = {}
 RENDERED_MAX = 256
 
 
-def _render_amqp10(encoded: bytes) -> tuple[bytes, bytes]:
+def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes, bytes]:
     """A 1.0 message without gateway annotations or deaths: the properties bytes come
-    from ``_RENDERED`` when an earlier message had the same sections before its body.
-    Raises ``TranslationError``."""
+    from ``_RENDERED`` when an earlier message had the same sections before its body;
+    with the message's ``body_at`` a hit needs no scan at all. Raises ``TranslationError``."""
+    if body_at is not None:
+        rendered = _RENDERED.get((encoded[:body_at], False))
+        if rendered is not None:
+            return rendered, plain_body(encoded, body_at)
     prefix, labelled, body, spans = properties_source(encoded)
     if prefix is None:
         return encode_properties(amqp091_properties(encoded, spans, body, labelled)), body

@@ -52,6 +52,7 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
         message_id=summary.message_id,
         correlation_id=summary.correlation_id,
         user_id=user_id_text(summary),
+        body_at=summary.body_at,
     )
     return message, summary
 

@@ -58,6 +58,9 @@ class MessageContainer:
     - ``gateway_id``: monotonic int from ``Broker.next_gateway_id()`` (0 = unassigned).
     - ``deaths``: list of x-death dicts, newest first, or ``None`` (see :meth:`with_death`).
     - ``annotations``: 1.0 message-annotations added by a ``modified`` outcome, or ``None``.
+    - ``body_at``: for a 1.0 payload, ``Amqp10Summary.body_at`` (where its one data section
+      starts, when its layout lets a 0-9-1 rendering skip scanning it again), else ``None``;
+      a copy with another payload drops it.
     """
 
     __slots__ = (
@@ -78,6 +81,7 @@ class MessageContainer:
         "gateway_id",
         "deaths",
         "annotations",
+        "body_at",
         "ledger_key",
         "_converted",
     )
@@ -102,6 +106,7 @@ class MessageContainer:
         gateway_id: int = 0,
         deaths: Optional[list] = None,
         annotations: Optional[dict] = None,
+        body_at: Optional[int] = None,
     ) -> None:
         self.origin = origin
         self.payload = payload
@@ -120,6 +125,7 @@ class MessageContainer:
         self.gateway_id = gateway_id
         self.deaths = deaths
         self.annotations = annotations
+        self.body_at = body_at
         #: the ledger's per-message fields, made once when first recorded (ledger_events.ledger_key)
         self.ledger_key: Optional[tuple] = None
         self._converted: Optional[dict] = None
@@ -146,6 +152,8 @@ class MessageContainer:
         fields = {name: getattr(self, name) for name in self.__slots__
                   if name not in ("_converted", "ledger_key")}
         fields.update(changes)
+        if "payload" in changes and "body_at" not in changes:
+            fields["body_at"] = None  # it described the old payload
         origin = fields.pop("origin")
         payload = fields.pop("payload")
         return MessageContainer(origin, payload, **fields)

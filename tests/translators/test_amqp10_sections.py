@@ -8,9 +8,10 @@ from proton import Data, Described, Message, symbol, uint
 
 from tests.support.amqp_message_strategies import (amqp10_sections, bodies, encode_sections, outcome,
                                                    with_other_body)
-from translators import TranslationError, decode_sections, inspect_amqp10, with_delivery_header
+from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091, with_delivery_header
 from translators import amqp10_sections as sections_module
 from translators.amqp10_sections import with_message_annotations
+from translators.to_amqp091 import plain_body
 from translators.section_scan import SectionCode, scan_sections
 
 
@@ -223,3 +224,20 @@ def test_with_message_annotations_keeps_several_data_sections_and_the_footer():
 def test_with_message_annotations_without_annotations_is_the_same_bytes():
     encoded = bytes(Message(body="x").encode())
     assert with_message_annotations(encoded, {}) is encoded
+
+
+def test_body_at_names_a_body_a_rendering_can_take_without_scanning():
+    plain = bytes(Message(body=b"payload", inferred=True, subject="s").encode())
+    at = inspect_amqp10(plain).body_at
+    assert at is not None and plain[at:at + 3] == b"\x00\x53\x75"
+    assert plain_body(plain, at) == to_amqp091(plain)[1] == b"payload"
+    big = bytes(Message(body=b"x" * 300, inferred=True).encode())  # vbin32
+    assert plain_body(big, inspect_amqp10(big).body_at) == b"x" * 300
+    data = (SectionCode.DATA, b"d")
+    for sections in ([(SectionCode.MESSAGE_ANNOTATIONS, {symbol("x-opt-a"): 1}), data],
+                     [data, (SectionCode.FOOTER, {symbol("f"): 1})],
+                     [data, data],
+                     [(SectionCode.AMQP_VALUE, "v")],
+                     []):
+        assert inspect_amqp10(encode_sections(sections)).body_at is None, sections
+    assert inspect_amqp10(encode_sections([data])).body_at == 0  # a body with nothing before

@@ -66,3 +66,9 @@ def test_with_annotations_merges() -> None:
     m = make(annotations={"a": 1})
     m2 = m.with_annotations({"b": 2})
     assert m2.annotations == {"a": 1, "b": 2} and m.annotations == {"a": 1}
+
+
+def test_a_copy_with_another_payload_drops_body_at():
+    message = MessageContainer(Encoding.AMQP10, b"\x00\x53\x75\xa0\x01x", body_at=0)
+    assert message.copy(routing_key="k").body_at == 0  # same payload: still true
+    assert message.copy(payload=b"\x00\x53\x77\x40").body_at is None
