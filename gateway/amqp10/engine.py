@@ -43,8 +43,9 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import (PN_DELIVERY, addressof, isnull, pn_collector_peek, pn_collector_pop,
-                     pn_delivery_link, pn_event_delivery, pn_event_type)
+from cproton import (PN_DELIVERY, PN_LINK_FLOW, addressof, isnull, pn_collector_peek,
+                     pn_collector_pop, pn_delivery_link, pn_event_delivery, pn_event_link,
+                     pn_event_type)
 from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
@@ -67,6 +68,14 @@ from gateway.broker.vhost import VirtualHost
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
 log = logging.getLogger(__name__)
+
+#: the proton event types ``Amqp10Engine._on_event`` acts on; the others (proton's own
+#: bookkeeping: local opens, transport output, finals) are popped without being wrapped
+_HANDLED_EVENTS = frozenset(t.number for t in (
+    Event.DELIVERY, Event.LINK_FLOW, Event.LINK_REMOTE_OPEN, Event.LINK_REMOTE_CLOSE,
+    Event.LINK_REMOTE_DETACH, Event.SESSION_REMOTE_OPEN, Event.SESSION_REMOTE_CLOSE,
+    Event.CONNECTION_REMOTE_OPEN, Event.CONNECTION_REMOTE_CLOSE, Event.TRANSPORT_ERROR,
+    Event.TRANSPORT_TAIL_CLOSED, Event.TRANSPORT_CLOSED))
 
 #: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
 VHOST_PREFIX = "vhost:"
@@ -436,8 +445,9 @@ class Amqp10Engine:
         Deliveries (one per transfer or disposition: nearly every event under load) take
         a fast path on proton's C API: the handler is found by the link's address and
         only the delivery is wrapped, instead of proton's ``Event`` wrapping the
-        delivery, link, session, connection and transport each time. Every other event,
-        and any delivery whose handler raises, goes through the ``Event`` object.
+        delivery, link, session, connection and transport each time. A link's flow takes
+        the same path; events ``_on_event`` ignores are not wrapped at all. Every other
+        event, and any delivery whose handler raises, goes through the ``Event`` object.
         """
         collector = self._collector
         assert collector is not None
@@ -449,7 +459,8 @@ class Amqp10Engine:
             if isnull(ev):
                 return
             try:
-                if pn_event_type(ev) == PN_DELIVERY:
+                etype = pn_event_type(ev)
+                if etype == PN_DELIVERY:
                     d = pn_event_delivery(ev)
                     link_impl = pn_delivery_link(d)
                     handler = by_addr.get(addressof(link_impl))
@@ -463,6 +474,19 @@ class Amqp10Engine:
                     except Amqp10Error as exc:
                         self._fail(Event.wrap(ev), exc)
                     continue
+                if etype not in _HANDLED_EVENTS:
+                    continue
+                if etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
+                    handler = by_addr.get(addressof(pn_event_link(ev)))
+                    if handler is not None:
+                        if isinstance(handler, OutgoingLink):  # else nothing to do
+                            try:
+                                handler.on_flow()
+                            except Amqp10Error as exc:
+                                self._fail(Event.wrap(ev), exc)
+                                continue
+                            self._flowed[handler] = None
+                        continue
                 event = Event.wrap(ev)
                 try:
                     self._on_event(event)
