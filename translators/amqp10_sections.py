@@ -23,6 +23,7 @@ from translators.section_scan import (
     BODY_CODES,
     SectionCode,
     SectionSpan,
+    ends_with_body,
     scan_sections,
     value_end,
 )
@@ -165,10 +166,9 @@ def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
 
 
-#: ``(fields, annotated)`` by the sections before the body: ``Amqp10Summary``'s fields but
-#: ``body_size`` and ``body_at``, and whether a message-annotations section is among them
-#: (see ``inspect_amqp10``); at most ``SUMMARIES_MAX``, forgotten at once when full
-_SUMMARIES: dict[bytes, tuple[tuple, bool]] = {}
+#: ``Amqp10Summary``'s fields but ``body_size`` and ``body_at`` by the sections before the
+#: body (see ``inspect_amqp10``); at most ``SUMMARIES_MAX``, forgotten at once when full
+_SUMMARIES: dict[bytes, tuple] = {}
 SUMMARIES_MAX = 256
 _new_summary = tuple.__new__
 
@@ -194,21 +194,20 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
         return _new_summary(Amqp10Summary, _summary_fields(encoded, spans) + (body_size, None))
     body = body_spans[0]
     prefix = bytes(encoded[:body.start])
-    cached = _SUMMARIES.get(prefix)
-    if cached is None:
-        cached = (_summary_fields(encoded, spans),
-                  any(span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans))
+    fields = _SUMMARIES.get(prefix)
+    if fields is None:
+        fields = _summary_fields(encoded, spans)
         if len(_SUMMARIES) >= SUMMARIES_MAX:
             _SUMMARIES.clear()
-        _SUMMARIES[prefix] = cached
-    fields, annotated = cached
-    plain = (not annotated and len(body_spans) == 1 and spans[-1] is body
-             and body.code is SectionCode.DATA and body.value_start == body.start + 3)
+        _SUMMARIES[prefix] = fields
+    plain = (len(body_spans) == 1 and body.code is SectionCode.DATA
+             and body.value_start == body.start + 3 and ends_with_body(spans, body_spans))
     return _new_summary(Amqp10Summary, fields + (body_size, body.start if plain else None))
 
 
 def _summary_fields(encoded: bytes, spans: list[SectionSpan]) -> tuple:
-    """``Amqp10Summary``'s fields in their declared order, without ``body_size``."""
+    """``Amqp10Summary``'s fields in their declared order, without ``body_size`` and
+    ``body_at`` (the two that depend on more than the sections before the body)."""
     header: Any = None
     properties: Any = None
     app_properties: Any = None

@@ -24,6 +24,7 @@ __all__ = [
     "BODY_CODES",
     "value_end",
     "scan_sections",
+    "ends_with_body",
     "binary_section_head",
     "encode_binary_section",
 ]
@@ -215,6 +216,15 @@ def scan_sections(encoded: bytes, *, body_only: bool = False) -> list[SectionSpa
         append(_new_span(SectionSpan, (code, pos, value_start, end)))
         pos = end
     return spans
+
+
+def ends_with_body(spans: list[SectionSpan], body_spans: list[SectionSpan]) -> bool:
+    """A body ends the message (no footer after it) and no message-annotations section
+    precedes it: the layout in which the sections before the body decide a 0-9-1
+    rendering's properties (``to_amqp091.properties_source``, ``inspect_amqp10``'s
+    ``body_at``). ``body_spans`` are the body sections of ``spans``."""
+    return bool(body_spans) and spans[-1] is body_spans[-1] and not any(
+        span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans)
 
 
 def binary_section_head(code: SectionCode, size: int) -> bytes:

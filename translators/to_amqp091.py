@@ -25,7 +25,8 @@ from translators.property_forms import (
     fits_shortstr,
     same_typed,
 )
-from translators.section_scan import BODY_CODES, SectionCode, SectionSpan, scan_sections
+from translators.section_scan import (BODY_CODES, SectionCode, SectionSpan, ends_with_body,
+                                      scan_sections)
 from translators.value_types import map_from_field, map_to_field, to_field_value, wrap_map
 
 __all__ = ["amqp091_properties", "plain_body", "properties_source", "to_amqp091",
@@ -102,8 +103,7 @@ def properties_source(encoded: bytes) -> tuple[Optional[bytes], bool, bytes, lis
     spans = scan_sections(encoded)
     body_spans = [span for span in spans if span.code in BODY_CODES]
     body, labelled = body_to_amqp091(encoded, body_spans)
-    if not body_spans or spans[-1] is not body_spans[-1] or any(
-            span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans):
+    if not ends_with_body(spans, body_spans):
         return None, labelled, body, spans
     return bytes(encoded[:body_spans[0].start]), labelled, body, spans
 

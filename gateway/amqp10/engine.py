@@ -479,13 +479,10 @@ class Amqp10Engine:
                 if etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
                     handler = by_addr.get(addressof(pn_event_link(ev)))
                     if handler is not None:
-                        if isinstance(handler, OutgoingLink):  # else nothing to do
-                            try:
-                                handler.on_flow()
-                            except Amqp10Error as exc:
-                                self._fail(Event.wrap(ev), exc)
-                                continue
-                            self._flowed[handler] = None
+                        try:
+                            self._on_link_flow(handler)
+                        except Amqp10Error as exc:
+                            self._fail(Event.wrap(ev), exc)
                         continue
                 event = Event.wrap(ev)
                 try:
@@ -502,10 +499,7 @@ class Amqp10Engine:
             if handler is not None:
                 handler.on_delivery(event.delivery._impl)
         elif etype == Event.LINK_FLOW:
-            handler = self._handler(event.link)
-            if isinstance(handler, OutgoingLink):
-                handler.on_flow()
-                self._flowed[handler] = None
+            self._on_link_flow(self._handler(event.link))
         elif etype == Event.LINK_REMOTE_OPEN:
             self._on_link_open(event.link)
         elif etype in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
@@ -529,6 +523,13 @@ class Amqp10Engine:
             self._on_tail_closed(event.connection)
         elif etype == Event.TRANSPORT_CLOSED:
             self._teardown()
+
+    def _on_link_flow(self, handler: IncomingLink | OutgoingLink | None) -> None:
+        """New credit (or drain) from a receiver: taken now, dispatched once the batch of
+        events is handled (an incoming link's flow needs nothing)."""
+        if isinstance(handler, OutgoingLink):
+            handler.on_flow()
+            self._flowed[handler] = None
 
     def _on_connection_open(self, connection: Connection) -> None:
         self._handshake_deadline = None

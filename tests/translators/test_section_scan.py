@@ -7,7 +7,8 @@ from proton import Data, Described, Message, symbol, ulong
 
 from tests.support.amqp_message_strategies import amqp10_sections, amqp10_values, encode_sections
 from translators import TranslationError
-from translators.section_scan import SectionCode, encode_binary_section, scan_sections, value_end
+from translators.section_scan import (BODY_CODES, SectionCode, encode_binary_section, ends_with_body,
+                                      scan_sections, value_end)
 
 
 @settings(max_examples=300, deadline=None)
@@ -96,3 +97,15 @@ def test_encode_binary_section_matches_proton(size):
     value = decoded.get_object()
     assert bytes(value.value) == payload and value.descriptor == 0x75
     assert len(ours) <= len(bytes(data.encode()))
+
+
+def test_ends_with_body_names_the_layout_a_prefix_decides():
+    def layout(*codes):
+        spans = scan_sections(encode_sections([(c, b"" if c is SectionCode.DATA else {})
+                                               for c in codes]))
+        return ends_with_body(spans, [s for s in spans if s.code in BODY_CODES])
+
+    assert layout(SectionCode.APPLICATION_PROPERTIES, SectionCode.DATA, SectionCode.DATA)
+    assert not layout(SectionCode.MESSAGE_ANNOTATIONS, SectionCode.DATA)
+    assert not layout(SectionCode.DATA, SectionCode.FOOTER)
+    assert not layout(SectionCode.APPLICATION_PROPERTIES)
