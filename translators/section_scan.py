@@ -223,8 +223,12 @@ def ends_with_body(spans: list[SectionSpan], body_spans: list[SectionSpan]) -> b
     precedes it: the layout in which the sections before the body decide a 0-9-1
     rendering's properties (``to_amqp091.properties_source``, ``inspect_amqp10``'s
     ``body_at``). ``body_spans`` are the body sections of ``spans``."""
-    return bool(body_spans) and spans[-1] is body_spans[-1] and not any(
-        span.code is SectionCode.MESSAGE_ANNOTATIONS for span in spans)
+    if not body_spans or spans[-1] is not body_spans[-1]:
+        return False
+    for span in spans[:3]:  # by the section order, only a header and delivery-annotations
+        if span.code is SectionCode.MESSAGE_ANNOTATIONS:  # can come before it
+            return False
+    return True
 
 
 def binary_section_head(code: SectionCode, size: int) -> bytes:
