@@ -105,37 +105,67 @@ class FrameReader:
         before the faulty one are attached to it as ``exc.frames`` so the caller can still
         act on them in order.
         """
-        if self._buf:
-            self._buf += data
-            buf: bytes | bytearray = self._buf
-        else:
-            buf = data  # fast path: parse the caller's bytes without copying them first
+        if data.__class__ is not bytes:
+            data = bytes(data)
         frames: list[Frame] = []
+        held = self._buf
+        start = 0
         try:
-            o = self._parse(buf, frames)
+            if held:
+                # Complete the frame held back with only the octets it still needs; the
+                # rest of ``data`` is parsed where it is (copying a stream of large
+                # bodies into the buffer first doubled the copies of every octet).
+                start = self._complete_held(data, frames)
+                if held:  # still partial: all of ``data`` went into it
+                    return frames
+            o = self._parse(data, frames, start)
         except ConnectionException as exc:
             exc.frames = frames  # type: ignore[attr-defined]
-            self._buf.clear()
+            held.clear()
             raise
-        if buf is self._buf:
-            del self._buf[:o]
-        elif o < len(buf):
-            self._buf += buf[o:]
+        if o < len(data):
+            held += memoryview(data)[o:]
         return frames
 
-    def _parse(self, buf: bytes | bytearray, frames: list[Frame]) -> int:
-        """Append whole frames from ``buf`` to ``frames``; return the octets consumed."""
-        o = 0
+    def _complete_held(self, data: bytes, frames: list[Frame]) -> int:
+        """Move from ``data`` into the held-back octets what their frame still needs and,
+        once it is whole, parse it and empty the buffer; return the octets of ``data`` used."""
+        held = self._buf
+        used = 0
+        if len(held) < 7:  # the frame header first: it says how much more is needed
+            used = 7 - len(held)
+            held += data[:used]
+            if len(held) < 7:
+                return used
+        size = _FRAME_HEADER.unpack_from(held, 0)[2]
+        self._check_size(size)
+        need = size + 8 - len(held)
+        if need > 0:
+            held += memoryview(data)[used:used + need]
+            used += need
+            if len(held) < size + 8:
+                return used
+        self._parse(bytes(held), frames, 0)
+        held.clear()
+        return used
+
+    def _check_size(self, size: int) -> None:
+        if size > self._max_payload:
+            raise ConnectionException(
+                ReplyCode.FRAME_ERROR,
+                f"frame size {size} exceeds the negotiated maximum payload {self._max_payload}"
+                f" (frame-max {self._frame_max})",
+            )
+
+    def _parse(self, buf: bytes, frames: list[Frame], o: int) -> int:
+        """Append whole frames from ``buf`` (from offset ``o``) to ``frames``; return the
+        offset after the last whole frame."""
         end = len(buf)
         max_payload = self._max_payload
         while end - o >= 7:
             ftype, channel, size = _FRAME_HEADER.unpack_from(buf, o)
             if size > max_payload:
-                raise ConnectionException(
-                    ReplyCode.FRAME_ERROR,
-                    f"frame size {size} exceeds the negotiated maximum payload {max_payload}"
-                    f" (frame-max {self._frame_max})",
-                )
+                self._check_size(size)
             stop = o + 7 + size
             if stop >= end:  # need the end octet too
                 break
@@ -145,7 +175,7 @@ class FrameReader:
                     f"bad frame-end octet 0x{buf[stop]:02x} (expected 0xce)",
                     send_close=False,
                 )
-            payload = bytes(buf[o + 7 : stop])
+            payload = buf[o + 7 : stop]
             o = stop + 1
             if ftype == _METHOD:
                 frames.append(_new(MethodFrame, (channel, decode_method(payload))))

@@ -239,6 +239,7 @@ for _spec in METHODS:
 del _spec, _cls
 
 _DECODERS = {key: cls._decode for key, cls in METHOD_CLASSES.items()}  # type: ignore[attr-defined]
+_DECODE_PUBLISH = _BY_NAME["basic.publish"]._decode  # type: ignore[attr-defined]
 
 
 def method_class(name: str) -> type[Method]:
@@ -251,8 +252,21 @@ def methods_source(name: str) -> str:
     return _SOURCES[name]
 
 
+#: decoded basic.publish methods by their payload (at most ``PUBLISHES_MAX``, forgotten
+#: all at once when full): a publisher names the same exchange and routing key again and
+#: again, and decoding them was a microsecond of every published message. Methods are
+#: frozen, so one instance can stand for every frame with the same octets.
+_PUBLISHES: dict[bytes, Method] = {}
+PUBLISHES_MAX = 256
+
+
 def decode_method(payload: bytes) -> Method:
     """Decode a whole method-frame payload. See the module docstring for what is raised."""
+    cacheable = payload.__class__ is bytes
+    if cacheable:
+        shared = _PUBLISHES.get(payload)
+        if shared is not None:
+            return shared
     if len(payload) < 4:
         raise ConnectionException(ReplyCode.FRAME_ERROR, "method frame shorter than class and method ids")
     class_id, method_id = _HEAD.unpack_from(payload, 0)
@@ -270,13 +284,18 @@ def decode_method(payload: bytes) -> Method:
             ReplyCode.COMMAND_INVALID, f"unknown method {class_id}/{method_id}", class_id, method_id
         )
     try:
-        return decoder(payload, 4)
+        method = decoder(payload, 4)
     except (DecodeError, UnicodeDecodeError, struct.error, IndexError) as exc:
         name = METHODS_BY_ID[(class_id, method_id)].name
         reason = "a short string is not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else str(exc)
         raise ConnectionException(
             ReplyCode.SYNTAX_ERROR, f"cannot decode {name}: {reason}", class_id, method_id
         ) from None
+    if cacheable and decoder is _DECODE_PUBLISH:
+        if len(_PUBLISHES) >= PUBLISHES_MAX:
+            _PUBLISHES.clear()
+        _PUBLISHES[payload] = method
+    return method
 
 
 # Explicit names so that imports and grep find every class (the dict above is the source).

@@ -201,3 +201,35 @@ def test_content_frames_split_at_frame_max(size, frame_max, pieces) -> None:
 
 def test_encode_frame_layout() -> None:
     assert encode_frame(3, 258, b"ab") == b"\x03\x01\x02\x00\x00\x00\x02ab\xce"
+
+
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=6), st.data())
+def test_any_split_of_a_content_stream_as_any_buffer_type(bodies, data) -> None:
+    """Held-back octets are completed from the next chunk and the rest of that chunk is
+    parsed in place: every split, fed as bytes, bytearray or memoryview, gives the frames
+    of the whole stream (bodies larger than one chunk included)."""
+    raw = b"".join(encode_method_frame(1, PUBLISH) + encode_content_frames(1, 60, b"\x00\x00", body, 0)
+                   for body in bodies)
+    expected = FrameReader(0).feed(raw)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8)))
+    kind = data.draw(st.sampled_from([bytes, bytearray, memoryview]))
+    reader = FrameReader(0)
+    frames, start = [], 0
+    for cut in cuts + [len(raw)]:
+        frames += reader.feed(kind(raw[start:cut]))
+        start = cut
+    assert frames == expected
+    assert reader.buffered == 0
+    assert all(type(f.payload) is bytes for f in frames if isinstance(f, BodyFrame))
+
+
+def test_oversize_held_header_completed_by_the_next_chunk_is_501() -> None:
+    reader = FrameReader(FRAME_MIN_SIZE)
+    first = F.method(1, PUBLISH)
+    big = struct.pack(">BHI", 3, 1, FRAME_MIN_SIZE - 7)  # payload + 8 > frame-max
+    assert reader.feed(first + big[:3]) == [MethodFrame(1, PUBLISH)]
+    with pytest.raises(ConnectionException) as info:
+        reader.feed(big[3:] + b"x" * 10)
+    assert info.value.code is ReplyCode.FRAME_ERROR
+    assert "exceeds" in info.value.text
+    assert reader.buffered == 0

@@ -161,3 +161,23 @@ def test_make_is_the_constructor_for_every_method() -> None:
     deliver = m.BasicDeliver.make("c", 7, True, "x", "k")
     assert deliver == m.BasicDeliver(consumer_tag="c", delivery_tag=7, redelivered=True,
                                      exchange="x", routing_key="k")
+
+
+def test_a_repeated_publish_is_decoded_once_and_shared() -> None:
+    payload = m.BasicPublish(exchange="amq.topic", routing_key="a.b", mandatory=True).encode()
+    first = decode_method(bytes(payload))
+    again = decode_method(bytes(payload))
+    assert again is first
+    assert first == m.BasicPublish(exchange="amq.topic", routing_key="a.b", mandatory=True)
+    other = decode_method(m.BasicPublish(exchange="amq.topic", routing_key="a.c").encode())
+    assert other.routing_key == "a.c" and other is not first
+    # other methods are decoded every time (a delivery tag is new in every ack)
+    ack = m.BasicAck(delivery_tag=5).encode()
+    assert decode_method(ack) is not decode_method(ack)
+
+
+def test_the_publish_cache_is_bounded() -> None:
+    from gateway.amqp091 import methods as module
+    for i in range(module.PUBLISHES_MAX + 10):
+        decode_method(m.BasicPublish(exchange="", routing_key=f"q{i}").encode())
+        assert len(module._PUBLISHES) <= module.PUBLISHES_MAX
