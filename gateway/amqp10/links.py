@@ -74,9 +74,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Protocol
 
-from cproton import (pn_delivery, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
+from cproton import (pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
                      pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
-                     pn_delivery_tag, pn_delivery_update, pn_delivery_updated, pn_link_advance)
+                     pn_delivery_update, pn_delivery_updated, pn_link_advance)
+from cproton_ffi import ffi as _ffi, lib as _lib
 from proton import Condition, Delivery, Link, Terminus
 
 from addressing import (
@@ -206,6 +207,12 @@ def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope
 
 # Outcomes that end a delivery (proton's DispositionType values, as ints).
 _TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
+
+
+def _delivery_tag(d: Any) -> bytes:
+    """A C delivery's tag as bytes (cproton's ``pn_delivery_tag`` decodes it to str)."""
+    tag = _lib.pn_delivery_tag(d)
+    return _ffi.unpack(tag.start, tag.size)
 
 
 def _condition(cond: Cond, text: str) -> Condition:
@@ -487,7 +494,8 @@ class OutgoingLink:
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
         self._peer_max_message_size = link.remote_max_message_size
-        self._unsettled: dict[Any, QueuedMessage] = {}
+        #: our deliveries the client has not settled, by delivery tag (bytes)
+        self._unsettled: dict[bytes, QueuedMessage] = {}
         self._next_tag = 0
         self.closed = False
         # ledger columns fixed for the link's life
@@ -520,14 +528,18 @@ class OutgoingLink:
         if limit and len(data) > limit:
             self._refuse_oversized(entry, len(data), limit)
             return
-        tag = str(self._next_tag)
+        tag = b"%d" % self._next_tag
         self._next_tag += 1
         link = self.link
-        # the C delivery only: a Python Delivery wrapper per message costs more than
-        # the send itself
-        d = pn_delivery(link._impl, tag)
-        link.stream(data)
-        pn_link_advance(link._impl)
+        impl = link._impl
+        # the C delivery and C calls only: a Python Delivery wrapper per message costs
+        # more than the send itself, and cproton's wrappers (tag and buffer conversion,
+        # Sender.stream) were a microsecond of it
+        d = _lib.pn_delivery(impl, (len(tag), _ffi.from_buffer(tag)))
+        sent = _lib.pn_link_send(impl, _ffi.from_buffer(data), len(data))
+        if sent < 0:
+            link._check(sent)  # raises proton's LinkException naming the error
+        pn_link_advance(impl)
         ledger = self.host.broker.ledger
         if ledger is not None:
             record_delivered(ledger, entry, self.host.now, self._ledger_context, self.queue.name,
@@ -539,7 +551,7 @@ class OutgoingLink:
                     self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None)
                 self.queue.settle(entry)
         else:
-            self._unsettled[tag] = entry  # == pn_delivery_tag(d), as on_delivery reads it
+            self._unsettled[tag] = entry  # == _delivery_tag(d), as on_delivery reads it
         self.host.output_ready()
 
     def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int) -> None:
@@ -601,7 +613,7 @@ class OutgoingLink:
         settled = pn_delivery_settled(d)
         if not settled and not pn_delivery_updated(d):
             return
-        tag = pn_delivery_tag(d)
+        tag = _delivery_tag(d)
         state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
         if not settled and state not in _TERMINAL:
             return  # e.g. a RECEIVED state: progress only
