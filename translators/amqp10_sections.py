@@ -13,6 +13,7 @@ data sections, a footer and every other section keep their exact bytes.
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, NamedTuple, Optional
 
 from proton import Array, Data, DataException, Described, symbol, ulong
@@ -159,6 +160,18 @@ def data_size(encoded: bytes, span: SectionSpan) -> int:
     raise TranslationError("data", "a data section must hold a binary")
 
 
+#: (prefix, summary fields, prefix length) of the latest plain message: see _remember_plain
+_last_plain: Optional[tuple[bytes, tuple, int]] = None
+#: a data section's head under the short descriptor: vbin32, vbin8 (size follows)
+_DATA_HEAD32 = b"\x00\x53\x75\xb0"
+_DATA_HEAD8 = b"\x00\x53\x75\xa0"
+_U32 = struct.Struct(">I")
+
+#: members read through their class cost an enum lookup each: the hot paths use these
+_DATA, _HEADER, _PROPERTIES, _APPLICATION_PROPERTIES = (
+    SectionCode.DATA, SectionCode.HEADER, SectionCode.PROPERTIES, SectionCode.APPLICATION_PROPERTIES)
+
+
 def _typed(value: Any, kind: type) -> Any:
     """``value`` if it is a ``kind``, else ``None``: wrongly typed fields count as absent."""
     if value is None:
@@ -184,9 +197,20 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     (a message with a fresh message-id misses and is decoded as before). That is why the
     ``application_properties`` of a summary are to be read, never changed.
     """
+    last = _last_plain
+    # its prefix and one data section? (bytes, or the bytearray proton's recv returns)
+    if last is not None and (encoded.__class__ is bytes or encoded.__class__ is bytearray):
+        prefix, fields, at = last
+        if encoded.startswith(prefix):
+            head, end = encoded[at:at + 4], len(encoded)
+            if head == _DATA_HEAD32:
+                if end >= at + 8 and at + 8 + _U32.unpack_from(encoded, at + 4)[0] == end:
+                    return _new_summary(Amqp10Summary, fields + (end - at - 8, at))
+            elif head == _DATA_HEAD8 and end >= at + 5 and at + 5 + encoded[at + 4] == end:
+                return _new_summary(Amqp10Summary, fields + (end - at - 5, at))
     spans = scan_sections(encoded)
     body_spans = [span for span in spans if span.code in BODY_CODES]
-    if len(body_spans) == 1 and body_spans[0].code is SectionCode.DATA:
+    if len(body_spans) == 1 and body_spans[0].code is _DATA:
         body_size = data_size(encoded, body_spans[0])
     else:
         body_size = sum(s.end - s.start for s in body_spans)
@@ -200,9 +224,21 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
         if len(_SUMMARIES) >= SUMMARIES_MAX:
             _SUMMARIES.clear()
         _SUMMARIES[prefix] = fields
-    plain = (len(body_spans) == 1 and body.code is SectionCode.DATA
+    plain = (len(body_spans) == 1 and body.code is _DATA
              and body.value_start == body.start + 3 and ends_with_body(spans, body_spans))
+    if plain:
+        _remember_plain(prefix, fields)
     return _new_summary(Amqp10Summary, fields + (body_size, body.start if plain else None))
+
+
+def _remember_plain(prefix: bytes, fields: tuple) -> None:
+    """The prefix of the latest plain message (sections that decide its summary, then one
+    data section under the short descriptor, nothing after it). Why: a sender repeats
+    its prefix, and a message that is that prefix and one data section exactly needs no
+    scan at all: the data section's head and the message's length are all that is left
+    to check. ``body_at`` is then the prefix's length."""
+    global _last_plain
+    _last_plain = (prefix, fields, len(prefix))
 
 
 def _summary_fields(encoded: bytes, spans: list[SectionSpan]) -> tuple:
@@ -213,11 +249,11 @@ def _summary_fields(encoded: bytes, spans: list[SectionSpan]) -> tuple:
     app_properties: Any = None
     for span in spans:
         code = span.code
-        if code is SectionCode.HEADER:
+        if code is _HEADER:
             header = decode_section_fast(encoded, span)
-        elif code is SectionCode.PROPERTIES:
+        elif code is _PROPERTIES:
             properties = decode_section_fast(encoded, span)
-        elif code is SectionCode.APPLICATION_PROPERTIES:
+        elif code is _APPLICATION_PROPERTIES:
             app_properties = decode_section_fast(encoded, span)
     h = _fields(header, 5)
     p = _fields(properties, 13)

@@ -46,6 +46,8 @@ class SectionCode(IntEnum):
 
 BODY_CODES = frozenset({SectionCode.DATA, SectionCode.AMQP_SEQUENCE, SectionCode.AMQP_VALUE})
 _BY_NUMBER: dict[int, SectionCode] = {int(c): c for c in SectionCode}
+#: a member read through its class costs an enum lookup: the hot paths use this global
+_MESSAGE_ANNOTATIONS = SectionCode.MESSAGE_ANNOTATIONS
 
 _SYMBOLIC_NAMES: dict[bytes, SectionCode] = {
     b"amqp:header:list": SectionCode.HEADER,
@@ -225,8 +227,9 @@ def ends_with_body(spans: list[SectionSpan], body_spans: list[SectionSpan]) -> b
     ``body_at``). ``body_spans`` are the body sections of ``spans``."""
     if not body_spans or spans[-1] is not body_spans[-1]:
         return False
-    for span in spans[:3]:  # by the section order, only a header and delivery-annotations
-        if span.code is SectionCode.MESSAGE_ANNOTATIONS:  # can come before it
+    # by the section order, only a header and delivery-annotations can come before it
+    for span in spans[:3]:
+        if span.code is _MESSAGE_ANNOTATIONS:
             return False
     return True
 

@@ -12,7 +12,7 @@ from translators import TranslationError, decode_sections, inspect_amqp10, to_am
 from translators import amqp10_sections as sections_module
 from translators.amqp10_sections import with_message_annotations
 from translators.to_amqp091 import plain_body
-from translators.section_scan import SectionCode, scan_sections
+from translators.section_scan import BODY_CODES, SectionCode, scan_sections
 
 
 def _field(sections, code, index):
@@ -47,13 +47,15 @@ def test_inspect_agrees_with_generated_sections(sections):
 
 
 def _uncached_inspect(encoded):
-    saved = dict(sections_module._SUMMARIES)
+    saved, last = dict(sections_module._SUMMARIES), sections_module._last_plain
     sections_module._SUMMARIES.clear()
+    sections_module._last_plain = None
     try:
         return outcome(inspect_amqp10, encoded)
     finally:
         sections_module._SUMMARIES.clear()
         sections_module._SUMMARIES.update(saved)
+        sections_module._last_plain = last
 
 
 @settings(max_examples=300, deadline=None)
@@ -66,6 +68,31 @@ def test_inspect_with_the_cache_is_inspect_without_it(sections, other_body):
     # the same sections before the body, another body: its own body_size
     sibling = with_other_body(sections, other_body)
     assert outcome(inspect_amqp10, sibling) == _uncached_inspect(sibling)
+
+
+@settings(max_examples=200, deadline=None)
+@given(amqp10_sections(), st.binary(max_size=300), st.sampled_from(["same", "footer", "two data", "value", "short", "long"]))
+def test_a_message_after_a_plain_one_with_its_prefix_is_inspected_as_without_it(sections, body, tail):
+    """After a plain message (its prefix remembered), a message starting with the same
+    prefix is summarised exactly as it would be from scratch, whatever follows the prefix."""
+    plain = [(c, v) for c, v in sections if c not in BODY_CODES and c is not SectionCode.FOOTER
+             and c is not SectionCode.MESSAGE_ANNOTATIONS] + [(SectionCode.DATA, b"first")]
+    inspect_amqp10(encode_sections(plain))  # remembers the prefix
+    head = plain[:-1]
+    rest = {"same": [(SectionCode.DATA, body)],
+            "footer": [(SectionCode.DATA, body), (SectionCode.FOOTER, {symbol("f"): 1})],
+            "two data": [(SectionCode.DATA, body), (SectionCode.DATA, b"more")],
+            "value": [(SectionCode.AMQP_VALUE, "text")],
+            "short": [(SectionCode.DATA, b"")],
+            "long": [(SectionCode.DATA, body * 300)]}[tail]
+    encoded = encode_sections(head + rest)
+    assert outcome(inspect_amqp10, encoded) == _uncached_inspect(encoded)
+    inspect_amqp10(encode_sections(plain))
+    # proton's Receiver.recv gives a bytearray
+    assert outcome(inspect_amqp10, bytearray(encoded)) == _uncached_inspect(encoded)
+    if tail == "same" and len(encoded) > 1:  # a truncated message is refused either way
+        inspect_amqp10(encode_sections(plain))
+        assert outcome(inspect_amqp10, encoded[:-1]) == _uncached_inspect(encoded[:-1])
 
 
 def test_a_repeated_prefix_is_decoded_once(monkeypatch):
