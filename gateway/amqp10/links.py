@@ -127,6 +127,7 @@ INCOMING_CREDIT = 256
 _P10 = WireProtocol.AMQP10
 # enum members read on every message: a module global is four times cheaper to reach
 _RECEIVED, _ROUTED, _RELEASED = EventKind.RECEIVED, EventKind.ROUTED, LedgerOutcome.RELEASED
+_WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
 #: proton's terminal delivery states -> the ledger's outcome (anything else: released)
 _LEDGER_OUTCOME = {
     Delivery.ACCEPTED: LedgerOutcome.ACCEPTED,
@@ -428,7 +429,7 @@ class IncomingLink:
                address: Optional[str]) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
-            self.host.permit(Action.WRITE, route.exchange)
+            self.host.permit(_WRITE, route.exchange)
             result = vhost.publish(route.exchange, route.routing_key, message, now)
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)

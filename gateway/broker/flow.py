@@ -38,6 +38,11 @@ class CreditMode(enum.Enum):
     CREDIT = "credit"  # 1.0 link credit, granted explicitly
 
 
+# The methods below run for every delivery and settlement (twice with a parent window):
+# a member read through its enum class is an extra lookup, so they compare with these.
+_PREFETCH, _CREDIT = CreditMode.PREFETCH, CreditMode.CREDIT
+
+
 class CreditWindow:
     """A delivery window; see the module docstring for the two modes."""
 
@@ -87,7 +92,7 @@ class CreditWindow:
 
     def available(self) -> int:
         """How many more deliveries may go out now (a large int when unlimited)."""
-        if self.mode is CreditMode.CREDIT:
+        if self.mode is _CREDIT:
             own = self._credit
         elif self._limit == 0:
             own = _UNLIMITED
@@ -104,7 +109,7 @@ class CreditWindow:
 
     def has_credit(self) -> bool:
         """``available() > 0``, on the hot path."""
-        if self.mode is CreditMode.CREDIT:
+        if self.mode is _CREDIT:
             if self._credit <= 0:
                 return False
         elif self._limit and self.outstanding >= self._limit:
@@ -114,7 +119,7 @@ class CreditWindow:
 
     def consume_one(self) -> None:
         """Record one delivery handed over (called by the queue)."""
-        if self.mode is CreditMode.CREDIT:
+        if self.mode is _CREDIT:
             self._credit -= 1
         else:
             self.outstanding += 1
@@ -127,7 +132,7 @@ class CreditWindow:
         Frees prefetch room in this window and its parent; credit mode only passes it
         on to the parent (1.0 credit is not returned by settlement).
         """
-        if self.mode is CreditMode.PREFETCH:
+        if self.mode is _PREFETCH:
             self.outstanding -= count
             if self.outstanding < 0:
                 self.outstanding = 0
@@ -156,7 +161,7 @@ class CreditWindow:
         return dropped
 
     def __repr__(self) -> str:
-        if self.mode is CreditMode.CREDIT:
+        if self.mode is _CREDIT:
             return f"CreditWindow(credit={self._credit}, drain={self.drain})"
         return f"CreditWindow(prefetch={self._limit}, outstanding={self.outstanding})"
 

@@ -8,7 +8,7 @@ argument, the queue and the vhost. ``x-queue-type`` other than ``classic`` raise
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from translators.values import LongStrBytes
@@ -44,10 +44,12 @@ class QueueArguments:
     dead_letter_exchange: Optional[str] = None
     dead_letter_routing_key: Optional[str] = None
     max_priority: Optional[int] = None
+    #: a length or byte limit is set (read on every enqueue: a field, not a property)
+    bounded: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def bounded(self) -> bool:
-        return self.max_length is not None or self.max_length_bytes is not None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bounded",
+                           self.max_length is not None or self.max_length_bytes is not None)
 
 
 def _text(value: Any) -> Optional[str]:

@@ -52,6 +52,9 @@ __all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
 
 log = logging.getLogger(__name__)
 
+# states set on every dispatch and settlement (a read through the enum class is a lookup)
+_AVAILABLE, _ACQUIRED, _GONE = MessageState.AVAILABLE, MessageState.ACQUIRED, MessageState.GONE
+
 
 class Queue:
     """A queue in a vhost. Usually created by ``VirtualHost.declare_queue``.
@@ -188,7 +191,7 @@ class Queue:
             )
         if self.consumers:
             self.dispatch(now)
-        if ttl == 0 and entry.state is MessageState.AVAILABLE:
+        if ttl == 0 and entry.state is _AVAILABLE:
             self.ready.remove(entry)
             self._expire_entry(entry, now)
         if args.bounded and args.overflow is Overflow.DROP_HEAD:
@@ -264,7 +267,7 @@ class Queue:
             return None
         self.ready.remove(entry)
         if ack:
-            entry.state = MessageState.ACQUIRED
+            entry.state = _ACQUIRED
             entry.holder = None
             self._acquired[entry.seq] = entry
         else:
@@ -312,7 +315,7 @@ class Queue:
             if consumer is None:
                 break
             ready.remove(entry)
-            entry.state = MessageState.ACQUIRED
+            entry.state = _ACQUIRED
             entry.holder = consumer
             acquired[entry.seq] = entry
             consumer.credit.consume_one()
@@ -387,7 +390,7 @@ class Queue:
             entry.redelivered = True
         if count_delivery:
             entry.delivery_count += 1
-        entry.state = MessageState.AVAILABLE
+        entry.state = _AVAILABLE
         entry.holder = None
         self.ready.put_back(entry)
         return True
@@ -500,7 +503,7 @@ class Queue:
         return entry
 
     def _finish(self, entry: QueuedMessage) -> None:
-        entry.state = MessageState.GONE
+        entry.state = _GONE
         entry.holder = None
         size = entry.message.size
         if self._gate is not None:
