@@ -74,7 +74,7 @@ from gateway.amqp091.frames import (
     HeaderFrame,
     HeartbeatFrame,
     MethodFrame,
-    encode_content_frames,
+    content_frame_parts,
     encode_method_frame,
 )
 from gateway.amqp091 import methods as m
@@ -139,6 +139,10 @@ _HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
 class _ChannelState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"  # we sent channel.close; drop all but close/close-ok
+
+
+# read on every delivery and publish (a member read through its enum class is a lookup)
+_CHANNEL_OPEN, _OPEN = _ChannelState.OPEN, ConnectionState.OPEN
 
 
 class _HeldInput:
@@ -439,13 +443,20 @@ class ServerConnection:
         self._write(encode_method_frame(channel, method))
 
     def _send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
-        self._write(encode_method_frame(channel, method)
-                    + encode_content_frames(channel, method.CLASS_ID, properties_bytes, body, self._tune.frame_max))
+        # the frames go into the output buffer piece by piece: the body is copied once
+        out = self._out
+        was_empty = not out
+        out += encode_method_frame(channel, method)
+        for part in content_frame_parts(channel, method.CLASS_ID, properties_bytes, body,
+                                        self._tune.frame_max):
+            out += part
+        self._tx_seen = True
+        if was_empty and self._on_output is not None:
+            self._on_output()
 
     def _channel_is_open(self, channel_id: int) -> bool:
         ch = self._channels.get(channel_id)
-        return (ch is not None and ch.state is _ChannelState.OPEN
-                and self._state is ConnectionState.OPEN)
+        return ch is not None and ch.state is _CHANNEL_OPEN and self._state is _OPEN
 
     # ---- input dispatch -------------------------------------------------------------------
 
@@ -523,7 +534,7 @@ class ServerConnection:
         if type(header) is not HeaderFrame or header.channel != channel or channel == 0:
             return 0
         ch = self._channels.get(channel)
-        if ch is None or ch.state is not _ChannelState.OPEN or ch.assembler.busy:
+        if ch is None or ch.state is not _CHANNEL_OPEN or ch.assembler.busy:
             return 0
         size = header.body_size
         if header.class_id != _BASIC or header.weight != 0 or size > self._max_message_size:

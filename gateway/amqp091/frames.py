@@ -32,6 +32,7 @@ __all__ = [
     "encode_frame",
     "encode_method_frame",
     "encode_content_frames",
+    "content_frame_parts",
     "HEARTBEAT_FRAME",
 ]
 
@@ -207,15 +208,16 @@ def encode_method_frame(channel: int, method: Method) -> bytes:
     return b"".join((_FRAME_HEADER.pack(_METHOD, channel, len(payload)), payload, _END))
 
 
-def encode_content_frames(
+def content_frame_parts(
     channel: int, class_id: int, properties_bytes: bytes, body: bytes, frame_max: int
-) -> bytes:
-    """The content header frame then the body frames, each body payload at most
-    ``frame_max - 8`` octets (``frame_max`` 0 = unlimited: one body frame). An empty body
-    sends no body frame."""
-    header = _CONTENT_HEADER.pack(class_id, 0, len(body)) + properties_bytes
-    parts = [_FRAME_HEADER.pack(_HEADER, channel, len(header)), header, _END]
+) -> list:
+    """The content header frame then the body frames, as the pieces to write in order
+    (the body itself, or slices of it, among them: a writer with a buffer of its own
+    copies the body once); each body payload at most ``frame_max - 8`` octets
+    (``frame_max`` 0 = unlimited: one body frame). An empty body sends no body frame."""
     size = len(body)
+    header = _CONTENT_HEADER.pack(class_id, 0, size) + properties_bytes
+    parts = [_FRAME_HEADER.pack(_HEADER, channel, len(header)), header, _END]
     chunk = frame_max - FRAME_OVERHEAD if frame_max else size
     if size <= chunk:
         if size:
@@ -225,7 +227,14 @@ def encode_content_frames(
         for start in range(0, size, chunk):
             piece = view[start : start + chunk]
             parts += (_FRAME_HEADER.pack(_BODY, channel, len(piece)), piece, _END)
-    return b"".join(parts)
+    return parts
+
+
+def encode_content_frames(
+    channel: int, class_id: int, properties_bytes: bytes, body: bytes, frame_max: int
+) -> bytes:
+    """``content_frame_parts`` joined."""
+    return b"".join(content_frame_parts(channel, class_id, properties_bytes, body, frame_max))
 
 
 HEARTBEAT_FRAME = encode_frame(FrameType.HEARTBEAT, 0, b"")

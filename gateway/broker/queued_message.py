@@ -25,6 +25,9 @@ class MessageState(enum.Enum):
     GONE = "gone"
 
 
+_AVAILABLE = MessageState.AVAILABLE  # every entry starts so (a class read is a lookup)
+
+
 class QueuedMessage:
     """One message in one queue.
 
@@ -58,7 +61,7 @@ class QueuedMessage:
         queue: Optional["Queue"] = None,
     ) -> None:
         self.message = message
-        self.state = MessageState.AVAILABLE
+        self.state = _AVAILABLE
         self.delivery_count = 0
         self.redelivered = False
         self.seq = seq

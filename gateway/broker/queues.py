@@ -496,6 +496,11 @@ class Queue:
     # ------------------------------------------------------------------ internals
     def _head(self, now: float) -> Optional[QueuedMessage]:
         """The head entry (highest priority, oldest); expired heads are dropped."""
+        ready = self.ready
+        if not ready.max_level:  # the usual queue: one level, a head without a TTL
+            dq = ready.levels[0]
+            if dq and dq[0].expires_at is None:
+                return dq[0]
         expired: list[QueuedMessage] = []
         entry = self.ready.head(now, expired)
         for gone in expired:
