@@ -65,7 +65,7 @@ PREFIXES_MAX = 256
 
 def to_amqp10(
     properties: BasicProperties, body: bytes, *, exchange: str = "", routing_key: str = "",
-    first_delivery: bool = False,
+    first_delivery: bool = False, raw_properties: Optional[bytes] = None,
 ) -> bytes:
     """Translate 0-9-1 content for a 1.0 receiver; returns the encoded message sections
     (header, delivery-annotations, message-annotations, properties,
@@ -88,11 +88,15 @@ def to_amqp10(
     ``first_delivery``: the result is ``with_delivery_header(to_amqp10(...),
     delivery_count=0, first_acquirer=True)``, what a 1.0 receiver gets on a message's first
     delivery; with a kept prefix the header is in it already and the body is copied once.
+    ``raw_properties``: the 0-9-1 property octets ``properties`` were decoded from, when
+    the caller has them: the kept prefixes are then found by them (a hash of a few octets
+    in C, where the decoded properties hash all their fields in Python).
     """
     if (properties.headers is None and properties.message_id is None
             and properties.correlation_id is None and properties.timestamp is None
             and properties.type != AMQP10_BODY_TYPE):
-        key = (properties, exchange, routing_key, first_delivery)
+        key = (properties if raw_properties is None else raw_properties, exchange,
+               routing_key, first_delivery)
         prefix = _PREFIXES.get(key)
         if prefix is None:
             prefix = _sections_before_body(properties, exchange, routing_key)

@@ -210,12 +210,6 @@ def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope
 _TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
 
 
-def _delivery_tag(d: Any) -> bytes:
-    """A C delivery's tag as bytes (cproton's ``pn_delivery_tag`` decodes it to str)."""
-    tag = _lib.pn_delivery_tag(d)
-    return _ffi.unpack(tag.start, tag.size)
-
-
 def _condition(cond: Cond, text: str) -> Condition:
     return Condition(cond.value, text)
 
@@ -495,8 +489,9 @@ class OutgoingLink:
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
         self._peer_max_message_size = link.remote_max_message_size
-        #: our deliveries the client has not settled, by delivery tag (bytes)
-        self._unsettled: dict[bytes, QueuedMessage] = {}
+        #: our deliveries the client has not settled, by their C delivery (cffi pointers
+        #: compare and hash by address; proton frees a delivery only once it is settled)
+        self._unsettled: dict[Any, QueuedMessage] = {}
         self._next_tag = 0
         self.closed = False
         # ledger columns fixed for the link's life
@@ -552,7 +547,7 @@ class OutgoingLink:
                     self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None)
                 self.queue.settle(entry)
         else:
-            self._unsettled[tag] = entry  # == _delivery_tag(d), as on_delivery reads it
+            self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
         self.host.output_ready()
 
     def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int) -> None:
@@ -614,11 +609,10 @@ class OutgoingLink:
         settled = pn_delivery_settled(d)
         if not settled and not pn_delivery_updated(d):
             return
-        tag = _delivery_tag(d)
         state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
         if not settled and state not in _TERMINAL:
             return  # e.g. a RECEIVED state: progress only
-        entry = self._unsettled.pop(tag, None)
+        entry = self._unsettled.pop(d, None)
         pn_delivery_settle(d)
         if entry is None or not self.acquires:
             return

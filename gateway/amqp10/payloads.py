@@ -59,9 +59,10 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
 
 def _from_amqp091(message: MessageContainer) -> bytes:
     """A 0-9-1 message as sent on its first delivery to 1.0 (cached per message)."""
-    _properties_bytes, body = message.payload
+    properties_bytes, body = message.payload
     return to_amqp10(message.properties, body, exchange=message.exchange,
-                     routing_key=message.routing_key, first_delivery=True)
+                     routing_key=message.routing_key, first_delivery=True,
+                     raw_properties=properties_bytes)
 
 
 def _annotated(message: MessageContainer) -> bytes:

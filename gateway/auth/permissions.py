@@ -79,12 +79,13 @@ class PermissionCache:
     MAX = 1024
 
     def __init__(self) -> None:
-        self._answers: dict[tuple[Action, str], str | None] = {}
+        #: keyed by the action's value: an Enum member hashes through Python-level code
+        self._answers: dict[tuple[str, str], str | None] = {}
 
     def refusal(self, user: object, vhost: str, action: Action, resource: str) -> str | None:
         """None if ``user`` may do ``action`` on ``resource`` in ``vhost``, else RabbitMQ's
         refusal text. A user without a permission table (tests) may do all."""
-        key = (action, resource)
+        key = (action._value_, resource)
         try:
             return self._answers[key]
         except KeyError:

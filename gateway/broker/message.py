@@ -137,13 +137,14 @@ class MessageContainer:
         cache works for it too. Exceptions from ``convert`` propagate and nothing is
         cached.
         """
+        key = target._value_  # an Enum member hashes in Python, its str value in C
         cache = self._converted
         if cache is None:
             cache = self._converted = {}
-        elif target in cache:
-            return cache[target]
+        elif key in cache:
+            return cache[key]
         value = convert(self)
-        cache[target] = value
+        cache[key] = value
         return value
 
     def copy(self, **changes: Any) -> "MessageContainer":

@@ -13,6 +13,7 @@ from translators import (BasicProperties, TranslationError, decode_sections, to_
 from translators.mapping import Annotation, Reserved
 from translators.section_scan import SectionCode as S
 from translators.values import Int8
+from gateway.amqp091.content import encode_properties
 from tests.support.amqp091_strategies import basic_properties
 
 # the package exports the function under the module's name
@@ -175,3 +176,19 @@ def test_prefixes_are_kept_for_recurring_properties_only_and_bounded():
     for i in range(to_amqp10_module.PREFIXES_MAX * 2):
         to_amqp10(plain, b"a", exchange="x", routing_key=f"k{i}")
         assert len(prefixes) <= to_amqp10_module.PREFIXES_MAX
+
+
+@settings(max_examples=200, deadline=None)
+@given(basic_properties, st.binary(max_size=300), st.sampled_from(["", "amq.topic"]))
+def test_prefixes_found_by_the_raw_properties_are_those_of_the_properties(props, body, exchange):
+    """A caller with the 0-9-1 property octets finds the kept prefix by them: the same
+    translation as from the decoded properties, first time and from the cache."""
+    properties = _replace(props, headers=None)
+    try:
+        raw = encode_properties(properties)
+        expected = to_amqp10(properties, body, exchange=exchange, routing_key="k", first_delivery=True)
+    except (TranslationError, ValueError):
+        return
+    for _ in range(2):
+        assert to_amqp10(properties, body, exchange=exchange, routing_key="k", first_delivery=True,
+                         raw_properties=raw) == expected
