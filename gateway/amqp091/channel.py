@@ -193,7 +193,10 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            record_delivered(ledger, entry, now, self._ledger_context, consumer.queue.name)
+            # record_delivered, inlined: this runs for every delivery
+            entry.ledger_row = ledger.delivered(now, self._ledger_context,
+                                                message.ledger_key or ledger_key(message),
+                                                consumer.queue.name, entry.delivery_count)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
@@ -544,8 +547,12 @@ class BrokerChannel:
             queue = entry.queue
             if queue is None:
                 continue
-            if ledger is not None:
-                record_settled(ledger, entry, now, self._ledger_context, queue.name, outcome)
+            if ledger is not None:  # record_settled, inlined: this runs for every ack
+                message = entry.message
+                ledger.settled(entry.ledger_row, now, self._ledger_context,
+                               message.ledger_key or ledger_key(message), queue.name,
+                               entry.delivery_count, outcome)
+                entry.ledger_row = None
             if kind is _ACK:
                 queue.settle(entry)
             elif kind is _REQUEUE:

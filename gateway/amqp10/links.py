@@ -102,8 +102,7 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
 from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, queue_name, record_delivered,
-                                          record_settled)
+                                          ledger_key, queue_name, record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -537,9 +536,12 @@ class OutgoingLink:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
-        if ledger is not None:
-            record_delivered(ledger, entry, self.host.now, self._ledger_context, self.queue.name,
-                             settles_later=self.acquires)
+        if ledger is not None:  # record_delivered, inlined: this runs for every delivery
+            row = ledger.delivered(self.host.now, self._ledger_context,
+                                   message.ledger_key or ledger_key(message), self.queue.name,
+                                   entry.delivery_count)
+            if self.acquires:  # a browser's copy is never settled
+                entry.ledger_row = row
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -627,9 +629,12 @@ class OutgoingLink:
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
-        if ledger is not None:
-            record_settled(ledger, entry, now, self._ledger_context, queue.name,
-                           _LEDGER_OUTCOME.get(state, _RELEASED))
+        if ledger is not None:  # record_settled, inlined: this runs for every settlement
+            message = entry.message
+            ledger.settled(entry.ledger_row, now, self._ledger_context,
+                           message.ledger_key or ledger_key(message), queue.name,
+                           entry.delivery_count, _LEDGER_OUTCOME.get(state, _RELEASED))
+            entry.ledger_row = None
         if state == Delivery.ACCEPTED:
             queue.settle(entry)
         elif state == Delivery.REJECTED:

@@ -74,7 +74,9 @@ def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tup
                      queue: Optional[str], *, settles_later: bool = True) -> None:
     """A ``delivered`` event for ``entry``. Its row waits on the entry for
     ``record_settled`` unless ``settles_later`` is False (a browser's copy, which is
-    never settled: an acquiring consumer's settlement must not land in its row)."""
+    never settled: an acquiring consumer's settlement must not land in its row).
+    The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) write
+    these lines out themselves: the extra call was a quarter of the ledger's cost."""
     message = entry.message
     row = ledger.delivered(now, context, message.ledger_key or ledger_key(message), queue,
                            entry.delivery_count)
@@ -86,7 +88,8 @@ def record_settled(ledger: Any, entry: QueuedMessage, now: float, context: tuple
                    queue: Optional[str], outcome: LedgerOutcome,
                    reason: Optional[str] = None) -> None:
     """A ``settled`` event for ``entry``'s current delivery, into its delivery's row when
-    that is still buffered."""
+    that is still buffered. Written out in place by the two busiest call sites (a 0-9-1
+    ack, a 1.0 disposition), like ``record_delivered``."""
     message = entry.message
     ledger.settled(entry.ledger_row, now, context, message.ledger_key or ledger_key(message),
                    queue, entry.delivery_count, outcome, reason)
