@@ -432,9 +432,12 @@ class ServerConnection:
 
     # ---- output ---------------------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
-        was_empty = not self._out
-        self._out += data
+    def _write(self, *parts: bytes) -> None:
+        """Append ``parts`` to the output buffer (each copied once, into it)."""
+        out = self._out
+        was_empty = not out
+        for part in parts:
+            out += part
         self._tx_seen = True
         if was_empty and self._on_output is not None:
             self._on_output()
@@ -444,15 +447,9 @@ class ServerConnection:
 
     def _send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
         # the frames go into the output buffer piece by piece: the body is copied once
-        out = self._out
-        was_empty = not out
-        out += encode_method_frame(channel, method)
-        for part in content_frame_parts(channel, method.CLASS_ID, properties_bytes, body,
-                                        self._tune.frame_max):
-            out += part
-        self._tx_seen = True
-        if was_empty and self._on_output is not None:
-            self._on_output()
+        self._write(encode_method_frame(channel, method),
+                    *content_frame_parts(channel, method.CLASS_ID, properties_bytes, body,
+                                         self._tune.frame_max))
 
     def _channel_is_open(self, channel_id: int) -> bool:
         ch = self._channels.get(channel_id)
