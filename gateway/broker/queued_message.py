@@ -25,7 +25,9 @@ class MessageState(enum.Enum):
     GONE = "gone"
 
 
-_AVAILABLE = MessageState.AVAILABLE  # every entry starts so (a class read is a lookup)
+# states set on every enqueue, dispatch and settlement (here and by the queue): a
+# member read through its enum class is an extra lookup
+_AVAILABLE, _ACQUIRED, _GONE = MessageState.AVAILABLE, MessageState.ACQUIRED, MessageState.GONE
 
 
 class QueuedMessage:

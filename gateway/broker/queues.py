@@ -40,7 +40,8 @@ from .flow import ProducerGate
 from .ledger_events import PROTOCOL_OF, EventKind
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
-from .queued_message import MessageState, QueuedMessage, message_record
+from .queued_message import (_ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage,
+                             message_record)
 from .ready_list import ReadyList
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ __all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
 
 log = logging.getLogger(__name__)
 
-# states set on every dispatch and settlement (a read through the enum class is a lookup)
-_AVAILABLE, _ACQUIRED, _GONE = MessageState.AVAILABLE, MessageState.ACQUIRED, MessageState.GONE
 
 
 class Queue:
@@ -496,11 +495,6 @@ class Queue:
     # ------------------------------------------------------------------ internals
     def _head(self, now: float) -> Optional[QueuedMessage]:
         """The head entry (highest priority, oldest); expired heads are dropped."""
-        ready = self.ready
-        if not ready.max_level:  # the usual queue: one level, a head without a TTL
-            dq = ready.levels[0]
-            if dq and dq[0].expires_at is None:
-                return dq[0]
         expired: list[QueuedMessage] = []
         entry = self.ready.head(now, expired)
         for gone in expired:

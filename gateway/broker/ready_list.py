@@ -78,6 +78,10 @@ class ReadyList:
         """The head entry, or ``None``. Expired heads met on the way (``now >
         expires_at``) are removed and appended to ``expired``."""
         levels = self.levels
+        if not self.max_level:  # the usual queue: one level, a head without a TTL
+            dq = levels[0]
+            if dq and dq[0].expires_at is None:
+                return dq[0]
         for level in range(self.max_level, -1, -1):
             dq = levels[level]
             while dq:
