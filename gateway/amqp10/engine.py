@@ -43,9 +43,9 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import (PN_DELIVERY, PN_LINK_FLOW, addressof, isnull, pn_collector_peek,
-                     pn_collector_pop, pn_delivery_link, pn_event_delivery, pn_event_link,
-                     pn_event_type)
+from cproton import (PN_DELIVERY, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
+                     pn_delivery_link, pn_event_delivery, pn_event_link, pn_event_type)
+from cproton_ffi import ffi as _ffi
 from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
@@ -67,6 +67,7 @@ from gateway.broker.vhost import VirtualHost
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
+_NULL = _ffi.NULL
 log = logging.getLogger(__name__)
 
 #: the proton event types ``Amqp10Engine._on_event`` acts on; the others (proton's own
@@ -162,10 +163,10 @@ class Amqp10Engine:
         self._collector: Optional[Collector] = None
         #: handlers by proton link (proton wrappers hash and compare by address)
         self._links: dict[Any, IncomingLink | OutgoingLink] = {}
-        # link address -> handler, for the delivery fast path: exactly the links of
-        # ``_links`` (``_drop_link``), whose Link wrappers keep the addresses alive, so an
-        # address cannot be reused while it is here
-        self._handler_by_addr: dict[int, IncomingLink | OutgoingLink] = {}
+        # C link (cffi pointers hash and compare by address) -> handler, for the delivery
+        # fast path: exactly the links of ``_links`` (``_drop_link``), whose Link wrappers
+        # keep the links alive, so an address cannot be reused while it is here
+        self._handler_by_addr: dict[Any, IncomingLink | OutgoingLink] = {}
         self._pending_input = b""
         self._torn_down = False
         self._eof = False
@@ -331,7 +332,7 @@ class Amqp10Engine:
         together (once proton frees a link its address may be reused)."""
         handler = self._links.pop(link, None)
         if handler is not None:
-            self._handler_by_addr.pop(addressof(link._impl), None)
+            self._handler_by_addr.pop(link._impl, None)
         return handler
 
     def producers_blocked(self) -> bool:
@@ -456,19 +457,19 @@ class Amqp10Engine:
         links = self._links
         while True:
             ev = pn_collector_peek(impl)
-            if isnull(ev):
+            if ev == _NULL:  # no event left (cproton.isnull, without its call)
                 return
             try:
                 etype = pn_event_type(ev)
                 if etype == PN_DELIVERY:
                     d = pn_event_delivery(ev)
                     link_impl = pn_delivery_link(d)
-                    handler = by_addr.get(addressof(link_impl))
+                    handler = by_addr.get(link_impl)
                     if handler is None:
                         handler = links.get(Link.wrap(link_impl))
                         if handler is None:
                             continue
-                        by_addr[addressof(link_impl)] = handler
+                        by_addr[link_impl] = handler
                     try:
                         handler.on_delivery(d)
                     except Amqp10Error as exc:
@@ -477,7 +478,7 @@ class Amqp10Engine:
                 if etype not in _HANDLED_EVENTS:
                     continue
                 if etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
-                    handler = by_addr.get(addressof(pn_event_link(ev)))
+                    handler = by_addr.get(pn_event_link(ev))
                     if handler is not None:
                         try:
                             self._on_link_flow(handler)

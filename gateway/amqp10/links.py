@@ -74,9 +74,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Protocol
 
-from cproton import (pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
+from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
                      pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
-                     pn_delivery_update, pn_delivery_updated, pn_link_advance)
+                     pn_delivery_update, pn_delivery_updated, pn_link_advance, pn_link_credit)
 from cproton_ffi import ffi as _ffi, lib as _lib
 from proton import Condition, Delivery, Link, Terminus
 
@@ -286,7 +286,7 @@ class IncomingLink:
         flow was issued."""
         if self.closed:
             return False
-        have = self.link.credit
+        have = pn_link_credit(self.link._impl)
         if have * 2 > INCOMING_CREDIT:
             return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
@@ -309,7 +309,14 @@ class IncomingLink:
             pn_link_advance(link._impl)
             return
         pending = pn_delivery_pending(d)
-        chunk = link.recv(pending) if pending > 0 else None
+        chunk = None
+        if pending > 0:  # Receiver.recv, without its two wrappers and its copy of the read
+            chunk = bytearray(pending)
+            got = _lib.pn_link_recv(link._impl, _ffi.from_buffer(chunk), pending)
+            if got != pending:
+                if got < 0 and got != PN_EOS:
+                    link._check(got)
+                chunk = chunk[:got] if got > 0 else None
         if not self._buffer and chunk and not pn_delivery_partial(d):
             # the whole message in one transfer (the usual case): no reassembly copies
             if not (self.host.max_message_size and len(chunk) > self.host.max_message_size):
