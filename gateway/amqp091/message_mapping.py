@@ -37,6 +37,7 @@ from translators.values import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
 
+_AMQP091 = Encoding.AMQP091
 log = logging.getLogger(__name__)
 
 _EMPTY_PROPERTIES = encode_properties(BasicProperties())
@@ -68,22 +69,11 @@ def container_from_publish(
             f"user_id property set to '{props.user_id}' but authenticated user was '{user_name}'",
             method.CLASS_ID, method.METHOD_ID)
     body = content.body
+    # positional, in __init__'s order (see there)
     return MessageContainer(
-        Encoding.AMQP091,
-        (content.properties_bytes, body),
-        exchange=method.exchange,
-        routing_key=method.routing_key,
-        headers=props.headers,
-        durable=props.delivery_mode == 2,
-        priority=props.priority,
-        ttl_ms=ttl_ms,
-        created_at=now,
-        size=len(body),
-        message_id=props.message_id,
-        correlation_id=props.correlation_id,
-        user_id=props.user_id,
-        properties=props,
-    )
+        _AMQP091, (content.properties_bytes, body), method.exchange, method.routing_key,
+        props.headers, props.delivery_mode == 2, props.priority, ttl_ms, now, len(body),
+        props.message_id, props.correlation_id, props.user_id, props)
 
 
 def death_table(death: dict[str, Any]) -> dict[str, Any]:

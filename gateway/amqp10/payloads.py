@@ -23,6 +23,7 @@ from translators import to_amqp10
 from translators.amqp10_sections import (Amqp10Summary, inspect_amqp10, with_delivery_header,
                                          with_message_annotations)
 
+_AMQP10 = Encoding.AMQP10
 __all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
 
 
@@ -40,20 +41,13 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
     Raises ``translators.TranslationError`` on a malformed encoding.
     """
     summary = inspect_amqp10(encoded)
+    # positional, in __init__'s order (see there): exchange, routing_key, headers, durable,
+    # priority, ttl_ms, created_at, size, message_id, correlation_id, user_id,
+    # properties, gateway_id, deaths, annotations, body_at
     message = MessageContainer(
-        Encoding.AMQP10,
-        encoded,
-        headers=summary.application_properties or None,
-        durable=summary.durable,
-        priority=summary.priority,
-        ttl_ms=summary.ttl_ms,
-        created_at=now,
-        size=summary.body_size,
-        message_id=summary.message_id,
-        correlation_id=summary.correlation_id,
-        user_id=user_id_text(summary),
-        body_at=summary.body_at,
-    )
+        _AMQP10, encoded, "", "", summary.application_properties or None, summary.durable,
+        summary.priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
+        summary.correlation_id, user_id_text(summary), None, 0, None, None, summary.body_at)
     return message, summary
 
 

