@@ -113,6 +113,11 @@ class ConsumerSet:
         """The next acquiring consumer in ring order that has credit and is not in
         ``excluded``; it is moved to the back. ``None`` after one full turn."""
         ring = self._ring
+        if len(ring) == 1:  # the usual queue: one consumer, nothing to rotate
+            consumer = ring[0]
+            if consumer.credit.has_credit() and (excluded is None or consumer not in excluded):
+                return consumer
+            return None
         for _ in range(len(ring)):
             consumer = ring[0]
             ring.rotate(-1)

@@ -475,7 +475,7 @@ class VirtualHost:
         refused: list[Queue] = []
         for queue in queues:
             (took if queue.enqueue(message, now) else refused).append(queue)
-        return PublishResult(queues=tuple(took), rejected=tuple(refused))
+        return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
 
     def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
         """Publish a dead-lettered copy (made by ``MessageContainer.with_death``) to its
