@@ -205,10 +205,8 @@ class BrokerChannel:
         else:
             self.unacked.add(Unacked(tag, entry, consumer.credit))
         props, body = delivery_payload(message)
-        self.writer.send_content(
-            m.BasicDeliver.make(consumer.tag, tag, entry.redelivered, message.exchange,
-                                message.routing_key),
-            props, body)
+        self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
+                                 message.routing_key, props, body)
 
     def consumer_cancelled(self, consumer: ChannelConsumer, reason: str) -> None:
         """The queue went away: forget the consumer and tell a client that asked for

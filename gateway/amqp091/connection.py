@@ -69,6 +69,7 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import (
     HEARTBEAT_FRAME,
     BodyFrame,
+    DeliverFrames,
     Frame,
     FrameReader,
     HeaderFrame,
@@ -105,6 +106,7 @@ from gateway.auth import (
 
 __all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
 
+_BASIC_CLASS = m.BasicDeliver.CLASS_ID
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
@@ -250,6 +252,7 @@ class ServerConnection:
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
         self._out = bytearray()
+        self._deliver_frames = DeliverFrames()
         self._held: _HeldInput | None = None
         # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
         # current receive_data is done, or earlier before that channel or the connection closes
@@ -444,6 +447,16 @@ class ServerConnection:
 
     def _send_method(self, channel: int, method: m.Method) -> None:
         self._write(encode_method_frame(channel, method))
+
+    def _send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
+                      redelivered: bool, exchange: str, routing_key: str,
+                      properties_bytes: bytes, body: bytes) -> None:
+        """``_send_content`` for a basic.deliver, without a ``BasicDeliver`` (see
+        ``DeliverFrames``)."""
+        self._write(*self._deliver_frames.parts(channel, consumer_tag, delivery_tag, redelivered,
+                                                exchange, routing_key),
+                    *content_frame_parts(channel, _BASIC_CLASS, properties_bytes, body,
+                                         self._tune.frame_max))
 
     def _send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
         # the frames go into the output buffer piece by piece: the body is copied once

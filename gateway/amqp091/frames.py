@@ -19,7 +19,7 @@ import struct
 from typing import NamedTuple, Union
 
 from gateway.amqp091.errors import ConnectionException
-from gateway.amqp091.methods import Method, decode_method
+from gateway.amqp091.methods import BasicDeliver, Method, decode_method
 from gateway.amqp091.spec import FRAME_END, FRAME_MIN_SIZE, FRAME_OVERHEAD, FrameType, ReplyCode
 
 __all__ = [
@@ -33,12 +33,15 @@ __all__ = [
     "encode_method_frame",
     "encode_content_frames",
     "content_frame_parts",
+    "DeliverFrames",
     "HEARTBEAT_FRAME",
 ]
 
 _FRAME_HEADER = struct.Struct(">BHI")
 _CONTENT_HEADER = struct.Struct(">HHQ")
 _END = bytes((FRAME_END,))
+#: basic.deliver's delivery-tag (longlong) and its one bit (redelivered), in one octet
+_TAG_AND_BIT = struct.Struct(">QB")
 _METHOD, _HEADER, _BODY, _HEARTBEAT = (t.value for t in FrameType)
 
 
@@ -228,6 +231,46 @@ def content_frame_parts(
             piece = view[start : start + chunk]
             parts += (_FRAME_HEADER.pack(_BODY, channel, len(piece)), piece, _END)
     return parts
+
+
+class DeliverFrames:
+    """basic.deliver method frames from their cached fixed parts.
+
+    A consumer's deliveries differ only in the delivery-tag and the redelivered bit when
+    they come from the same exchange and routing key: the frame around those two fields
+    (frame header, class and method ids, consumer tag, exchange, routing key) is encoded
+    once by the generated encoder and kept, by (channel, consumer tag, exchange, routing
+    key). Why: building and encoding a ``BasicDeliver`` for every delivery cost as much
+    as a fifth of a 0-9-1 consumer's share of the message path. At most ``MAX_KEYS``
+    entries, forgotten at once when full.
+    """
+
+    MAX_KEYS = 256
+    __slots__ = ("_fixed",)
+
+    def __init__(self) -> None:
+        self._fixed: dict[tuple, tuple[bytes, bytes]] = {}
+
+    def parts(self, channel: int, consumer_tag: str, delivery_tag: int, redelivered: bool,
+              exchange: str, routing_key: str) -> tuple[bytes, bytes, bytes]:
+        """The frame as three pieces to write in order."""
+        key = (channel, consumer_tag, exchange, routing_key)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            fixed = self._learn(key)
+        return fixed[0], _TAG_AND_BIT.pack(delivery_tag, redelivered), fixed[1]
+
+    def _learn(self, key: tuple) -> tuple[bytes, bytes]:
+        channel, consumer_tag, exchange, routing_key = key
+        payload = BasicDeliver.make(consumer_tag, 0, False, exchange, routing_key).encode()
+        # class id, method id, consumer-tag (a shortstr: its length octet, then its octets)
+        at = 5 + payload[4]
+        fixed = (_FRAME_HEADER.pack(_METHOD, channel, len(payload)) + payload[:at],
+                 payload[at + _TAG_AND_BIT.size:] + _END)
+        if len(self._fixed) >= self.MAX_KEYS:
+            self._fixed.clear()
+        self._fixed[key] = fixed
+        return fixed
 
 
 def encode_content_frames(

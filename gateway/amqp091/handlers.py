@@ -77,6 +77,17 @@ class ChannelWriter:
         self._conn._send_content(self.channel_id, method, properties_bytes, body)
         return True
 
+    def send_deliver(self, consumer_tag: str, delivery_tag: int, redelivered: bool,
+                     exchange: str, routing_key: str, properties_bytes: bytes,
+                     body: bytes) -> bool:
+        """``send_content`` of a basic.deliver with these fields (the per-delivery path:
+        no method object is made)."""
+        if not self._conn._channel_is_open(self.channel_id):
+            return False
+        self._conn._send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
+                                 exchange, routing_key, properties_bytes, body)
+        return True
+
     def at_batch_end(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once the connection has handled the current batch of input (one
         ``receive_data``), or earlier just before this channel or the connection closes;

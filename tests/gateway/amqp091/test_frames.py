@@ -14,6 +14,7 @@ from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.frames import (
     HEARTBEAT_FRAME,
     BodyFrame,
+    DeliverFrames,
     FrameReader,
     HeaderFrame,
     HeartbeatFrame,
@@ -236,3 +237,36 @@ def test_oversize_held_header_completed_by_the_next_chunk_is_501() -> None:
     assert info.value.code is ReplyCode.FRAME_ERROR
     assert "exceeds" in info.value.text
     assert reader.buffered == 0
+
+
+_SHORTSTR = st.text(max_size=40)
+_DELIVERY_TAG = st.integers(0, 2**63 - 1)  # pamqp's long-long is signed
+_EXCHANGE_NAME = st.from_regex(r"[A-Za-z0-9_.:-]{0,40}", fullmatch=True)  # what pamqp takes
+
+
+@given(channel=st.integers(1, 65535), consumer_tag=_SHORTSTR, exchange=_EXCHANGE_NAME,
+       routing_key=_SHORTSTR, tags=st.lists(st.tuples(_DELIVERY_TAG, st.booleans()),
+                                            min_size=1, max_size=4))
+def test_deliver_frames_match_pamqp(channel, consumer_tag, exchange, routing_key, tags) -> None:
+    from pamqp import commands
+    frames = DeliverFrames()
+    for tag, redelivered in tags:  # the first learns the fixed parts, the others reuse them
+        expected = pamqp_frame.marshal(commands.Basic.Deliver(
+            consumer_tag=consumer_tag, delivery_tag=tag, redelivered=redelivered,
+            exchange=exchange, routing_key=routing_key), channel)
+        assert b"".join(frames.parts(channel, consumer_tag, tag, redelivered, exchange,
+                                     routing_key)) == expected
+
+
+def test_deliver_frames_forget_everything_when_full_and_stay_right() -> None:
+    frames = DeliverFrames()
+    for n in range(DeliverFrames.MAX_KEYS + 3):
+        key = f"rk-{n}"
+        assert b"".join(frames.parts(1, "c", n, False, "x", key)) == encode_method_frame(
+            1, m.BasicDeliver.make("c", n, False, "x", key))
+    assert len(frames._fixed) <= DeliverFrames.MAX_KEYS
+
+
+def test_deliver_frames_refuse_an_overlong_routing_key_like_the_encoder() -> None:
+    with pytest.raises(ValueError, match="routing_key longer than 255 octets"):
+        DeliverFrames().parts(1, "c", 1, False, "", "k" * 256)
