@@ -95,12 +95,41 @@ class RowEncoder:
         return zlib.crc32(_text(key).encode("utf-8", "replace")) < self.threshold
 
     def encode(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
-        """Return (JSON Lines bytes, number of records kept); sampled-out ones are skipped."""
-        lines = []
+        """Return (JSON Lines bytes, number of records kept); sampled-out ones are skipped.
+
+        The compact rows the message path buffers (``EventBuffer.publish_event``,
+        ``delivered``, ``settled``) are written from fragments made once per batch for
+        each channel's or link's context and each message's key, which the rows share
+        (``CompactLines``); every other row, and every row when sampling, takes the
+        general path (``encode_full``). Both write the same bytes.
+        """
+        if self.threshold is not None:
+            return self.encode_full(items)
+        lines: list[str] = []
+        compact = CompactLines(self._head, self.allowlist)
+        add = compact.add
+        for item in items:
+            if not add(item, lines):
+                self._encode_items(_full_rows((item,)), lines)
+        if not lines:
+            return b"", 0
+        lines.append("")
+        return "\n".join(lines).encode("utf-8"), len(lines) - 1
+
+    def encode_full(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
+        """``encode`` with every row expanded to a full row first (the general path)."""
+        lines: list[str] = []
+        self._encode_items(_full_rows(items), lines)
+        if not lines:
+            return b"", 0
+        lines.append("")
+        return "\n".join(lines).encode("utf-8"), len(lines) - 1
+
+    def _encode_items(self, items: Iterable[Buffered], lines: list[str]) -> None:
         append = lines.append
         head = self._head
         shapes = self._shapes
-        for item in _full_rows(items):
+        for item in items:
             if type(item) is tuple:
                 if self.threshold is not None and not self.keep(item[_GW], item[_ORIGIN]):
                     continue
@@ -123,10 +152,6 @@ class RowEncoder:
                     continue
                 obj = self._record_object(item)
             append(head + _dumps(obj)[1:])
-        if not lines:
-            return b"", 0
-        lines.append("")
-        return "\n".join(lines).encode("utf-8"), len(lines) - 1
 
     def _learn(self, shape: tuple[type, ...]) -> Optional[Callable[[Row], str]]:
         if len(self._shapes) >= _MAX_SHAPES:  # never in practice: a handful of call sites
@@ -224,6 +249,215 @@ def _delivery_row(item: tuple) -> tuple:
     return (now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
             routing_key, address, queue, None, message_id, correlation_id, gateway_id, None,
             None, size, delivery_count, outcome, reason, received_at, None)
+
+
+_UNSEEN = object()
+
+
+class CompactLines:
+    """JSON lines of compact rows, from fragments shared within one batch.
+
+    A context (``ledger_context``: vhost, user, proto_out, connection, link, address) is
+    shared by every row of a channel or link, and a key (``message_key``) by the rows of
+    one message; their fields are escaped once per batch here (keyed by ``id``: the batch
+    keeps the tuples alive while it is written) instead of once per line. The fields
+    come out in ``ROW_FIELDS`` order, exactly as ``_compile_shape``'s templates write
+    them. ``add`` returns False for a row it does not take (another form, a value of an
+    unusual type, headers to filter): the caller writes that one the general way.
+    """
+
+    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_routes", "_texts")
+
+    def __init__(self, head: str, allowlist: frozenset[str]) -> None:
+        self._head = head
+        #: headers are written (filtered): a publish row that carries some goes the general way
+        self._filter_headers = bool(allowlist)
+        #: id(context) -> (vhost+user, proto_out+connection+link, connection+link, address)
+        self._contexts: dict[int, Optional[tuple[str, str, str, str]]] = {}
+        #: id(key) -> (proto_in, exchange+routing_key, ids+size, received_at) or None
+        self._keys: dict[int, Optional[tuple[str, str, str, object]]] = {}
+        #: (proto_in, exchange, routing_key) -> (proto_in, exchange+routing_key), or ()
+        self._routes: dict[tuple, Union[tuple[str, str], tuple[()]]] = {}
+        #: (name, value) -> ',"name":value' for queue, outcome, reason and event pairs
+        self._texts: dict[tuple[str, object], str] = {}
+
+    def add(self, item: object, lines: list[str]) -> bool:
+        kind = type(item)
+        if kind is list:
+            if len(item) != 9:  # type: ignore[arg-type]
+                return False
+            now, context, key, queue, count, _gen, settled_at, outcome, reason = item  # type: ignore[misc]
+            ctx = self._context(context)
+            k = self._key(key)
+            if ctx is None or k is None or type(now) not in _NUMBER:
+                return False
+            tail = self._delivery_tail(queue, k, count, None, None, now)
+            if tail is None:
+                return False
+            if settled_at is not None:
+                if type(settled_at) not in _NUMBER:
+                    return False
+                settled = self._delivery_tail(queue, k, count, outcome, reason, settled_at)
+                if settled is None:
+                    return False
+            head = self._head
+            lines.append(f'{head}"ts_us":{round(now * 1000000)},"event":"{_DELIVERED}"'
+                         f"{ctx[0]}{k[0]}{ctx[1]}{k[1]}{ctx[3]}{tail}")
+            if settled_at is not None:
+                lines.append(f'{head}"ts_us":{round(settled_at * 1000000)},"event":"{_SETTLED}"'
+                             f"{ctx[0]}{k[0]}{ctx[1]}{ctx[3]}{settled}")
+            return True
+        if kind is not tuple:
+            return False
+        n = len(item)  # type: ignore[arg-type]
+        if n == DELIVERY_ROW_LENGTH:
+            now, event, context, key, queue, count, outcome, reason = item  # type: ignore[misc]
+            if event != _SETTLED or type(now) not in _NUMBER:
+                return False
+            ctx = self._context(context)
+            k = self._key(key)
+            if ctx is None or k is None:
+                return False
+            tail = self._delivery_tail(queue, k, count, outcome, reason, now)
+            if tail is None:
+                return False
+            lines.append(f'{self._head}"ts_us":{round(now * 1000000)},"event":"{_SETTLED}"'
+                         f"{ctx[0]}{k[0]}{ctx[1]}{ctx[3]}{tail}")
+            return True
+        if n == PUBLISH_ROW_LENGTH:
+            now, events, context, key, routed_to, reason, headers = item  # type: ignore[misc]
+            if (headers is not None and self._filter_headers) or type(now) not in _NUMBER \
+                    or type(events) is not str:
+                return False
+            ctx = self._context(context)
+            k = self._key(key)
+            if ctx is None or k is None:
+                return False
+            first, sep, second = events.partition(PAIR_SEPARATOR)
+            if not sep or PAIR_SEPARATOR in second:
+                return False
+            try:
+                routed = "" if routed_to is None else (
+                    ',"routed_to":[' + ",".join(map(_esc, routed_to)) + "]")
+            except TypeError:
+                return False
+            why = self._text("reason", reason)
+            if why is None:
+                return False
+            start = f'{self._head}"ts_us":{round(now * 1000000)},"event":'
+            common = f"{ctx[0]}{k[0]}{ctx[2]}{k[1]}{ctx[3]}"
+            lines.append(f"{start}{_esc(first)}{common}{k[2]}}}")
+            lines.append(f"{start}{_esc(second)}{common}{routed}{k[2]}{why}}}")
+            return True
+        return False
+
+    def _delivery_tail(self, queue: object, key: tuple, count: object, outcome: object,
+                       reason: object, now: float) -> Optional[str]:
+        """What follows the address: queue, the key's ids and size, delivery_count,
+        outcome, reason, latency."""
+        q = self._text("queue", queue)
+        out = self._text("outcome", outcome)
+        why = self._text("reason", reason)
+        if q is None or out is None or why is None:
+            return None
+        if count is None:
+            dc = ""
+        elif type(count) is int:
+            dc = f',"delivery_count":{count}'
+        else:
+            return None
+        received_at = key[3]
+        latency = "" if received_at is None else (  # a number: _key checked it
+            f',"latency_us":{round((now - received_at) * 1000000)}')
+        return f"{q}{key[2]}{dc}{out}{why}{latency}}}"
+
+    def _text(self, name: str, value: object) -> Optional[str]:
+        if value is None:
+            return ""
+        key = (name, value)
+        try:
+            return self._texts[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable
+            return None
+        if type(value) is not str:
+            return None
+        text = self._texts[key] = f',"{name}":{_esc(value)}'
+        return text
+
+    def _context(self, context: object) -> Optional[tuple[str, str, str, str]]:
+        try:
+            return self._contexts[id(context)]
+        except KeyError:
+            pass
+        made = None
+        if type(context) is tuple and len(context) == 6:  # type: ignore[arg-type]
+            vhost, user, proto_out, connection, link, address = context  # type: ignore[misc]
+            parts = (_plain("vhost", vhost), _plain("user", user), _plain("proto_out", proto_out),
+                     _plain("connection", connection), _as_text("link", link),
+                     _plain("address", address))
+            if None not in parts:
+                made = (parts[0] + parts[1], parts[2] + parts[3] + parts[4], parts[3] + parts[4],
+                        parts[5])
+        self._contexts[id(context)] = made
+        return made
+
+    def _key(self, key: object) -> Optional[tuple[str, str, str, object]]:
+        made = self._keys.get(id(key), _UNSEEN)
+        if made is not _UNSEEN:
+            return made  # type: ignore[return-value]
+        made = None
+        if type(key) is tuple and len(key) == 8:  # type: ignore[arg-type]
+            proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, at = key  # type: ignore[misc]
+            # the publish's columns repeat from message to message: made once per batch
+            try:
+                route = self._routes.get((proto_in, exchange, routing_key))
+            except TypeError:  # unhashable: not a type the fast path writes
+                route = ()
+            if route is None:
+                route = self._routes[(proto_in, exchange, routing_key)] = _route_parts(
+                    proto_in, exchange, routing_key)
+            # the ids are the message's own (the usual types first, without a call)
+            mid = "" if message_id is None else (
+                f',"message_id":{_esc(message_id)}' if type(message_id) is str
+                else _as_text("message_id", message_id))
+            cid = "" if correlation_id is None else _as_text("correlation_id", correlation_id)
+            gid = (f',"gateway_id":"{gateway_id}"' if type(gateway_id) is int
+                   else _as_text("gateway_id", gateway_id))
+            sized = "" if size is None else (f',"size":{size}' if type(size) is int else None)
+            if (route and mid is not None and cid is not None and gid is not None
+                    and sized is not None and (at is None or type(at) in _NUMBER)):
+                made = (route[0], route[1], f"{mid}{cid}{gid}{sized}", at)
+        self._keys[id(key)] = made
+        return made
+
+
+def _route_parts(proto_in: object, exchange: object,
+                 routing_key: object) -> Union[tuple[str, str], tuple[()]]:
+    """(proto_in, exchange+routing_key) fragments, or () for a type only the general
+    path writes."""
+    parts = (_plain("proto_in", proto_in), _plain("exchange", exchange),
+             _plain("routing_key", routing_key))
+    if None in parts:
+        return ()
+    return parts[0], parts[1] + parts[2]  # type: ignore[operator]
+
+
+def _plain(name: str, value: object) -> Optional[str]:
+    """A string column's fragment ('' for None), None for any other type."""
+    if value is None:
+        return ""
+    if type(value) is str:
+        return f',"{name}":{_esc(value)}'
+    return None
+
+
+def _as_text(name: str, value: object) -> Optional[str]:
+    """A column stored as text (``_TEXT_FIELDS``): strings, and integers written as text."""
+    if type(value) is int:
+        return f',"{name}":"{value}"'
+    return _plain(name, value)
 
 
 def _allowed(headers: Mapping[str, object], allowlist: frozenset[str]) -> dict[str, str]:
