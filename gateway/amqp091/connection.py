@@ -69,13 +69,13 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import (
     HEARTBEAT_FRAME,
     BodyFrame,
-    DeliverFrames,
     Frame,
     FrameReader,
     HeaderFrame,
     HeartbeatFrame,
     MethodFrame,
     content_frame_parts,
+    deliver_frame_parts,
     encode_method_frame,
 )
 from gateway.amqp091 import methods as m
@@ -252,7 +252,6 @@ class ServerConnection:
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
         self._out = bytearray()
-        self._deliver_frames = DeliverFrames()
         self._held: _HeldInput | None = None
         # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
         # current receive_data is done, or earlier before that channel or the connection closes
@@ -452,9 +451,9 @@ class ServerConnection:
                       redelivered: bool, exchange: str, routing_key: str,
                       properties_bytes: bytes, body: bytes) -> None:
         """``_send_content`` for a basic.deliver, without a ``BasicDeliver`` (see
-        ``DeliverFrames``)."""
-        self._write(*self._deliver_frames.parts(channel, consumer_tag, delivery_tag, redelivered,
-                                                exchange, routing_key),
+        ``deliver_frame_parts``)."""
+        self._write(*deliver_frame_parts(channel, consumer_tag, delivery_tag, redelivered,
+                                         exchange, routing_key),
                     *content_frame_parts(channel, _BASIC_CLASS, properties_bytes, body,
                                          self._tune.frame_max))
 

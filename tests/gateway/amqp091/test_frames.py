@@ -14,13 +14,13 @@ from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.frames import (
     HEARTBEAT_FRAME,
     BodyFrame,
-    DeliverFrames,
     FrameReader,
     HeaderFrame,
     HeartbeatFrame,
     MethodFrame,
     encode_content_frames,
     encode_frame,
+    deliver_frame_parts,
     encode_method_frame,
 )
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ReplyCode
@@ -249,24 +249,27 @@ _EXCHANGE_NAME = st.from_regex(r"[A-Za-z0-9_.:-]{0,40}", fullmatch=True)  # what
                                             min_size=1, max_size=4))
 def test_deliver_frames_match_pamqp(channel, consumer_tag, exchange, routing_key, tags) -> None:
     from pamqp import commands
-    frames = DeliverFrames()
     for tag, redelivered in tags:  # the first learns the fixed parts, the others reuse them
         expected = pamqp_frame.marshal(commands.Basic.Deliver(
             consumer_tag=consumer_tag, delivery_tag=tag, redelivered=redelivered,
             exchange=exchange, routing_key=routing_key), channel)
-        assert b"".join(frames.parts(channel, consumer_tag, tag, redelivered, exchange,
-                                     routing_key)) == expected
+        assert b"".join(deliver_frame_parts(channel, consumer_tag, tag, redelivered, exchange,
+                                            routing_key)) == expected
 
 
-def test_deliver_frames_forget_everything_when_full_and_stay_right() -> None:
-    frames = DeliverFrames()
-    for n in range(DeliverFrames.MAX_KEYS + 3):
+def test_deliver_frames_forget_everything_when_full_and_stay_right(monkeypatch) -> None:
+    import gateway.amqp091.frames as frames
+
+    monkeypatch.setattr(frames, "DELIVER_KEYS_MAX", 8)
+    monkeypatch.setattr(frames, "_DELIVER_FIXED", {})
+    for n in range(11):
         key = f"rk-{n}"
-        assert b"".join(frames.parts(1, "c", n, False, "x", key)) == encode_method_frame(
+        assert b"".join(deliver_frame_parts(1, "c", n, False, "x", key)) == encode_method_frame(
             1, m.BasicDeliver.make("c", n, False, "x", key))
-    assert len(frames._fixed) <= DeliverFrames.MAX_KEYS
+        assert len(frames._DELIVER_FIXED) <= 8
+    assert len(frames._DELIVER_FIXED) == 3
 
 
 def test_deliver_frames_refuse_an_overlong_routing_key_like_the_encoder() -> None:
     with pytest.raises(ValueError, match="routing_key longer than 255 octets"):
-        DeliverFrames().parts(1, "c", 1, False, "", "k" * 256)
+        deliver_frame_parts(1, "c", 1, False, "", "k" * 256)
