@@ -13,6 +13,12 @@ from typing import Mapping, Optional
 from twisted.application import service
 from twisted.internet import defer, task
 
+# Both engines are imported here, at start-up: imported on the first connection of each
+# protocol they made that connection wait a fifth of a second.
+from gateway.amqp091 import ServerConnection
+from gateway.amqp091.channel import BrokerChannel
+from gateway.amqp091.spec import ProtocolVersion
+from gateway.amqp10 import Amqp10Engine
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
@@ -170,10 +176,6 @@ class GatewayService(service.MultiService):
         if ctx.listener_slots is not None:
             registry = ListenerAdmission(registry, ctx.listener_slots)
         if ctx.kind.is_amqp091:
-            from gateway.amqp091 import ServerConnection
-            from gateway.amqp091.channel import BrokerChannel
-            from gateway.amqp091.spec import ProtocolVersion
-
             return ServerConnection(
                 authenticator=authenticator, broker=self.broker, peer_host=ctx.peer_host,
                 now=ctx.now, frame_max=limits.frame_max, channel_max=limits.channel_max,
@@ -186,8 +188,6 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id,
                 connection_registry=registry, login_throttle=self.login_throttle)
-        from gateway.amqp10 import Amqp10Engine
-
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,

@@ -79,6 +79,9 @@ class Queue:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
         self.routed_to = (name,)
+        #: the vhost's ``PublishResult`` for a message this queue alone took (made once,
+        #: by the vhost: results are immutable, and one was made for every publish)
+        self.took_alone: Any = None
         self.vhost = vhost
         self.vhost_name = vhost.name if vhost is not None else vhost_name
         self.durable = durable

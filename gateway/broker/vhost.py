@@ -82,6 +82,12 @@ class PublishResult(NamedTuple):
 _NOTHING = PublishResult()
 
 
+def _took_alone(queue: Queue) -> PublishResult:
+    """``queue``'s result for a message it alone took, made on first use."""
+    result = queue.took_alone = PublishResult((queue,))
+    return result
+
+
 class VirtualHost:
     """See the module docstring. ``broker`` supplies the memory gate, the store, the
     service registry and gateway ids; without one (tests) the vhost makes its own."""
@@ -441,7 +447,7 @@ class VirtualHost:
                 node.publish(message, now)
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
-                return PublishResult((queue,))
+                return queue.took_alone or _took_alone(queue)
             return PublishResult(rejected=(queue,))
         return self._deliver(self.route(source, message), message, now)
 
@@ -475,6 +481,8 @@ class VirtualHost:
         refused: list[Queue] = []
         for queue in queues:
             (took if queue.enqueue(message, now) else refused).append(queue)
+        if len(took) == 1 and not refused:
+            return took[0].took_alone or _took_alone(took[0])
         return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
 
     def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
