@@ -23,8 +23,9 @@ from translators import to_amqp10
 from translators.amqp10_sections import (Amqp10Summary, inspect_amqp10, with_delivery_header,
                                          with_message_annotations)
 
-_AMQP10 = Encoding.AMQP10
 __all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
+
+_AMQP10 = Encoding.AMQP10
 
 
 def user_id_text(summary: Amqp10Summary) -> str | None:

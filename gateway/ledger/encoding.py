@@ -278,7 +278,7 @@ class CompactLines:
         self._keys: dict[int, Optional[tuple[str, str, str, object]]] = {}
         #: (proto_in, exchange, routing_key) -> (proto_in, exchange+routing_key), or ()
         self._routes: dict[tuple, Union[tuple[str, str], tuple[()]]] = {}
-        #: (name, value) -> ',"name":value' for queue, outcome, reason and event pairs
+        #: (name, value) -> ',"name":value' for the queue, outcome and reason columns
         self._texts: dict[tuple[str, object], str] = {}
 
     def add(self, item: object, lines: list[str]) -> bool:

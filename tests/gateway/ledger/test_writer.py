@@ -176,6 +176,32 @@ def test_write_error_keeps_events_and_cuts_the_partial_write(tmp_path, monkeypat
     assert [r["gateway_id"] for r in read_all(tmp_path)] == ["b-0", "b-2", "b-3", "b-4"]
 
 
+def test_a_flush_writes_in_slices_and_a_failed_slice_keeps_itself_and_the_rest(
+        tmp_path, monkeypatch):
+    import gateway.ledger.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "FLUSH_SLICE", 2)
+    w = writer(tmp_path)
+    real_write = os.write
+    writes = []
+
+    def second_write_fails(fd, data):
+        writes.append(bytes(data))
+        if len(writes) == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", second_write_fails)
+    for i in range(5):
+        w.record(EventKind.RECEIVED, T0, gateway_id=f"b-{i}")
+    assert w.flush(T0) == 2  # the first slice; the second failed, the third waits
+    assert [data.count(b"\n") for data in writes] == [2, 2]
+    assert w.write_errors == 1 and w.buffered == 3 and w.records_dropped == 0
+    monkeypatch.setattr(os, "write", real_write)
+    assert w.flush(T0 + 1) == 3
+    assert [r["gateway_id"] for r in read_all(tmp_path)] == [f"b-{i}" for i in range(5)]
+
+
 def test_restart_recovers_a_torn_open_segment(tmp_path):
     w = writer(tmp_path)
     for i in range(3):
