@@ -113,14 +113,11 @@ class ConsumerSet:
         """The next acquiring consumer in ring order that has credit and is not in
         ``excluded``; it is moved to the back. ``None`` after one full turn."""
         ring = self._ring
-        if len(ring) == 1:  # the usual queue: one consumer, nothing to rotate
+        turns = len(ring)
+        for _ in range(turns):
             consumer = ring[0]
-            if consumer.credit.has_credit() and (excluded is None or consumer not in excluded):
-                return consumer
-            return None
-        for _ in range(len(ring)):
-            consumer = ring[0]
-            ring.rotate(-1)
+            if turns > 1:  # the usual queue has one consumer: nothing to rotate
+                ring.rotate(-1)
             if consumer.credit.has_credit() and (excluded is None or consumer not in excluded):
                 return consumer
         return None
