@@ -54,7 +54,6 @@ __all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
 log = logging.getLogger(__name__)
 
 
-
 class Queue:
     """A queue in a vhost. Usually created by ``VirtualHost.declare_queue``.
 

@@ -156,7 +156,7 @@ class LedgerWriter(EventBuffer):
             data, kept = self._encoder.encode(chunk)
             errors = self.write_errors
             # on a write error this slice and the ones after it stay buffered
-            written += self._store(data, kept, len(chunk), items[start:], now)
+            written += self._store(data, kept, len(chunk), items, now, keep_from=start)
             if self.write_errors != errors:
                 break
         return written
@@ -170,7 +170,9 @@ class LedgerWriter(EventBuffer):
         return self._store(data, count, count, None, now)
 
     def _store(self, data: bytes, kept: int, taken: int, items: Optional[list],
-               now: float) -> int:
+               now: float, keep_from: int = 0) -> int:
+        """Write ``data``; on a disk error ``items[keep_from:]`` stay buffered (None: the
+        lines are lost)."""
         now_us = round(now * 1_000_000)
         if self._fd is not None and (
             now_us - self._open_start_us >= self.segment_max_age * 1_000_000
@@ -181,7 +183,7 @@ class LedgerWriter(EventBuffer):
             try:
                 self._write(data, now_us)
             except OSError as exc:
-                self._on_write_error(exc, items if items is not None else [], kept)
+                self._on_write_error(exc, items[keep_from:] if items is not None else [], kept)
                 return 0
             self.records_written += kept
         self.records_sampled_out += taken - kept
