@@ -66,8 +66,9 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, queue_name, record_delivered,
+from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind, LedgerOutcome,
+                                          WireProtocol, ledger_context, ledger_key,
+                                          publish_row, queue_name, record_delivered,
                                           record_settled)
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
@@ -82,12 +83,16 @@ QUEUE_FULL_TEXT = "queue full"
 """Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
 
 _P091 = WireProtocol.AMQP091
-# enum members read on every publish: a module global is four times cheaper to reach
-_RECEIVED, _ROUTED = EventKind.RECEIVED, EventKind.ROUTED
+# read on every publish: a module global is four times cheaper to reach
+_ROUTED = EventKind.ROUTED
+_RECEIVED_ROUTED = RECEIVED_THEN[_ROUTED]
 # members the per-message paths compare with (a read through the enum class is a lookup)
 _WRITE, _TX, _CONFIRM = Action.WRITE, PublishMode.TX, PublishMode.CONFIRM
 _ACK, _REQUEUE, _REJECT = SettleKind.ACK, SettleKind.REQUEUE, SettleKind.REJECT
-_ACCEPTED, _RELEASED, _REJECTED = LedgerOutcome.ACCEPTED, LedgerOutcome.RELEASED, LedgerOutcome.REJECTED
+# what a settled ledger row holds
+_ACCEPTED, _RELEASED, _REJECTED = (OUTCOME_VALUE[LedgerOutcome.ACCEPTED],
+                                   OUTCOME_VALUE[LedgerOutcome.RELEASED],
+                                   OUTCOME_VALUE[LedgerOutcome.REJECTED])
 CLOSED_WITH_UNACKED = "channel closed"
 """Ledger reason of the release of deliveries still unacked when a channel closes."""
 
@@ -194,9 +199,10 @@ class BrokerChannel:
         if ledger is not None:
             now = self.context.now
             # record_delivered, inlined: this runs for every delivery
-            entry.ledger_row = ledger.delivered(now, self._ledger_context,
-                                                message.ledger_key or ledger_key(message),
-                                                consumer.queue.name, entry.delivery_count)
+            row = entry.ledger_row = (now, self._ledger_context,
+                                      message.ledger_key or ledger_key(message),
+                                      consumer.queue.name, entry.delivery_count)
+            ledger.rows.append(row)
             if consumer.no_ack:
                 self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
         if consumer.no_ack:
@@ -454,8 +460,10 @@ class BrokerChannel:
             routed_to = (queues[0].routed_to if len(queues) == 1
                          else tuple(map(queue_name, queues)))
             if received:  # the usual case: received and its outcome in one compact row
-                ledger.publish_event(_RECEIVED, event, now, self._ledger_context,
-                                     ledger_key(message), routed_to, reason, message.headers)
+                ledger.rows.append(publish_row(
+                    message, now, _RECEIVED_ROUTED if event is _ROUTED else RECEIVED_THEN[event],
+                    self._ledger_context, routed_to, reason,
+                    message.headers if ledger.keep_headers else None))
             else:
                 self._record_publish(ledger, method, message, event, reason=reason,
                                      routed_to=routed_to)
@@ -546,11 +554,12 @@ class BrokerChannel:
             if queue is None:
                 continue
             if ledger is not None:  # record_settled, inlined: this runs for every ack
-                message = entry.message
-                ledger.settled(entry.ledger_row, now, self._ledger_context,
-                               message.ledger_key or ledger_key(message), queue.name,
-                               entry.delivery_count, outcome)
-                entry.ledger_row = None
+                row = entry.ledger_row
+                if row is None:
+                    self._record_settled(ledger, outcome, entry, now, None)
+                else:
+                    ledger.rows.append((now, row, outcome, None))
+                    entry.ledger_row = None
             if kind is _ACK:
                 queue.settle(entry)
             elif kind is _REQUEUE:
@@ -564,8 +573,8 @@ class BrokerChannel:
             if not queue.deleted and queue.consumers:
                 queue.dispatch(now)
 
-    def _record_settled(self, ledger: Any, outcome: LedgerOutcome, entry: QueuedMessage, now: float,
-                        reason: str | None) -> None:
+    def _record_settled(self, ledger: Any, outcome: LedgerOutcome | str, entry: QueuedMessage,
+                        now: float, reason: str | None) -> None:
         """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
         message's redelivery is recorded after its release)."""
         queue = entry.queue

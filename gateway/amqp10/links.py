@@ -101,8 +101,9 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (EventKind, LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, queue_name, record_settled)
+from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind, LedgerOutcome,
+                                          WireProtocol, ledger_context, ledger_key,
+                                          publish_row, queue_name, record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -124,15 +125,17 @@ log = logging.getLogger(__name__)
 INCOMING_CREDIT = 256
 
 _P10 = WireProtocol.AMQP10
-# enum members read on every message: a module global is four times cheaper to reach
-_RECEIVED, _ROUTED, _RELEASED = EventKind.RECEIVED, EventKind.ROUTED, LedgerOutcome.RELEASED
+# read on every message: a module global is four times cheaper to reach
+_RECEIVED_ROUTED = RECEIVED_THEN[EventKind.ROUTED]
+_RELEASED = OUTCOME_VALUE[LedgerOutcome.RELEASED]
 _WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
-#: proton's terminal delivery states -> the ledger's outcome (anything else: released)
+#: proton's terminal delivery states -> a settled ledger row's outcome (anything else:
+#: released)
 _LEDGER_OUTCOME = {
-    Delivery.ACCEPTED: LedgerOutcome.ACCEPTED,
-    Delivery.REJECTED: LedgerOutcome.REJECTED,
-    Delivery.RELEASED: LedgerOutcome.RELEASED,
-    Delivery.MODIFIED: LedgerOutcome.MODIFIED,
+    Delivery.ACCEPTED: OUTCOME_VALUE[LedgerOutcome.ACCEPTED],
+    Delivery.REJECTED: OUTCOME_VALUE[LedgerOutcome.REJECTED],
+    Delivery.RELEASED: _RELEASED,
+    Delivery.MODIFIED: OUTCOME_VALUE[LedgerOutcome.MODIFIED],
 }
 #: ledger reasons
 LINK_CLOSED = "link closed"
@@ -447,11 +450,10 @@ class IncomingLink:
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
                     context = context[:5] + (address,)
                 queues = result.queues
-                ledger.publish_event(_RECEIVED, _ROUTED, now, context,
-                                     ledger_key(message),
-                                     queues[0].routed_to if len(queues) == 1
-                                     else tuple(map(queue_name, queues)),
-                                     None, message.headers)
+                ledger.rows.append(publish_row(
+                    message, now, _RECEIVED_ROUTED, context,
+                    queues[0].routed_to if len(queues) == 1 else tuple(map(queue_name, queues)),
+                    None, message.headers if ledger.keep_headers else None))
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
@@ -544,9 +546,9 @@ class OutgoingLink:
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
         if ledger is not None:  # record_delivered, inlined: this runs for every delivery
-            row = ledger.delivered(self.host.now, self._ledger_context,
-                                   message.ledger_key or ledger_key(message), self.queue.name,
-                                   entry.delivery_count)
+            row = (self.host.now, self._ledger_context, message.ledger_key or ledger_key(message),
+                   self.queue.name, entry.delivery_count)
+            ledger.rows.append(row)
             if self.acquires:  # a browser's copy is never settled
                 entry.ledger_row = row
         if self._presettled or not self.acquires:
@@ -637,11 +639,13 @@ class OutgoingLink:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:  # record_settled, inlined: this runs for every settlement
-            message = entry.message
-            ledger.settled(entry.ledger_row, now, self._ledger_context,
-                           message.ledger_key or ledger_key(message), queue.name,
-                           entry.delivery_count, _LEDGER_OUTCOME.get(state, _RELEASED))
-            entry.ledger_row = None
+            row = entry.ledger_row
+            if row is None:
+                record_settled(ledger, entry, now, self._ledger_context, queue.name,
+                               _LEDGER_OUTCOME.get(state, _RELEASED), None)
+            else:
+                ledger.rows.append((now, row, _LEDGER_OUTCOME.get(state, _RELEASED), None))
+                entry.ledger_row = None
         if state == Delivery.ACCEPTED:
             queue.settle(entry)
         elif state == Delivery.REJECTED:

@@ -19,9 +19,8 @@ Which event goes where (the contract the pipeline's counts rely on):
 - ``delivered`` per delivery attempt and ``settled`` (outcome) per delivery, including
   releases when a channel or link goes away with unsettled deliveries (reason says so).
   These two are recorded with ``record_delivered`` and ``record_settled`` below: a
-  settlement shares its delivery's row while that is still buffered (the row waits on
-  the queue entry). ``context`` is the consumer's ``ledger_context(...)``, made once per
-  channel or link.
+  settlement's row refers to its delivery's row (which waits on the queue entry).
+  ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -31,14 +30,15 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional
 
-from gateway.ledger.buffer import ledger_context
+from gateway.ledger.buffer import event_pair, ledger_context
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer
 from .queued_message import QueuedMessage
 
-__all__ = ["EventKind", "LedgerOutcome", "PROTOCOL_OF", "WireProtocol", "ledger_context",
-           "ledger_key", "queue_name", "record_delivered", "record_settled"]
+__all__ = ["EventKind", "LedgerOutcome", "OUTCOME_VALUE", "PROTOCOL_OF", "RECEIVED_THEN",
+           "WireProtocol", "ledger_context", "ledger_key", "publish_row", "queue_name",
+           "record_delivered", "record_settled"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
 #: ``_value_``: call sites look up ``PROTOCOL_OF[message.origin._value_]`` because an Enum
@@ -50,6 +50,12 @@ PROTOCOL_OF: dict[str, WireProtocol] = {
 }
 
 _PROTOCOL_VALUE: dict[str, str] = {k: v.value for k, v in PROTOCOL_OF.items()}
+
+#: a publish row's ``events`` for each routing verdict (``publish_row``)
+RECEIVED_THEN: dict[EventKind, str] = {kind: event_pair(EventKind.RECEIVED, kind)
+                                       for kind in EventKind}
+#: what a settled row holds for each outcome (call sites pass it, not the member)
+OUTCOME_VALUE: dict[LedgerOutcome, str] = {outcome: outcome.value for outcome in LedgerOutcome}
 
 #: ``list(map(queue_name, result.queues))``: the ``routed_to`` column, built in C.
 queue_name = operator.attrgetter("name")
@@ -70,13 +76,25 @@ def ledger_key(message: MessageContainer) -> tuple:
     return key
 
 
+def publish_row(message: MessageContainer, now: float, events: str, context: tuple,
+                routed_to: Optional[tuple], reason: Optional[str], headers: Optional[dict]) -> tuple:
+    """The compact publish row of ``message`` (``gateway.ledger.buffer``), which becomes
+    its key too: append it to ``ledger.rows``. ``events`` from ``RECEIVED_THEN``;
+    ``headers`` None when the ledger does not keep them (``ledger.keep_headers``)."""
+    row = message.ledger_key = (
+        _PROTOCOL_VALUE[message.origin._value_], message.exchange, message.routing_key,
+        message.message_id, message.correlation_id, message.gateway_id, message.size,
+        message.created_at, now, events, context, routed_to, reason, headers)
+    return row
+
+
 def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tuple,
                      queue: Optional[str], *, settles_later: bool = True) -> None:
     """A ``delivered`` event for ``entry``. Its row waits on the entry for
     ``record_settled`` unless ``settles_later`` is False (a browser's copy, which is
-    never settled: an acquiring consumer's settlement must not land in its row).
-    The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) write
-    these lines out themselves: the extra call was a quarter of the ledger's cost."""
+    never settled: an acquiring consumer's settlement must not refer to its row).
+    The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) append
+    the row themselves: a call per event was a fifth of the ledger's cost."""
     message = entry.message
     row = ledger.delivered(now, context, message.ledger_key or ledger_key(message), queue,
                            entry.delivery_count)
@@ -85,11 +103,11 @@ def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tup
 
 
 def record_settled(ledger: Any, entry: QueuedMessage, now: float, context: tuple,
-                   queue: Optional[str], outcome: LedgerOutcome,
+                   queue: Optional[str], outcome: LedgerOutcome | str,
                    reason: Optional[str] = None) -> None:
-    """A ``settled`` event for ``entry``'s current delivery, into its delivery's row when
-    that is still buffered. Written out in place by the two busiest call sites (a 0-9-1
-    ack, a 1.0 disposition), like ``record_delivered``."""
+    """A ``settled`` event for ``entry``'s current delivery (its row refers to the
+    delivery's row when that was recorded). Written out in place by the two busiest call
+    sites (a 0-9-1 ack, a 1.0 disposition), like ``record_delivered``."""
     message = entry.message
     ledger.settled(entry.ledger_row, now, context, message.ledger_key or ledger_key(message),
                    queue, entry.delivery_count, outcome, reason)

@@ -11,25 +11,48 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["DELIVERY_ROW_LENGTH", "EventBuffer", "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH",
-           "ledger_context", "message_key"]
+__all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_LENGTH", "PAIR_SEPARATOR",
+           "PUBLISH_ROW_LENGTH", "SETTLED_ROW_LENGTH", "event_pair", "ledger_context",
+           "message_key"]
+
+# The compact rows (what the message path buffers; ``encoding`` expands them). Each form
+# has its own length, which is how the writer tells them apart (a full row from
+# ``record`` has ``len(encoding.ROW_FIELDS)``):
+#
+# - a *key* (``message_key``): the fields of a message that every event of it repeats,
+#   ``(proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size,
+#   received_at)``. Never a row by itself: rows refer to it.
+# - a publish row: a key followed by ``(now, events, context, routed_to, reason,
+#   headers)``, where ``events`` is ``event_pair(received, outcome)``. The row is also the
+#   message's key (its first fields are one): the deliveries of the message refer to it,
+#   and a batch holds the message's fields once.
+# - a delivered row: ``(now, context, key, queue, delivery_count)``.
+# - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
+#   value. The delivered row (perhaps from an earlier batch) gives the settlement its
+#   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
+#
+# Rows are tuples of plain values, tuples and None: marshal writes them (a tuple shared by
+# several rows once), and CPython's GC stops tracking them at its first collection.
 
 #: joins the two event kinds of a row that holds two events (no kind contains it)
 PAIR_SEPARATOR = ">"
-#: length of a compact ``settled`` row of its own (``EventBuffer.settled``), a tuple
-#: ``(now, event, context, key, queue, delivery_count, outcome, reason)``; a full row is longer
-DELIVERY_ROW_LENGTH = 8
-#: length of a compact publish row (``EventBuffer.publish_event``)
-PUBLISH_ROW_LENGTH = 7
-# A delivered row (``EventBuffer.delivered``) is the only row buffered as a list, so that
-# its settlement can be added: [now, context, key, queue, delivery_count, generation,
-# settled_at, outcome, reason]
-_GENERATION, _SETTLED_AT, _OUTCOME, _REASON = 5, 6, 7, 8
-_SETTLED = EventKind.SETTLED.value
+KEY_LENGTH = 8
+PUBLISH_ROW_LENGTH = KEY_LENGTH + 6
+DELIVERED_ROW_LENGTH = 5
+SETTLED_ROW_LENGTH = 4
 _RECEIVED = EventKind.RECEIVED
-#: "received>routed" etc., made once (publish_event is on every publish)
-_RECEIVED_THEN = {kind.value: EventKind.RECEIVED.value + PAIR_SEPARATOR + kind.value
-                  for kind in EventKind}
+
+
+def event_pair(event: object, then: object) -> str:
+    """``events`` of a publish row: ``event`` and then ``then`` (kinds or their values).
+    Call sites make the pairs they use once, at import."""
+    first = event if type(event) is str else event._value_  # type: ignore[attr-defined]
+    second = then if type(then) is str else then._value_  # type: ignore[attr-defined]
+    return first + PAIR_SEPARATOR + second
+
+
+#: "received>routed" etc., made once
+_RECEIVED_THEN = {kind.value: event_pair(_RECEIVED, kind) for kind in EventKind}
 
 
 def ledger_context(vhost: Optional[str], user: Optional[str], proto_out: object,
@@ -48,18 +71,35 @@ def message_key(proto_in: object, exchange: Optional[str], routing_key: Optional
             correlation_id, gateway_id, size, received_at)
 
 
+class _Discard:
+    """``rows`` of a disabled buffer."""
+
+    __slots__ = ()
+
+    def append(self, row: object) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+
 class EventBuffer:
-    """Events waiting for the next flush. ``enabled=False`` makes recording a no-op."""
+    """Events waiting for the next flush. ``enabled=False`` makes recording a no-op.
+
+    ``rows`` is the buffer itself: the busiest call sites (a 0-9-1 channel's and a 1.0
+    link's publish, delivery and settlement) append their compact rows to it directly,
+    because a method call per event was a fifth of the ledger's cost to the event loop.
+    Read it afresh for every append: ``take`` replaces it.
+    """
 
     def __init__(self, *, enabled: bool = True, keep_headers: bool = True) -> None:
         self.enabled = enabled
         #: False when no header is recorded anyway: rows then do not hold the headers
         self.keep_headers = keep_headers
-        self._buffer: list = []
-        #: counts ``take()`` calls: a delivered row from an earlier generation is gone
-        self._generation = 0
+        self.rows: list = []
         if not enabled:
             # Disabled: the hot-path calls become no-ops bound on the instance.
+            self.rows = _Discard()  # type: ignore[assignment]
             self.record = self._discard  # type: ignore[method-assign]
             self.delivered = self._discard  # type: ignore[method-assign]
             self.settled = self._discard  # type: ignore[method-assign]
@@ -110,17 +150,17 @@ class EventBuffer:
         # Enum members become their plain string values: a row of plain values is what
         # marshal can write (and fastest), and CPython's GC stops tracking such a tuple at
         # its first collection instead of walking it until the flush.
-        if event.__class__ is not str:
+        if type(event) is not str:
             event = event._value_  # type: ignore[assignment]
         if then is not None:  # "first>then": a str (no tuple for the GC to track)
-            event = event + PAIR_SEPARATOR + (then if then.__class__ is str else then._value_)
-        if proto_in is not None and proto_in.__class__ is not str:
+            event = event + PAIR_SEPARATOR + (then if type(then) is str else then._value_)
+        if proto_in is not None and type(proto_in) is not str:
             proto_in = proto_in._value_  # type: ignore[attr-defined]
-        if proto_out is not None and proto_out.__class__ is not str:
+        if proto_out is not None and type(proto_out) is not str:
             proto_out = proto_out._value_  # type: ignore[attr-defined]
-        if outcome is not None and outcome.__class__ is not str:
+        if outcome is not None and type(outcome) is not str:
             outcome = outcome._value_
-        self._buffer.append((
+        self.rows.append((
             now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
             routing_key, address, queue, routed_to, message_id, correlation_id, gateway_id,
             origin_id, peer_container, size, delivery_count, outcome, reason, received_at,
@@ -128,53 +168,49 @@ class EventBuffer:
         ))
 
     def delivered(self, now: float, context: tuple, key: tuple, queue: Optional[str],
-                  delivery_count: Optional[int]) -> Optional[list]:
-        """A ``delivered`` event in a compact row its settlement can still be added to:
-        pass the returned row to ``settled``. ``context`` from ``ledger_context``, ``key``
-        from ``message_key``, both shared, not copied; written exactly as ``record`` would
-        write the event with those fields (including the publish's exchange and routing key).
-
-        Why: most deliveries are settled within milliseconds, long before the next flush,
-        and one row per delivery instead of two is a sixth of the ledger's cost to the
-        event loop. (None when the ledger is disabled.)
-        """
-        row = [now, context, key, queue, delivery_count, self._generation, None, None, None]
-        self._buffer.append(row)
+                  delivery_count: Optional[int]) -> Optional[tuple]:
+        """A ``delivered`` event as a compact row; pass the row to ``settled`` when the
+        delivery is settled. ``context`` from ``ledger_context``, ``key`` from
+        ``message_key`` (or a publish row), both shared, not copied; written exactly as
+        ``record`` would write the event with those fields (including the publish's
+        exchange and routing key). (None when the ledger is disabled.)"""
+        row = (now, context, key, queue, delivery_count)
+        self.rows.append(row)
         return row
 
-    def settled(self, row: Optional[list], now: float, context: tuple, key: tuple,
+    def settled(self, delivered: Optional[tuple], now: float, context: tuple, key: tuple,
                 queue: Optional[str], delivery_count: Optional[int], outcome: Outcome,
                 reason: Optional[str] = None) -> None:
         """A ``settled`` event (written as ``record`` would, without the exchange and
-        routing key): into ``row`` (from ``delivered``) when that row is still buffered and
-        unsettled, else in a compact row of its own. Both events keep their own times."""
-        if outcome.__class__ is not str:
+        routing key) of the delivery ``delivered`` (from ``delivered``), or, when that
+        delivery was not recorded (None), of one with the other fields given here."""
+        if type(outcome) is not str:
             outcome = outcome._value_
-        if row is not None and row[_GENERATION] == self._generation and row[_SETTLED_AT] is None:
-            row[_SETTLED_AT] = now
-            row[_OUTCOME] = outcome
-            row[_REASON] = reason
-            return
-        self._buffer.append((now, _SETTLED, context, key, queue, delivery_count, outcome, reason))
+        if delivered is None:
+            delivered = (None, context, key, queue, delivery_count)
+        self.rows.append((now, delivered, outcome, reason))
 
     def publish_event(self, event: EventKind, then: EventKind, now: float, context: tuple,
                       key: tuple, routed_to: Optional[Sequence[str]] = None,
                       reason: Optional[str] = None,
-                      headers: Optional[Mapping[str, object]] = None) -> None:
+                      headers: Optional[Mapping[str, object]] = None) -> tuple:
         """A publish's ``received`` event and its routing outcome ``then`` in one compact
-        row: ``context`` from ``ledger_context`` (the publisher's channel or link),
-        ``key`` from ``message_key``. Written exactly as ``record(event, ..., then=then)``
-        with those fields would be (``received_at`` is not written for either)."""
-        then = then if then.__class__ is str else then._value_
-        pair = _RECEIVED_THEN.get(then) if event is _RECEIVED else None
+        publish row, returned: ``context`` from ``ledger_context`` (the publisher's channel
+        or link), ``key`` from ``message_key``. Written exactly as ``record(event, ...,
+        then=then)`` with those fields would be (``received_at`` is not written for
+        either). The message path builds the row itself (``ledger_events.publish_row``)."""
+        pair = _RECEIVED_THEN.get(then if type(then) is str else then._value_) \
+            if event is _RECEIVED else None
         if pair is None:  # not one of the usual pairs: made here
-            pair = (event if event.__class__ is str else event._value_) + PAIR_SEPARATOR + then
-        self._buffer.append((now, pair, context, key, routed_to, reason,
-                             headers if self.keep_headers else None))
+            pair = event_pair(event, then)
+        row = key[:KEY_LENGTH] + (now, pair, context, routed_to, reason,
+                                  headers if self.keep_headers else None)
+        self.rows.append(row)
+        return row
 
     def append(self, record: LedgerRecord) -> None:
         """Buffer a ready-made record (its ``container`` is replaced by the writer's)."""
-        self._buffer.append(record)
+        self.rows.append(record)
 
     def _discard(self, *args: object, **kwargs: object) -> None:
         return None
@@ -182,10 +218,11 @@ class EventBuffer:
     @property
     def buffered(self) -> int:
         """Events waiting for the next flush."""
-        return len(self._buffer)
+        return len(self.rows)
 
     def take(self) -> list:
         """Every buffered event, oldest first; the buffer starts afresh."""
-        items, self._buffer = self._buffer, []
-        self._generation += 1
+        if not self.enabled:
+            return []
+        items, self.rows = self.rows, []
         return items

@@ -15,7 +15,8 @@ from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from .buffer import DELIVERY_ROW_LENGTH, PAIR_SEPARATOR, PUBLISH_ROW_LENGTH
+from .buffer import (DELIVERED_ROW_LENGTH, KEY_LENGTH, PAIR_SEPARATOR, PUBLISH_ROW_LENGTH,
+                     SETTLED_ROW_LENGTH)
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
@@ -204,21 +205,22 @@ class RowEncoder:
 def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
-    second without headers; compact settled and publish rows (``settled``,
-    ``publish_event``) are expanded, and a ``delivered`` row (a list) gives its event and
-    then its settlement if it got one."""
+    second without headers; the compact rows (``buffer``'s publish, delivered and settled
+    rows) are expanded."""
     for item in items:
-        if type(item) is list:
-            now, context, key, queue, delivery_count, _gen, settled_at, outcome, reason = item
-            yield _delivery_row((now, _DELIVERED, context, key, queue, delivery_count, None, None))
-            if settled_at is not None:
-                yield _delivery_row((settled_at, _SETTLED, context, key, queue, delivery_count,
-                                     outcome, reason))
-        elif type(item) is not tuple:
+        if type(item) is not tuple:
             yield item
-        elif len(item) == DELIVERY_ROW_LENGTH:
-            yield _delivery_row(item)
-        elif len(item) == PUBLISH_ROW_LENGTH:
+            continue
+        n = len(item)
+        if n == DELIVERED_ROW_LENGTH:
+            now, context, key, queue, delivery_count = item
+            yield _delivery_row(now, _DELIVERED, context, key, queue, delivery_count, None, None)
+        elif n == SETTLED_ROW_LENGTH:
+            now, delivered, outcome, reason = item
+            _at, context, key, queue, delivery_count = delivered
+            yield _delivery_row(now, _SETTLED, context, key, queue, delivery_count, outcome,
+                                reason)
+        elif n == PUBLISH_ROW_LENGTH:
             yield from _publish_rows(item)
         elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
@@ -230,20 +232,21 @@ def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
 
 
 def _publish_rows(item: tuple) -> tuple[tuple, tuple]:
-    now, events, context, key, routed_to, reason, headers = item
+    (proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, _at,
+     now, events, context, routed_to, reason, headers) = item
     first, second = events.split(PAIR_SEPARATOR)
     vhost, user, _proto, connection, link, address = context
-    proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, _at = key
     head = (vhost, user, proto_in, None, connection, link, exchange, routing_key, address, None)
     ids = (message_id, correlation_id, gateway_id, None, None, size, None, None)
     return ((now, first) + head + (None,) + ids + (None, None, headers),
             (now, second) + head + (routed_to,) + ids + (reason, None, None))
 
 
-def _delivery_row(item: tuple) -> tuple:
-    now, event, context, key, queue, delivery_count, outcome, reason = item
+def _delivery_row(now: float, event: str, context: tuple, key: tuple, queue: object,
+                  delivery_count: object, outcome: object, reason: object) -> tuple:
     vhost, user, proto_out, connection, link, address = context
-    proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, received_at = key
+    proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, received_at = \
+        key[:KEY_LENGTH]
     if event != _DELIVERED:  # a settlement names the queue, not the publish's exchange
         exchange = routing_key = None
     return (now, event, vhost, user, proto_in, proto_out, connection, link, exchange,
@@ -252,6 +255,8 @@ def _delivery_row(item: tuple) -> tuple:
 
 
 _UNSEEN = object()
+#: a key is a ``message_key`` or a publish row (which begins with one)
+_KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
 
 
 class CompactLines:
@@ -282,11 +287,11 @@ class CompactLines:
         self._texts: dict[tuple[str, object], str] = {}
 
     def add(self, item: object, lines: list[str]) -> bool:
-        kind = type(item)
-        if kind is list:
-            if len(item) != 9:  # type: ignore[arg-type]
-                return False
-            now, context, key, queue, count, _gen, settled_at, outcome, reason = item  # type: ignore[misc]
+        if type(item) is not tuple:
+            return False
+        n = len(item)  # type: ignore[arg-type]
+        if n == DELIVERED_ROW_LENGTH:
+            now, context, key, queue, count = item  # type: ignore[misc]
             ctx = self._context(context)
             k = self._key(key)
             if ctx is None or k is None or type(now) not in _NUMBER:
@@ -294,26 +299,15 @@ class CompactLines:
             tail = self._delivery_tail(queue, k, count, None, None, now)
             if tail is None:
                 return False
-            if settled_at is not None:
-                if type(settled_at) not in _NUMBER:
-                    return False
-                settled = self._delivery_tail(queue, k, count, outcome, reason, settled_at)
-                if settled is None:
-                    return False
-            head = self._head
-            lines.append(f'{head}"ts_us":{round(now * 1000000)},"event":"{_DELIVERED}"'
+            lines.append(f'{self._head}"ts_us":{round(now * 1000000)},"event":"{_DELIVERED}"'
                          f"{ctx[0]}{k[0]}{ctx[1]}{k[1]}{ctx[3]}{tail}")
-            if settled_at is not None:
-                lines.append(f'{head}"ts_us":{round(settled_at * 1000000)},"event":"{_SETTLED}"'
-                             f"{ctx[0]}{k[0]}{ctx[1]}{ctx[3]}{settled}")
             return True
-        if kind is not tuple:
-            return False
-        n = len(item)  # type: ignore[arg-type]
-        if n == DELIVERY_ROW_LENGTH:
-            now, event, context, key, queue, count, outcome, reason = item  # type: ignore[misc]
-            if event != _SETTLED or type(now) not in _NUMBER:
+        if n == SETTLED_ROW_LENGTH:
+            now, delivered, outcome, reason = item  # type: ignore[misc]
+            if type(now) not in _NUMBER or type(delivered) is not tuple \
+                    or len(delivered) != DELIVERED_ROW_LENGTH:
                 return False
+            _at, context, key, queue, count = delivered
             ctx = self._context(context)
             k = self._key(key)
             if ctx is None or k is None:
@@ -325,12 +319,12 @@ class CompactLines:
                          f"{ctx[0]}{k[0]}{ctx[1]}{ctx[3]}{tail}")
             return True
         if n == PUBLISH_ROW_LENGTH:
-            now, events, context, key, routed_to, reason, headers = item  # type: ignore[misc]
+            now, events, context, routed_to, reason, headers = item[KEY_LENGTH:]  # type: ignore[index]
             if (headers is not None and self._filter_headers) or type(now) not in _NUMBER \
                     or type(events) is not str:
                 return False
             ctx = self._context(context)
-            k = self._key(key)
+            k = self._key(item)
             if ctx is None or k is None:
                 return False
             first, sep, second = events.partition(PAIR_SEPARATOR)
@@ -408,8 +402,9 @@ class CompactLines:
         if made is not _UNSEEN:
             return made  # type: ignore[return-value]
         made = None
-        if type(key) is tuple and len(key) == 8:  # type: ignore[arg-type]
-            proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, at = key  # type: ignore[misc]
+        if type(key) is tuple and len(key) in _KEY_LENGTHS:  # type: ignore[arg-type]
+            proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, at = \
+                key[:KEY_LENGTH]  # type: ignore[index]
             # the publish's columns repeat from message to message: made once per batch
             try:
                 route = self._routes.get((proto_in, exchange, routing_key))

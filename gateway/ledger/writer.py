@@ -136,7 +136,7 @@ class LedgerWriter(EventBuffer):
         """Buffer events recorded elsewhere (rows or records, as ``record``/``append`` make
         them): the writer process gets them from the gateway in batches."""
         if self.enabled:
-            self._buffer.extend(items)
+            self.rows.extend(items)
 
     def flush(self, now: float) -> int:
         """Write the buffered events, rotate and apply retention; return records written.
@@ -263,12 +263,12 @@ class LedgerWriter(EventBuffer):
                 self._close_segment()
             except OSError:
                 self._fd = None
-        pending = items + self._buffer
+        pending = items + self.rows
         overflow = len(pending) - self.max_buffered
         if overflow > 0:
             self.records_dropped += overflow
             pending = pending[overflow:]
-        self._buffer = pending
+        self.rows = pending
 
     def _apply_retention(self, now_us: int) -> None:
         if not self._closed:

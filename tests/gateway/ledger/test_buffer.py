@@ -1,4 +1,4 @@
-"""EventBuffer: a delivery's settlement shares its row while the row is still buffered."""
+"""EventBuffer: the compact rows, written as the full rows of the same events are."""
 from __future__ import annotations
 
 import marshal
@@ -7,7 +7,8 @@ import pytest
 
 from gateway.ledger import Outcome, Protocol
 from gateway.ledger.batches import BatchReader, rows_frame
-from gateway.ledger.buffer import EventBuffer, ledger_context, message_key
+from gateway.ledger.buffer import (KEY_LENGTH, PUBLISH_ROW_LENGTH, EventBuffer, ledger_context,
+                                   message_key)
 from gateway.ledger.encoding import RowEncoder
 from gateway.ledger.records import EventKind
 
@@ -35,28 +36,40 @@ def _two_rows(settle_outcome: Outcome, reason: str | None) -> list[bytes]:
 
 @pytest.mark.parametrize("outcome, reason", [(Outcome.ACCEPTED, None),
                                              (Outcome.RELEASED, "link closed")])
-def test_a_settlement_before_the_flush_goes_into_its_delivery_row(outcome, reason):
+def test_a_settlement_refers_to_its_delivery_row(outcome, reason):
     buf = EventBuffer()
     row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
     buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, outcome, reason)
     items = buf.take()
-    assert len(items) == 1  # one row ...
-    assert _written(items) == _two_rows(outcome, reason)  # ... written as both events
+    assert items == [row, (1000.75, row, outcome.value, reason)]
+    assert _written(items) == _two_rows(outcome, reason)
 
 
-def test_a_settlement_after_the_flush_gets_a_row_of_its_own():
+def test_a_settlement_after_the_flush_is_written_from_its_delivery_row():
     buf = EventBuffer()
     row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
     first = buf.take()
+    # the fields given here are the delivery's: its row is what the settlement uses
     buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)
     second = buf.take()
     assert len(first) == len(second) == 1
     assert _written(first) + _written(second) == _two_rows(Outcome.ACCEPTED, None)
-    # the row already taken was not changed afterwards
-    assert first[0][6:] == [None, None, None]
 
 
-def test_a_row_is_settled_once_and_without_a_row_settled_still_records():
+def test_a_publish_row_is_the_key_of_its_deliveries():
+    buf = EventBuffer()
+    publish = buf.publish_event(EventKind.RECEIVED, EventKind.ROUTED, 1000.0, CONTEXT, KEY,
+                                ("q",))
+    assert publish[:KEY_LENGTH] == KEY and len(publish) == PUBLISH_ROW_LENGTH
+    row = buf.delivered(1000.5, CONTEXT, publish, "q", 1)
+    buf.settled(row, 1000.75, CONTEXT, publish, "q", 1, Outcome.ACCEPTED)
+    keyed = EventBuffer()
+    keyed.delivered(1000.5, CONTEXT, KEY, "q", 1)
+    keyed.settled(None, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)
+    assert _written(buf.take())[2:] == _written(keyed.take()) == _two_rows(Outcome.ACCEPTED, None)
+
+
+def test_each_settlement_is_recorded_and_without_a_row_settled_still_records():
     buf = EventBuffer()
     row = buf.delivered(1000.5, CONTEXT, KEY, "q", 1)
     buf.settled(row, 1000.75, CONTEXT, KEY, "q", 1, Outcome.ACCEPTED)

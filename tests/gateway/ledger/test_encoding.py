@@ -224,24 +224,28 @@ _ANY = st.one_of(_STR, st.integers(0, 3))
 def _compact_rows(draw):
     contexts = draw(st.lists(_CONTEXT, min_size=1, max_size=3))
     keys = draw(st.lists(_KEY, min_size=1, max_size=3))
+    deliveries: list = []  # delivered rows, of this batch or (not in rows) an earlier one
     rows = []
     for _ in range(draw(st.integers(1, 8))):
         context, key = draw(st.sampled_from(contexts)), draw(st.sampled_from(keys))
         now = draw(_TIME)
         form = draw(st.sampled_from(["delivered", "settled", "publish"]))
         if form == "delivered":
-            settled = draw(st.booleans())
-            rows.append([now, context, key, draw(_STR), draw(_COUNT), 0,
-                         draw(_TIME) if settled else None,
-                         draw(_STR) if settled else None, draw(_STR) if settled else None])
+            row = (now, context, key, draw(_STR), draw(_COUNT))
+            deliveries.append(row)
+            if draw(st.booleans()):
+                rows.append(row)
         elif form == "settled":
-            rows.append((now, "settled", context, key, draw(_STR), draw(_COUNT), draw(_STR),
-                         draw(_STR)))
+            delivered = draw(st.sampled_from(deliveries)) if deliveries and draw(st.booleans()) \
+                else (None, context, key, draw(_STR), draw(_COUNT))
+            rows.append((now, delivered, draw(_STR), draw(_STR)))
         else:
             routed = draw(st.one_of(st.none(), st.tuples(st.text(max_size=4)),
                                     st.lists(_ANY, max_size=2).map(tuple)))
-            rows.append((now, draw(_PAIRS), context, key, routed, draw(_STR),
-                         draw(st.one_of(st.none(), st.just({"x-tenant": "acme", "k": 1})))))
+            row = key[:8] + (now, draw(_PAIRS), context, routed, draw(_STR),
+                         draw(st.one_of(st.none(), st.just({"x-tenant": "acme", "k": 1}))))
+            keys.append(row)  # a publish row is its message's key
+            rows.append(row)
     return rows
 
 
