@@ -374,6 +374,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--reference-password", default="guest")
     p.add_argument("--no-reference", action="store_true", help="gateway only")
     p.add_argument("--no-gateway", action="store_true", help="reference only")
+    p.add_argument("--ledger-rounds", type=int, default=None,
+                   help="measured rounds of the ledger on/off rows (default 5; 1 with --quick): "
+                        "their difference is about the size of a busy machine's round-to-round "
+                        "spread, so they take more rounds than the other rows")
     p.add_argument("--no-ledger-overhead", action="store_true",
                    help="skip the ledger on/off comparison (a second gateway with the ledger off)")
     p.add_argument("--gateway-protocols", default="0-9-1,1.0",
@@ -382,6 +386,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
+    if args.ledger_rounds is None:
+        args.ledger_rounds = 1 if args.quick else 5
     if args.quick:
         args.seconds = min(args.seconds, 1.0)
     return args
@@ -413,7 +419,7 @@ def run_ledger_overhead(args: argparse.Namespace) -> list[Measurement]:
         off = _start_gateway(args, stack, ledger=False, name=REFERENCE,
                              label="amqp-gateway, ledger off")
         if on and off:
-            results = run_all([on, off], rows, args.rounds, args.seconds, args.quick)
+            results = run_all([on, off], rows, args.ledger_rounds, args.seconds, args.quick)
     finally:
         for stop in reversed(stack):
             stop()
@@ -475,8 +481,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                      for t in targets), "",
              format_table(summary), "", *target_verdicts(summary), *generator_notes(summary)]
     if ledger_summary:
-        lines += ["", "ledger on/off (the same gateway build, ledger enabled vs disabled; "
-                  "'gateway' = ledger on, 'reference' = ledger off):", "",
+        lines += ["", f"ledger on/off (the same gateway build, ledger enabled vs disabled; "
+                  f"'gateway' = ledger on, 'reference' = ledger off; rounds={args.ledger_rounds}):",
+                  "",
                   format_table(ledger_summary), "", *target_verdicts(ledger_summary)]
     missing = [t.label for t in targets if t.port091 is None or t.port10 is None]
     if len({t.name for t in targets}) < 2:
@@ -490,7 +497,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     text = "\n".join(lines)
     os.makedirs(args.results, exist_ok=True)
     base = os.path.join(args.results, started)
-    doc = {"started": started, "cores": os.cpu_count(), "loadavg_at_start": load, "rounds": args.rounds, "seconds": args.seconds,
+    doc = {"started": started, "cores": os.cpu_count(), "loadavg_at_start": load, "rounds": args.rounds, "ledger_rounds": args.ledger_rounds, "seconds": args.seconds,
            "quick": args.quick, "targets": [t.__dict__ for t in targets], "summary": summary,
            "measurements": results, "ledger_summary": ledger_summary,
            "ledger_measurements": ledger_results, "report": text}

@@ -152,6 +152,9 @@ def test_arguments():
     assert args.rounds == 1 and args.seconds == 1.0 and args.reference == ("127.0.0.1", 5673)
     assert parse_args([]).rounds == 3
     assert parse_args(["--quick", "--rounds", "2"]).rounds == 2
+    # the ledger on/off rows take their own count: their difference is near the noise
+    assert (args.ledger_rounds, parse_args([]).ledger_rounds) == (1, 5)
+    assert parse_args(["--ledger-rounds", "7"]).ledger_rounds == 7
     with pytest.raises(argparse.ArgumentTypeError) as info:
         _parse_hostport("nohostport")
     assert "HOST:PORT" in str(info.value)
