@@ -98,8 +98,8 @@ class RowEncoder:
     def encode(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
         """Return (JSON Lines bytes, number of records kept); sampled-out ones are skipped.
 
-        The compact rows the message path buffers (``EventBuffer.publish_event``,
-        ``delivered``, ``settled``) are written from fragments made once per batch for
+        The compact rows the message path buffers (``buffer``'s publish, delivered and
+        settled rows) are written from fragments made once per batch for
         each channel's or link's context and each message's key, which the rows share
         (``CompactLines``); every other row, and every row when sampling, takes the
         general path (``encode_full``). Both write the same bytes.
@@ -263,8 +263,8 @@ class CompactLines:
     """JSON lines of compact rows, from fragments shared within one batch.
 
     A context (``ledger_context``: vhost, user, proto_out, connection, link, address) is
-    shared by every row of a channel or link, and a key (``message_key``) by the rows of
-    one message; their fields are escaped once per batch here (keyed by ``id``: the batch
+    shared by every row of a channel or link, and a key (``message_key``, or the publish
+    row that begins with one) by the rows of one message; their fields are escaped once per batch here (keyed by ``id``: the batch
     keeps the tuples alive while it is written) instead of once per line. The fields
     come out in ``ROW_FIELDS`` order, exactly as ``_compile_shape``'s templates write
     them. ``add`` returns False for a row it does not take (another form, a value of an
