@@ -42,6 +42,22 @@ def test_serve_writes_every_batch_and_closes_at_end_of_input(tmp_path) -> None:
     assert not glob.glob(str(tmp_path / "*.open")), "end of input closes the segment"
 
 
+def test_serve_collects_once_after_the_batches_of_each_chunk(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    collected: list[int] = []
+    os.write(write_fd, rows_frame([_row(0)]) + rows_frame([_row(1)]))
+    first = rows_frame([_row(2)])
+    os.write(write_fd, first[:5])  # an incomplete frame: nothing to write, nothing to collect
+    os.close(write_fd)
+    serve(read_fd, writer, clock=lambda: 200.0,
+          collect=lambda: collected.append(len(_lines(str(tmp_path)))))
+    os.close(read_fd)
+    # everything was in the pipe before serve read: one read, two batches written, one
+    # collection after both; the incomplete frame is dropped at the end without one
+    assert collected == [2]
+
+
 def test_corrupt_input_stops_with_a_status_but_keeps_what_came_before(tmp_path) -> None:
     read_fd, write_fd = os.pipe()
     os.write(write_fd, rows_frame([_row(0)]) + b"\x00\x00\x00\x02\x07x")
