@@ -40,7 +40,6 @@ KEY_LENGTH = 8
 PUBLISH_ROW_LENGTH = KEY_LENGTH + 6
 DELIVERED_ROW_LENGTH = 5
 SETTLED_ROW_LENGTH = 4
-_RECEIVED = EventKind.RECEIVED
 
 
 def event_pair(event: object, then: object) -> str:
@@ -50,9 +49,6 @@ def event_pair(event: object, then: object) -> str:
     second = then if type(then) is str else then._value_  # type: ignore[attr-defined]
     return first + PAIR_SEPARATOR + second
 
-
-#: "received>routed" etc., made once
-_RECEIVED_THEN = {kind.value: event_pair(_RECEIVED, kind) for kind in EventKind}
 
 
 def ledger_context(vhost: Optional[str], user: Optional[str], proto_out: object,
@@ -198,12 +194,9 @@ class EventBuffer:
         publish row, returned: ``context`` from ``ledger_context`` (the publisher's channel
         or link), ``key`` from ``message_key``. Written exactly as ``record(event, ...,
         then=then)`` with those fields would be (``received_at`` is not written for
-        either). The message path builds the row itself (``ledger_events.publish_row``)."""
-        pair = _RECEIVED_THEN.get(then if type(then) is str else then._value_) \
-            if event is _RECEIVED else None
-        if pair is None:  # not one of the usual pairs: made here
-            pair = event_pair(event, then)
-        row = key[:KEY_LENGTH] + (now, pair, context, routed_to, reason,
+        either). The message path builds the same row from the message itself
+        (``ledger_events.publish_row``, with the pairs made once at import)."""
+        row = key[:KEY_LENGTH] + (now, event_pair(event, then), context, routed_to, reason,
                                   headers if self.keep_headers else None)
         self.rows.append(row)
         return row

@@ -264,8 +264,9 @@ class CompactLines:
 
     A context (``ledger_context``: vhost, user, proto_out, connection, link, address) is
     shared by every row of a channel or link, and a key (``message_key``, or the publish
-    row that begins with one) by the rows of one message; their fields are escaped once per batch here (keyed by ``id``: the batch
-    keeps the tuples alive while it is written) instead of once per line. The fields
+    row that begins with one) by the rows of one message; their fields are escaped once
+    per batch here (keyed by ``id``: the batch keeps the tuples alive while it is
+    written) instead of once per line. The fields
     come out in ``ROW_FIELDS`` order, exactly as ``_compile_shape``'s templates write
     them. ``add`` returns False for a row it does not take (another form, a value of an
     unusual type, headers to filter): the caller writes that one the general way.
