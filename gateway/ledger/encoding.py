@@ -83,6 +83,8 @@ class RowEncoder:
         #: row shape (the type of every field) -> its compiled line encoder, or None
         #: for shapes only the general path handles
         self._shapes: dict[tuple[type, ...], Optional[Callable[[Row], str]]] = {}
+        #: the fragments of recent batches' message keys, by gateway id (``RecentKeys``)
+        self.recent_keys = RecentKeys()
 
     def keep(self, gateway_id: Optional[str], origin_id: Optional[str]) -> bool:
         """Sampling: one decision per message, from its first gateway's id when known,
@@ -95,19 +97,25 @@ class RowEncoder:
             return True
         return zlib.crc32(_text(key).encode("utf-8", "replace")) < self.threshold
 
-    def encode(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
+    def batch(self) -> "CompactLines":
+        """Fragments for one batch: pass to every ``encode`` of the batch's slices, and
+        keep the batch's rows alive until the last (the fragments are found by ``id``)."""
+        return CompactLines(self._head, self.allowlist, self.recent_keys)
+
+    def encode(self, items: Sequence[Buffered],
+               batch: Optional["CompactLines"] = None) -> tuple[bytes, int]:
         """Return (JSON Lines bytes, number of records kept); sampled-out ones are skipped.
 
         The compact rows the message path buffers (``buffer``'s publish, delivered and
-        settled rows) are written from fragments made once per batch for
-        each channel's or link's context and each message's key, which the rows share
-        (``CompactLines``); every other row, and every row when sampling, takes the
-        general path (``encode_full``). Both write the same bytes.
+        settled rows) are written from fragments made once per batch (``batch()``; a new
+        one when None) for each channel's or link's context and each message's key,
+        which the rows share (``CompactLines``); every other row, and every row when
+        sampling, takes the general path (``encode_full``). Both write the same bytes.
         """
         if self.threshold is not None:
             return self.encode_full(items)
         lines: list[str] = []
-        compact = CompactLines(self._head, self.allowlist)
+        compact = self.batch() if batch is None else batch
         add = compact.add
         for item in items:
             if not add(item, lines):
@@ -257,6 +265,53 @@ def _delivery_row(now: float, event: str, context: tuple, key: tuple, queue: obj
 _UNSEEN = object()
 #: a key is a ``message_key`` or a publish row (which begins with one)
 _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
+_MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, 5  # in a key
+_ID_TYPES = (int, str)
+_STR_OR_NONE = (str, type(None))
+
+
+class RecentKeys:
+    """The fragments (``CompactLines``) of the last ``size`` to ``2 * size`` message keys
+    made, by gateway id (about a second of publishes at full load, a few tens of MB).
+
+    Why: a message is often delivered a batch or more after it was published (a queue
+    held it meanwhile). Its delivered row then comes with a copy of its key (marshal
+    shares a tuple within one batch only), and making the key's fragments again for every
+    such row was a sixth of the writer's work. A stored entry is used only for a key with
+    the same fields, so an id that is not unique costs a miss, never a wrong line.
+    """
+
+    __slots__ = ("size", "current", "previous")
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self.size = size
+        self.current: dict[object, tuple[tuple, tuple]] = {}
+        self.previous: dict[object, tuple[tuple, tuple]] = {}
+
+    def get(self, key: tuple) -> Optional[tuple]:
+        """The fragments stored for a key equal to ``key`` (a key or publish row), or None."""
+        gateway_id = key[_GATEWAY_ID]
+        if type(gateway_id) not in _ID_TYPES:
+            return None
+        entry = self.current.get(gateway_id)
+        if entry is None:
+            entry = self.previous.get(gateway_id)
+            if entry is None:
+                return None
+        if entry[0] != key[:KEY_LENGTH]:
+            return None
+        return entry[1]
+
+    def put(self, key: tuple, made: tuple) -> None:
+        # Only string (or absent) message and correlation ids: an id of another type may
+        # equal one written differently (1 and True), and equal fields must mean equal
+        # fragments.
+        if type(key[_GATEWAY_ID]) in _ID_TYPES and type(key[_MESSAGE_ID]) in _STR_OR_NONE \
+                and type(key[_CORRELATION_ID]) in _STR_OR_NONE:
+            if len(self.current) >= self.size:  # the older half goes
+                self.previous = self.current
+                self.current = {}
+            self.current[key[_GATEWAY_ID]] = (key[:KEY_LENGTH], made)
 
 
 class CompactLines:
@@ -272,10 +327,14 @@ class CompactLines:
     unusual type, headers to filter): the caller writes that one the general way.
     """
 
-    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_routes", "_texts")
+    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_recent", "_routes",
+                 "_texts", "_pairs")
 
-    def __init__(self, head: str, allowlist: frozenset[str]) -> None:
+    def __init__(self, head: str, allowlist: frozenset[str],
+                 recent: Optional[RecentKeys] = None) -> None:
         self._head = head
+        #: the keys of earlier batches (their copies in this batch are new tuples)
+        self._recent = RecentKeys() if recent is None else recent
         #: headers are written (filtered): a publish row that carries some goes the general way
         self._filter_headers = bool(allowlist)
         #: id(context) -> (vhost+user, proto_out+connection+link, connection+link, address)
@@ -286,6 +345,8 @@ class CompactLines:
         self._routes: dict[tuple, Union[tuple[str, str], tuple[()]]] = {}
         #: (name, value) -> ',"name":value' for the queue, outcome and reason columns
         self._texts: dict[tuple[str, object], str] = {}
+        #: a publish row's events -> its two kinds escaped, or () for the general path
+        self._pairs: dict[object, Union[tuple[str, str], tuple[()]]] = {}
 
     def add(self, item: object, lines: list[str]) -> bool:
         if type(item) is not tuple:
@@ -326,10 +387,10 @@ class CompactLines:
                 return False
             ctx = self._context(context)
             k = self._key(item)
-            if ctx is None or k is None:
-                return False
-            first, sep, second = events.partition(PAIR_SEPARATOR)
-            if not sep or PAIR_SEPARATOR in second:
+            pair = self._pairs.get(events)
+            if pair is None:
+                pair = self._pairs[events] = _event_pair_parts(events)
+            if ctx is None or k is None or not pair:
                 return False
             try:
                 routed = "" if routed_to is None else (
@@ -341,8 +402,8 @@ class CompactLines:
                 return False
             start = f'{self._head}"ts_us":{round(now * 1000000)},"event":'
             common = f"{ctx[0]}{k[0]}{ctx[2]}{k[1]}{ctx[3]}"
-            lines.append(f"{start}{_esc(first)}{common}{k[2]}}}")
-            lines.append(f"{start}{_esc(second)}{common}{routed}{k[2]}{why}}}")
+            lines.append(f"{start}{pair[0]}{common}{k[2]}}}")
+            lines.append(f"{start}{pair[1]}{common}{routed}{k[2]}{why}}}")
             return True
         return False
 
@@ -404,29 +465,50 @@ class CompactLines:
             return made  # type: ignore[return-value]
         made = None
         if type(key) is tuple and len(key) in _KEY_LENGTHS:  # type: ignore[arg-type]
-            proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, at = \
-                key[:KEY_LENGTH]  # type: ignore[index]
-            # the publish's columns repeat from message to message: made once per batch
-            try:
-                route = self._routes.get((proto_in, exchange, routing_key))
-            except TypeError:  # unhashable: not a type the fast path writes
-                route = ()
-            if route is None:
-                route = self._routes[(proto_in, exchange, routing_key)] = _route_parts(
-                    proto_in, exchange, routing_key)
-            # the ids are the message's own (the usual types first, without a call)
-            mid = "" if message_id is None else (
-                f',"message_id":{_esc(message_id)}' if type(message_id) is str
-                else _as_text("message_id", message_id))
-            cid = "" if correlation_id is None else _as_text("correlation_id", correlation_id)
-            gid = (f',"gateway_id":"{gateway_id}"' if type(gateway_id) is int
-                   else _as_text("gateway_id", gateway_id))
-            sized = "" if size is None else (f',"size":{size}' if type(size) is int else None)
-            if (route and mid is not None and cid is not None and gid is not None
-                    and sized is not None and (at is None or type(at) in _NUMBER)):
-                made = (route[0], route[1], f"{mid}{cid}{gid}{sized}", at)
+            made = self._recent.get(key)  # type: ignore[arg-type]
+            if made is None:
+                made = self._make_key(key)  # type: ignore[arg-type]
+                if made is not None:
+                    self._recent.put(key, made)  # type: ignore[arg-type]
         self._keys[id(key)] = made
         return made
+
+    def _make_key(self, key: tuple) -> Optional[tuple[str, str, str, object]]:
+        """The fragments of a key (or publish row), or None for one only the general
+        path writes."""
+        made = None
+        proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, at = \
+            key[:KEY_LENGTH]  # type: ignore[index]
+        # the publish's columns repeat from message to message: made once per batch
+        try:
+            route = self._routes.get((proto_in, exchange, routing_key))
+        except TypeError:  # unhashable: not a type the fast path writes
+            route = ()
+        if route is None:
+            route = self._routes[(proto_in, exchange, routing_key)] = _route_parts(
+                proto_in, exchange, routing_key)
+        # the ids are the message's own (the usual types first, without a call)
+        mid = "" if message_id is None else (
+            f',"message_id":{_esc(message_id)}' if type(message_id) is str
+            else _as_text("message_id", message_id))
+        cid = "" if correlation_id is None else _as_text("correlation_id", correlation_id)
+        gid = (f',"gateway_id":"{gateway_id}"' if type(gateway_id) is int
+               else _as_text("gateway_id", gateway_id))
+        sized = "" if size is None else (f',"size":{size}' if type(size) is int else None)
+        if (route and mid is not None and cid is not None and gid is not None
+                and sized is not None and (at is None or type(at) in _NUMBER)):
+            made = (route[0], route[1], f"{mid}{cid}{gid}{sized}", at)
+        return made
+
+
+def _event_pair_parts(events: object) -> Union[tuple[str, str], tuple[()]]:
+    """A publish row's ``events`` as its two kinds, escaped; () for the general path."""
+    if type(events) is not str:
+        return ()
+    first, sep, second = events.partition(PAIR_SEPARATOR)
+    if not sep or PAIR_SEPARATOR in second:
+        return ()
+    return _esc(first), _esc(second)
 
 
 def _route_parts(proto_in: object, exchange: object,

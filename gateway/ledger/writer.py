@@ -151,9 +151,10 @@ class LedgerWriter(EventBuffer):
         if not items:
             return self._store(b"", 0, 0, items, now)
         written = 0
+        batch = self._encoder.batch()  # its fragments serve every slice: items keeps them alive
         for start in range(0, len(items), FLUSH_SLICE):
             chunk = items[start:start + FLUSH_SLICE]
-            data, kept = self._encoder.encode(chunk)
+            data, kept = self._encoder.encode(chunk, batch)
             errors = self.write_errors
             # on a write error this slice and the ones after it stay buffered
             written += self._store(data, kept, len(chunk), items, now, keep_from=start)

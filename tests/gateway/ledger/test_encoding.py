@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import enum
 import json
+import marshal
 
 import pytest
 from hypothesis import given, strategies as st
 
 from gateway.ledger import EventKind, LedgerRecord, Outcome
-from gateway.ledger.encoding import ROW_FIELDS, RowEncoder, sample_threshold
+from gateway.ledger.encoding import ROW_FIELDS, RecentKeys, RowEncoder, sample_threshold
 
 
 def row(**fields):
@@ -210,7 +211,7 @@ def test_a_compact_publish_row_is_written_as_record_would_write_it():
 # integer ids, a bool count): the fast path (CompactLines) must write what the general
 # path writes, or leave the row to it.
 _STR = st.one_of(st.none(), st.text(max_size=6))
-_ID = st.one_of(_STR, st.integers(0, 2**40), st.binary(max_size=3))
+_ID = st.one_of(_STR, st.integers(0, 2**40), st.binary(max_size=3), st.booleans())
 _COUNT = st.one_of(st.none(), st.integers(0, 9), st.booleans())
 _TIME = st.one_of(st.floats(0, 2e9, allow_nan=False), st.integers(0, 2**31))
 _CONTEXT = st.tuples(_STR, _STR, _STR, _STR, _ID, _STR)
@@ -253,3 +254,36 @@ def _compact_rows(draw):
 def test_compact_rows_are_written_as_the_general_path_writes_them(rows, allowlist):
     encoder = RowEncoder("gw", allowlist)
     assert encoder.encode(rows) == encoder.encode_full(rows)
+
+
+@given(rows=_compact_rows(), other=_compact_rows(),
+       allowlist=st.sampled_from([(), ("x-tenant",)]))
+def test_later_batches_are_written_as_the_general_path_writes_them(rows, other, allowlist):
+    """One encoder keeps the fragments of the keys it made (``RecentKeys``): a later batch
+    with copies of those keys (marshal makes new tuples), or with other keys under the
+    same gateway ids, is still written as the general path writes it."""
+    encoder = RowEncoder("gw", allowlist)
+    copies = marshal.loads(marshal.dumps(rows))
+    for batch in (rows, copies, other, marshal.loads(marshal.dumps(other + rows))):
+        assert encoder.encode(batch) == encoder.encode_full(batch)
+
+
+def test_recent_keys_serve_an_equal_key_and_hold_at_most_twice_their_size():
+    recent = RecentKeys(size=2)
+    key = ("0-9-1", "x", "rk", "m-1", None, 7, 10, 1000.0)
+    recent.put(key, ("a", "b", "c", 1000.0))
+    assert recent.get(tuple(list(key))) == ("a", "b", "c", 1000.0)
+    assert recent.get(key[:2] + ("other",) + key[3:]) is None, "same id, other fields"
+    assert recent.get(key[:5] + (8,) + key[6:]) is None
+    for gateway_id in range(100, 105):
+        recent.put(key[:5] + (gateway_id,) + key[6:], ("a", "b", "c", None))
+    assert len(recent.current) + len(recent.previous) <= 4
+    assert recent.get(key) is None, "the oldest went"
+
+
+def test_keys_with_ids_of_other_types_are_not_kept():
+    """1 and True are equal but written differently: only string ids are kept."""
+    recent = RecentKeys()
+    recent.put(("0-9-1", "x", "rk", 1, None, 7, 10, None), ("a", "b", "c", None))
+    recent.put(("0-9-1", "x", "rk", None, None, True, 10, None), ("a", "b", "c", None))
+    assert not recent.current
