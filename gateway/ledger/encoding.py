@@ -118,8 +118,12 @@ class RowEncoder:
         compact = self.batch() if batch is None else batch
         add = compact.add
         for item in items:
-            if not add(item, lines):
-                self._encode_items(_full_rows((item,)), lines)
+            try:
+                if add(item, lines):
+                    continue
+            except TypeError:
+                pass
+            self._encode_items(_full_rows((item,)), lines)
         if not lines:
             return b"", 0
         lines.append("")
@@ -324,11 +328,12 @@ class CompactLines:
     written) instead of once per line. The fields
     come out in ``ROW_FIELDS`` order, exactly as ``_compile_shape``'s templates write
     them. ``add`` returns False for a row it does not take (another form, a value of an
-    unusual type, headers to filter): the caller writes that one the general way.
+    unusual type, headers to filter) or raises TypeError (an unhashable value): the caller
+    writes that one the general way.
     """
 
     __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_recent", "_routes",
-                 "_texts", "_pairs")
+                 "_queues", "_outcomes", "_reasons", "_counts", "_pairs", "_routed")
 
     def __init__(self, head: str, allowlist: frozenset[str],
                  recent: Optional[RecentKeys] = None) -> None:
@@ -343,19 +348,32 @@ class CompactLines:
         self._keys: dict[int, Optional[tuple[str, str, str, object]]] = {}
         #: (proto_in, exchange, routing_key) -> (proto_in, exchange+routing_key), or ()
         self._routes: dict[tuple, Union[tuple[str, str], tuple[()]]] = {}
-        #: (name, value) -> ',"name":value' for the queue, outcome and reason columns
-        self._texts: dict[tuple[str, object], str] = {}
+        #: value -> ',"column":value' for the queue, outcome, reason and delivery_count
+        #: columns ('' for None; only strings, or ints for the count, are stored)
+        self._queues: dict[object, str] = {None: ""}
+        self._outcomes: dict[object, str] = {None: ""}
+        self._reasons: dict[object, str] = {None: ""}
+        self._counts: dict[object, str] = {None: ""}
         #: a publish row's events -> its two kinds escaped, or () for the general path
         self._pairs: dict[object, Union[tuple[str, str], tuple[()]]] = {}
+        #: a publish row's routed_to -> its column ('' for None)
+        self._routed: dict[object, str] = {None: ""}
 
     def add(self, item: object, lines: list[str]) -> bool:
+        """Append ``item``'s lines and return True, or return False (or raise TypeError,
+        for an unhashable value where a string belongs) for the general path."""
         if type(item) is not tuple:
             return False
         n = len(item)  # type: ignore[arg-type]
         if n == DELIVERED_ROW_LENGTH:
             now, context, key, queue, count = item  # type: ignore[misc]
-            ctx = self._context(context)
-            k = self._key(key)
+            # the fragments' caches inline: this runs for every delivery
+            ctx = self._contexts.get(id(context), _UNSEEN)
+            if ctx is _UNSEEN:
+                ctx = self._context(context)
+            k = self._keys.get(id(key), _UNSEEN)
+            if k is _UNSEEN:
+                k = self._key(key)
             if ctx is None or k is None or type(now) not in _NUMBER:
                 return False
             tail = self._delivery_tail(queue, k, count, None, None, now)
@@ -370,8 +388,12 @@ class CompactLines:
                     or len(delivered) != DELIVERED_ROW_LENGTH:
                 return False
             _at, context, key, queue, count = delivered
-            ctx = self._context(context)
-            k = self._key(key)
+            ctx = self._contexts.get(id(context), _UNSEEN)
+            if ctx is _UNSEEN:
+                ctx = self._context(context)
+            k = self._keys.get(id(key), _UNSEEN)
+            if k is _UNSEEN:
+                k = self._key(key)
             if ctx is None or k is None:
                 return False
             tail = self._delivery_tail(queue, k, count, outcome, reason, now)
@@ -393,13 +415,16 @@ class CompactLines:
             if ctx is None or k is None or not pair:
                 return False
             try:
-                routed = "" if routed_to is None else (
-                    ',"routed_to":[' + ",".join(map(_esc, routed_to)) + "]")
-            except TypeError:
-                return False
-            why = self._text("reason", reason)
+                routed = self._routed[routed_to]
+            except (KeyError, TypeError):  # new, or unhashable
+                routed = self._routed_column(routed_to)
+                if routed is None:
+                    return False
+            why = self._reasons.get(reason)
             if why is None:
-                return False
+                why = self._column(self._reasons, "reason", reason)
+                if why is None:
+                    return False
             start = f'{self._head}"ts_us":{round(now * 1000000)},"event":'
             common = f"{ctx[0]}{k[0]}{ctx[2]}{k[1]}{ctx[3]}"
             lines.append(f"{start}{pair[0]}{common}{k[2]}}}")
@@ -411,35 +436,43 @@ class CompactLines:
                        reason: object, now: float) -> Optional[str]:
         """What follows the address: queue, the key's ids and size, delivery_count,
         outcome, reason, latency."""
-        q = self._text("queue", queue)
-        out = self._text("outcome", outcome)
-        why = self._text("reason", reason)
-        if q is None or out is None or why is None:
-            return None
-        if count is None:
-            dc = ""
-        elif type(count) is int:
-            dc = f',"delivery_count":{count}'
-        else:
+        q = self._queues.get(queue)
+        if q is None:
+            q = self._column(self._queues, "queue", queue)
+        out = self._outcomes.get(outcome)
+        if out is None:
+            out = self._column(self._outcomes, "outcome", outcome)
+        why = self._reasons.get(reason)
+        if why is None:
+            why = self._column(self._reasons, "reason", reason)
+        dc = self._counts.get(count)
+        if dc is None and type(count) is int:
+            dc = self._counts[count] = f',"delivery_count":{count}'
+        if q is None or out is None or why is None or dc is None:
             return None
         received_at = key[3]
         latency = "" if received_at is None else (  # a number: _key checked it
             f',"latency_us":{round((now - received_at) * 1000000)}')
         return f"{q}{key[2]}{dc}{out}{why}{latency}}}"
 
-    def _text(self, name: str, value: object) -> Optional[str]:
-        if value is None:
-            return ""
-        key = (name, value)
-        try:
-            return self._texts[key]
-        except KeyError:
-            pass
-        except TypeError:  # unhashable
-            return None
+    @staticmethod
+    def _column(cache: dict[object, str], name: str, value: object) -> Optional[str]:
+        """',"name":value' for a string ``value`` (stored in ``cache``), None for another
+        type (the general path writes it)."""
         if type(value) is not str:
             return None
-        text = self._texts[key] = f',"{name}":{_esc(value)}'
+        text = cache[value] = f',"{name}":{_esc(value)}'
+        return text
+
+    def _routed_column(self, routed_to: object) -> Optional[str]:
+        try:
+            text = ',"routed_to":[' + ",".join(map(_esc, routed_to)) + "]"  # type: ignore[call-overload]
+        except TypeError:
+            return None
+        try:
+            self._routed[routed_to] = text
+        except TypeError:  # unhashable: written, not stored
+            pass
         return text
 
     def _context(self, context: object) -> Optional[tuple[str, str, str, str]]:
