@@ -46,6 +46,8 @@ _NOW, _EVENT, _ROUTED, _GW, _ORIGIN, _RECV, _HEADERS, _REASON = (
 _INT_FIELDS = frozenset(("size", "delivery_count"))
 _DELIVERED = EventKind.DELIVERED.value
 _SETTLED = EventKind.SETTLED.value
+_DELIVERED_EVENT = _esc(_DELIVERED)
+_SETTLED_EVENT = _esc(_SETTLED)
 _SCALE = 2 ** 32
 _dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
@@ -349,11 +351,11 @@ class CompactLines:
         #: (proto_in, exchange, routing_key) -> (proto_in, exchange+routing_key), or ()
         self._routes: dict[tuple, Union[tuple[str, str], tuple[()]]] = {}
         #: value -> ',"column":value' for the queue, outcome, reason and delivery_count
-        #: columns ('' for None; only strings, or ints for the count, are stored)
+        #: columns ('' for None; only strings, and ints for the count, are stored)
         self._queues: dict[object, str] = {None: ""}
         self._outcomes: dict[object, str] = {None: ""}
         self._reasons: dict[object, str] = {None: ""}
-        self._counts: dict[object, str] = {None: ""}
+        self._counts: dict[int, str] = {}
         #: a publish row's events -> its two kinds escaped, or () for the general path
         self._pairs: dict[object, Union[tuple[str, str], tuple[()]]] = {}
         #: a publish row's routed_to -> its column ('' for None)
@@ -365,50 +367,15 @@ class CompactLines:
         if type(item) is not tuple:
             return False
         n = len(item)  # type: ignore[arg-type]
-        if n == DELIVERED_ROW_LENGTH:
-            now, context, key, queue, count = item  # type: ignore[misc]
-            # the fragments' caches inline: this runs for every delivery
-            ctx = self._contexts.get(id(context), _UNSEEN)
-            if ctx is _UNSEEN:
-                ctx = self._context(context)
-            k = self._keys.get(id(key), _UNSEEN)
-            if k is _UNSEEN:
-                k = self._key(key)
-            if ctx is None or k is None or type(now) not in _NUMBER:
-                return False
-            tail = self._delivery_tail(queue, k, count, None, None, now)
-            if tail is None:
-                return False
-            lines.append(f'{self._head}"ts_us":{round(now * 1000000)},"event":"{_DELIVERED}"'
-                         f"{ctx[0]}{k[0]}{ctx[1]}{k[1]}{ctx[3]}{tail}")
-            return True
-        if n == SETTLED_ROW_LENGTH:
-            now, delivered, outcome, reason = item  # type: ignore[misc]
-            if type(now) not in _NUMBER or type(delivered) is not tuple \
-                    or len(delivered) != DELIVERED_ROW_LENGTH:
-                return False
-            _at, context, key, queue, count = delivered
-            ctx = self._contexts.get(id(context), _UNSEEN)
-            if ctx is _UNSEEN:
-                ctx = self._context(context)
-            k = self._keys.get(id(key), _UNSEEN)
-            if k is _UNSEEN:
-                k = self._key(key)
-            if ctx is None or k is None:
-                return False
-            tail = self._delivery_tail(queue, k, count, outcome, reason, now)
-            if tail is None:
-                return False
-            lines.append(f'{self._head}"ts_us":{round(now * 1000000)},"event":"{_SETTLED}"'
-                         f"{ctx[0]}{k[0]}{ctx[1]}{ctx[3]}{tail}")
-            return True
         if n == PUBLISH_ROW_LENGTH:
             now, events, context, routed_to, reason, headers = item[KEY_LENGTH:]  # type: ignore[index]
             if (headers is not None and self._filter_headers) or type(now) not in _NUMBER \
                     or type(events) is not str:
                 return False
-            ctx = self._context(context)
-            k = self._key(item)
+            ctx = self._contexts.get(id(context), _UNSEEN)
+            if ctx is _UNSEEN:
+                ctx = self._context(context)
+            k = self._key(item)  # new: a publish row is its message's key
             pair = self._pairs.get(events)
             if pair is None:
                 pair = self._pairs[events] = _event_pair_parts(events)
@@ -430,30 +397,55 @@ class CompactLines:
             lines.append(f"{start}{pair[0]}{common}{k[2]}}}")
             lines.append(f"{start}{pair[1]}{common}{routed}{k[2]}{why}}}")
             return True
-        return False
 
-    def _delivery_tail(self, queue: object, key: tuple, count: object, outcome: object,
-                       reason: object, now: float) -> Optional[str]:
-        """What follows the address: queue, the key's ids and size, delivery_count,
-        outcome, reason, latency."""
+        # A delivery and a settlement are written the same way: one f-string, the caches
+        # read inline (this runs twice per message). A settlement's fields are its
+        # delivery's, without the publish's exchange and routing key.
+        if n == DELIVERED_ROW_LENGTH:
+            now, context, key, queue, count = item  # type: ignore[misc]
+            event = _DELIVERED_EVENT
+            out = why = ""
+        elif n == SETTLED_ROW_LENGTH:
+            now, delivered, outcome, reason = item  # type: ignore[misc]
+            if type(delivered) is not tuple or len(delivered) != DELIVERED_ROW_LENGTH:
+                return False
+            _at, context, key, queue, count = delivered
+            event = _SETTLED_EVENT
+            out = self._outcomes.get(outcome)
+            if out is None:
+                out = self._column(self._outcomes, "outcome", outcome)
+            why = self._reasons.get(reason)
+            if why is None:
+                why = self._column(self._reasons, "reason", reason)
+        else:
+            return False
+        ctx = self._contexts.get(id(context), _UNSEEN)
+        if ctx is _UNSEEN:
+            ctx = self._context(context)
+        k = self._keys.get(id(key), _UNSEEN)
+        if k is _UNSEEN:
+            k = self._key(key)
         q = self._queues.get(queue)
         if q is None:
             q = self._column(self._queues, "queue", queue)
-        out = self._outcomes.get(outcome)
-        if out is None:
-            out = self._column(self._outcomes, "outcome", outcome)
-        why = self._reasons.get(reason)
-        if why is None:
-            why = self._column(self._reasons, "reason", reason)
-        dc = self._counts.get(count)
-        if dc is None and type(count) is int:
-            dc = self._counts[count] = f',"delivery_count":{count}'
-        if q is None or out is None or why is None or dc is None:
-            return None
-        received_at = key[3]
+        if count is None:
+            dc = ""
+        elif type(count) is int:  # not a bool, which equals an int and is written otherwise
+            dc = self._counts.get(count)
+            if dc is None:
+                dc = self._counts[count] = f',"delivery_count":{count}'
+        else:
+            dc = None
+        if ctx is None or k is None or type(now) not in _NUMBER or q is None or dc is None \
+                or out is None or why is None:
+            return False
+        received_at = k[3]
         latency = "" if received_at is None else (  # a number: _key checked it
             f',"latency_us":{round((now - received_at) * 1000000)}')
-        return f"{q}{key[2]}{dc}{out}{why}{latency}}}"
+        route = k[1] if event is _DELIVERED_EVENT else ""
+        lines.append(f'{self._head}"ts_us":{round(now * 1000000)},"event":{event}{ctx[0]}{k[0]}'
+                     f"{ctx[1]}{route}{ctx[3]}{q}{k[2]}{dc}{out}{why}{latency}}}")
+        return True
 
     @staticmethod
     def _column(cache: dict[object, str], name: str, value: object) -> Optional[str]:
