@@ -32,7 +32,7 @@ from gateway.auth import (
 from gateway.broker import Broker
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
 from gateway.edge.http import make_site
-from gateway.edge.ledger_process import LedgerProcess
+from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
 from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
@@ -151,7 +151,8 @@ class GatewayService(service.MultiService):
         os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
         feed = LedgerFeed(container_id=self.container_id, sample_rate=lc.sample_rate,
                           header_allowlist=lc.header_allowlist)
-        self.ledger_process = LedgerProcess(self.reactor, feed, dict(settings, directory=directory))
+        self.ledger_process = LedgerProcess(
+            self.reactor, feed, dict(settings, directory=directory, flush_interval=lc.flush_interval))
         return feed
 
     def _flush_ledger(self) -> None:
@@ -231,7 +232,10 @@ class GatewayService(service.MultiService):
         if self.ledger.enabled:
             self._ledger_flush = task.LoopingCall(self._flush_ledger)
             self._ledger_flush.clock = self.reactor
-            self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
+            interval = self.config.ledger.flush_interval
+            if self.ledger_process is not None:  # the child writes once per flush interval
+                interval = min(interval, SHIP_INTERVAL)
+            self._ledger_flush.start(interval, now=False)
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)

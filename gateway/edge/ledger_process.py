@@ -1,7 +1,8 @@
 """The ledger writer process under Twisted: spawn it, feed it batches, stop it, restart it.
 
-``LedgerFeed`` (sans-I/O) turns the buffered events into one frame per flush interval;
-this class writes the frames to the child's stdin without ever blocking the reactor and
+``LedgerFeed`` (sans-I/O) turns the buffered events into a frame every ``SHIP_INTERVAL``
+(the child writes them once per flush interval: see ``ledger.writer_process``); this
+class writes the frames to the child's stdin without ever blocking the reactor and
 relays what the child logs. Twisted buffers a write the pipe cannot take at once and
 pauses us (we are the pipe's push producer) until the child has read it; frames that
 arrive meanwhile wait here, up to ``max_pending_bytes``, beyond which the oldest are
@@ -29,7 +30,7 @@ from zope.interface import implementer
 import gateway
 from gateway.ledger.feed import LedgerFeed
 
-__all__ = ["LedgerProcess"]
+__all__ = ["SHIP_INTERVAL", "LedgerProcess"]
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,18 @@ DEFAULT_MAX_PENDING_BYTES = 256 * 1024 * 1024
 #: capacity asked for the pipe to the child (Linux caps it at /proc/sys/fs/pipe-max-size)
 PIPE_CAPACITY = 1 << 20
 RESTART_DELAY = 1.0
+#: seconds between frames (at most; the flush interval when shorter). Small frames are
+#: cheapest for the event loop: the rows are still in the CPU's caches when marshalled,
+#: and a frame needs no megabytes of fresh memory (W3 100B on 2 cores, frames every
+#: 0.1 s against every 1 s: gateway system time per message 0.55 against 0.96 us).
+SHIP_INTERVAL = 0.1
 _SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gateway.__file__)))
 
 
 @implementer(IPushProducer)
 class LedgerProcess(protocol.ProcessProtocol):
-    """``settings`` are ``LedgerWriter``'s keyword arguments plus ``directory``."""
+    """``settings`` are ``LedgerWriter``'s keyword arguments plus ``directory`` and
+    ``flush_interval`` (the child's: 0 writes every frame at once)."""
 
     def __init__(self, reactor: Any, feed: LedgerFeed, settings: dict[str, Any], *,
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,

@@ -2,10 +2,10 @@
 
 Encoding events as JSON costs about ten times what the hot path's ``list.append`` does
 and, with four or five events per message, was a quarter to a third of the gateway's
-CPU at full load. ``LedgerFeed`` keeps the hot path of ``EventBuffer`` and, once per
-flush interval, turns the buffer into one marshalled (or pickled) batch frame
-(``batches``) for the writer process (``writer_process``), which encodes and writes on
-another core. The edge owns the pipe and the process; this class never touches either.
+CPU at full load. ``LedgerFeed`` keeps the hot path of ``EventBuffer`` and, every tenth
+of a second or so (``edge.ledger_process.SHIP_INTERVAL``), turns the buffer into one
+marshalled (or pickled) batch frame (``batches``) for the writer process
+(``writer_process``), which encodes and writes on another core once per flush interval. The edge owns the pipe and the process; this class never touches either.
 """
 from __future__ import annotations
 

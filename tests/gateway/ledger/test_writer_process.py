@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +57,53 @@ def test_serve_collects_once_after_the_batches_of_each_chunk(tmp_path) -> None:
     # everything was in the pipe before serve read: one read, two batches written, one
     # collection after both; the incomplete frame is dropped at the end without one
     assert collected == [2]
+
+
+def _wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_serve_keeps_rows_until_the_flush_interval_has_passed(tmp_path) -> None:
+    """The gateway ships a frame every tenth of a second; the rows are written once per
+    flush interval (and at end of input)."""
+    read_fd, write_fd = os.pipe()
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    now = [100.0]
+    seen: list[object] = []
+
+    def gateway() -> None:
+        for i, at in enumerate((100.1, 100.2)):
+            now[0] = at
+            os.write(write_fd, rows_frame([_row(i)]))
+            seen.append(_wait_for(lambda: writer.buffered == i + 1))
+            seen.append(len(_lines(str(tmp_path))))
+        now[0] = 101.5  # more than a second after serve started
+        os.write(write_fd, rows_frame([_row(2)]))
+        seen.append(_wait_for(lambda: len(_lines(str(tmp_path))) == 3))
+        os.close(write_fd)
+
+    feeder = threading.Thread(target=gateway)
+    feeder.start()
+    assert serve(read_fd, writer, clock=lambda: now[0], flush_interval=1.0) == 0
+    feeder.join()
+    os.close(read_fd)
+    assert seen == [True, 0, True, 0, True], "kept, kept, then written together"
+    assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", "m1", "m2"]
+
+
+def test_lines_from_the_gateway_are_written_after_the_rows_kept(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, rows_frame([_row(0)]) + lines_frame(b'{"v":1,"event":"x"}\n', 1))
+    os.close(write_fd)
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    assert serve(read_fd, writer, clock=lambda: 100.0, flush_interval=60.0) == 0
+    os.close(read_fd)
+    assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", None]
 
 
 def test_corrupt_input_stops_with_a_status_but_keeps_what_came_before(tmp_path) -> None:
