@@ -30,14 +30,16 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional
 
-from gateway.ledger.buffer import event_pair, ledger_context
+from gateway.ledger.buffer import (KEY_GATEWAY_ID, PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW,
+                                   event_pair, key_ref, ledger_context)
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer
 from .queued_message import QueuedMessage
 
-__all__ = ["EventKind", "LedgerOutcome", "OUTCOME_VALUE", "PROTOCOL_OF", "RECEIVED_THEN",
-           "WireProtocol", "ledger_context", "ledger_key", "publish_row", "queue_name",
+__all__ = ["EventKind", "KEY_GATEWAY_ID", "LedgerOutcome", "OUTCOME_VALUE", "PROTOCOL_OF",
+           "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "RECEIVED_THEN", "WireProtocol",
+           "key_ref", "ledger_context", "ledger_key", "publish_row", "queue_name",
            "record_delivered", "record_settled"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
@@ -96,8 +98,8 @@ def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tup
     The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) append
     the row themselves: a call per event was a fifth of the ledger's cost."""
     message = entry.message
-    row = ledger.delivered(now, context, message.ledger_key or ledger_key(message), queue,
-                           entry.delivery_count)
+    row = ledger.delivered(now, context, key_ref(ledger, message.ledger_key or ledger_key(message)),
+                           queue, entry.delivery_count)
     if settles_later:
         entry.ledger_row = row
 

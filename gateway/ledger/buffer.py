@@ -11,9 +11,9 @@ from typing import Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
-__all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_LENGTH", "PAIR_SEPARATOR",
-           "PUBLISH_ROW_LENGTH", "SETTLED_ROW_LENGTH", "event_pair", "ledger_context",
-           "message_key"]
+__all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH",
+           "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "SETTLED_ROW_LENGTH",
+           "event_pair", "key_ref", "ledger_context", "message_key"]
 
 # The compact rows (what the message path buffers; ``encoding`` expands them). Each form
 # has its own length, which is how the writer tells them apart (a full row from
@@ -26,7 +26,11 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_LENGTH", "PAIR_SEPARATOR"
 #   headers)``, where ``events`` is ``event_pair(received, outcome)``. The row is also the
 #   message's key (its first fields are one): the deliveries of the message refer to it,
 #   and a batch holds the message's fields once.
-# - a delivered row: ``(now, context, key, queue, delivery_count)``.
+# - a delivered row: ``(now, context, key, queue, delivery_count)``. ``key`` may instead
+#   be the message's gateway id (an int) when its publish row went to the writer process
+#   in an earlier frame, which keeps it (``key_ref``): the usual case, as a queue holds a
+#   message for a while, and a key marshalled again costs the event loop a few cache
+#   misses (the row is cold by then) and the writer an unmarshal.
 # - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
 #   value. The delivered row (perhaps from an earlier batch) gives the settlement its
 #   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
@@ -40,6 +44,9 @@ KEY_LENGTH = 8
 PUBLISH_ROW_LENGTH = KEY_LENGTH + 6
 DELIVERED_ROW_LENGTH = 5
 SETTLED_ROW_LENGTH = 4
+#: in a key: the gateway id; in a publish row: its time
+KEY_GATEWAY_ID = 5
+PUBLISH_ROW_NOW = KEY_LENGTH
 
 
 def event_pair(event: object, then: object) -> str:
@@ -67,6 +74,16 @@ def message_key(proto_in: object, exchange: Optional[str], routing_key: Optional
             correlation_id, gateway_id, size, received_at)
 
 
+def key_ref(ledger: "EventBuffer", key: tuple) -> object:
+    """What a delivered row holds for ``key``: the key, or its gateway id when ``ledger``
+    shipped its publish row recently (``EventBuffer.refs_from`` .. ``refs_before``). The
+    two busiest call sites write this test out in place."""
+    if len(key) == PUBLISH_ROW_LENGTH and \
+            ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
+        return key[KEY_GATEWAY_ID]
+    return key
+
+
 class _Discard:
     """``rows`` of a disabled buffer."""
 
@@ -90,6 +107,9 @@ class EventBuffer:
 
     def __init__(self, *, enabled: bool = True, keep_headers: bool = True) -> None:
         self.enabled = enabled
+        #: publish rows of these times are known to the writer by gateway id (``key_ref``);
+        #: an empty range here, as the buffer is written where it is made
+        self.refs_from = self.refs_before = 0.0
         #: False when no header is recorded anyway: rows then do not hold the headers
         self.keep_headers = keep_headers
         self.rows: list = []

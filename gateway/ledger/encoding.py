@@ -87,6 +87,8 @@ class RowEncoder:
         self._shapes: dict[tuple[type, ...], Optional[Callable[[Row], str]]] = {}
         #: the fragments of recent batches' message keys, by gateway id (``RecentKeys``)
         self.recent_keys = RecentKeys()
+        #: recent publish rows, by gateway id: what a delivered row's key refers to
+        self.published = PublishedRows()
 
     def keep(self, gateway_id: Optional[str], origin_id: Optional[str]) -> bool:
         """Sampling: one decision per message, from its first gateway's id when known,
@@ -102,7 +104,7 @@ class RowEncoder:
     def batch(self) -> "CompactLines":
         """Fragments for one batch: pass to every ``encode`` of the batch's slices, and
         keep the batch's rows alive until the last (the fragments are found by ``id``)."""
-        return CompactLines(self._head, self.allowlist, self.recent_keys)
+        return CompactLines(self._head, self.allowlist, self.recent_keys, self.published)
 
     def encode(self, items: Sequence[Buffered],
                batch: Optional["CompactLines"] = None) -> tuple[bytes, int]:
@@ -125,7 +127,7 @@ class RowEncoder:
                     continue
             except TypeError:
                 pass
-            self._encode_items(_full_rows((item,)), lines)
+            self._encode_items(_full_rows((item,), self.published), lines)
         if not lines:
             return b"", 0
         lines.append("")
@@ -134,7 +136,7 @@ class RowEncoder:
     def encode_full(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
         """``encode`` with every row expanded to a full row first (the general path)."""
         lines: list[str] = []
-        self._encode_items(_full_rows(items), lines)
+        self._encode_items(_full_rows(items, self.published), lines)
         if not lines:
             return b"", 0
         lines.append("")
@@ -216,11 +218,14 @@ class RowEncoder:
         return obj
 
 
-def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
+def _full_rows(items: Sequence[Buffered],
+               published: Optional["PublishedRows"] = None) -> Iterator[Buffered]:
     """Full rows, whatever form they were buffered in: a row holding two events
     (``record(..., then=...)``) is the first without ``routed_to``/``reason``, then the
     second without headers; the compact rows (``buffer``'s publish, delivered and settled
-    rows) are expanded."""
+    rows) are expanded, a key given by gateway id found in ``published``."""
+    if published is None:
+        published = PublishedRows()
     for item in items:
         if type(item) is not tuple:
             yield item
@@ -228,13 +233,15 @@ def _full_rows(items: Sequence[Buffered]) -> Iterator[Buffered]:
         n = len(item)
         if n == DELIVERED_ROW_LENGTH:
             now, context, key, queue, delivery_count = item
-            yield _delivery_row(now, _DELIVERED, context, key, queue, delivery_count, None, None)
+            yield _delivery_row(now, _DELIVERED, context, published.key(key), queue,
+                                delivery_count, None, None)
         elif n == SETTLED_ROW_LENGTH:
             now, delivered, outcome, reason = item
             _at, context, key, queue, delivery_count = delivered
-            yield _delivery_row(now, _SETTLED, context, key, queue, delivery_count, outcome,
-                                reason)
+            yield _delivery_row(now, _SETTLED, context, published.key(key), queue,
+                                delivery_count, outcome, reason)
         elif n == PUBLISH_ROW_LENGTH:
+            published.add(item)
             yield from _publish_rows(item)
         elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
@@ -274,6 +281,54 @@ _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
 _MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, 5  # in a key
 _ID_TYPES = (int, str)
 _STR_OR_NONE = (str, type(None))
+
+
+#: publish rows are kept at least this long (by their own times) for the delivered rows
+#: that refer to them by gateway id; the gateway refers to younger ones only
+#: (``feed.KEY_REF_SECONDS``)
+PUBLISHED_KEEP_SECONDS = 2.0
+
+
+class PublishedRows:
+    """The publish rows of the last ``PUBLISHED_KEEP_SECONDS`` to twice that (by the rows'
+    own times), by gateway id: a delivered row refers to its key by gateway id when the
+    gateway shipped the publish row in an earlier frame (``buffer.key_ref``)."""
+
+    __slots__ = ("current", "previous", "rotate_at", "unknown")
+
+    def __init__(self) -> None:
+        self.current: dict[int, tuple] = {}
+        self.previous: dict[int, tuple] = {}
+        self.rotate_at: Optional[float] = None
+        #: references to a publish row not kept (a writer restarted, a frame dropped)
+        self.unknown = 0
+
+    def add(self, row: tuple) -> None:
+        gateway_id, now = row[_GATEWAY_ID], row[KEY_LENGTH]
+        if type(gateway_id) is not int:
+            return
+        if type(now) in _NUMBER:
+            if self.rotate_at is None:
+                self.rotate_at = now + PUBLISHED_KEEP_SECONDS
+            elif now >= self.rotate_at:
+                self.previous = self.current
+                self.current = {}
+                self.rotate_at = now + PUBLISHED_KEEP_SECONDS
+        self.current[gateway_id] = row
+
+    def get(self, gateway_id: int) -> Optional[tuple]:
+        return self.current.get(gateway_id) or self.previous.get(gateway_id)
+
+    def key(self, key: object) -> object:
+        """``key`` itself, or the publish row it refers to, or for one not kept a key
+        with the gateway id alone (the event is written without the publish's fields)."""
+        if type(key) is not int:
+            return key
+        row = self.current.get(key) or self.previous.get(key)
+        if row is None:
+            self.unknown += 1
+            return (None, None, None, None, None, key, None, None)
+        return row
 
 
 class RecentKeys:
@@ -334,14 +389,17 @@ class CompactLines:
     writes that one the general way.
     """
 
-    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_recent", "_routes",
-                 "_queues", "_outcomes", "_reasons", "_counts", "_pairs", "_routed")
+    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_recent", "_published",
+                 "_routes", "_queues", "_outcomes", "_reasons", "_counts", "_pairs", "_routed")
 
     def __init__(self, head: str, allowlist: frozenset[str],
-                 recent: Optional[RecentKeys] = None) -> None:
+                 recent: Optional[RecentKeys] = None,
+                 published: Optional[PublishedRows] = None) -> None:
         self._head = head
         #: the keys of earlier batches (their copies in this batch are new tuples)
         self._recent = RecentKeys() if recent is None else recent
+        #: publish rows by gateway id, for delivered rows that refer to theirs so
+        self._published = PublishedRows() if published is None else published
         #: headers are written (filtered): a publish row that carries some goes the general way
         self._filter_headers = bool(allowlist)
         #: id(context) -> (vhost+user, proto_out+connection+link, connection+link, address)
@@ -375,6 +433,7 @@ class CompactLines:
             ctx = self._contexts.get(id(context), _UNSEEN)
             if ctx is _UNSEEN:
                 ctx = self._context(context)
+            self._published.add(item)
             k = self._key(item)  # new: a publish row is its message's key
             pair = self._pairs.get(events)
             if pair is None:
@@ -489,13 +548,16 @@ class CompactLines:
         if made is not _UNSEEN:
             return made  # type: ignore[return-value]
         made = None
+        given = key
+        if type(key) is int:  # a publish row's gateway id (``buffer.key_ref``)
+            key = self._published.get(key)  # None if not kept: the general path writes it
         if type(key) is tuple and len(key) in _KEY_LENGTHS:  # type: ignore[arg-type]
             made = self._recent.get(key)  # type: ignore[arg-type]
             if made is None:
                 made = self._make_key(key)  # type: ignore[arg-type]
                 if made is not None:
                     self._recent.put(key, made)  # type: ignore[arg-type]
-        self._keys[id(key)] = made
+        self._keys[id(given)] = made
         return made
 
     def _make_key(self, key: tuple) -> Optional[tuple[str, str, str, object]]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import pickle
-from typing import Iterable
+import time
+from typing import Iterable, Optional
 
 from .batches import lines_frame, rows_frame
 from .buffer import EventBuffer
@@ -20,6 +21,10 @@ from .encoding import RowEncoder, sample_threshold
 __all__ = ["LedgerFeed"]
 
 log = logging.getLogger(__name__)
+
+#: how old a shipped publish row may be and still be referred to by gateway id; the
+#: writer keeps publish rows at least ``encoding.PUBLISHED_KEEP_SECONDS`` (more)
+KEY_REF_SECONDS = 1.5
 
 
 class LedgerFeed(EventBuffer):
@@ -39,9 +44,15 @@ class LedgerFeed(EventBuffer):
         self._encoder = encoder
         self.batches = self.rows_sent = self.batches_encoded_here = 0
 
-    def take_frame(self) -> bytes:
+    def take_frame(self, now: Optional[float] = None) -> bytes:
         """The buffered events as one frame (an empty batch when there are none: the
-        writer process then only rotates by age)."""
+        writer process then only rotates by age). ``now``: the time (``time.time()``
+        when None); publish rows from before it and not older than ``KEY_REF_SECONDS``
+        may be referred to by gateway id from now on (``buffer.key_ref``)."""
+        if now is None:
+            now = time.time()
+        self.refs_before = now
+        self.refs_from = max(self.refs_from, now - KEY_REF_SECONDS)
         items = self.take()
         self.batches += 1
         self.rows_sent += len(items)
@@ -52,3 +63,8 @@ class LedgerFeed(EventBuffer):
         self.batches_encoded_here += 1
         data, kept = self._encoder.encode(items)
         return lines_frame(data, kept)
+
+    def forget_shipped(self) -> None:
+        """The writer process may lack what was shipped so far (it was restarted, or a
+        frame was dropped): refer by gateway id only to what is shipped from now on."""
+        self.refs_from = self.refs_before = max(self.refs_before, self.refs_from)

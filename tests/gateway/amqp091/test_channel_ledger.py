@@ -150,3 +150,36 @@ def test_no_ledger_records_nothing_and_still_works():
     client.declare(1, "q1")
     client.publish(1, "", "q1")
     assert broker.vhost("/").queue("q1").message_count == 1
+
+
+def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
+    """With the writer process (``LedgerFeed``), a publish row that went out in an
+    earlier frame is referred to by its gateway id, and the writer still writes the
+    delivery with the publish's fields."""
+    from gateway.ledger.batches import BatchReader
+    from gateway.ledger.encoding import RowEncoder
+    from gateway.ledger.feed import LedgerFeed
+
+    broker = make_broker()
+    feed = broker.ledger = LedgerFeed(container_id="gw")
+    client = BrokerClient(broker)
+    client.open(1)
+    client.declare(1, "q1")
+    client.publish(1, "", "q1", b"hello")
+    published_at = feed.rows[0][8]
+    frames = [feed.take_frame(published_at + 0.5)]
+    _consume(client)
+    [(_, rows)] = BatchReader().feed(feed.take_frame(published_at + 0.6))
+    [delivered] = [row for row in rows if len(row) == 5]
+    assert type(delivered[2]) is int, "the key went out with the publish"
+    encoder = RowEncoder("gw")
+    written = b"".join(encoder.encode(rows)[0] for _, rows in BatchReader().feed(
+        b"".join(frames)) + [(None, rows)])
+    import json
+    [line] = [json.loads(x) for x in written.splitlines() if b'"delivered"' in x]
+    assert (line["exchange"], line["routing_key"], line["proto_in"], line["size"]) == \
+        ("", "q1", "0-9-1", 5)
+    feed.forget_shipped()  # a new writer process: full keys again
+    client.call(1, m.BasicRecover(requeue=True))
+    [(_, rows)] = BatchReader().feed(feed.take_frame(published_at + 0.7))
+    assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]

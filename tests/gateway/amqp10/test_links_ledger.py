@@ -114,3 +114,20 @@ def test_a_browsed_copy_and_the_acquired_delivery_are_each_recorded_on_their_own
     assert events == [("received", "s-/queue/q1", None), ("routed", "s-/queue/q1", None),
                       ("delivered", "browser", None), ("delivered", "consumer", None),
                       ("settled", "consumer", "accepted")]
+
+
+def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connect, broker):
+    from gateway.ledger.batches import BatchReader
+    from gateway.ledger.feed import LedgerFeed
+
+    feed = broker.ledger = LedgerFeed(container_id="gw")
+    pump = connect()
+    _send(pump, "/queue/q1")
+    [publish] = feed.rows
+    feed.take_frame(publish[8] + 0.5)
+    receiver = pump.receiver("/queue/q1", name="r", credit=1)
+    [(delivery, _)] = pump.take(receiver)
+    pump.settle(delivery, Delivery.ACCEPTED)
+    [(_, rows)] = BatchReader().feed(feed.take_frame(publish[8] + 0.6))
+    delivered, settled = rows
+    assert delivered[2] == publish[5] and settled[1] == delivered

@@ -232,6 +232,8 @@ def _compact_rows(draw):
         now = draw(_TIME)
         form = draw(st.sampled_from(["delivered", "settled", "publish"]))
         if form == "delivered":
+            if len(key) == 14 and type(key[5]) is int and key in rows and draw(st.booleans()):
+                key = key[5]  # the publish row went out earlier: referred to by gateway id
             row = (now, context, key, draw(_STR), draw(_COUNT))
             deliveries.append(row)
             if draw(st.booleans()):
@@ -287,3 +289,56 @@ def test_keys_with_ids_of_other_types_are_not_kept():
     recent.put(("0-9-1", "x", "rk", 1, None, 7, 10, None), ("a", "b", "c", None))
     recent.put(("0-9-1", "x", "rk", None, None, True, 10, None), ("a", "b", "c", None))
     assert not recent.current
+
+
+def test_a_delivery_that_refers_to_its_publish_row_by_gateway_id_is_written_in_full():
+    """The gateway sends a delivered row the gateway id of a key it shipped in an earlier
+    frame (``buffer.key_ref``); the writer keeps the publish rows it was sent."""
+    from gateway.ledger.buffer import ledger_context
+
+    publisher = ledger_context("/", "ann", None, "c1", 1, None)
+    consumer = ledger_context("/", "bob", "1.0", "c2", "r", "/queues/q")
+    publish = ("0-9-1", "x", "k", "m-1", None, 7001, 12, 1000.0, 1000.0, "received>routed",
+               publisher, ("q",), None, None)
+    by_key = (1000.5, consumer, publish, "q", 0)
+    by_id = (1000.5, consumer, 7001, "q", 0)
+    expected = RowEncoder("gw").encode([publish, by_key, (1000.6, by_key, "accepted", None)])
+    encoder = RowEncoder("gw")
+    first = encoder.encode([publish])  # an earlier frame
+    later = encoder.encode(marshal.loads(marshal.dumps([by_id, (1000.6, by_id, "accepted", None)])))
+    assert (first[0] + later[0], first[1] + later[1]) == expected
+    assert encoder.encode_full([by_id])[0] == RowEncoder("gw").encode_full([publish, by_key])[0] \
+        .split(b"\n", 2)[2]
+
+
+def test_a_reference_to_a_publish_row_not_kept_writes_what_the_row_has():
+    """A writer restarted, or a frame dropped: the event is still written, with the
+    gateway id and the delivery's own fields, and counted."""
+    from gateway.ledger.buffer import ledger_context
+
+    consumer = ledger_context("/", "bob", "1.0", "c2", "r", "/queues/q")
+    encoder = RowEncoder("gw")
+    data, kept = encoder.encode([(1000.5, consumer, 424242, "q", 1)])
+    [line] = lines(data)
+    assert kept == 1 and line["gateway_id"] == "424242" and line["queue"] == "q"
+    assert line["event"] == "delivered" and "exchange" not in line
+    assert encoder.published.unknown == 1
+
+
+def test_publish_rows_are_kept_two_to_four_seconds_of_their_own_time():
+    from gateway.ledger.encoding import PUBLISHED_KEEP_SECONDS, PublishedRows
+
+    kept = PublishedRows()
+
+    def publish(gateway_id: int, now: float) -> tuple:
+        row = ("0-9-1", "", "q", None, None, gateway_id, 1, now, now, "received>routed",
+               ("/", "u", None, "c", 1, None), ("q",), None, None)
+        kept.add(row)
+        return row
+
+    first = publish(1, 100.0)
+    publish(2, 100.0 + PUBLISHED_KEEP_SECONDS)  # the first is in the older half now
+    assert kept.key(1) is first
+    publish(3, 100.0 + 2 * PUBLISHED_KEEP_SECONDS)
+    assert kept.key(1) == (None, None, None, None, None, 1, None, None)
+    assert kept.key(3)[5] == 3 and kept.key(("a",)) == ("a",)

@@ -84,3 +84,23 @@ def test_every_row_form_survives_the_trip_to_the_writer_process() -> None:
     events = [json.loads(line)["event"] for line in data.decode().splitlines()]
     assert kind is BatchKind.ROWS and kept == 5
     assert events == ["received", "routed", "delivered", "settled", "settled"]
+
+
+def test_keys_are_referred_to_by_gateway_id_once_shipped_and_while_recent() -> None:
+    from gateway.ledger.buffer import key_ref
+    from gateway.ledger.feed import KEY_REF_SECONDS
+
+    feed = LedgerFeed(container_id="gw")
+    row = ("0-9-1", "", "q", None, None, 77, 1, 100.0, 100.0, "received>routed",
+           ("/", "u", None, "c", 1, None), ("q",), None, None)
+    assert key_ref(feed, row) is row, "not shipped yet"
+    feed.take_frame(100.05)
+    assert key_ref(feed, row) == 77
+    assert key_ref(feed, row[:8]) == row[:8], "a key without a publish row: never"
+    feed.take_frame(100.0 + KEY_REF_SECONDS + 0.01)
+    assert key_ref(feed, row) is row, "older than the writer is sure to keep"
+    fresh = row[:8] + (101.5,) + row[9:]
+    feed.forget_shipped()
+    assert key_ref(feed, fresh) is fresh, "a new writer process was not sent it"
+    feed.take_frame(101.6)
+    assert key_ref(feed, fresh) is fresh and key_ref(feed, row[:8] + (101.55,) + row[9:]) == 77
