@@ -151,8 +151,8 @@ class GatewayService(service.MultiService):
         os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
         feed = LedgerFeed(container_id=self.container_id, sample_rate=lc.sample_rate,
                           header_allowlist=lc.header_allowlist)
-        self.ledger_process = LedgerProcess(
-            self.reactor, feed, dict(settings, directory=directory, flush_interval=lc.flush_interval))
+        self.ledger_process = LedgerProcess(self.reactor, feed, dict(
+            settings, directory=directory, flush_interval=lc.flush_interval))
         return feed
 
     def _flush_ledger(self) -> None:

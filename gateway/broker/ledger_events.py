@@ -98,8 +98,8 @@ def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tup
     The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) append
     the row themselves: a call per event was a fifth of the ledger's cost."""
     message = entry.message
-    row = ledger.delivered(now, context, key_ref(ledger, message.ledger_key or ledger_key(message)),
-                           queue, entry.delivery_count)
+    key = key_ref(ledger, message.ledger_key or ledger_key(message))
+    row = ledger.delivered(now, context, key, queue, entry.delivery_count)
     if settles_later:
         entry.ledger_row = row
 

@@ -324,7 +324,7 @@ class PublishedRows:
         with the gateway id alone (the event is written without the publish's fields)."""
         if type(key) is not int:
             return key
-        row = self.current.get(key) or self.previous.get(key)
+        row = self.get(key)
         if row is None:
             self.unknown += 1
             return (None, None, None, None, None, key, None, None)
@@ -517,7 +517,8 @@ class CompactLines:
 
     def _routed_column(self, routed_to: object) -> Optional[str]:
         try:
-            text = ',"routed_to":[' + ",".join(map(_esc, routed_to)) + "]"  # type: ignore[call-overload]
+            names = ",".join(map(_esc, routed_to))  # type: ignore[call-overload]
+            text = f',"routed_to":[{names}]'
         except TypeError:
             return None
         try:

@@ -5,7 +5,8 @@ and, with four or five events per message, was a quarter to a third of the gatew
 CPU at full load. ``LedgerFeed`` keeps the hot path of ``EventBuffer`` and, every tenth
 of a second or so (``edge.ledger_process.SHIP_INTERVAL``), turns the buffer into one
 marshalled (or pickled) batch frame (``batches``) for the writer process
-(``writer_process``), which encodes and writes on another core once per flush interval. The edge owns the pipe and the process; this class never touches either.
+(``writer_process``), which encodes and writes on another core once per flush interval.
+The edge owns the pipe and the process; this class never touches either.
 """
 from __future__ import annotations
 
@@ -67,4 +68,4 @@ class LedgerFeed(EventBuffer):
     def forget_shipped(self) -> None:
         """The writer process may lack what was shipped so far (it was restarted, or a
         frame was dropped): refer by gateway id only to what is shipped from now on."""
-        self.refs_from = self.refs_before = max(self.refs_before, self.refs_from)
+        self.refs_from = self.refs_before
