@@ -15,8 +15,8 @@ from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from .buffer import (DELIVERED_ROW_LENGTH, KEY_LENGTH, PAIR_SEPARATOR, PUBLISH_ROW_LENGTH,
-                     SETTLED_ROW_LENGTH)
+from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
+                     PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, SETTLED_ROW_LENGTH)
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
@@ -278,7 +278,7 @@ def _delivery_row(now: float, event: str, context: tuple, key: tuple, queue: obj
 _UNSEEN = object()
 #: a key is a ``message_key`` or a publish row (which begins with one)
 _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
-_MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, 5  # in a key
+_MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, KEY_GATEWAY_ID  # in a key
 _ID_TYPES = (int, str)
 _STR_OR_NONE = (str, type(None))
 
@@ -304,7 +304,7 @@ class PublishedRows:
         self.unknown = 0
 
     def add(self, row: tuple) -> None:
-        gateway_id, now = row[_GATEWAY_ID], row[KEY_LENGTH]
+        gateway_id, now = row[_GATEWAY_ID], row[PUBLISH_ROW_NOW]
         if type(gateway_id) is not int:
             return
         if type(now) in _NUMBER:

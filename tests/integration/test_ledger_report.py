@@ -415,3 +415,38 @@ def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gate
         "the writer closed its segment after the gateway's last batch"
     good, bad = _parseable_lines(ledger_dir)
     assert bad == 0
+
+
+def _records(directory: str) -> list[dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
+        with open(path, "rb") as f:
+            out += [json.loads(line) for line in f.read().split(b"\n") if line]
+    return out
+
+
+def test_deliveries_long_after_their_publish_are_written_in_full(fresh_gateway, tmp_path):
+    """A delivery whose publish row went to the writer process in an earlier frame refers
+    to it by gateway id; a real client's messages, consumed half a second (five frames)
+    after they were published, are still written with the publish's fields."""
+    ledger_dir = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    connection, ch = pika_channel(gw)
+    queue = unique("lref")
+    ch.queue_declare(queue)
+    ch.confirm_delivery()
+    for i in range(20):
+        ch.basic_publish("", queue, b"x" * 10, pika.BasicProperties(message_id=f"r{i}"))
+    connection.sleep(0.5)
+    _pika_take(ch, queue, 20, reject=0)
+    connection.close()
+    gw.stop()  # the writer writes the rest and exits
+    records = [r for r in _records(ledger_dir) if r.get("message_id", "").startswith("r")]
+    for event in ("delivered", "settled"):
+        got = sorted((r for r in records if r["event"] == event), key=lambda r: r["message_id"])
+        assert [r["message_id"] for r in got] == sorted(f"r{i}" for i in range(20))
+        for r in got:
+            assert (r["proto_in"], r["size"], r["queue"]) == ("0-9-1", 10, queue)
+            assert r["latency_us"] >= 400_000, "measured from the publish"
+            if event == "delivered":
+                assert (r["exchange"], r["routing_key"]) == ("", queue)
