@@ -329,11 +329,7 @@ def _parseable_lines(directory: str) -> tuple[int, int]:
 
 
 def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
-    ledger_dir = str(tmp_path / "ledger")
-    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
-    connection, ch = pika_channel(gw)
-    queue = unique("lcrash")
-    ch.queue_declare(queue)
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash")
     connection.close()
 
     stop, sent = threading.Event(), [0]
@@ -373,27 +369,35 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _received_message_ids(directory: str) -> set[str]:
-    ids = set()
-    for path in glob.glob(os.path.join(directory, "*.jsonl*")):
+def _records(directory: str) -> list[dict]:
+    """Every record of every segment file (each line must parse)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
         with open(path, "rb") as f:
-            for line in f.read().split(b"\n"):
-                if line:
-                    rec = json.loads(line)
-                    if rec["event"] == "received" and "message_id" in rec:
-                        ids.add(rec["message_id"])
-    return ids
+            out += [json.loads(line) for line in f.read().split(b"\n") if line]
+    return out
+
+
+def _received_message_ids(directory: str) -> set[str]:
+    return {rec["message_id"] for rec in _records(directory)
+            if rec["event"] == "received" and "message_id" in rec}
+
+
+def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str):
+    """A gateway writing its ledger to ``tmp_path/ledger``, a pika channel, a new queue."""
+    ledger_dir = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    connection, ch = pika_channel(gw)
+    queue = unique(prefix)
+    ch.queue_declare(queue)
+    return ledger_dir, gw, connection, ch, queue
 
 
 def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gateway, tmp_path):
     flush_interval = 0.2
-    ledger_dir = str(tmp_path / "ledger")
-    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1")
     writers = gw.child_pids()
     assert writers, "the ledger is written by a child process by default"
-    connection, ch = pika_channel(gw)
-    queue = unique("lcrash1")
-    ch.queue_declare(queue)
     ch.confirm_delivery()
     confirmed: list[tuple[str, float]] = []  # (message id, when its confirm arrived)
     start = time.monotonic()
@@ -417,23 +421,11 @@ def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gate
     assert bad == 0
 
 
-def _records(directory: str) -> list[dict]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
-        with open(path, "rb") as f:
-            out += [json.loads(line) for line in f.read().split(b"\n") if line]
-    return out
-
-
 def test_deliveries_long_after_their_publish_are_written_in_full(fresh_gateway, tmp_path):
     """A delivery whose publish row went to the writer process in an earlier frame refers
     to it by gateway id; a real client's messages, consumed half a second (five frames)
     after they were published, are still written with the publish's fields."""
-    ledger_dir = str(tmp_path / "ledger")
-    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
-    connection, ch = pika_channel(gw)
-    queue = unique("lref")
-    ch.queue_declare(queue)
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lref")
     ch.confirm_delivery()
     for i in range(20):
         ch.basic_publish("", queue, b"x" * 10, pika.BasicProperties(message_id=f"r{i}"))
