@@ -34,7 +34,7 @@ class SettlingConsumer:
         self.credit = CreditWindow.prefetch(prefetch)
         self.pending: list = []
 
-    def deliver(self, entry) -> None:
+    def deliver(self, entry, now) -> None:
         self.pending.append(entry)
 
     def cancelled_by_broker(self, reason: str) -> None:

@@ -192,13 +192,12 @@ class BrokerChannel:
 
     # ---- consumer callbacks (from the broker, possibly outside handle) -------------------
 
-    def deliver(self, consumer: ChannelConsumer, entry: QueuedMessage) -> None:
-        """basic.deliver for ``entry`` (already acquired for ``consumer``)."""
+    def deliver(self, consumer: ChannelConsumer, entry: QueuedMessage, now: float) -> None:
+        """basic.deliver for ``entry`` (already acquired for ``consumer``) at ``now``."""
         message = entry.message
         tag = self.unacked.next_tag()
         ledger = self.broker.ledger
         if ledger is not None:
-            now = self.context.now
             # record_delivered (and key_ref), inlined: this runs for every delivery
             key = message.ledger_key or ledger_key(message)
             if len(key) == PUBLISH_ROW_LENGTH and \

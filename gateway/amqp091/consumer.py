@@ -40,8 +40,8 @@ class ChannelConsumer:
         self.acquires = True
         self.credit = credit
 
-    def deliver(self, entry: QueuedMessage) -> None:
-        self.channel.deliver(self, entry)
+    def deliver(self, entry: QueuedMessage, now: float) -> None:
+        self.channel.deliver(self, entry, now)
 
     def cancelled_by_broker(self, reason: str) -> None:
         self.channel.consumer_cancelled(self, reason)

@@ -515,8 +515,9 @@ class OutgoingLink:
         return len(self._unsettled)
 
     # -- Consumer protocol ----------------------------------------------------------
-    def deliver(self, entry: QueuedMessage) -> None:
-        """Send ``entry`` on the link (called synchronously by the queue's dispatch)."""
+    def deliver(self, entry: QueuedMessage, now: float) -> None:
+        """Send ``entry`` on the link at ``now`` (called synchronously by the queue's
+        dispatch, with its time)."""
         message = entry.message
         try:
             data = delivery_bytes(message, delivery_count=entry.delivery_count,
@@ -526,12 +527,13 @@ class OutgoingLink:
             if self.acquires:
                 ledger = self.host.broker.ledger
                 if ledger is not None:
-                    self._record_settled(ledger, entry, LedgerOutcome.REJECTED, UNTRANSLATABLE)
-                self.queue.reject(entry, requeue=False, now=self.host.now)
+                    self._record_settled(ledger, entry, LedgerOutcome.REJECTED, UNTRANSLATABLE,
+                                         now)
+                self.queue.reject(entry, requeue=False, now=now)
             return
         limit = self._peer_max_message_size
         if limit and len(data) > limit:
-            self._refuse_oversized(entry, len(data), limit)
+            self._refuse_oversized(entry, len(data), limit, now)
             return
         tag = b"%d" % self._next_tag
         self._next_tag += 1
@@ -551,7 +553,7 @@ class OutgoingLink:
             if len(key) == PUBLISH_ROW_LENGTH and \
                     ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
                 key = key[KEY_GATEWAY_ID]
-            row = (self.host.now, self._ledger_context, key, self.queue.name,
+            row = (now, self._ledger_context, key, self.queue.name,
                    entry.delivery_count)
             ledger.rows.append(row)
             if self.acquires:  # a browser's copy is never settled
@@ -560,13 +562,14 @@ class OutgoingLink:
             pn_delivery_settle(d)
             if self.acquires:
                 if ledger is not None:
-                    self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None)
+                    self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None, now)
                 self.queue.settle(entry)
         else:
             self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
         self.host.output_ready()
 
-    def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int) -> None:
+    def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int,
+                          now: float) -> None:
         """A message larger than the client's max-message-size: nothing is sent, the
         message goes back to its place in the queue (not counted as a delivery), and the
         link is detached with ``amqp:link:message-size-exceeded`` (spec 2.7.3; what
@@ -575,7 +578,7 @@ class OutgoingLink:
         text = f"message size ({size} bytes) > maximum message size ({limit} bytes)"
         log.info("1.0 link %r on %s: %s; detaching", self.tag, self.host.connection_id, text)
         if self.acquires:
-            self.queue.release(entry, redelivered=False, count_delivery=False, now=self.host.now)
+            self.queue.release(entry, redelivered=False, count_delivery=False, now=now)
         self.teardown()
         self.link.condition = _condition(Cond.MESSAGE_SIZE_EXCEEDED, text)
         self.link.close()
@@ -635,10 +638,11 @@ class OutgoingLink:
         self._apply_outcome(entry, state, d)
 
     def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
-                        reason: Optional[str]) -> None:
-        """One ``settled`` event, recorded before the queue acts on the outcome."""
-        record_settled(ledger, entry, self.host.now, self._ledger_context, self.queue.name,
-                       outcome, reason)
+                        reason: Optional[str], now: Optional[float] = None) -> None:
+        """One ``settled`` event, recorded before the queue acts on the outcome; at
+        ``now`` (the connection's time when None)."""
+        record_settled(ledger, entry, self.host.now if now is None else now,
+                       self._ledger_context, self.queue.name, outcome, reason)
 
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now

@@ -47,10 +47,13 @@ class Consumer(Protocol):
     acquires: bool
     credit: CreditWindow
 
-    def deliver(self, entry: "QueuedMessage") -> None:
-        """Take ``entry`` (already acquired unless browsing). Called synchronously from
-        the queue's dispatch; must not call ``queue.dispatch`` synchronously (settling,
-        e.g. for no-ack consumers, is allowed)."""
+    def deliver(self, entry: "QueuedMessage", now: float) -> None:
+        """Take ``entry`` (already acquired unless browsing) at time ``now``, the
+        dispatch's. Called synchronously from the queue's dispatch; must not call
+        ``queue.dispatch`` synchronously (settling, e.g. for no-ack consumers, is
+        allowed). ``now`` is the dispatching caller's time: a delivery caused by another
+        connection's publish happens at that publish's time, not at the consumer's
+        connection's last input."""
 
     def cancelled_by_broker(self, reason: str) -> None:
         """The queue went away (deleted, expired, owner gone): 0-9-1 sends

@@ -320,7 +320,7 @@ class Queue:
             entry.holder = consumer
             acquired[entry.seq] = entry
             consumer.credit.consume_one()
-            consumer.deliver(entry)
+            consumer.deliver(entry, now)
             sent += 1
         return sent
 
@@ -335,7 +335,7 @@ class Queue:
                     break
                 cursor = browsers[browser] = entry.seq
                 browser.credit.consume_one()
-                browser.deliver(entry)
+                browser.deliver(entry, now)
                 sent += 1
                 cursor = browsers.get(browser)
         return sent

@@ -183,3 +183,20 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
     client.call(1, m.BasicRecover(requeue=True))
     [(_, rows)] = BatchReader().feed(feed.take_frame(published_at + 0.7))
     assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]
+
+
+@pytest.mark.parametrize("no_ack", [False, True])
+def test_a_delivery_caused_by_another_connection_has_the_publish_time(broker, ledger, no_ack):
+    """A consumer's connection last heard from its client at 10.0; a publish at 50.0 on
+    another connection is delivered to it at 50.0, not at 10.0 (before its receipt)."""
+    consumer = BrokerClient(broker, now=10.0)
+    consumer.open(1)
+    consumer.declare(1, "q1")
+    _consume(consumer, no_ack=no_ack)
+    publisher = BrokerClient(broker, now=50.0)
+    publisher.open(1)
+    publisher.publish(1, "", "q1")
+    # (the delivery happens while the publish is routed: it is recorded first)
+    assert sorted((e.event, e.now) for e in ledger.events) == sorted([
+        ("received", 50.0), ("routed", 50.0), ("delivered", 50.0)] + (
+        [("settled", 50.0)] if no_ack else []))

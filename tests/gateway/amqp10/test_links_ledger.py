@@ -131,3 +131,18 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connec
     [(_, rows)] = BatchReader().feed(feed.take_frame(publish[8] + 0.6))
     delivered, settled = rows
     assert delivered[2] == publish[5] and settled[1] == delivered
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_delivery_caused_by_another_connection_has_the_publish_time(connect, ledger, settled):
+    """The consumer's connection last ran at 10.0; a transfer at 50.0 on another
+    connection is delivered at 50.0, not at 10.0 (before its receipt)."""
+    consumer = connect(now=10.0, engine={"now": 10.0})
+    receiver = consumer.receiver("/queue/q1", name="r", credit=1, settled=settled)
+    publisher = connect(now=50.0, engine={"now": 50.0})
+    _send(publisher, "/queue/q1")
+    assert sorted((e.event, e.now) for e in ledger.events) == sorted([
+        ("received", 50.0), ("routed", 50.0), ("delivered", 50.0)] + (
+        [("settled", 50.0)] if settled else []))
+    consumer.pump()
+    assert len(consumer.take(receiver)) == 1

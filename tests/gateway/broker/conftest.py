@@ -30,7 +30,7 @@ class RecordingConsumer:
         self.entries: list = []
         self.cancelled: list[str] = []
 
-    def deliver(self, entry: Any) -> None:
+    def deliver(self, entry: Any, now: float) -> None:
         self.entries.append(entry)
         if self.auto_settle:
             entry.queue.settle(entry)

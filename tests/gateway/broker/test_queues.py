@@ -172,8 +172,8 @@ def test_reentrant_dispatch_is_folded(vhost, msg, consumer_cls) -> None:
     q = vhost.declare_queue("q")
 
     class Reentrant(consumer_cls):
-        def deliver(self, entry) -> None:
-            super().deliver(entry)
+        def deliver(self, entry, now) -> None:
+            super().deliver(entry, now)
             assert q.dispatch(0.0) == 0
 
     c = Reentrant(credit=CreditWindow.prefetch(0))
