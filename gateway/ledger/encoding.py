@@ -13,6 +13,8 @@ import json
 import zlib
 from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
+from itertools import chain, compress, repeat
+from operator import add as _concat, is_ as _is, is_not as _is_not, itemgetter, not_ as _not, sub
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
@@ -85,8 +87,6 @@ class RowEncoder:
         #: row shape (the type of every field) -> its compiled line encoder, or None
         #: for shapes only the general path handles
         self._shapes: dict[tuple[type, ...], Optional[Callable[[Row], str]]] = {}
-        #: the fragments of recent batches' message keys, by gateway id (``RecentKeys``)
-        self.recent_keys = RecentKeys()
         #: recent publish rows, by gateway id: what a delivered row's key refers to
         self.published = PublishedRows()
 
@@ -104,7 +104,7 @@ class RowEncoder:
     def batch(self) -> "CompactLines":
         """Fragments for one batch: pass to every ``encode`` of the batch's slices, and
         keep the batch's rows alive until the last (the fragments are found by ``id``)."""
-        return CompactLines(self._head, self.allowlist, self.recent_keys, self.published)
+        return CompactLines(self._head, self.allowlist, self.published)
 
     def encode(self, items: Sequence[Buffered],
                batch: Optional["CompactLines"] = None) -> tuple[bytes, int]:
@@ -118,20 +118,21 @@ class RowEncoder:
         """
         if self.threshold is not None:
             return self.encode_full(items)
-        lines: list[str] = []
         compact = self.batch() if batch is None else batch
         add = compact.add
-        for item in items:
+
+        def one(item: Buffered, lines: list[str]) -> None:  # the fast path, else the general
             try:
                 if add(item, lines):
-                    continue
+                    return
             except TypeError:
                 pass
             self._encode_items(_full_rows((item,), self.published), lines)
-        if not lines:
+
+        parts, count = compact.parts(items, one)
+        if not count:
             return b"", 0
-        lines.append("")
-        return "\n".join(lines).encode("utf-8"), len(lines) - 1
+        return "".join(parts).encode("utf-8"), count
 
     def encode_full(self, items: Sequence[Buffered]) -> tuple[bytes, int]:
         """``encode`` with every row expanded to a full row first (the general path)."""
@@ -281,6 +282,23 @@ _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
 _MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, KEY_GATEWAY_ID  # in a key
 _ID_TYPES = (int, str)
 _STR_OR_NONE = (str, type(None))
+# column by column (``CompactLines.parts``): a row's slot by its length, type sets
+_PUBLISH, _DELIVERED_SLOT, _SETTLED_SLOT, _OTHER = range(4)
+_SLOTS = 4
+_SLOT_OF_LENGTH = {PUBLISH_ROW_LENGTH: _PUBLISH, DELIVERED_ROW_LENGTH: _DELIVERED_SLOT,
+                   SETTLED_ROW_LENGTH: _SETTLED_SLOT}
+_JUST_TUPLES = {tuple}
+_JUST_INTS = {int}
+_JUST_STR = {str}
+_JUST_NONE = {type(None)}
+_NUMBERS = {int, float}
+_NUMBERS_OR_NONE = {int, float, type(None)}
+_INT_OR_NONE = {int, type(None)}
+_STR_OR_NONE_SET = {str, type(None)}
+_THIRD = itemgetter(2)
+_GATEWAY_ID_OF = itemgetter(KEY_GATEWAY_ID)
+_IDS = '%s%s,"gateway_id":"%d"'
+_IDS_AND_SIZE = _IDS + ',"size":%d'
 
 
 #: publish rows are kept at least this long (by their own times) for the delivered rows
@@ -294,16 +312,21 @@ class PublishedRows:
     own times), by gateway id: a delivered row refers to its key by gateway id when the
     gateway shipped the publish row in an earlier frame (``buffer.key_ref``)."""
 
-    __slots__ = ("current", "previous", "rotate_at", "unknown")
+    __slots__ = ("current", "previous", "fragments", "previous_fragments", "rotate_at",
+                 "unknown")
 
     def __init__(self) -> None:
         self.current: dict[int, tuple] = {}
         self.previous: dict[int, tuple] = {}
+        #: the lines' fragments of the rows in ``current`` and ``previous`` (``KeyParts``,
+        #: or None where the fast path does not write the row), by the same gateway ids
+        self.fragments: dict[int, Optional[KeyParts]] = {}
+        self.previous_fragments: dict[int, Optional[KeyParts]] = {}
         self.rotate_at: Optional[float] = None
         #: references to a publish row not kept (a writer restarted, a frame dropped)
         self.unknown = 0
 
-    def add(self, row: tuple) -> None:
+    def add(self, row: tuple, fragments: Optional["KeyParts"] = None) -> None:
         gateway_id, now = row[_GATEWAY_ID], row[PUBLISH_ROW_NOW]
         if type(gateway_id) is not int:
             return
@@ -311,10 +334,24 @@ class PublishedRows:
             if self.rotate_at is None:
                 self.rotate_at = now + PUBLISHED_KEEP_SECONDS
             elif now >= self.rotate_at:
-                self.previous = self.current
-                self.current = {}
-                self.rotate_at = now + PUBLISHED_KEEP_SECONDS
+                self._rotate(now)
         self.current[gateway_id] = row
+        self.fragments[gateway_id] = fragments
+
+    def _rotate(self, now: float) -> None:
+        self.previous, self.previous_fragments = self.current, self.fragments
+        self.current, self.fragments = {}, {}
+        self.rotate_at = now + PUBLISHED_KEEP_SECONDS
+
+    def add_all(self, rows: Sequence[tuple], gateway_ids: Sequence[int],
+                fragments: Sequence["KeyParts"], latest: float) -> bool:
+        """``add`` for each of ``rows`` (with integer ``gateway_ids``, and times up to
+        ``latest``), at once; False (nothing added) when one of them would rotate."""
+        if self.rotate_at is None or latest >= self.rotate_at:
+            return False
+        self.current.update(zip(gateway_ids, rows))
+        self.fragments.update(zip(gateway_ids, fragments))
+        return True
 
     def get(self, gateway_id: int) -> Optional[tuple]:
         return self.current.get(gateway_id) or self.previous.get(gateway_id)
@@ -331,48 +368,20 @@ class PublishedRows:
         return row
 
 
-class RecentKeys:
-    """The fragments (``CompactLines``) of the last ``size`` to ``2 * size`` message keys
-    made, by gateway id (about a second of publishes at full load, a few tens of MB).
+class KeyParts(tuple):
+    """A key's fragments: (proto_in, exchange + routing_key, ids + size, received_at).
 
-    Why: a message is often delivered a batch or more after it was published (a queue
-    held it meanwhile). Its delivered row then comes with a copy of its key (marshal
-    shares a tuple within one batch only), and making the key's fragments again for every
-    such row was a sixth of the writer's work. A stored entry is used only for a key with
-    the same fields, so an id that is not unique costs a miss, never a wrong line.
-    """
+    A tuple hashed by identity: looking a column of keys up among gateway ids
+    (``map(dict.get, column, column)``) passes the ones already made through unchanged,
+    and cheaply."""
 
-    __slots__ = ("size", "current", "previous")
+    __slots__ = ()
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
-    def __init__(self, size: int = 1 << 16) -> None:
-        self.size = size
-        self.current: dict[object, tuple[tuple, tuple]] = {}
-        self.previous: dict[object, tuple[tuple, tuple]] = {}
 
-    def get(self, key: tuple) -> Optional[tuple]:
-        """The fragments stored for a key equal to ``key`` (a key or publish row), or None."""
-        gateway_id = key[_GATEWAY_ID]
-        if type(gateway_id) not in _ID_TYPES:
-            return None
-        entry = self.current.get(gateway_id)
-        if entry is None:
-            entry = self.previous.get(gateway_id)
-            if entry is None:
-                return None
-        if entry[0] != key[:KEY_LENGTH]:
-            return None
-        return entry[1]
-
-    def put(self, key: tuple, made: tuple) -> None:
-        # Only string (or absent) message and correlation ids: an id of another type may
-        # equal one written differently (1 and True), and equal fields must mean equal
-        # fragments.
-        if type(key[_GATEWAY_ID]) in _ID_TYPES and type(key[_MESSAGE_ID]) in _STR_OR_NONE \
-                and type(key[_CORRELATION_ID]) in _STR_OR_NONE:
-            if len(self.current) >= self.size:  # the older half goes
-                self.previous = self.current
-                self.current = {}
-            self.current[key[_GATEWAY_ID]] = (key[:KEY_LENGTH], made)
+_JUST_KEY_PARTS = {KeyParts}
+_TUPLES_AND_INTS = {tuple, int}
+_KEY_LENGTHS_SET = {KEY_LENGTH, PUBLISH_ROW_LENGTH}
 
 
 class CompactLines:
@@ -389,21 +398,24 @@ class CompactLines:
     writes that one the general way.
     """
 
-    __slots__ = ("_head", "_filter_headers", "_contexts", "_keys", "_recent", "_published",
-                 "_routes", "_queues", "_outcomes", "_reasons", "_counts", "_pairs", "_routed")
+    __slots__ = ("_head", "_filter_headers", "_contexts", "_unwritable", "_copies", "_keys",
+                 "_published",
+                 "_routes", "_queues", "_outcomes", "_reasons", "_counts", "_pairs", "_routed",
+                 "_starts", "_ends", "_protos", "_exchanges", "_routing_keys")
 
     def __init__(self, head: str, allowlist: frozenset[str],
-                 recent: Optional[RecentKeys] = None,
                  published: Optional[PublishedRows] = None) -> None:
         self._head = head
-        #: the keys of earlier batches (their copies in this batch are new tuples)
-        self._recent = RecentKeys() if recent is None else recent
         #: publish rows by gateway id, for delivered rows that refer to theirs so
         self._published = PublishedRows() if published is None else published
         #: headers are written (filtered): a publish row that carries some goes the general way
         self._filter_headers = bool(allowlist)
         #: id(context) -> (vhost+user, proto_out+connection+link, connection+link, address)
         self._contexts: dict[int, Optional[tuple[str, str, str, str]]] = {}
+        #: id(key given whole in a delivered row) -> its parts (``_copied_key_parts``)
+        self._copies: dict[int, tuple] = {}
+        #: the ids of the contexts above that the fast path does not write (None there)
+        self._unwritable: set[int] = set()
         #: id(key) -> (proto_in, exchange+routing_key, ids+size, received_at) or None
         self._keys: dict[int, Optional[tuple[str, str, str, object]]] = {}
         #: (proto_in, exchange, routing_key) -> (proto_in, exchange+routing_key), or ()
@@ -413,11 +425,349 @@ class CompactLines:
         self._queues: dict[object, str] = {None: ""}
         self._outcomes: dict[object, str] = {None: ""}
         self._reasons: dict[object, str] = {None: ""}
-        self._counts: dict[int, str] = {}
+        self._counts: dict[object, str] = {None: ""}
+        #: a row's time -> the line's start, up to the event kind
+        self._starts: dict[object, str] = {}
+        #: (now - received_at) -> the line's end, from its latency column
+        self._ends: dict[object, str] = {}
+        #: a publish's proto_in, exchange and routing_key -> their columns ('' for None;
+        #: strings only)
+        self._protos: dict[object, str] = {None: ""}
+        self._exchanges: dict[object, str] = {None: ""}
+        self._routing_keys: dict[object, str] = {None: ""}
         #: a publish row's events -> its two kinds escaped, or () for the general path
         self._pairs: dict[object, Union[tuple[str, str], tuple[()]]] = {}
         #: a publish row's routed_to -> its column ('' for None)
         self._routed: dict[object, str] = {None: ""}
+
+    # -- a slice at a time, column by column ------------------------------------------
+
+    def parts(self, items: Sequence[object],
+              general: Callable[[object, list[str]], None]) -> tuple[Iterable[str], int]:
+        """The lines of ``items`` in order as strings to concatenate (each line
+        ``\\n``-terminated), and how many lines there are.
+
+        Why column by column: the compact rows of a slice are taken apart into columns
+        (``zip(*rows)``), each column becomes its fragments by ``map`` over the caches
+        above, and the lines are the fragments zipped back together: no Python code runs
+        per row, which more than halved the writer's work for a message. A kind of row
+        with anything unusual in the slice (a type the fast path does not write, a
+        publish row that rotates ``PublishedRows``, a gateway id used twice) is written
+        row by row (``add``, else ``general``) instead, which writes the same bytes.
+        """
+        try:
+            made = self._columns(items, general)
+        except (TypeError, KeyError):  # an unhashable value, an unorderable time
+            made = None
+        if made is None:
+            return self._row_by_row(items, general)
+        return made
+
+    def _row_by_row(self, items: Sequence[object],
+                    general: Callable[[object, list[str]], None]) -> tuple[list[str], int]:
+        lines: list[str] = []
+        for item in items:
+            general(item, lines)
+        return [line + "\n" for line in lines], len(lines)
+
+    def _rows_parts(self, items: Sequence[object],
+                    general: Callable[[object, list[str]], None]) -> tuple[list[tuple], int]:
+        """One tuple of ``\\n``-terminated lines per item, written row by row."""
+        per_row: list[tuple] = []
+        count = 0
+        for item in items:
+            lines: list[str] = []
+            general(item, lines)
+            count += len(lines)
+            per_row.append(tuple(line + "\n" for line in lines))
+        return per_row, count
+
+    def _columns(self, items: Sequence[object], general: Callable[[object, list[str]], None]
+                 ) -> Optional[tuple[Iterable[str], int]]:
+        if not items or set(map(type, items)) != _JUST_TUPLES:
+            return None
+        slots = list(map(_SLOT_OF_LENGTH.get, map(len, items), repeat(_OTHER)))  # type: ignore[arg-type]
+        present = set(slots)
+        rows = {slot: (items if len(present) == 1 else
+                       list(compress(items, map(slot.__eq__, slots))))
+                for slot in present}
+        publish = rows.get(_PUBLISH)
+        delivered = rows.get(_DELIVERED_SLOT)
+        settled = rows.get(_SETTLED_SLOT)
+        if settled is not None:
+            settled_columns = tuple(zip(*settled))
+            inner = settled_columns[1]
+            if set(map(type, inner)) != _JUST_TUPLES or \
+                    set(map(len, inner)) != {DELIVERED_ROW_LENGTH}:  # type: ignore[arg-type]
+                return None
+        if publish is not None and (delivered is not None or settled is not None):
+            keys = ()
+            if delivered is not None:
+                keys = tuple(map(_THIRD, delivered))
+            if settled is not None:
+                keys += tuple(map(_THIRD, settled_columns[1]))
+            if not self._references_resolve_alike(items, publish, keys):
+                return None
+        per_kind: dict[int, list[tuple]] = {}
+        count = 0
+        if publish is not None:  # first: the deliveries of its messages may follow it
+            made = self._publish_parts(publish)
+            if made is None:
+                return None
+            per_kind[_PUBLISH], count = made, 2 * len(publish)
+        if delivered is not None:
+            made = self._delivery_parts(tuple(zip(*delivered)), None, None)
+            if made is None:
+                return None
+            per_kind[_DELIVERED_SLOT] = made
+            count += len(delivered)
+        if settled is not None:
+            now, inner, outcomes, reasons = settled_columns
+            _at, contexts, keys, queues, counts = zip(*inner)
+            made = self._delivery_parts((now, contexts, keys, queues, counts), outcomes, reasons)
+            if made is None:
+                return None
+            per_kind[_SETTLED_SLOT] = made
+            count += len(settled)
+        if _OTHER in present:
+            per_kind[_OTHER], others = self._rows_parts(rows[_OTHER], general)
+            count += others
+        if len(present) == 1:
+            return chain.from_iterable(per_kind[slots[0]]), count
+        iterators = [iter(per_kind.get(slot, ())) for slot in range(_SLOTS)]
+        return chain.from_iterable(map(next, map(iterators.__getitem__, slots))), count
+
+    def _references_resolve_alike(self, items: Sequence[object], publish: list,
+                                  keys: Sequence[object]) -> bool:
+        """Whether references by gateway id resolve column by column as they would row by
+        row, publish rows of the slice going first: none of them refers to a publish row
+        of the slice, or each such row's gateway id is new and unique and the row comes
+        before the references to it (always so for what the gateway ships)."""
+        ids = set(map(_GATEWAY_ID_OF, publish))
+        referred = ids.intersection(compress(keys, map(_is, map(type, keys), repeat(int))))
+        if not referred:
+            return True
+        published = self._published
+        if len(ids) != len(publish) or not referred.isdisjoint(published.current) \
+                or not referred.isdisjoint(published.previous):
+            return False
+        seen = set()
+        for item in items:  # rare: the slice holds a frame boundary of a busy queue
+            n = len(item)  # type: ignore[arg-type]
+            if n == PUBLISH_ROW_LENGTH:
+                seen.add(item[_GATEWAY_ID])  # type: ignore[index]
+                continue
+            if n == DELIVERED_ROW_LENGTH:
+                key = item[2]  # type: ignore[index]
+            elif n == SETTLED_ROW_LENGTH:
+                key = item[1][2]  # type: ignore[index]
+            else:
+                continue
+            if key in referred and type(key) is int and key not in seen:
+                return False
+        return True
+
+    def _publish_parts(self, rows: list) -> Optional[list[tuple]]:
+        n = len(rows)
+        (protos, exchanges, routing_keys, message_ids, correlation_ids, gateway_ids, sizes,
+         received, nows, events, contexts, routed, reasons, headers) = zip(*rows)
+        if (self._filter_headers and headers.count(None) != n) \
+                or set(map(type, gateway_ids)) != _JUST_INTS \
+                or not set(map(type, nows)) <= _NUMBERS:
+            return None
+        parts = self._key_parts((protos, exchanges, routing_keys, message_ids, correlation_ids,
+                                 gateway_ids, sizes, received))
+        if parts is None:
+            return None
+        k0, k1, k2, _received = parts
+        made = list(map(KeyParts, zip(k0, k1, k2, received)))
+        context = self._context_column(contexts)
+        pairs = self._pair_column(events)
+        routed_to = self._routed_column_of(routed)
+        why = self._text_column(self._reasons, "reason", reasons)
+        if context is None or pairs is None or routed_to is None or why is None:
+            return None
+        starts = self._start_column(nows)
+        # the last check, and the first change to what outlives the slice
+        if not self._published.add_all(rows, gateway_ids, made, max(nows)):
+            return None
+        c0, _c1, c2, c3 = zip(*context)
+        first, second = zip(*pairs)
+        return list(zip(starts, first, c0, k0, c2, k1, c3, k2, repeat("}\n", n),
+                        starts, second, c0, k0, c2, k1, c3, routed_to, k2, why,
+                        repeat("}\n", n)))
+
+    def _delivery_parts(self, columns: tuple, outcomes: Optional[tuple],
+                        reasons: Optional[tuple]) -> Optional[list[tuple]]:
+        """Delivered rows' parts (``outcomes`` None), or settled rows' from the columns
+        of the rows they settle, their outcomes and reasons."""
+        nows, contexts, keys, queues, counts = columns
+        if not set(map(type, nows)) <= _NUMBERS or not set(map(type, counts)) <= _INT_OR_NONE:
+            return None
+        context = self._context_column(contexts)
+        key = self._key_columns(keys)
+        queue = self._text_column(self._queues, "queue", queues)
+        count = self._count_column(counts)
+        if context is None or key is None or queue is None:
+            return None
+        k0, k1, k2, received = key
+        if None in received:
+            ends = [self._end(now - at) if at is not None else "}\n"
+                    for now, at in zip(nows, received)]
+        else:
+            ends = self._end_column(list(map(sub, nows, received)))
+        starts = self._start_column(nows)
+        c0, c1, _c2, c3 = zip(*context)
+        if outcomes is None:
+            return list(zip(starts, repeat(_DELIVERED_EVENT), c0, k0, c1, k1, c3, queue, k2,
+                            count, ends))
+        outcome = self._text_column(self._outcomes, "outcome", outcomes)
+        why = self._text_column(self._reasons, "reason", reasons)  # type: ignore[arg-type]
+        if outcome is None or why is None:
+            return None
+        return list(zip(starts, repeat(_SETTLED_EVENT), c0, k0, c1, c3, queue, k2, count,
+                        outcome, why, ends))
+
+    def _context_column(self, contexts: Sequence[object]) -> Optional[list]:
+        ids = list(map(id, contexts))
+        try:
+            made = list(map(self._contexts.__getitem__, ids))
+        except KeyError:
+            for key, context in dict(zip(ids, contexts)).items():
+                if key not in self._contexts:
+                    self._context(context)
+            made = list(map(self._contexts.__getitem__, ids))
+        if self._unwritable and not self._unwritable.isdisjoint(ids):
+            return None
+        return made
+
+    def _key_columns(self, keys: Sequence[object]) -> Optional[tuple[Sequence, ...]]:
+        """The keys' fragments as four columns (``KeyParts``' fields): a key given whole
+        (a publish row's copy, or a ``message_key``) is made from its fields here, one
+        given by gateway id is the publish row's (``PublishedRows``)."""
+        kinds = set(map(type, keys))
+        if kinds == _JUST_TUPLES:
+            return self._copied_key_parts(keys)
+        if kinds == _JUST_INTS:
+            made = self._referred_key_parts(keys)
+            return None if made is None else tuple(zip(*made))
+        if kinds != _TUPLES_AND_INTS:
+            return None
+        referred = list(map(_is, map(type, keys), repeat(int)))
+        copied = self._copied_key_parts(list(compress(keys, map(_not, referred))))
+        by_id = self._referred_key_parts(list(compress(keys, referred)))
+        if copied is None or by_id is None:
+            return None
+        made = [iter(list(map(KeyParts, zip(*copied)))), iter(by_id)]
+        return tuple(zip(*map(next, map(made.__getitem__, referred))))
+
+    def _copied_key_parts(self, keys: Sequence[tuple]) -> Optional[tuple[Sequence, ...]]:
+        """Keys given whole: a settlement's is its delivery's (one tuple in a frame), so
+        the parts made for one column are kept by ``id`` for the next."""
+        ids = list(map(id, keys))
+        try:
+            return tuple(zip(*map(self._copies.__getitem__, ids)))
+        except KeyError:
+            pass
+        if not set(map(len, keys)) <= _KEY_LENGTHS_SET:
+            return None
+        parts = self._key_parts(tuple(zip(*keys))[:KEY_LENGTH])
+        if parts is not None:
+            self._copies.update(zip(ids, zip(*parts)))
+        return parts
+
+    def _referred_key_parts(self, keys: Sequence[int]) -> Optional[list]:
+        published = self._published
+        made = list(map(published.fragments.get, keys, keys))  # made, or the id itself
+        made = list(map(published.previous_fragments.get, made, made))
+        if set(map(type, made)) != _JUST_KEY_PARTS:
+            for i in compress(range(len(made)), map(_is_not, map(type, made),
+                                                    repeat(KeyParts))):
+                made[i] = self._key(keys[i])  # None: not kept, the general path writes it
+            if None in made:
+                return None
+        return made
+
+    def _key_parts(self, columns: tuple[Sequence, ...]) -> Optional[tuple[Sequence, ...]]:
+        """A column of keys' fragments, (proto_in, exchange + routing_key, ids + size,
+        received_at) columns from the keys' eight, as ``_make_key`` makes them one by one;
+        None when a value is of a type left to it."""
+        protos, exchanges, routing_keys, message_ids, correlation_ids, gateway_ids, sizes, \
+            received = columns
+        if not set(map(type, received)) <= _NUMBERS_OR_NONE:
+            return None
+        k0 = self._text_column(self._protos, "proto_in", protos)
+        exchange = self._text_column(self._exchanges, "exchange", exchanges)
+        routing_key = self._text_column(self._routing_keys, "routing_key", routing_keys)
+        mids = _id_column("message_id", message_ids)
+        cids = _id_column("correlation_id", correlation_ids)
+        if k0 is None or exchange is None or routing_key is None or mids is None \
+                or cids is None or set(map(type, gateway_ids)) != _JUST_INTS:
+            return None
+        size_types = set(map(type, sizes))
+        if size_types == _JUST_INTS:
+            k2 = list(map(_IDS_AND_SIZE.__mod__, zip(mids, cids, gateway_ids, sizes)))
+        elif size_types == _JUST_NONE:
+            k2 = list(map(_IDS.__mod__, zip(mids, cids, gateway_ids)))
+        else:
+            return None
+        return k0, list(map(_concat, exchange, routing_key)), k2, received
+
+    @staticmethod
+    def _cached_column(cache: dict, column: Sequence[object],
+                       make: Callable[[object], Optional[str]]) -> Optional[list]:
+        try:
+            return list(map(cache.__getitem__, column))
+        except KeyError:
+            pass
+        for value in set(column).difference(cache):
+            text = make(value)
+            if text is None:
+                return None
+            cache[value] = text
+        return list(map(cache.__getitem__, column))
+
+    def _text_column(self, cache: dict[object, str], name: str,
+                     column: Sequence[object]) -> Optional[list]:
+        """A string column's fragments ('' for None); None when it holds another type."""
+        if not set(map(type, column)) <= _STR_OR_NONE_SET:
+            return None
+        return self._cached_column(cache, column, lambda value: self._column(cache, name, value))
+
+    def _count_column(self, counts: Sequence[object]) -> Optional[list]:
+        return self._cached_column(self._counts, counts,
+                                   lambda count: f',"delivery_count":{count}')
+
+    def _start_column(self, nows: Sequence[object]) -> list:
+        head = self._head
+        return self._cached_column(  # type: ignore[return-value]
+            self._starts, nows,
+            lambda now: f'{head}"ts_us":{round(now * 1000000)},"event":')  # type: ignore[operator]
+
+    def _end(self, latency: object) -> str:
+        text = self._ends.get(latency)
+        if text is None:
+            text = self._ends[latency] = (
+                f',"latency_us":{round(latency * 1000000)}}}\n')  # type: ignore[operator]
+        return text
+
+    def _end_column(self, latencies: list) -> list:
+        return self._cached_column(self._ends, latencies, self._end)  # type: ignore[return-value]
+
+    def _pair_column(self, events: Sequence[object]) -> Optional[list]:
+        if set(map(type, events)) != _JUST_STR:
+            return None
+        made = self._cached_column(self._pairs, events, _event_pair_parts)
+        return None if made is None or () in made else made
+
+    def _routed_column_of(self, routed: Sequence[object]) -> Optional[list]:
+        made = list(map(self._routed.get, routed))  # TypeError for a list: row by row
+        if None in made:
+            for i in compress(range(len(made)), map(_is, made, repeat(None))):
+                made[i] = self._routed_column(routed[i])
+            if None in made:
+                return None
+        return made
 
     def add(self, item: object, lines: list[str]) -> bool:
         """Append ``item``'s lines and return True, or return False (or raise TypeError,
@@ -433,8 +783,8 @@ class CompactLines:
             ctx = self._contexts.get(id(context), _UNSEEN)
             if ctx is _UNSEEN:
                 ctx = self._context(context)
-            self._published.add(item)
             k = self._key(item)  # new: a publish row is its message's key
+            self._published.add(item, k)
             pair = self._pairs.get(events)
             if pair is None:
                 pair = self._pairs[events] = _event_pair_parts(events)
@@ -542,23 +892,22 @@ class CompactLines:
                 made = (parts[0] + parts[1], parts[2] + parts[3] + parts[4], parts[3] + parts[4],
                         parts[5])
         self._contexts[id(context)] = made
+        if made is None:
+            self._unwritable.add(id(context))
         return made
 
     def _key(self, key: object) -> Optional[tuple[str, str, str, object]]:
+        if type(key) is int:  # a publish row's gateway id (``buffer.key_ref``): by value,
+            # an int's identity says nothing (one object may stand for two rows' ids)
+            row = self._published.get(key)  # None if not kept: the general path writes it
+            return None if row is None else self._key(row)
         made = self._keys.get(id(key), _UNSEEN)
         if made is not _UNSEEN:
             return made  # type: ignore[return-value]
         made = None
-        given = key
-        if type(key) is int:  # a publish row's gateway id (``buffer.key_ref``)
-            key = self._published.get(key)  # None if not kept: the general path writes it
         if type(key) is tuple and len(key) in _KEY_LENGTHS:  # type: ignore[arg-type]
-            made = self._recent.get(key)  # type: ignore[arg-type]
-            if made is None:
-                made = self._make_key(key)  # type: ignore[arg-type]
-                if made is not None:
-                    self._recent.put(key, made)  # type: ignore[arg-type]
-        self._keys[id(given)] = made
+            made = self._make_key(key)  # type: ignore[arg-type]
+        self._keys[id(key)] = made
         return made
 
     def _make_key(self, key: tuple) -> Optional[tuple[str, str, str, object]]:
@@ -585,8 +934,20 @@ class CompactLines:
         sized = "" if size is None else (f',"size":{size}' if type(size) is int else None)
         if (route and mid is not None and cid is not None and gid is not None
                 and sized is not None and (at is None or type(at) in _NUMBER)):
-            made = (route[0], route[1], f"{mid}{cid}{gid}{sized}", at)
+            made = KeyParts((route[0], route[1], f"{mid}{cid}{gid}{sized}", at))
         return made
+
+
+def _id_column(name: str, column: Sequence[object]) -> Optional[list]:
+    """A message's or correlation id's fragments ('' for None), as ``_make_key`` writes
+    them; None when one is of a type only the general path writes."""
+    kinds = set(map(type, column))
+    if kinds == _JUST_NONE:
+        return [""] * len(column)
+    if kinds == _JUST_STR:
+        return list(map(_concat, repeat(f',"{name}":'), map(_esc, column)))
+    made = ["" if value is None else _as_text(name, value) for value in column]
+    return None if None in made else made
 
 
 def _event_pair_parts(events: object) -> Union[tuple[str, str], tuple[()]]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from gateway.ledger import EventKind, LedgerRecord, Outcome
-from gateway.ledger.encoding import ROW_FIELDS, RecentKeys, RowEncoder, sample_threshold
+from gateway.ledger.encoding import ROW_FIELDS, RowEncoder, sample_threshold
 
 
 def row(**fields):
@@ -222,9 +222,9 @@ _ANY = st.one_of(_STR, st.integers(0, 3))
 
 
 @st.composite
-def _compact_rows(draw):
-    contexts = draw(st.lists(_CONTEXT, min_size=1, max_size=3))
-    keys = draw(st.lists(_KEY, min_size=1, max_size=3))
+def _compact_rows(draw, key=_KEY, context=_CONTEXT, count=_COUNT, text=_STR):
+    contexts = draw(st.lists(context, min_size=1, max_size=3))
+    keys = draw(st.lists(key, min_size=1, max_size=3))
     deliveries: list = []  # delivered rows, of this batch or (not in rows) an earlier one
     rows = []
     for _ in range(draw(st.integers(1, 8))):
@@ -234,18 +234,18 @@ def _compact_rows(draw):
         if form == "delivered":
             if len(key) == 14 and type(key[5]) is int and key in rows and draw(st.booleans()):
                 key = key[5]  # the publish row went out earlier: referred to by gateway id
-            row = (now, context, key, draw(_STR), draw(_COUNT))
+            row = (now, context, key, draw(text), draw(count))
             deliveries.append(row)
             if draw(st.booleans()):
                 rows.append(row)
         elif form == "settled":
             delivered = draw(st.sampled_from(deliveries)) if deliveries and draw(st.booleans()) \
-                else (None, context, key, draw(_STR), draw(_COUNT))
-            rows.append((now, delivered, draw(_STR), draw(_STR)))
+                else (None, context, key, draw(text), draw(count))
+            rows.append((now, delivered, draw(text), draw(text)))
         else:
             routed = draw(st.one_of(st.none(), st.tuples(st.text(max_size=4)),
                                     st.lists(_ANY, max_size=2).map(tuple)))
-            row = key[:8] + (now, draw(_PAIRS), context, routed, draw(_STR),
+            row = key[:8] + (now, draw(_PAIRS), context, routed, draw(text),
                          draw(st.one_of(st.none(), st.just({"x-tenant": "acme", "k": 1}))))
             keys.append(row)  # a publish row is its message's key
             rows.append(row)
@@ -258,37 +258,73 @@ def test_compact_rows_are_written_as_the_general_path_writes_them(rows, allowlis
     assert encoder.encode(rows) == encoder.encode_full(rows)
 
 
+# What the gateway ships (strings, integer gateway ids and sizes, float times, counts):
+# rows the column-by-column path writes (CompactLines.parts) unless a slice holds a
+# reason to go row by row.
+_TEXT = st.one_of(st.none(), st.text(max_size=4))
+_USUAL_KEY = st.tuples(_TEXT, _TEXT, _TEXT, _TEXT, _TEXT, st.integers(0, 2**62),
+                       st.one_of(st.none(), st.integers(0, 9999)),
+                       st.one_of(st.none(), st.floats(0, 2e9, allow_nan=False)))
+_USUAL_CONTEXT = st.tuples(_TEXT, _TEXT, _TEXT, _TEXT, st.one_of(_TEXT, st.integers(0, 9)), _TEXT)
+_USUAL_ROWS = _compact_rows(key=_USUAL_KEY, context=_USUAL_CONTEXT,
+                            count=st.one_of(st.none(), st.integers(0, 9)), text=_TEXT)
+
+
+def _not_rotating(encoder: RowEncoder) -> RowEncoder:
+    """An encoder whose kept publish rows do not rotate within the test's times (a slice
+    that rotates them is written row by row)."""
+    encoder.published.rotate_at = float("inf")
+    return encoder
+
+
+@given(rows=_USUAL_ROWS, other=_USUAL_ROWS, allowlist=st.sampled_from([(), ("x-tenant",)]))
+def test_usual_rows_are_written_column_by_column_as_the_general_path_writes_them(
+        rows, other, allowlist):
+    encoder = _not_rotating(RowEncoder("gw", allowlist))
+    for batch in (rows, other, marshal.loads(marshal.dumps(other + rows))):
+        assert encoder.encode(batch) == encoder.encode_full(batch)
+
+
+def test_a_gateway_batch_is_written_column_by_column(monkeypatch):
+    """Publish rows, deliveries referring to theirs by identity, by gateway id and by copy,
+    settlements: one slice, no row written row by row, the same bytes."""
+    from gateway.ledger.buffer import ledger_context
+    from gateway.ledger.encoding import CompactLines
+
+    publisher = ledger_context("/", "ann", None, "c1", 1, None)
+    consumer = ledger_context("/", "bob", "0-9-1", "c2", 1, None)
+    earlier = [("0-9-1", "", "q", None, "c-%d" % i, 100 + i, 10, 999.0, 999.5,
+                "received>routed", publisher, ("q",), None, None) for i in range(3)]
+    encoder = _not_rotating(RowEncoder("gw"))
+    encoder.encode(earlier)
+    now = [("0-9-1", "x", "k", "m-%d" % i, None, 200 + i, 12, 1000.0, 1000.0,
+             "received>routed", publisher, ("q",), None, None) for i in range(3)]
+    delivered = [(1000.5, consumer, now[0], "q", 0), (1000.5, consumer, 101, "q", 0),
+                 (1000.5, consumer, marshal.loads(marshal.dumps(earlier[2])), "q", 1)]
+    settled = [(1001.0, row, "accepted", None) for row in delivered]
+    batch = now + delivered + settled
+    by_rows = []
+    monkeypatch.setattr(CompactLines, "_row_by_row",
+                        lambda self, items, general: by_rows.append(items) or ([], 0))
+    data, count = encoder.encode(batch)
+    assert not by_rows and count == 12
+    assert (data, count) == encoder.encode_full(batch)
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert [line["gateway_id"] for line in lines] == \
+        ["200", "200", "201", "201", "202", "202", "200", "101", "102", "200", "101", "102"]
+    assert lines[7]["correlation_id"] == "c-1" and lines[8]["latency_us"] == 1_500_000
+
+
 @given(rows=_compact_rows(), other=_compact_rows(),
        allowlist=st.sampled_from([(), ("x-tenant",)]))
 def test_later_batches_are_written_as_the_general_path_writes_them(rows, other, allowlist):
-    """One encoder keeps the fragments of the keys it made (``RecentKeys``): a later batch
+    """One encoder keeps the publish rows it wrote (``PublishedRows``): a later batch
     with copies of those keys (marshal makes new tuples), or with other keys under the
     same gateway ids, is still written as the general path writes it."""
     encoder = RowEncoder("gw", allowlist)
     copies = marshal.loads(marshal.dumps(rows))
     for batch in (rows, copies, other, marshal.loads(marshal.dumps(other + rows))):
         assert encoder.encode(batch) == encoder.encode_full(batch)
-
-
-def test_recent_keys_serve_an_equal_key_and_hold_at_most_twice_their_size():
-    recent = RecentKeys(size=2)
-    key = ("0-9-1", "x", "rk", "m-1", None, 7, 10, 1000.0)
-    recent.put(key, ("a", "b", "c", 1000.0))
-    assert recent.get(tuple(list(key))) == ("a", "b", "c", 1000.0)
-    assert recent.get(key[:2] + ("other",) + key[3:]) is None, "same id, other fields"
-    assert recent.get(key[:5] + (8,) + key[6:]) is None
-    for gateway_id in range(100, 105):
-        recent.put(key[:5] + (gateway_id,) + key[6:], ("a", "b", "c", None))
-    assert len(recent.current) + len(recent.previous) <= 4
-    assert recent.get(key) is None, "the oldest went"
-
-
-def test_keys_with_ids_of_other_types_are_not_kept():
-    """1 and True are equal but written differently: only string ids are kept."""
-    recent = RecentKeys()
-    recent.put(("0-9-1", "x", "rk", 1, None, 7, 10, None), ("a", "b", "c", None))
-    recent.put(("0-9-1", "x", "rk", None, None, True, 10, None), ("a", "b", "c", None))
-    assert not recent.current
 
 
 def test_a_delivery_that_refers_to_its_publish_row_by_gateway_id_is_written_in_full():

@@ -43,7 +43,7 @@ def test_serve_writes_every_batch_and_closes_at_end_of_input(tmp_path) -> None:
     assert not glob.glob(str(tmp_path / "*.open")), "end of input closes the segment"
 
 
-def test_serve_collects_once_after_the_batches_of_each_chunk(tmp_path) -> None:
+def test_serve_collects_once_after_the_batches_of_each_chunk_when_due(tmp_path) -> None:
     read_fd, write_fd = os.pipe()
     writer = LedgerWriter(str(tmp_path), container_id="gw")
     collected: list[int] = []
@@ -51,12 +51,40 @@ def test_serve_collects_once_after_the_batches_of_each_chunk(tmp_path) -> None:
     first = rows_frame([_row(2)])
     os.write(write_fd, first[:5])  # an incomplete frame: nothing to write, nothing to collect
     os.close(write_fd)
-    serve(read_fd, writer, clock=lambda: 200.0,
+    serve(read_fd, writer, clock=lambda: 200.0, collect_interval=0.0,
           collect=lambda: collected.append(len(_lines(str(tmp_path)))))
     os.close(read_fd)
     # everything was in the pipe before serve read: one read, two batches written, one
     # collection after both; the incomplete frame is dropped at the end without one
     assert collected == [2]
+
+
+def test_serve_collects_at_most_once_per_collect_interval(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    collected: list[float] = []
+    now = [89.0]
+
+    def clock() -> float:  # 100 at the start, 11 s more at each chunk read
+        now[0] += 11.0
+        return now[0]
+
+    def feed() -> None:  # a frame a read (the reader waits on the pipe meanwhile)
+        for i in range(4):
+            time.sleep(0.2)
+            os.write(write_fd, rows_frame([_row(i)]))
+        os.close(write_fd)
+
+    import threading
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    serve(read_fd, writer, clock=clock, collect_interval=30.0,
+          collect=lambda: collected.append(now[0]))
+    feeder.join()
+    os.close(read_fd)
+    # writes at 111, 122, 133 and 144: a collection at the first 30 s after the start
+    assert collected == [133.0]
+    assert len(_lines(str(tmp_path))) == 4
 
 
 def _wait_for(condition, timeout: float = 10.0) -> bool:
