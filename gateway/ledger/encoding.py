@@ -279,9 +279,7 @@ def _delivery_row(now: float, event: str, context: tuple, key: tuple, queue: obj
 _UNSEEN = object()
 #: a key is a ``message_key`` or a publish row (which begins with one)
 _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
-_MESSAGE_ID, _CORRELATION_ID, _GATEWAY_ID = 3, 4, KEY_GATEWAY_ID  # in a key
-_ID_TYPES = (int, str)
-_STR_OR_NONE = (str, type(None))
+_GATEWAY_ID = KEY_GATEWAY_ID  # in a key
 # column by column (``CompactLines.parts``): a row's slot by its length, type sets
 _PUBLISH, _DELIVERED_SLOT, _SETTLED_SLOT, _OTHER = range(4)
 _SLOTS = 4
