@@ -442,3 +442,36 @@ def test_deliveries_long_after_their_publish_are_written_in_full(fresh_gateway, 
             assert r["latency_us"] >= 400_000, "measured from the publish"
             if event == "delivered":
                 assert (r["exchange"], r["routing_key"]) == ("", queue)
+
+
+def test_a_delivery_to_an_idle_consumer_is_recorded_after_its_receipt(fresh_gateway, tmp_path):
+    """A message published on one connection and delivered on another, whose consumer had
+    been idle for a second, is delivered after it was received: the delivery is recorded at
+    the publish's time, not at the consumer connection's last input."""
+    ledger_dir, gw, consumer, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "idle")
+    taken: list[str] = []
+
+    def take(channel, method, properties, body) -> None:
+        taken.append(properties.message_id)
+        channel.basic_ack(method.delivery_tag)
+
+    ch.basic_consume(queue, take)
+    consumer.sleep(1.0)  # no input on the consumer's connection meanwhile
+    publisher, pch = pika_channel(gw)
+    pch.confirm_delivery()
+    for i in range(5):
+        pch.basic_publish("", queue, b"x", pika.BasicProperties(message_id=f"i{i}"))
+    deadline = time.monotonic() + TIMEOUT
+    while len(taken) < 5 and time.monotonic() < deadline:
+        consumer.process_data_events(time_limit=0.1)
+    assert sorted(taken) == [f"i{i}" for i in range(5)]
+    publisher.close()
+    consumer.close()
+    gw.stop()  # the writer writes the rest and exits
+    records = [r for r in _records(ledger_dir) if r.get("message_id", "").startswith("i")]
+    received = {r["message_id"]: r["ts_us"] for r in records if r["event"] == "received"}
+    delivered = [r for r in records if r["event"] == "delivered"]
+    assert sorted(r["message_id"] for r in delivered) == sorted(received)
+    for r in delivered:
+        assert r["ts_us"] >= received[r["message_id"]], r
+        assert 0 <= r["latency_us"] < 500_000, r
