@@ -279,7 +279,6 @@ def _delivery_row(now: float, event: str, context: tuple, key: tuple, queue: obj
 _UNSEEN = object()
 #: a key is a ``message_key`` or a publish row (which begins with one)
 _KEY_LENGTHS = (KEY_LENGTH, PUBLISH_ROW_LENGTH)
-_GATEWAY_ID = KEY_GATEWAY_ID  # in a key
 # column by column (``CompactLines.parts``): a row's slot by its length, type sets
 _PUBLISH, _DELIVERED_SLOT, _SETTLED_SLOT, _OTHER = range(4)
 _SLOTS = 4
@@ -325,7 +324,7 @@ class PublishedRows:
         self.unknown = 0
 
     def add(self, row: tuple, fragments: Optional["KeyParts"] = None) -> None:
-        gateway_id, now = row[_GATEWAY_ID], row[PUBLISH_ROW_NOW]
+        gateway_id, now = row[KEY_GATEWAY_ID], row[PUBLISH_ROW_NOW]
         if type(gateway_id) is not int:
             return
         if type(now) in _NUMBER:
@@ -553,7 +552,7 @@ class CompactLines:
         for item in items:  # rare: the slice holds a frame boundary of a busy queue
             n = len(item)  # type: ignore[arg-type]
             if n == PUBLISH_ROW_LENGTH:
-                seen.add(item[_GATEWAY_ID])  # type: ignore[index]
+                seen.add(item[KEY_GATEWAY_ID])  # type: ignore[index]
                 continue
             if n == DELIVERED_ROW_LENGTH:
                 key = item[2]  # type: ignore[index]

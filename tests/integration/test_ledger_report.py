@@ -471,7 +471,8 @@ def test_a_delivery_to_an_idle_consumer_is_recorded_after_its_receipt(fresh_gate
     records = [r for r in _records(ledger_dir) if r.get("message_id", "").startswith("i")]
     received = {r["message_id"]: r["ts_us"] for r in records if r["event"] == "received"}
     delivered = [r for r in records if r["event"] == "delivered"]
-    assert sorted(r["message_id"] for r in delivered) == sorted(received)
+    assert sorted(received) == sorted(r["message_id"] for r in delivered) == sorted(taken)
     for r in delivered:
         assert r["ts_us"] >= received[r["message_id"]], r
-        assert 0 <= r["latency_us"] < 500_000, r
+        # from the publish: not negative, and not from the consume a second before it
+        assert 0 <= r["latency_us"] < 1_000_000, r
