@@ -200,7 +200,7 @@ class BrokerChannel:
         if ledger is not None:
             # record_delivered (and key_ref), inlined: this runs for every delivery
             key = message.ledger_key or ledger_key(message)
-            if len(key) == PUBLISH_ROW_LENGTH and \
+            if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
                     ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
                 key = key[KEY_GATEWAY_ID]
             row = entry.ledger_row = (now, self._ledger_context, key, consumer.queue.name,
@@ -443,10 +443,18 @@ class BrokerChannel:
         ledger row with the routing outcome (a row costs the hot path more than its fields)."""
         now = self.context.now
         ledger = self.broker.ledger
+        if received and ledger is not None:
+            # the publish row's place, before the deliveries routing makes (ledger_events)
+            rows = ledger.rows
+            slot = len(rows)
+            rows.append(None)
+            message.ledger_key = message.gateway_id
         try:
             result = self.vhost.publish(method.exchange, method.routing_key, message, now)
         except BrokerError as exc:
             if ledger is not None:
+                if received:  # its place stays empty: the refusal is a record of its own
+                    message.ledger_key = None
                 self._record_publish(ledger, method, message, EventKind.REFUSED, reason=exc.text,
                                      received=received)
             raise
@@ -463,10 +471,10 @@ class BrokerChannel:
             routed_to = (queues[0].routed_to if len(queues) == 1
                          else tuple(map(queue_name, queues)))
             if received:  # the usual case: received and its outcome in one compact row
-                ledger.rows.append(publish_row(
+                rows[slot] = publish_row(
                     message, now, _RECEIVED_ROUTED if event is _ROUTED else RECEIVED_THEN[event],
                     self._ledger_context, routed_to, reason,
-                    message.headers if ledger.keep_headers else None))
+                    message.headers if ledger.keep_headers else None)
             else:
                 self._record_publish(ledger, method, message, event, reason=reason,
                                      routed_to=routed_to)

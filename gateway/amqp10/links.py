@@ -434,7 +434,17 @@ class IncomingLink:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
             self.host.permit(_WRITE, route.exchange)
-            result = vhost.publish(route.exchange, route.routing_key, message, now)
+            if ledger is not None:  # the publish row's place, before the deliveries (ledger_events)
+                rows = ledger.rows
+                slot = len(rows)
+                rows.append(None)
+                message.ledger_key = message.gateway_id
+            try:
+                result = vhost.publish(route.exchange, route.routing_key, message, now)
+            except BrokerError:
+                if ledger is not None:  # its place stays empty (``_refuse`` records it)
+                    message.ledger_key = None
+                raise
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)
                 if ledger is not None:
@@ -451,10 +461,10 @@ class IncomingLink:
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
                     context = context[:5] + (address,)
                 queues = result.queues
-                ledger.rows.append(publish_row(
+                rows[slot] = publish_row(
                     message, now, _RECEIVED_ROUTED, context,
                     queues[0].routed_to if len(queues) == 1 else tuple(map(queue_name, queues)),
-                    None, message.headers if ledger.keep_headers else None))
+                    None, message.headers if ledger.keep_headers else None)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
@@ -550,7 +560,7 @@ class OutgoingLink:
         ledger = self.host.broker.ledger
         if ledger is not None:  # record_delivered (and key_ref), inlined: for every delivery
             key = message.ledger_key or ledger_key(message)
-            if len(key) == PUBLISH_ROW_LENGTH and \
+            if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
                     ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
                 key = key[KEY_GATEWAY_ID]
             row = (now, self._ledger_context, key, self.queue.name,

@@ -21,6 +21,13 @@ Which event goes where (the contract the pipeline's counts rely on):
   These two are recorded with ``record_delivered`` and ``record_settled`` below: a
   settlement's row refers to its delivery's row (which waits on the queue entry).
   ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
+- A channel or link that routes a publish it took in takes its publish row's place in
+  ``ledger.rows`` first (None, filled once the verdict is known), and
+  ``message.ledger_key`` is the message's gateway id meanwhile: routing delivers at once
+  to a consumer with credit, and such a delivery's row refers to the publish row before
+  it by that id instead of making a key of its own (which cost the message path an 8-tuple
+  and its marshalling). A publish that routing refuses leaves its place None, which the
+  writer skips.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -63,9 +70,10 @@ OUTCOME_VALUE: dict[LedgerOutcome, str] = {outcome: outcome.value for outcome in
 queue_name = operator.attrgetter("name")
 
 
-def ledger_key(message: MessageContainer) -> tuple:
+def ledger_key(message: MessageContainer) -> object:
     """The message's fields that its rows share (``gateway.ledger.buffer.message_key``),
-    made once per message. Call sites that run for every delivery test
+    made once per message; its gateway id while a channel or link routes its publish
+    (which reserved the publish row's place in the buffer: ``buffer``'s delivered row). Call sites that run for every delivery test
     ``message.ledger_key`` first and call this only when it is None: a call costs more
     than the key's lookup."""
     key = message.ledger_key

@@ -30,7 +30,11 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH"
 #   be the message's gateway id (an int) when its publish row went to the writer process
 #   in an earlier frame, which keeps it (``key_ref``): the usual case, as a queue holds a
 #   message for a while, and a key marshalled again costs the event loop a few cache
-#   misses (the row is cold by then) and the writer an unmarshal.
+#   misses (the row is cold by then) and the writer an unmarshal. It is the gateway id
+#   too when the publish row comes earlier in the same buffer: a publish reserves its
+#   row's place (None until routing is done) before routing, which delivers at once to
+#   a waiting consumer, so those deliveries need no key of their own (a place left None,
+#   when routing refuses the publish, is skipped by the writer).
 # - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
 #   value. The delivered row (perhaps from an earlier batch) gives the settlement its
 #   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
@@ -74,11 +78,12 @@ def message_key(proto_in: object, exchange: Optional[str], routing_key: Optional
             correlation_id, gateway_id, size, received_at)
 
 
-def key_ref(ledger: "EventBuffer", key: tuple) -> object:
+def key_ref(ledger: "EventBuffer", key: object) -> object:
     """What a delivered row holds for ``key``: the key, or its gateway id when ``ledger``
-    shipped its publish row recently (``EventBuffer.refs_from`` .. ``refs_before``). The
-    two busiest call sites write this test out in place."""
-    if len(key) == PUBLISH_ROW_LENGTH and \
+    shipped its publish row recently (``EventBuffer.refs_from`` .. ``refs_before``); a
+    gateway id (the publish row is earlier in the buffer) as it is. The two busiest call
+    sites write this test out in place."""
+    if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
             ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
         return key[KEY_GATEWAY_ID]
     return key

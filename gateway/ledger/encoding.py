@@ -14,7 +14,8 @@ import zlib
 from json.encoder import encode_basestring_ascii as _esc
 from collections.abc import Mapping
 from itertools import chain, compress, repeat
-from operator import add as _concat, is_ as _is, is_not as _is_not, itemgetter, not_ as _not, sub
+from operator import (add as _concat, is_ as _is, is_not as _is_not, itemgetter, lt as _lt,
+                      not_ as _not, sub)
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
@@ -229,7 +230,8 @@ def _full_rows(items: Sequence[Buffered],
         published = PublishedRows()
     for item in items:
         if type(item) is not tuple:
-            yield item
+            if item is not None:  # None: a publish row's place left empty (``buffer``)
+                yield item
             continue
         n = len(item)
         if n == DELIVERED_ROW_LENGTH:
@@ -378,6 +380,7 @@ class KeyParts(tuple):
 
 _JUST_KEY_PARTS = {KeyParts}
 _TUPLES_AND_INTS = {tuple, int}
+_TUPLES_AND_NONE = {tuple, type(None)}
 _KEY_LENGTHS_SET = {KEY_LENGTH, PUBLISH_ROW_LENGTH}
 
 
@@ -481,8 +484,14 @@ class CompactLines:
 
     def _columns(self, items: Sequence[object], general: Callable[[object, list[str]], None]
                  ) -> Optional[tuple[Iterable[str], int]]:
-        if not items or set(map(type, items)) != _JUST_TUPLES:
+        if not items:
             return None
+        types = set(map(type, items))
+        if types != _JUST_TUPLES:
+            if types != _TUPLES_AND_NONE:
+                return None
+            # a publish row's place left empty (``buffer``): nothing to write
+            items = list(compress(items, map(_is_not, items, repeat(None))))
         slots = list(map(_SLOT_OF_LENGTH.get, map(len, items), repeat(_OTHER)))  # type: ignore[arg-type]
         present = set(slots)
         rows = {slot: (items if len(present) == 1 else
@@ -498,12 +507,12 @@ class CompactLines:
                     set(map(len, inner)) != {DELIVERED_ROW_LENGTH}:  # type: ignore[arg-type]
                 return None
         if publish is not None and (delivered is not None or settled is not None):
-            keys = ()
+            keys: tuple = ()
             if delivered is not None:
                 keys = tuple(map(_THIRD, delivered))
             if settled is not None:
                 keys += tuple(map(_THIRD, settled_columns[1]))
-            if not self._references_resolve_alike(items, publish, keys):
+            if not self._references_resolve_alike(slots, publish, keys):
                 return None
         per_kind: dict[int, list[tuple]] = {}
         count = 0
@@ -534,35 +543,31 @@ class CompactLines:
         iterators = [iter(per_kind.get(slot, ())) for slot in range(_SLOTS)]
         return chain.from_iterable(map(next, map(iterators.__getitem__, slots))), count
 
-    def _references_resolve_alike(self, items: Sequence[object], publish: list,
+    def _references_resolve_alike(self, slots: list, publish: list,
                                   keys: Sequence[object]) -> bool:
         """Whether references by gateway id resolve column by column as they would row by
         row, publish rows of the slice going first: none of them refers to a publish row
         of the slice, or each such row's gateway id is new and unique and the row comes
-        before the references to it (always so for what the gateway ships)."""
-        ids = set(map(_GATEWAY_ID_OF, publish))
-        referred = ids.intersection(compress(keys, map(_is, map(type, keys), repeat(int))))
+        before the references to it (always so for what the gateway ships: a publish
+        reserves its row's place before routing delivers). ``slots``: each item's kind;
+        ``keys``: the delivered rows' keys, then the settled rows'."""
+        ids = list(map(_GATEWAY_ID_OF, publish))
+        by_id = list(map(_is, map(type, keys), repeat(int)))
+        referred_keys = list(compress(keys, by_id))
+        referred = set(ids).intersection(referred_keys)
         if not referred:
             return True
         published = self._published
-        if len(ids) != len(publish) or not referred.isdisjoint(published.current) \
+        if len(set(ids)) != len(publish) or not referred.isdisjoint(published.current) \
                 or not referred.isdisjoint(published.previous):
             return False
-        seen = set()
-        for item in items:  # rare: the slice holds a frame boundary of a busy queue
-            n = len(item)  # type: ignore[arg-type]
-            if n == PUBLISH_ROW_LENGTH:
-                seen.add(item[KEY_GATEWAY_ID])  # type: ignore[index]
-                continue
-            if n == DELIVERED_ROW_LENGTH:
-                key = item[2]  # type: ignore[index]
-            elif n == SETTLED_ROW_LENGTH:
-                key = item[1][2]  # type: ignore[index]
-            else:
-                continue
-            if key in referred and type(key) is int and key not in seen:
-                return False
-        return True
+        positions = range(len(slots))
+        publish_at = dict(zip(ids, compress(positions, map(_PUBLISH.__eq__, slots))))
+        key_at = chain(compress(positions, map(_DELIVERED_SLOT.__eq__, slots)),
+                       compress(positions, map(_SETTLED_SLOT.__eq__, slots)))
+        # a reference to no publish row of the slice compares -1: always after
+        return all(map(_lt, map(publish_at.get, referred_keys, repeat(-1)),
+                       compress(key_at, by_id)))
 
     def _publish_parts(self, rows: list) -> Optional[list[tuple]]:
         n = len(rows)

@@ -476,3 +476,60 @@ def test_a_delivery_to_an_idle_consumer_is_recorded_after_its_receipt(fresh_gate
         assert r["ts_us"] >= received[r["message_id"]], r
         # from the publish: not negative, and not from the consume a second before it
         assert 0 <= r["latency_us"] < 1_000_000, r
+
+
+def test_deliveries_to_waiting_consumers_are_written_with_their_publish_fields(fresh_gateway,
+                                                                                tmp_path):
+    """A consumer that waits with credit gets a message while the gateway routes its
+    publish; such a delivery refers to the publish row, reserved before routing, by
+    gateway id. Both protocols' publishes, to a waiting consumer of the other protocol:
+    every delivered and settled record carries the publish's fields."""
+    ledger_dir, gw, connection, ch, to_10 = _gateway_and_queue(fresh_gateway, tmp_path, "wait10")
+    to_091 = unique("wait091")
+    ch.queue_declare(to_091)
+    taken_091: list[str] = []
+
+    def take(channel, method, properties, body) -> None:
+        taken_091.append(properties.message_id)
+        channel.basic_ack(method.delivery_tag)
+
+    ch.basic_consume(to_091, take)
+    amqp10 = proton_connection(gw)
+    receiver = amqp10.create_receiver(f"/queue/{to_10}", credit=5)
+    connection.sleep(0.3)  # the consumers' credit reaches the gateway before the publishes
+    publisher, pch = pika_channel(gw)
+    pch.confirm_delivery()
+    for i in range(5):
+        pch.basic_publish("", to_10, b"x" * 7, pika.BasicProperties(message_id=f"w091-{i}"))
+    sender = amqp10.create_sender(f"/queue/{to_091}")
+    for i in range(5):
+        sender.send(Message(body=f"w10-{i}", id=f"w10-{i}"), timeout=TIMEOUT)
+    taken_10 = []
+    for _ in range(5):
+        taken_10.append(receiver.receive(timeout=TIMEOUT).id)
+        receiver.accept()
+    deadline = time.monotonic() + TIMEOUT
+    while len(taken_091) < 5 and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    assert sorted(taken_10) == [f"w091-{i}" for i in range(5)]
+    assert sorted(taken_091) == [f"w10-{i}" for i in range(5)]
+    amqp10.close()
+    publisher.close()
+    connection.close()
+    gw.stop()  # the writer writes the rest and exits
+    records = [r for r in _records(ledger_dir) if r.get("message_id", "").startswith("w")]
+    received = {r["message_id"]: r for r in records if r["event"] == "received"}
+    assert len(received) == 10
+    for event in ("delivered", "settled"):
+        got = [r for r in records if r["event"] == event]
+        assert sorted(r["message_id"] for r in got) == sorted(received), event
+        for r in got:
+            publish = received[r["message_id"]]
+            pair = ("0-9-1", "1.0") if r["message_id"].startswith("w091") else ("1.0", "0-9-1")
+            assert (r["proto_in"], r["proto_out"]) == pair, r
+            assert (r["size"], r["gateway_id"]) == (publish["size"], publish["gateway_id"]), r
+            assert r["queue"] == (to_10 if pair[0] == "0-9-1" else to_091), r
+            assert 0 <= r["latency_us"] < TIMEOUT * 1_000_000, r
+            if event == "delivered":
+                assert (r.get("exchange"), r.get("routing_key")) == \
+                    (publish.get("exchange"), publish.get("routing_key")), r

@@ -23,38 +23,46 @@ class CapturedEvent:
         return self.fields.get(name)
 
 
-class _RowSink:
-    """``LedgerCapture.rows``: each compact row appended is captured at once."""
-
-    def __init__(self, capture: "LedgerCapture") -> None:
-        self._capture = capture
-
-    def append(self, row: Any) -> None:
-        self._capture.capture_row(row)
-
-
 class LedgerCapture(EventBuffer):
     """``broker.ledger = LedgerCapture()``; then ``kinds()`` / ``of(kind)`` to look.
 
-    The ``EventBuffer`` surface the message path uses, with every row (``record`` calls,
-    and the compact rows the busiest call sites append to ``rows``) captured as the events
-    the writer would write."""
+    The ``EventBuffer`` surface the message path uses. ``rows`` is a plain list, as the
+    busiest call sites append compact rows to it (and fill a publish row's reserved place
+    later); ``record`` calls go into it too. ``events`` expands it in order into the
+    events the writer would write, a key given by gateway id found among the publish rows
+    before it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.events: list[CapturedEvent] = []
-        self.rows = _RowSink(self)  # type: ignore[assignment]
+        self._published: dict[Any, tuple] = {}
 
     def record(self, event: Any, now: float, **fields: Any) -> None:  # type: ignore[override]
+        self.rows.append(("record", event, now, fields))
+
+    @property
+    def events(self) -> list[CapturedEvent]:
+        self._events: list[CapturedEvent] = []
+        self._published.clear()
+        for row in self.rows:
+            if row is None:
+                continue  # a publish row's place left empty
+            if len(row) == 4 and row[0] == "record":
+                self._record(*row[1:])
+            else:
+                self.capture_row(row)
+        return self._events
+
+    def _record(self, event: Any, now: float, fields: dict) -> None:
+        fields = dict(fields)
         then = fields.pop("then", None)
         if then is None:
-            self.events.append(CapturedEvent(getattr(event, "value", event), now, fields))
+            self._events.append(CapturedEvent(getattr(event, "value", event), now, fields))
             return
         # two events in one row, as the writer splits them
         first = {k: v for k, v in fields.items() if k not in ("routed_to", "reason")}
         second = {k: v for k, v in fields.items() if k != "headers"}
-        self.events.append(CapturedEvent(getattr(event, "value", event), now, first))
-        self.events.append(CapturedEvent(getattr(then, "value", then), now, second))
+        self._events.append(CapturedEvent(getattr(event, "value", event), now, first))
+        self._events.append(CapturedEvent(getattr(then, "value", then), now, second))
 
     def capture_row(self, row: tuple) -> None:
         """A compact row (``gateway.ledger.buffer``), captured as its events with the
@@ -70,9 +78,11 @@ class LedgerCapture(EventBuffer):
         else:
             raise AssertionError(f"not a compact ledger row: {row!r}")
 
-    def _delivery(self, event: str, now: float, context: tuple, key: tuple, queue: Any,
+    def _delivery(self, event: str, now: float, context: tuple, key: Any, queue: Any,
                   delivery_count: Any, outcome: Any = None, reason: Any = None) -> None:
         vhost, user, proto_out, connection, link, address = context
+        if isinstance(key, int):  # a publish row's gateway id: it came earlier
+            key = self._published[key]
         proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, received_at = \
             key[:KEY_LENGTH]
         fields = dict(vhost=vhost, user=user, proto_in=Protocol(proto_in),
@@ -84,18 +94,19 @@ class LedgerCapture(EventBuffer):
                       reason=reason, received_at=received_at)
         if event == "delivered":
             fields.update(exchange=exchange, routing_key=routing_key)
-        self.events.append(CapturedEvent(event, now, fields))
+        self._events.append(CapturedEvent(event, now, fields))
 
     def _publish(self, row: tuple) -> None:
         (proto_in, exchange, routing_key, message_id, correlation_id, gateway_id, size, _at,
          now, events, context, routed_to, reason, headers) = row
+        self._published[gateway_id] = row
         vhost, user, _proto, connection, link, address = context
         first, then = events.split(PAIR_SEPARATOR)
-        self.record(first, now, vhost=vhost, user=user, proto_in=Protocol(proto_in),
+        self._record(first, now, dict(vhost=vhost, user=user, proto_in=Protocol(proto_in),
                     connection=connection, link=link, exchange=exchange,
                     routing_key=routing_key, address=address, routed_to=routed_to,
                     message_id=message_id, correlation_id=correlation_id,
-                    gateway_id=gateway_id, size=size, reason=reason, headers=headers, then=then)
+                    gateway_id=gateway_id, size=size, reason=reason, headers=headers, then=then))
 
     def kinds(self) -> list[str]:
         return [e.event for e in self.events]
@@ -104,4 +115,4 @@ class LedgerCapture(EventBuffer):
         return [e for e in self.events if e.event == kind]
 
     def clear(self) -> None:
-        self.events.clear()
+        self.rows.clear()

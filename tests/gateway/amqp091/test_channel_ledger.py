@@ -185,6 +185,33 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
     assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]
 
 
+def test_a_delivery_made_while_routing_refers_to_the_publish_row_before_it():
+    """A waiting consumer gets the message while its publish is routed: the publish row's
+    place is taken before routing, so the delivery refers to it by gateway id and comes
+    after it; a publish that routing refuses leaves its place empty."""
+    from gateway.ledger.encoding import RowEncoder
+    from gateway.ledger.feed import LedgerFeed
+
+    broker = make_broker()
+    feed = broker.ledger = LedgerFeed(container_id="gw")
+    client = BrokerClient(broker)
+    client.open(1)
+    client.declare(1, "q1")
+    _consume(client)
+    client.publish(1, "", "q1", b"hello")
+    client.publish(1, "no-such-exchange", "k")  # 404: the channel closes and releases
+    publish, delivered, empty, refused, released = feed.rows
+    assert len(publish) == 14 and publish[9] == "received>routed"
+    assert delivered[2] == publish[5] and type(delivered[2]) is int
+    assert empty is None and refused[1] == "received>refused" and released[1] is delivered
+    import json
+    written = [json.loads(x) for x in RowEncoder("gw").encode(feed.take())[0].splitlines()]
+    assert [r["event"] for r in written] == ["received", "routed", "delivered", "received",
+                                             "refused", "settled"]
+    assert (written[2]["exchange"], written[2]["routing_key"], written[2]["size"],
+            written[2]["gateway_id"]) == ("", "q1", 5, written[0]["gateway_id"])
+
+
 @pytest.mark.parametrize("no_ack", [False, True])
 def test_a_delivery_caused_by_another_connection_has_the_publish_time(broker, ledger, no_ack):
     """A consumer's connection last heard from its client at 10.0; a publish at 50.0 on

@@ -347,6 +347,61 @@ def test_a_delivery_that_refers_to_its_publish_row_by_gateway_id_is_written_in_f
         .split(b"\n", 2)[2]
 
 
+def test_deliveries_made_while_their_publish_was_routed_refer_to_its_row_by_gateway_id():
+    """A publish reserves its row's place before routing delivers (``buffer``): the
+    deliveries that follow it in the same batch give its gateway id, and are written as
+    with the key itself, column by column and row by row alike; a place left empty (a
+    publish that failed) writes nothing."""
+    from gateway.ledger.buffer import ledger_context
+
+    publisher = ledger_context("/", "ann", None, "c1", 1, None)
+    consumer = ledger_context("/", "bob", "1.0", "c2", "r", "/queues/q")
+    batch, expected = [], []
+    for i in range(40):  # enough for one kind's columns
+        now = 1000.0 + i / 100  # within PUBLISHED_KEEP_SECONDS: no rotation
+        publish = ("0-9-1", "x", "k", f"m-{i}", None, 8000 + i, 12, now, now,
+                   "received>routed", publisher, ("q",), None, None)
+        for rows, key in ((batch, 8000 + i), (expected, publish)):
+            delivered = (now, consumer, key, "q", 0)
+            rows += [publish, delivered, (now + 0.005, delivered, "accepted", None)]
+        if i % 7 == 0:
+            batch.append(None)
+    shipped = marshal.loads(marshal.dumps(batch))  # as the writer process gets it
+
+    def general(item: object, lines: list) -> None:
+        raise AssertionError(f"written row by row: {item!r}")
+
+    encoder = RowEncoder("gw")
+    encoder.encode(batch[:1])  # a publish row before: the next ones need not rotate
+    _parts, count = encoder.batch().parts(shipped[3:], general)  # column by column
+    assert count == 4 * 39
+    data, kept = RowEncoder("gw").encode(shipped)
+    assert (data, kept) == RowEncoder("gw").encode(expected) == RowEncoder("gw").encode_full(expected)
+    assert RowEncoder("gw").encode_full(shipped) == (data, kept)
+    assert kept == 4 * 40 and b"null" not in data
+    encoder = RowEncoder("gw")
+    encoder.encode(shipped)
+    assert encoder.published.unknown == 0
+
+
+def test_a_reference_before_its_publish_row_is_written_with_what_it_has():
+    """Only a publish row before a reference resolves it (row by row the writer has not
+    seen a later one yet); column by column writes the same."""
+    from gateway.ledger.buffer import ledger_context
+
+    publisher = ledger_context("/", "ann", None, "c1", 1, None)
+    consumer = ledger_context("/", "bob", "1.0", "c2", "r", "/queues/q")
+    publish = ("0-9-1", "x", "k", "m-1", None, 9001, 12, 1000.0, 1000.0, "received>routed",
+               publisher, ("q",), None, None)
+    batch = [(1000.0, consumer, 9001, "q", 0), publish]
+    encoder = RowEncoder("gw")
+    data, kept = encoder.encode(batch)
+    assert (data, kept) == RowEncoder("gw").encode_full(batch)
+    delivered = lines(data)[0]
+    assert delivered["event"] == "delivered" and "message_id" not in delivered
+    assert encoder.published.unknown == 1
+
+
 def test_a_reference_to_a_publish_row_not_kept_writes_what_the_row_has():
     """A writer restarted, or a frame dropped: the event is still written, with the
     gateway id and the delivery's own fields, and counted."""
