@@ -73,9 +73,9 @@ queue_name = operator.attrgetter("name")
 def ledger_key(message: MessageContainer) -> object:
     """The message's fields that its rows share (``gateway.ledger.buffer.message_key``),
     made once per message; its gateway id while a channel or link routes its publish
-    (which reserved the publish row's place in the buffer: ``buffer``'s delivered row). Call sites that run for every delivery test
-    ``message.ledger_key`` first and call this only when it is None: a call costs more
-    than the key's lookup."""
+    (which took the publish row's place in the buffer first: see the module's notes).
+    Call sites that run for every delivery test ``message.ledger_key`` first and call
+    this only when it is None: a call costs more than the key's lookup."""
     key = message.ledger_key
     if key is None:
         # message_key's tuple, built here without its two calls (this runs per message)

@@ -376,7 +376,8 @@ def test_deliveries_made_while_their_publish_was_routed_refer_to_its_row_by_gate
     _parts, count = encoder.batch().parts(shipped[3:], general)  # column by column
     assert count == 4 * 39
     data, kept = RowEncoder("gw").encode(shipped)
-    assert (data, kept) == RowEncoder("gw").encode(expected) == RowEncoder("gw").encode_full(expected)
+    assert (data, kept) == RowEncoder("gw").encode(expected) \
+        == RowEncoder("gw").encode_full(expected)
     assert RowEncoder("gw").encode_full(shipped) == (data, kept)
     assert kept == 4 * 40 and b"null" not in data
     encoder = RowEncoder("gw")
