@@ -23,6 +23,15 @@ class CapturedEvent:
         return self.fields.get(name)
 
 
+@dataclass
+class _RecordCall:
+    """A ``record`` call, kept in ``rows`` in its place among the compact rows."""
+
+    event: Any
+    now: float
+    fields: dict[str, Any]
+
+
 class LedgerCapture(EventBuffer):
     """``broker.ledger = LedgerCapture()``; then ``kinds()`` / ``of(kind)`` to look.
 
@@ -37,7 +46,7 @@ class LedgerCapture(EventBuffer):
         self._published: dict[Any, tuple] = {}
 
     def record(self, event: Any, now: float, **fields: Any) -> None:  # type: ignore[override]
-        self.rows.append(("record", event, now, fields))
+        self.rows.append(_RecordCall(event, now, fields))
 
     @property
     def events(self) -> list[CapturedEvent]:
@@ -46,8 +55,8 @@ class LedgerCapture(EventBuffer):
         for row in self.rows:
             if row is None:
                 continue  # a publish row's place left empty
-            if len(row) == 4 and row[0] == "record":
-                self._record(*row[1:])
+            if isinstance(row, _RecordCall):
+                self._record(row.event, row.now, row.fields)
             else:
                 self.capture_row(row)
         return self._events
