@@ -38,6 +38,10 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH"
 # - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
 #   value. The delivered row (perhaps from an earlier batch) gives the settlement its
 #   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
+#   Why not the settlement written into its delivered row's place while that is still in
+#   the buffer (one row for both, as a publish row holds two events): tried, and the
+#   place to remember, the check and the longer tuple cost the message path what the
+#   smaller batch saved (in-process publish+deliver+ack, 100 B: on/off 0.91 against 0.94).
 #
 # Rows are tuples of plain values, tuples and None: marshal writes them (a tuple shared by
 # several rows once), and CPython's GC stops tracking them at its first collection.
