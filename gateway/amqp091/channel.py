@@ -66,10 +66,9 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (KEY_GATEWAY_ID, OUTCOME_VALUE, PUBLISH_ROW_LENGTH,
-                                          PUBLISH_ROW_NOW, RECEIVED_THEN, EventKind,
+from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind,
                                           LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, publish_row, queue_name,
+                                          message_key_of, publish_row, queue_name,
                                           record_delivered, record_settled)
 from gateway.broker.message import MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
@@ -198,11 +197,13 @@ class BrokerChannel:
         tag = self.unacked.next_tag()
         ledger = self.broker.ledger
         if ledger is not None:
-            # record_delivered (and key_ref), inlined: this runs for every delivery
-            key = message.ledger_key or ledger_key(message)
-            if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
-                    ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
-                key = key[KEY_GATEWAY_ID]
+            # record_delivered (and delivery_key), inlined: this runs for every delivery
+            key = message.ledger_key
+            if key.__class__ is int:
+                if key < ledger.gid_from:
+                    key = message_key_of(message)
+            elif key is None:
+                key = message_key_of(message)
             row = entry.ledger_row = (now, self._ledger_context, key, consumer.queue.name,
                                       entry.delivery_count)
             ledger.rows.append(row)

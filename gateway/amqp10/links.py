@@ -101,10 +101,10 @@ from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (KEY_GATEWAY_ID, OUTCOME_VALUE, PUBLISH_ROW_LENGTH,
-                                          PUBLISH_ROW_NOW, RECEIVED_THEN, EventKind,
+from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind,
                                           LedgerOutcome, WireProtocol, ledger_context,
-                                          ledger_key, publish_row, queue_name, record_settled)
+                                          message_key_of, publish_row, queue_name,
+                                          record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.vhost import VirtualHost
@@ -558,11 +558,13 @@ class OutgoingLink:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
-        if ledger is not None:  # record_delivered (and key_ref), inlined: for every delivery
-            key = message.ledger_key or ledger_key(message)
-            if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
-                    ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
-                key = key[KEY_GATEWAY_ID]
+        if ledger is not None:  # record_delivered (and delivery_key), inlined: for every delivery
+            key = message.ledger_key
+            if key.__class__ is int:
+                if key < ledger.gid_from:
+                    key = message_key_of(message)
+            elif key is None:
+                key = message_key_of(message)
             row = (now, self._ledger_context, key, self.queue.name,
                    entry.delivery_count)
             ledger.rows.append(row)

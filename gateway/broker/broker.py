@@ -45,14 +45,12 @@ class Broker:
         first_gateway_id: int = 1,
     ) -> None:
         self.container_id = container_id
-        # A ``gateway.ledger.LedgerWriter`` (or None): the protocols and the queues record
-        # message events through it; its ``record`` only appends to a list.
-        self.ledger = ledger
         self.store: Store = store if store is not None else NullStore()
         self.gate = ProducerGate(memory_high_watermark)
         # The service starts the ids at a boot-time-derived value, so ids stay unique
         # across restarts of one container (the ledger reconciles by them).
         self._use_ids(itertools.count(first_gateway_id))
+        self.use_ledger(ledger)
         self._vhosts: dict[str, VirtualHost] = {}
         self._services: dict[str, ServiceNode] = {}
         self._resolvers: list[ServiceResolver] = []
@@ -131,6 +129,15 @@ class Broker:
         if highest:
             self._use_ids(itertools.count(max(highest + 1, self.next_gateway_id())))
         return restored
+
+    def use_ledger(self, ledger: Optional[Any]) -> None:
+        """Record message events in ``ledger`` (a ``gateway.ledger`` buffer, or None for
+        none). The protocols and the queues read ``self.ledger``; its ``record`` only
+        appends to a list. The ledger takes gateway ids from here to know which publish
+        rows a delivery's row may refer to (``EventBuffer.mark_taken``)."""
+        self.ledger = ledger
+        if ledger is not None:
+            ledger.use_gateway_ids(lambda: self.next_gateway_id())
 
     # ------------------------------------------------------------------ ids
     def _use_ids(self, ids: Iterator[int]) -> None:

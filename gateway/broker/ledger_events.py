@@ -23,11 +23,11 @@ Which event goes where (the contract the pipeline's counts rely on):
   ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
 - A channel or link that routes a publish it took in takes its publish row's place in
   ``ledger.rows`` first (None, filled once the verdict is known), and
-  ``message.ledger_key`` is the message's gateway id meanwhile: routing delivers at once
-  to a consumer with credit, and such a delivery's row refers to the publish row before
-  it by that id instead of making a key of its own (which cost the message path an 8-tuple
-  and its marshalling). A publish that routing refuses leaves its place None, which the
-  writer skips.
+  ``message.ledger_key`` is the message's gateway id from then on: the rows of its
+  deliveries refer to the publish row by that id (``delivery_key``) instead of holding a
+  key of their own, including those routing makes at once for a consumer with credit.
+  A publish that routing refuses leaves its place None, which the writer skips, and its
+  ``ledger_key`` None.
 - ``expired`` and ``dead_lettered`` by the queue (``queues.py``); the dead-lettered copy
   gets a new ``gateway_id`` and its own ``routed``/``unroutable`` event whose ``reason``
   is the death reason (``vhost.dead_letter``).
@@ -37,17 +37,15 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional
 
-from gateway.ledger.buffer import (KEY_GATEWAY_ID, PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW,
-                                   event_pair, key_ref, ledger_context)
+from gateway.ledger.buffer import event_pair, ledger_context
 from gateway.ledger.records import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 from .message import Encoding, MessageContainer
 from .queued_message import QueuedMessage
 
-__all__ = ["EventKind", "KEY_GATEWAY_ID", "LedgerOutcome", "OUTCOME_VALUE", "PROTOCOL_OF",
-           "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "RECEIVED_THEN", "WireProtocol",
-           "key_ref", "ledger_context", "ledger_key", "publish_row", "queue_name",
-           "record_delivered", "record_settled"]
+__all__ = ["EventKind", "LedgerOutcome", "OUTCOME_VALUE", "PROTOCOL_OF", "RECEIVED_THEN",
+           "WireProtocol", "delivery_key", "ledger_context", "message_key_of",
+           "publish_row", "queue_name", "record_delivered", "record_settled"]
 
 #: ``MessageContainer.origin`` -> the ledger's ``proto_in`` label, keyed by the origin's
 #: ``_value_``: call sites look up ``PROTOCOL_OF[message.origin._value_]`` because an Enum
@@ -70,28 +68,34 @@ OUTCOME_VALUE: dict[LedgerOutcome, str] = {outcome: outcome.value for outcome in
 queue_name = operator.attrgetter("name")
 
 
-def ledger_key(message: MessageContainer) -> object:
-    """The message's fields that its rows share (``gateway.ledger.buffer.message_key``),
-    made once per message; its gateway id while a channel or link routes its publish
-    (which took the publish row's place in the buffer first: see the module's notes).
-    Call sites that run for every delivery test ``message.ledger_key`` first and call
-    this only when it is None: a call costs more than the key's lookup."""
-    key = message.ledger_key
-    if key is None:
-        # message_key's tuple, built here without its two calls (this runs per message)
-        key = message.ledger_key = (
-            _PROTOCOL_VALUE[message.origin._value_], message.exchange, message.routing_key,
-            message.message_id, message.correlation_id, message.gateway_id, message.size,
-            message.created_at)
+def message_key_of(message: MessageContainer) -> tuple:
+    """``gateway.ledger.buffer.message_key`` of ``message``, kept as its ``ledger_key``
+    for its next events (built here without message_key's two calls)."""
+    key = message.ledger_key = (
+        _PROTOCOL_VALUE[message.origin._value_], message.exchange, message.routing_key,
+        message.message_id, message.correlation_id, message.gateway_id, message.size,
+        message.created_at)
     return key
+
+
+def delivery_key(ledger: Any, message: MessageContainer) -> object:
+    """What a delivered or settled row holds for ``message``: its gateway id when its
+    publish row is buffered or the writer still keeps it (``ledger.gid_from``), else its
+    key. The two busiest call sites write this out in place: a call per delivery cost
+    more than the test."""
+    key = message.ledger_key
+    if key.__class__ is int:
+        return key if key >= ledger.gid_from else message_key_of(message)
+    return key if key is not None else message_key_of(message)
 
 
 def publish_row(message: MessageContainer, now: float, events: str, context: tuple,
                 routed_to: Optional[tuple], reason: Optional[str], headers: Optional[dict]) -> tuple:
-    """The compact publish row of ``message`` (``gateway.ledger.buffer``), which becomes
-    its key too: append it to ``ledger.rows``. ``events`` from ``RECEIVED_THEN``;
-    ``headers`` None when the ledger does not keep them (``ledger.keep_headers``)."""
-    row = message.ledger_key = (
+    """The compact publish row of ``message`` (``gateway.ledger.buffer``): put it in the
+    place the caller took in ``ledger.rows`` (``message.ledger_key`` is the gateway id
+    since). ``events`` from ``RECEIVED_THEN``; ``headers`` None when the ledger does not
+    keep them (``ledger.keep_headers``). Not kept on the message: see the buffer's notes."""
+    row = (
         _PROTOCOL_VALUE[message.origin._value_], message.exchange, message.routing_key,
         message.message_id, message.correlation_id, message.gateway_id, message.size,
         message.created_at, now, events, context, routed_to, reason, headers)
@@ -105,9 +109,8 @@ def record_delivered(ledger: Any, entry: QueuedMessage, now: float, context: tup
     never settled: an acquiring consumer's settlement must not refer to its row).
     The two busiest call sites (a 0-9-1 consumer's and a 1.0 link's delivery) append
     the row themselves: a call per event was a fifth of the ledger's cost."""
-    message = entry.message
-    key = key_ref(ledger, message.ledger_key or ledger_key(message))
-    row = ledger.delivered(now, context, key, queue, entry.delivery_count)
+    row = ledger.delivered(now, context, delivery_key(ledger, entry.message), queue,
+                           entry.delivery_count)
     if settles_later:
         entry.ledger_row = row
 
@@ -118,7 +121,6 @@ def record_settled(ledger: Any, entry: QueuedMessage, now: float, context: tuple
     """A ``settled`` event for ``entry``'s current delivery (its row refers to the
     delivery's row when that was recorded). Written out in place by the two busiest call
     sites (a 0-9-1 ack, a 1.0 disposition), like ``record_delivered``."""
-    message = entry.message
-    ledger.settled(entry.ledger_row, now, context, message.ledger_key or ledger_key(message),
+    ledger.settled(entry.ledger_row, now, context, delivery_key(ledger, entry.message),
                    queue, entry.delivery_count, outcome, reason)
     entry.ledger_row = None

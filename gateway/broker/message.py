@@ -128,8 +128,9 @@ class MessageContainer:
         self.deaths = deaths
         self.annotations = annotations
         self.body_at = body_at
-        #: the ledger's per-message fields, made once when first recorded (ledger_events.ledger_key)
-        self.ledger_key: Optional[tuple] = None
+        #: the ledger's per-message fields, made once when first needed, or the gateway id
+        #: once its publish row is buffered (``ledger_events.delivery_key``)
+        self.ledger_key: Optional[tuple | int] = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:

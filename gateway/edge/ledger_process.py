@@ -79,7 +79,7 @@ class LedgerProcess(protocol.ProcessProtocol):
         argv = [sys.executable, "-m", "gateway.ledger.writer_process", json.dumps(self.settings)]
         self._ended = defer.Deferred()
         self._paused = False
-        self.feed.forget_shipped()  # a new child knows only what it is sent from now on
+        self.feed.forget_taken()  # a new child knows only what it is sent from now on
         self.reactor.spawnProcess(self, sys.executable, argv, env=env,
                                   childFDs={0: "w", 1: "r", 2: "r"})
 
@@ -146,7 +146,7 @@ class LedgerProcess(protocol.ProcessProtocol):
             dropped = self._pending.popleft()
             self._pending_bytes -= len(dropped)
             self.frames_dropped += 1
-            self.feed.forget_shipped()
+            self.feed.forget_taken()
             log.error("ledger writer process cannot keep up: %d pending bytes; dropped a batch "
                       "of %d bytes (%d dropped so far)", self._pending_bytes, len(dropped),
                       self.frames_dropped)

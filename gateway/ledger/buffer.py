@@ -7,13 +7,14 @@ writer process). Call sites on the message path see one surface and pay one
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from collections import deque
+from typing import Callable, Mapping, Optional, Sequence
 
 from .records import EventKind, LedgerRecord, Outcome
 
 __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH",
            "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "SETTLED_ROW_LENGTH",
-           "event_pair", "key_ref", "ledger_context", "message_key"]
+           "event_pair", "ledger_context", "message_key"]
 
 # The compact rows (what the message path buffers; ``encoding`` expands them). Each form
 # has its own length, which is how the writer tells them apart (a full row from
@@ -24,17 +25,19 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH"
 #   received_at)``. Never a row by itself: rows refer to it.
 # - a publish row: a key followed by ``(now, events, context, routed_to, reason,
 #   headers)``, where ``events`` is ``event_pair(received, outcome)``. The row is also the
-#   message's key (its first fields are one): the deliveries of the message refer to it,
-#   and a batch holds the message's fields once.
-# - a delivered row: ``(now, context, key, queue, delivery_count)``. ``key`` may instead
-#   be the message's gateway id (an int) when its publish row went to the writer process
-#   in an earlier frame, which keeps it (``key_ref``): the usual case, as a queue holds a
-#   message for a while, and a key marshalled again costs the event loop a few cache
-#   misses (the row is cold by then) and the writer an unmarshal. It is the gateway id
-#   too when the publish row comes earlier in the same buffer: a publish reserves its
-#   row's place (None until routing is done) before routing, which delivers at once to
-#   a waiting consumer, so those deliveries need no key of their own (a place left None,
-#   when routing refuses the publish, is skipped by the writer).
+#   message's key (its first fields are one): the deliveries of the message refer to it
+#   by the message's gateway id, and a batch holds the message's fields once.
+# - a delivered row: ``(now, context, key, queue, delivery_count)``. ``key`` is the
+#   message's gateway id (an int) when its publish row is earlier in the stream and the
+#   writer still keeps it: the gateway id is at least ``EventBuffer.gid_from``. That is
+#   the usual case, and it keeps the message path off the publish row: the row is not
+#   kept for the deliveries (with a backlog a queued message's row was cold by its
+#   delivery, and reading it there, marshalling it again as the key, and holding it
+#   meanwhile cost the event loop 0.5 to 1 us a message). A publish reserves its row's
+#   place (None until routing is done) before routing, which delivers at once to a
+#   waiting consumer, so the row is always earlier than its deliveries (a place left
+#   None, when routing refuses the publish, is skipped by the writer). Else ``key`` is
+#   the message's key, made from the message.
 # - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
 #   value. The delivered row (perhaps from an earlier batch) gives the settlement its
 #   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
@@ -82,17 +85,6 @@ def message_key(proto_in: object, exchange: Optional[str], routing_key: Optional
             correlation_id, gateway_id, size, received_at)
 
 
-def key_ref(ledger: "EventBuffer", key: object) -> object:
-    """What a delivered row holds for ``key``: the key, or its gateway id when ``ledger``
-    shipped its publish row recently (``EventBuffer.refs_from`` .. ``refs_before``); a
-    gateway id (the publish row is earlier in the buffer) as it is. The two busiest call
-    sites write this test out in place."""
-    if key.__class__ is not int and len(key) == PUBLISH_ROW_LENGTH and \
-            ledger.refs_from <= key[PUBLISH_ROW_NOW] < ledger.refs_before:
-        return key[KEY_GATEWAY_ID]
-    return key
-
-
 class _Discard:
     """``rows`` of a disabled buffer."""
 
@@ -116,9 +108,15 @@ class EventBuffer:
 
     def __init__(self, *, enabled: bool = True, keep_headers: bool = True) -> None:
         self.enabled = enabled
-        #: publish rows of these times are known to the writer by gateway id (``key_ref``);
-        #: an empty range here, as the buffer is written where it is made
-        self.refs_from = self.refs_before = 0.0
+        #: a delivered or settled row may refer to the publish row of a message with a
+        #: gateway id at least this by that id (see the rows above): the writer has the
+        #: row or gets it earlier in the same batch. Moved on by ``mark_taken``.
+        self.gid_from = 0
+        #: ``Broker.next_gateway_id``'s source (``use_gateway_ids``): without it no
+        #: reference reaches past a ``take``
+        self._gateway_ids: Optional[Callable[[], int]] = None
+        #: (time, first gateway id after it) of each ``mark_taken`` still in the window
+        self._marks: deque[tuple[float, int]] = deque()
         #: False when no header is recorded anyway: rows then do not hold the headers
         self.keep_headers = keep_headers
         self.rows: list = []
@@ -236,6 +234,37 @@ class EventBuffer:
 
     def _discard(self, *args: object, **kwargs: object) -> None:
         return None
+
+    def use_gateway_ids(self, next_id: Callable[[], int]) -> None:
+        """``next_id``: the broker's ``next_gateway_id`` (a callable reading it afresh).
+        Each ``mark_taken`` takes an id from it, which tells the publishes of the rows
+        taken from those after them without a test on the message path."""
+        self._gateway_ids = next_id
+
+    def mark_taken(self, now: float, keep_seconds: float) -> None:
+        """The rows up to here were taken for the writer at ``now``; it keeps publish rows
+        ``keep_seconds`` at least (0: not past this batch). ``gid_from`` moves to the
+        first gateway id taken after the oldest mark that young: a message with an id from
+        there on was published after that mark (ids increase), so its publish row is at
+        most ``keep_seconds`` old or still to come in the stream."""
+        if self._gateway_ids is None:  # ids unknown: no reference past a take
+            self.gid_from = 1 << 63
+            return
+        marks = self._marks
+        marks.append((now, self._gateway_ids()))
+        while len(marks) > 1 and marks[0][0] < now - keep_seconds:
+            marks.popleft()
+        self.gid_from = max(self.gid_from, marks[0][1])
+
+    def forget_taken(self) -> None:
+        """The writer lacks what was taken so far (it was restarted, or a batch was
+        dropped): refer by gateway id only to what is taken from now on."""
+        marks = self._marks
+        if marks:  # the newest mark stays: what was published after it is still to go
+            newest = marks[-1]
+            marks.clear()
+            marks.append(newest)
+            self.gid_from = max(self.gid_from, newest[1])
 
     @property
     def buffered(self) -> int:

@@ -48,12 +48,11 @@ class LedgerFeed(EventBuffer):
     def take_frame(self, now: Optional[float] = None) -> bytes:
         """The buffered events as one frame (an empty batch when there are none: the
         writer process then only rotates by age). ``now``: the time (``time.time()``
-        when None); publish rows from before it and not older than ``KEY_REF_SECONDS``
-        may be referred to by gateway id from now on (``buffer.key_ref``)."""
+        when None); publish rows not older than ``KEY_REF_SECONDS`` may be referred to by
+        gateway id (``EventBuffer.mark_taken``)."""
         if now is None:
             now = time.time()
-        self.refs_before = now
-        self.refs_from = max(self.refs_from, now - KEY_REF_SECONDS)
+        self.mark_taken(now, KEY_REF_SECONDS)
         items = self.take()
         self.batches += 1
         self.rows_sent += len(items)
@@ -64,8 +63,3 @@ class LedgerFeed(EventBuffer):
         self.batches_encoded_here += 1
         data, kept = self._encoder.encode(items)
         return lines_frame(data, kept)
-
-    def forget_shipped(self) -> None:
-        """The writer process may lack what was shipped so far (it was restarted, or a
-        frame was dropped): refer by gateway id only to what is shipped from now on."""
-        self.refs_from = self.refs_before

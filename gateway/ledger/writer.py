@@ -147,6 +147,7 @@ class LedgerWriter(EventBuffer):
         """
         if not self.enabled:
             return 0
+        self.mark_taken(now, 0.0)  # refer no further back than this flush (not the default writer)
         items = self.take()
         if not items:
             return self._store(b"", 0, 0, items, now)

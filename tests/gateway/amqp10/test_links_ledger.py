@@ -10,7 +10,7 @@ from tests.support.ledger_capture import LedgerCapture
 
 @pytest.fixture()
 def ledger(broker):
-    broker.ledger = LedgerCapture()
+    broker.use_ledger(LedgerCapture())
     return broker.ledger
 
 
@@ -100,7 +100,7 @@ def test_a_browsed_copy_and_the_acquired_delivery_are_each_recorded_on_their_own
     from gateway.ledger.buffer import EventBuffer
     from gateway.ledger.encoding import RowEncoder
 
-    broker.ledger = EventBuffer()
+    broker.use_ledger(EventBuffer())
     pump = connect()
     _send(pump, "/queue/q1")
     browser = pump.receiver("/queue/q1", name="browser", credit=1, copy=True)
@@ -120,15 +120,17 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connec
     from gateway.ledger.batches import BatchReader
     from gateway.ledger.feed import LedgerFeed
 
-    feed = broker.ledger = LedgerFeed(container_id="gw")
+    feed = LedgerFeed(container_id="gw")
+    broker.use_ledger(feed)
     pump = connect()
+    feed.take_frame(100.0)  # what the writer process has been sent up to here
     _send(pump, "/queue/q1")
     [publish] = feed.rows
-    feed.take_frame(publish[8] + 0.5)
+    feed.take_frame(100.5)
     receiver = pump.receiver("/queue/q1", name="r", credit=1)
     [(delivery, _)] = pump.take(receiver)
     pump.settle(delivery, Delivery.ACCEPTED)
-    [(_, rows)] = BatchReader().feed(feed.take_frame(publish[8] + 0.6))
+    [(_, rows)] = BatchReader().feed(feed.take_frame(100.6))
     delivered, settled = rows
     assert delivered[2] == publish[5] and settled[1] == delivered
 

@@ -9,7 +9,7 @@ from tests.support.ledger_capture import LedgerCapture
 
 @pytest.fixture
 def ledger(broker):
-    broker.ledger = LedgerCapture()
+    broker.use_ledger(LedgerCapture())
     return broker.ledger
 
 

@@ -86,21 +86,30 @@ def test_every_row_form_survives_the_trip_to_the_writer_process() -> None:
     assert events == ["received", "routed", "delivered", "settled", "settled"]
 
 
-def test_keys_are_referred_to_by_gateway_id_once_shipped_and_while_recent() -> None:
-    from gateway.ledger.buffer import key_ref
+def test_publish_rows_are_referred_to_by_gateway_id_while_the_writer_keeps_them() -> None:
+    """``gid_from``: a message with a gateway id from it on was published after the oldest
+    frame still within ``KEY_REF_SECONDS``, so the writer has its publish row or gets it
+    before the delivery's row."""
     from gateway.ledger.feed import KEY_REF_SECONDS
 
+    ids = iter(range(1, 1000))
     feed = LedgerFeed(container_id="gw")
-    row = ("0-9-1", "", "q", None, None, 77, 1, 100.0, 100.0, "received>routed",
-           ("/", "u", None, "c", 1, None), ("q",), None, None)
-    assert key_ref(feed, row) is row, "not shipped yet"
-    feed.take_frame(100.05)
-    assert key_ref(feed, row) == 77
-    assert key_ref(feed, row[:8]) == row[:8], "a key without a publish row: never"
-    feed.take_frame(100.0 + KEY_REF_SECONDS + 0.01)
-    assert key_ref(feed, row) is row, "older than the writer is sure to keep"
-    fresh = row[:8] + (101.5,) + row[9:]
-    feed.forget_shipped()
-    assert key_ref(feed, fresh) is fresh, "a new writer process was not sent it"
-    feed.take_frame(101.6)
-    assert key_ref(feed, fresh) is fresh and key_ref(feed, row[:8] + (101.55,) + row[9:]) == 77
+    assert feed.gid_from == 0, "nothing shipped yet: every publish row is still to come"
+    feed.use_gateway_ids(lambda: next(ids))
+    feed.take_frame(100.0)  # takes id 1: publishes from 2 on come after it
+    assert feed.gid_from == 1
+    feed.take_frame(100.1)  # id 2
+    feed.take_frame(100.0 + KEY_REF_SECONDS - 0.01)  # id 3
+    assert feed.gid_from == 1, "the frame at 100.0 is still within the window"
+    feed.take_frame(100.0 + KEY_REF_SECONDS + 0.05)  # id 4
+    assert feed.gid_from == 2, "what was published before 100.1 may be gone"
+    feed.forget_taken()  # a new writer process: what is shipped from now on only
+    assert feed.gid_from == 4
+    feed.take_frame(101.6)  # id 5
+    assert feed.gid_from == 4, "never back"
+
+
+def test_without_gateway_ids_no_reference_reaches_past_a_frame() -> None:
+    feed = LedgerFeed(container_id="gw")
+    feed.take_frame(100.0)
+    assert feed.gid_from > 1 << 62
