@@ -309,7 +309,7 @@ PUBLISHED_KEEP_SECONDS = 2.0
 class PublishedRows:
     """The publish rows of the last ``PUBLISHED_KEEP_SECONDS`` to twice that (by the rows'
     own times), by gateway id: a delivered row refers to its key by gateway id when the
-    gateway shipped the publish row in an earlier frame (``buffer.key_ref``)."""
+    gateway shipped the publish row in an earlier frame (``EventBuffer.gid_from``)."""
 
     __slots__ = ("current", "previous", "fragments", "previous_fragments", "rotate_at",
                  "unknown")
@@ -899,7 +899,7 @@ class CompactLines:
         return made
 
     def _key(self, key: object) -> Optional[tuple[str, str, str, object]]:
-        if type(key) is int:  # a publish row's gateway id (``buffer.key_ref``): by value,
+        if type(key) is int:  # a publish row's gateway id (``EventBuffer.gid_from``): by value,
             # an int's identity says nothing (one object may stand for two rows' ids)
             row = self._published.get(key)  # None if not kept: the general path writes it
             return None if row is None else self._key(row)

@@ -329,7 +329,7 @@ def test_later_batches_are_written_as_the_general_path_writes_them(rows, other, 
 
 def test_a_delivery_that_refers_to_its_publish_row_by_gateway_id_is_written_in_full():
     """The gateway sends a delivered row the gateway id of a key it shipped in an earlier
-    frame (``buffer.key_ref``); the writer keeps the publish rows it was sent."""
+    frame (``EventBuffer.gid_from``); the writer keeps the publish rows it was sent."""
     from gateway.ledger.buffer import ledger_context
 
     publisher = ledger_context("/", "ann", None, "c1", 1, None)
