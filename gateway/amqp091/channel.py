@@ -567,7 +567,8 @@ class BrokerChannel:
                 continue
             if ledger is not None:  # record_settled, inlined: this runs for every ack
                 row = entry.ledger_row
-                if row is None:
+                # (no row, or one referring to a publish row the writer may have forgotten)
+                if row is None or row[2].__class__ is int and row[2] < ledger.gid_from:
                     self._record_settled(ledger, outcome, entry, now, None)
                 else:
                     ledger.rows.append((now, row, outcome, None))

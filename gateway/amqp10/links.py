@@ -661,7 +661,8 @@ class OutgoingLink:
         ledger = self.host.broker.ledger
         if ledger is not None:  # record_settled, inlined: this runs for every settlement
             row = entry.ledger_row
-            if row is None:
+            # (no row, or one referring to a publish row the writer may have forgotten)
+            if row is None or row[2].__class__ is int and row[2] < ledger.gid_from:
                 record_settled(ledger, entry, now, self._ledger_context, queue.name,
                                _LEDGER_OUTCOME.get(state, _RELEASED), None)
             else:

@@ -41,6 +41,8 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH"
 # - a settled row: ``(now, delivered_row, outcome, reason)``, ``outcome`` an ``Outcome``
 #   value. The delivered row (perhaps from an earlier batch) gives the settlement its
 #   context, key, queue and count; its ``now`` is None when the delivery was not recorded.
+#   A delivered row whose gateway id is below ``gid_from`` by the settlement is copied
+#   with the message's key in its place: the writer may have forgotten the publish row.
 #   Why not the settlement written into its delivered row's place while that is still in
 #   the buffer (one row for both, as a publish row holds two events): tried, and the
 #   place to remember, the check and the longer tuple cost the message path what the
@@ -206,11 +208,18 @@ class EventBuffer:
                 reason: Optional[str] = None) -> None:
         """A ``settled`` event (written as ``record`` would, without the exchange and
         routing key) of the delivery ``delivered`` (from ``delivered``), or, when that
-        delivery was not recorded (None), of one with the other fields given here."""
+        delivery was not recorded (None), of one with the other fields given here.
+
+        ``key`` is also what the row holds for the message when the delivered row refers
+        to its publish row by a gateway id below ``gid_from``: the writer may no longer
+        have that row (a settlement seconds after its delivery), so the settled row would
+        lose the message's fields (the busiest call sites test this in place)."""
         if type(outcome) is not str:
             outcome = outcome._value_
         if delivered is None:
             delivered = (None, context, key, queue, delivery_count)
+        elif delivered[2].__class__ is int and delivered[2] < self.gid_from:
+            delivered = delivered[:2] + (key,) + delivered[3:]
         self.rows.append((now, delivered, outcome, reason))
 
     def publish_event(self, event: EventKind, then: EventKind, now: float, context: tuple,

@@ -186,6 +186,49 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
     assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]
 
 
+def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
+    """The delivered row referred to the publish row by gateway id; seconds later the
+    writer process has forgotten that row, so the settled row carries the message's key
+    itself, and the settlement keeps its size, protocol and latency from receipt."""
+    import json
+
+    from gateway.ledger.batches import BatchReader
+    from gateway.ledger.encoding import RowEncoder
+    from gateway.ledger.feed import LedgerFeed
+
+    broker = make_broker()
+    feed = LedgerFeed(container_id="gw")
+    broker.use_ledger(feed)
+    encoder, reader, lines = RowEncoder("gw"), BatchReader(), []
+
+    def ship(now):  # the writer process's side: every frame, in order
+        for _, rows in reader.feed(feed.take_frame(now)):
+            lines.extend(map(json.loads, encoder.encode(rows)[0].splitlines()))
+
+    consumer = BrokerClient(broker, now=1000.0)
+    consumer.open(1)
+    consumer.declare(1, "q1")
+    _consume(consumer)
+    publisher = BrokerClient(broker, now=1000.0)
+    publisher.open(1)
+    publisher.declare(1, "q2")
+    ship(999.9)
+    publisher.publish(1, "", "q1", b"hello")  # delivered at once, by gateway id
+    ship(1000.05)
+    for now in (1002.0, 1004.0, 1006.0, 1008.0):  # later publishes: the writer moves on
+        publisher.conn.now = now
+        publisher.publish(1, "", "q2")
+        ship(now + 0.05)
+    consumer.conn.now = 1008.5
+    consumer.call(1, m.BasicAck(delivery_tag=1))
+    ship(1008.6)
+    [delivered] = [x for x in lines if x["event"] == "delivered"]
+    [settled] = [x for x in lines if x["event"] == "settled"]
+    assert (settled["proto_in"], settled["size"], settled["latency_us"], settled["outcome"]) == \
+        ("0-9-1", 5, 8_500_000, "accepted")
+    assert settled["gateway_id"] == delivered["gateway_id"] and delivered["size"] == 5
+
+
 def test_a_delivery_made_while_routing_refers_to_the_publish_row_before_it():
     """A waiting consumer gets the message while its publish is routed: the publish row's
     place is taken before routing, so the delivery refers to it by gateway id and comes

@@ -135,6 +135,42 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connec
     assert delivered[2] == publish[5] and settled[1] == delivered
 
 
+def test_a_settlement_long_after_its_delivery_keeps_the_messages_fields(connect, broker):
+    """As for 0-9-1: the writer has forgotten the publish row the delivered row refers
+    to by gateway id, so the settled row carries the message's key itself."""
+    import json
+
+    from gateway.ledger.batches import BatchReader
+    from gateway.ledger.encoding import RowEncoder
+    from gateway.ledger.feed import LedgerFeed
+
+    broker.vhost("/").declare_queue("q2")
+    feed = LedgerFeed(container_id="gw")
+    broker.use_ledger(feed)
+    encoder, reader, lines = RowEncoder("gw"), BatchReader(), []
+
+    def ship(now):  # the writer process's side: every frame, in order
+        for _, rows in reader.feed(feed.take_frame(now)):
+            lines.extend(map(json.loads, encoder.encode(rows)[0].splitlines()))
+
+    pump = connect(now=1000.0, engine={"now": 1000.0})
+    ship(999.9)
+    receiver = pump.receiver("/queue/q1", name="r", credit=1)
+    _send(pump, "/queue/q1", id="m-1")
+    [(delivery, _)] = pump.take(receiver)
+    ship(1000.05)
+    for _ in range(4):  # later publishes: the writer moves on
+        pump.advance(2.0)
+        _send(pump, "/queue/q2")
+        ship(pump.now + 0.05)
+    pump.settle(delivery, Delivery.ACCEPTED)
+    ship(pump.now + 0.1)
+    [settled] = [x for x in lines if x["event"] == "settled"]
+    assert (settled["proto_in"], settled["message_id"], settled["outcome"]) == \
+        ("1.0", "m-1", "accepted")
+    assert settled["latency_us"] == 8_000_000
+
+
 @pytest.mark.parametrize("settled", [False, True])
 def test_a_delivery_caused_by_another_connection_has_the_publish_time(connect, ledger, settled):
     """The consumer's connection last ran at 10.0; a transfer at 50.0 on another
