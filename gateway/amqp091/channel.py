@@ -199,10 +199,7 @@ class BrokerChannel:
         if ledger is not None:
             # record_delivered (and delivery_key), inlined: this runs for every delivery
             key = message.ledger_key
-            if key.__class__ is int:
-                if key < ledger.gid_from:
-                    key = message_key_of(message)
-            elif key is None:
+            if key is None or key.__class__ is int and key < ledger.gid_from:
                 key = message_key_of(message)
             row = entry.ledger_row = (now, self._ledger_context, key, consumer.queue.name,
                                       entry.delivery_count)

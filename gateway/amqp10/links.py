@@ -560,10 +560,7 @@ class OutgoingLink:
         ledger = self.host.broker.ledger
         if ledger is not None:  # record_delivered (and delivery_key), inlined: for every delivery
             key = message.ledger_key
-            if key.__class__ is int:
-                if key < ledger.gid_from:
-                    key = message_key_of(message)
-            elif key is None:
+            if key is None or key.__class__ is int and key < ledger.gid_from:
                 key = message_key_of(message)
             row = (now, self._ledger_context, key, self.queue.name,
                    entry.delivery_count)

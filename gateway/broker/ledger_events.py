@@ -84,9 +84,9 @@ def delivery_key(ledger: Any, message: MessageContainer) -> object:
     key. The two busiest call sites write this out in place: a call per delivery cost
     more than the test."""
     key = message.ledger_key
-    if key.__class__ is int:
-        return key if key >= ledger.gid_from else message_key_of(message)
-    return key if key is not None else message_key_of(message)
+    if key is None or key.__class__ is int and key < ledger.gid_from:
+        return message_key_of(message)
+    return key
 
 
 def publish_row(message: MessageContainer, now: float, events: str, context: tuple,

@@ -190,21 +190,13 @@ def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
     """The delivered row referred to the publish row by gateway id; seconds later the
     writer process has forgotten that row, so the settled row carries the message's key
     itself, and the settlement keeps its size, protocol and latency from receipt."""
-    import json
-
-    from gateway.ledger.batches import BatchReader
-    from gateway.ledger.encoding import RowEncoder
     from gateway.ledger.feed import LedgerFeed
+    from tests.support.ledger_shipping import ShippedLedger
 
     broker = make_broker()
     feed = LedgerFeed(container_id="gw")
     broker.use_ledger(feed)
-    encoder, reader, lines = RowEncoder("gw"), BatchReader(), []
-
-    def ship(now):  # the writer process's side: every frame, in order
-        for _, rows in reader.feed(feed.take_frame(now)):
-            lines.extend(map(json.loads, encoder.encode(rows)[0].splitlines()))
-
+    writer = ShippedLedger(feed)
     consumer = BrokerClient(broker, now=1000.0)
     consumer.open(1)
     consumer.declare(1, "q1")
@@ -212,18 +204,17 @@ def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
     publisher = BrokerClient(broker, now=1000.0)
     publisher.open(1)
     publisher.declare(1, "q2")
-    ship(999.9)
+    writer.ship(999.9)
     publisher.publish(1, "", "q1", b"hello")  # delivered at once, by gateway id
-    ship(1000.05)
+    writer.ship(1000.05)
     for now in (1002.0, 1004.0, 1006.0, 1008.0):  # later publishes: the writer moves on
         publisher.conn.now = now
         publisher.publish(1, "", "q2")
-        ship(now + 0.05)
+        writer.ship(now + 0.05)
     consumer.conn.now = 1008.5
     consumer.call(1, m.BasicAck(delivery_tag=1))
-    ship(1008.6)
-    [delivered] = [x for x in lines if x["event"] == "delivered"]
-    [settled] = [x for x in lines if x["event"] == "settled"]
+    writer.ship(1008.6)
+    [delivered], [settled] = writer.of("delivered"), writer.of("settled")
     assert (settled["proto_in"], settled["size"], settled["latency_us"], settled["outcome"]) == \
         ("0-9-1", 5, 8_500_000, "accepted")
     assert settled["gateway_id"] == delivered["gateway_id"] and delivered["size"] == 5

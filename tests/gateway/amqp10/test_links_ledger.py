@@ -138,34 +138,26 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connec
 def test_a_settlement_long_after_its_delivery_keeps_the_messages_fields(connect, broker):
     """As for 0-9-1: the writer has forgotten the publish row the delivered row refers
     to by gateway id, so the settled row carries the message's key itself."""
-    import json
-
-    from gateway.ledger.batches import BatchReader
-    from gateway.ledger.encoding import RowEncoder
     from gateway.ledger.feed import LedgerFeed
+    from tests.support.ledger_shipping import ShippedLedger
 
     broker.vhost("/").declare_queue("q2")
     feed = LedgerFeed(container_id="gw")
     broker.use_ledger(feed)
-    encoder, reader, lines = RowEncoder("gw"), BatchReader(), []
-
-    def ship(now):  # the writer process's side: every frame, in order
-        for _, rows in reader.feed(feed.take_frame(now)):
-            lines.extend(map(json.loads, encoder.encode(rows)[0].splitlines()))
-
+    writer = ShippedLedger(feed)
     pump = connect(now=1000.0, engine={"now": 1000.0})
-    ship(999.9)
+    writer.ship(999.9)
     receiver = pump.receiver("/queue/q1", name="r", credit=1)
     _send(pump, "/queue/q1", id="m-1")
     [(delivery, _)] = pump.take(receiver)
-    ship(1000.05)
+    writer.ship(1000.05)
     for _ in range(4):  # later publishes: the writer moves on
         pump.advance(2.0)
         _send(pump, "/queue/q2")
-        ship(pump.now + 0.05)
+        writer.ship(pump.now + 0.05)
     pump.settle(delivery, Delivery.ACCEPTED)
-    ship(pump.now + 0.1)
-    [settled] = [x for x in lines if x["event"] == "settled"]
+    writer.ship(pump.now + 0.1)
+    [settled] = writer.of("settled")
     assert (settled["proto_in"], settled["message_id"], settled["outcome"]) == \
         ("1.0", "m-1", "accepted")
     assert settled["latency_us"] == 8_000_000
