@@ -152,17 +152,24 @@ def test_no_ledger_records_nothing_and_still_works():
     assert broker.vhost("/").queue("q1").message_count == 1
 
 
+def _broker_with_feed():
+    """A broker recording into a ``LedgerFeed`` (the writer process's feed)."""
+    from gateway.ledger.feed import LedgerFeed
+
+    broker = make_broker()
+    feed = LedgerFeed(container_id="gw")
+    broker.use_ledger(feed)
+    return broker, feed
+
+
 def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
     """With the writer process (``LedgerFeed``), a publish row that went out in an
     earlier frame is referred to by its gateway id, and the writer still writes the
     delivery with the publish's fields."""
     from gateway.ledger.batches import BatchReader
     from gateway.ledger.encoding import RowEncoder
-    from gateway.ledger.feed import LedgerFeed
 
-    broker = make_broker()
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
+    broker, feed = _broker_with_feed()
     client = BrokerClient(broker)
     client.open(1)
     client.declare(1, "q1")
@@ -190,12 +197,9 @@ def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
     """The delivered row referred to the publish row by gateway id; seconds later the
     writer process has forgotten that row, so the settled row carries the message's key
     itself, and the settlement keeps its size, protocol and latency from receipt."""
-    from gateway.ledger.feed import LedgerFeed
     from tests.support.ledger_shipping import ShippedLedger
 
-    broker = make_broker()
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
+    broker, feed = _broker_with_feed()
     writer = ShippedLedger(feed)
     consumer = BrokerClient(broker, now=1000.0)
     consumer.open(1)
@@ -225,11 +229,8 @@ def test_a_delivery_made_while_routing_refers_to_the_publish_row_before_it():
     place is taken before routing, so the delivery refers to it by gateway id and comes
     after it; a publish that routing refuses leaves its place empty."""
     from gateway.ledger.encoding import RowEncoder
-    from gateway.ledger.feed import LedgerFeed
 
-    broker = make_broker()
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
+    broker, feed = _broker_with_feed()
     client = BrokerClient(broker)
     client.open(1)
     client.declare(1, "q1")
