@@ -557,6 +557,9 @@ class BrokerChannel:
         ledger = self.broker.ledger
         # ack: accepted; nack/reject with requeue: released; without: rejected
         outcome = (_ACCEPTED if kind is _ACK else _RELEASED if kind is _REQUEUE else _REJECTED)
+        # a multiple ack's delivered rows, settled in one settled-many row (ledger.buffer)
+        # after the loop: an ack dispatches nothing before that (a release would)
+        acked = [] if ledger is not None and kind is _ACK and len(items) > 1 else None
         for item in items:
             entry = item.entry
             queue = entry.queue
@@ -567,6 +570,9 @@ class BrokerChannel:
                 # (no row, or one referring to a publish row the writer may have forgotten)
                 if row is None or row[2].__class__ is int and row[2] < ledger.gid_from:
                     self._record_settled(ledger, outcome, entry, now, None)
+                elif acked is not None:
+                    acked.append(row)
+                    entry.ledger_row = None
                 else:
                     ledger.rows.append((now, row, outcome, None))
                     entry.ledger_row = None
@@ -577,6 +583,8 @@ class BrokerChannel:
             else:
                 queue.reject(entry, requeue=False, now=now)
             queues[queue] = None
+        if acked:
+            ledger.rows.append((now, tuple(acked), outcome))
         if self.global_window.limit:
             self._dispatch_all()
         for queue in queues:

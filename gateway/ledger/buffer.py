@@ -13,8 +13,8 @@ from typing import Callable, Mapping, Optional, Sequence
 from .records import EventKind, LedgerRecord, Outcome
 
 __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH",
-           "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "SETTLED_ROW_LENGTH",
-           "event_pair", "ledger_context", "message_key"]
+           "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "SETTLED_MANY_ROW_LENGTH",
+           "SETTLED_ROW_LENGTH", "event_pair", "ledger_context", "message_key"]
 
 # The compact rows (what the message path buffers; ``encoding`` expands them). Each form
 # has its own length, which is how the writer tells them apart (a full row from
@@ -47,6 +47,9 @@ __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH"
 #   the buffer (one row for both, as a publish row holds two events): tried, and the
 #   place to remember, the check and the longer tuple cost the message path what the
 #   smaller batch saved (in-process publish+deliver+ack, 100 B: on/off 0.91 against 0.94).
+# - a settled-many row: ``(now, delivered_rows, outcome)``, the settlements without a
+#   reason of several deliveries at once (a 0-9-1 multiple ack): one settled row for each
+#   of ``delivered_rows`` (a tuple), for a tuple and a list append each instead of a row.
 #
 # Rows are tuples of plain values, tuples and None: marshal writes them (a tuple shared by
 # several rows once), and CPython's GC stops tracking them at its first collection.
@@ -57,6 +60,7 @@ KEY_LENGTH = 8
 PUBLISH_ROW_LENGTH = KEY_LENGTH + 6
 DELIVERED_ROW_LENGTH = 5
 SETTLED_ROW_LENGTH = 4
+SETTLED_MANY_ROW_LENGTH = 3
 #: in a key: the gateway id; in a publish row: its time
 KEY_GATEWAY_ID = 5
 PUBLISH_ROW_NOW = KEY_LENGTH

@@ -19,7 +19,8 @@ from operator import (add as _concat, is_ as _is, is_not as _is_not, itemgetter,
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
-                     PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, SETTLED_ROW_LENGTH)
+                     PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, SETTLED_MANY_ROW_LENGTH,
+                     SETTLED_ROW_LENGTH)
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
@@ -117,6 +118,7 @@ class RowEncoder:
         which the rows share (``CompactLines``); every other row, and every row when
         sampling, takes the general path (``encode_full``). Both write the same bytes.
         """
+        items = settled_rows_apart(items)
         if self.threshold is not None:
             return self.encode_full(items)
         compact = self.batch() if batch is None else batch
@@ -228,7 +230,7 @@ def _full_rows(items: Sequence[Buffered],
     rows) are expanded, a key given by gateway id found in ``published``."""
     if published is None:
         published = PublishedRows()
-    for item in items:
+    for item in settled_rows_apart(items):
         if type(item) is not tuple:
             if item is not None:  # None: a publish row's place left empty (``buffer``)
                 yield item
@@ -253,6 +255,27 @@ def _full_rows(items: Sequence[Buffered],
             yield item[:_EVENT] + (second,) + item[_EVENT + 1:_HEADERS] + (None,)
         else:
             yield item
+
+
+def settled_rows_apart(items: Sequence[Buffered]) -> Sequence[Buffered]:
+    """``items`` with each settled-many row (``buffer``) replaced by the settled rows it
+    stands for; ``items`` itself when there is none (found without a loop in Python
+    unless the batch holds something without a length)."""
+    try:
+        if SETTLED_MANY_ROW_LENGTH not in map(len, items):  # type: ignore[arg-type]
+            return items
+    except TypeError:  # a publish row's empty place, a LedgerRecord
+        if not any(type(item) is tuple and len(item) == SETTLED_MANY_ROW_LENGTH
+                   for item in items):
+            return items
+    apart: list = []
+    for item in items:
+        if type(item) is tuple and len(item) == SETTLED_MANY_ROW_LENGTH:
+            now, delivered_rows, outcome = item
+            apart.extend([(now, delivered, outcome, None) for delivered in delivered_rows])
+        else:
+            apart.append(item)
+    return apart
 
 
 def _publish_rows(item: tuple) -> tuple[tuple, tuple]:

@@ -6,7 +6,8 @@ from typing import Any
 
 from gateway.ledger import Outcome, Protocol
 from gateway.ledger.buffer import (DELIVERED_ROW_LENGTH, KEY_LENGTH, PAIR_SEPARATOR,
-                                   PUBLISH_ROW_LENGTH, SETTLED_ROW_LENGTH, EventBuffer)
+                                   PUBLISH_ROW_LENGTH, SETTLED_MANY_ROW_LENGTH,
+                                   SETTLED_ROW_LENGTH, EventBuffer)
 
 __all__ = ["CapturedEvent", "LedgerCapture"]
 
@@ -82,6 +83,10 @@ class LedgerCapture(EventBuffer):
         elif len(row) == SETTLED_ROW_LENGTH:
             now, (_at, context, key, queue, delivery_count), outcome, reason = row
             self._delivery("settled", now, context, key, queue, delivery_count, outcome, reason)
+        elif len(row) == SETTLED_MANY_ROW_LENGTH:
+            now, delivered_rows, outcome = row
+            for delivered in delivered_rows:
+                self.capture_row((now, delivered, outcome, None))
         elif len(row) == PUBLISH_ROW_LENGTH:
             self._publish(row)
         else:

@@ -193,6 +193,30 @@ def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
     assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]
 
 
+def test_a_multiple_ack_is_one_settled_many_row():
+    """The settlements of a multiple ack go in one row (``buffer``'s settled-many row),
+    written as one settled record for each delivery; a single ack keeps a row of its own."""
+    from tests.support.ledger_shipping import ShippedLedger
+
+    broker, feed = _broker_with_feed()
+    writer = ShippedLedger(feed)
+    client = BrokerClient(broker)
+    client.open(1)
+    client.declare(1, "q1")
+    _consume(client)
+    for _ in range(4):
+        client.publish(1, "", "q1")
+    client.call(1, m.BasicAck(delivery_tag=3, multiple=True))
+    client.call(1, m.BasicAck(delivery_tag=4))
+    settled_rows = [row for row in feed.rows if row is not None and len(row) in (3, 4)]
+    assert [len(row) for row in settled_rows] == [3, 4]
+    assert len(settled_rows[0][1]) == 3
+    writer.ship(1000.1)
+    settled = writer.of("settled")
+    assert [x["outcome"] for x in settled] == ["accepted"] * 4
+    assert [x["gateway_id"] for x in settled] == [x["gateway_id"] for x in writer.of("delivered")]
+
+
 def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
     """The delivered row referred to the publish row by gateway id; seconds later the
     writer process has forgotten that row, so the settled row carries the message's key

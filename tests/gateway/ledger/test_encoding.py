@@ -190,6 +190,23 @@ def test_a_compact_delivery_row_is_written_as_record_would_write_it(event, outco
     assert encoder.encode(compact.take()) == encoder.encode(full.take())
 
 
+@pytest.mark.parametrize("sample_rate", [1.0, 0.999])  # column by column; the general path
+def test_a_settled_many_row_is_written_as_its_settled_rows_would_be(sample_rate):
+    from gateway.ledger import Protocol
+    from gateway.ledger.buffer import ledger_context, message_key
+
+    context = ledger_context("/", "bob", Protocol.AMQP091, "c7", 1)
+    delivered = [(1000.5, context, message_key(Protocol.AMQP091, "", "q", f"m-{i}", None, i,
+                                               10, 1000.0), "q", 0) for i in range(3)]
+    one_each = delivered + [(1001.0, row, "accepted", None) for row in delivered]
+    together = delivered + [(1001.0, tuple(delivered), "accepted")]
+    encoder = RowEncoder("gw", threshold=sample_threshold(sample_rate))
+    data, count = encoder.encode(together)
+    assert (data, count) == encoder.encode(one_each) and count == 6
+    assert [x["event"] for x in lines(data)] == ["delivered"] * 3 + ["settled"] * 3
+    assert encoder.encode([None] + together) == (data, count), "an empty place first"
+
+
 def test_a_compact_publish_row_is_written_as_record_would_write_it():
     from gateway.ledger import Protocol
     from gateway.ledger.buffer import EventBuffer, ledger_context, message_key
