@@ -118,9 +118,9 @@ class RowEncoder:
         which the rows share (``CompactLines``); every other row, and every row when
         sampling, takes the general path (``encode_full``). Both write the same bytes.
         """
-        items = settled_rows_apart(items)
         if self.threshold is not None:
             return self.encode_full(items)
+        items = settled_rows_apart(items)  # (the general path takes them apart itself)
         compact = self.batch() if batch is None else batch
         add = compact.add
 
@@ -230,7 +230,7 @@ def _full_rows(items: Sequence[Buffered],
     rows) are expanded, a key given by gateway id found in ``published``."""
     if published is None:
         published = PublishedRows()
-    for item in settled_rows_apart(items):
+    for item in items:
         if type(item) is not tuple:
             if item is not None:  # None: a publish row's place left empty (``buffer``)
                 yield item
@@ -248,6 +248,8 @@ def _full_rows(items: Sequence[Buffered],
         elif n == PUBLISH_ROW_LENGTH:
             published.add(item)
             yield from _publish_rows(item)
+        elif n == SETTLED_MANY_ROW_LENGTH:
+            yield from _full_rows(settled_rows_apart((item,)), published)
         elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
             yield (item[:_EVENT] + (first,) + item[_EVENT + 1:_ROUTED] + (None,)

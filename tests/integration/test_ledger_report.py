@@ -533,3 +533,37 @@ def test_deliveries_to_waiting_consumers_are_written_with_their_publish_fields(f
             if event == "delivered":
                 assert (r.get("exchange"), r.get("routing_key")) == \
                     (publish.get("exchange"), publish.get("routing_key")), r
+
+
+def test_settlements_long_after_their_deliveries_are_written_in_full(fresh_gateway, tmp_path):
+    """A consumer holds its deliveries for seconds while other messages flow, so the
+    writer process forgets the publish rows its delivered rows referred to; the one
+    multiple ack that settles them is still written with the messages' fields."""
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "llate")
+    other = unique("llate-other")
+    ch.queue_declare(other)
+    ch.confirm_delivery()
+    for i in range(5):
+        ch.basic_publish("", queue, b"x" * 10, pika.BasicProperties(message_id=f"late{i}"))
+    tags: list[int] = []
+    ch.basic_consume(queue, lambda channel, method, properties, body: tags.append(
+        method.delivery_tag))
+    deadline = time.monotonic() + TIMEOUT
+    while len(tags) < 5 and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    assert len(tags) == 5
+    held_until = time.monotonic() + 5.0
+    while time.monotonic() < held_until:  # later publishes: the writer moves on
+        ch.basic_publish("", other, b"y")
+        connection.process_data_events(time_limit=0.2)
+    ch.basic_ack(tags[-1], multiple=True)
+    connection.close()
+    gw.stop()  # the writer writes the rest and exits
+    records = [r for r in _records(ledger_dir) if r.get("message_id", "").startswith("late")]
+    settled = sorted((r for r in records if r["event"] == "settled"),
+                     key=lambda r: r["message_id"])
+    assert [r["message_id"] for r in settled] == [f"late{i}" for i in range(5)]
+    for r in settled:
+        assert (r["proto_in"], r["size"], r["queue"], r["outcome"]) == \
+            ("0-9-1", 10, queue, "accepted"), r
+        assert r["latency_us"] >= 4_500_000, "measured from the publish"
