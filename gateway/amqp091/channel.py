@@ -468,7 +468,12 @@ class BrokerChannel:
             queues = result.queues
             routed_to = (queues[0].routed_to if len(queues) == 1
                          else tuple(map(queue_name, queues)))
-            if received:  # the usual case: received and its outcome in one compact row
+            if received and event is _ROUTED and not ledger.keep_headers:
+                # the usual case: a routed row (ledger.buffer; received_at is now)
+                rows[slot] = (self._ledger_context, message.exchange, message.routing_key,
+                              message.message_id, message.correlation_id, message.gateway_id,
+                              message.size, now, routed_to)
+            elif received:  # received and its outcome in one compact row
                 rows[slot] = publish_row(
                     message, now, _RECEIVED_ROUTED if event is _ROUTED else RECEIVED_THEN[event],
                     self._ledger_context, routed_to, reason,

@@ -461,10 +461,15 @@ class IncomingLink:
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
                     context = context[:5] + (address,)
                 queues = result.queues
-                rows[slot] = publish_row(
-                    message, now, _RECEIVED_ROUTED, context,
-                    queues[0].routed_to if len(queues) == 1 else tuple(map(queue_name, queues)),
-                    None, message.headers if ledger.keep_headers else None)
+                routed_to = (queues[0].routed_to if len(queues) == 1
+                             else tuple(map(queue_name, queues)))
+                if ledger.keep_headers:
+                    rows[slot] = publish_row(message, now, _RECEIVED_ROUTED, context, routed_to,
+                                             None, message.headers)
+                else:  # a routed row (ledger.buffer; received_at is now)
+                    rows[slot] = (context, message.exchange, message.routing_key,
+                                  message.message_id, message.correlation_id,
+                                  message.gateway_id, message.size, now, routed_to)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"

@@ -19,11 +19,12 @@ from operator import (add as _concat, is_ as _is, is_not as _is_not, itemgetter,
 from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
-                     PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, SETTLED_MANY_ROW_LENGTH,
-                     SETTLED_ROW_LENGTH)
+                     PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, ROUTED_ROW_LENGTH,
+                     SETTLED_MANY_ROW_LENGTH, SETTLED_ROW_LENGTH)
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
-__all__ = ["ROW_FIELDS", "RowEncoder", "sample_threshold"]
+__all__ = ["ROW_FIELDS", "RowEncoder", "compact_rows_apart", "routed_publish_row",
+           "sample_threshold"]
 
 #: Layout of a buffered row (the writer's ``record()`` builds it in this order).
 ROW_FIELDS: tuple[str, ...] = (
@@ -117,10 +118,13 @@ class RowEncoder:
         one when None) for each channel's or link's context and each message's key,
         which the rows share (``CompactLines``); every other row, and every row when
         sampling, takes the general path (``encode_full``). Both write the same bytes.
+        With a ``batch`` of the caller's, ``items`` must be apart already
+        (``compact_rows_apart``) and kept alive until the batch's last ``encode``: the
+        fragments are found by the rows' ``id``.
         """
         if self.threshold is not None:
             return self.encode_full(items)
-        items = settled_rows_apart(items)  # (the general path takes them apart itself)
+        items = compact_rows_apart(items)  # (the general path takes them apart itself)
         compact = self.batch() if batch is None else batch
         add = compact.add
 
@@ -248,8 +252,8 @@ def _full_rows(items: Sequence[Buffered],
         elif n == PUBLISH_ROW_LENGTH:
             published.add(item)
             yield from _publish_rows(item)
-        elif n == SETTLED_MANY_ROW_LENGTH:
-            yield from _full_rows(settled_rows_apart((item,)), published)
+        elif n == SETTLED_MANY_ROW_LENGTH or n == ROUTED_ROW_LENGTH:
+            yield from _full_rows(compact_rows_apart((item,)), published)
         elif PAIR_SEPARATOR in item[_EVENT]:
             first, second = item[_EVENT].split(PAIR_SEPARATOR)
             yield (item[:_EVENT] + (first,) + item[_EVENT + 1:_ROUTED] + (None,)
@@ -259,25 +263,43 @@ def _full_rows(items: Sequence[Buffered],
             yield item
 
 
-def settled_rows_apart(items: Sequence[Buffered]) -> Sequence[Buffered]:
+def compact_rows_apart(items: Sequence[Buffered]) -> Sequence[Buffered]:
     """``items`` with each settled-many row (``buffer``) replaced by the settled rows it
-    stands for; ``items`` itself when there is none (found without a loop in Python
-    unless the batch holds something without a length)."""
+    stands for, and each routed row by its publish row; ``items`` itself when there is
+    neither (found without a loop in Python unless the batch holds something without a
+    length). The message path buffers these forms because they cost it less; here they
+    become the forms the rest of the encoder writes."""
     try:
-        if SETTLED_MANY_ROW_LENGTH not in map(len, items):  # type: ignore[arg-type]
+        lengths = set(map(len, items))  # type: ignore[arg-type]
+        if SETTLED_MANY_ROW_LENGTH not in lengths and ROUTED_ROW_LENGTH not in lengths:
             return items
     except TypeError:  # a publish row's empty place, a LedgerRecord
-        if not any(type(item) is tuple and len(item) == SETTLED_MANY_ROW_LENGTH
-                   for item in items):
-            return items
+        pass
     apart: list = []
+    append = apart.append
     for item in items:
-        if type(item) is tuple and len(item) == SETTLED_MANY_ROW_LENGTH:
-            now, delivered_rows, outcome = item
-            apart.extend([(now, delivered, outcome, None) for delivered in delivered_rows])
-        else:
-            apart.append(item)
+        if type(item) is tuple:
+            n = len(item)
+            if n == ROUTED_ROW_LENGTH:
+                append(routed_publish_row(item))
+                continue
+            if n == SETTLED_MANY_ROW_LENGTH:
+                now, delivered_rows, outcome = item
+                apart.extend([(now, delivered, outcome, None) for delivered in delivered_rows])
+                continue
+        append(item)
     return apart
+
+
+_RECEIVED_ROUTED = EventKind.RECEIVED.value + PAIR_SEPARATOR + EventKind.ROUTED.value
+
+
+def routed_publish_row(item: tuple) -> tuple:
+    """The publish row (``buffer``) a routed row stands for."""
+    context, exchange, routing_key, message_id, correlation_id, gateway_id, size, now, \
+        routed_to = item
+    return (context[2], exchange, routing_key, message_id, correlation_id, gateway_id, size,
+            now, now, _RECEIVED_ROUTED, context, routed_to, None, None)
 
 
 def _publish_rows(item: tuple) -> tuple[tuple, tuple]:

@@ -38,7 +38,7 @@ import os
 from typing import Iterable, Optional
 
 from .buffer import EventBuffer
-from .encoding import RowEncoder, sample_threshold
+from .encoding import RowEncoder, compact_rows_apart, sample_threshold
 from .segments import (
     ClosedSegment,
     closed_name,
@@ -148,11 +148,13 @@ class LedgerWriter(EventBuffer):
         if not self.enabled:
             return 0
         self.mark_taken(now, 0.0)  # refer no further back than this flush (not the default writer)
-        items = self.take()
+        # the rows the compact forms stand for, made here: items keeps them alive while
+        # the batch's fragments (found by id) serve every slice
+        items = compact_rows_apart(self.take())
         if not items:
             return self._store(b"", 0, 0, items, now)
         written = 0
-        batch = self._encoder.batch()  # its fragments serve every slice: items keeps them alive
+        batch = self._encoder.batch()
         for start in range(0, len(items), FLUSH_SLICE):
             chunk = items[start:start + FLUSH_SLICE]
             data, kept = self._encoder.encode(chunk, batch)

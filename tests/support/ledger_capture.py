@@ -6,8 +6,9 @@ from typing import Any
 
 from gateway.ledger import Outcome, Protocol
 from gateway.ledger.buffer import (DELIVERED_ROW_LENGTH, KEY_LENGTH, PAIR_SEPARATOR,
-                                   PUBLISH_ROW_LENGTH, SETTLED_MANY_ROW_LENGTH,
-                                   SETTLED_ROW_LENGTH, EventBuffer)
+                                   PUBLISH_ROW_LENGTH, ROUTED_ROW_LENGTH,
+                                   SETTLED_MANY_ROW_LENGTH, SETTLED_ROW_LENGTH, EventBuffer)
+from gateway.ledger.encoding import routed_publish_row
 
 __all__ = ["CapturedEvent", "LedgerCapture"]
 
@@ -89,6 +90,8 @@ class LedgerCapture(EventBuffer):
                 self.capture_row((now, delivered, outcome, None))
         elif len(row) == PUBLISH_ROW_LENGTH:
             self._publish(row)
+        elif len(row) == ROUTED_ROW_LENGTH:
+            self._publish(routed_publish_row(row))
         else:
             raise AssertionError(f"not a compact ledger row: {row!r}")
 

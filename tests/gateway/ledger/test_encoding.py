@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from gateway.ledger import EventKind, LedgerRecord, Outcome
-from gateway.ledger.encoding import ROW_FIELDS, RowEncoder, sample_threshold
+from gateway.ledger.encoding import ROW_FIELDS, RowEncoder, routed_publish_row, sample_threshold
 
 
 def row(**fields):
@@ -244,12 +244,14 @@ def _compact_rows(draw, key=_KEY, context=_CONTEXT, count=_COUNT, text=_STR):
     keys = draw(st.lists(key, min_size=1, max_size=3))
     deliveries: list = []  # delivered rows, of this batch or (not in rows) an earlier one
     rows = []
+    routed_rows = []  # the publish rows the batch's routed rows stand for
     for _ in range(draw(st.integers(1, 8))):
         context, key = draw(st.sampled_from(contexts)), draw(st.sampled_from(keys))
         now = draw(_TIME)
-        form = draw(st.sampled_from(["delivered", "settled", "publish"]))
+        form = draw(st.sampled_from(["delivered", "settled", "publish", "routed"]))
         if form == "delivered":
-            if len(key) == 14 and type(key[5]) is int and key in rows and draw(st.booleans()):
+            if len(key) == 14 and type(key[5]) is int and (key in rows or key in routed_rows) \
+                    and draw(st.booleans()):
                 key = key[5]  # the publish row went out earlier: referred to by gateway id
             row = (now, context, key, draw(text), draw(count))
             deliveries.append(row)
@@ -259,12 +261,18 @@ def _compact_rows(draw, key=_KEY, context=_CONTEXT, count=_COUNT, text=_STR):
             delivered = draw(st.sampled_from(deliveries)) if deliveries and draw(st.booleans()) \
                 else (None, context, key, draw(text), draw(count))
             rows.append((now, delivered, draw(text), draw(text)))
-        else:
+        elif form == "publish":
             routed = draw(st.one_of(st.none(), st.tuples(st.text(max_size=4)),
                                     st.lists(_ANY, max_size=2).map(tuple)))
             row = key[:8] + (now, draw(_PAIRS), context, routed, draw(text),
                          draw(st.one_of(st.none(), st.just({"x-tenant": "acme", "k": 1}))))
             keys.append(row)  # a publish row is its message's key
+            rows.append(row)
+        elif form == "routed":
+            routed = draw(st.one_of(st.none(), st.tuples(st.text(max_size=4))))
+            row = (context,) + key[1:7] + (now, routed)
+            routed_rows.append(routed_publish_row(row))
+            keys.append(routed_rows[-1])  # what the writer refers to by its gateway id
             rows.append(row)
     return rows
 

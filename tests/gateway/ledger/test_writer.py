@@ -268,3 +268,30 @@ def test_kill_9_while_writing_leaves_every_complete_line_readable(tmp_path):
     LedgerWriter(str(tmp_path), container_id="gw-crash")
     assert all(n.endswith(".jsonl") for n in names(tmp_path))
     assert [r["gateway_id"] for r in read_all(tmp_path)] == ids
+
+
+def test_routed_rows_of_a_long_flush_keep_their_messages_fields(tmp_path):
+    """A flush of many slices whose rows span several rotations of the kept publish rows
+    (a writer that fell behind): the publish rows the routed rows stand for are made once
+    for the whole flush, so the batch's fragments (found by the rows' ids) never meet a
+    freed row's id again, and every delivery is written with its own message's fields."""
+    from gateway.ledger.buffer import ledger_context
+    from gateway.ledger.writer import FLUSH_SLICE
+
+    w = writer(tmp_path)
+    publisher = ledger_context("/", "ann", "0-9-1", "c1", 1)
+    consumer = ledger_context("/", "bob", "1.0", "c2", "l1")
+    count = 3 * FLUSH_SLICE
+    rows = []
+    for gid in range(1, count + 1):
+        now = T0 + gid * 0.005  # 60 s of events in one flush
+        rows.append((publisher, "", "q", f"m-{gid}", None, gid, gid % 97, now, ("q",)))
+        rows.append((now, consumer, gid, "q", 0))
+    w.add(rows)
+    w.flush(T0 + 61)
+    written = read_all(tmp_path)
+    delivered = [r for r in written if r["event"] == "delivered"]
+    assert len(written) == 3 * count and len(delivered) == count
+    assert all(r["message_id"] == f"m-{r['gateway_id']}" and r["size"] == int(r["gateway_id"]) % 97
+               and r["proto_in"] == "0-9-1" for r in written)
+    assert all(r["proto_out"] == "1.0" and r["latency_us"] == 0 for r in delivered)
