@@ -22,7 +22,8 @@ Which event goes where (the contract the pipeline's counts rely on):
   settlement's row refers to its delivery's row (which waits on the queue entry).
   ``context`` is the consumer's ``ledger_context(...)``, made once per channel or link.
 - A channel or link that routes a publish it took in takes its publish row's place in
-  ``ledger.rows`` first (None, filled once the verdict is known), and
+  ``ledger.rows`` first (None, filled once the verdict is known: with a routed row when
+  the message was routed and no header is kept, else with ``publish_row``), and
   ``message.ledger_key`` is the message's gateway id from then on: the rows of its
   deliveries refer to the publish row by that id (``delivery_key``) instead of holding a
   key of their own, including those routing makes at once for a consumer with credit.

@@ -245,7 +245,8 @@ class EventBuffer:
         or link), ``key`` from ``message_key``. Written exactly as ``record(event, ...,
         then=then)`` with those fields would be (``received_at`` is not written for
         either). The message path builds the same row from the message itself
-        (``ledger_events.publish_row``, with the pairs made once at import)."""
+        (``ledger_events.publish_row``, with the pairs made once at import), or for a
+        routed message without headers kept the shorter routed row."""
         row = key[:KEY_LENGTH] + (now, event_pair(event, then), context, routed_to, reason,
                                   headers if self.keep_headers else None)
         self.rows.append(row)
