@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from .buffer import (DELIVERED_ROW_LENGTH, KEY_GATEWAY_ID, KEY_LENGTH, PAIR_SEPARATOR,
                      PUBLISH_ROW_LENGTH, PUBLISH_ROW_NOW, ROUTED_ROW_LENGTH,
-                     SETTLED_MANY_ROW_LENGTH, SETTLED_ROW_LENGTH)
+                     SETTLED_MANY_ROW_LENGTH, SETTLED_ROW_LENGTH, event_pair)
 from .records import LEDGER_SCHEMA_VERSION, EventKind, LedgerRecord
 
 __all__ = ["ROW_FIELDS", "RowEncoder", "compact_rows_apart", "routed_publish_row",
@@ -291,7 +291,7 @@ def compact_rows_apart(items: Sequence[Buffered]) -> Sequence[Buffered]:
     return apart
 
 
-_RECEIVED_ROUTED = EventKind.RECEIVED.value + PAIR_SEPARATOR + EventKind.ROUTED.value
+_RECEIVED_ROUTED = event_pair(EventKind.RECEIVED, EventKind.ROUTED)
 
 
 def routed_publish_row(item: tuple) -> tuple:
