@@ -14,7 +14,8 @@ from .records import EventKind, LedgerRecord, Outcome
 
 __all__ = ["DELIVERED_ROW_LENGTH", "EventBuffer", "KEY_GATEWAY_ID", "KEY_LENGTH",
            "PAIR_SEPARATOR", "PUBLISH_ROW_LENGTH", "PUBLISH_ROW_NOW", "ROUTED_ROW_LENGTH",
-           "SETTLED_MANY_ROW_LENGTH", "SETTLED_ROW_LENGTH", "event_pair", "ledger_context", "message_key"]
+           "SETTLED_MANY_ROW_LENGTH", "SETTLED_ROW_LENGTH", "event_pair", "ledger_context",
+           "message_key"]
 
 # The compact rows (what the message path buffers; ``encoding`` expands them). Each form
 # has its own length, which is how the writer tells them apart (a full row from

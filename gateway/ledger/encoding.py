@@ -119,13 +119,16 @@ class RowEncoder:
         which the rows share (``CompactLines``); every other row, and every row when
         sampling, takes the general path (``encode_full``). Both write the same bytes.
         With a ``batch`` of the caller's, ``items`` must be apart already
-        (``compact_rows_apart``) and kept alive until the batch's last ``encode``: the
-        fragments are found by the rows' ``id``.
+        (``compact_rows_apart``, not repeated here) and kept alive until the batch's last
+        ``encode``: the fragments are found by the rows' ``id``.
         """
         if self.threshold is not None:
             return self.encode_full(items)
-        items = compact_rows_apart(items)  # (the general path takes them apart itself)
-        compact = self.batch() if batch is None else batch
+        if batch is None:  # (the general path takes them apart itself)
+            items = compact_rows_apart(items)
+            compact = self.batch()
+        else:
+            compact = batch
         add = compact.add
 
         def one(item: Buffered, lines: list[str]) -> None:  # the fast path, else the general
