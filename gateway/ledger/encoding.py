@@ -608,8 +608,10 @@ class CompactLines:
         if not referred:
             return True
         published = self._published
-        if len(set(ids)) != len(publish) or not referred.isdisjoint(published.current) \
-                or not referred.isdisjoint(published.previous):
+        # keys().isdisjoint walks the small set; set.isdisjoint(dict) walked every key
+        # the writer keeps (a quarter of this process's CPU, measured)
+        if len(set(ids)) != len(publish) or not published.current.keys().isdisjoint(referred) \
+                or not published.previous.keys().isdisjoint(referred):
             return False
         positions = range(len(slots))
         publish_at = dict(zip(ids, compress(positions, map(_PUBLISH.__eq__, slots))))
