@@ -352,8 +352,8 @@ _IDS_AND_SIZE = _IDS + ',"size":%d'
 
 #: publish rows are kept at least this long (by their own times) for the delivered rows
 #: that refer to them by gateway id; the gateway refers to younger ones only
-#: (``feed.KEY_REF_SECONDS``)
-PUBLISHED_KEEP_SECONDS = 2.0
+#: (``feed.KEY_REF_SECONDS``, which says what the length costs and saves)
+PUBLISHED_KEEP_SECONDS = 4.5
 
 
 class PublishedRows:

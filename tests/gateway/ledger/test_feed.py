@@ -113,3 +113,39 @@ def test_without_gateway_ids_no_reference_reaches_past_a_frame() -> None:
     feed = LedgerFeed(container_id="gw")
     feed.take_frame(100.0)
     assert feed.gid_from > 1 << 62
+
+
+def test_a_delivery_seconds_behind_its_publish_refers_to_it_and_is_written_in_full() -> None:
+    """A backlog: the delivery comes 3.5 s after the publish, frames every 0.1 s. The
+    delivered row holds the gateway id only (no key built from the message), and the
+    writer, which kept the publish row, writes the delivery with the message's fields."""
+    from gateway.ledger import Protocol
+    from gateway.ledger.buffer import ledger_context
+    from gateway.ledger.encoding import RowEncoder
+
+    gid = iter(range(100, 10_000))
+    feed = LedgerFeed(container_id="gw")
+    feed.use_gateway_ids(lambda: next(gid))
+    encoder = RowEncoder("gw")
+    context = ledger_context("/", "g", Protocol.AMQP091, "c1", 1)
+    feed.take_frame(99.9)
+    published = next(gid)  # after the mark just taken
+    feed.rows.append((context, "", "q", "m-1", "c-1", published, 3, 100.0, ("q",)))  # routed
+    lines = []
+    now = 100.0
+    while now < 103.5:
+        now = round(now + 0.1, 1)
+        # other messages published meanwhile (the writer rotates its kept rows by them)
+        feed.rows.append((context, "", "q", None, None, next(gid), 3, now, ("q",)))
+        [(_, rows)] = BatchReader().feed(feed.take_frame(now))
+        lines += encoder.encode(rows)[0].decode().splitlines()
+    assert feed.gid_from <= published, "still within KEY_REF_SECONDS: referred to by id"
+    feed.rows.append((now, context, published, "q", 0))  # what deliver() buffers then
+    [(_, rows)] = BatchReader().feed(feed.take_frame(now + 0.1))
+    lines += encoder.encode(rows)[0].decode().splitlines()
+    delivered = [json.loads(line) for line in lines if '"delivered"' in line]
+    assert len(delivered) == 1
+    assert delivered[0]["message_id"] == "m-1" and delivered[0]["correlation_id"] == "c-1"
+    assert delivered[0]["routing_key"] == "q" and delivered[0]["size"] == 3
+    assert delivered[0]["latency_us"] == 3_500_000
+    assert encoder.published.unknown == 0
