@@ -47,6 +47,11 @@ GEN091 = os.path.join(BUILD, "amqp091_load")
 GEN10 = os.path.join(BUILD, "amqp10_load")
 RESULTS = os.path.join(HERE, "results")
 APT_BUILD_PACKAGES = ("gcc", "pkg-config", "librabbitmq-dev", "libqpid-proton11-dev")
+#: rounds of the ledger on/off rows. Their difference (about 10%) is the size of a single
+#: round's spread on a busy 2-core machine: on one day, with the same code, single rounds
+#: of L W3 4KiB ran from 0.67 to 1.22, and medians of 4 to 10 rounds from 0.78 to 0.93.
+#: The median of 9 pairs spreads about a quarter less than that of 5 (sqrt(5/9)).
+LEDGER_ROUNDS = 9
 MIN_SECONDS = 5.0        # a measured run shorter than this re-sizes the later rounds
 SILENCE_TIMEOUT = 15.0   # a receiver gives up after this many seconds without a message
 
@@ -375,7 +380,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true", help="gateway only")
     p.add_argument("--no-gateway", action="store_true", help="reference only")
     p.add_argument("--ledger-rounds", type=int, default=None,
-                   help="measured rounds of the ledger on/off rows (default 5; 1 with --quick): "
+                   help=f"measured rounds of the ledger on/off rows (default {LEDGER_ROUNDS}; 1 with --quick): "
                         "their difference is about the size of a busy machine's round-to-round "
                         "spread, so they take more rounds than the other rows")
     p.add_argument("--no-ledger-overhead", action="store_true",
@@ -387,7 +392,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
     if args.ledger_rounds is None:
-        args.ledger_rounds = 1 if args.quick else 5
+        args.ledger_rounds = 1 if args.quick else LEDGER_ROUNDS
     if args.quick:
         args.seconds = min(args.seconds, 1.0)
     return args

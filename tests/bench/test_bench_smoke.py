@@ -153,7 +153,7 @@ def test_arguments():
     assert parse_args([]).rounds == 3
     assert parse_args(["--quick", "--rounds", "2"]).rounds == 2
     # the ledger on/off rows take their own count: their difference is near the noise
-    assert (args.ledger_rounds, parse_args([]).ledger_rounds) == (1, 5)
+    assert (args.ledger_rounds, parse_args([]).ledger_rounds) == (1, 9)
     assert parse_args(["--ledger-rounds", "7"]).ledger_rounds == 7
     with pytest.raises(argparse.ArgumentTypeError) as info:
         _parse_hostport("nohostport")
