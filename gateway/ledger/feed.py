@@ -17,21 +17,25 @@ from typing import Iterable, Optional
 
 from .batches import lines_frame, rows_frame
 from .buffer import EventBuffer
-from .encoding import RowEncoder, sample_threshold
+from .encoding import PUBLISHED_KEEP_SECONDS, RowEncoder, sample_threshold
 
 __all__ = ["LedgerFeed"]
 
 log = logging.getLogger(__name__)
 
-#: how old a shipped publish row may be and still be referred to by gateway id; the
-#: writer keeps publish rows at least ``encoding.PUBLISHED_KEEP_SECONDS`` (more). Why 4 s
-#: and not 1.5: a message delivered later than this, from a backlog, has its key built
-#: from the message and marshalled, its strings cold by then. Under a full 0-9-1 -> 0-9-1
+#: how old a shipped publish row may be and still be referred to by gateway id. Derived
+#: from how long the writer keeps publish rows (``encoding.PUBLISHED_KEEP_SECONDS``, by
+#: the rows' own times) less a margin for the time between a row's time and the frame
+#: that ships it (``edge.ledger_process.SHIP_INTERVAL``): a second literal could drift
+#: past it, and deliveries would then refer to rows the writer has let go. Why 4 s and
+#: not 1.5: a message delivered later than this, from a backlog, has its key built from
+#: the message and marshalled, its strings cold by then. Under a full 0-9-1 -> 0-9-1
 #: load (queue latency 2-3 s) that cost the event loop up to 0.7 us a message (real
 #: gateway, 100 B, 6 rounds with a 6 s window: ledger-on CPU 15.0 -> 14.3 us a message,
 #: off 14.1). The price is the writer's memory: it keeps 4.5 to 9 s of publish rows (at
 #: 65k messages/s its peak RSS went from 315 to 410 MB).
-KEY_REF_SECONDS = 4.0
+_KEEP_MARGIN = 0.5
+KEY_REF_SECONDS = PUBLISHED_KEEP_SECONDS - _KEEP_MARGIN  # 4.0
 
 
 class LedgerFeed(EventBuffer):
