@@ -252,7 +252,10 @@ def test_kill_9_while_writing_leaves_every_complete_line_readable(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     segs = names(tmp_path)
-    assert len(segs) >= 2 and segs[-1].endswith(".open")
+    # the kill may fall between a segment's close (rename) and the next one's open, which
+    # happens at the next write: then no segment is open
+    assert len(segs) >= 2
+    assert [n for n in segs if n.endswith(".open")] in ([], [segs[-1]])
     complete, torn = [], 0
     for name in segs:
         data = (tmp_path / name).read_bytes()
