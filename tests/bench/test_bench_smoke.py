@@ -9,7 +9,7 @@ import pytest
 from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, format_size,
                           format_table,
                           generator_notes, spread, summarize, target_verdicts, write_json)
-from bench.run import _parse_hostport, parse_args
+from bench.run import Target, _parse_hostport, parse_args, run_ledger_overhead
 from bench.workloads import Kind, Protocol, all_workloads, ledger_workloads, select_workloads
 
 
@@ -158,3 +158,40 @@ def test_arguments():
     with pytest.raises(argparse.ArgumentTypeError) as info:
         _parse_hostport("nohostport")
     assert "HOST:PORT" in str(info.value)
+
+
+def test_ledger_rounds_each_run_on_a_fresh_pair_of_gateways():
+    """A pair per round (see ``run_ledger_overhead``): started, warmed and measured once
+    each, the first of the pair alternating, stopped before the next round's; each
+    round's measurements carry that round's number; a round whose gateway did not start
+    is skipped."""
+    events: list = []
+    started = iter(range(100))
+
+    def start(args, stack, *, ledger=True, name=GATEWAY, label=""):
+        n = next(started)
+        if n == 4:  # round 2's ledger-on gateway
+            return None
+        events.append(("start", name, n))
+        stack.append(lambda: events.append(("stop", name, n)))
+        return Target(name, label, "127.0.0.1", 1, 1, None)
+
+    def run(targets, rows, rounds, seconds, quick):
+        assert rounds == 1 and [w.key for w in rows] == [w.key for w in ledger_workloads()]
+        events.append(("run", [t.name for t in targets]))
+        return [_m(w.key, t.name, 0, 100.0 if t.name == GATEWAY else 125.0)
+                for w in rows for t in targets]
+
+    results = run_ledger_overhead(parse_args(["--ledger-rounds", "4"]), start, run)
+    assert events == [
+        ("start", GATEWAY, 0), ("start", REFERENCE, 1), ("run", [GATEWAY, REFERENCE]),
+        ("stop", REFERENCE, 1), ("stop", GATEWAY, 0),
+        ("start", GATEWAY, 2), ("start", REFERENCE, 3), ("run", [REFERENCE, GATEWAY]),
+        ("stop", REFERENCE, 3), ("stop", GATEWAY, 2),
+        ("start", REFERENCE, 5), ("stop", REFERENCE, 5),  # round 2: on did not start
+        ("start", GATEWAY, 6), ("start", REFERENCE, 7), ("run", [REFERENCE, GATEWAY]),
+        ("stop", REFERENCE, 7), ("stop", GATEWAY, 6),
+    ]
+    assert sorted({m.round for m in results}) == [0, 1, 3] and len(results) == 3 * 3 * 2
+    [row] = summarize(results, ["L W4 100B"])
+    assert (row.ratio.median, row.ratio.low, row.ratio.high) == (0.8, 0.8, 0.8)
