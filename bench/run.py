@@ -434,6 +434,8 @@ def run_ledger_overhead(args: argparse.Namespace,
     results: list[Measurement] = []
     rows = ledger_workloads(args.quick)
     for r in range(args.ledger_rounds):
+        # (run_all's own log lines say "round 0": it runs one round of each pair)
+        log.info("ledger on/off round %d of %d: a fresh pair of gateways", r + 1, args.ledger_rounds)
         stack: list = []
         try:
             on = start(args, stack, label="amqp-gateway, ledger on")
