@@ -441,7 +441,7 @@ def run_ledger_overhead(args: argparse.Namespace,
             on = start(args, stack, label="amqp-gateway, ledger on")
             off = start(args, stack, ledger=False, name=REFERENCE, label="amqp-gateway, ledger off")
             if on is None or off is None:
-                log.warning("ledger on/off round %d: a gateway did not start; round skipped", r)
+                log.warning("ledger on/off round %d: a gateway did not start; round skipped", r + 1)
                 continue
             pair = [on, off] if r % 2 == 0 else [off, on]
             results += [replace(m, round=r) for m in run(pair, rows, 1, args.seconds, args.quick)]
