@@ -163,8 +163,8 @@ def test_arguments():
 def test_ledger_rounds_each_run_on_a_fresh_pair_of_gateways():
     """A pair per round (see ``run_ledger_overhead``): started, warmed and measured once
     each, the first of the pair alternating, stopped before the next round's; each
-    round's measurements carry that round's number; a round whose gateway did not start
-    is skipped."""
+    round's measurements carry that round's number; a gateway that does not start ends
+    the rows, keeping the rounds before it."""
     events: list = []
     started = iter(range(100))
 
@@ -188,10 +188,7 @@ def test_ledger_rounds_each_run_on_a_fresh_pair_of_gateways():
         ("stop", REFERENCE, 1), ("stop", GATEWAY, 0),
         ("start", GATEWAY, 2), ("start", REFERENCE, 3), ("run", [REFERENCE, GATEWAY]),
         ("stop", REFERENCE, 3), ("stop", GATEWAY, 2),
-        ("start", REFERENCE, 5), ("stop", REFERENCE, 5),  # round 2: on did not start
-        ("start", GATEWAY, 6), ("start", REFERENCE, 7), ("run", [REFERENCE, GATEWAY]),
-        ("stop", REFERENCE, 7), ("stop", GATEWAY, 6),
-    ]
-    assert sorted({m.round for m in results}) == [0, 1, 3] and len(results) == 3 * 3 * 2
+    ]  # round 2: its ledger-on gateway did not start; the off one is not started, no round 3
+    assert sorted({m.round for m in results}) == [0, 1] and len(results) == 2 * 3 * 2
     [row] = summarize(results, ["L W4 100B"])
     assert (row.ratio.median, row.ratio.low, row.ratio.high) == (0.8, 0.8, 0.8)
