@@ -14,7 +14,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-__all__ = ["Measurement", "Spread", "SummaryRow", "GATEWAY", "REFERENCE", "spread", "summarize",
+__all__ = ["Measurement", "Spread", "Interval", "SummaryRow", "GATEWAY", "REFERENCE", "spread",
+           "mean_interval", "summarize",
            "format_table", "format_size", "target_verdicts", "generator_notes", "write_json", "draw_chart",
            "RATIO_TARGETS", "LEDGER_RATIO_TARGET", "W5_FLAT_TOLERANCE", "W6_MAX_KIB"]
 
@@ -74,6 +75,23 @@ class Spread:
 
 
 @dataclass(frozen=True, slots=True)
+class Interval:
+    """Mean of ``rounds`` values with its 95% confidence interval (Student's t)."""
+
+    mean: float
+    low: float
+    high: float
+    rounds: int
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def format(self, digits: int = 3) -> str:
+        return (f"mean {self.mean:.{digits}f}, 95% interval {self.low:.{digits}f}-"
+                f"{self.high:.{digits}f} over {self.rounds} rounds")
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRow:
     workload: str
     unit: str
@@ -91,6 +109,8 @@ class SummaryRow:
     reference_errors: str
     gateway_gen_cpu: Optional[float]
     reference_gen_cpu: Optional[float]
+    #: the ratio's mean over the rounds with its 95% interval (None for fewer than 2)
+    ratio_interval: Optional[Interval] = None
 
     @property
     def family(self) -> str:
@@ -103,6 +123,34 @@ def spread(values: Iterable[float]) -> Optional[Spread]:
     if not vals:
         return None
     return Spread(statistics.median(vals), min(vals), max(vals))
+
+
+# Student's t, two-sided 95%, for 1 to 30 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_Z95 = 1.959964
+
+
+def _t95(df: int) -> float:
+    if df <= len(_T95):
+        return _T95[df - 1]
+    z = _Z95  # Cornish-Fisher's first two terms: within 0.001 of the table beyond 30
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def mean_interval(values: Iterable[float]) -> Optional[Interval]:
+    """The mean with its 95% confidence interval; None for fewer than two values.
+
+    Why beside the median: the ledger on/off rows differ by about one round's spread, and
+    the interval says whether the rounds settle which side of a target the mean is on.
+    """
+    vals = [float(v) for v in values]
+    if len(vals) < 2:
+        return None
+    mean = statistics.fmean(vals)
+    half = _t95(len(vals) - 1) * statistics.stdev(vals) / len(vals) ** 0.5
+    return Interval(mean, mean - half, mean + half, len(vals))
 
 
 def _median(values: Iterable[Optional[float]]) -> Optional[float]:
@@ -149,6 +197,7 @@ def summarize(measurements: Sequence[Measurement], order: Sequence[str],
             gateway_errors=errs(GATEWAY), reference_errors=errs(REFERENCE),
             gateway_gen_cpu=_median(m.gen_cpu for m in good[GATEWAY]),
             reference_gen_cpu=_median(m.gen_cpu for m in good[REFERENCE]),
+            ratio_interval=mean_interval(ratios),
         ))
     return rows
 
@@ -204,8 +253,13 @@ def target_verdicts(rows: Sequence[SummaryRow]) -> list[str]:
                        f"(target >= {want})")
         if r.family == "L" and r.ratio is not None:
             ok = r.ratio.median >= LEDGER_RATIO_TARGET
-            out.append(f"{'PASS' if ok else 'MISS'} {r.workload} ledger on/off: "
-                       f"{r.ratio.median:.2f} of the throughput kept (target >= {LEDGER_RATIO_TARGET})")
+            line = (f"{'PASS' if ok else 'MISS'} {r.workload} ledger on/off: "
+                    f"{r.ratio.median:.2f} of the throughput kept (target >= {LEDGER_RATIO_TARGET})")
+            if r.ratio_interval is not None:
+                line += f"; {r.ratio_interval.format()}"
+                if r.ratio_interval.holds(LEDGER_RATIO_TARGET):
+                    line += " (it holds the target: more rounds, --ledger-rounds, to settle it)"
+            out.append(line)
     w5 = [r.gateway.median for r in rows if r.family == "W5" and r.gateway]
     if len(w5) >= 2:
         drop = 1.0 - min(w5) / max(w5)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from bench.report import (GATEWAY, REFERENCE, Measurement, Spread, draw_chart, format_size,
-                          format_table,
-                          generator_notes, spread, summarize, target_verdicts, write_json)
+from bench.report import (GATEWAY, REFERENCE, Interval, Measurement, Spread, _t95, draw_chart,
+                          format_size, format_table, generator_notes, mean_interval, spread,
+                          summarize, target_verdicts, write_json)
 from bench.run import Target, _parse_hostport, parse_args, run_ledger_overhead
 from bench.workloads import Kind, Protocol, all_workloads, ledger_workloads, select_workloads
 
@@ -87,6 +87,35 @@ def test_ledger_verdict_is_throughput_kept_with_the_ledger_on():
     verdicts = target_verdicts(summarize(ms, ["L W3 100B", "L W4 100B"]))
     assert verdicts == ["PASS L W3 100B ledger on/off: 0.95 of the throughput kept (target >= 0.9)",
                         "MISS L W4 100B ledger on/off: 0.80 of the throughput kept (target >= 0.9)"]
+
+
+def test_mean_interval_is_students_t_at_95_percent():
+    interval = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    # mean 3, standard deviation sqrt(2.5), t(4) = 2.776
+    assert interval.mean == 3.0 and interval.rounds == 5
+    assert interval.high - 3.0 == pytest.approx(2.776 * 2.5 ** 0.5 / 5 ** 0.5)
+    assert interval.low == pytest.approx(6.0 - interval.high)
+    assert mean_interval([0.9]) is None and mean_interval([]) is None
+    # beyond the table: tabulated t(40) 2.021, t(60) 2.000, t(120) 1.980
+    assert (_t95(30), round(_t95(40), 3), round(_t95(60), 3), round(_t95(120), 2)) == \
+        (2.042, 2.021, 2.000, 1.98)
+
+
+def test_ledger_verdict_gives_the_mean_and_says_when_its_interval_holds_the_target():
+    on_off = {"L W3 100B": [(95, 100), (93, 100), (94, 100)],   # 0.93-0.95: above 0.9
+              "L W4 100B": [(85, 100), (95, 100), (91, 100)]}   # 0.85-0.95: unsettled
+    ms = [_m(key, target, r, value) for key, rounds in on_off.items()
+          for r, pair in enumerate(rounds) for target, value in zip((GATEWAY, REFERENCE), pair)]
+    rows = summarize(ms, list(on_off))
+    half = 4.303 * 0.01 / 3 ** 0.5  # t(2) times the standard deviation 0.01 over sqrt(3)
+    assert rows[0].ratio_interval == Interval(pytest.approx(0.94), pytest.approx(0.94 - half),
+                                              pytest.approx(0.94 + half), 3)
+    first, second = target_verdicts(rows)
+    assert first == ("PASS L W3 100B ledger on/off: 0.94 of the throughput kept (target >= 0.9); "
+                     "mean 0.940, 95% interval 0.915-0.965 over 3 rounds")
+    assert second.startswith("PASS L W4 100B ledger on/off: 0.91 of the throughput kept")
+    assert second.endswith("over 3 rounds (it holds the target: more rounds, --ledger-rounds, "
+                           "to settle it)")
 
 
 def test_generator_notes_name_rows_where_the_gateway_was_faster():
