@@ -29,9 +29,17 @@ user's connection count is admitted at ``open`` (over the limit: close
 ``amqp:resource-limit-exceeded``, RabbitMQ's text) and released at teardown, and the
 user's ``max_channels`` lowers channel-max (sessions); ``max_links`` bounds the links
 of the connection (an attach above it: detach ``amqp:resource-limit-exceeded``). With a
-shared ``LoginThrottle`` a refused SASL login is recorded and its ``sasl-outcome`` is
-held back for ``delay_for(peer_host, now)`` seconds by the ``tick`` deadline (never a
-sleep); a successful login forgets the address's failures.
+shared ``LoginThrottle`` (``gateway.auth.throttle`` holds the rules) the password check is
+gated while the address has too many refusals pending (``sasl-outcome`` ``sys-temp`` at
+once, unchecked), and a refused SASL login is recorded under the address and the claimed
+user name, its ``sasl-outcome`` held back until the ``answer_at`` the throttle gives (never
+past the handshake deadline) by the ``tick`` deadline, never a sleep. Every checked
+refusal is logged once (``log_refused_login``).
+
+Handshake timeout (SASL, or the AMQP header and ``open`` after it): the connection closes
+(after SASL with ``amqp:resource-limit-exceeded``) and records ``timed_out`` (a
+``HandshakeTimeout`` naming the phase); the edge logs it, rate-limited, in the wording
+every protocol shares.
 
 Output produced outside ``receive_data``/``tick`` (a delivery caused by another
 connection's publish) calls ``on_output`` so the edge flushes on its next turn.
@@ -59,11 +67,14 @@ from gateway.auth import (
     ConnectionLimitReached,
     ConnectionRegistry,
     LoginThrottle,
+    LoginThrottled,
     PermissionCache,
     User,
+    log_refused_login,
     may_access_vhost,
 )
 from gateway.broker.vhost import VirtualHost
+from gateway.connection_log import HandshakeTimeout, peer_name
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
@@ -125,10 +136,16 @@ class Amqp10Engine:
         login_throttle: Optional[LoginThrottle] = None,
         max_links: int = 0,
         connection_id: Any = None,
+        peer_port: int = 0,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
         self.peer_host = peer_host
+        #: ``host:port`` for logs
+        self.peer = peer_name(peer_host, peer_port)
+        #: set when the handshake deadline closed the connection (the edge logs it)
+        self.timed_out: Optional[HandshakeTimeout] = None
+        self._handshake_timeout = handshake_timeout
         self.container_id = container_id
         self.default_vhost = default_vhost
         self.anonymous_user = anonymous_user
@@ -176,7 +193,8 @@ class Amqp10Engine:
         if header == SASL_HEADER:
             self._sasl = SaslServer(authenticator, peer_host=peer_host,
                                     allow_anonymous=allow_anonymous,
-                                    tls_peer_subject=tls_peer_subject)
+                                    tls_peer_subject=tls_peer_subject,
+                                    gate=self._login_gate if login_throttle is not None else None)
             self._out += self._sasl.data_to_send()
             return
         user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
@@ -340,7 +358,8 @@ class Amqp10Engine:
 
     # BlockListener (the broker's memory gate)
     def blocked(self, reason: str) -> None:
-        log.info("1.0 producers on %s blocked: %s", self.owner, reason)
+        """Nothing to do now: incoming links get no more credit while the alarm lasts
+        (the gate logs the alarm once; a line per connection would repeat it)."""
 
     def unblocked(self) -> None:
         if self.closed:
@@ -358,29 +377,38 @@ class Amqp10Engine:
             self._out += out
             assert sasl.result is not None
             if self._throttle is not None:
-                self._throttle.record_success(self.peer_host, self._now)
+                self._throttle.succeeded(self.peer_host, sasl.result.user.name, self._now)
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.state = EngineState.CLOSED
-            delay = self._login_failure_delay() if sasl.login_failed else 0.0
-            if delay > 0.0:
+            answer_at = self._login_refused(sasl) if sasl.login_failed else self._now
+            if answer_at > self._now:
                 # answer a suspected password guesser late (a timer, never a sleep)
-                log.info("delaying the failed login answer to %s by %.2fs", self.peer_host, delay)
                 self._held_out += out
-                self._release_at = self._now + delay
+                self._release_at = answer_at
                 self._handshake_deadline = None
             else:
                 self._out += out
         else:
             self._out += out
 
-    def _login_failure_delay(self) -> float:
-        """Record a failed login of ``peer_host``; the seconds to hold the answer back."""
-        throttle = self._throttle
-        if throttle is None:
-            return 0.0
-        throttle.record_failure(self.peer_host, self._now)
-        return throttle.delay_for(self.peer_host, self._now)
+    def _login_gate(self, user: str) -> None:
+        assert self._throttle is not None
+        self._throttle.check_attempt(self.peer_host, user, self.peer, self._now)
+
+    def _login_refused(self, sasl: SaslServer) -> float:
+        """Record and log a refused login; return when to send its outcome."""
+        if isinstance(sasl.refusal, LoginThrottled):  # logged (rate-limited) by the throttle
+            return self._now
+        user = sasl.claimed_user
+        refusal = None
+        if self._throttle is not None:
+            refusal = self._throttle.refused(self.peer_host, user, self._now,
+                                             answer_by=self._handshake_deadline)
+        log_refused_login(protocol="AMQP 1.0", mechanism=sasl.mechanism_name, user=user,
+                          peer=self.peer, reason=sasl.failure or "refused", refusal=refusal,
+                          now=self._now)
+        return refusal.answer_at if refusal is not None else self._now
 
     # ------------------------------------------------------------------ AMQP
     def _start_amqp(self, user: User, initial: bytes) -> None:
@@ -641,12 +669,22 @@ class Amqp10Engine:
 
     def _handshake_expired(self) -> None:
         self._handshake_deadline = None
-        log.info("1.0 handshake from %s timed out", self.peer_host)
+        sasl = self._sasl
+        if self.state is EngineState.SASL and sasl is not None:
+            phase = f"1.0 SASL {sasl.state.value.removeprefix('await-')}"
+        else:
+            phase = "1.0 open"
+        self.timed_out = HandshakeTimeout(phase, self._handshake_timeout)
         if self.state is EngineState.SASL or self._connection is None:
             self._finish()
         else:
             self._close_connection(Cond.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
             self._process_events()
+            # proton holds its close back until the peer's open arrives, which it never
+            # did: stop reading, so ``data_to_send`` writes our open and drops the socket
+            if self._transport is not None and self._transport.capacity() >= 0:
+                self._transport.close_tail()
+                self._process_events()
 
     # ------------------------------------------------------------------ teardown
     def _refill_starving(self) -> Optional[bool]:
