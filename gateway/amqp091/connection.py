@@ -47,16 +47,10 @@ Limits and throttling (optional shared objects from ``gateway.auth``): with a
 ``connection_registry`` the user's connection is admitted at connection.open (over the
 user's limit: connection.close 530 "connection limit (N) for user 'x' reached") and
 released when CLOSED, and the user's ``max_channels`` lowers the proposed channel-max;
-with a ``login_throttle`` (``gateway.auth.throttle``, whose docstring holds the rules) the
-password check is gated while the address has too many refusals pending (refused at once,
-unchecked), a refused login is recorded under the peer's address and the claimed user name,
-and its answer (close 403 or the silent close) is held back until the ``answer_at`` the
-throttle gives, never past the handshake deadline, through the ``tick`` deadline while
-further input is ignored. Every refused login is logged once (``log_refused_login``).
-
-Handshake timeout: the connection closes without a word and records ``timed_out`` (a
-``HandshakeTimeout`` naming the phase); the edge logs it, rate-limited, in the wording
-every protocol shares.
+with a ``login_throttle`` (its module holds the rules) the password check is gated, and a
+refused login's answer (close 403 or the silent close) is held back until the time
+``refuse_login`` gives, through the ``tick`` deadline, while further input is ignored. A
+handshake timeout closes silently and records ``timed_out`` (the phase) for the edge to log.
 
 Channels (1..channel-max) open with channel.open; frames for a channel that is not open are
 504; content goes through a per-channel ``ContentAssembler``; a ``ChannelException`` closes
@@ -109,8 +103,8 @@ from gateway.auth import (
     ConnectionLimitReached,
     LoginThrottled,
     cap_channel_max,
-    log_refused_login,
     may_access_vhost,
+    refuse_login,
 )
 from gateway.connection_log import HandshakeTimeout, peer_name
 
@@ -804,23 +798,16 @@ class ServerConnection:
     def _login_refused(self, exc: AuthenticationFailed) -> None:
         self.login_failed = True
         mechanism = self._mechanism[:40]
-        if isinstance(exc, LoginThrottled):  # logged (rate-limited) by the throttle
-            self._answer_login_refusal(f"Login was refused using authentication mechanism "
-                                       f"{mechanism}: {exc.reason}")
-            return
-        user = self._sasl.claimed_user if self._sasl is not None else None
-        refusal = None
-        if self._throttle is not None:
-            refusal = self._throttle.refused(self.peer_host, user, self.now,
-                                             answer_by=self._handshake_deadline)
-        log_refused_login(protocol="AMQP 0-9-1", mechanism=mechanism, user=user, peer=self.peer,
-                          reason=exc.reason, refusal=refusal, now=self.now)
-        text = (f"Login was refused using authentication mechanism {mechanism}. "
-                "For details see the broker logfile.")
-        if refusal is not None and refusal.answer_at > self.now:
+        answer_at = refuse_login(self._throttle, exc, address=self.peer_host, peer=self.peer,
+                                 user=self._sasl.claimed_user if self._sasl is not None else None,
+                                 protocol="AMQP 0-9-1", mechanism=mechanism, now=self.now,
+                                 answer_by=self._handshake_deadline)
+        text = f"Login was refused using authentication mechanism {mechanism}. " + (
+            exc.reason if isinstance(exc, LoginThrottled) else "For details see the broker logfile.")
+        if answer_at > self.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
             self._refusal_text = text
-            self._refusal_deadline = refusal.answer_at
+            self._refusal_deadline = answer_at
             self._handshake_deadline = None
             return
         self._answer_login_refusal(text)

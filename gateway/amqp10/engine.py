@@ -29,17 +29,10 @@ user's connection count is admitted at ``open`` (over the limit: close
 ``amqp:resource-limit-exceeded``, RabbitMQ's text) and released at teardown, and the
 user's ``max_channels`` lowers channel-max (sessions); ``max_links`` bounds the links
 of the connection (an attach above it: detach ``amqp:resource-limit-exceeded``). With a
-shared ``LoginThrottle`` (``gateway.auth.throttle`` holds the rules) the password check is
-gated while the address has too many refusals pending (``sasl-outcome`` ``sys-temp`` at
-once, unchecked), and a refused SASL login is recorded under the address and the claimed
-user name, its ``sasl-outcome`` held back until the ``answer_at`` the throttle gives (never
-past the handshake deadline) by the ``tick`` deadline, never a sleep. Every checked
-refusal is logged once (``log_refused_login``).
-
-Handshake timeout (SASL, or the AMQP header and ``open`` after it): the connection closes
-(after SASL with ``amqp:resource-limit-exceeded``) and records ``timed_out`` (a
-``HandshakeTimeout`` naming the phase); the edge logs it, rate-limited, in the wording
-every protocol shares.
+shared ``LoginThrottle`` (its module holds the rules) the password check is gated, and a
+refused login's ``sasl-outcome`` is held back until the time ``refuse_login`` gives, by
+the ``tick`` deadline (never a sleep). A handshake timeout records ``timed_out`` (the
+phase) for the edge to log.
 
 Output produced outside ``receive_data``/``tick`` (a delivery caused by another
 connection's publish) calls ``on_output`` so the edge flushes on its next turn.
@@ -67,11 +60,10 @@ from gateway.auth import (
     ConnectionLimitReached,
     ConnectionRegistry,
     LoginThrottle,
-    LoginThrottled,
     PermissionCache,
     User,
-    log_refused_login,
     may_access_vhost,
+    refuse_login,
 )
 from gateway.broker.vhost import VirtualHost
 from gateway.connection_log import HandshakeTimeout, peer_name
@@ -381,7 +373,12 @@ class Amqp10Engine:
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.state = EngineState.CLOSED
-            answer_at = self._login_refused(sasl) if sasl.login_failed else self._now
+            answer_at = self._now
+            if sasl.refusal is not None:
+                answer_at = refuse_login(
+                    self._throttle, sasl.refusal, address=self.peer_host, peer=self.peer,
+                    user=sasl.claimed_user, protocol="AMQP 1.0", mechanism=sasl.mechanism_name,
+                    now=self._now, answer_by=self._handshake_deadline)
             if answer_at > self._now:
                 # answer a suspected password guesser late (a timer, never a sleep)
                 self._held_out += out
@@ -395,20 +392,6 @@ class Amqp10Engine:
     def _login_gate(self, user: str) -> None:
         assert self._throttle is not None
         self._throttle.check_attempt(self.peer_host, user, self.peer, self._now)
-
-    def _login_refused(self, sasl: SaslServer) -> float:
-        """Record and log a refused login; return when to send its outcome."""
-        if isinstance(sasl.refusal, LoginThrottled):  # logged (rate-limited) by the throttle
-            return self._now
-        user = sasl.claimed_user
-        refusal = None
-        if self._throttle is not None:
-            refusal = self._throttle.refused(self.peer_host, user, self._now,
-                                             answer_by=self._handshake_deadline)
-        log_refused_login(protocol="AMQP 1.0", mechanism=sasl.mechanism_name, user=user,
-                          peer=self.peer, reason=sasl.failure or "refused", refusal=refusal,
-                          now=self._now)
-        return refusal.answer_at if refusal is not None else self._now
 
     # ------------------------------------------------------------------ AMQP
     def _start_amqp(self, user: User, initial: bytes) -> None:

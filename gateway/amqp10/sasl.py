@@ -205,10 +205,9 @@ class SaslServer:
         self.state = SaslState.AWAIT_INIT
         self.result: SaslResult | None = None
         self.failure: str | None = None
-        #: True when the failure was a refused login (an ``auth`` outcome is queued), as
-        #: opposed to malformed input; only refused logins count for login throttling
-        self.login_failed = False
-        #: the refused login's exception (``LoginThrottled`` when refused unchecked)
+        #: a refused login's exception (an outcome is queued; ``LoginThrottled`` when it was
+        #: refused unchecked), as opposed to malformed input (None): only refused logins
+        #: count for login throttling
         self.refusal: AuthenticationFailed | None = None
         self.leftover = b""
         self._exchange = None
@@ -311,7 +310,6 @@ class SaslServer:
         """A refused login: the outcome (``sys-temp`` when throttled, else ``auth``)."""
         code = SaslCode.SYS_TEMP if isinstance(exc, LoginThrottled) else SaslCode.AUTH
         self._out += encode_sasl_frame(SASL_OUTCOME, [ubyte(code)])
-        self.login_failed = True
         self.refusal = exc
         self._end(exc.reason)
 

@@ -27,7 +27,7 @@ from gateway.auth.mechanisms import (
 from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
-from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login
+from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login, refuse_login
 from gateway.auth.users import Permission, User, UserDirectory
 
 __all__ = [
@@ -66,5 +66,6 @@ __all__ = [
     "parse_amqplain",
     "parse_plain",
     "parse_stored",
+    "refuse_login",
     "verify_password",
 ]

@@ -63,10 +63,11 @@ import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from gateway.auth.errors import LoginThrottled
+from gateway.auth.errors import AuthenticationFailed, LoginThrottled
 from gateway.connection_log import RateLimitedLog
 
-__all__ = ["LoginThrottle", "LoginRefusal", "address_key", "log_refused_login", "THROTTLED_KIND"]
+__all__ = ["LoginThrottle", "LoginRefusal", "address_key", "log_refused_login", "refuse_login",
+           "THROTTLED_KIND"]
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class LoginThrottle:
             log, THROTTLED_KIND, now,
             "login throttled: connection from %s closed at accept: %d refused logins from "
             "this address are pending (limit %d)", peer, self.pending(address, now),
-            self.max_pending, tally=address_key(address))
+            self.max_pending, tally=f"closed at accept from {address_key(address)}")
         return False
 
     def check_attempt(self, address: str, user: str | None, peer: str, now: float) -> None:
@@ -170,7 +171,7 @@ class LoginThrottle:
             log, THROTTLED_KIND, now,
             "login throttled: login of user %r from %s refused unchecked: %d refused logins "
             "from this address are pending (limit %d)", user, peer, pending, self.max_pending,
-            tally=address_key(address))
+            tally=f"refused unchecked from {address_key(address)}")
         raise LoginThrottled(user, pending, self.max_pending)
 
     def refused(self, address: str, user: str | None, now: float, *,
@@ -293,3 +294,19 @@ def log_refused_login(*, protocol: str, mechanism: str, user: str | None, peer: 
                   f"{refusal.user_failures} for the user")
     log.warning("login refused: user %r from %s (%s, %s): %s; %s%s",
                 user, peer, protocol, mechanism or "no mechanism", reason, answer, counts)
+
+
+def refuse_login(throttle: LoginThrottle | None, exc: AuthenticationFailed, *, address: str,
+                 peer: str, user: str | None, protocol: str, mechanism: str, now: float,
+                 answer_by: float | None) -> float:
+    """What both engines do with a refused login: record it (unless the throttle refused
+    it unchecked, which it logged itself), log it once, and return when to answer it
+    (``now`` for at once). ``answer_by`` is the engine's handshake deadline."""
+    if isinstance(exc, LoginThrottled):
+        return now
+    refusal = None
+    if throttle is not None:
+        refusal = throttle.refused(address, user, now, answer_by=answer_by)
+    log_refused_login(protocol=protocol, mechanism=mechanism, user=user, peer=peer,
+                      reason=exc.reason, refusal=refusal, now=now)
+    return refusal.answer_at if refusal is not None else now

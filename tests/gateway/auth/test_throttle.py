@@ -145,7 +145,8 @@ def test_admit_connection_and_check_attempt_log_through_the_rate_limit(caplog):
     assert limit.left_out(THROTTLED_KIND) == 2
     limit.flush(11.0)
     assert caplog.records[-1].getMessage() == (
-        "login-throttled: 2 more in the last 10s not logged: 2 10.0.0.1")
+        "login-throttled: 2 more in the last 10s not logged: 1 closed at accept from 10.0.0.1, "
+        "1 refused unchecked from 10.0.0.1")
 
 
 # ------------------------------------------------------------------ rule 5: the deadline
