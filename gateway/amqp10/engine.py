@@ -17,9 +17,9 @@ final output has been handed out (proton's head is closed, or SASL failed); the 
 then drops the socket.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
-close with the carried condition. Anything else escaping a handler is a bug: the
-connection is closed with ``amqp:internal-error`` and logged, never raised into the
-reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
+close with the carried condition (a received string that is not UTF-8 included:
+``received_strings``). Anything else escaping a handler is a bug: the connection is
+closed with ``amqp:internal-error`` and logged, never raised into the reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
 ``amqp:connection:framing-error`` and reports ``TRANSPORT_ERROR``.
 
 Access and limits: the user needs a permission entry for the vhost named in ``open``
@@ -52,6 +52,7 @@ from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
+from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
 from gateway.auth import (
     Action,
@@ -485,6 +486,8 @@ class Amqp10Engine:
                         handler.on_delivery(d)
                     except Amqp10Error as exc:
                         self._fail(Event.wrap(ev), exc)
+                    except UnicodeDecodeError as exc:
+                        self._fail(Event.wrap(ev), undecodable(Event.wrap(ev), exc))
                     continue
                 if etype not in _HANDLED_EVENTS:
                     continue
@@ -501,6 +504,8 @@ class Amqp10Engine:
                     self._on_event(event)
                 except Amqp10Error as exc:
                     self._fail(event, exc)
+                except UnicodeDecodeError as exc:
+                    self._fail(event, undecodable(event, exc))
             finally:
                 pn_collector_pop(impl)
 
@@ -545,6 +550,7 @@ class Amqp10Engine:
 
     def _on_connection_open(self, connection: Connection) -> None:
         self._handshake_deadline = None
+        check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
         vhost = self.broker.vhost(name)
@@ -579,11 +585,14 @@ class Amqp10Engine:
         raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, link: Any) -> None:
+        if self._torn_down:
+            return  # an attach behind a refused open: the close ends it
         if self.vhost is None:
             raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if self.max_links and len(self._links) >= self.max_links:
             raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
                               f"link limit ({self.max_links}) per connection reached")
+        check_attach(link)
         handler = attach_link(self, link)
         self._drop_link(link)
         self._links[link] = handler
@@ -612,7 +621,7 @@ class Amqp10Engine:
         condition = Condition(error.condition.value, error.description)
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
-            log.info("1.0 link %r on %s refused/detached: %s", link.name, self.owner, error)
+            log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
             handler = self._drop_link(link)
             if handler is not None:
                 handler.teardown()
@@ -630,8 +639,8 @@ class Amqp10Engine:
 
     def _close_connection(self, condition: Cond, description: str) -> None:
         connection = self._connection
-        if connection is None:
-            return
+        if connection is None or connection.state & Connection.LOCAL_CLOSED:
+            return  # the first error is the one the peer is told
         self._teardown()
         connection.condition = Condition(condition.value, description)
         if not connection.state & Connection.LOCAL_ACTIVE and not connection.state & Connection.LOCAL_CLOSED:
