@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import scramp
 
-from gateway.auth.errors import AuthenticationFailed
+from gateway.auth.errors import AuthenticationFailed, LoginThrottled
 from gateway.auth.passwords import hash_password, parse_stored, verify_password
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
 from gateway.auth.users import User, UserDirectory
@@ -251,13 +251,19 @@ class _ScramExchange(SaslExchange):
     def __init__(self, authenticator: Authenticator, peer_host: str, gate: Gate | None = None) -> None:
         super().__init__(authenticator, peer_host, gate)
         self._user: User | None = None
+        self._throttled: LoginThrottled | None = None
         self._stage = _ScramStage.CLIENT_FIRST
         self._server = scramp.ScramMechanism(self.mechanism).make_server(self._auth_info)
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         # scramp asks for the keys once it has parsed client-first: the gate runs before
-        # the server-first message (and so before any proof is checked)
-        self._claim(username)
+        # the server-first message (and so before any proof is checked). scramp wraps what
+        # this callback raises, so a refusal is kept and raised by ``_step``.
+        try:
+            self._claim(username)
+        except LoginThrottled as exc:
+            self._throttled = exc
+            return self._authenticator.fake_scram_info(username)
         user = self._authenticator.users.get(username)
         if user is not None and user.password_hash is not None:
             try:
@@ -279,11 +285,13 @@ class _ScramExchange(SaslExchange):
         try:
             if self._stage is _ScramStage.CLIENT_FIRST:
                 self._server.set_client_first(text)
+                if self._throttled is not None:
+                    raise self._throttled
                 self._stage = _ScramStage.CLIENT_FINAL
                 return Challenge(self._server.get_server_first().encode("utf-8"))
             self._server.set_client_final(text)
             final = self._server.get_server_final().encode("utf-8")
-        except AuthenticationFailed:  # the gate's refusal, raised inside scramp's callback
+        except AuthenticationFailed:  # the gate's refusal
             raise
         except Exception as exc:  # scramp raises ScramException and, on odd input, others
             logger.debug("SCRAM exchange failed: %s", exc)

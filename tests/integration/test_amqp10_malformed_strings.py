@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import random
 import socket
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from proton import Data, Described, Message, symbol, ubyte, uint, ulong
+from proton import Described, Message, symbol, ubyte, uint, ulong
 
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SASL_INIT, encode_sasl_frame
 from tests.support.access_config import access_config
-from tests.support.amqp10_socket_client import read_exactly, read_sasl_frames
+from tests.support.amqp10_socket_client import (
+    amqp_frame,
+    parse_performatives,
+    read_exactly,
+    read_sasl_frames,
+)
 from tests.support.cross_protocol_clients import proton_connection
 
 pytestmark = pytest.mark.integration
@@ -32,7 +36,6 @@ TIMEOUT = 10.0
 SEED = 30_5
 OPEN, BEGIN, ATTACH, DETACH, END, CLOSE = 0x10, 0x11, 0x12, 0x16, 0x17, 0x18
 SOURCE, TARGET, ERROR = 0x28, 0x29, 0x1D
-_HEADER = struct.Struct(">IBBH")
 
 #: byte strings that are not UTF-8: bad start bytes, lone continuations, overlong forms,
 #: surrogates, code points above U+10FFFF, sequences cut short, and 5/6-byte forms
@@ -70,23 +73,16 @@ class Case:
     expect: tuple[str | None, str | None] = (None, None)
 
 
-def _frame(descriptor: int, fields: list, channel: int = 0) -> bytes:
-    data = Data()
-    data.put_object(Described(ulong(descriptor), fields))
-    body = data.encode()
-    return _HEADER.pack(8 + len(body), 2, 0, channel) + body
-
-
 def _frames(case: Case) -> bytes:
     source = Described(ulong(SOURCE), [case.source_address])
     target = Described(ulong(TARGET), [case.target_address])
-    out = (_frame(OPEN, [case.container, case.hostname])
-           + _frame(BEGIN, [None, uint(0), uint(100), uint(100), None, None, None,
+    out = (amqp_frame(OPEN, [case.container, case.hostname])
+           + amqp_frame(BEGIN, [None, uint(0), uint(100), uint(100), None, None, None,
                             case.begin_properties])
-           + _frame(ATTACH, [case.link_name, uint(0), case.role, None, None, source, target,
+           + amqp_frame(ATTACH, [case.link_name, uint(0), case.role, None, None, source, target,
                              None, None, None if case.role else uint(0), None, None, None,
                              case.attach_properties])
-           + _frame(CLOSE, []))
+           + amqp_frame(CLOSE, []))
     for placeholder, bad in case.bad.items():
         assert out.count(placeholder) == 1 and len(bad) == len(placeholder)
         out = out.replace(placeholder, bad)
@@ -177,28 +173,6 @@ def _random_cases(count: int) -> list[Case]:
 
 # ------------------------------------------------------------------ the client side
 
-def _performatives(data: bytes) -> list[tuple[int, list]]:
-    out = []
-    while len(data) >= 8:
-        size, doff, _type, _channel = _HEADER.unpack_from(data)
-        body, data = data[doff * 4:size], data[size:]
-        if body:
-            value = Data()
-            value.decode(body)
-            value.rewind()
-            value.next()
-            value.enter()
-            value.next()
-            descriptor = int(value.get_ulong())
-            value.next()
-            try:
-                fields = list(value.get_object())
-            except UnicodeDecodeError:  # our attach echoed with its invalid name
-                fields = []
-            out.append((descriptor, fields))
-    return out
-
-
 def _errors(frames: list[tuple[int, list]]) -> list[tuple[int, str, str]]:
     """(performative, condition, description) of every error the gateway sent."""
     found = []
@@ -229,7 +203,7 @@ def _run(gw, case: Case) -> list[tuple[int, list]]:
                 break
             received += chunk
     assert received[:8] == AMQP_HEADER, case.name
-    return _performatives(received[8:])
+    return parse_performatives(received[8:])
 
 
 def test_invalid_utf8_and_malformed_values_in_open_begin_attach(fresh_gateway):
