@@ -232,6 +232,12 @@ class LimitsConfig:
     failed_logins_before_delay: int = _checked(5, check=_positive)
     failed_login_window: float = _checked(60.0, check=_positive)
     failed_login_max_delay: float = _checked(30.0, check=_non_negative)
+    # refused logins of one address whose delayed answers are pending (gateway.auth.throttle)
+    failed_login_max_pending: int = _checked(8, check=_positive)
+
+
+def _fraction(v: float) -> str | None:
+    return None if 0.0 < v <= 1.0 else f"{v} is not a fraction above 0.0 and at most 1.0"
 
 
 def _sample_rate(v: float) -> str | None:
@@ -273,6 +279,7 @@ class GatewayConfig:
     amqp10: Amqp10Config = Amqp10Config()
     limits: LimitsConfig = LimitsConfig()
     memory_high_watermark: int = _checked(1073741824, check=_positive)
+    memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
     shutdown_timeout: float = _checked(10.0, check=_positive)
     ledger: LedgerConfig = LedgerConfig()
     logging: LoggingConfig = LoggingConfig()

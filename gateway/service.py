@@ -31,6 +31,7 @@ from gateway.auth import (
 )
 from gateway.broker import Broker
 from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
+from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
 from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
@@ -110,6 +111,7 @@ class GatewayService(service.MultiService):
         self.ledger = self._make_ledger(config)
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
                              memory_high_watermark=config.memory_high_watermark,
+                             memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
                              first_gateway_id=first_gateway_id(reactor.seconds()))
         self.metrics.watch_broker(self.broker)
@@ -120,10 +122,13 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
+        #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
+        self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
             max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
             base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
-            max_delay=limits.failed_login_max_delay)
+            max_delay=limits.failed_login_max_delay, max_pending=limits.failed_login_max_pending,
+            log_limit=self.connection_log)
         self.notifier = SystemdNotifier(environ)
         self.watchdog = Watchdog(self.notifier)
         self.tls_servers = [tls_server_for(listener) for listener in config.listeners]
@@ -187,7 +192,7 @@ class GatewayService(service.MultiService):
                 allow_anonymous=ctx.listener.allow_anonymous,
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
-                connection_id=ctx.connection_id,
+                connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
@@ -199,7 +204,7 @@ class GatewayService(service.MultiService):
             max_frame_size=limits.frame_max or 131072, channel_max=limits.channel_max or 65535,
             idle_timeout=float(limits.heartbeat), max_message_size=limits.max_message_size,
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
-            connection_id=ctx.connection_id,
+            connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection)
 
@@ -210,7 +215,9 @@ class GatewayService(service.MultiService):
         super().startService()
         for listener, tls in zip(self.config.listeners, self.tls_servers):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
-                                      max_connections=self.config.limits.max_connections, tls=tls)
+                                      max_connections=self.config.limits.max_connections, tls=tls,
+                                      login_throttle=self.login_throttle,
+                                      connection_log=self.connection_log)
             port = yield server_endpoint(self.reactor, listener.host, listener.port).listen(
                 factory.wrap_for_tls())
             self.factories.append(factory)
@@ -241,8 +248,10 @@ class GatewayService(service.MultiService):
         log.info("gateway %s ready", self.container_id)
 
     def _tick_broker(self) -> None:
+        now = self.reactor.seconds()
         try:
-            self.broker.tick(self.reactor.seconds())
+            self.broker.tick(now)
+            self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")
 

@@ -47,9 +47,10 @@ Limits and throttling (optional shared objects from ``gateway.auth``): with a
 ``connection_registry`` the user's connection is admitted at connection.open (over the
 user's limit: connection.close 530 "connection limit (N) for user 'x' reached") and
 released when CLOSED, and the user's ``max_channels`` lowers the proposed channel-max;
-with a ``login_throttle`` a refused login is recorded and, once the address failed too
-often, its answer (close 403 or the silent close) is held back ``delay_for(peer, now)``
-seconds through the ``tick`` deadline while further input is ignored.
+with a ``login_throttle`` (its module holds the rules) the password check is gated, and a
+refused login's answer (close 403 or the silent close) is held back until the time
+``refuse_login`` gives, through the ``tick`` deadline, while further input is ignored. A
+handshake timeout closes silently and records ``timed_out`` (the phase) for the edge to log.
 
 Channels (1..channel-max) open with channel.open; frames for a channel that is not open are
 504; content goes through a per-channel ``ContentAssembler``; a ``ChannelException`` closes
@@ -100,9 +101,12 @@ from gateway.auth import (
     AuthenticationFailed,
     Authenticated,
     ConnectionLimitReached,
+    LoginThrottled,
     cap_channel_max,
     may_access_vhost,
+    refuse_login,
 )
+from gateway.connection_log import HandshakeTimeout, peer_name
 
 __all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -219,10 +223,15 @@ class ServerConnection:
         connection_id: Any = None,
         connection_registry: Any = None,
         login_throttle: Any = None,
+        peer_port: int = 0,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
         self.peer_host = peer_host
+        #: ``host:port`` for logs
+        self.peer = peer_name(peer_host, peer_port)
+        #: set when the handshake deadline closed the connection (the edge logs it)
+        self.timed_out: HandshakeTimeout | None = None
         self.connection_id = connection_id  # the edge's id, for logs; opaque here
         self.protocol_version = protocol_version
         self.now = now
@@ -264,6 +273,7 @@ class ServerConnection:
         self._open_received = False
         self._context = ConnectionContext(self)
         # timers (seconds); activity flags are sampled by tick()
+        self._handshake_timeout = handshake_timeout
         self._handshake_deadline: float | None = now + handshake_timeout
         self._close_deadline: float | None = None
         self._heartbeat = 0
@@ -363,14 +373,21 @@ class ServerConnection:
             if self._state is ConnectionState.CLOSED:
                 return None
         deadlines: list[float] = []
-        for deadline, what in ((self._handshake_deadline, "handshake"), (self._close_deadline, "close-ok")):
-            if deadline is not None:
-                if now >= deadline:
-                    log.warning("0-9-1 connection from %s: %s timeout", self.peer_host, what)
-                    self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                               f"{what} timeout"))
-                    return None
-                deadlines.append(deadline)
+        if self._handshake_deadline is not None:
+            if now >= self._handshake_deadline:
+                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
+                                                  self._handshake_timeout)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           "handshake timeout"))
+                return None
+            deadlines.append(self._handshake_deadline)
+        if self._close_deadline is not None:
+            if now >= self._close_deadline:
+                log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           "close-ok timeout"))
+                return None
+            deadlines.append(self._close_deadline)
         hb = self._heartbeat
         if hb:
             # while input is held we do not read, so the peer's silence proves nothing
@@ -741,16 +758,20 @@ class ServerConnection:
         try:
             self._sasl = self._authenticator.start(
                 method.mechanism, peer_host=self.peer_host, protocol="amqp091",
-                allow_anonymous=self._allow_anonymous, tls_peer_subject=self._tls_peer_subject)
+                allow_anonymous=self._allow_anonymous, tls_peer_subject=self._tls_peer_subject,
+                gate=self._login_gate if self._throttle is not None else None)
             self._sasl_step(method.response)
         except AuthenticationFailed as exc:
-            self._login_refused(exc.reason)
+            self._login_refused(exc)
 
     def _on_secure_ok(self, method: m.Method) -> None:
         try:
             self._sasl_step(method.response)
         except AuthenticationFailed as exc:
-            self._login_refused(exc.reason)
+            self._login_refused(exc)
+
+    def _login_gate(self, user: str) -> None:
+        self._throttle.check_attempt(self.peer_host, user, self.peer, self.now)
 
     def _sasl_step(self, response: bytes) -> None:
         outcome = self._sasl.step(response)
@@ -758,7 +779,7 @@ class ServerConnection:
             self.user = outcome.user
             self._sasl = None
             if self._throttle is not None:
-                self._throttle.record_success(self.peer_host, self.now)
+                self._throttle.succeeded(self.peer_host, self.user.name, self.now)
             if self._registry is not None:
                 # the user's max_channels lowers the channel-max we propose
                 t = self._server_tune
@@ -774,20 +795,19 @@ class ServerConnection:
             self._send_method(0, m.ConnectionSecure(challenge=outcome.data))
             self._state = ConnectionState.AWAIT_SECURE_OK
 
-    def _login_refused(self, reason: str) -> None:
+    def _login_refused(self, exc: AuthenticationFailed) -> None:
         self.login_failed = True
-        log.warning("0-9-1 login from %s refused (mechanism %s): %s", self.peer_host, self._mechanism, reason)
-        text = (f"Login was refused using authentication mechanism {self._mechanism[:40]}. "
-                "For details see the broker logfile.")
-        delay = 0.0
-        if self._throttle is not None:
-            self._throttle.record_failure(self.peer_host, self.now)
-            delay = self._throttle.delay_for(self.peer_host, self.now)
-        if delay > 0.0:
+        mechanism = self._mechanism[:40]
+        answer_at = refuse_login(self._throttle, exc, address=self.peer_host, peer=self.peer,
+                                 user=self._sasl.claimed_user if self._sasl is not None else None,
+                                 protocol="AMQP 0-9-1", mechanism=mechanism, now=self.now,
+                                 answer_by=self._handshake_deadline)
+        text = f"Login was refused using authentication mechanism {mechanism}. " + (
+            exc.reason if isinstance(exc, LoginThrottled) else "For details see the broker logfile.")
+        if answer_at > self.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
-            log.info("delaying the refused login answer to %s by %.2fs", self.peer_host, delay)
             self._refusal_text = text
-            self._refusal_deadline = self.now + delay
+            self._refusal_deadline = answer_at
             self._handshake_deadline = None
             return
         self._answer_login_refusal(text)

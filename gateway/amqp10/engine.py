@@ -17,9 +17,9 @@ final output has been handed out (proton's head is closed, or SASL failed); the 
 then drops the socket.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
-close with the carried condition. Anything else escaping a handler is a bug: the
-connection is closed with ``amqp:internal-error`` and logged, never raised into the
-reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
+close with the carried condition (a received string that is not UTF-8 included:
+``received_strings``). Anything else escaping a handler is a bug: the connection is
+closed with ``amqp:internal-error`` and logged, never raised into the reactor. Malformed frames are proton's: it closes with ``amqp:decode-error`` or
 ``amqp:connection:framing-error`` and reports ``TRANSPORT_ERROR``.
 
 Access and limits: the user needs a permission entry for the vhost named in ``open``
@@ -29,9 +29,10 @@ user's connection count is admitted at ``open`` (over the limit: close
 ``amqp:resource-limit-exceeded``, RabbitMQ's text) and released at teardown, and the
 user's ``max_channels`` lowers channel-max (sessions); ``max_links`` bounds the links
 of the connection (an attach above it: detach ``amqp:resource-limit-exceeded``). With a
-shared ``LoginThrottle`` a refused SASL login is recorded and its ``sasl-outcome`` is
-held back for ``delay_for(peer_host, now)`` seconds by the ``tick`` deadline (never a
-sleep); a successful login forgets the address's failures.
+shared ``LoginThrottle`` (its module holds the rules) the password check is gated, and a
+refused login's ``sasl-outcome`` is held back until the time ``refuse_login`` gives, by
+the ``tick`` deadline (never a sleep). A handshake timeout records ``timed_out`` (the
+phase) for the edge to log.
 
 Output produced outside ``receive_data``/``tick`` (a delivery caused by another
 connection's publish) calls ``on_output`` so the edge flushes on its next turn.
@@ -51,6 +52,7 @@ from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
+from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
 from gateway.auth import (
     Action,
@@ -62,8 +64,10 @@ from gateway.auth import (
     PermissionCache,
     User,
     may_access_vhost,
+    refuse_login,
 )
 from gateway.broker.vhost import VirtualHost
+from gateway.connection_log import HandshakeTimeout, peer_name
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
@@ -125,10 +129,16 @@ class Amqp10Engine:
         login_throttle: Optional[LoginThrottle] = None,
         max_links: int = 0,
         connection_id: Any = None,
+        peer_port: int = 0,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
         self.peer_host = peer_host
+        #: ``host:port`` for logs
+        self.peer = peer_name(peer_host, peer_port)
+        #: set when the handshake deadline closed the connection (the edge logs it)
+        self.timed_out: Optional[HandshakeTimeout] = None
+        self._handshake_timeout = handshake_timeout
         self.container_id = container_id
         self.default_vhost = default_vhost
         self.anonymous_user = anonymous_user
@@ -176,7 +186,8 @@ class Amqp10Engine:
         if header == SASL_HEADER:
             self._sasl = SaslServer(authenticator, peer_host=peer_host,
                                     allow_anonymous=allow_anonymous,
-                                    tls_peer_subject=tls_peer_subject)
+                                    tls_peer_subject=tls_peer_subject,
+                                    gate=self._login_gate if login_throttle is not None else None)
             self._out += self._sasl.data_to_send()
             return
         user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
@@ -340,7 +351,8 @@ class Amqp10Engine:
 
     # BlockListener (the broker's memory gate)
     def blocked(self, reason: str) -> None:
-        log.info("1.0 producers on %s blocked: %s", self.owner, reason)
+        """Nothing to do now: incoming links get no more credit while the alarm lasts
+        (the gate logs the alarm once; a line per connection would repeat it)."""
 
     def unblocked(self) -> None:
         if self.closed:
@@ -358,29 +370,29 @@ class Amqp10Engine:
             self._out += out
             assert sasl.result is not None
             if self._throttle is not None:
-                self._throttle.record_success(self.peer_host, self._now)
+                self._throttle.succeeded(self.peer_host, sasl.result.user.name, self._now)
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.state = EngineState.CLOSED
-            delay = self._login_failure_delay() if sasl.login_failed else 0.0
-            if delay > 0.0:
+            answer_at = self._now
+            if sasl.refusal is not None:
+                answer_at = refuse_login(
+                    self._throttle, sasl.refusal, address=self.peer_host, peer=self.peer,
+                    user=sasl.claimed_user, protocol="AMQP 1.0", mechanism=sasl.mechanism_name,
+                    now=self._now, answer_by=self._handshake_deadline)
+            if answer_at > self._now:
                 # answer a suspected password guesser late (a timer, never a sleep)
-                log.info("delaying the failed login answer to %s by %.2fs", self.peer_host, delay)
                 self._held_out += out
-                self._release_at = self._now + delay
+                self._release_at = answer_at
                 self._handshake_deadline = None
             else:
                 self._out += out
         else:
             self._out += out
 
-    def _login_failure_delay(self) -> float:
-        """Record a failed login of ``peer_host``; the seconds to hold the answer back."""
-        throttle = self._throttle
-        if throttle is None:
-            return 0.0
-        throttle.record_failure(self.peer_host, self._now)
-        return throttle.delay_for(self.peer_host, self._now)
+    def _login_gate(self, user: str) -> None:
+        assert self._throttle is not None
+        self._throttle.check_attempt(self.peer_host, user, self.peer, self._now)
 
     # ------------------------------------------------------------------ AMQP
     def _start_amqp(self, user: User, initial: bytes) -> None:
@@ -474,6 +486,8 @@ class Amqp10Engine:
                         handler.on_delivery(d)
                     except Amqp10Error as exc:
                         self._fail(Event.wrap(ev), exc)
+                    except UnicodeDecodeError as exc:
+                        self._fail(Event.wrap(ev), undecodable(Event.wrap(ev), exc))
                     continue
                 if etype not in _HANDLED_EVENTS:
                     continue
@@ -490,6 +504,8 @@ class Amqp10Engine:
                     self._on_event(event)
                 except Amqp10Error as exc:
                     self._fail(event, exc)
+                except UnicodeDecodeError as exc:
+                    self._fail(event, undecodable(event, exc))
             finally:
                 pn_collector_pop(impl)
 
@@ -534,6 +550,7 @@ class Amqp10Engine:
 
     def _on_connection_open(self, connection: Connection) -> None:
         self._handshake_deadline = None
+        check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
         vhost = self.broker.vhost(name)
@@ -568,11 +585,14 @@ class Amqp10Engine:
         raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, link: Any) -> None:
+        if self._torn_down:
+            return  # an attach behind a refused open: the close ends it
         if self.vhost is None:
             raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if self.max_links and len(self._links) >= self.max_links:
             raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
                               f"link limit ({self.max_links}) per connection reached")
+        check_attach(link)
         handler = attach_link(self, link)
         self._drop_link(link)
         self._links[link] = handler
@@ -601,7 +621,7 @@ class Amqp10Engine:
         condition = Condition(error.condition.value, error.description)
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
-            log.info("1.0 link %r on %s refused/detached: %s", link.name, self.owner, error)
+            log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
             handler = self._drop_link(link)
             if handler is not None:
                 handler.teardown()
@@ -619,8 +639,8 @@ class Amqp10Engine:
 
     def _close_connection(self, condition: Cond, description: str) -> None:
         connection = self._connection
-        if connection is None:
-            return
+        if connection is None or connection.state & Connection.LOCAL_CLOSED:
+            return  # the first error is the one the peer is told
         self._teardown()
         connection.condition = Condition(condition.value, description)
         if not connection.state & Connection.LOCAL_ACTIVE and not connection.state & Connection.LOCAL_CLOSED:
@@ -641,12 +661,22 @@ class Amqp10Engine:
 
     def _handshake_expired(self) -> None:
         self._handshake_deadline = None
-        log.info("1.0 handshake from %s timed out", self.peer_host)
+        sasl = self._sasl
+        if self.state is EngineState.SASL and sasl is not None:
+            phase = f"1.0 SASL {sasl.state.value.removeprefix('await-')}"
+        else:
+            phase = "1.0 open"
+        self.timed_out = HandshakeTimeout(phase, self._handshake_timeout)
         if self.state is EngineState.SASL or self._connection is None:
             self._finish()
         else:
             self._close_connection(Cond.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
             self._process_events()
+            # proton holds its close back until the peer's open arrives, which it never
+            # did: stop reading, so ``data_to_send`` writes our open and drops the socket
+            if self._transport is not None and self._transport.capacity() >= 0:
+                self._transport.close_tail()
+                self._process_events()
 
     # ------------------------------------------------------------------ teardown
     def _refill_starving(self) -> Optional[bool]:

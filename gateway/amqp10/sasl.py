@@ -19,6 +19,12 @@ oversized frame, a frame that is not SASL, an undecodable or unexpected performa
 ends in FAILED with ``failure`` set: there is no AMQP connection yet to carry a close,
 so the engine just drops the socket after writing what is queued.
 
+A login refused by the login throttle's gate (``LoginThrottled``: the address has too
+many refusals pending, the password was not checked) gets the outcome ``sys-temp``
+(a temporary condition: try again later) instead of ``auth``; ``refusal`` keeps the
+exception and ``claimed_user`` the name the peer gave, for the engine's throttle and log.
+Refused logins are logged by the engine (once each); this layer logs malformed input.
+
 SASL frames are AMQP frames of type 0x01 on channel 0 (ignored); their bodies are
 described lists with descriptors 0x40 (mechanisms) .. 0x44 (outcome), encoded and
 decoded with ``proton.Data``. Frames larger than ``max_frame_size`` (64 KiB by default;
@@ -34,7 +40,15 @@ from dataclasses import dataclass
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
 
 from gateway.amqp10.conditions import SaslCode
-from gateway.auth import Authenticated, AuthenticationFailed, Authenticator, Challenge, User
+from gateway.auth import (
+    Authenticated,
+    AuthenticationFailed,
+    Authenticator,
+    Challenge,
+    LoginThrottled,
+    User,
+)
+from gateway.auth.mechanisms import Gate
 
 __all__ = [
     "SASL_HEADER",
@@ -172,8 +186,10 @@ class SaslServer:
         allow_anonymous: bool,
         tls_peer_subject: str | None = None,
         max_frame_size: int = SASL_MAX_FRAME_SIZE,
+        gate: Gate | None = None,
     ) -> None:
         self._auth = authenticator
+        self._gate = gate
         self._peer_host = peer_host
         self._allow_anonymous = allow_anonymous
         self._tls_peer_subject = tls_peer_subject
@@ -189,9 +205,10 @@ class SaslServer:
         self.state = SaslState.AWAIT_INIT
         self.result: SaslResult | None = None
         self.failure: str | None = None
-        #: True when the failure was a refused login (an ``auth`` outcome is queued), as
-        #: opposed to malformed input; only refused logins count for login throttling
-        self.login_failed = False
+        #: a refused login's exception (an outcome is queued; ``LoginThrottled`` when it was
+        #: refused unchecked), as opposed to malformed input (None): only refused logins
+        #: count for login throttling
+        self.refusal: AuthenticationFailed | None = None
         self.leftover = b""
         self._exchange = None
         self._mechanism = ""
@@ -213,7 +230,7 @@ class SaslServer:
         try:
             self._process()
         except SaslFrameError as exc:
-            self._fail(exc.text, send_outcome=False)
+            self._fail(exc.text)
 
     def _process(self) -> None:
         # one frame at a time: what follows the frame that ends the negotiation is
@@ -250,11 +267,22 @@ class SaslServer:
                 protocol="amqp10",
                 allow_anonymous=self._allow_anonymous,
                 tls_peer_subject=self._tls_peer_subject,
+                gate=self._gate,
             )
         except AuthenticationFailed as exc:
-            self._fail(exc.reason, send_outcome=True)
+            self._refuse(exc)
             return
         self._step(_field(fields, 1))
+
+    @property
+    def mechanism_name(self) -> str:
+        """The mechanism the peer chose (cut to 40 characters; empty before sasl-init)."""
+        return self._mechanism[:40]
+
+    @property
+    def claimed_user(self) -> str | None:
+        """The user name the peer claimed (None before the mechanism parsed one)."""
+        return self._exchange.claimed_user if self._exchange is not None else None
 
     def _step(self, response: object) -> None:
         if response is not None and not isinstance(response, (bytes, bytearray, memoryview)):
@@ -263,7 +291,7 @@ class SaslServer:
         try:
             reply = self._exchange.step(bytes(response) if response is not None else b"")
         except AuthenticationFailed as exc:
-            self._fail(exc.reason, send_outcome=True)
+            self._refuse(exc)
             return
         if isinstance(reply, Challenge):
             self._out += encode_sasl_frame(SASL_CHALLENGE, [reply.data])
@@ -278,11 +306,19 @@ class SaslServer:
         self.state = SaslState.AWAIT_AMQP_HEADER
         log.debug("SASL %s login of %r from %s", self._mechanism, reply.user.name, self._peer_host)
 
-    def _fail(self, reason: str, *, send_outcome: bool) -> None:
-        if send_outcome:
-            self._out += encode_sasl_frame(SASL_OUTCOME, [ubyte(SaslCode.AUTH)])
-            self.login_failed = True
+    def _refuse(self, exc: AuthenticationFailed) -> None:
+        """A refused login: the outcome (``sys-temp`` when throttled, else ``auth``)."""
+        code = SaslCode.SYS_TEMP if isinstance(exc, LoginThrottled) else SaslCode.AUTH
+        self._out += encode_sasl_frame(SASL_OUTCOME, [ubyte(code)])
+        self.refusal = exc
+        self._end(exc.reason)
+
+    def _fail(self, reason: str) -> None:
+        """Malformed input: no outcome (there is no AMQP connection to close either)."""
+        log.info("SASL negotiation with %s failed: %s", self._peer_host, reason)
+        self._end(reason)
+
+    def _end(self, reason: str) -> None:
         self.failure = reason
         self.state = SaslState.FAILED
         self._in.clear()
-        log.info("SASL negotiation with %s failed: %s", self._peer_host, reason)

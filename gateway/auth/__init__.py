@@ -4,7 +4,7 @@ Pure code (stdlib and ``scramp``): no I/O, no clock. Both protocol engines
 use the same ``Authenticator``; see ``mechanisms`` for the exchange model.
 """
 
-from gateway.auth.errors import AccessRefused, AuthenticationFailed
+from gateway.auth.errors import AccessRefused, AuthenticationFailed, LoginThrottled
 from gateway.auth.limits import (
     AdmissionToken,
     ConnectionLimitReached,
@@ -27,7 +27,7 @@ from gateway.auth.mechanisms import (
 from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
-from gateway.auth.throttle import LoginThrottle
+from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login, refuse_login
 from gateway.auth.users import Permission, User, UserDirectory
 
 __all__ = [
@@ -44,7 +44,9 @@ __all__ = [
     "ListenerAdmission",
     "ListenerLimitReached",
     "ListenerSlots",
+    "LoginRefusal",
     "LoginThrottle",
+    "LoginThrottled",
     "Mechanism",
     "Permission",
     "Protocol",
@@ -59,9 +61,11 @@ __all__ = [
     "hash_password",
     "is_loopback",
     "is_permitted",
+    "log_refused_login",
     "may_access_vhost",
     "parse_amqplain",
     "parse_plain",
     "parse_stored",
+    "refuse_login",
     "verify_password",
 ]

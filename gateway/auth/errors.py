@@ -7,7 +7,7 @@ SASL outcome ``auth``).
 
 from __future__ import annotations
 
-__all__ = ["AuthenticationFailed", "AccessRefused"]
+__all__ = ["AuthenticationFailed", "AccessRefused", "LoginThrottled"]
 
 
 class AuthenticationFailed(Exception):
@@ -33,3 +33,16 @@ class AccessRefused(Exception):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+
+class LoginThrottled(AuthenticationFailed):
+    """A login refused without checking its credentials: too many refused logins from
+    the peer's address are still pending (see ``throttle``). ``user`` is the name the
+    peer claimed (None if it named none)."""
+
+    def __init__(self, user: str | None, pending: int, limit: int) -> None:
+        super().__init__(f"{pending} refused logins from this address are still pending "
+                         f"(limit {limit}); try again later")
+        self.user = user
+        self.pending = pending
+        self.limit = limit

@@ -33,6 +33,13 @@ Mechanisms and their rules:
 * ANONYMOUS (only when the listener allows it and ``anonymous_user`` is
   configured): any response (trace text) logs in as ``anonymous_user``.
 
+Throttling: ``claimed_user`` holds the user name the peer claims as soon as the
+mechanism has parsed it (for per-user failure counts and for logs), and an optional
+``gate`` (from ``Authenticator.start``) is called with that name just before a
+password is checked, for PLAIN, AMQPLAIN and SCRAM-SHA-256; it may raise
+``LoginThrottled`` to refuse the login without doing the (deliberately slow) check.
+EXTERNAL and ANONYMOUS check no secret a peer could guess, so they pass no gate.
+
 ``loopback_only`` users are refused unless ``peer_host`` is a loopback
 address (127.0.0.0/8, ::1, or an IPv4-mapped loopback); a host string that
 is not an IP address (a UNIX socket) counts as not loopback. That check
@@ -53,12 +60,12 @@ import hmac
 import ipaddress
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import scramp
 
-from gateway.auth.errors import AuthenticationFailed
+from gateway.auth.errors import AuthenticationFailed, LoginThrottled
 from gateway.auth.passwords import hash_password, parse_stored, verify_password
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
 from gateway.auth.users import User, UserDirectory
@@ -76,6 +83,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _INVALID_CREDENTIALS = "invalid credentials"
+
+#: called with the claimed user name before a password is checked; raises to refuse
+Gate = Callable[[str], None]
 
 
 class Mechanism(enum.StrEnum):
@@ -132,10 +142,13 @@ class SaslExchange:
 
     mechanism: str = ""
 
-    def __init__(self, authenticator: Authenticator, peer_host: str) -> None:
+    def __init__(self, authenticator: Authenticator, peer_host: str, gate: Gate | None = None) -> None:
         self._authenticator = authenticator
         self._peer_host = peer_host
+        self._gate = gate
         self.finished = False
+        #: the user name the peer claims, once the mechanism has parsed it
+        self.claimed_user: str | None = None
 
     def step(self, response: bytes | None) -> Challenge | Authenticated:
         if self.finished:
@@ -159,7 +172,14 @@ class SaslExchange:
             raise AuthenticationFailed(f"user '{user.name}' can only connect via localhost")
         return user
 
+    def _claim(self, name: str, *, secret: bool = True) -> None:
+        """Note the claimed user ``name``; before a ``secret`` is checked, ask the gate."""
+        self.claimed_user = name
+        if secret and self._gate is not None:
+            self._gate(name)
+
     def _password_login(self, name: str, password: str) -> Authenticated:
+        self._claim(name)
         user = self._authenticator.check_password(name, password)
         return Authenticated(user)
 
@@ -170,6 +190,7 @@ class _PlainExchange(SaslExchange):
     def _step(self, response: bytes) -> Challenge | Authenticated:
         authzid, authcid, password = parse_plain(response)
         if authzid and authzid != authcid:
+            self._claim(authcid, secret=False)
             raise AuthenticationFailed("authorization identity must equal the user name")
         return self._password_login(authcid, password)
 
@@ -188,6 +209,8 @@ class _AnonymousExchange(SaslExchange):
     def _step(self, response: bytes) -> Challenge | Authenticated:
         # RFC 4505: the response is optional trace information; ignored.
         name = self._authenticator.anonymous_user
+        if name:
+            self._claim(name, secret=False)
         user = self._authenticator.users.get(name) if name else None
         if user is None:
             logger.warning("ANONYMOUS login: anonymous user %r is not configured", name)
@@ -204,6 +227,7 @@ class _ExternalExchange(SaslExchange):
 
     def _step(self, response: bytes) -> Challenge | Authenticated:
         name = common_name(self._subject)
+        self._claim(name, secret=False)
         try:
             authzid = response.decode("utf-8")
         except UnicodeDecodeError:
@@ -224,13 +248,22 @@ class _ScramStage(enum.Enum):
 class _ScramExchange(SaslExchange):
     mechanism = Mechanism.SCRAM_SHA_256.value
 
-    def __init__(self, authenticator: Authenticator, peer_host: str) -> None:
-        super().__init__(authenticator, peer_host)
+    def __init__(self, authenticator: Authenticator, peer_host: str, gate: Gate | None = None) -> None:
+        super().__init__(authenticator, peer_host, gate)
         self._user: User | None = None
+        self._throttled: LoginThrottled | None = None
         self._stage = _ScramStage.CLIENT_FIRST
         self._server = scramp.ScramMechanism(self.mechanism).make_server(self._auth_info)
 
     def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
+        # scramp asks for the keys once it has parsed client-first: the gate runs before
+        # the server-first message (and so before any proof is checked). scramp wraps what
+        # this callback raises, so a refusal is kept and raised by ``_step``.
+        try:
+            self._claim(username)
+        except LoginThrottled as exc:
+            self._throttled = exc
+            return self._authenticator.fake_scram_info(username)
         user = self._authenticator.users.get(username)
         if user is not None and user.password_hash is not None:
             try:
@@ -252,10 +285,14 @@ class _ScramExchange(SaslExchange):
         try:
             if self._stage is _ScramStage.CLIENT_FIRST:
                 self._server.set_client_first(text)
+                if self._throttled is not None:
+                    raise self._throttled
                 self._stage = _ScramStage.CLIENT_FINAL
                 return Challenge(self._server.get_server_first().encode("utf-8"))
             self._server.set_client_final(text)
             final = self._server.get_server_final().encode("utf-8")
+        except AuthenticationFailed:  # the gate's refusal
+            raise
         except Exception as exc:  # scramp raises ScramException and, on odd input, others
             logger.debug("SCRAM exchange failed: %s", exc)
             raise AuthenticationFailed(_INVALID_CREDENTIALS) from None
@@ -312,8 +349,9 @@ class Authenticator:
 
     def start(self, mechanism: str, *, peer_host: str, protocol: str, allow_anonymous: bool,
               tls_peer_subject: str | None = None,
-              offered: Sequence[str] | None = None) -> SaslExchange:
-        """Begin an exchange for the mechanism the peer chose.
+              offered: Sequence[str] | None = None, gate: Gate | None = None) -> SaslExchange:
+        """Begin an exchange for the mechanism the peer chose; ``gate`` is asked before
+        a password is checked (see the module docstring).
 
         Raises ``AuthenticationFailed`` if ``mechanism`` is not one that
         ``mechanisms()`` would offer with the same arguments.
@@ -324,11 +362,11 @@ class Authenticator:
             raise AuthenticationFailed(f"mechanism {str(mechanism)[:40]!r} is not offered")
         mech = Mechanism(mechanism)
         if mech is Mechanism.PLAIN:
-            return _PlainExchange(self, peer_host)
+            return _PlainExchange(self, peer_host, gate)
         if mech is Mechanism.AMQPLAIN:
-            return _AmqPlainExchange(self, peer_host)
+            return _AmqPlainExchange(self, peer_host, gate)
         if mech is Mechanism.SCRAM_SHA_256:
-            return _ScramExchange(self, peer_host)
+            return _ScramExchange(self, peer_host, gate)
         if mech is Mechanism.EXTERNAL:
             assert tls_peer_subject is not None  # guaranteed by mechanisms()
             return _ExternalExchange(self, peer_host, tls_peer_subject)

@@ -30,7 +30,8 @@ class Broker:
 
     ``container_id`` is our globally unique container name (1.0 ``open``, and deciding
     whether ``node@container`` is local). ``memory_high_watermark`` is in bytes of queued
-    message bodies (``None``: never block). ``store`` receives durable writes
+    message bodies (``None``: never block); the alarm clears again at
+    ``memory_low_watermark_ratio`` of it (see ``flow.ProducerGate``). ``store`` receives durable writes
     (default :class:`~gateway.store.interface.NullStore`).
     """
 
@@ -40,13 +41,14 @@ class Broker:
         container_id: str,
         vhosts: Iterable[str] = ("/",),
         memory_high_watermark: Optional[int] = None,
+        memory_low_watermark_ratio: float = 0.9,
         store: Optional[Store] = None,
         ledger: Optional[Any] = None,
         first_gateway_id: int = 1,
     ) -> None:
         self.container_id = container_id
         self.store: Store = store if store is not None else NullStore()
-        self.gate = ProducerGate(memory_high_watermark)
+        self.gate = ProducerGate(memory_high_watermark, memory_low_watermark_ratio)
         # The service starts the ids at a boot-time-derived value, so ids stay unique
         # across restarts of one container (the ledger reconciles by them).
         self._use_ids(itertools.count(first_gateway_id))

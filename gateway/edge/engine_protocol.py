@@ -7,7 +7,9 @@ optionally ``shutdown(reason)`` (graceful close for SIGTERM) and an ``on_output`
 attribute: the engine calls it when output appears outside ``receive_data`` (a delivery
 caused by another connection's publish), and the driver then flushes on the next reactor
 turn. One driver therefore serves both protocols and batches writes: the engine's output
-is drained once per read, never once per event.
+is drained once per read, never once per event. An engine closed by its handshake
+deadline says so in ``timed_out`` (a ``HandshakeTimeout``); the driver logs it once,
+through the shared rate limit (``timeout_log``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import logging
 from typing import Any, Callable, Optional, Protocol
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime, ITransport
+
+from gateway.connection_log import RateLimitedLog, log_handshake_timeout, peer_name
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +39,10 @@ class EngineDriver:
     """Feeds socket bytes to an engine, writes its output, schedules its timers."""
 
     def __init__(self, engine: Engine, transport: ITransport, reactor: IReactorTime,
-                 on_finished: Callable[["EngineDriver"], None] | None = None) -> None:
+                 on_finished: Callable[["EngineDriver"], None] | None = None,
+                 timeout_log: RateLimitedLog | None = None) -> None:
         self.engine = engine
+        self._timeout_log = timeout_log
         self.transport = transport
         self.reactor = reactor
         self._on_finished = on_finished
@@ -104,7 +110,7 @@ class EngineDriver:
     def _peer(self) -> str:
         try:
             p = self.transport.getPeer()
-            return f"{p.host}:{p.port}"
+            return peer_name(p.host, p.port)
         except Exception:  # noqa: BLE001
             return "?"
 
@@ -131,10 +137,17 @@ class EngineDriver:
             self.transport.write(out)
         if self.engine.closed or self._closing:
             self._cancel_timer()
+            self._log_timeout(now)
             self.transport.loseConnection()
             return
         self._apply_backpressure()
         self._arm_timer(deadline, now)
+
+    def _log_timeout(self, now: float) -> None:
+        timed_out = getattr(self.engine, "timed_out", None)
+        if timed_out is not None and self._timeout_log is not None:
+            self._timeout_log, limit = None, self._timeout_log  # once per connection
+            log_handshake_timeout(limit, log, timed_out, self._peer(), now)
 
     def _apply_backpressure(self) -> None:
         wants = self.engine.wants_input

@@ -12,6 +12,12 @@ error naming the limit (530 NOT_ALLOWED, ``amqp:resource-limit-exceeded``), as R
 does for its connection limits. A client refused at TCP level would only see a reset.
 Against floods there is still a hard cap on sockets (handshakes included): beyond
 ``hard_cap()`` a new TCP connection is closed at once, without a word.
+
+Login throttling: a new connection from an address whose refused logins hold every slot
+the shared ``LoginThrottle`` gives it is closed at accept, before any protocol work (the
+rules and their rate-limited log line are the throttle's, ``gateway.auth.throttle``).
+Handshake timeouts (the sniffer's, and those an engine records in ``timed_out``) are
+logged through the one shared ``RateLimitedLog`` (``connection_log``).
 """
 from __future__ import annotations
 
@@ -25,7 +31,9 @@ from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory
 
 from gateway.auth.limits import ListenerSlots
+from gateway.auth.throttle import LoginThrottle
 from gateway.config import ListenerConfig, TlsMode
+from gateway.connection_log import RateLimitedLog, peer_name
 from gateway.edge.sniffer import SniffingProtocol
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
@@ -81,8 +89,12 @@ class ListenerFactory(Factory):
 
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
                  engine_factory: EngineFactory, max_connections: int = 0,
-                 tls=None) -> None:
+                 tls=None, login_throttle: Optional[LoginThrottle] = None,
+                 connection_log: Optional[RateLimitedLog] = None) -> None:
         self.listener = listener
+        self.login_throttle = login_throttle
+        #: the rate limit of handshake-timeout lines, shared by every listener
+        self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material
         self.tls_from_start = listener.tls is TlsMode.ON
         self.reactor = reactor
@@ -112,6 +124,13 @@ class ListenerFactory(Factory):
                         self.slots.limit, addr)
             self.metrics.sniff_failures.labels("connection-limit").inc()
             return None
+        throttle = self.login_throttle
+        if throttle is not None:
+            host = getattr(addr, "host", "")
+            if not throttle.admit_connection(host, peer_name(host, getattr(addr, "port", 0)),
+                                             self.reactor.seconds()):
+                self.metrics.sniff_failures.labels("login-throttled").inc()
+                return None
         self.metrics.tcp_connections.inc()
         p = SniffingProtocol(self, next(_ids))
         p.factory = self
@@ -166,7 +185,7 @@ class ListenerFactory(Factory):
     def peer_text(proto: SniffingProtocol) -> str:
         try:
             p = proto.transport.getPeer()
-            return f"{p.host}:{p.port}"
+            return peer_name(p.host, p.port)
         except Exception:  # noqa: BLE001
             return "?"
 

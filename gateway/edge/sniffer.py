@@ -6,8 +6,9 @@ most 8 octets, earlier when a prefix can no longer match). A recognised header b
 an engine (built by the listener's engine factory) driven by ``EngineDriver``, and the
 buffered leftovers are fed to it. Anything we do not serve is answered with our own
 header and closed. A peer that half-closes before 8 octets (a short read, then EOF)
-gets the same answer; a peer that sends nothing before the deadline is closed.
-Nothing raised here may reach the reactor.
+gets the same answer; a peer that sends nothing before the deadline is closed, and the
+timeout is logged (rate-limited, the wording every handshake phase shares:
+``gateway.connection_log``). Nothing raised here may reach the reactor.
 
 TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
 ``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
@@ -25,6 +26,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from zope.interface import implementer
 
+from gateway.connection_log import HandshakeTimeout, log_handshake_timeout
 from gateway.edge.engine_protocol import EngineDriver
 from gateway.edge.tls import peer_subject
 from gateway.protocol_header import (
@@ -143,7 +145,8 @@ class SniffingProtocol(Protocol):
         self._buffer.clear()
         subject = peer_subject(self.transport) if self.in_tls else None
         engine = self.factory.make_engine(kind, header, self, tls_peer_subject=subject)
-        self.driver = EngineDriver(engine, self.transport, self.factory.reactor)
+        self.driver = EngineDriver(engine, self.transport, self.factory.reactor,
+                                   timeout_log=self.factory.connection_log)
         self.factory.connection_recognised(self, kind)
         self.driver.start(rest)
 
@@ -178,8 +181,10 @@ class SniffingProtocol(Protocol):
             return
         self._done = True
         self.factory.metrics.sniff_failures.labels("timeout").inc()
-        log.info("connection %d from %s: no protocol header within %.1fs", self.connection_id,
-                 self.factory.peer_text(self), self.factory.listener.sniff_timeout)
+        phase = "protocol header (in TLS)" if self.in_tls else "protocol header"
+        log_handshake_timeout(self.factory.connection_log, log,
+                              HandshakeTimeout(phase, self.factory.listener.sniff_timeout),
+                              self.factory.peer_text(self), self.factory.reactor.seconds())
         self._close()
 
     def _close(self) -> None:

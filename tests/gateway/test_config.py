@@ -59,6 +59,8 @@ def test_example_documents_every_key_with_its_default():
     assert cfg.metrics == default.metrics
     assert cfg.listeners == default.listeners
     assert cfg.memory_high_watermark == default.memory_high_watermark
+    assert cfg.memory_low_watermark_ratio == default.memory_low_watermark_ratio == 0.9
+    assert default.limits.failed_login_max_pending == 8
 
 
 def test_empty_file_gives_defaults():
@@ -92,6 +94,11 @@ def test_empty_file_gives_defaults():
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
+    ("limits:\n  failed_login_max_pending: 0\n", "limits.failed_login_max_pending", 2,
+     "must be greater than 0"),
+    ("\nmemory_low_watermark_ratio: 1.5\n", "memory_low_watermark_ratio", 2,
+     "not a fraction above 0.0 and at most 1.0"),
+    ("memory_low_watermark_ratio: 0\n", "memory_low_watermark_ratio", 1, "not a fraction"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)

@@ -1,8 +1,8 @@
 """Every limit hit with the protocol's proper error, over real sockets.
 
 One gateway (module scope) carries the per-user, per-connection, size and deadline
-limits; the listener-wide connection cap and the failed-login slow-down get gateways of
-their own, so they cannot disturb (or be disturbed by) the other tests.
+limits; the listener-wide connection cap gets a gateway of its own, so it cannot disturb
+(or be disturbed by) the other tests. Failed-login throttling: test_login_throttle.py.
 """
 from __future__ import annotations
 
@@ -340,40 +340,3 @@ def test_sockets_beyond_the_cap_plus_margin_are_closed_without_a_word(fresh_gate
     for s in handshaking:
         s.close()
     held.close()
-
-
-# ------------------------------------------------------------------ failed logins
-
-DELAY = 1.5
-
-
-def _timed(fn) -> float:
-    start = time.monotonic()
-    fn()
-    return time.monotonic() - start
-
-
-def _bad_pika(gw) -> None:
-    with pytest.raises(pika.exceptions.ProbableAuthenticationError):
-        pika.BlockingConnection(pika_params(gw, password="wrong", socket_timeout=30,
-                                            stack_timeout=30, blocked_connection_timeout=30))
-
-
-def _bad_proton(gw) -> None:
-    with pytest.raises(ConnectionException):
-        BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest", password="wrong",
-                           allowed_mechs="PLAIN", sasl_enabled=True, allow_insecure_mechs=True,
-                           timeout=30)
-
-
-def test_failed_logins_from_one_address_are_slowed_down(fresh_gateway):
-    gw = fresh_gateway(config_text=access_config(limits={
-        "failed_logins_before_delay": 2, "failed_login_window": 60.0,
-        "failed_login_max_delay": DELAY}))
-    assert _timed(lambda: _bad_pika(gw)) < DELAY
-    assert _timed(lambda: _bad_pika(gw)) >= DELAY       # the 2nd failure is answered late
-    assert _timed(lambda: _bad_proton(gw)) >= DELAY     # same address, other protocol
-    pika.BlockingConnection(pika_params(gw)).close()    # a success forgets the failures
-    assert _timed(lambda: _bad_proton(gw)) < DELAY
-    assert _timed(lambda: _bad_proton(gw)) >= DELAY
-    assert gw.wait_for_log("delaying the (failed|refused) login answer")

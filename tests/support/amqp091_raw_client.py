@@ -32,8 +32,10 @@ class RawClient:
     """One TCP connection to the gateway speaking hand-built 0-9-1 frames."""
 
     def __init__(self, gateway: Any, header: bytes = AMQP091_HEADER, frame_max: int = 131072,
-                 timeout: float = TIMEOUT) -> None:
-        self.sock = socket.create_connection((gateway.host, gateway.amqp_port), timeout=timeout)
+                 timeout: float = TIMEOUT, source: str | None = None) -> None:
+        """``source``: the local address to connect from (any of 127.0.0.0/8 on Linux)."""
+        self.sock = socket.create_connection((gateway.host, gateway.amqp_port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.frames = ClientFrames(frame_max)
         self._reader = FrameReader(0)
         self._pending: deque[Frame] = deque()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Data, Described, Transport, ulong
 
-__all__ = ["SocketClient", "amqp_frame", "read_exactly", "read_sasl_frames"]
+__all__ = ["SocketClient", "amqp_frame", "parse_performatives", "read_exactly", "read_sasl_frames"]
 
 
 def amqp_frame(descriptor: int, fields: list, channel: int = 0) -> bytes:
@@ -26,6 +26,30 @@ def amqp_frame(descriptor: int, fields: list, channel: int = 0) -> bytes:
     data.put_object(Described(ulong(descriptor), fields))
     body = data.encode()
     return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0]) + channel.to_bytes(2, "big") + body
+
+
+def parse_performatives(data: bytes) -> list[tuple[int, list]]:
+    """``(descriptor, fields)`` of each whole AMQP frame in ``data`` (empty frames skipped).
+    Fields that proton cannot decode (our own invalid UTF-8, echoed back) come out as []."""
+    out = []
+    while len(data) >= 8:
+        size, doff = int.from_bytes(data[:4], "big"), data[4]
+        body, data = data[doff * 4:size], data[size:]
+        if body:
+            value = Data()
+            value.decode(body)
+            value.rewind()
+            value.next()
+            value.enter()
+            value.next()
+            descriptor = int(value.get_ulong())
+            value.next()
+            try:
+                fields = list(value.get_object())
+            except UnicodeDecodeError:
+                fields = []
+            out.append((descriptor, fields))
+    return out
 
 
 def read_exactly(sock: socket.socket, count: int, timeout: float = 10.0) -> bytes:

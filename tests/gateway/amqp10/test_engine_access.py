@@ -181,21 +181,66 @@ def test_failed_logins_are_answered_late_after_the_threshold(broker, directory, 
     assert engine.closed and second.transport.sasl().outcome == 1
 
 
-def test_handshake_deadline_does_not_cut_a_held_answer(broker, directory, vhost):
+def test_a_held_answer_goes_out_at_the_handshake_deadline_at_the_latest(broker, directory, vhost):
     throttle = LoginThrottle(max_failures=1, window=60.0, base_delay=20.0, max_delay=20.0)
     pump = _pump(broker, directory, password="wrong", login_throttle=throttle, handshake_timeout=5.0)
-    pump.now = 19.0
+    assert pump.engine.tick(0.0) == 5.0
+    pump.now = 4.9
     pump.pump()
     assert not pump.engine.closed
-    pump.now = 20.0
+    pump.now = 5.0
     pump.pump()
     assert pump.engine.closed and pump.transport.sasl().outcome == 1
+    assert pump.engine.timed_out is None
+    assert throttle.pending("127.0.0.1", 19.9) == 1   # the slot: the full 20 s
 
 
-def test_successful_login_forgets_failures(broker, directory, vhost):
+def test_successful_login_keeps_the_address_failures(broker, directory, vhost):
     throttle = LoginThrottle(max_failures=2, window=60.0, base_delay=1.0, max_delay=1.0)
     _pump(broker, directory, password="wrong", login_throttle=throttle)
-    assert throttle.failures_in_window("127.0.0.1", 0.0) == 1
+    assert throttle.failures("127.0.0.1", 0.0) == 1 and throttle.user_failures("bob", 0.0) == 1
     ok = _pump(broker, directory, login_throttle=throttle)
     assert ok.connection.state & Endpoint.REMOTE_ACTIVE
-    assert throttle.failures_in_window("127.0.0.1", 0.0) == 0
+    assert throttle.failures("127.0.0.1", 0.0) == 1 and throttle.user_failures("bob", 0.0) == 0
+    held = _pump(broker, directory, user="root", password="wrong", login_throttle=throttle)
+    assert not held.engine.closed and held.transport.sasl().outcome is None
+
+
+def test_logins_beyond_the_pending_limit_get_sys_temp_unchecked(broker, directory, vhost):
+    throttle = LoginThrottle(max_failures=1, window=60.0, base_delay=5.0, max_delay=5.0,
+                             max_pending=1)
+    held = _pump(broker, directory, password="wrong", login_throttle=throttle)
+    assert held.transport.sasl().outcome is None
+    over = _pump(broker, directory, password="pw", login_throttle=throttle, now=1.0)
+    assert over.engine.closed and over.transport.sasl().outcome == 4   # sys-temp
+    assert throttle.failures("127.0.0.1", 1.0) == 1                   # not counted
+    later = _pump(broker, directory, password="pw", login_throttle=throttle, now=5.0)
+    assert later.connection.state & Endpoint.REMOTE_ACTIVE
+
+
+def test_a_refusal_is_logged_once_naming_user_and_peer(broker, directory, vhost, caplog):
+    caplog.set_level("INFO")
+    throttle = LoginThrottle(max_failures=3, window=60.0, base_delay=1.0, max_delay=1.0)
+    _pump(broker, directory, user="mallory", password="wrong", login_throttle=throttle,
+          peer_port=6000)
+    lines = [r.getMessage() for r in caplog.records if "mallory" in r.getMessage()
+             or "refused" in r.getMessage() or "SASL" in r.getMessage()]
+    assert lines == ["login refused: user 'mallory' from 127.0.0.1:6000 (AMQP 1.0, PLAIN): "
+                     "invalid credentials; answered at once; failures in the window: 1 from the "
+                     "address, 1 for the user"]
+
+
+@pytest.mark.parametrize("login,phase", [(False, "1.0 SASL init"), (True, "1.0 open")])
+def test_handshake_timeout_is_recorded_with_its_phase(broker, directory, vhost, login, phase):
+    pump = Amqp10Pump(engine_factory(broker, Authenticator(directory), handshake_timeout=5.0),
+                      user="bob", password="pw" if login else None,
+                      mechanism="PLAIN" if login else "EXTERNAL")
+    if login:
+        pump.pump()      # SASL only: proton opens the connection when open() is called
+    else:
+        pump.transport.sasl()
+        pump.pump()
+    pump.now = 5.0
+    pump.pump()
+    assert pump.engine.closed
+    assert (pump.engine.timed_out.phase, pump.engine.timed_out.seconds) == (phase, 5.0)

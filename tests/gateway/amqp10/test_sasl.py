@@ -9,6 +9,7 @@ import scramp
 from proton import Connection, Transport
 
 from gateway.amqp10.conditions import SaslCode
+from gateway.auth import LoginThrottled
 from gateway.amqp10.sasl import (
     AMQP_HEADER,
     SASL_CHALLENGE,
@@ -101,6 +102,29 @@ def test_failed_login_sends_auth_outcome(authenticator, mechanism, response):
     assert server.state is SaslState.FAILED and server.failure
     server.receive_data(AMQP_HEADER)  # ignored after failure
     assert server.leftover == b""
+
+
+def test_a_refusal_keeps_the_exception_and_the_claimed_user(authenticator):
+    server = _server(authenticator)
+    server.receive_data(_init("PLAIN", b"\0mallory\0wrong"))
+    assert server.claimed_user == "mallory" and server.mechanism_name == "PLAIN"
+    assert server.refusal is not None and server.refusal.reason == "invalid credentials"
+
+
+def test_a_throttled_login_gets_sys_temp_without_a_password_check(authenticator):
+    asked = []
+
+    def gate(user):
+        asked.append(user)
+        raise LoginThrottled(user, 3, 3)
+
+    server = _server(authenticator, gate=gate)
+    server.data_to_send()
+    server.receive_data(_init("PLAIN", b"\0alice\0secret"))
+    [(descriptor, fields)] = _frames(server.data_to_send())
+    assert descriptor == SASL_OUTCOME and fields[0] == SaslCode.SYS_TEMP
+    assert asked == ["alice"] and isinstance(server.refusal, LoginThrottled)
+    assert server.state is SaslState.FAILED and server.result is None
 
 
 def test_anonymous_maps_to_configured_user(authenticator):

@@ -3,7 +3,7 @@ import scramp
 from amqp.sasl import AMQPLAIN
 from hypothesis import given, settings, strategies as st
 
-from gateway.auth.errors import AuthenticationFailed
+from gateway.auth.errors import AuthenticationFailed, LoginThrottled
 from gateway.auth.mechanisms import (
     Authenticated, Authenticator, Challenge, is_loopback,
 )
@@ -287,3 +287,73 @@ def test_simple_mechanisms_never_raise_other_errors(auth, mechanism, response):
         exchange.step(response)
     except AuthenticationFailed:
         pass
+
+
+# -- the throttle's gate and the claimed user name ------------------------------
+
+class Gate:
+    """Records the names it is asked about; refuses when told to."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.asked: list[str] = []
+        self.refuse = refuse
+
+    def __call__(self, user: str) -> None:
+        self.asked.append(user)
+        if self.refuse:
+            raise LoginThrottled(user, 8, 8)
+
+
+def gated(auth, mechanism, gate, **kwargs):
+    offered = ["SCRAM-SHA-256"] if mechanism == "SCRAM-SHA-256" else None
+    return auth.start(mechanism, peer_host="10.0.0.1", protocol=kwargs.get("protocol", "amqp091"),
+                      allow_anonymous=True, tls_peer_subject=kwargs.get("subject"),
+                      offered=offered, gate=gate)
+
+
+@pytest.mark.parametrize("mechanism,response", [
+    ("PLAIN", b"\0alice\0wrong"),
+    ("AMQPLAIN", AMQPLAIN("alice", "wrong").start(None)),
+])
+def test_password_mechanisms_ask_the_gate_before_checking(auth, mechanism, response):
+    gate = Gate()
+    exchange = gated(auth, mechanism, gate)
+    assert refused(exchange, response) == "invalid credentials"
+    assert gate.asked == ["alice"] and exchange.claimed_user == "alice"
+
+
+def test_a_refusing_gate_stops_the_password_check(auth, monkeypatch):
+    checked = []
+    monkeypatch.setattr(auth, "check_password", lambda *a: checked.append(a))
+    exchange = gated(auth, "PLAIN", Gate(refuse=True))
+    with pytest.raises(LoginThrottled) as info:
+        exchange.step(b"\0alice\0wonderland")
+    assert checked == [] and info.value.user == "alice" and exchange.finished
+    assert "8 refused logins from this address are still pending (limit 8)" in info.value.reason
+
+
+def test_scram_asks_the_gate_at_client_first(auth):
+    gate = Gate()
+    client = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "wonderland")
+    exchange = gated(auth, "SCRAM-SHA-256", gate, protocol="amqp10")
+    assert isinstance(exchange.step(client.get_client_first().encode()), Challenge)
+    assert gate.asked == ["alice"] and exchange.claimed_user == "alice"
+    refusing = gated(auth, "SCRAM-SHA-256", Gate(refuse=True), protocol="amqp10")
+    with pytest.raises(LoginThrottled):   # not turned into "invalid credentials" by scramp
+        refusing.step(scramp.ScramClient(["SCRAM-SHA-256"], "bob", "x").get_client_first().encode())
+    assert refusing.claimed_user == "bob"
+
+
+def test_external_and_anonymous_claim_a_name_without_the_gate(auth):
+    gate = Gate(refuse=True)
+    external = gated(auth, "EXTERNAL", gate, protocol="amqp10", subject="CN=device-7")
+    assert external.step(b"").user is CERT_ONLY and external.claimed_user == "device-7"
+    anonymous = gated(auth, "ANONYMOUS", gate, protocol="amqp10")
+    assert anonymous.step(b"trace").user is ANON and anonymous.claimed_user == "anon"
+    assert gate.asked == []
+
+
+def test_plain_with_other_authzid_claims_the_user_name(auth):
+    exchange = start(auth, "PLAIN")
+    refused(exchange, b"bob\0alice\0wonderland")
+    assert exchange.claimed_user == "alice"

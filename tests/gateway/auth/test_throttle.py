@@ -1,71 +1,231 @@
+"""LoginThrottle: the rules of its module docstring, sans-I/O with explicit ``now``."""
+import logging
+
 import pytest
 
-from gateway.auth.throttle import LoginThrottle
+from gateway.auth.errors import LoginThrottled
+from gateway.auth.throttle import THROTTLED_KIND, LoginThrottle, address_key, log_refused_login
+from gateway.connection_log import RateLimitedLog
+
+A, B = "10.0.0.1", "10.0.0.2"
+
+
+def _fail(t: LoginThrottle, n: int, address: str = A, user: str | None = "u", now: float = 0.0):
+    return [t.refused(address, user, now) for _ in range(n)]
 
 
 def test_no_delay_below_threshold():
     t = LoginThrottle(max_failures=3, window=60, base_delay=2, max_delay=30)
-    t.record_failure("10.0.0.1", 0.0)
-    t.record_failure("10.0.0.1", 1.0)
-    assert t.delay_for("10.0.0.1", 2.0) == 0.0
-    assert not t.is_flagged("10.0.0.1", 2.0)
+    first, second = t.refused(A, "u", 0.0), t.refused(A, "u", 1.0)
+    assert (first.delay, second.delay) == (0.0, 0.0)
+    assert second.answer_at == 1.0 and t.pending(A, 1.0) == 0
 
 
 def test_delay_after_threshold_doubles_and_caps():
-    t = LoginThrottle(max_failures=3, window=60, base_delay=2, max_delay=10)
-    for i in range(3):
-        t.record_failure("a", float(i))
-    assert t.delay_for("a", 3.0) == 2.0
-    t.record_failure("a", 4.0)
-    assert t.delay_for("a", 4.0) == 4.0
-    t.record_failure("a", 5.0)
-    assert t.delay_for("a", 5.0) == 8.0
-    t.record_failure("a", 6.0)
-    assert t.delay_for("a", 6.0) == 10.0
-    assert t.delay_for("b", 6.0) == 0.0  # other addresses unaffected
+    t = LoginThrottle(max_failures=3, window=60, base_delay=2, max_delay=10, max_pending=100)
+    delays = [t.refused(A, None, float(i)).delay for i in range(6)]
+    assert delays == [0.0, 0.0, 2.0, 4.0, 8.0, 10.0]
+    assert t.refused(B, None, 6.0).delay == 0.0  # other addresses unaffected
 
 
 def test_failures_expire_after_window():
     t = LoginThrottle(max_failures=2, window=10, base_delay=1, max_delay=5)
-    t.record_failure("a", 0.0)
-    t.record_failure("a", 5.0)
-    assert t.delay_for("a", 9.0) == 1.0
-    assert t.delay_for("a", 10.0) == 0.0  # the failure at 0.0 left the window
-    assert t.delay_for("a", 15.0) == 0.0
-    assert len(t) == 0
+    t.refused(A, None, 0.0)
+    assert t.refused(A, None, 5.0).delay == 1.0
+    assert t.failures(A, 9.0) == 2
+    assert t.failures(A, 10.0) == 1  # the failure at 0.0 left the window
+    assert t.refused(A, None, 15.1).delay == 0.0  # 5.0 left too: this is the first again
 
 
-def test_success_forgets_failures():
-    t = LoginThrottle(max_failures=1, window=60, base_delay=3, max_delay=3)
-    t.record_failure("a", 0.0)
-    assert t.delay_for("a", 1.0) == 3.0
-    t.record_success("a", 2.0)
-    assert t.delay_for("a", 2.0) == 0.0
+# ------------------------------------------------------------------ rule 1: address and user
+
+def test_failures_count_per_user_name_across_addresses():
+    """A guesser spreading one name's guesses over many addresses is still slowed."""
+    t = LoginThrottle(max_failures=3, window=60, base_delay=2, max_delay=30)
+    delays = [t.refused(f"10.0.1.{i}", "alice", float(i)).delay for i in range(5)]
+    assert delays == [0.0, 0.0, 2.0, 4.0, 8.0]
+    assert t.user_failures("alice", 4.0) == 5 and t.failures("10.0.1.4", 4.0) == 1
+    assert t.refused("10.0.1.9", "bob", 5.0).delay == 0.0  # another name: its own count
+
+
+def test_failures_count_per_address_across_user_names():
+    t = LoginThrottle(max_failures=3, window=60, base_delay=2, max_delay=30)
+    delays = [t.refused(A, f"user{i}", float(i)).delay for i in range(4)]
+    assert delays == [0.0, 0.0, 2.0, 4.0]
+
+
+def test_the_larger_count_sets_the_delay():
+    t = LoginThrottle(max_failures=2, window=60, base_delay=1, max_delay=30, max_pending=100)
+    _fail(t, 4, address=B, user="alice")               # alice: 4 failures
+    refusal = t.refused(A, "alice", 1.0)               # A: 1 failure, alice: 5
+    assert (refusal.address_failures, refusal.user_failures) == (1, 5)
+    assert refusal.delay == 8.0
+
+
+# ------------------------------------------------------------------ rule 2: successes
+
+def test_success_does_not_erase_the_address_failures():
+    """The measured hole: one valid account reset the address's count at will."""
+    t = LoginThrottle(max_failures=2, window=60, base_delay=3, max_delay=3)
+    _fail(t, 2, user="victim")
+    t.succeeded(A, "attacker", 1.0)
+    assert t.failures(A, 1.0) == 2
+    assert t.refused(A, "victim", 2.0).delay == 3.0
+
+
+def test_success_clears_that_user_names_failures_only():
+    t = LoginThrottle(max_failures=2, window=60, base_delay=3, max_delay=3)
+    t.refused(A, "alice", 0.0)
+    t.refused(B, "alice", 0.0)
+    t.refused(B, "bob", 0.0)
+    t.succeeded("10.9.9.9", "alice", 1.0)
+    assert t.user_failures("alice", 1.0) == 0 and t.user_failures("bob", 1.0) == 1
+    assert t.failures(A, 1.0) == 1 and t.failures(B, 1.0) == 2
+
+
+# ------------------------------------------------------------------ rule 3: the rate
+
+def test_a_delayed_refusal_holds_a_slot_for_its_full_delay():
+    t = LoginThrottle(max_failures=1, window=60, base_delay=5, max_delay=5, max_pending=2)
+    t.refused(A, "u", 0.0)
+    assert t.pending(A, 0.0) == 1 and t.admits(A, 0.0)
+    t.refused(A, "u", 1.0)
+    assert t.pending(A, 1.0) == 2 and not t.admits(A, 1.0)
+    assert t.admits(B, 1.0)                       # other addresses unaffected
+    assert not t.admits(A, 4.9)
+    assert t.pending(A, 5.0) == 1 and t.admits(A, 5.0)   # the first slot came back at 0 + 5
+    assert t.pending(A, 6.0) == 0
+
+
+def test_undelayed_refusals_hold_no_slot():
+    t = LoginThrottle(max_failures=5, window=60, base_delay=5, max_delay=5, max_pending=1)
+    _fail(t, 4)
+    assert t.pending(A, 0.0) == 0 and t.admits(A, 0.0)
+
+
+def test_parallel_guesses_are_checked_at_most_max_pending_per_delay():
+    """200 guesses arriving together: ``max_failures`` checked fast, then ``max_pending``
+    held, the rest refused unchecked; checked guesses then go at max_pending per delay."""
+    t = LoginThrottle(max_failures=5, window=60, base_delay=30, max_delay=30, max_pending=8)
+    checked = unchecked = 0
+    for _ in range(200):
+        try:
+            t.check_attempt(A, "root", "10.0.0.1:1", 0.0)
+        except LoginThrottled as exc:
+            unchecked += 1
+            assert exc.user == "root" and (exc.pending, exc.limit) == (8, 8)
+            continue
+        t.refused(A, "root", 0.0)
+        checked += 1
+    assert (checked, unchecked) == (4 + 8, 200 - 12)
+    # for the next ten minutes: at most 8 checked per 30 s
+    checked_later = 0
+    for second in range(1, 600):
+        for _ in range(10):
+            if t.admits(A, float(second)):
+                t.refused(A, "root", float(second))
+                checked_later += 1
+    assert checked_later <= 8 * (600 // 30)
+
+
+def test_admit_connection_and_check_attempt_log_through_the_rate_limit(caplog):
+    limit = RateLimitedLog(interval=10.0)
+    t = LoginThrottle(max_failures=1, window=60, base_delay=5, max_delay=5, max_pending=1,
+                      log_limit=limit)
+    t.refused(A, "u", 0.0)
+    caplog.set_level(logging.WARNING, logger="gateway.auth.throttle")
+    assert not t.admit_connection(A, "10.0.0.1:4000", 1.0)
+    assert not t.admit_connection(A, "10.0.0.1:4001", 2.0)
+    with pytest.raises(LoginThrottled):
+        t.check_attempt(A, "mallory", "10.0.0.1:4002", 3.0)
+    assert t.admit_connection(B, "10.0.0.2:4000", 3.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["login throttled: connection from 10.0.0.1:4000 closed at accept: 1 refused "
+                     "logins from this address are pending (limit 1)"]
+    assert limit.left_out(THROTTLED_KIND) == 2
+    limit.flush(11.0)
+    assert caplog.records[-1].getMessage() == (
+        "login-throttled: 2 more in the last 10s not logged: 1 closed at accept from 10.0.0.1, "
+        "1 refused unchecked from 10.0.0.1")
+
+
+# ------------------------------------------------------------------ rule 5: the deadline
+
+def test_the_answer_never_goes_out_after_answer_by_but_the_slot_is_held_for_the_delay():
+    t = LoginThrottle(max_failures=1, window=60, base_delay=30, max_delay=30, max_pending=8)
+    refusal = t.refused(A, "u", 100.0, answer_by=108.0)
+    assert refusal.answer_at == 108.0 and refusal.delay == 30.0 and refusal.capped
+    assert t.pending(A, 129.0) == 1 and t.pending(A, 130.0) == 0
+    late = t.refused(A, "u", 200.0, answer_by=150.0)      # deadline already past: at once
+    assert late.answer_at == 200.0 and late.capped
+    short = LoginThrottle(max_failures=1, base_delay=2, max_delay=2).refused(A, "u", 0.0, answer_by=10.0)
+    assert short.answer_at == 2.0 and not short.capped
+
+
+# ------------------------------------------------------------------ keys and bounds
+
+@pytest.mark.parametrize("host,key", [
+    ("192.0.2.7", "192.0.2.7"),
+    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+    ("2001:db8:1:2:bbbb::9", "2001:db8:1:2::/64"),
+    ("::ffff:192.0.2.7", "192.0.2.7"),
+    ("not-an-ip", "not-an-ip"),
+])
+def test_address_key(host, key):
+    assert address_key(host) == key
+
+
+def test_ipv6_hosts_of_one_64_share_a_count():
+    t = LoginThrottle(max_failures=2, window=60, base_delay=1, max_delay=1)
+    t.refused("2001:db8::1", None, 0.0)
+    assert t.refused("2001:db8::2", None, 0.0).delay == 1.0
+    assert t.refused("2001:db8:0:1::1", None, 0.0).delay == 0.0  # another /64
 
 
 def test_memory_is_bounded():
-    t = LoginThrottle(max_failures=1, window=60, base_delay=1, max_delay=1, max_addresses=3)
+    t = LoginThrottle(max_failures=1, window=60, base_delay=1, max_delay=1, max_tracked=3,
+                      max_pending=4)
     for i in range(10):
-        t.record_failure(f"h{i}", 0.0)
-    assert len(t) == 3
-    assert t.delay_for("h0", 1.0) == 0.0  # oldest forgotten
-    assert t.delay_for("h9", 1.0) == 1.0
+        t.refused(f"h{i}", f"user{i}", 0.0)
+    assert len(t) == 3 and len(t._users) == 3
+    assert t.failures("h0", 1.0) == 0  # oldest forgotten
+    assert t.failures("h9", 1.0) == 1
     for _ in range(1000):
-        t.record_failure("h9", 0.5)
-    assert len(t._failures["h9"]) <= 1 + 16
+        t.refused("h9", "x" * 10_000, 0.5)
+    assert len(t._addresses["h9"].failures) <= 1 + 16
+    assert len(t._addresses["h9"].holds) <= 4
+    assert max(len(name) for name in t._users) <= 256
 
 
-def test_prune_drops_stale_addresses():
-    t = LoginThrottle(window=5)
-    t.record_failure("a", 0.0)
-    t.record_failure("b", 4.0)
+def test_prune_drops_stale_entries():
+    t = LoginThrottle(window=5, max_failures=1, base_delay=1, max_delay=1)
+    t.refused(A, "a", 0.0)
+    t.refused(B, "b", 4.0)
     t.prune(6.0)
-    assert len(t) == 1
+    assert len(t) == 1 and list(t._users) == ["b"]
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"max_failures": 0}, {"window": 0}, {"base_delay": 5, "max_delay": 1}, {"max_addresses": 0},
+    {"max_failures": 0}, {"window": 0}, {"base_delay": 5, "max_delay": 1}, {"max_tracked": 0},
+    {"max_pending": 0},
 ])
 def test_invalid_limits(kwargs):
     with pytest.raises(ValueError):
         LoginThrottle(**kwargs)
+
+
+def test_the_refusal_line_names_user_peer_and_the_answer(caplog):
+    caplog.set_level(logging.WARNING, logger="gateway.auth.throttle")
+    t = LoginThrottle(max_failures=1, window=60, base_delay=30, max_delay=30)
+    refusal = t.refused(A, "alice", 0.0, answer_by=10.0)
+    log_refused_login(protocol="AMQP 1.0", mechanism="PLAIN", user="alice", peer="10.0.0.1:5000",
+                      reason="invalid credentials", refusal=refusal, now=0.0)
+    log_refused_login(protocol="AMQP 0-9-1", mechanism="", user=None, peer="10.0.0.2:5000",
+                      reason="mechanism 'X' is not offered", refusal=None, now=0.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "login refused: user 'alice' from 10.0.0.1:5000 (AMQP 1.0, PLAIN): invalid credentials; "
+        "answer held 10.0s (delay 30.0s cut to the handshake deadline); failures in the window: "
+        "1 from the address, 1 for the user",
+        "login refused: user None from 10.0.0.2:5000 (AMQP 0-9-1, no mechanism): mechanism 'X' "
+        "is not offered; answered at once",
+    ]

@@ -91,8 +91,66 @@ def test_gate_blocks_above_watermark_once() -> None:
     assert "101 of 100 bytes" in listener.reason
     gate.sub(40)
     assert gate.blocked
-    gate.sub(20)
+    gate.sub(20)  # 91 bytes: below the high mark, above the low one (90)
+    assert gate.blocked
+    gate.sub(1)
     assert not gate.blocked and listener.events == ["blocked", "unblocked"]
+
+
+def test_alarm_between_the_marks_keeps_its_state_so_a_slow_consumer_cannot_flip_it(caplog) -> None:
+    """The measured case: one message consumed, one published, around the high mark. With
+    the low mark at 90% a flip needs 10 messages' worth, not one."""
+    gate = ProducerGate(1000, low_ratio=0.9)
+    listener = Listener()
+    gate.add_listener(listener)
+    caplog.set_level("DEBUG", logger="gateway.broker.flow")
+    for _ in range(11):
+        gate.add(100)                      # 1100: set
+    assert gate.blocked
+    for _ in range(200):                   # ack one, publish one: stays set
+        gate.sub(100)
+        gate.add(100)
+    assert listener.events == ["blocked"] and gate.transitions == 1
+    for _ in range(2):                     # down to 900 = the low mark: cleared
+        gate.sub(100)
+    assert listener.events == ["blocked", "unblocked"]
+    for _ in range(200):                   # between the marks while clear: stays clear
+        gate.add(100)
+        gate.sub(100)
+    assert gate.transitions == 2
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        "memory alarm set", "memory alarm cleared"]
+
+
+def test_without_hysteresis_the_same_load_flips_every_message() -> None:
+    """``low_ratio=1.0`` is the old behaviour (clear at the high mark): the comparison the
+    default ratio is for."""
+    gate = ProducerGate(1000, low_ratio=1.0)
+    for _ in range(11):
+        gate.add(100)
+    for _ in range(200):
+        gate.sub(100)
+        gate.add(100)
+    assert gate.transitions == 1 + 2 * 200
+
+
+def test_low_mark_follows_the_high_mark_and_a_raised_alarm_clears_only_below_it() -> None:
+    gate = ProducerGate(1000, low_ratio=0.5)
+    assert gate.low_watermark == 500
+    gate.add(1001)
+    assert gate.blocked
+    gate.set_high_watermark(2000)          # 1001 > 1000 (new low mark): stays set
+    assert gate.blocked and gate.low_watermark == 1000
+    gate.set_high_watermark(3000)          # 1001 <= 1500: cleared
+    assert not gate.blocked
+    gate.set_high_watermark(1500)          # not above the high mark: stays clear
+    assert not gate.blocked
+
+
+@pytest.mark.parametrize("ratio", [0.0, -0.1, 1.01])
+def test_low_ratio_must_be_a_fraction(ratio: float) -> None:
+    with pytest.raises(ValueError):
+        ProducerGate(100, low_ratio=ratio)
 
 
 def test_late_listener_told_at_once_and_removal() -> None:

@@ -5,7 +5,9 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
+from gateway.auth import LoginThrottle
 from gateway.config import ListenerConfig
+from gateway.connection_log import HANDSHAKE_TIMEOUT_KIND, HandshakeTimeout
 from gateway.edge.listener import HARD_CAP_MIN_MARGIN, ListenerFactory, hard_cap
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER, HeaderKind
@@ -219,3 +221,63 @@ def test_engines_get_the_listener_slots_and_the_listener_cap_wins(env):
                             max_connections=50)
     assert unset.max_connections == 50
     assert unset.slots.name == "127.0.0.1:0"
+
+
+# ------------------------------------------------------------------ login throttle, timeouts
+
+def test_an_address_with_every_throttle_slot_held_is_closed_at_accept(env, caplog):
+    reactor, _, engines, metrics = env
+    throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
+    factory = ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0), reactor, metrics,
+                              lambda ctx: None, login_throttle=throttle)
+    throttle.refused("127.0.0.1", "u", reactor.seconds())
+    caplog.set_level("WARNING", logger="gateway.auth.throttle")
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40001)) is None
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.2", 40002)) is not None
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "login throttled: connection from 127.0.0.1:40001 closed at accept: 1 refused logins "
+        "from this address are pending (limit 1)"]
+    reactor.advance(5.0)                                  # the slot came back
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40003)) is not None
+
+
+def test_sniff_timeouts_are_logged_once_per_interval_with_a_count(env, caplog):
+    reactor, factory, engines, metrics = env
+    caplog.set_level("INFO", logger="gateway.edge")
+    connect(factory)
+    connect(factory)
+    reactor.advance(3.1)
+    factory.connection_log.flush(reactor.seconds() + 10)
+    assert [r.getMessage() for r in caplog.records] == [
+        "handshake timeout: 127.0.0.1:40000 stalled in phase 'protocol header' for 3.0s; closed",
+        "handshake-timeout: 1 more in the last 10s not logged: 1 protocol header"]
+    assert factory.connection_log.left_out(HANDSHAKE_TIMEOUT_KIND) == 0
+
+
+class TimingOutEngine(RecordingEngine):
+    """Closes itself at its handshake deadline, as both protocol engines do."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.timed_out = None
+
+    def tick(self, now):
+        if now >= 5.0:
+            self.closed = True
+            self.timed_out = HandshakeTimeout("test phase", 5.0)
+            return None
+        return 5.0
+
+
+def test_the_driver_logs_an_engine_handshake_timeout_once(caplog):
+    reactor = MemoryReactorClock()
+    factory = ListenerFactory(ListenerConfig(port=0), reactor, GatewayMetrics(), TimingOutEngine)
+    caplog.set_level("INFO", logger="gateway.edge")
+    proto, transport = connect(factory)
+    proto.dataReceived(AMQP091_HEADER)
+    reactor.advance(5.0)
+    assert transport.disconnecting
+    proto.driver.flush()
+    assert [r.getMessage() for r in caplog.records if "timeout" in r.getMessage()] == [
+        "handshake timeout: 127.0.0.1:40000 stalled in phase 'test phase' for 5.0s; closed"]

@@ -1,0 +1,80 @@
+"""RateLimitedLog and the handshake-timeout wording, with explicit ``now``."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gateway.connection_log import (
+    HANDSHAKE_TIMEOUT_KIND,
+    HandshakeTimeout,
+    RateLimitedLog,
+    log_handshake_timeout,
+    peer_name,
+)
+
+log = logging.getLogger("tests.connection_log")
+
+
+@pytest.fixture
+def lines(caplog):
+    caplog.set_level(logging.DEBUG, logger="tests.connection_log")
+    return lambda: [r.getMessage() for r in caplog.records]
+
+
+def test_one_line_per_interval_per_kind_the_rest_counted(lines):
+    limit = RateLimitedLog(interval=10.0)
+    assert limit.warning(log, "a", 0.0, "first %d", 1)
+    assert not limit.warning(log, "a", 5.0, "second %d", 2, tally="x")
+    assert not limit.warning(log, "a", 9.9, "third %d", 3, tally="y")
+    assert limit.warning(log, "b", 9.9, "other kind")      # kinds are limited apart
+    assert limit.left_out("a") == 2
+    assert limit.warning(log, "a", 10.0, "fourth %d", 4)
+    assert limit.left_out("a") == 0
+    assert lines() == ["first 1", "other kind",
+                       "fourth 4 (2 more in the last 10s not logged: 1 x, 1 y)"]
+
+
+def test_flush_reports_a_burst_that_stopped(lines):
+    limit = RateLimitedLog(interval=10.0)
+    limit.warning(log, "a", 0.0, "first")
+    for _ in range(3):
+        limit.warning(log, "a", 1.0, "again", tally="p")
+    limit.flush(9.0)                       # the interval is not over: nothing yet
+    assert lines() == ["first"]
+    limit.flush(10.0)
+    limit.flush(30.0)                      # reported once
+    assert lines() == ["first", "a: 3 more in the last 10s not logged: 3 p"]
+    assert not limit.warning(log, "a", 15.0, "within the summary's interval")
+    assert limit.warning(log, "a", 20.0, "after it")
+
+
+def test_lines_keep_their_level_and_logger(caplog):
+    caplog.set_level(logging.DEBUG)
+    limit = RateLimitedLog()
+    limit.log(log, logging.INFO, "k", 0.0, "info line")
+    assert [(r.name, r.levelno) for r in caplog.records] == [("tests.connection_log", logging.INFO)]
+
+
+def test_interval_must_be_positive():
+    with pytest.raises(ValueError):
+        RateLimitedLog(interval=0)
+
+
+@pytest.mark.parametrize("host,port,name", [
+    ("10.0.0.1", 5672, "10.0.0.1:5672"), ("::1", 5672, "[::1]:5672"), ("10.0.0.1", 0, "10.0.0.1"),
+    ("", 0, "?"),
+])
+def test_peer_name(host, port, name):
+    assert peer_name(host, port) == name
+
+
+def test_handshake_timeout_wording(lines):
+    limit = RateLimitedLog()
+    log_handshake_timeout(limit, log, HandshakeTimeout("1.0 SASL init", 10.0), "10.0.0.1:4000", 0.0)
+    log_handshake_timeout(limit, log, HandshakeTimeout("protocol header", 10.0), "10.0.0.1:4001", 1.0)
+    limit.flush(10.0)
+    assert lines() == [
+        "handshake timeout: 10.0.0.1:4000 stalled in phase '1.0 SASL init' for 10.0s; closed",
+        f"{HANDSHAKE_TIMEOUT_KIND}: 1 more in the last 10s not logged: 1 protocol header",
+    ]
