@@ -12,6 +12,8 @@ error naming the limit (530 NOT_ALLOWED, ``amqp:resource-limit-exceeded``), as R
 does for its connection limits. A client refused at TCP level would only see a reset.
 Against floods there is still a hard cap on sockets (handshakes included): beyond
 ``hard_cap()`` a new TCP connection is closed at once, without a word.
+
+Every accepted socket gets the options of ``edge.sockets.prepare_connection``.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from twisted.internet.protocol import Factory
 from gateway.auth.limits import ListenerSlots
 from gateway.config import ListenerConfig, TlsMode
 from gateway.edge.sniffer import SniffingProtocol
+from gateway.edge.sockets import prepare_connection
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 
@@ -145,6 +148,7 @@ class ListenerFactory(Factory):
         return self.engine_factory(ctx)
 
     def connection_started(self, proto: SniffingProtocol) -> None:
+        prepare_connection(proto.transport)
         self.connections.add(proto)
 
     def connection_recognised(self, proto: SniffingProtocol, kind: HeaderKind) -> None:
