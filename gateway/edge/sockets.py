@@ -6,8 +6,8 @@ from their ``connectionMade``): it turns Nagle's algorithm off (``TCP_NODELAY``)
 
 Why: AMQP answers are small frames written as soon as they are known (a 0-9-1
 ``basic.ack`` confirm, a 1.0 ``disposition``, a ``flow``). With Nagle on, such a frame
-waits while an earlier one is unacknowledged, and clients delay their ACK (up to 40 ms
-on Linux) until they have something to send: a publisher with a window of unconfirmed
+waits while an earlier one is unacknowledged, and clients delay their ACK (40 ms or
+more on Linux) until they have something to send: a publisher with a window of unconfirmed
 messages then waits on the timers instead of the gateway. Measured with 4 KiB messages and
 500 in flight: 11-14k msgs/s with the gateway at 15-25% of a core, 48-51k msgs/s with
 ``TCP_NODELAY``. RabbitMQ's listeners set it by default too. Frames do not become a
@@ -15,10 +15,11 @@ packet each: Twisted sends what one reactor turn wrote in one ``send``.
 
 ``raise_open_files_limit`` lifts the process's soft limit on open files to its hard
 limit at start, as Go and the JVM do: each connection is a file descriptor, and a
-shell's default soft limit (1024 on Debian) would make the accept loop fail with
-``EMFILE`` long before the hard limit (a systemd unit sets its own, see
-``deploy/amqp-gateway.service``). The reactor polls with epoll, which has no limit of
-1024 descriptors the way ``select`` has.
+shell's default soft limit (1024 on Debian) runs out first: beyond it ``accept`` fails
+with ``EMFILE`` and Twisted closes each further connection at once (measured: 990 of
+2,000 clients connecting together closed without a byte). A systemd unit sets its own
+limit (``deploy/amqp-gateway.service``). The reactor polls with epoll, which has no
+limit of 1024 descriptors the way ``select`` has.
 """
 from __future__ import annotations
 
