@@ -209,10 +209,12 @@ def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
     if w.producer is Protocol.AMQP10:
         argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", f"/queue/{queue_name}",
                 "--count", str(count), "--size", str(w.size)]
-        return argv + (["--unsettled"] if w.unsettled else [])
+        if w.unsettled:
+            argv += ["--unsettled"] + (["--window", str(w.window)] if w.window else [])
+        return argv
     argv = [GEN091, "send", *_conn_args(target, w.producer), "--count", str(count), "--size", str(w.size)]
     if w.confirms:
-        argv += ["--confirms", "--confirm-window", str(CONFIRM_WINDOW)]
+        argv += ["--confirms", "--confirm-window", str(w.window or CONFIRM_WINDOW)]
     if w.rate:
         argv += ["--rate", str(w.rate)]
     if w.kind is Kind.TOPIC:

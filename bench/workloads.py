@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = ["Kind", "Protocol", "Workload", "all_workloads", "ledger_workloads", "select_workloads",
-           "SIZE_SMALL", "SIZE_LARGE", "W5_BINDINGS", "W6_CONNECTIONS"]
+           "SIZE_SMALL", "SIZE_LARGE", "W5_BINDINGS", "W6_CONNECTIONS", "IN_FLIGHT"]
 
 SIZE_SMALL = 100
 SIZE_LARGE = 4096
@@ -20,6 +20,7 @@ W7_RATE = 5_000         # offered msgs/s in the market-data scenario
 PREFETCH = 300          # 0-9-1 basic.qos prefetch and 1.0 link credit
 ACK_EVERY = 10          # 0-9-1 consumer: one multiple-ack per this many deliveries
 CONFIRM_WINDOW = 300    # 0-9-1 publisher: unconfirmed messages in flight at most
+IN_FLIGHT = 500         # W8: unconfirmed (0-9-1) or unsettled (1.0) messages in flight at most
 
 
 class Protocol(enum.Enum):
@@ -42,7 +43,9 @@ class Workload:
     ``topics`` routing keys are bound across ``subscribers`` queues (each key to exactly
     one queue, so every message is delivered once), ``hot_topics`` of them get
     ``hot_share`` of the traffic.  ``rate`` > 0 paces the producer (W7: latency and drops
-    at a fixed offered load rather than a race).
+    at a fixed offered load rather than a race).  ``window``: with ``confirms`` or
+    ``unsettled``, the messages the producer keeps in flight at most (0: ``CONFIRM_WINDOW``
+    for confirms, the broker's link credit alone for unsettled).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Workload:
     hot_share: float = 0.0
     connections: int = 0
     rate: int = 0           # producer's offered msgs/s; 0 = as fast as the broker takes them
+    window: int = 0
 
     @property
     def key(self) -> str:
@@ -108,6 +112,12 @@ def all_workloads(quick: bool = False) -> list[Workload]:
     rows.append(Workload("W7", f"{topics} topics {subs} subs {rate}/s", Kind.TOPIC, p091, p091,
                          topics=topics, subscribers=subs, hot_topics=topics // 10, hot_share=0.5,
                          rate=rate))
+    # publishers that wait for the broker's answers (issue 29: small confirm and disposition
+    # frames held back by Nagle + delayed ACK cut these to 11-14k msgs/s)
+    rows.append(Workload("W8", f"{_size_label(SIZE_LARGE)} confirms {IN_FLIGHT} in flight", Kind.FLOW,
+                         p091, p091, size=SIZE_LARGE, confirms=True, window=IN_FLIGHT))
+    rows.append(Workload("W8", f"{_size_label(SIZE_LARGE)} unsettled {IN_FLIGHT} in flight", Kind.FLOW,
+                         p10, p10, size=SIZE_LARGE, unsettled=True, window=IN_FLIGHT))
     return rows
 
 

@@ -203,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     _bridge_twisted_logging()
     from twisted.internet import reactor
 
+    from gateway.edge.sockets import raise_open_files_limit
     from gateway.service import GatewayService
 
     try:
@@ -224,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         reactor.callFromThread(svc.reload)
 
     reactor.callWhenRunning(startup)
+    raise_open_files_limit()
     tune_garbage_collector()
     reset_inherited_signals()
     reactor.addSystemEventTrigger("before", "shutdown", svc.stop)

@@ -180,6 +180,7 @@ class ListenerConfig:
     allow_amqp10_without_sasl: bool = False
     # this listener's cap on open connections; None: ``limits.max_connections``
     max_connections: Optional[int] = _checked(None, check=_non_negative)
+    backlog: int = _checked(4096, check=_positive)  # listen(2) backlog: why 4096 in edge/listener.py
 
 
 @dataclass(frozen=True, slots=True)

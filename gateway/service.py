@@ -34,7 +34,7 @@ from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, 
 from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
-from gateway.edge.listener import ConnectionContext, ListenerFactory, server_endpoint
+from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
@@ -218,13 +218,12 @@ class GatewayService(service.MultiService):
                                       max_connections=self.config.limits.max_connections, tls=tls,
                                       login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
-            port = yield server_endpoint(self.reactor, listener.host, listener.port).listen(
-                factory.wrap_for_tls())
+            port = yield listener_endpoint(self.reactor, listener).listen(factory.wrap_for_tls())
             self.factories.append(factory)
             self.ports.append(port)
             addr = port.getHost()
-            log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s)", addr.host, addr.port,
-                     listener.tls.value)
+            log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s; backlog %d)", addr.host,
+                     addr.port, listener.tls.value, listener.backlog)
         m = self.config.metrics
         if m.enabled:
             self.http_port = yield server_endpoint(self.reactor, m.host, m.port).listen(

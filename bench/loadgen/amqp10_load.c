@@ -3,7 +3,9 @@
  *   amqp10_load MODE [options]
  *   MODE  send   attach a sender to --address, send --count messages of --size bytes
  *                (a single data section); --unsettled waits for each disposition,
- *                otherwise messages go pre-settled.  The broker's credit paces us.
+ *                otherwise messages go pre-settled.  The broker's credit paces us,
+ *                and with --unsettled --window W at most W unsettled messages are
+ *                in flight (0: credit alone).
  *         recv   attach a receiver to --address with a --credit window, accept and
  *                settle each delivery; stop after --count or --timeout s of silence.
  *                Prints {"event":"ready"} once the broker answered the attach.
@@ -31,14 +33,14 @@
 
 typedef struct {
   const char *mode, *host, *port, *user, *password, *address, *vhost;
-  int credit, unsettled, connections;
+  int credit, unsettled, window, connections;
   double timeout;
   size_t size;
   uint64_t count;
 } opts_t;
 
 static opts_t O = {.host = "127.0.0.1", .port = "5672", .user = "guest", .password = "guest",
-                   .address = "/queue/bench", .vhost = NULL, .credit = 300, .unsettled = 0,
+                   .address = "/queue/bench", .vhost = NULL, .credit = 300, .unsettled = 0, .window = 0,
                    .connections = 1000, .timeout = 15, .size = 100, .count = 100000};
 
 static pn_proactor_t *P;
@@ -96,8 +98,12 @@ static void prepare_message(void) {
   free(body);
 }
 
+static bool window_open(void) {
+  return !O.unsettled || !O.window || sent - confirmed < (uint64_t)O.window;
+}
+
 static void send_some(pn_link_t *l) {
-  while (pn_link_credit(l) > 0 && sent < O.count) {
+  while (pn_link_credit(l) > 0 && sent < O.count && window_open()) {
     char tag[16];
     int tl = snprintf(tag, sizeof tag, "%llx", (unsigned long long)sent);
     pn_delivery_t *d = pn_delivery(l, pn_dtag(tag, (size_t)tl));
@@ -138,10 +144,7 @@ static void on_delivery(pn_event_t *e) {
       if (st == PN_REJECTED || st == PN_RELEASED || st == PN_MODIFIED) errors++;
       confirmed++;
       pn_delivery_settle(d);
-      if (sent == O.count && confirmed == sent && !finished) {
-        finished = true;
-        pn_connection_close(pn_session_connection(pn_link_session(l)));
-      }
+      send_some(l); /* the window has room again, or the last one came: close */
     }
     return;
   }
@@ -285,7 +288,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: amqp10_load send|recv|idle [--host H] [--port P] [--user U] [--password W]\n"
           "  [--vhost HOSTNAME] [--address A] [--size B] [--count N] [--credit K] [--unsettled]\n"
-          "  [--timeout S] [--connections N]\n");
+          "  [--window W] [--timeout S] [--connections N]\n");
   exit(2);
 }
 
@@ -295,6 +298,7 @@ int main(int argc, char **argv) {
       {"password", 1, 0, 'w'}, {"address", 1, 0, 'a'}, {"size", 1, 0, 's'},
       {"count", 1, 0, 'n'},   {"credit", 1, 0, 'k'},   {"unsettled", 0, 0, 'U'},
       {"timeout", 1, 0, 'T'}, {"connections", 1, 0, 'C'}, {"vhost", 1, 0, 'v'},
+      {"window", 1, 0, 'W'},
       {0, 0, 0, 0}};
   if (argc < 2) usage();
   O.mode = argv[1];
@@ -311,6 +315,7 @@ int main(int argc, char **argv) {
       case 'n': O.count = (uint64_t)atoll(optarg); break;
       case 'k': O.credit = atoi(optarg); break;
       case 'U': O.unsettled = 1; break;
+      case 'W': O.window = atoi(optarg); break;
       case 'T': O.timeout = atof(optarg); break;
       case 'C': O.connections = atoi(optarg); break;
       case 'v': O.vhost = optarg; break;
@@ -320,6 +325,7 @@ int main(int argc, char **argv) {
   if (strcmp(O.mode, "send") && strcmp(O.mode, "recv") && strcmp(O.mode, "idle")) usage();
   if (O.size < BODY_HEADER) O.size = BODY_HEADER;
   if (O.credit < 2) O.credit = 2;
+  if (O.window < 0) O.window = 0;
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
     rl.rlim_cur = rl.rlim_max;

@@ -9,7 +9,7 @@ import pytest
 from bench.report import (GATEWAY, REFERENCE, Interval, Measurement, Spread, _t95, draw_chart,
                           format_size, format_table, generator_notes, mean_interval, spread,
                           summarize, target_verdicts, write_json)
-from bench.run import Target, _parse_hostport, parse_args, run_ledger_overhead
+from bench.run import Target, _parse_hostport, _producer_argv, parse_args, run_ledger_overhead
 from bench.workloads import Kind, Protocol, all_workloads, ledger_workloads, select_workloads
 
 
@@ -161,10 +161,26 @@ def test_workloads_cover_the_issue():
     assert {r.producer for r in rows if r.name == "W6"} == {Protocol.AMQP091, Protocol.AMQP10}
     (w7,) = [r for r in rows if r.name == "W7"]
     assert w7.topics == 10_000 and w7.hot_topics == 1_000 and w7.hot_share == 0.5
+    w8 = [r for r in rows if r.name == "W8"]
+    assert [(r.producer, r.consumer, r.size, r.confirms, r.unsettled, r.window) for r in w8] == [
+        (Protocol.AMQP091, Protocol.AMQP091, 4096, True, False, 500),
+        (Protocol.AMQP10, Protocol.AMQP10, 4096, False, True, 500)]
     ledger = ledger_workloads()
     assert [r.key for r in ledger] == ["L W3 100B", "L W4 100B", "L W3 4KiB"]
     assert {(r.producer, r.consumer) for r in ledger} == {(Protocol.AMQP091,) * 2, (Protocol.AMQP10,) * 2}
     assert [r.size for r in ledger] == [100, 100, 4096]
+
+
+def test_producers_keep_the_rows_window_in_flight():
+    target = Target(GATEWAY, "gw", "127.0.0.1", 5672, 5672)
+    rows = {r.key: r for r in all_workloads()}
+    confirms = _producer_argv(target, rows["W8 4KiB confirms 500 in flight"], 10, "q", "p.")
+    assert confirms[confirms.index("--confirm-window") + 1] == "500"
+    unsettled = _producer_argv(target, rows["W8 4KiB unsettled 500 in flight"], 10, "q", "p.")
+    assert "--unsettled" in unsettled and unsettled[unsettled.index("--window") + 1] == "500"
+    w1 = _producer_argv(target, rows["W1 100B confirms"], 10, "q", "p.")
+    assert w1[w1.index("--confirm-window") + 1] == "300"          # the other rows as before
+    assert "--window" not in _producer_argv(target, rows["W2 100B unsettled"], 10, "q", "p.")
 
 
 def test_select_workloads_filters_and_rejects_unknown_names():

@@ -99,6 +99,8 @@ def test_empty_file_gives_defaults():
     ("\nmemory_low_watermark_ratio: 1.5\n", "memory_low_watermark_ratio", 2,
      "not a fraction above 0.0 and at most 1.0"),
     ("memory_low_watermark_ratio: 0\n", "memory_low_watermark_ratio", 1, "not a fraction"),
+    ("listeners:\n  - port: 1\n    backlog: 0\n", "listeners[0].backlog", 3, "must be greater than 0"),
+    ("listeners:\n  - port: 1\n    backlog: many\n", "listeners[0].backlog", 3, "expected an integer"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
@@ -126,6 +128,12 @@ def test_a_listener_may_cap_its_own_connections():
     assert [l.max_connections for l in cfg.listeners] == [7, None]   # None: limits.max_connections
     over = cfg.with_overrides(listen=[("127.0.0.1", 0)])
     assert over.listeners[0].max_connections == 7                  # the template's
+
+
+def test_each_listener_has_its_own_backlog_4096_by_default():
+    cfg = load_config_text("listeners:\n  - port: 1\n    backlog: 128\n  - port: 2\n")
+    assert [l.backlog for l in cfg.listeners] == [128, 4096]
+    assert cfg.with_overrides(listen=[("127.0.0.1", 0)]).listeners[0].backlog == 128  # the template's
 
 
 def test_overrides_replace_listeners_and_metrics():
