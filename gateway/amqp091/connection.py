@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import platform
 from typing import Any, Callable, Sequence
 
 from gateway.amqp091.content import Content, ContentAssembler, decode_properties
@@ -103,6 +102,7 @@ from gateway.auth import (
     cap_channel_max,
     may_access_vhost,
 )
+from gateway.product import product_properties
 
 __all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -175,9 +175,7 @@ class _Channel:
 
 def _server_properties(extra: dict[str, Any] | None) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "product": "amqp-gateway",
-        "version": "0.1.0",
-        "platform": f"Python {platform.python_version()}",
+        **product_properties(),
         "copyright": "amqp-gateway contributors",
         "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
         "capabilities": dict(SERVER_CAPABILITIES),

@@ -64,6 +64,7 @@ from gateway.auth import (
     may_access_vhost,
 )
 from gateway.broker.vhost import VirtualHost
+from gateway.product import product_properties
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
@@ -86,6 +87,12 @@ _OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 _owner_ids = itertools.count(1)
 
 
+def connection_properties() -> dict[symbol, str]:
+    """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
+    symbol keys as the spec and RabbitMQ have them."""
+    return {symbol(key): value for key, value in product_properties().items()}
+
+
 class EngineState(enum.Enum):
     SASL = "sasl"
     AMQP = "amqp"
@@ -99,7 +106,7 @@ class Amqp10Engine:
     logs in as ``default_user`` (refused, by answering the SASL header and closing, when
     there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
     names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does.
+    engine's ``owner`` token does. Our ``open`` carries ``connection_properties()``.
     """
 
     def __init__(
@@ -399,6 +406,7 @@ class Amqp10Engine:
         connection = Connection()
         connection.container = self.container_id
         connection.offered_capabilities = SymbolList([symbol(c) for c in _OFFERED_CAPABILITIES])
+        connection.properties = connection_properties()
         collector = Collector()
         connection.collect(collector)
         transport.bind(connection)
