@@ -65,8 +65,10 @@ released). ``link`` is the link name and ``connection`` the engine's ``connectio
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
 the missing node and the address as the client wrote it (``no queue 'nope' in vhost '/'
-(address '/queue/nope')``; for ``x@other-container`` the missing node is the
-``amqp$transfer`` service); the same goes for a relayed message's ``to``.
+(address '/amq/queue/nope')``; for ``x@other-container`` the missing node is the
+``amqp$transfer`` service); the same goes for a relayed message's ``to``. ``/queue/Q``
+and ``Q`` declare a missing queue instead (``directory``: CONFIGURE permission, the
+plugin's queue properties).
 Unsettled deliveries go back to their queue when the link or the connection goes.
 """
 from __future__ import annotations
@@ -86,6 +88,7 @@ from addressing import (
     Forward,
     LocalConsume,
     LocalPublish,
+    Role,
     ServiceRoute,
     SubjectPublish,
     TemporaryBinding,
@@ -96,6 +99,7 @@ from addressing import (
     route_message,
 )
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
 from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
@@ -114,7 +118,6 @@ from translators.errors import TranslationError
 __all__ = [
     "INCOMING_CREDIT",
     "LinkHost",
-    "VhostDirectory",
     "IncomingLink",
     "OutgoingLink",
     "attach_link",
@@ -170,24 +173,6 @@ class LinkHost(Protocol):
     def producers_blocked(self) -> bool: ...
 
 
-class VhostDirectory:
-    """``addressing.NodeDirectory`` over a broker vhost."""
-
-    __slots__ = ("_vhost",)
-
-    def __init__(self, vhost: VirtualHost) -> None:
-        self._vhost = vhost
-
-    def has_exchange(self, name: str) -> bool:
-        return self._vhost.exchange(name) is not None
-
-    def has_queue(self, name: str) -> bool:
-        return self._vhost.queue(name) is not None
-
-    def has_service(self, name: str) -> bool:
-        return self._vhost.service(name) is not None
-
-
 def _naming(text: str, address: Optional[str]) -> str:
     """``text`` plus the address the client used, unless the text already names it: the
     node a resolver names (``amqp$transfer`` for ``x@elsewhere``, ``q`` for
@@ -223,11 +208,14 @@ def _condition(cond: Cond, text: str) -> Condition:
 class IncomingLink:
     """The client sends on ``link`` (a proton receiver); see the module docstring."""
 
-    def __init__(self, host: LinkHost, link: Link, route: Any) -> None:
+    def __init__(self, host: LinkHost, link: Link, route: Any, *,
+                 directory: Optional[VhostDirectory] = None) -> None:
         self.host = host
         self.link = link
         #: None for the anonymous relay
         self.route = route
+        #: resolves a relayed message's ``to``
+        self._directory = directory or VhostDirectory(host)
         #: a routing-key-only message that finds the queues a fixed-key route reaches
         self._probe: Optional[MessageContainer] = None
         if isinstance(route, LocalPublish):
@@ -386,7 +374,7 @@ class IncomingLink:
                     raise AddressError(AddressErrorKind.INVALID,
                                        "anonymous relay: the message has no 'to' address")
                 route = resolve_target(summary.to, our_container=host.container_id,
-                                       directory=VhostDirectory(host.vhost),
+                                       directory=self._directory,
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
@@ -762,7 +750,9 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     else:
         try:
             route = resolve_source(address, our_container=host.container_id,
-                                   directory=VhostDirectory(vhost), vhost=vhost.name)
+                                   directory=VhostDirectory(host, durable=durable_terminus(remote),
+                                                            role=Role.SOURCE),
+                                   vhost=vhost.name)
         except AddressError as exc:
             raise _address_error(exc, address) from None
         if isinstance(route, LocalConsume):
@@ -810,10 +800,11 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
+    directory = VhostDirectory(host, durable=durable_terminus(remote))
     if address is not None:
         try:
             route = resolve_link_target(address, our_container=host.container_id,
-                                        directory=VhostDirectory(vhost), vhost=vhost.name)
+                                        directory=directory, vhost=vhost.name)
         except AddressError as exc:
             raise _address_error(exc, address) from None
         _permit_publish_route(host, route)
@@ -829,7 +820,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     link.rcv_settle_mode = Link.RCV_FIRST
     if host.max_message_size:
         link.max_message_size = host.max_message_size
-    handler = IncomingLink(host, link, route)
+    handler = IncomingLink(host, link, route, directory=directory)
     link.open()
     handler.refill()
     return handler

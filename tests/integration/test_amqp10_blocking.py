@@ -127,7 +127,9 @@ def test_queue_target_takes_the_subject_as_routing_key(conn):
 
 
 @pytest.mark.parametrize("address, description", [
-    ("/queue/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queue/no-such-queue')"),
+    ("/amq/queue/no-such-queue",
+     "no queue 'no-such-queue' in vhost '/' (address '/amq/queue/no-such-queue')"),
+    ("/queues/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queues/no-such-queue')"),
     ("/exchange/no-such-exchange/rk",
      "no exchange 'no-such-exchange' in vhost '/' (address '/exchange/no-such-exchange/rk')"),
     ("node@other-container",
@@ -141,8 +143,9 @@ def test_unresolvable_target_is_not_found(conn, address, description):
 
 
 @pytest.mark.parametrize("address, description", [
-    ("/queue/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queue/no-such-queue')"),
-    ("no-such-queue", "no queue 'no-such-queue' in vhost '/' (address 'no-such-queue')"),
+    ("/amq/queue/no-such-queue",
+     "no queue 'no-such-queue' in vhost '/' (address '/amq/queue/no-such-queue')"),
+    ("/queues/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queues/no-such-queue')"),
     ("/exchange/no-such-exchange/rk",
      "no exchange 'no-such-exchange' in vhost '/' (address '/exchange/no-such-exchange/rk')"),
 ])

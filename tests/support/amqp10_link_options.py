@@ -5,10 +5,10 @@ Each sets one field of the client's attach before the link opens (``options=`` o
 """
 from __future__ import annotations
 
-from proton import Link
+from proton import Link, Terminus
 from proton.reactor import LinkOption
 
-__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget"]
+__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget", "DurableTerminus"]
 
 
 class MaxMessageSize(LinkOption):
@@ -34,3 +34,11 @@ class DynamicTarget(LinkOption):
     def apply(self, link: Link) -> None:
         link.target.address = None
         link.target.dynamic = True
+
+
+class DurableTerminus(LinkOption):
+    """The link's node end (a sender's target, a receiver's source) asks for terminus
+    durability ``unsettled-state`` (proton's default is ``none``)."""
+
+    def apply(self, link: Link) -> None:
+        (link.target if link.is_sender else link.source).durability = Terminus.DELIVERIES

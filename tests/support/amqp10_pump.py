@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from proton import Collector, Connection, Delivery, Event, Message, Transport
+from proton import Collector, Connection, Delivery, Event, Message, Terminus, Transport
 
 __all__ = ["Amqp10Pump", "encode_message", "decode_message"]
 
@@ -160,10 +160,13 @@ class Amqp10Pump:
         return session
 
     def sender(self, address: Optional[str], *, name: str = "sender", settled: bool = False,
-               session: Any = None) -> Any:
+               session: Any = None, durable: bool = False) -> Any:
+        """A sending link to ``address``; with ``durable`` its target has terminus
+        durability ``unsettled-state``."""
         session = session or self.session()
         link = session.sender(name)
         link.target.address = address
+        _terminus_options(link.target, durable)
         if settled:
             link.snd_settle_mode = link.SND_SETTLED
         link.open()
@@ -172,13 +175,14 @@ class Amqp10Pump:
 
     def receiver(self, address: Optional[str], *, name: str = "receiver", credit: int = 0,
                  dynamic: bool = False, copy: bool = False, settled: bool = False,
-                 session: Any = None) -> Any:
+                 session: Any = None, durable: bool = False) -> Any:
         session = session or self.session()
         link = session.receiver(name)
         if dynamic:
             link.source.dynamic = True
         else:
             link.source.address = address
+        _terminus_options(link.source, durable)
         if copy:
             link.source.distribution_mode = link.source.DIST_MODE_COPY
         if settled:
@@ -214,6 +218,11 @@ class Amqp10Pump:
         delivery.update(outcome)
         delivery.settle()
         self.pump()
+
+
+def _terminus_options(terminus: Terminus, durable: bool) -> None:
+    if durable:
+        terminus.durability = Terminus.DELIVERIES
 
 
 def engine_factory(broker: Any, authenticator: Any, *, now: float = 0.0,

@@ -89,8 +89,12 @@ def test_exchange_sources_bind_a_temporary_queue(connect, vhost, source, target)
 
 
 @pytest.mark.parametrize("address, condition, text", [
-    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
-    ("missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address 'missing')"),
+    ("/amq/queue/missing", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address '/amq/queue/missing')"),
+    ("/queues/missing", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address '/queues/missing')"),
+    ("missing@gateway-test", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address 'missing@gateway-test')"),
     ("/exchange/nope/rk", "amqp:not-found",
      "no exchange 'nope' in vhost '/' (address '/exchange/nope/rk')"),
     ("/bogus/x", "amqp:invalid-field", "/bogus/x"),
@@ -107,7 +111,7 @@ def test_unresolvable_target_refuses_attach(connect, address, condition, text):
 
 
 @pytest.mark.parametrize("address, condition, text", [
-    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
+    ("/queues/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queues/missing')"),
     ("/amq/queue/missing", "amqp:not-found",
      "no queue 'missing' in vhost '/' (address '/amq/queue/missing')"),
     ("/topic/x/y/z", "amqp:invalid-field", "/topic/x/y/z"),
@@ -124,8 +128,8 @@ def test_unresolvable_source_refuses_attach(connect, address, condition, text):
 def test_relayed_message_to_a_missing_node_names_its_to(connect):
     pump = connect()
     relay = pump.sender(None)
-    missing = pump.send(relay, encode_message("b", address="/queue/nope"))
-    assert missing.remote.condition.description == "no queue 'nope' in vhost '/' (address '/queue/nope')"
+    missing = pump.send(relay, encode_message("b", address="/queues/nope"))
+    assert missing.remote.condition.description == "no queue 'nope' in vhost '/' (address '/queues/nope')"
 
 
 def test_source_without_address_is_invalid_field(connect):
@@ -162,7 +166,7 @@ def test_anonymous_relay_routes_by_to(connect, vhost):
     pump = connect()
     relay = pump.sender(None)
     assert pump.send(relay, encode_message("a", address="/queue/q1")).remote_state == Delivery.ACCEPTED
-    missing = pump.send(relay, encode_message("b", address="/queue/nope"))
+    missing = pump.send(relay, encode_message("b", address="/amq/queue/nope"))
     assert missing.remote_state == Delivery.REJECTED
     assert missing.remote.condition.name == "amqp:not-found"
     no_to = pump.send(relay, encode_message("c"))

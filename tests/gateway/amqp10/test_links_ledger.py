@@ -49,10 +49,10 @@ def test_wrong_user_id_is_a_lone_refusal(connect, ledger):
 
 def test_relay_to_unknown_address_is_received_then_refused(connect, ledger):
     pump = connect()
-    [delivery] = _send(pump, None, address="/queue/nope")
+    [delivery] = _send(pump, None, address="/amq/queue/nope")
     assert delivery.remote_state == Delivery.REJECTED
     assert ledger.kinds() == ["received", "refused"]
-    assert ledger.events[0]["address"] == "/queue/nope"
+    assert ledger.events[0]["address"] == "/amq/queue/nope"
 
 
 @pytest.mark.parametrize("state, outcome", [
