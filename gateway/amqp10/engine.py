@@ -63,6 +63,7 @@ from gateway.auth import (
     User,
     may_access_vhost,
 )
+from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from gateway.product import product_properties
 
@@ -106,7 +107,9 @@ class Amqp10Engine:
     logs in as ``default_user`` (refused, by answering the SASL header and closing, when
     there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
     names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does. Our ``open`` carries ``connection_properties()``.
+    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
+    ``connection_properties()``.
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class Amqp10Engine:
         login_throttle: Optional[LoginThrottle] = None,
         max_links: int = 0,
         connection_id: Any = None,
+        unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -144,6 +148,8 @@ class Amqp10Engine:
         self.idle_timeout = idle_timeout
         self.max_message_size = max_message_size
         self.max_links = max_links
+        #: the outcome of an unroutable message on a link whose target does not choose
+        self.unroutable = unroutable
         self._registry = connection_registry
         self._throttle = login_throttle
         self._admission: Optional[AdmissionToken] = None

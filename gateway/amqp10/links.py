@@ -10,7 +10,9 @@ resolved through ``addressing`` against the connection's vhost:
   ``/queues/Q``, ``/exchanges/X/RK``, ``node@container``, services), or it is the
   anonymous relay (null target address: each message is routed by its ``to``). Every
   complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
-  with accepted, rejected (with a condition) or released (unroutable). Credit: see below;
+  with accepted or rejected (with a condition); a message no queue takes is settled by
+  the link's unroutable policy (``unroutable_outcome``: accepted unless the operator or
+  the target's capabilities say otherwise). Credit: see below;
 * a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
   ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
   sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
@@ -101,6 +103,7 @@ from addressing import (
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
+from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
@@ -111,6 +114,7 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
                                           record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
@@ -160,6 +164,8 @@ class LinkHost(Protocol):
     max_message_size: int
     #: True once the connection is being torn down
     closing: bool
+    #: the operator's outcome for unroutable messages (a link's target may choose another)
+    unroutable: UnroutablePolicy
 
     @property
     def now(self) -> float: ...
@@ -209,11 +215,14 @@ class IncomingLink:
     """The client sends on ``link`` (a proton receiver); see the module docstring."""
 
     def __init__(self, host: LinkHost, link: Link, route: Any, *,
+                 unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
                  directory: Optional[VhostDirectory] = None) -> None:
         self.host = host
         self.link = link
         #: None for the anonymous relay
         self.route = route
+        #: the outcome of a message no queue takes (``unroutable_outcome``)
+        self.unroutable = unroutable
         #: resolves a relayed message's ``to``
         self._directory = directory or VhostDirectory(host)
         #: a routing-key-only message that finds the queues a fixed-key route reaches
@@ -338,7 +347,7 @@ class IncomingLink:
 
     def _finish(self, d: Any, encoded: bytes) -> None:
         """Publish a complete message and settle its transfer with the outcome."""
-        outcome, condition = self._publish(encoded)
+        outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if condition is not None:
                 delivery = Delivery.wrap(d)
@@ -349,7 +358,7 @@ class IncomingLink:
         pn_delivery_settle(d)
         self.refill()
 
-    def _publish(self, encoded: bytes) -> tuple[int, Optional[Condition]]:
+    def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host
         now = host.now
         ledger = host.broker.ledger
@@ -378,7 +387,7 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
-            return self._route(route, message, now, ledger, address)
+            return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:
             error = _address_error(exc, address)
         except BrokerError as exc:
@@ -418,7 +427,7 @@ class IncomingLink:
             then=event if received else None)
 
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
-               address: Optional[str]) -> tuple[int, Optional[Condition]]:
+               address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
             self.host.permit(_WRITE, route.exchange)
@@ -440,10 +449,8 @@ class IncomingLink:
                                  received=True)
                 return Delivery.REJECTED, _condition(
                     Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
-            if not result.routed:
-                if ledger is not None:
-                    self._record(ledger, EventKind.UNROUTABLE, message, now, address, received=True)
-                return Delivery.RELEASED, None
+            if not result.queues and not result.routed:  # (``queues`` first: no property call)
+                return self._unroutable(message, now, ledger, address, d)
             if ledger is not None:
                 context = self._ledger_context
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
@@ -474,6 +481,19 @@ class IncomingLink:
         if ledger is not None:
             self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
         return Delivery.ACCEPTED, None
+
+    def _unroutable(self, message: MessageContainer, now: float, ledger: Any,
+                    address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
+        """No queue took ``message``: settle it by the link's policy, counted, and
+        recorded ``unroutable`` (``reason``: the outcome when it was not accepted)."""
+        host = self.host
+        outcome, condition, reason = settle_unroutable(
+            self.unroutable, bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
+            message.exchange, message.routing_key)
+        if ledger is not None:
+            self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason,
+                         received=True)
+        return outcome, condition
 
     def teardown(self) -> None:
         """The link or connection went away (nothing to give back for incoming links)."""
@@ -800,6 +820,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
+    unroutable, honoured = link_policy(host.unroutable, remote)
     directory = VhostDirectory(host, durable=durable_terminus(remote))
     if address is not None:
         try:
@@ -814,13 +835,14 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
                 raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
                                   f"cannot publish to internal {exchange.label}")
     _copy_terminus_basics(link.target, remote, address)
+    echo_capabilities(link.target, honoured)
     link.source.type = link.remote_source.type
     link.source.address = link.remote_source.address
     link.snd_settle_mode = link.remote_snd_settle_mode
     link.rcv_settle_mode = Link.RCV_FIRST
     if host.max_message_size:
         link.max_message_size = host.max_message_size
-    handler = IncomingLink(host, link, route, directory=directory)
+    handler = IncomingLink(host, link, route, unroutable=unroutable, directory=directory)
     link.open()
     handler.refill()
     return handler

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from gateway.broker import UnroutablePolicy
 from gateway.config import (
     ConfigError, GatewayConfig, TlsMode, load_config, load_config_text, parse_host_port,
 )
@@ -92,6 +93,9 @@ def test_empty_file_gives_defaults():
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
+    ("amqp10:\n  default_vhost: /\n  unroutable: drop\n", "amqp10.unroutable", 3,
+     "'drop' is not one of: accept, release, reject"),
+    ("amqp10:\n  unroutable: [reject]\n", "amqp10.unroutable", 2, "expected a single value"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
@@ -374,3 +378,13 @@ def test_directory_problem_reports_a_directory_it_cannot_write(tmp_path, monkeyp
     assert "is not writable" in directory_problem(str(tmp_path / "exists"))
     problem = directory_problem(str(tmp_path / "new" / "deeper"))
     assert problem and "cannot create directory" in problem and "is not writable" in problem
+
+
+@pytest.mark.parametrize("value", ["accept", "release", "reject"])
+def test_amqp10_unroutable_takes_each_outcome(value):
+    assert load_config_text(f"amqp10:\n  unroutable: {value}\n").amqp10.unroutable.value == value
+
+
+def test_amqp10_unroutable_defaults_to_accept():
+    assert GatewayConfig().amqp10.unroutable is UnroutablePolicy.ACCEPT
+    assert load_config(EXAMPLE).amqp10.unroutable is UnroutablePolicy.ACCEPT

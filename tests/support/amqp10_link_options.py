@@ -5,10 +5,11 @@ Each sets one field of the client's attach before the link opens (``options=`` o
 """
 from __future__ import annotations
 
-from proton import Link, Terminus
+from proton import Data, Link, Terminus
 from proton.reactor import LinkOption
 
-__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget", "DurableTerminus"]
+__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget", "TargetCapabilities",
+           "DurableTerminus"]
 
 
 class MaxMessageSize(LinkOption):
@@ -34,6 +35,22 @@ class DynamicTarget(LinkOption):
     def apply(self, link: Link) -> None:
         link.target.address = None
         link.target.dynamic = True
+
+
+class TargetCapabilities(LinkOption):
+    """A sender whose target asks for ``capabilities`` (symbols, e.g. Qpid Broker-J's
+    ``REJECT_UNROUTABLE``)."""
+
+    def __init__(self, *capabilities: str) -> None:
+        self.capabilities = capabilities
+
+    def apply(self, link: Link) -> None:
+        data = link.target.capabilities
+        data.put_array(False, Data.SYMBOL)
+        data.enter()
+        for name in self.capabilities:
+            data.put_symbol(name)
+        data.exit()
 
 
 class DurableTerminus(LinkOption):

@@ -10,9 +10,9 @@ protocol exchange they check.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from proton import Collector, Connection, Delivery, Event, Message, Terminus, Transport
+from proton import Collector, Connection, Data, Delivery, Event, Message, Terminus, Transport
 
 __all__ = ["Amqp10Pump", "encode_message", "decode_message"]
 
@@ -160,13 +160,14 @@ class Amqp10Pump:
         return session
 
     def sender(self, address: Optional[str], *, name: str = "sender", settled: bool = False,
-               session: Any = None, durable: bool = False) -> Any:
-        """A sending link to ``address``; with ``durable`` its target has terminus
-        durability ``unsettled-state``."""
+               session: Any = None, capabilities: Sequence[str] = (),
+               durable: bool = False) -> Any:
+        """A sending link to ``address``; its target asks for ``capabilities`` (symbols)
+        and, with ``durable``, has terminus durability ``unsettled-state``."""
         session = session or self.session()
         link = session.sender(name)
         link.target.address = address
-        _terminus_options(link.target, durable)
+        _terminus_options(link.target, capabilities, durable)
         if settled:
             link.snd_settle_mode = link.SND_SETTLED
         link.open()
@@ -182,7 +183,7 @@ class Amqp10Pump:
             link.source.dynamic = True
         else:
             link.source.address = address
-        _terminus_options(link.source, durable)
+        _terminus_options(link.source, (), durable)
         if copy:
             link.source.distribution_mode = link.source.DIST_MODE_COPY
         if settled:
@@ -220,7 +221,14 @@ class Amqp10Pump:
         self.pump()
 
 
-def _terminus_options(terminus: Terminus, durable: bool) -> None:
+def _terminus_options(terminus: Terminus, capabilities: Sequence[str], durable: bool) -> None:
+    if capabilities:
+        data = terminus.capabilities
+        data.put_array(False, Data.SYMBOL)
+        data.enter()
+        for name in capabilities:
+            data.put_symbol(name)
+        data.exit()
     if durable:
         terminus.durability = Terminus.DELIVERIES
 

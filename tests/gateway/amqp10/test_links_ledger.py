@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from proton import Delivery
 
+from gateway.broker import UnroutablePolicy
 from tests.support.amqp10_pump import encode_message
 from tests.support.ledger_capture import LedgerCapture
 
@@ -32,11 +33,19 @@ def test_transfer_is_received_then_routed(connect, ledger):
     assert routed["routed_to"] == ("q1",) and routed["routing_key"] == "q1"
 
 
-def test_unroutable_transfer(connect, ledger):
-    pump = connect()
+@pytest.mark.parametrize("policy, state, reason", [
+    (UnroutablePolicy.ACCEPT, Delivery.ACCEPTED, None),
+    (UnroutablePolicy.RELEASE, Delivery.RELEASED, "released"),
+    (UnroutablePolicy.REJECT, Delivery.REJECTED, "no route for routing key 'nowhere' from "
+                                                 "exchange 'amq.direct' in vhost '/'"),
+])
+def test_unroutable_transfer_is_recorded_whatever_its_outcome(connect, ledger, policy, state,
+                                                              reason):
+    pump = connect(engine=dict(unroutable=policy))
     [delivery] = _send(pump, "/exchange/amq.direct/nowhere")
-    assert delivery.remote_state == Delivery.RELEASED
+    assert delivery.remote_state == state
     assert ledger.kinds() == ["received", "unroutable"]
+    assert ledger.events[1]["reason"] == reason
 
 
 def test_wrong_user_id_is_a_lone_refusal(connect, ledger):
