@@ -17,30 +17,15 @@ which fails on a durability mismatch and needs CONFIGURE even for an existing qu
 from __future__ import annotations
 
 import logging
-from typing import Protocol
-
 from proton import Terminus
 
 from addressing import DEFAULT_EXCHANGE, Role
+from gateway.amqp10.link_host import LinkHost
 from gateway.auth import Action
-from gateway.broker.vhost import VirtualHost
 
 __all__ = ["VhostDirectory", "durable_terminus"]
 
 log = logging.getLogger(__name__)
-
-
-class _Host(Protocol):
-    """What declaring needs from the connection (``links.LinkHost`` has it)."""
-
-    vhost: VirtualHost
-    owner: object
-    connection_id: str
-
-    @property
-    def now(self) -> float: ...
-
-    def permit(self, action: Action, resource: str) -> None: ...
 
 
 def durable_terminus(terminus: Terminus) -> bool:
@@ -55,7 +40,7 @@ class VhostDirectory:
 
     __slots__ = ("_host", "_durable", "_role")
 
-    def __init__(self, host: _Host, *, durable: bool = False, role: Role = Role.TARGET) -> None:
+    def __init__(self, host: LinkHost, *, durable: bool = False, role: Role = Role.TARGET) -> None:
         self._host = host
         self._durable = durable
         self._role = role

@@ -76,7 +76,7 @@ Unsettled deliveries go back to their queue when the link or the connection goes
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
                      pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
@@ -102,9 +102,10 @@ from addressing import (
 )
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
+from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
-from gateway.auth import Action, User
+from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
@@ -115,7 +116,6 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.unroutable import UnroutablePolicy
-from gateway.broker.vhost import VirtualHost
 from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
 
@@ -149,34 +149,6 @@ _LEDGER_OUTCOME = {
 LINK_CLOSED = "link closed"
 QUEUE_FULL = "queue full"
 UNTRANSLATABLE = "cannot translate"
-
-
-class LinkHost(Protocol):
-    """What a link needs from its connection (implemented by ``Amqp10Engine``)."""
-
-    broker: Any
-    vhost: VirtualHost
-    user: User
-    container_id: str
-    owner: object
-    #: the ledger's ``connection`` column
-    connection_id: str
-    max_message_size: int
-    #: True once the connection is being torn down
-    closing: bool
-    #: the operator's outcome for unroutable messages (a link's target may choose another)
-    unroutable: UnroutablePolicy
-
-    @property
-    def now(self) -> float: ...
-
-    def permit(self, action: Action, resource: str) -> None: ...
-
-    def output_ready(self) -> None: ...
-
-    def link_gone(self, handler: "IncomingLink | OutgoingLink") -> None: ...
-
-    def producers_blocked(self) -> bool: ...
 
 
 def _naming(text: str, address: Optional[str]) -> str:

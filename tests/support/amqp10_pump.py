@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from proton import Collector, Connection, Data, Delivery, Event, Message, Terminus, Transport
+from proton import Collector, Connection, Delivery, Event, Message, Terminus, Transport
+
+from tests.support.amqp10_link_options import ask_capabilities
 
 __all__ = ["Amqp10Pump", "encode_message", "decode_message"]
 
@@ -223,12 +225,7 @@ class Amqp10Pump:
 
 def _terminus_options(terminus: Terminus, capabilities: Sequence[str], durable: bool) -> None:
     if capabilities:
-        data = terminus.capabilities
-        data.put_array(False, Data.SYMBOL)
-        data.enter()
-        for name in capabilities:
-            data.put_symbol(name)
-        data.exit()
+        ask_capabilities(terminus, capabilities)
     if durable:
         terminus.durability = Terminus.DELIVERIES
 

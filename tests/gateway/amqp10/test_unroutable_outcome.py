@@ -9,6 +9,7 @@ from gateway.amqp10.unroutable_outcome import (
     DISCARD_UNROUTABLE, REJECT_UNROUTABLE, echo_capabilities, link_policy, settle_unroutable,
 )
 from gateway.broker import Broker, UnroutableCounts, UnroutablePolicy
+from tests.support.amqp10_link_options import ask_capabilities
 
 ACCEPT, RELEASE, REJECT = UnroutablePolicy.ACCEPT, UnroutablePolicy.RELEASE, UnroutablePolicy.REJECT
 
@@ -18,8 +19,8 @@ def _target(*capabilities, single: bool = False):
     target = Connection().session().sender("s").target
     if single:
         target.capabilities.put_symbol(capabilities[0])
-    else:
-        echo_capabilities(target, capabilities)
+    elif capabilities:
+        ask_capabilities(target, capabilities)
     return target
 
 
