@@ -6,17 +6,20 @@ it needs the CONFIGURE permission on the queue (refused: ``amqp:unauthorized-acc
 with the permission's text, e.g. ``configure access to resource 'q' in vhost '/'
 refused for user 'bob'``), and what the link will then need is checked before the queue
 is made, so a refused attach leaves nothing behind: WRITE on the default exchange for a
-target (``amq.default``), READ on the queue for a source. The queue is what RabbitMQ's
-1.0 plugin declares for
-these addresses: non-exclusive, not auto-delete, no arguments, and durable when the
-link's terminus durability is ``configuration`` or ``unsettled-state`` (the plugin's
-``durable/1``; proton's default ``none`` gives a transient queue). An existing queue is
-used as it is, whatever its properties, and needs no CONFIGURE (the plugin redeclares,
-which fails on a durability mismatch and needs CONFIGURE even for an existing queue).
+target (``amq.default``), READ on the queue for a source.
+
+The queue is what RabbitMQ's 1.0 plugin declares for these addresses: not exclusive,
+not auto-delete, no arguments, and durable when the link's terminus durability is
+``configuration`` or ``unsettled-state`` (the plugin's ``durable/1``; proton's default
+``none`` gives a transient queue; its STOMP ``/queue/`` defaults to durable instead).
+An existing queue is used as it is, whatever its properties, and needs no CONFIGURE
+(the plugin redeclares, which fails on a durability mismatch and needs CONFIGURE even
+for an existing queue).
 """
 from __future__ import annotations
 
 import logging
+
 from proton import Terminus
 
 from addressing import DEFAULT_EXCHANGE, Role

@@ -56,6 +56,7 @@ TARGET_CAPABILITIES: dict[str, UnroutablePolicy] = {
 #: the ledger's ``reason`` of an unroutable message settled ``released``
 UNROUTABLE_RELEASED = "released"
 
+
 def _symbols(data: Data) -> list[str]:
     """The symbols of a ``multiple="true"`` field: an array, or one symbol alone."""
     data.rewind()
