@@ -1,9 +1,11 @@
 """Parsed addresses: one frozen dataclass per row of the grammar.
 
 These say what an address *means*, independent of which spelling was used
-(``/queue/Q``, ``/amq/queue/Q``, ``/queues/Q`` and ``Q`` all give
-``QueueAddress("Q")``). Whether the named node exists is decided later by
-``resolve``.
+(``/queue/Q``, ``/amq/queue/Q``, ``/queues/Q`` and ``Q`` all name the queue
+``Q``). The one difference the spelling makes is kept in
+``QueueAddress.declare``: ``/queue/Q`` and ``Q`` create a missing queue,
+the other forms require it to exist. Whether the named node exists is
+decided later by ``resolve``.
 """
 
 from __future__ import annotations
@@ -56,10 +58,14 @@ class QueueAddress:
     """Queue ``queue`` (through the default exchange when publishing).
 
     ``queue`` is None only for the target ``/queue``: each message's subject
-    names the queue.
+    names the queue. ``declare``: a missing queue is declared rather than
+    refused (``/queue/Q`` and a bare ``Q``, as in RabbitMQ's 1.0 plugin and
+    its STOMP grammar, where both mean ``{queue, Q}``); ``/amq/queue/Q``,
+    ``/queues/Q`` and ``node@container`` leave it False.
     """
 
     queue: str | None
+    declare: bool = False
 
 
 @dataclass(frozen=True, slots=True)

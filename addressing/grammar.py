@@ -9,9 +9,10 @@ address                           target (sender's link)                 source 
 ``/exchange/X``                   ``ExchangeAddress(X, None)``:          ``ExchangeAddress(X, "")``:
                                   the subject is the key                 bound with key ``""``
 ``/topic/RK``                     ``TopicAddress(RK)``                   same
-``/queue/Q``, ``/amq/queue/Q``    ``QueueAddress(Q)``                    same
+``/queue/Q``                      ``QueueAddress(Q, declare=True)``      same
+``/amq/queue/Q``                  ``QueueAddress(Q)``                    same
 ``/queue``                        ``QueueAddress(None)``: subject = Q    invalid
-``Q`` (no leading ``/``, no @)    ``QueueAddress(Q)``                    same
+``Q`` (no leading ``/``, no @)    ``QueueAddress(Q, declare=True)``      same
 ``/queues/Q``                     ``QueueAddress(Q)``                    same
 ``/exchanges/X/RK``               ``ExchangeAddress(X, RK)``             same (temporary binding)
 ``/exchanges/X``                  ``ExchangeAddress(X, "")``             same
@@ -19,6 +20,10 @@ address                           target (sender's link)                 source 
 ``amqp$transfer`` and the other   ``ServiceAddress(name)``               same
 service names of ``SERVICE_NAMES``
 ================================  =====================================  ==========================
+
+``declare=True``: resolving creates the queue when it is missing (RabbitMQ's
+1.0 plugin parses ``/queue/Q`` and a bare ``Q`` alike, as ``{queue, Q}``, and
+declares it; ``/amq/queue/Q`` is its form for "an existing queue only").
 
 Decoding: in the RabbitMQ 4 (v2) forms ``/queues/...`` and
 ``/exchanges/...`` every segment is percent-decoded (RFC 3986, UTF-8), so
@@ -149,7 +154,7 @@ def _parse_bare(address: str) -> Address:
                              _check_length(address, "container name", container))
     if address in SERVICE_NAMES:
         return ServiceAddress(address)
-    return QueueAddress(_name(address, "queue name", address))
+    return QueueAddress(_name(address, "queue name", address), declare=True)
 
 
 def _too_many(address: str, segments: list[str], allowed: int) -> AddressError:
@@ -181,7 +186,7 @@ def _parse_v1(address: str, segments: list[str], role: Role) -> Address:
             return QueueAddress(None)
         if len(segments) > 2:
             raise _too_many(address, segments, 2)
-        return QueueAddress(_name(address, "queue name (segment 2)", segments[1]))
+        return QueueAddress(_name(address, "queue name (segment 2)", segments[1]), declare=True)
     if head == "amq":
         if len(segments) < 2 or segments[1] != "queue":
             shown = segments[1] if len(segments) > 1 else ""

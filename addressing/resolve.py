@@ -10,7 +10,7 @@ do:
   message's subject as the routing key (targets ``/exchange/X`` and
   ``/queue``); turn it into a ``LocalPublish`` per message with
   ``route_message``;
-* ``LocalConsume(queue)``: consume from an existing queue;
+* ``LocalConsume(queue)``: consume from a queue (existing, or just declared);
 * ``TemporaryBinding(exchange, routing_key)``: consume from a temporary
   queue bound to the exchange (sources ``/exchange/X/RK``, ``/topic/RK``);
   the link owner deletes that queue on detach;
@@ -19,17 +19,24 @@ do:
 * ``ServiceRoute(name)``: a service node of this gateway.
 
 Global addresses: ``node@container`` whose container is ``our_container``
-resolves exactly as the address ``node`` would (a queue name, or a service
-name). Any other container becomes ``Forward`` if the ``amqp$transfer``
-service is registered (else NOT_FOUND). As a source, a remote container
-is INVALID: one cannot consume from another broker through us.
+resolves as the address ``node`` would (a queue name, or a service name),
+except that a missing queue is never declared (a forwarded message does not
+create one either). Any other container becomes ``Forward`` if the
+``amqp$transfer`` service is registered (else NOT_FOUND). As a source, a
+remote container is INVALID: one cannot consume from another broker through
+us.
 
-Queues are never declared here: every queue form (``/queue/Q``,
-``/amq/queue/Q``, ``/queues/Q``, ``Q``) requires the queue to exist and
-raises ``AddressError(kind=NOT_FOUND, text="no queue 'q' in vhost '/'")``
+Missing queues: ``/queue/Q`` and a bare ``Q`` (``QueueAddress.declare``) ask
+the directory to ``declare_queue(Q)``, as a target, as a source and as a
+relayed message's ``to``, the way RabbitMQ's 1.0 plugin and its STOMP
+``/queue/`` do; the directory decides the queue's properties and checks the
+permission, and raises its own errors (a refusal propagates unchanged).
+``/amq/queue/Q``, ``/queues/Q`` and ``node@us`` require the queue to exist
+and raise ``AddressError(kind=NOT_FOUND, text="no queue 'q' in vhost '/'")``
 otherwise; likewise for exchanges and services. A per-message subject key
-is not checked against the directory: the broker routes it, and an
-unroutable message is handled by the broker's unroutable policy.
+(``/queue`` with a subject) is not checked against the directory and never
+declares: the broker routes it, and an unroutable message is handled by the
+protocol's unroutable policy.
 """
 
 from __future__ import annotations
@@ -68,13 +75,17 @@ __all__ = [
 
 
 class NodeDirectory(Protocol):
-    """What the resolver needs to know about one virtual host."""
+    """What the resolver needs to know about one virtual host, and the one thing it
+    may ask it to do: declare a queue that ``/queue/Q`` or ``Q`` names (with the
+    properties and permission check of the directory's choosing; raise to refuse)."""
 
     def has_exchange(self, name: str) -> bool: ...
 
     def has_queue(self, name: str) -> bool: ...
 
     def has_service(self, name: str) -> bool: ...
+
+    def declare_queue(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +140,14 @@ def _need_exchange(directory: NodeDirectory, name: str, vhost: str | None) -> st
     return name
 
 
-def _need_queue(directory: NodeDirectory, name: str, vhost: str | None) -> str:
+def _need_queue(directory: NodeDirectory, address: QueueAddress, vhost: str | None) -> str:
+    """The queue ``address`` names: existing, or declared now if the address says so."""
+    name = address.queue
+    assert name is not None
     if not directory.has_queue(name):
-        raise _not_found("queue", name, vhost)
+        if not address.declare:
+            raise _not_found("queue", name, vhost)
+        directory.declare_queue(name)
     return name
 
 
@@ -146,9 +162,12 @@ def _parsed(address: str | Address, role: Role) -> Address:
 
 
 def _localise(address: Address, our_container: str, role: Role) -> Address:
-    """Replace ``node@us`` by what ``node`` alone means."""
+    """Replace ``node@us`` by what ``node`` alone means, a queue that must exist."""
     if isinstance(address, GlobalAddress) and address.container == our_container:
-        return parse_address(address.node, role)
+        local = parse_address(address.node, role)
+        if isinstance(local, QueueAddress) and local.declare:
+            return QueueAddress(local.queue)
+        return local
     return address
 
 
@@ -158,8 +177,9 @@ def resolve_link_target(address: str | Address, *, our_container: str,
 
     Returns ``SubjectPublish`` for ``/exchange/X`` and ``/queue``. Raises
     ``AddressError``: INVALID for a malformed address, NOT_FOUND for a
-    missing exchange, queue or service. ``vhost`` only names the place in
-    error texts.
+    missing exchange, queue (unless the form declares it) or service; and
+    whatever ``directory.declare_queue`` raises. ``vhost`` only names the
+    place in error texts.
     """
     parsed = _localise(_parsed(address, Role.TARGET), our_container, Role.TARGET)
     match parsed:
@@ -171,8 +191,8 @@ def resolve_link_target(address: str | Address, *, our_container: str,
             return LocalPublish(_need_exchange(directory, TOPIC_EXCHANGE, vhost), key)
         case QueueAddress(None):
             return SubjectPublish(DEFAULT_EXCHANGE)
-        case QueueAddress(str(queue)):
-            return LocalPublish(DEFAULT_EXCHANGE, _need_queue(directory, queue, vhost))
+        case QueueAddress(str()):
+            return LocalPublish(DEFAULT_EXCHANGE, _need_queue(directory, parsed, vhost))
         case GlobalAddress(node, container):
             _need_service(directory, TRANSFER_SERVICE, vhost)
             return Forward(container, node)
@@ -227,7 +247,9 @@ def resolve_source(address: str | Address, *, our_container: str, directory: Nod
     """Resolve a link source: ``LocalConsume``, ``TemporaryBinding`` or ``ServiceRoute``.
 
     Raises ``AddressError``: INVALID for a malformed address or a remote
-    ``node@container``; NOT_FOUND for a missing exchange, queue or service.
+    ``node@container``; NOT_FOUND for a missing exchange, queue (unless the
+    form declares it) or service; and whatever ``directory.declare_queue``
+    raises.
     """
     parsed = _localise(_parsed(address, Role.SOURCE), our_container, Role.SOURCE)
     match parsed:
@@ -235,8 +257,8 @@ def resolve_source(address: str | Address, *, our_container: str, directory: Nod
             return TemporaryBinding(_need_exchange(directory, exchange, vhost), key or "")
         case TopicAddress(key):
             return TemporaryBinding(_need_exchange(directory, TOPIC_EXCHANGE, vhost), key)
-        case QueueAddress(str(queue)):
-            return LocalConsume(_need_queue(directory, queue, vhost))
+        case QueueAddress(str()):
+            return LocalConsume(_need_queue(directory, parsed, vhost))
         case QueueAddress(None):
             raise AddressError(AddressErrorKind.INVALID,
                                "invalid address '/queue': a source needs a queue name")

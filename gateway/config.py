@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Optional
 import yaml
 
 from gateway.auth.passwords import parse_stored
+from gateway.broker.unroutable import UnroutablePolicy
 
 __all__ = [
     "ConfigError",
@@ -213,11 +214,13 @@ class UserConfig:
 
 @dataclass(frozen=True, slots=True)
 class Amqp10Config:
-    """The RabbitMQ plugin's three settings (seed 001)."""
+    """The RabbitMQ plugin's three settings (seed 001), and the outcome of an unroutable
+    1.0 message (``gateway.broker.unroutable``)."""
 
     default_user: Optional[str] = "guest"
     default_vhost: str = "/"
     protocol_strict_mode: bool = False
+    unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,24 +10,27 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
 
 
 class _ModelCollector:
-    """Reads gauges from the broker model at scrape time."""
+    """Reads gauges (or, with ``family=CounterMetricFamily``, counters: a name without
+    its ``_total``) from the broker model at scrape time."""
 
-    def __init__(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]):
+    def __init__(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]],
+                 family: type = GaugeMetricFamily):
         self._read = read
+        self._family = family
 
     def collect(self):  # prometheus_client collector protocol
-        families: dict[str, GaugeMetricFamily] = {}
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         for name, doc, labels, value in self._read():
             fam = families.get(name)
             if fam is None:
-                fam = families[name] = GaugeMetricFamily(name, doc, labels=sorted(labels))
+                fam = families[name] = self._family(name, doc, labels=sorted(labels))
             fam.add_metric([labels[k] for k in sorted(labels)], value)
         return list(families.values())
 
@@ -72,11 +75,31 @@ class GatewayMetrics:
                    "memory high-water mark", {}, 1 if broker.blocked else 0)
 
         self.add_model_collector(read)
+        self.add_model_collector(lambda: _unroutable_samples(broker), counters=True)
 
-    def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]]) -> None:
-        """Register a scrape-time reader yielding ``(name, help, labels, value)``."""
-        self.registry.register(_ModelCollector(read))
+    def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]],
+                            *, counters: bool = False) -> None:
+        """Register a scrape-time reader yielding ``(name, help, labels, value)``; with
+        ``counters`` the values are totals since start (the name without ``_total``)."""
+        family = CounterMetricFamily if counters else GaugeMetricFamily
+        self.registry.register(_ModelCollector(read, family))
 
     def render(self) -> bytes:
         """The text exposition format of everything registered."""
         return generate_latest(self.registry)
+
+
+#: RabbitMQ's ``rabbitmq_global_messages_unroutable_{dropped,returned}_total``, same meaning
+_UNROUTABLE_HELP = {
+    "dropped": "Messages published with no queue to take them and dropped: 0-9-1 without "
+               "mandatory, 1.0 settled accepted (or sent pre-settled), per protocol",
+    "returned": "Messages published with no queue to take them and returned to the "
+                "publisher: 0-9-1 basic.return (mandatory), 1.0 released or rejected, "
+                "per protocol",
+}
+
+
+def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], float]]:
+    for kind, protocol, count in broker.unroutable.samples():
+        yield (f"amqp_gateway_messages_unroutable_{kind}", _UNROUTABLE_HELP[kind],
+               {"protocol": protocol}, count)

@@ -206,7 +206,7 @@ class GatewayService(service.MultiService):
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
-            max_links=limits.max_links_per_connection)
+            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

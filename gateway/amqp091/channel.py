@@ -481,11 +481,15 @@ class BrokerChannel:
             else:
                 self._record_publish(ledger, method, message, event, reason=reason,
                                      routed_to=routed_to)
-        if method.mandatory and not result.routed:
-            self.writer.send_content(
-                m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
-                              exchange=method.exchange, routing_key=method.routing_key),
-                content.properties_bytes, content.body)
+        if not result.queues and not result.routed:  # (``queues`` first: no property call)
+            if method.mandatory:
+                self.broker.unroutable.returned_amqp091 += 1
+                self.writer.send_content(
+                    m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
+                                  exchange=method.exchange, routing_key=method.routing_key),
+                    content.properties_bytes, content.body)
+            else:
+                self.broker.unroutable.dropped_amqp091 += 1
         if self.mode is _CONFIRM:
             confirms = self.confirms
             seq = confirms.next_seq()

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import platform
 from typing import Any, Callable, Sequence
 
 from gateway.amqp091.content import Content, ContentAssembler, decode_properties
@@ -107,6 +106,7 @@ from gateway.auth import (
     refuse_login,
 )
 from gateway.connection_log import HandshakeTimeout, peer_name
+from gateway.product import product_properties
 
 __all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -179,9 +179,7 @@ class _Channel:
 
 def _server_properties(extra: dict[str, Any] | None) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "product": "amqp-gateway",
-        "version": "0.1.0",
-        "platform": f"Python {platform.python_version()}",
+        **product_properties(),
         "copyright": "amqp-gateway contributors",
         "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
         "capabilities": dict(SERVER_CAPABILITIES),

@@ -66,8 +66,10 @@ from gateway.auth import (
     may_access_vhost,
     refuse_login,
 )
+from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from gateway.connection_log import HandshakeTimeout, peer_name
+from gateway.product import product_properties
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
@@ -90,6 +92,12 @@ _OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 _owner_ids = itertools.count(1)
 
 
+def connection_properties() -> dict[symbol, str]:
+    """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
+    symbol keys as the spec and RabbitMQ have them."""
+    return {symbol(key): value for key, value in product_properties().items()}
+
+
 class EngineState(enum.Enum):
     SASL = "sasl"
     AMQP = "amqp"
@@ -103,7 +111,9 @@ class Amqp10Engine:
     logs in as ``default_user`` (refused, by answering the SASL header and closing, when
     there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
     names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does.
+    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
+    ``connection_properties()``.
     """
 
     def __init__(
@@ -130,6 +140,7 @@ class Amqp10Engine:
         max_links: int = 0,
         connection_id: Any = None,
         peer_port: int = 0,
+        unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -147,6 +158,8 @@ class Amqp10Engine:
         self.idle_timeout = idle_timeout
         self.max_message_size = max_message_size
         self.max_links = max_links
+        #: the outcome of an unroutable message on a link whose target does not choose
+        self.unroutable = unroutable
         self._registry = connection_registry
         self._throttle = login_throttle
         self._admission: Optional[AdmissionToken] = None
@@ -411,6 +424,7 @@ class Amqp10Engine:
         connection = Connection()
         connection.container = self.container_id
         connection.offered_capabilities = SymbolList([symbol(c) for c in _OFFERED_CAPABILITIES])
+        connection.properties = connection_properties()
         collector = Collector()
         connection.collect(collector)
         transport.bind(connection)

@@ -10,7 +10,9 @@ resolved through ``addressing`` against the connection's vhost:
   ``/queues/Q``, ``/exchanges/X/RK``, ``node@container``, services), or it is the
   anonymous relay (null target address: each message is routed by its ``to``). Every
   complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
-  with accepted, rejected (with a condition) or released (unroutable). Credit: see below;
+  with accepted or rejected (with a condition); a message no queue takes is settled by
+  the link's unroutable policy (``unroutable_outcome``: accepted unless the operator or
+  the target's capabilities say otherwise). Credit: see below;
 * a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
   ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
   sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
@@ -65,14 +67,16 @@ released). ``link`` is the link name and ``connection`` the engine's ``connectio
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
 the missing node and the address as the client wrote it (``no queue 'nope' in vhost '/'
-(address '/queue/nope')``; for ``x@other-container`` the missing node is the
-``amqp$transfer`` service); the same goes for a relayed message's ``to``.
+(address '/amq/queue/nope')``; for ``x@other-container`` the missing node is the
+``amqp$transfer`` service); the same goes for a relayed message's ``to``. ``/queue/Q``
+and ``Q`` declare a missing queue instead (``directory``: CONFIGURE permission, the
+plugin's queue properties).
 Unsettled deliveries go back to their queue when the link or the connection goes.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
                      pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
@@ -86,6 +90,7 @@ from addressing import (
     Forward,
     LocalConsume,
     LocalPublish,
+    Role,
     ServiceRoute,
     SubjectPublish,
     TemporaryBinding,
@@ -96,8 +101,11 @@ from addressing import (
     route_message,
 )
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.directory import VhostDirectory, durable_terminus
+from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
-from gateway.auth import Action, User
+from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
+from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
@@ -107,14 +115,13 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
                                           record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
-from gateway.broker.vhost import VirtualHost
+from gateway.broker.unroutable import UnroutablePolicy
 from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
 
 __all__ = [
     "INCOMING_CREDIT",
     "LinkHost",
-    "VhostDirectory",
     "IncomingLink",
     "OutgoingLink",
     "attach_link",
@@ -142,50 +149,6 @@ _LEDGER_OUTCOME = {
 LINK_CLOSED = "link closed"
 QUEUE_FULL = "queue full"
 UNTRANSLATABLE = "cannot translate"
-
-
-class LinkHost(Protocol):
-    """What a link needs from its connection (implemented by ``Amqp10Engine``)."""
-
-    broker: Any
-    vhost: VirtualHost
-    user: User
-    container_id: str
-    owner: object
-    #: the ledger's ``connection`` column
-    connection_id: str
-    max_message_size: int
-    #: True once the connection is being torn down
-    closing: bool
-
-    @property
-    def now(self) -> float: ...
-
-    def permit(self, action: Action, resource: str) -> None: ...
-
-    def output_ready(self) -> None: ...
-
-    def link_gone(self, handler: "IncomingLink | OutgoingLink") -> None: ...
-
-    def producers_blocked(self) -> bool: ...
-
-
-class VhostDirectory:
-    """``addressing.NodeDirectory`` over a broker vhost."""
-
-    __slots__ = ("_vhost",)
-
-    def __init__(self, vhost: VirtualHost) -> None:
-        self._vhost = vhost
-
-    def has_exchange(self, name: str) -> bool:
-        return self._vhost.exchange(name) is not None
-
-    def has_queue(self, name: str) -> bool:
-        return self._vhost.queue(name) is not None
-
-    def has_service(self, name: str) -> bool:
-        return self._vhost.service(name) is not None
 
 
 def _naming(text: str, address: Optional[str]) -> str:
@@ -223,11 +186,17 @@ def _condition(cond: Cond, text: str) -> Condition:
 class IncomingLink:
     """The client sends on ``link`` (a proton receiver); see the module docstring."""
 
-    def __init__(self, host: LinkHost, link: Link, route: Any) -> None:
+    def __init__(self, host: LinkHost, link: Link, route: Any, *,
+                 unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
+                 directory: Optional[VhostDirectory] = None) -> None:
         self.host = host
         self.link = link
         #: None for the anonymous relay
         self.route = route
+        #: the outcome of a message no queue takes (``unroutable_outcome``)
+        self.unroutable = unroutable
+        #: resolves a relayed message's ``to``
+        self._directory = directory or VhostDirectory(host)
         #: a routing-key-only message that finds the queues a fixed-key route reaches
         self._probe: Optional[MessageContainer] = None
         if isinstance(route, LocalPublish):
@@ -350,7 +319,7 @@ class IncomingLink:
 
     def _finish(self, d: Any, encoded: bytes) -> None:
         """Publish a complete message and settle its transfer with the outcome."""
-        outcome, condition = self._publish(encoded)
+        outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if condition is not None:
                 delivery = Delivery.wrap(d)
@@ -361,7 +330,7 @@ class IncomingLink:
         pn_delivery_settle(d)
         self.refill()
 
-    def _publish(self, encoded: bytes) -> tuple[int, Optional[Condition]]:
+    def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host
         now = host.now
         ledger = host.broker.ledger
@@ -386,11 +355,11 @@ class IncomingLink:
                     raise AddressError(AddressErrorKind.INVALID,
                                        "anonymous relay: the message has no 'to' address")
                 route = resolve_target(summary.to, our_container=host.container_id,
-                                       directory=VhostDirectory(host.vhost),
+                                       directory=self._directory,
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
-            return self._route(route, message, now, ledger, address)
+            return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:
             error = _address_error(exc, address)
         except BrokerError as exc:
@@ -430,7 +399,7 @@ class IncomingLink:
             then=event if received else None)
 
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
-               address: Optional[str]) -> tuple[int, Optional[Condition]]:
+               address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
             self.host.permit(_WRITE, route.exchange)
@@ -452,10 +421,8 @@ class IncomingLink:
                                  received=True)
                 return Delivery.REJECTED, _condition(
                     Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
-            if not result.routed:
-                if ledger is not None:
-                    self._record(ledger, EventKind.UNROUTABLE, message, now, address, received=True)
-                return Delivery.RELEASED, None
+            if not result.queues and not result.routed:  # (``queues`` first: no property call)
+                return self._unroutable(message, now, ledger, address, d)
             if ledger is not None:
                 context = self._ledger_context
                 if address != context[5]:  # the anonymous relay: the message's own 'to'
@@ -486,6 +453,19 @@ class IncomingLink:
         if ledger is not None:
             self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
         return Delivery.ACCEPTED, None
+
+    def _unroutable(self, message: MessageContainer, now: float, ledger: Any,
+                    address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
+        """No queue took ``message``: settle it by the link's policy, counted, and
+        recorded ``unroutable`` (``reason``: the outcome when it was not accepted)."""
+        host = self.host
+        outcome, condition, reason = settle_unroutable(
+            self.unroutable, bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
+            message.exchange, message.routing_key)
+        if ledger is not None:
+            self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason,
+                         received=True)
+        return outcome, condition
 
     def teardown(self) -> None:
         """The link or connection went away (nothing to give back for incoming links)."""
@@ -762,7 +742,9 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     else:
         try:
             route = resolve_source(address, our_container=host.container_id,
-                                   directory=VhostDirectory(vhost), vhost=vhost.name)
+                                   directory=VhostDirectory(host, durable=durable_terminus(remote),
+                                                            role=Role.SOURCE),
+                                   vhost=vhost.name)
         except AddressError as exc:
             raise _address_error(exc, address) from None
         if isinstance(route, LocalConsume):
@@ -810,10 +792,12 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
+    unroutable, honoured = link_policy(host.unroutable, remote)
+    directory = VhostDirectory(host, durable=durable_terminus(remote))
     if address is not None:
         try:
             route = resolve_link_target(address, our_container=host.container_id,
-                                        directory=VhostDirectory(vhost), vhost=vhost.name)
+                                        directory=directory, vhost=vhost.name)
         except AddressError as exc:
             raise _address_error(exc, address) from None
         _permit_publish_route(host, route)
@@ -823,13 +807,14 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
                 raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
                                   f"cannot publish to internal {exchange.label}")
     _copy_terminus_basics(link.target, remote, address)
+    echo_capabilities(link.target, honoured)
     link.source.type = link.remote_source.type
     link.source.address = link.remote_source.address
     link.snd_settle_mode = link.remote_snd_settle_mode
     link.rcv_settle_mode = Link.RCV_FIRST
     if host.max_message_size:
         link.max_message_size = host.max_message_size
-    handler = IncomingLink(host, link, route)
+    handler = IncomingLink(host, link, route, unroutable=unroutable, directory=directory)
     link.open()
     handler.refill()
     return handler

@@ -37,6 +37,7 @@ from .outcomes import Outcome, apply_outcome
 from .queue_arguments import Overflow, QueueArguments
 from .queues import MessageState, Queue, QueuedMessage
 from .topic_index import TopicIndex
+from .unroutable import UnroutableCounts, UnroutablePolicy
 from .vhost import PREDECLARED_EXCHANGES, PublishResult, ServiceNode, VirtualHost
 
 __all__ = [
@@ -81,6 +82,8 @@ __all__ = [
     "ServiceNode",
     "TopicExchange",
     "TopicIndex",
+    "UnroutableCounts",
+    "UnroutablePolicy",
     "VirtualHost",
     "apply_outcome",
     "headers_match",

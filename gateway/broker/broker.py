@@ -16,6 +16,7 @@ from .errors import NotFound
 from .exchanges import DestinationKind
 from .flow import BlockListener, ProducerGate
 from .message import Encoding, MessageContainer
+from .unroutable import UnroutableCounts
 from .vhost import ServiceNode, VirtualHost
 
 __all__ = ["Broker"]
@@ -56,6 +57,8 @@ class Broker:
         self._vhosts: dict[str, VirtualHost] = {}
         self._services: dict[str, ServiceNode] = {}
         self._resolvers: list[ServiceResolver] = []
+        #: unroutable publishes, counted by the protocols (read by ``gateway.metrics``)
+        self.unroutable = UnroutableCounts()
         for name in vhosts:
             self.add_vhost(name)
 

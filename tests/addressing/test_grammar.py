@@ -21,14 +21,15 @@ VALID = [
     ("/exchange/X/a%2Fb", ExchangeAddress("X", "a%2Fb"), ExchangeAddress("X", "a%2Fb")),
     ("/topic/a.b", TopicAddress("a.b"), TopicAddress("a.b")),
     ("/topic/", TopicAddress(""), TopicAddress("")),
-    ("/queue/Q", QueueAddress("Q"), QueueAddress("Q")),
-    ("/queue/a@b", QueueAddress("a@b"), QueueAddress("a@b")),
-    ("/queue/a%20b", QueueAddress("a%20b"), QueueAddress("a%20b")),  # v1: no decoding
+    # /queue/Q and a bare Q declare a missing queue (RabbitMQ's plugin: both are {queue, Q})
+    ("/queue/Q", QueueAddress("Q", True), QueueAddress("Q", True)),
+    ("/queue/a@b", QueueAddress("a@b", True), QueueAddress("a@b", True)),
+    ("/queue/a%20b", QueueAddress("a%20b", True), QueueAddress("a%20b", True)),  # v1: no decoding
     ("/amq/queue/Q", QueueAddress("Q"), QueueAddress("Q")),
     ("/queue", QueueAddress(None), None),
-    ("Q", QueueAddress("Q"), QueueAddress("Q")),
-    ("a/b", QueueAddress("a/b"), QueueAddress("a/b")),
-    ("amq.gen-123", QueueAddress("amq.gen-123"), QueueAddress("amq.gen-123")),
+    ("Q", QueueAddress("Q", True), QueueAddress("Q", True)),
+    ("a/b", QueueAddress("a/b", True), QueueAddress("a/b", True)),
+    ("amq.gen-123", QueueAddress("amq.gen-123", True), QueueAddress("amq.gen-123", True)),
     ("/queues/Q", QueueAddress("Q"), QueueAddress("Q")),
     ("/queues/a%2Fb", QueueAddress("a/b"), QueueAddress("a/b")),
     ("/queues/caf%C3%A9", QueueAddress("caf\u00e9"), QueueAddress("caf\u00e9")),
@@ -43,7 +44,7 @@ VALID = [
     ("amqp$management", ServiceAddress("amqp$management"),
      ServiceAddress("amqp$management")),
     ("$management", ServiceAddress("$management"), ServiceAddress("$management")),
-    ("x" * 255, QueueAddress("x" * 255), QueueAddress("x" * 255)),
+    ("x" * 255, QueueAddress("x" * 255, True), QueueAddress("x" * 255, True)),
 ]
 
 

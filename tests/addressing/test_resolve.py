@@ -17,6 +17,8 @@ class FakeDirectory:
     exchanges: set[str] = field(default_factory=lambda: {"", "amq.topic", "amq.direct", "X"})
     queues: set[str] = field(default_factory=lambda: {"q", "orders", "a/b"})
     services: set[str] = field(default_factory=lambda: {"amqp$transfer", "amqp$management"})
+    #: queues declared through ``declare_queue``, in order
+    declared: list[str] = field(default_factory=list)
 
     def has_exchange(self, name: str) -> bool:
         return name in self.exchanges
@@ -26,6 +28,19 @@ class FakeDirectory:
 
     def has_service(self, name: str) -> bool:
         return name in self.services
+
+    def declare_queue(self, name: str) -> None:
+        self.declared.append(name)
+        self.queues.add(name)
+
+
+class Refused(Exception):
+    """What a directory raises to refuse a declare (the resolver passes it on)."""
+
+
+class RefusingDirectory(FakeDirectory):
+    def declare_queue(self, name: str) -> None:
+        raise Refused(f"configure access to resource '{name}' refused")
 
 
 DIR = FakeDirectory()
@@ -78,8 +93,8 @@ def test_sources(address, route):
 
 
 @pytest.mark.parametrize("address, text", [
-    ("/queue/missing", "no queue 'missing' in this virtual host"),
-    ("missing", "no queue 'missing' in this virtual host"),
+    ("/amq/queue/missing", "no queue 'missing' in this virtual host"),
+    ("/queues/missing", "no queue 'missing' in this virtual host"),
     ("missing@gw-1", "no queue 'missing' in this virtual host"),
     ("/exchange/nope/rk", "no exchange 'nope' in this virtual host"),
     ("/exchange/nope", "no exchange 'nope' in this virtual host"),
@@ -94,8 +109,52 @@ def test_target_not_found(address, text):
 
 def test_not_found_names_vhost():
     with pytest.raises(AddressError) as info:
-        resolve_source("/queue/zzz", our_container=US, directory=DIR, vhost="/")
+        resolve_source("/amq/queue/zzz", our_container=US, directory=DIR, vhost="/")
     assert info.value.text == "no queue 'zzz' in vhost '/'"
+
+
+# ------------------------------------------------------------------ /queue/Q declares
+
+@pytest.mark.parametrize("resolve, route", [
+    (lambda a, d: resolve_link_target(a, our_container=US, directory=d), LocalPublish("", "new")),
+    (lambda a, d: resolve_source(a, our_container=US, directory=d), LocalConsume("new")),
+    (lambda a, d: resolve_target(a, our_container=US, directory=d), LocalPublish("", "new")),
+], ids=["target", "source", "relayed-to"])
+@pytest.mark.parametrize("address", ["/queue/new", "new"])
+def test_queue_forms_declare_a_missing_queue(resolve, route, address):
+    directory = FakeDirectory()
+    assert resolve(address, directory) == route
+    assert directory.declared == ["new"]
+
+
+@pytest.mark.parametrize("address", ["/queue/q", "q", "/queue/orders"])
+def test_an_existing_queue_is_not_declared_again(address):
+    directory = FakeDirectory()
+    link_target(address, directory)
+    source(address, directory)
+    assert directory.declared == []
+
+
+@pytest.mark.parametrize("address", ["/amq/queue/new", "/queues/new", "new@gw-1"])
+def test_other_queue_forms_never_declare(address):
+    directory = FakeDirectory()
+    for resolve in (link_target, source):
+        with pytest.raises(AddressError) as info:
+            resolve(address, directory)
+        assert info.value.kind is AddressErrorKind.NOT_FOUND
+    assert directory.declared == []
+
+
+def test_subject_keyed_queue_target_never_declares():
+    directory = FakeDirectory()
+    assert resolve_target("/queue", our_container=US, directory=directory,
+                          subject="new") == LocalPublish("", "new")
+    assert directory.declared == []
+
+
+def test_a_refused_declare_propagates_unchanged():
+    with pytest.raises(Refused, match="configure access to resource 'new'"):
+        link_target("/queue/new", RefusingDirectory())
 
 
 def test_topic_needs_amq_topic():

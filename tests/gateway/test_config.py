@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from gateway.broker import UnroutablePolicy
 from gateway.config import (
     ConfigError, GatewayConfig, TlsMode, load_config, load_config_text, parse_host_port,
 )
@@ -101,6 +102,9 @@ def test_empty_file_gives_defaults():
     ("memory_low_watermark_ratio: 0\n", "memory_low_watermark_ratio", 1, "not a fraction"),
     ("listeners:\n  - port: 1\n    backlog: 0\n", "listeners[0].backlog", 3, "must be greater than 0"),
     ("listeners:\n  - port: 1\n    backlog: many\n", "listeners[0].backlog", 3, "expected an integer"),
+    ("amqp10:\n  default_vhost: /\n  unroutable: drop\n", "amqp10.unroutable", 3,
+     "'drop' is not one of: accept, release, reject"),
+    ("amqp10:\n  unroutable: [reject]\n", "amqp10.unroutable", 2, "expected a single value"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
@@ -389,3 +393,13 @@ def test_directory_problem_reports_a_directory_it_cannot_write(tmp_path, monkeyp
     assert "is not writable" in directory_problem(str(tmp_path / "exists"))
     problem = directory_problem(str(tmp_path / "new" / "deeper"))
     assert problem and "cannot create directory" in problem and "is not writable" in problem
+
+
+@pytest.mark.parametrize("value", ["accept", "release", "reject"])
+def test_amqp10_unroutable_takes_each_outcome(value):
+    assert load_config_text(f"amqp10:\n  unroutable: {value}\n").amqp10.unroutable.value == value
+
+
+def test_amqp10_unroutable_defaults_to_accept():
+    assert GatewayConfig().amqp10.unroutable is UnroutablePolicy.ACCEPT
+    assert load_config(EXAMPLE).amqp10.unroutable is UnroutablePolicy.ACCEPT

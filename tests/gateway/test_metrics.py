@@ -27,3 +27,18 @@ def test_connection_counters():
     text = m.render().decode()
     assert 'amqp_gateway_connections_accepted_total{protocol="amqp10"} 1.0' in text
     assert 'amqp_gateway_sniff_failures_total{reason="timeout"} 2.0' in text
+
+
+def test_unroutable_counters_are_read_at_scrape_time():
+    broker = Broker(container_id="t")
+    metrics = GatewayMetrics()
+    metrics.watch_broker(broker)
+    text = metrics.render().decode()
+    assert "# TYPE amqp_gateway_messages_unroutable_dropped_total counter" in text
+    assert 'amqp_gateway_messages_unroutable_returned_total{protocol="amqp10"} 0.0' in text
+    broker.unroutable.dropped_amqp091 += 2
+    broker.unroutable.returned_amqp10 += 1
+    text = metrics.render().decode()
+    assert 'amqp_gateway_messages_unroutable_dropped_total{protocol="amqp091"} 2.0' in text
+    assert 'amqp_gateway_messages_unroutable_dropped_total{protocol="amqp10"} 0.0' in text
+    assert 'amqp_gateway_messages_unroutable_returned_total{protocol="amqp10"} 1.0' in text

@@ -9,7 +9,9 @@ channel declares a shared queue.
 """
 from __future__ import annotations
 
+import platform
 import uuid
+from importlib.metadata import version
 
 import pytest
 from proton import Delivery, Link, Message, Timeout, Transport, symbol
@@ -51,6 +53,14 @@ def test_sasl_plain_success_for_both_users(gateway):
         connection = _connect(gateway, user, password)
         assert connection.conn.remote_container
         connection.close()
+
+
+def test_open_announces_product_version_and_platform(conn):
+    """As RabbitMQ and other brokers do, our open's properties say what we are."""
+    properties = conn.conn.remote_properties
+    assert properties == {symbol("product"): "amqp-gateway", symbol("version"): version("amqp-gateway"),
+                          symbol("platform"): f"Python {platform.python_version()}"}
+    assert all(type(key) is symbol for key in properties)
 
 
 def test_sasl_wrong_password_is_refused(gateway):
@@ -117,7 +127,9 @@ def test_queue_target_takes_the_subject_as_routing_key(conn):
 
 
 @pytest.mark.parametrize("address, description", [
-    ("/queue/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queue/no-such-queue')"),
+    ("/amq/queue/no-such-queue",
+     "no queue 'no-such-queue' in vhost '/' (address '/amq/queue/no-such-queue')"),
+    ("/queues/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queues/no-such-queue')"),
     ("/exchange/no-such-exchange/rk",
      "no exchange 'no-such-exchange' in vhost '/' (address '/exchange/no-such-exchange/rk')"),
     ("node@other-container",
@@ -131,8 +143,9 @@ def test_unresolvable_target_is_not_found(conn, address, description):
 
 
 @pytest.mark.parametrize("address, description", [
-    ("/queue/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queue/no-such-queue')"),
-    ("no-such-queue", "no queue 'no-such-queue' in vhost '/' (address 'no-such-queue')"),
+    ("/amq/queue/no-such-queue",
+     "no queue 'no-such-queue' in vhost '/' (address '/amq/queue/no-such-queue')"),
+    ("/queues/no-such-queue", "no queue 'no-such-queue' in vhost '/' (address '/queues/no-such-queue')"),
     ("/exchange/no-such-exchange/rk",
      "no exchange 'no-such-exchange' in vhost '/' (address '/exchange/no-such-exchange/rk')"),
 ])

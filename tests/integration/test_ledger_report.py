@@ -3,7 +3,8 @@ then the PySpark report over the gateway's ledger directory in local Spark.
 
 1. Known numbers of messages through every protocol pair, some rejected (0-9-1
    basic.reject requeue=False, 1.0 rejected outcome, one of them dead-lettered), some
-   unroutable (mandatory: returned; not mandatory: dropped; 1.0: released), some expired,
+   unroutable (mandatory: returned; not mandatory: dropped; 1.0: accepted and dropped), some
+   expired,
    one refused; the gateway is stopped with SIGTERM (the ledger is flushed and closed)
    and every count of the report is asserted exactly.
 2. kill -9 while a publisher is running: the report reads every complete line.
@@ -191,11 +192,10 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     # 1.0 -> 1.0: 4 published, 3 accepted, 1 rejected
     size[qd] = _proton_publish(amqp10, f"/queue/{qd}", 4)
     _proton_take(amqp10, qd, 4, reject=1)
-    # unroutable: 2 dropped and 1 returned (0-9-1), 1 released (1.0)
+    # unroutable: 2 dropped and 1 returned (0-9-1), 1 accepted and dropped (1.0)
     size[nowhere1] = _pika_publish(ch, "amq.direct", nowhere1, 2)
     size[nowhere2] = _pika_publish(ch, "amq.direct", nowhere2, 1, mandatory=True, expect_return=True)
-    size[nowhere3] = _proton_publish(amqp10, f"/exchange/amq.direct/{nowhere3}", 1,
-                                     outcome=Delivery.RELEASED)
+    size[nowhere3] = _proton_publish(amqp10, f"/exchange/amq.direct/{nowhere3}", 1)
     # expired: 3 + 2 into a queue with a 100 ms TTL and no consumer
     size[ttl, "0-9-1"] = _pika_publish(ch, "", ttl, 3)
     size[ttl, "1.0"] = _proton_publish(amqp10, f"/queue/{ttl}", 2)

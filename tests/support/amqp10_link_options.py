@@ -5,10 +5,24 @@ Each sets one field of the client's attach before the link opens (``options=`` o
 """
 from __future__ import annotations
 
-from proton import Link
+from typing import Sequence
+
+from proton import Data, Link, Terminus
 from proton.reactor import LinkOption
 
-__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget"]
+__all__ = ["MaxMessageSize", "ReceiverSettlesSecond", "DynamicTarget", "TargetCapabilities",
+           "DurableTerminus", "ask_capabilities"]
+
+
+def ask_capabilities(terminus: Terminus, capabilities: Sequence[str]) -> None:
+    """Put ``capabilities`` in a client's ``terminus`` as an array of symbols (written
+    here, not with the gateway's own helper, so the tests do not check it against itself)."""
+    data = terminus.capabilities
+    data.put_array(False, Data.SYMBOL)
+    data.enter()
+    for name in capabilities:
+        data.put_symbol(name)
+    data.exit()
 
 
 class MaxMessageSize(LinkOption):
@@ -34,3 +48,22 @@ class DynamicTarget(LinkOption):
     def apply(self, link: Link) -> None:
         link.target.address = None
         link.target.dynamic = True
+
+
+class TargetCapabilities(LinkOption):
+    """A sender whose target asks for ``capabilities`` (symbols, e.g. Qpid Broker-J's
+    ``REJECT_UNROUTABLE``)."""
+
+    def __init__(self, *capabilities: str) -> None:
+        self.capabilities = capabilities
+
+    def apply(self, link: Link) -> None:
+        ask_capabilities(link.target, self.capabilities)
+
+
+class DurableTerminus(LinkOption):
+    """The link's node end (a sender's target, a receiver's source) asks for terminus
+    durability ``unsettled-state`` (proton's default is ``none``)."""
+
+    def apply(self, link: Link) -> None:
+        (link.target if link.is_sender else link.source).durability = Terminus.DELIVERIES

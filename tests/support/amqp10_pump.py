@@ -10,9 +10,11 @@ protocol exchange they check.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from proton import Collector, Connection, Delivery, Event, Message, Transport
+from proton import Collector, Connection, Delivery, Event, Message, Terminus, Transport
+
+from tests.support.amqp10_link_options import ask_capabilities
 
 __all__ = ["Amqp10Pump", "encode_message", "decode_message"]
 
@@ -160,10 +162,14 @@ class Amqp10Pump:
         return session
 
     def sender(self, address: Optional[str], *, name: str = "sender", settled: bool = False,
-               session: Any = None) -> Any:
+               session: Any = None, capabilities: Sequence[str] = (),
+               durable: bool = False) -> Any:
+        """A sending link to ``address``; its target asks for ``capabilities`` (symbols)
+        and, with ``durable``, has terminus durability ``unsettled-state``."""
         session = session or self.session()
         link = session.sender(name)
         link.target.address = address
+        _terminus_options(link.target, capabilities, durable)
         if settled:
             link.snd_settle_mode = link.SND_SETTLED
         link.open()
@@ -172,13 +178,14 @@ class Amqp10Pump:
 
     def receiver(self, address: Optional[str], *, name: str = "receiver", credit: int = 0,
                  dynamic: bool = False, copy: bool = False, settled: bool = False,
-                 session: Any = None) -> Any:
+                 session: Any = None, durable: bool = False) -> Any:
         session = session or self.session()
         link = session.receiver(name)
         if dynamic:
             link.source.dynamic = True
         else:
             link.source.address = address
+        _terminus_options(link.source, (), durable)
         if copy:
             link.source.distribution_mode = link.source.DIST_MODE_COPY
         if settled:
@@ -214,6 +221,13 @@ class Amqp10Pump:
         delivery.update(outcome)
         delivery.settle()
         self.pump()
+
+
+def _terminus_options(terminus: Terminus, capabilities: Sequence[str], durable: bool) -> None:
+    if capabilities:
+        ask_capabilities(terminus, capabilities)
+    if durable:
+        terminus.durability = Terminus.DELIVERIES
 
 
 def engine_factory(broker: Any, authenticator: Any, *, now: float = 0.0,

@@ -59,6 +59,40 @@ def test_mandatory_routed_is_not_returned(client):
     assert client.publish(1, "", "q", mandatory=True) == []
 
 
+def _unroutable(broker) -> tuple[int, int]:
+    counts = broker.unroutable
+    assert (counts.dropped_amqp10, counts.returned_amqp10) == (0, 0)
+    return counts.dropped_amqp091, counts.returned_amqp091
+
+
+def test_unroutable_publishes_are_counted_dropped_or_returned(client, broker):
+    client.declare(1, "q")
+    client.publish(1, "", "q")
+    client.publish(1, "", "q", mandatory=True)
+    assert _unroutable(broker) == (0, 0)  # routed: not counted
+    client.publish(1, "amq.direct", "nowhere")
+    client.publish(1, "", "no-such-queue")
+    assert _unroutable(broker) == (2, 0)
+    client.publish(1, "amq.direct", "nowhere", mandatory=True)
+    assert _unroutable(broker) == (2, 1)
+
+
+def test_a_publish_refused_by_a_full_queue_is_not_unroutable(client, broker):
+    client.declare(1, "small", arguments={"x-max-length": 0, "x-overflow": "reject-publish"})
+    client.publish(1, "", "small", mandatory=True)
+    client.publish(1, "", "small")
+    assert _unroutable(broker) == (0, 0)
+
+
+def test_tx_counts_unroutable_publishes_at_commit(client, broker):
+    client.call(1, m.TxSelect())
+    client.publish(1, "amq.direct", "none", mandatory=True)
+    client.publish(1, "amq.direct", "none")
+    assert _unroutable(broker) == (0, 0)
+    client.call(1, m.TxCommit())
+    assert _unroutable(broker) == (1, 1)
+
+
 def test_tx_holds_publishes_until_commit(client, broker):
     client.declare(1, "q")
     assert client.call(1, m.TxSelect()) == [m.TxSelectOk()]

@@ -9,6 +9,7 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, HeartbeatFrame, MethodFrame
 from gateway.amqp091.handlers import CloseInitiator
 from gateway.amqp091.spec import ReplyCode
+from gateway.product import product_properties
 from translators.basic_properties import BasicProperties
 from tests.support.frame_builder import ConnectionDriver, methods_of, parse_frames
 
@@ -39,6 +40,7 @@ def test_start_is_sent_first_with_server_properties() -> None:
     props = start.server_properties
     for key in ("product", "version", "platform", "copyright", "information"):
         assert isinstance(props[key], str)
+    assert {key: props[key] for key in ("product", "version", "platform")} == product_properties()
     assert props["capabilities"] == SERVER_CAPABILITIES
     assert props["capabilities"]["direct_reply_to"] is False
     assert b"PLAIN" in start.mechanisms.split()

@@ -1,10 +1,13 @@
 """The engine surface: SASL hand-off, open negotiation, limits, errors, teardown."""
 from __future__ import annotations
 
+import platform
+
 import pytest
-from proton import Data, Described, Endpoint, uint, ulong
+from proton import Data, Described, Endpoint, symbol, uint, ulong
 
 from gateway.amqp10 import Amqp10Engine
+from gateway.product import __version__
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER
 from tests.support.amqp10_pump import encode_message
 
@@ -27,6 +30,14 @@ def test_sasl_plain_login_and_open(connect):
     assert pump.engine.user.name == "alice"
     assert pump.engine.vhost.name == "/"
     assert "ANONYMOUS-RELAY" in list(pump.connection.remote_offered_capabilities)
+
+
+def test_open_announces_product_version_and_platform(connect):
+    pump = connect()
+    properties = pump.connection.remote_properties
+    assert properties == {"product": "amqp-gateway", "version": __version__,
+                          "platform": f"Python {platform.python_version()}"}
+    assert all(isinstance(key, symbol) for key in properties)
 
 
 def test_wrong_password_gets_auth_outcome_then_close(connect):

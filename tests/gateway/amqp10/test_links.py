@@ -5,6 +5,7 @@ import pytest
 from proton import Delivery, Endpoint, Terminus
 
 from gateway.amqp10 import INCOMING_CREDIT
+from gateway.broker import UnroutablePolicy
 from gateway.broker.exchanges import DestinationKind
 from tests.support.amqp10_pump import decode_message, encode_message
 
@@ -89,8 +90,12 @@ def test_exchange_sources_bind_a_temporary_queue(connect, vhost, source, target)
 
 
 @pytest.mark.parametrize("address, condition, text", [
-    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
-    ("missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address 'missing')"),
+    ("/amq/queue/missing", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address '/amq/queue/missing')"),
+    ("/queues/missing", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address '/queues/missing')"),
+    ("missing@gateway-test", "amqp:not-found",
+     "no queue 'missing' in vhost '/' (address 'missing@gateway-test')"),
     ("/exchange/nope/rk", "amqp:not-found",
      "no exchange 'nope' in vhost '/' (address '/exchange/nope/rk')"),
     ("/bogus/x", "amqp:invalid-field", "/bogus/x"),
@@ -107,7 +112,7 @@ def test_unresolvable_target_refuses_attach(connect, address, condition, text):
 
 
 @pytest.mark.parametrize("address, condition, text", [
-    ("/queue/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queue/missing')"),
+    ("/queues/missing", "amqp:not-found", "no queue 'missing' in vhost '/' (address '/queues/missing')"),
     ("/amq/queue/missing", "amqp:not-found",
      "no queue 'missing' in vhost '/' (address '/amq/queue/missing')"),
     ("/topic/x/y/z", "amqp:invalid-field", "/topic/x/y/z"),
@@ -124,8 +129,8 @@ def test_unresolvable_source_refuses_attach(connect, address, condition, text):
 def test_relayed_message_to_a_missing_node_names_its_to(connect):
     pump = connect()
     relay = pump.sender(None)
-    missing = pump.send(relay, encode_message("b", address="/queue/nope"))
-    assert missing.remote.condition.description == "no queue 'nope' in vhost '/' (address '/queue/nope')"
+    missing = pump.send(relay, encode_message("b", address="/queues/nope"))
+    assert missing.remote.condition.description == "no queue 'nope' in vhost '/' (address '/queues/nope')"
 
 
 def test_source_without_address_is_invalid_field(connect):
@@ -162,7 +167,7 @@ def test_anonymous_relay_routes_by_to(connect, vhost):
     pump = connect()
     relay = pump.sender(None)
     assert pump.send(relay, encode_message("a", address="/queue/q1")).remote_state == Delivery.ACCEPTED
-    missing = pump.send(relay, encode_message("b", address="/queue/nope"))
+    missing = pump.send(relay, encode_message("b", address="/amq/queue/nope"))
     assert missing.remote_state == Delivery.REJECTED
     assert missing.remote.condition.name == "amqp:not-found"
     no_to = pump.send(relay, encode_message("c"))
@@ -170,10 +175,98 @@ def test_anonymous_relay_routes_by_to(connect, vhost):
     assert vhost.queue("q1").message_count == 1
 
 
-def test_unroutable_message_is_released(connect):
+def test_unroutable_message_is_accepted_and_dropped(connect, broker):
     pump = connect()
     sender = pump.sender("/exchange/amq.fanout")
-    assert pump.send(sender, encode_message("x", subject="k")).remote_state == Delivery.RELEASED
+    assert pump.send(sender, encode_message("x", subject="k")).remote_state == Delivery.ACCEPTED
+    assert (broker.unroutable.dropped_amqp10, broker.unroutable.returned_amqp10) == (1, 0)
+
+
+# ------------------------------------------------------------------ unroutable outcome
+
+def _capabilities(terminus) -> list[str]:
+    data = terminus.capabilities
+    data.rewind()
+    if not data.next():
+        return []
+    return [str(s) for s in data.get_object().elements]
+
+
+UNROUTABLE_TARGETS = [  # (target, the message's own 'to' and subject)
+    ("/exchange/amq.direct/nowhere", {}),
+    ("/exchange/amq.direct", {"subject": "nowhere"}),
+    ("/topic/nowhere", {}),
+    ("/queue", {"subject": "no-such-queue"}),
+    (None, {"address": "/exchange/amq.direct/nowhere"}),  # the anonymous relay
+]
+
+
+@pytest.mark.parametrize("target, props", UNROUTABLE_TARGETS)
+@pytest.mark.parametrize("policy, state, returned", [
+    (UnroutablePolicy.ACCEPT, Delivery.ACCEPTED, 0),
+    (UnroutablePolicy.RELEASE, Delivery.RELEASED, 1),
+    (UnroutablePolicy.REJECT, Delivery.REJECTED, 1),
+])
+def test_the_operators_policy_settles_unroutable_messages(connect, broker, target, props, policy,
+                                                         state, returned):
+    pump = connect(engine=dict(unroutable=policy))
+    sender = pump.sender(target)
+    delivery = pump.send(sender, encode_message("x", **props))
+    assert delivery.remote_state == state
+    assert (broker.unroutable.dropped_amqp10, broker.unroutable.returned_amqp10) == (
+        1 - returned, returned)
+    if policy is UnroutablePolicy.REJECT:
+        condition = delivery.remote.condition
+        assert condition.name == "amqp:not-found"
+        exchange = "the default exchange" if target == "/queue" else (
+            "exchange 'amq.topic'" if target == "/topic/nowhere" else "exchange 'amq.direct'")
+        key = "no-such-queue" if target == "/queue" else "nowhere"
+        assert condition.description == (f"no route for routing key '{key}' from {exchange} "
+                                          "in vhost '/'")
+    assert sender.state & Endpoint.REMOTE_ACTIVE  # the link stays up
+
+
+@pytest.mark.parametrize("capability, default, state", [
+    ("DISCARD_UNROUTABLE", UnroutablePolicy.REJECT, Delivery.ACCEPTED),
+    ("discard-unroutable", UnroutablePolicy.RELEASE, Delivery.ACCEPTED),
+    ("REJECT_UNROUTABLE", UnroutablePolicy.ACCEPT, Delivery.REJECTED),
+    ("reject-unroutable", UnroutablePolicy.RELEASE, Delivery.REJECTED),
+])
+@pytest.mark.parametrize("target, props", [UNROUTABLE_TARGETS[0], UNROUTABLE_TARGETS[-1]])
+def test_a_target_capability_chooses_the_outcome_and_is_echoed(connect, target, props, capability,
+                                                              default, state):
+    pump = connect(engine=dict(unroutable=default))
+    sender = pump.sender(target, capabilities=["shared", capability])
+    assert sender.state & Endpoint.REMOTE_ACTIVE
+    assert _capabilities(sender.remote_target) == [capability]  # only what we honour
+    assert pump.send(sender, encode_message("x", **props)).remote_state == state
+
+
+def test_no_capability_is_echoed_unless_asked(connect):
+    pump = connect(engine=dict(unroutable=UnroutablePolicy.REJECT))
+    assert _capabilities(pump.sender("/topic/x").remote_target) == []
+
+
+def test_contradicting_capabilities_refuse_the_attach(connect):
+    pump = connect()
+    sender = pump.sender("/topic/x", capabilities=["DISCARD_UNROUTABLE", "REJECT_UNROUTABLE"])
+    assert sender.state & Endpoint.REMOTE_CLOSED
+    assert sender.remote_condition.name == "amqp:invalid-field"
+
+
+def test_a_presettled_unroutable_message_is_dropped_under_any_policy(connect, broker):
+    pump = connect(engine=dict(unroutable=UnroutablePolicy.REJECT))
+    sender = pump.sender("/topic/nowhere", settled=True)
+    pump.send(sender, encode_message("x"))
+    assert sender.state & Endpoint.REMOTE_ACTIVE
+    assert (broker.unroutable.dropped_amqp10, broker.unroutable.returned_amqp10) == (1, 0)
+
+
+def test_routed_messages_are_not_counted(connect, broker, vhost):
+    vhost.bind(DestinationKind.QUEUE, "q1", "amq.topic", "k")
+    pump = connect(engine=dict(unroutable=UnroutablePolicy.REJECT))
+    assert pump.send(pump.sender("/topic/k"), encode_message("x")).remote_state == Delivery.ACCEPTED
+    assert (broker.unroutable.dropped_amqp10, broker.unroutable.returned_amqp10) == (0, 0)
 
 
 def test_user_id_must_match_the_login(connect):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from proton import Delivery
 
+from gateway.broker import UnroutablePolicy
 from tests.support.amqp10_pump import encode_message
 from tests.support.ledger_capture import LedgerCapture
 
@@ -32,11 +33,19 @@ def test_transfer_is_received_then_routed(connect, ledger):
     assert routed["routed_to"] == ("q1",) and routed["routing_key"] == "q1"
 
 
-def test_unroutable_transfer(connect, ledger):
-    pump = connect()
+@pytest.mark.parametrize("policy, state, reason", [
+    (UnroutablePolicy.ACCEPT, Delivery.ACCEPTED, None),
+    (UnroutablePolicy.RELEASE, Delivery.RELEASED, "released"),
+    (UnroutablePolicy.REJECT, Delivery.REJECTED, "no route for routing key 'nowhere' from "
+                                                 "exchange 'amq.direct' in vhost '/'"),
+])
+def test_unroutable_transfer_is_recorded_whatever_its_outcome(connect, ledger, policy, state,
+                                                              reason):
+    pump = connect(engine=dict(unroutable=policy))
     [delivery] = _send(pump, "/exchange/amq.direct/nowhere")
-    assert delivery.remote_state == Delivery.RELEASED
+    assert delivery.remote_state == state
     assert ledger.kinds() == ["received", "unroutable"]
+    assert ledger.events[1]["reason"] == reason
 
 
 def test_wrong_user_id_is_a_lone_refusal(connect, ledger):
@@ -49,10 +58,10 @@ def test_wrong_user_id_is_a_lone_refusal(connect, ledger):
 
 def test_relay_to_unknown_address_is_received_then_refused(connect, ledger):
     pump = connect()
-    [delivery] = _send(pump, None, address="/queue/nope")
+    [delivery] = _send(pump, None, address="/amq/queue/nope")
     assert delivery.remote_state == Delivery.REJECTED
     assert ledger.kinds() == ["received", "refused"]
-    assert ledger.events[0]["address"] == "/queue/nope"
+    assert ledger.events[0]["address"] == "/amq/queue/nope"
 
 
 @pytest.mark.parametrize("state, outcome", [

@@ -1,0 +1,30 @@
+"""What the gateway says about itself to clients: product, version, platform.
+
+Both protocols announce it (0-9-1 ``connection.start`` server-properties, 1.0 ``open``
+connection properties), as RabbitMQ, Qpid and Artemis do; clients log it and some
+check it. The version is the installed package's (``pyproject.toml`` is the one place
+it is written); from a source tree that is not installed it is ``0+unknown``.
+"""
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
+__all__ = ["PRODUCT", "__version__", "product_properties"]
+
+PRODUCT = "amqp-gateway"
+
+try:
+    __version__ = version(PRODUCT)
+except PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
+    __version__ = "0+unknown"
+
+
+def product_properties() -> dict[str, str]:
+    """``product``, ``version`` and ``platform`` (``Python 3.11.x``), the properties both
+    protocols announce; the one place to change what the gateway claims to be."""
+    return {
+        "product": PRODUCT,
+        "version": __version__,
+        "platform": f"Python {platform.python_version()}",
+    }

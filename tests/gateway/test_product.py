@@ -1,0 +1,25 @@
+"""What the gateway announces about itself comes from one place: the package's version."""
+import os
+import platform
+import tomllib
+from importlib.metadata import version
+
+from gateway.product import PRODUCT, __version__, product_properties
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_version_is_the_installed_packages_as_pyproject_writes_it():
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        written = tomllib.load(f)["project"]["version"]
+    assert __version__ == version("amqp-gateway") == written
+
+
+def test_product_properties():
+    assert product_properties() == {
+        "product": PRODUCT,
+        "version": __version__,
+        "platform": f"Python {platform.python_version()}",
+    }
+    assert PRODUCT == "amqp-gateway"
+    assert product_properties()["platform"].startswith("Python 3.")
