@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.gateway_process import GatewayProcess
+
+# Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
+# too-slow health check only measure how loaded the machine is (2 shared cores).
+settings.register_profile("gateway", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gateway")
 
 
 @pytest.fixture(scope="session")
