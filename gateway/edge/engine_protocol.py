@@ -16,6 +16,8 @@ from typing import Any, Callable, Optional, Protocol
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime, ITransport
 
+from gateway.edge.tls import end_connection
+
 log = logging.getLogger(__name__)
 
 __all__ = ["Engine", "EngineDriver"]
@@ -87,7 +89,7 @@ class EngineDriver:
             self._guard(stop, reason)
             self.flush()
         else:
-            self.transport.loseConnection()
+            end_connection(self.transport)
 
     def _guard(self, fn: Callable[..., Any], *args: Any) -> None:
         # An engine raises only after queueing its close frame; anything else is a bug
@@ -131,7 +133,7 @@ class EngineDriver:
             self.transport.write(out)
         if self.engine.closed or self._closing:
             self._cancel_timer()
-            self.transport.loseConnection()
+            end_connection(self.transport)
             return
         self._apply_backpressure()
         self._arm_timer(deadline, now)

@@ -13,7 +13,10 @@ TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
 ``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
 rest of the connection in Twisted's ``TLSMemoryBIOProtocol`` around an *inner*
 ``SniffingProtocol`` that sniffs again on the decrypted stream. The outer protocol keeps
-the bookkeeping (connection tracking, metrics), so a connection is counted once.
+the bookkeeping (connection tracking, metrics), so a connection is counted once. TLS
+has no half-close: the peer's EOF ends the whole connection, and the wrapper hears of
+the end once, from ``connectionLost``. Our own closes send close_notify and close the
+socket without waiting for the peer's (``tls.end_connection``).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from zope.interface import implementer
 
 from gateway.edge.engine_protocol import EngineDriver
-from gateway.edge.tls import peer_subject
+from gateway.edge.tls import end_connection, peer_subject
 from gateway.protocol_header import (
     AMQP10_TLS_HEADER, HEADER_SIZE, HeaderKind, classify, reply_header_for,
 )
@@ -102,7 +105,9 @@ class SniffingProtocol(Protocol):
             self.driver.eof_received()
             return
         if self._tls_wrapper is not None:
-            self._tls_wrapper.connectionLost(None)
+            # TLS has no half-close: end the connection; the wrapper hears of it once, from
+            # connectionLost (told twice, it fails unregistering itself from its factory)
+            self.transport.loseConnection()
             return
         if not self._done:
             self._reject(HeaderKind.UNKNOWN, "short-read")
@@ -170,7 +175,7 @@ class SniffingProtocol(Protocol):
                  self.factory.peer_text(self), reason, bytes(self._buffer[:HEADER_SIZE]))
         self._buffer.clear()
         self.transport.write(reply_header_for(kind))
-        self.transport.loseConnection()
+        end_connection(self.transport)
 
     def _sniff_timed_out(self) -> None:
         self._deadline = None
@@ -184,7 +189,7 @@ class SniffingProtocol(Protocol):
 
     def _close(self) -> None:
         self._done = True
-        self.transport.loseConnection()
+        end_connection(self.transport)
 
     def _cancel_deadline(self) -> None:
         if self._deadline is not None and self._deadline.active():
