@@ -39,7 +39,7 @@ class EngineDriver:
     def __init__(self, engine: Engine, transport: ITransport, reactor: IReactorTime,
                  on_finished: Callable[["EngineDriver"], None] | None = None) -> None:
         self.engine = engine
-        self.transport = transport
+        self.transport: Optional[ITransport] = transport   # None once the connection is lost
         self.reactor = reactor
         self._on_finished = on_finished
         self._timer: IDelayedCall | None = None
@@ -81,9 +81,17 @@ class EngineDriver:
             self._guard(self.engine.receive_eof)
         if self._on_finished:
             self._on_finished(self)
+        # The engine points back at this driver (on_output), and a TLS wrapper at the
+        # protocol holding it: cycles, which the gateway collects rarely. A lost connection
+        # is freed by reference counting alone once these links are gone.
+        if hasattr(self.engine, "on_output"):
+            self.engine.on_output = None  # type: ignore[attr-defined]
+        self.transport = None
 
     def shutdown(self, reason: str) -> None:
         """Ask the engine for a proper protocol close (SIGTERM drain)."""
+        if self._lost:
+            return
         stop = getattr(self.engine, "shutdown", None)
         if stop is not None:
             self._guard(stop, reason)

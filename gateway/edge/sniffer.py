@@ -127,6 +127,16 @@ class SniffingProtocol(Protocol):
             self.factory.metrics.sniff_failures.labels("short-read" if self._buffer else "no-data").inc()
         if self.outer is None:
             self.factory.connection_finished(self)
+        self._release()
+
+    def _release(self) -> None:
+        """Drop the links to the transport and the inner protocol once the connection is
+        gone. Why: a TLS wrapper and the protocol it wraps point at each other, as do the
+        outer and inner protocols of an upgraded connection, and the gateway collects
+        reference cycles rarely (``cli.tune_garbage_collector``): a closed connection, with
+        its engine and buffers, must be freed by reference counting alone."""
+        self.transport = None
+        self.inner = None
 
     # -- sniffing ---------------------------------------------------------------------
     def _sniff(self) -> None:
