@@ -18,7 +18,8 @@ makes the connections' objects old (a full collection while they are open, with 
 collector off), closes them, then runs only the young generations' collection (what the
 gateway does all the time, which frees Twisted's own short-lived cycles, such as a TLS
 close's traceback): every weak reference must be dead. A full collection afterwards must
-not find one alive either.
+not find one alive either, and proton's transports, connections, sessions and links
+must all be freed (``cproton.retained_count``, the Python values their C records hold).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import struct
 import weakref
 from typing import Any, Callable
 
+import cproton
 import pika
 import pytest
 import pytest_twisted
@@ -210,6 +212,8 @@ CLIENTS = [
 @pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
 @pytest_twisted.ensureDeferred
 async def test_closed_connections_are_freed_without_a_full_collection(service, pki, reset):
+    gc.collect()
+    proton_objects = cproton.retained_count()     # Python values proton's C objects hold
     gc.disable()
     try:
         ends = []
@@ -221,7 +225,7 @@ async def test_closed_connections_are_freed_without_a_full_collection(service, p
         gc.collect()                       # what serves a connection is old now
         for end in ends:
             await threads.deferToThread(end, reset)
-        del ends
+        del ends, end                      # the clients, proton objects included
         assert await _until(lambda: _open_count(service) == 0), "connections still open"
         await task.deferLater(reactor, 0.1, lambda: None)      # pending flushes run
         gc.collect(1)                      # the young generations only
@@ -231,3 +235,4 @@ async def test_closed_connections_are_freed_without_a_full_collection(service, p
         gc.enable()
     gc.collect()
     assert not _survivors(refs), "alive even after a full collection"
+    assert cproton.retained_count() == proton_objects, "proton objects of the engines not freed"
