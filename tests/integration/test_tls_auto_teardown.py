@@ -23,6 +23,7 @@ from gateway.protocol_header import AMQP10_TLS_HEADER
 from tests.support.access_config import access_config, tls_listener
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import TestPKI
+from tests.support.connection_storm import reset_socket
 from tests.support.gateway_process import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -69,10 +70,13 @@ def _proton(gw, pki) -> BlockingConnection:
                               sasl_enabled=True, timeout=TIMEOUT)
 
 
-def _proton_after_tls_header(gw, pki) -> SocketClient:
+def _proton_socket_client(gw, pki, *, upgrade: bool) -> SocketClient:
+    """proton's engine over a TLS socket: TLS from the first byte, or after the 1.0
+    ``AMQP 2 1 0 0`` header (which proton's own I/O never sends)."""
     raw = socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=TIMEOUT)
-    raw.sendall(AMQP10_TLS_HEADER)
-    assert read_exactly(raw, 8) == AMQP10_TLS_HEADER
+    if upgrade:
+        raw.sendall(AMQP10_TLS_HEADER)
+        assert read_exactly(raw, 8) == AMQP10_TLS_HEADER
     return SocketClient(_client_context(pki).wrap_socket(raw)).open()
 
 
@@ -103,32 +107,26 @@ def _assert_prompt_graceful_stop(gw) -> None:
     _assert_clean_log(gw)
 
 
-def test_client_closes_are_clean_and_counted_then_sigterm_exits_at_once(gw, pki):
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_client_ends_are_clean_and_counted_then_sigterm_drains_at_once(gw, pki, reset):
     p091 = _pika(gw, pki)
-    ch = p091.channel()
-    ch.queue_declare("", exclusive=True)
-    p10 = _proton(gw, pki)
-    p10.create_receiver(None, dynamic=True)
-    upgraded = _proton_after_tls_header(gw, pki)
+    p091.channel().queue_declare("", exclusive=True)
+    proton_clients = [_proton_socket_client(gw, pki, upgrade=False),
+                      _proton_socket_client(gw, pki, upgrade=True)]
+    for client in proton_clients:                      # a session each, for something to end
+        session = client.connection.session()
+        session.open()
+        client.pump(lambda: bool(session.state & session.REMOTE_ACTIVE))
     assert _wait_open_connections(gw, 3) == 3
-    p091.close()
-    p10.close()
-    upgraded.connection.close()                         # close, then wait for the answer
-    upgraded.wait_closed()
-    upgraded.close()
-    assert _wait_open_connections(gw, 0) == 0
-    _assert_clean_log(gw)
-    _assert_prompt_graceful_stop(gw)
-
-
-def test_abrupt_client_ends_are_clean_and_counted(gw, pki):
-    p091 = _pika(gw, pki)
-    p091.channel()
-    upgraded = _proton_after_tls_header(gw, pki)
-    assert _wait_open_connections(gw, 2) == 2
-    for sock in (p091._impl._transport._sock, upgraded.sock):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        sock.close()                                    # a TCP reset, no close_notify
+    if reset:
+        for sock in [p091._impl._transport._sock] + [c.sock for c in proton_clients]:
+            reset_socket(sock)
+    else:
+        p091.close()
+        for client in proton_clients:
+            client.connection.close()                   # close, then wait for the answer
+            client.wait_closed()
+            client.close()
     assert _wait_open_connections(gw, 0) == 0
     _assert_clean_log(gw)
     _assert_prompt_graceful_stop(gw)
@@ -138,7 +136,7 @@ def test_graceful_stop_closes_tls_connections_of_both_protocols_at_once(gw, pki)
     p091 = _pika(gw, pki)
     p091.channel()
     p10 = _proton(gw, pki)
-    upgraded = _proton_after_tls_header(gw, pki)
+    upgraded = _proton_socket_client(gw, pki, upgrade=True)
     assert _wait_open_connections(gw, 3) == 3
     gw.signal(signal.SIGTERM)
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:

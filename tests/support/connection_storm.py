@@ -29,7 +29,7 @@ from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER
 from tests.support.amqp10_socket_client import amqp_frame
 from tests.support.frame_builder import ClientFrames
 
-__all__ = ["Ending", "Protocol", "RoundResult", "raise_fd_limit", "run_round"]
+__all__ = ["Ending", "Protocol", "RoundResult", "raise_fd_limit", "reset_socket", "run_round"]
 
 TIMEOUT = 60.0
 _AMQP10_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -139,9 +139,18 @@ async def _close(protocol: Protocol, script: _Script, reader: asyncio.StreamRead
     writer.close()
 
 
-def _reset(writer: asyncio.StreamWriter) -> None:
-    sock = writer.get_extra_info("socket")
+def _linger_zero(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def reset_socket(sock: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0): no protocol close, no TLS close_notify."""
+    _linger_zero(sock)
+    sock.close()
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    _linger_zero(writer.get_extra_info("socket"))
     writer.transport.abort()
 
 

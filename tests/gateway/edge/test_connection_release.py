@@ -26,7 +26,6 @@ from __future__ import annotations
 import gc
 import socket
 import ssl
-import struct
 import weakref
 from typing import Any, Callable
 
@@ -34,7 +33,7 @@ import cproton
 import pika
 import pytest
 import pytest_twisted
-from proton import Connection, Delivery, Message
+from proton import Connection, Message
 from twisted.internet import reactor, task, threads
 
 from gateway.config import load_config_text
@@ -42,6 +41,7 @@ from gateway.protocol_header import AMQP10_TLS_HEADER
 from gateway.service import GatewayService
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import TestPKI
+from tests.support.connection_storm import reset_socket
 from tests.support.gateway_process import password_hash
 
 TIMEOUT = 10
@@ -87,12 +87,6 @@ def _client_context(pki) -> ssl.SSLContext:
     return ctx
 
 
-def _reset(sock: socket.socket) -> None:
-    """Close with a TCP reset (SO_LINGER 0): no protocol close, no close_notify."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
-
-
 # -- clients (each runs in a thread; returns a callable that ends it) -------------------
 def _pika_client(port: int, pki, tls: bool) -> Callable[[bool], None]:
     ssl_options = pika.SSLOptions(_client_context(pki), "localhost") if tls else None
@@ -113,7 +107,7 @@ def _pika_client(port: int, pki, tls: bool) -> Callable[[bool], None]:
 
     def end(reset: bool) -> None:
         if reset:
-            _reset(conn._impl._transport._sock)
+            reset_socket(conn._impl._transport._sock)
         else:
             conn.close()
     return end
@@ -127,22 +121,7 @@ def _proton_client(port: int, pki, how: str) -> Callable[[bool], None]:
     sock = _client_context(pki).wrap_socket(raw) if how in ("tls", "upgrade") else raw
     client = SocketClient(sock).open()
     assert client.connection.state & Connection.REMOTE_ACTIVE
-    session = client.connection.session()
-    session.open()
-    receiver = session.receiver("rx")
-    receiver.source.dynamic = True
-    receiver.open()
-    client.pump(lambda: bool(receiver.state & receiver.REMOTE_ACTIVE))
-    receiver.flow(10)
-    sender = session.sender("tx")
-    sender.target.address = receiver.remote_source.address
-    sender.open()
-    client.pump(lambda: sender.credit > 0)
-    delivery = sender.delivery(b"t1")
-    sender.send(Message(body=b"through a dynamic queue").encode())
-    sender.advance()
-    client.pump(lambda: delivery.remote_state == Delivery.ACCEPTED)
-    client.pump(lambda: receiver.current is not None and not receiver.current.partial)
+    _session, _receiver, sender = client.dynamic_round_trip(b"through a dynamic queue")
     sender.delivery(b"t2")                           # left unsettled at the end
     sender.send(Message(body=b"in flight").encode())
     sender.advance()
@@ -150,7 +129,7 @@ def _proton_client(port: int, pki, how: str) -> Callable[[bool], None]:
 
     def end(reset: bool) -> None:
         if reset:
-            _reset(client.sock)
+            reset_socket(client.sock)
         else:
             client.connection.close()
             client.wait_closed()
