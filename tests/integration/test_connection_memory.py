@@ -44,6 +44,11 @@ def _rss(gw) -> int:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * KB
 
 
+def _open_files_limit(gw) -> int:
+    with open(f"/proc/{gw.proc.pid}/limits") as f:
+        return int(re.search(r"Max open files\s+(\d+)", f.read()).group(1))
+
+
 def _open_connections(gw) -> float:
     body = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
                                   timeout=10).read().decode()
@@ -65,6 +70,7 @@ def test_rss_returns_to_the_first_rounds_after_rounds_of_concurrent_connections(
     if not raise_fd_limit(CONNECTIONS + 512):
         pytest.skip(f"cannot open {CONNECTIONS + 512} files")
     gw = fresh_gateway()
+    assert _open_files_limit(gw) >= CONNECTIONS + 512
     rss: list[int] = []
     for _ in range(ROUNDS):
         result = run_round(gw.host, gw.amqp_port, protocol, (Ending.CLOSE, Ending.RESET),
