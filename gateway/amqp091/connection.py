@@ -269,7 +269,6 @@ class ServerConnection:
         self._sasl: Any = None
         self._mechanism = ""
         self._open_received = False
-        self._context = ConnectionContext(self)
         # timers (seconds); activity flags are sampled by tick()
         self._handshake_timeout = handshake_timeout
         self._handshake_deadline: float | None = now + handshake_timeout
@@ -719,7 +718,10 @@ class ServerConnection:
             raise ConnectionException(ReplyCode.CHANNEL_ERROR,
                                       f"channel {channel_id} is above the negotiated channel-max {limit}",
                                       ClassId.CHANNEL, m.ChannelOpen.METHOD_ID)
-        handler = self._factory(self._context, channel_id)
+        # a context per channel, not one kept here: the connection and a context of its own
+        # would be a reference cycle, which the gateway collects rarely; the channels are
+        # dropped at close, and the connection is then freed by reference counting
+        handler = self._factory(ConnectionContext(self), channel_id)
         self._channels[channel_id] = _Channel(channel_id, handler, self._max_message_size)
         self._send_method(channel_id, m.ChannelOpenOk())
 

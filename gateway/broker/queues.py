@@ -485,6 +485,7 @@ class Queue:
         if self.deleted:
             return 0
         self.deleted = True
+        self.took_alone = None  # holds this queue: a cycle, collected rarely (cli.py)
         count = self.ready.count
         for consumer in self.consumers.clear():
             consumer.cancelled_by_broker(reason)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Protocol
 from twisted.internet.interfaces import IDelayedCall, IReactorTime, ITransport
 
 from gateway.connection_log import RateLimitedLog, log_handshake_timeout, peer_name
+from gateway.edge.tls import end_connection
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class EngineDriver:
                  timeout_log: RateLimitedLog | None = None) -> None:
         self.engine = engine
         self._timeout_log = timeout_log
-        self.transport = transport
+        self.transport: Optional[ITransport] = transport   # None once the connection is lost
         self.reactor = reactor
         self._on_finished = on_finished
         self._timer: IDelayedCall | None = None
@@ -85,15 +86,23 @@ class EngineDriver:
             self._guard(self.engine.receive_eof)
         if self._on_finished:
             self._on_finished(self)
+        # The engine points back at this driver (on_output), and a TLS wrapper at the
+        # protocol holding it: cycles, which the gateway collects rarely. A lost connection
+        # is freed by reference counting alone once these links are gone.
+        if hasattr(self.engine, "on_output"):
+            self.engine.on_output = None  # type: ignore[attr-defined]
+        self.transport = None
 
     def shutdown(self, reason: str) -> None:
         """Ask the engine for a proper protocol close (SIGTERM drain)."""
+        if self._lost:
+            return
         stop = getattr(self.engine, "shutdown", None)
         if stop is not None:
             self._guard(stop, reason)
             self.flush()
         else:
-            self.transport.loseConnection()
+            end_connection(self.transport)
 
     def _guard(self, fn: Callable[..., Any], *args: Any) -> None:
         # An engine raises only after queueing its close frame; anything else is a bug
@@ -138,7 +147,7 @@ class EngineDriver:
         if self.engine.closed or self._closing:
             self._cancel_timer()
             self._log_timeout(now)
-            self.transport.loseConnection()
+            end_connection(self.transport)
             return
         self._apply_backpressure()
         self._arm_timer(deadline, now)

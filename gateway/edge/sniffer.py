@@ -14,7 +14,10 @@ TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
 ``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
 rest of the connection in Twisted's ``TLSMemoryBIOProtocol`` around an *inner*
 ``SniffingProtocol`` that sniffs again on the decrypted stream. The outer protocol keeps
-the bookkeeping (connection tracking, metrics), so a connection is counted once.
+the bookkeeping (connection tracking, metrics), so a connection is counted once. TLS
+has no half-close: the peer's EOF ends the whole connection, and the wrapper hears of
+the end once, from ``connectionLost``. Our own closes send close_notify and close the
+socket without waiting for the peer's (``tls.end_connection``).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from zope.interface import implementer
 
 from gateway.connection_log import HandshakeTimeout, log_handshake_timeout
 from gateway.edge.engine_protocol import EngineDriver
-from gateway.edge.tls import peer_subject
+from gateway.edge.tls import end_connection, peer_subject
 from gateway.protocol_header import (
     AMQP10_TLS_HEADER, HEADER_SIZE, HeaderKind, classify, reply_header_for,
 )
@@ -104,7 +107,9 @@ class SniffingProtocol(Protocol):
             self.driver.eof_received()
             return
         if self._tls_wrapper is not None:
-            self._tls_wrapper.connectionLost(None)
+            # TLS has no half-close: end the connection; the wrapper hears of it once, from
+            # connectionLost (told twice, it fails unregistering itself from its factory)
+            self.transport.loseConnection()
             return
         if not self._done:
             self._reject(HeaderKind.UNKNOWN, "short-read")
@@ -124,6 +129,16 @@ class SniffingProtocol(Protocol):
             self.factory.metrics.sniff_failures.labels("short-read" if self._buffer else "no-data").inc()
         if self.outer is None:
             self.factory.connection_finished(self)
+        self._release()
+
+    def _release(self) -> None:
+        """Drop the links to the transport and the inner protocol once the connection is
+        gone. Why: a TLS wrapper and the protocol it wraps point at each other, as do the
+        outer and inner protocols of an upgraded connection, and the gateway collects
+        reference cycles rarely (``cli.tune_garbage_collector``): a closed connection, with
+        its engine and buffers, must be freed by reference counting alone."""
+        self.transport = None
+        self.inner = None
 
     # -- sniffing ---------------------------------------------------------------------
     def _sniff(self) -> None:
@@ -173,7 +188,7 @@ class SniffingProtocol(Protocol):
                  self.factory.peer_text(self), reason, bytes(self._buffer[:HEADER_SIZE]))
         self._buffer.clear()
         self.transport.write(reply_header_for(kind))
-        self.transport.loseConnection()
+        end_connection(self.transport)
 
     def _sniff_timed_out(self) -> None:
         self._deadline = None
@@ -189,7 +204,7 @@ class SniffingProtocol(Protocol):
 
     def _close(self) -> None:
         self._done = True
-        self.transport.loseConnection()
+        end_connection(self.transport)
 
     def _cancel_deadline(self) -> None:
         if self._deadline is not None and self._deadline.active():

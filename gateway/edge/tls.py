@@ -18,11 +18,12 @@ from typing import Callable, Optional
 
 from OpenSSL import SSL, crypto
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
+from twisted.protocols.tls import TLSMemoryBIOProtocol
 from zope.interface import implementer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TlsSettings", "TlsServer", "TlsError", "peer_subject", "DEFAULT_CIPHERS"]
+__all__ = ["TlsSettings", "TlsServer", "TlsError", "peer_subject", "end_connection", "DEFAULT_CIPHERS"]
 
 DEFAULT_CIPHERS = (
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
@@ -165,6 +166,22 @@ def peer_subject(transport) -> Optional[str]:
     if isinstance(cert, crypto.X509):
         cert = cert.to_cryptography()
     return cert.subject.rfc4514_string()
+
+
+def end_connection(transport) -> None:
+    """Close a connection once what was written to it is sent; over TLS, our close_notify
+    and then the TCP connection under it at once.
+
+    Why: Twisted's TLS layer keeps the socket open until the peer answers with its own
+    close_notify, which a client that got the protocol's close need never send (TLS 1.2
+    7.2.1 and 1.3 6.1 let the closing side not wait): such a connection would stay open,
+    and a graceful stop would wait for it until ``shutdown_timeout``. Our close_notify is
+    written synchronously (the handshake is done before an engine writes; before it,
+    Twisted aborts the connection instead).
+    """
+    transport.loseConnection()
+    if isinstance(transport, TLSMemoryBIOProtocol):
+        transport.transport.loseConnection()
 
 
 CreatorFactory = Callable[[], TlsServer]

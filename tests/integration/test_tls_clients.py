@@ -11,7 +11,7 @@ import ssl
 import amqp
 import pika
 import pytest
-from proton import Connection, Delivery, Message, SSLDomain
+from proton import Connection, Message, SSLDomain
 from proton.utils import BlockingConnection
 
 from gateway.protocol_header import AMQP10_TLS_HEADER
@@ -119,24 +119,8 @@ def test_proton_via_the_amqp_tls_header(gw, pki):
     client = SocketClient(tls).open()
     try:
         assert client.connection.state & Connection.REMOTE_ACTIVE
-        session = client.connection.session()
-        session.open()
-        receiver = session.receiver("rx")
-        receiver.source.dynamic = True
-        receiver.open()
-        client.pump(lambda: bool(receiver.state & receiver.REMOTE_ACTIVE))
-        address = receiver.remote_source.address
-        assert address.startswith("/queue/amq.gen-")
-        receiver.flow(1)
-        sender = session.sender("tx")
-        sender.target.address = address
-        sender.open()
-        client.pump(lambda: sender.credit > 0)
-        delivery = sender.delivery(b"t1")
-        sender.send(Message(body=b"after 2 1 0 0").encode())
-        sender.advance()
-        client.pump(lambda: delivery.remote_state == Delivery.ACCEPTED)
-        client.pump(lambda: receiver.current is not None and not receiver.current.partial)
+        _session, receiver, _sender = client.dynamic_round_trip(b"after 2 1 0 0")
+        assert receiver.remote_source.address.startswith("/queue/amq.gen-")
         incoming = receiver.current
         message = Message()
         message.decode(receiver.recv(incoming.pending))

@@ -15,7 +15,7 @@ import ssl
 import time
 from typing import Any, Callable, Optional
 
-from proton import Collector, Connection, Data, Described, Transport, ulong
+from proton import Collector, Connection, Data, Delivery, Described, Message, Transport, ulong
 
 __all__ = ["SocketClient", "amqp_frame", "parse_performatives", "read_exactly", "read_sasl_frames"]
 
@@ -165,6 +165,28 @@ class SocketClient:
                                or self.connection.state & Connection.REMOTE_CLOSED
                                or self.transport.condition), timeout)
         return self
+
+    def dynamic_round_trip(self, body: bytes) -> tuple[Any, Any, Any]:
+        """A session, a receiver from a dynamic (gateway-made) queue with credit 1 and a
+        sender to that queue; ``body`` is sent, accepted, and waits whole on the receiver.
+        Returns ``(session, receiver, sender)``."""
+        session = self.connection.session()
+        session.open()
+        receiver = session.receiver("rx")
+        receiver.source.dynamic = True
+        receiver.open()
+        self.pump(lambda: bool(receiver.state & receiver.REMOTE_ACTIVE))
+        receiver.flow(1)
+        sender = session.sender("tx")
+        sender.target.address = receiver.remote_source.address
+        sender.open()
+        self.pump(lambda: sender.credit > 0)
+        delivery = sender.delivery(b"t1")
+        sender.send(Message(body=body).encode())
+        sender.advance()
+        self.pump(lambda: delivery.remote_state == Delivery.ACCEPTED)
+        self.pump(lambda: receiver.current is not None and not receiver.current.partial)
+        return session, receiver, sender
 
     @property
     def remote_close_condition(self) -> Any:
