@@ -729,6 +729,9 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
+        # the SASL layer holds the login gate, a bound method of this engine: a cycle
+        # that only a full collection would free
+        self._sasl = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False
