@@ -103,13 +103,15 @@ ROWS: tuple[MappingRow, ...] = (
     MappingRow("durable", "header.durable", "delivery-mode", Direction.BOTH, str(_A.DELIVERY_MODE),
                "true<->2, false<->1, null<->absent; other modes: durable false + annotation (ubyte)"),
     MappingRow("priority", "header.priority", "priority", Direction.BOTH, "",
-               "ubyte<->octet, same range"),
+               "ubyte<->octet, same range; absent<->absent (the rank in a priority queue "
+               "is 4 for a 1.0 message without one, 0 for a 0-9-1 message)"),
     MappingRow("ttl", "header.ttl", "expiration", Direction.BOTH, str(_A.EXPIRATION),
                "uint ms<->decimal string; a non-canonical or non-integer expiration is carried "
                "in the annotation (a non-integer one sets no ttl)"),
     MappingRow("first-acquirer", "header.first-acquirer", "deliver.redelivered",
-               Direction.DELIVERY_STATE, "", "first-acquirer = not redelivered; set per delivery "
-               "by with_delivery_header, never part of the translated content"),
+               Direction.DELIVERY_STATE, "", "true on a first acquisition from the queue, "
+               "false on a redelivery or a browsing (copy) link; set per delivery by "
+               "delivery_header, never part of the translated content"),
     MappingRow("delivery-count", "header.delivery-count", "(broker delivery count)",
                Direction.DELIVERY_STATE, "", "set per delivery by with_delivery_header"),
     MappingRow("message-id", "properties.message-id", "message-id", Direction.BOTH, _R.MESSAGE_ID,
