@@ -52,7 +52,10 @@ class Reserved(str, Enum):
     GROUP_ID = "x-amqp-1.0-group-id"
     GROUP_SEQUENCE = "x-amqp-1.0-group-sequence"
     REPLY_TO_GROUP_ID = "x-amqp-1.0-reply-to-group-id"
-    APPLICATION_PROPERTIES = "x-amqp-1.0-application-properties"
+    #: the encoded properties / application-properties sections, exactly as the 1.0
+    #: message had them (RabbitMQ's names and form: a section's octets)
+    PROPERTIES = "x-amqp-1.0-properties"
+    APP_PROPERTIES = "x-amqp-1.0-app-properties"
     DELIVERY_ANNOTATIONS = "x-amqp-1.0-delivery-annotations"
     MESSAGE_ANNOTATIONS = "x-amqp-1.0-message-annotations"
     FOOTER = "x-amqp-1.0-footer"
@@ -145,8 +148,10 @@ ROWS: tuple[MappingRow, ...] = (
     MappingRow("reply-to-group-id", "properties.reply-to-group-id", "-", Direction.TO_AMQP091_ONLY,
                _R.REPLY_TO_GROUP_ID, "any length"),
     MappingRow("application-properties", "application-properties", "headers", Direction.BOTH,
-               _R.APPLICATION_PROPERTIES, "typed per value_types; keys >255 octets, non-string "
-               "keys or reserved names go in the header as a wrapped map"),
+               _R.APP_PROPERTIES, "each entry a header with a plain value (plain_values); "
+               "the section's octets travel too where a plain value is not exact or a client "
+               "may re-type it, and restore each entry the 0-9-1 side did not change; keys "
+               ">255 octets, non-string keys or reserved names travel only there"),
     MappingRow("delivery-annotations", "delivery-annotations", "-", Direction.TO_AMQP091_ONLY,
                _R.DELIVERY_ANNOTATIONS, "table of symbol keys (wrapped map if any key is not a symbol)"),
     MappingRow("message-annotations", "message-annotations", "-", Direction.TO_AMQP091_ONLY,
