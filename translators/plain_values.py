@@ -57,6 +57,7 @@ _INT64_MAX = 2**63 - 1
 _INT32_MAX = 2**31 - 1
 _WRAPPER_KEYS = frozenset({WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY})
 _FIELD_NAME_MAX = 128
+_T_ROBUST_MAX = (2**32 - 1) * 1000
 
 
 def is_header_name(key: Any) -> bool:
@@ -190,14 +191,17 @@ def key_carriage(name: str) -> Carriage:
 
 def carriage(value: Any) -> Carriage:
     """The :class:`Carriage` of ``value``'s plain value. Timestamps in whole seconds
-    from 1970 on are robust (``T`` is read and written as a date by every client)."""
+    from 1970 to 2106 are robust (``T`` is read and written as a date by every client)."""
     kind = type(value)
     if kind in _ROBUST_TYPES:
         return Carriage.ROBUST
     if kind in _FRAGILE_TYPES:
         return Carriage.FRAGILE
     if kind is timestamp:
-        return Carriage.ROBUST if value >= 0 and value % 1000 == 0 else Carriage.INEXACT
+        if value < 0 or value % 1000:
+            return Carriage.INEXACT
+        # pamqp reads a T after 2106 as milliseconds
+        return Carriage.ROBUST if value <= _T_ROBUST_MAX else Carriage.FRAGILE
     if kind is decimal64:
         return Carriage.FRAGILE if decimal64_to_decimal(int(value)) is not None else Carriage.INEXACT
     if kind is list:

@@ -68,11 +68,11 @@ _SURVIVING_WRAPPERS = frozenset({"ulong", "uuid", "symbol", "char", "timestamp"}
 def survives_clients(reserved: Reserved, written: Any) -> bool:
     """True if the value written in a property's reserved header comes back to 1.0 as it
     was whatever a 0-9-1 client library does when it decodes and re-encodes it (see
-    ``translators.relay_equivalence``): text, a timestamp, a ``group-sequence`` integer
+    ``translators.relay_equivalence``): text, a timestamp up to 2106, a ``group-sequence`` integer
     (read back as a uint, see :func:`amqp10_field_value`), or a wrapper of those. A
     binary is not: py-amqp sends bytes back as a string."""
     kind = type(written)
-    if kind is str or kind is Timestamp:
+    if kind is str or (kind is Timestamp and written <= _UINT_MAX):  # pamqp: later is ms
         return True
     if reserved is Reserved.GROUP_SEQUENCE and isinstance(written, int) and kind is not bool:
         return True

@@ -19,7 +19,8 @@ What the libraries do when they decode and re-encode a field value (checked on p
 - a string comes back as a string, or as bytes of its UTF-8 encoding; a binary (``x``)
   as bytes (``x``), or as a string (py-amqp writes bytes as ``S``, which we read as text
   when it is UTF-8);
-- a timestamp (``T``) as a timestamp of the same second;
+- a timestamp (``T``) as a timestamp of the same second; one after 2106 (above
+  2**32 - 1 seconds) also as a thousandth of it (pamqp takes it for milliseconds);
 - lists and tables element by element, in any order; a table key longer than 128 octets
   cut to its first 128 (pamqp, after the 0-9-1 spec's limit for field names; a character
   the cut splits is dropped).
@@ -34,9 +35,12 @@ import math
 import struct
 from typing import Any
 
+from translators.values import Timestamp
+
 __all__ = ["unchanged_by_relay", "relayed_name"]
 
 _FIELD_NAME_MAX = 128
+_UINT32_MAX = 2**32 - 1
 
 _F32 = struct.Struct(">f")
 
@@ -106,7 +110,8 @@ def unchanged_by_relay(sent: Any, got: Any) -> bool:
     if isinstance(sent, bool) or isinstance(got, bool):
         return type(sent) is bool and type(got) is bool and sent == got
     if isinstance(sent, int):
-        return isinstance(got, int) and got == sent
+        return isinstance(got, int) and (got == sent or (
+            type(sent) is Timestamp and sent > _UINT32_MAX and got == sent // 1000))
     if isinstance(sent, float):
         return _float_unchanged(sent, got)
     if isinstance(sent, str):

@@ -15,9 +15,12 @@ from typing import Callable
 import amqp
 import amqp.serialization
 import pamqp.commands
+import pamqp.decode
+import pamqp.encode
+import pika.data
 import pika.spec
 
-__all__ = ["ClientCannot", "RELAYS", "through_pika", "through_py_amqp", "through_pamqp"]
+__all__ = ["ClientCannot", "RELAYS", "TABLE_RELAYS", "through_pika", "through_py_amqp", "through_pamqp"]
 
 
 class ClientCannot(Exception):
@@ -53,3 +56,30 @@ def through_pamqp(raw: bytes) -> bytes:
 
 RELAYS: dict[str, Callable[[bytes], bytes]] = {
     "pika": through_pika, "py-amqp": through_py_amqp, "pamqp": through_pamqp}
+
+
+def _table_through(name: str, decode: Callable[[bytes], object], encode: Callable[[object], bytes]
+                   ) -> Callable[[bytes], bytes]:
+    def relay(raw: bytes) -> bytes:
+        try:
+            return encode(decode(raw))
+        except Exception as exc:
+            raise ClientCannot(f"{name}: {exc!r}") from exc
+    return relay
+
+
+def _pika_table(table: object) -> bytes:
+    pieces: list[bytes] = []
+    pika.data.encode_table(pieces, table)  # type: ignore[arg-type]
+    return b"".join(pieces)
+
+
+#: an encoded field table (size and entries) through each library, as its application
+#: gets it and publishes it again
+TABLE_RELAYS: dict[str, Callable[[bytes], bytes]] = {
+    "pika": _table_through("pika", lambda raw: pika.data.decode_table(raw, 0)[0], _pika_table),
+    "py-amqp": _table_through("py-amqp", lambda raw: amqp.serialization.loads("F", raw, 0)[0][0],
+                              lambda table: amqp.serialization.dumps("F", [table])),
+    "pamqp": _table_through("pamqp", lambda raw: pamqp.decode.field_table(raw)[1],
+                            pamqp.encode.field_table),
+}
