@@ -26,7 +26,7 @@ On the way back each field is decided on its own (MAPPING.md, "Relays through 0-
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from translators.amqp10_sections import decode_section_fast
 from translators.errors import TranslationError
@@ -148,16 +148,13 @@ def carried_application(header: Any) -> CarriedApplication:
     return _decoded(header, SectionCode.APPLICATION_PROPERTIES, _APP_PROPERTIES, _build_application)
 
 
-def property_candidate(carried: Optional[CarriedProperties], index: int, header: Any,
-                       has_property: bool) -> Any:
+def property_candidate(carried: CarriedProperties, index: int, header: Any, has_property: bool) -> Any:
     """The typed 1.0 value a properties field (``index``) comes back with, before its
     0-9-1 property (if it has one: ``has_property``) has the last word: the reserved
     ``header`` (``MISSING`` if absent) when the 0-9-1 side set or changed it, else the
-    carried section's value; ``MISSING`` when there is none. Without a carried section,
-    the header's value. The header's value is ``from_field_value`` of it, not yet fitted
-    to the field's type (``property_forms.amqp10_field_value``)."""
-    if carried is None:
-        return MISSING if header is MISSING else from_field_value(header)
+    carried section's value; ``MISSING`` when there is none. (Without a carried section
+    the header's value is all there is.) The header's value is ``from_field_value`` of
+    it, not yet fitted to the field's type (``property_forms.amqp10_field_value``)."""
     wrote = carried.wrote[index]
     if header is not MISSING and (wrote is MISSING or not unchanged_by_relay(wrote, header)):
         return from_field_value(header)

@@ -40,30 +40,33 @@ from __future__ import annotations
 import decimal
 import enum
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from proton import (Array, Described, byte, char, decimal32, decimal64, decimal128, float32, int32,
                     short, symbol, timestamp, ubyte, uint, ulong, ushort)
 
 from translators.decimal_bid import bid_to_decimal
 from translators.mapping import RESERVED_NAMES, SHORTSTR_MAX
-from translators.value_types import (LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, WRAPPER_TYPE_KEY,
-                                     WRAPPER_VALUE_KEY, decimal64_to_decimal, to_field_value)
+from translators.value_types import (_TO_FIELD, LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR,
+                                     WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY, decimal64_to_decimal,
+                                     to_field_value)
 from translators.values import Timestamp
 
-__all__ = ["Carriage", "carriage", "key_carriage", "is_header_name", "plain_field_value"]
+__all__ = ["Carriage", "carriage", "name_carriage", "is_header_name", "plain_field_value"]
 
 _INT64_MAX = 2**63 - 1
 _INT32_MAX = 2**31 - 1
 _WRAPPER_KEYS = frozenset({WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY})
 _FIELD_NAME_MAX = 128
 _T_ROBUST_MAX = (2**32 - 1) * 1000
+_EXACT_KINDS = frozenset({type(None), bool, byte, ubyte, short, ushort, int32, uint, int, float32,
+                          float, str, bytes})
 
 
 def is_header_name(key: Any) -> bool:
     """True if an application-property key can be a 0-9-1 header name: a string of at
     most 255 octets that is not one of our reserved names."""
-    return type(key) is str and len(key.encode("utf-8")) <= SHORTSTR_MAX and key not in RESERVED_NAMES
+    return name_carriage(key) is not None
 
 
 # ---------------------------------------------------------------- plain values
@@ -132,7 +135,10 @@ def _described(v: Described) -> Any:
     return to_field_value(v) if _stands_for_0_9_1(v) else plain_field_value(v.value)
 
 
-_PLAIN: dict[type, Callable[[Any], Any]] = {
+#: the types whose plain value is their typed value (value_types' converters), then ours
+_PLAIN: dict[type, Callable[[Any], Any]] = {kind: convert for kind, convert in _TO_FIELD.items()
+                                            if kind in _EXACT_KINDS}
+_PLAIN.update({
     ulong: _ulong,
     symbol: str,
     char: str,
@@ -145,7 +151,7 @@ _PLAIN: dict[type, Callable[[Any], Any]] = {
     Array: lambda v: [plain_field_value(e) for e in v.elements],
     dict: _map,
     Described: _described,
-}
+})
 
 
 def plain_field_value(value: Any) -> Any:
@@ -178,15 +184,22 @@ class Carriage(enum.IntEnum):
 
 
 _ROBUST_TYPES = frozenset({type(None), bool, str})
-_FRAGILE_TYPES = frozenset({byte, ubyte, short, ushort, int32, uint, int, float32, float, bytes})
+_FRAGILE_TYPES = _EXACT_KINDS - _ROBUST_TYPES
 
 
-def key_carriage(name: str) -> Carriage:
-    """A table key (or header name) longer than 128 octets is fragile: pamqp cuts it to
-    128 (the 0-9-1 spec's limit for field names)."""
-    if len(name) <= _FIELD_NAME_MAX // 4 or len(name.encode("utf-8")) <= _FIELD_NAME_MAX:
+def name_carriage(key: Any) -> Optional[Carriage]:
+    """``None`` if an application-property key cannot be a header name (not a string,
+    longer than 255 octets, or a reserved name); else its :class:`Carriage` as a header
+    name or table key: fragile above 128 octets, as pamqp cuts it to 128 (the 0-9-1
+    spec's limit for field names)."""
+    if type(key) is not str or key in RESERVED_NAMES:
+        return None
+    if len(key) <= _FIELD_NAME_MAX // 4:  # at most 4 octets a character
         return Carriage.ROBUST
-    return Carriage.FRAGILE
+    size = len(key.encode("utf-8"))
+    if size > SHORTSTR_MAX:
+        return None
+    return Carriage.ROBUST if size <= _FIELD_NAME_MAX else Carriage.FRAGILE
 
 
 def carriage(value: Any) -> Carriage:
@@ -211,7 +224,9 @@ def carriage(value: Any) -> Carriage:
                 type(k) is str and len(k.encode("utf-8")) <= SHORTSTR_MAX for k in value):
             return Carriage.INEXACT
         worst = max(map(carriage, value.values()), default=Carriage.ROBUST)
-        return max(worst, max(map(key_carriage, value), default=Carriage.ROBUST))
+        if any(len(k) > _FIELD_NAME_MAX // 4 and len(k.encode("utf-8")) > _FIELD_NAME_MAX for k in value):
+            return max(worst, Carriage.FRAGILE)  # pamqp cuts the key (see name_carriage)
+        return worst
     if kind is Described and _stands_for_0_9_1(value):
         return Carriage.FRAGILE
     return Carriage.INEXACT

@@ -29,8 +29,7 @@ from translators.property_forms import (
 )
 from translators.section_scan import (BODY_CODES, SectionCode, SectionSpan, ends_with_body,
                                       scan_sections)
-from translators.plain_values import (Carriage, carriage, is_header_name, key_carriage,
-                                      plain_field_value)
+from translators.plain_values import Carriage, carriage, name_carriage, plain_field_value
 from translators.value_types import map_from_field, map_to_field, to_field_value
 
 __all__ = ["amqp091_properties", "plain_body", "properties_source", "to_amqp091",
@@ -159,14 +158,17 @@ def amqp091_properties(encoded: bytes, spans: list[SectionSpan], body: bytes,
     # section travels too unless every plain value comes back as it is (see below)
     worst = _ROBUST
     for key, value in _as_map(decoded.get(SectionCode.APPLICATION_PROPERTIES), "application-properties").items():
-        if is_header_name(key):
-            headers[key] = plain_field_value(value)
-            if worst is not _INEXACT:
-                level = max(carriage(value), key_carriage(key))
-                if level > worst:
-                    worst = level
-        else:
-            worst = _INEXACT  # only the section can carry it
+        name = name_carriage(key)
+        if name is None:
+            worst = _INEXACT  # no header name for it: only the section can carry it
+            continue
+        headers[key] = plain_field_value(value)
+        if worst is not _INEXACT:
+            level = carriage(value)
+            if name > level:
+                level = name
+            if level > worst:
+                worst = level
 
     durable, priority, ttl = header[0], header[1], header[2]
     if type(durable) is bool:

@@ -150,8 +150,11 @@ def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str, routing_
         section = carried_properties(reserved[_PROPERTIES]) if _PROPERTIES in reserved else None
         for index, attribute, name, which, form, inverse, overflow in _RULES:
             current = getattr(properties, attribute) if attribute else None
-            restored = property_candidate(section, index, reserved.get(name, MISSING),
-                                          attribute is not None)
+            restored = reserved.get(name, MISSING)
+            if section is not None:
+                restored = property_candidate(section, index, restored, attribute is not None)
+            elif restored is not MISSING:  # no section: the header's value
+                restored = from_field_value(restored)
             if restored is not MISSING:
                 restored = amqp10_field_value(which, restored)
                 if form(restored) == current:

@@ -61,7 +61,6 @@ def test_property_candidates():
     assert property_candidate(carried, 3, "t", False) == "t"  # edited
     assert property_candidate(carried, 0, MISSING, True) == U  # the 0-9-1 property decides
     assert property_candidate(carried, 2, MISSING, False) is MISSING  # nothing there
-    assert property_candidate(None, 3, "s", False) == "s"  # no section: the header
 
 
 def test_the_properties_section_comes_back_as_it_came():

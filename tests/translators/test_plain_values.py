@@ -13,7 +13,7 @@ from proton import (UNDESCRIBED, Array, Data, Described, byte, char, decimal32, 
 
 from tests.support.amqp_message_strategies import amqp10_values, typed
 from translators.mapping import Reserved
-from translators.plain_values import Carriage, carriage, is_header_name, key_carriage, plain_field_value
+from translators.plain_values import Carriage, carriage, is_header_name, name_carriage, plain_field_value
 from translators.value_types import LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, from_field_value, to_field_value
 from translators.values import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
 
@@ -95,4 +95,5 @@ def test_header_names_and_their_carriage():
     assert is_header_name("k") and is_header_name("é" * 127)
     assert not is_header_name("é" * 128) and not is_header_name(symbol("k"))
     assert not is_header_name(Reserved.APP_PROPERTIES.value) and not is_header_name(Reserved.TO.value)
-    assert key_carriage("k" * 128) is Carriage.ROBUST and key_carriage("é" * 65) is Carriage.FRAGILE
+    assert name_carriage("k" * 128) is Carriage.ROBUST and name_carriage("é" * 65) is Carriage.FRAGILE
+    assert name_carriage("é" * 128) is None and name_carriage(Reserved.TO.value) is None
