@@ -20,7 +20,7 @@ from translators.carried_sections import (MISSING, carried_application, carried_
                                           property_candidate, restored_application)
 from translators.property_forms import (CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl,
                                         same_typed)
-from translators.amqp10_sections import with_delivery_header
+from translators.delivery_header import with_delivery_header
 from translators.section_scan import SectionCode, binary_section_head
 from translators.value_types import from_field_value, map_from_field
 

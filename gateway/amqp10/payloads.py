@@ -34,8 +34,9 @@ from cproton_ffi import ffi as _ffi, lib as _lib
 
 from gateway.broker.message import Encoding, MessageContainer
 from translators import to_amqp10
-from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, delivery_header,
-                                         inspect_amqp10, with_message_annotations)
+from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspect_amqp10,
+                                         with_message_annotations)
+from translators.delivery_header import delivery_header
 
 __all__ = ["container_from_transfer", "delivery_parts", "send_parts", "user_id_text"]
 
