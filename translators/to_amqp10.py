@@ -26,6 +26,7 @@ from translators.value_types import from_field_value, map_from_field
 
 __all__ = ["to_amqp10"]
 
+
 def _strip(fields: list) -> list:
     """Drop trailing nulls: AMQP 1.0 lists may omit them (part 1 section 1.4)."""
     end = len(fields)
