@@ -74,9 +74,11 @@ class CarriedApplication(NamedTuple):
 
 
 #: decoded carried sections by their octets (a relaying client repeats them); at most
-#: CARRIED_MAX, forgotten at once when full
+#: CARRIED_MAX, forgotten at once when full, and none above CARRIED_SIZE_MAX octets (the
+#: cache is to save work, not to hold large headers)
 _CARRIED: dict[tuple[int, bytes], Any] = {}
 CARRIED_MAX = 256
+CARRIED_SIZE_MAX = 4096
 
 
 def _octets(value: Any, name: str) -> bytes:
@@ -105,9 +107,10 @@ def _decoded(header: Any, code: SectionCode, name: str, build: Any) -> Any:
             found = build(octets, _section(octets, code, name))
         except TranslationError as exc:
             raise TranslationError(name, exc.reason) from None
-        if len(_CARRIED) >= CARRIED_MAX:
-            _CARRIED.clear()
-        _CARRIED[key] = found
+        if len(octets) <= CARRIED_SIZE_MAX:
+            if len(_CARRIED) >= CARRIED_MAX:
+                _CARRIED.clear()
+            _CARRIED[key] = found
     return found
 
 

@@ -105,3 +105,16 @@ def test_octets_that_are_utf_8_may_come_back_as_text():
     """py-amqp sends bytes back as a string, which we read as text when it is UTF-8 (an
     empty properties list is)."""
     assert carried_properties(b"\x00\x53\x73\x45".decode()).values == (None,) * 13
+
+
+def test_the_cache_of_carried_sections_is_bounded(monkeypatch):
+    from translators import carried_sections
+
+    monkeypatch.setattr(carried_sections, "_CARRIED", {})
+    monkeypatch.setattr(carried_sections, "CARRIED_MAX", 2)
+    for n in range(5):
+        carried_application(encode_sections([(S.APPLICATION_PROPERTIES, {"n": n})]))
+    assert 1 <= len(carried_sections._CARRIED) <= 2
+    big = encode_sections([(S.APPLICATION_PROPERTIES, {"big": "x" * 5000})])
+    assert carried_application(big).values == {"big": "x" * 5000}
+    assert all(len(octets) <= carried_sections.CARRIED_SIZE_MAX for _, octets in carried_sections._CARRIED)
