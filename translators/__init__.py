@@ -3,7 +3,8 @@
 Layer L0: standard library and proton's codec types only. The full mapping table is
 ``translators/MAPPING.md`` (and :mod:`translators.mapping` in code).
 """
-from translators.amqp10_sections import Amqp10Summary, decode_sections, inspect_amqp10, with_delivery_header
+from translators.amqp10_sections import Amqp10Summary, decode_sections, inspect_amqp10
+from translators.delivery_header import with_delivery_header
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
 from translators.errors import TranslationError
 from translators.reply_to import reply_to_amqp10, reply_to_amqp091

@@ -7,7 +7,8 @@ properties for the headers exchange, size), and each delivery needs a header wit
 ``delivery-count`` and ``first-acquirer``. :mod:`translators.section_scan` finds the
 section boundaries from the constructors alone; only the sections that hold wanted fields
 are decoded (by proton's codec), and :func:`with_delivery_header` splices a new header in
-front of the untouched bytes; :func:`with_message_annotations` likewise re-encodes only
+front of the untouched bytes (``translators.delivery_header``);
+:func:`with_message_annotations` likewise re-encodes only
 the message-annotations section (a 1.0 ``modified`` outcome's annotations), so several
 data sections, a footer and every other section keep their exact bytes.
 """
@@ -26,13 +27,11 @@ from translators.section_scan import (
     SectionSpan,
     ends_with_body,
     scan_sections,
-    value_end,
 )
 
 __all__ = [
     "Amqp10Summary",
     "inspect_amqp10",
-    "with_delivery_header",
     "with_message_annotations",
     "owned_value",
     "annotation_key",
@@ -41,16 +40,18 @@ __all__ = [
     "decode_sections",
     "data_payload",
     "HEADER_FIELDS",
+    "DEFAULT_PRIORITY",
     "PROPERTIES_FIELDS",
 ]
 
 HEADER_FIELDS = ("durable", "priority", "ttl", "first-acquirer", "delivery-count")
+DEFAULT_PRIORITY = 4
+"""A 1.0 message's priority when its header has none (spec 3.2.1)."""
 PROPERTIES_FIELDS = (
     "message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
     "content-encoding", "absolute-expiry-time", "creation-time", "group-id",
     "group-sequence", "reply-to-group-id",
 )
-_UINT_MAX = 2**32 - 1
 
 
 class Amqp10Summary(NamedTuple):
@@ -58,7 +59,7 @@ class Amqp10Summary(NamedTuple):
 
     Absent fields are ``None`` except where the spec gives a default (``durable`` False,
     ``first_acquirer`` False, ``delivery_count`` 0). ``priority`` ``None`` means the
-    spec default 4. ``ttl_ms``, ``absolute_expiry_time`` and ``creation_time`` are
+    spec default ``DEFAULT_PRIORITY`` (4). ``ttl_ms``, ``absolute_expiry_time`` and ``creation_time`` are
     milliseconds (the latter two POSIX). ``application_properties`` holds proton values,
     which compare equal to 0-9-1 field values of the same number or string. ``body_size``
     is the size of the body a 0-9-1 consumer would get: the octets of a single ``data``
@@ -287,74 +288,6 @@ def _fields(values: Any, size: int) -> Any:
     if len(values) >= size:
         return values
     return values + [None] * (size - len(values))
-
-
-# ---------------------------------------------------------------- header rewrite
-
-_NULL = b"\x40"
-
-
-def _header_elements(encoded: bytes, value_start: int, end: int) -> list[bytes]:
-    """The raw encodings of the elements of the header list at ``encoded[value_start:end]``."""
-    code = encoded[value_start]
-    if code == 0x45:  # list0
-        return []
-    if code == 0xC0:
-        count, pos = encoded[value_start + 2], value_start + 3
-    elif code == 0xD0:
-        count = int.from_bytes(encoded[value_start + 5 : value_start + 9], "big")
-        pos = value_start + 9
-    else:
-        raise TranslationError("header", "the header section must hold a list")
-    elements = []
-    for _ in range(count):
-        nxt = value_end(encoded, pos)
-        if nxt > end:
-            raise TranslationError("header", "list element runs past the list")
-        elements.append(encoded[pos:nxt])
-        pos = nxt
-    return elements
-
-
-def _encode_uint(value: int) -> bytes:
-    if value == 0:
-        return b"\x43"
-    if value <= 0xFF:
-        return bytes((0x52, value))
-    return b"\x70" + value.to_bytes(4, "big")
-
-
-def with_delivery_header(encoded: bytes, *, delivery_count: int, first_acquirer: bool) -> bytes:
-    """Return ``encoded`` with its header section replaced (or, if it has none, a header
-    inserted first) whose ``first-acquirer`` and ``delivery-count`` are the given values.
-
-    ``durable``, ``priority`` and ``ttl`` keep their original encodings octet for octet, and
-    every other section is copied unchanged. Only the header is parsed, so the cost does
-    not depend on the message size. Raises ``TranslationError`` if ``delivery_count`` is
-    not a uint or the existing header is malformed.
-    """
-    if not 0 <= delivery_count <= _UINT_MAX:
-        raise TranslationError("delivery-count", f"{delivery_count} is not a uint")
-    rest_start = 0
-    kept: list[bytes] = []
-    if encoded[:3] == b"\x00\x53\x70":
-        end = value_end(encoded, 3)
-        kept = _header_elements(encoded, 3, end)[:3]
-        rest_start = end
-    elif encoded[:1] == b"\x00":
-        # A header under a long descriptor form: let the scanner identify it.
-        first = scan_sections(encoded[: value_end(encoded, 0)])[0]
-        if first.code is SectionCode.HEADER:
-            kept = _header_elements(encoded, first.value_start, first.end)[:3]
-            rest_start = first.end
-    while len(kept) < 3:
-        kept.append(_NULL)
-    items = b"".join(kept) + (b"\x41" if first_acquirer else b"\x42") + _encode_uint(delivery_count)
-    if len(items) + 1 <= 0xFF:
-        header = b"\x00\x53\x70\xc0" + bytes((len(items) + 1, 5)) + items
-    else:
-        header = b"\x00\x53\x70\xd0" + (len(items) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x05" + items
-    return header + encoded[rest_start:]
 
 
 # ---------------------------------------------------------------- annotations merge

@@ -52,7 +52,10 @@ class Reserved(str, Enum):
     GROUP_ID = "x-amqp-1.0-group-id"
     GROUP_SEQUENCE = "x-amqp-1.0-group-sequence"
     REPLY_TO_GROUP_ID = "x-amqp-1.0-reply-to-group-id"
-    APPLICATION_PROPERTIES = "x-amqp-1.0-application-properties"
+    #: the encoded properties / application-properties sections, exactly as the 1.0
+    #: message had them (RabbitMQ's names and form: a section's octets)
+    PROPERTIES = "x-amqp-1.0-properties"
+    APP_PROPERTIES = "x-amqp-1.0-app-properties"
     DELIVERY_ANNOTATIONS = "x-amqp-1.0-delivery-annotations"
     MESSAGE_ANNOTATIONS = "x-amqp-1.0-message-annotations"
     FOOTER = "x-amqp-1.0-footer"
@@ -103,13 +106,15 @@ ROWS: tuple[MappingRow, ...] = (
     MappingRow("durable", "header.durable", "delivery-mode", Direction.BOTH, str(_A.DELIVERY_MODE),
                "true<->2, false<->1, null<->absent; other modes: durable false + annotation (ubyte)"),
     MappingRow("priority", "header.priority", "priority", Direction.BOTH, "",
-               "ubyte<->octet, same range"),
+               "ubyte<->octet, same range; absent<->absent (the rank in a priority queue "
+               "is 4 for a 1.0 message without one, 0 for a 0-9-1 message)"),
     MappingRow("ttl", "header.ttl", "expiration", Direction.BOTH, str(_A.EXPIRATION),
                "uint ms<->decimal string; a non-canonical or non-integer expiration is carried "
                "in the annotation (a non-integer one sets no ttl)"),
     MappingRow("first-acquirer", "header.first-acquirer", "deliver.redelivered",
-               Direction.DELIVERY_STATE, "", "first-acquirer = not redelivered; set per delivery "
-               "by with_delivery_header, never part of the translated content"),
+               Direction.DELIVERY_STATE, "", "true on a first acquisition from the queue, "
+               "false on a redelivery or a browsing (copy) link; set per delivery by "
+               "delivery_header, never part of the translated content"),
     MappingRow("delivery-count", "header.delivery-count", "(broker delivery count)",
                Direction.DELIVERY_STATE, "", "set per delivery by with_delivery_header"),
     MappingRow("message-id", "properties.message-id", "message-id", Direction.BOTH, _R.MESSAGE_ID,
@@ -143,8 +148,10 @@ ROWS: tuple[MappingRow, ...] = (
     MappingRow("reply-to-group-id", "properties.reply-to-group-id", "-", Direction.TO_AMQP091_ONLY,
                _R.REPLY_TO_GROUP_ID, "any length"),
     MappingRow("application-properties", "application-properties", "headers", Direction.BOTH,
-               _R.APPLICATION_PROPERTIES, "typed per value_types; keys >255 octets, non-string "
-               "keys or reserved names go in the header as a wrapped map"),
+               _R.APP_PROPERTIES, "each entry a header with a plain value (plain_values); "
+               "the section's octets travel too where a plain value is not exact or a client "
+               "may re-type it, and restore each entry the 0-9-1 side did not change; keys "
+               ">255 octets, non-string keys or reserved names travel only there"),
     MappingRow("delivery-annotations", "delivery-annotations", "-", Direction.TO_AMQP091_ONLY,
                _R.DELIVERY_ANNOTATIONS, "table of symbol keys (wrapped map if any key is not a symbol)"),
     MappingRow("message-annotations", "message-annotations", "-", Direction.TO_AMQP091_ONLY,

@@ -25,6 +25,8 @@ from proton import symbol, timestamp, uint, ulong
 from translators.errors import TranslationError
 from translators.mapping import SHORTSTR_MAX, Annotation, Reserved
 from translators.reply_to import reply_to_amqp091, reply_to_amqp10
+from translators.value_types import WRAPPER_TYPE_KEY, is_wrapper
+from translators.values import Timestamp
 
 __all__ = [
     "CarriedProperty",
@@ -32,6 +34,8 @@ __all__ = [
     "CARRIED_PROPERTIES",
     "fits_shortstr",
     "same_typed",
+    "needs_reserved_header",
+    "survives_clients",
     "expiration_ttl",
     "amqp10_field_value",
 ]
@@ -47,6 +51,32 @@ def fits_shortstr(text: str) -> bool:
 def same_typed(a: Any, b: Any) -> bool:
     """Equal and of the same exact type (``symbol('a') == 'a'`` is not enough here)."""
     return type(a) is type(b) and a == b
+
+
+def needs_reserved_header(form_value: Any, inverse: Callable[[Any], Any], value: Any) -> bool:
+    """True if the 1.0 ``value`` (not None) of a field whose 0-9-1 form is ``form_value``
+    also travels in the field's reserved header: the form is None, or its ``inverse`` is
+    not the same typed value."""
+    return form_value is None or not same_typed(inverse(form_value), value)
+
+
+#: typed wrappers whose contents every client gives back as it got them (text, or an
+#: integer ``from_field_value`` reads whatever width it comes back in)
+_SURVIVING_WRAPPERS = frozenset({"ulong", "uuid", "symbol", "char", "timestamp"})
+
+
+def survives_clients(reserved: Reserved, written: Any) -> bool:
+    """True if the value written in a property's reserved header comes back to 1.0 as it
+    was whatever a 0-9-1 client library does when it decodes and re-encodes it (see
+    ``translators.relay_equivalence``): text, a timestamp up to 2106, a ``group-sequence`` integer
+    (read back as a uint, see :func:`amqp10_field_value`), or a wrapper of those. A
+    binary is not: py-amqp sends bytes back as a string."""
+    kind = type(written)
+    if kind is str or (kind is Timestamp and written <= _UINT_MAX):  # pamqp: later is ms
+        return True
+    if reserved is Reserved.GROUP_SEQUENCE and isinstance(written, int) and kind is not bool:
+        return True
+    return is_wrapper(written) and written[WRAPPER_TYPE_KEY] in _SURVIVING_WRAPPERS
 
 
 def expiration_ttl(expiration: str) -> Optional[int]:

@@ -17,17 +17,20 @@ from translators.amqp10_sections import annotation_key, decode_section_fast, own
 from translators.basic_properties import BasicProperties
 from translators.body import body_to_amqp091, labelled_sections
 from translators.errors import TranslationError
-from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
+from translators.mapping import AMQP10_BODY_TYPE, Annotation, Reserved
 from translators.property_forms import (
     CARRIED_PROPERTIES,
     CarriedProperty,
     expiration_ttl,
     fits_shortstr,
+    needs_reserved_header,
     same_typed,
+    survives_clients,
 )
 from translators.section_scan import (BODY_CODES, SectionCode, SectionSpan, ends_with_body,
                                       scan_sections)
-from translators.value_types import map_from_field, map_to_field, to_field_value, wrap_map
+from translators.plain_values import Carriage, carriage, name_carriage, plain_field_value
+from translators.value_types import map_from_field, map_to_field, to_field_value
 
 __all__ = ["amqp091_properties", "plain_body", "properties_source", "to_amqp091",
            "with_added_annotations"]
@@ -77,11 +80,14 @@ def _from_amqp091(annotations: dict) -> bool:
     )
 
 
-# The per-field rules, flattened once: (index, attribute, reserved header, form, inverse)
-_RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.form, rule.inverse)
-               for rule in CARRIED_PROPERTIES)
+# The per-field rules, flattened once: (index, attribute, reserved header, Reserved, form,
+# inverse)
+_RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.reserved, rule.form,
+                rule.inverse) for rule in CARRIED_PROPERTIES)
 _MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
-_APPLICATION_PROPERTIES = Reserved.APPLICATION_PROPERTIES.value
+_PROPERTIES = Reserved.PROPERTIES.value
+_APP_PROPERTIES = Reserved.APP_PROPERTIES.value
+_ROBUST, _FRAGILE, _INEXACT = Carriage.ROBUST, Carriage.FRAGILE, Carriage.INEXACT
 _OTHER_MAPS = ((SectionCode.DELIVERY_ANNOTATIONS, Reserved.DELIVERY_ANNOTATIONS.value,
                 "delivery_annotations"),
                (SectionCode.FOOTER, Reserved.FOOTER.value, "footer"))
@@ -135,8 +141,12 @@ def amqp091_properties(encoded: bytes, spans: list[SectionSpan], body: bytes,
                        labelled: bool) -> BasicProperties:
     """``to_amqp091``'s properties, from the sections already scanned and the body
     already made (``properties_source`` gives all four). Raises ``TranslationError``."""
-    decoded: dict[SectionCode, Any] = {span.code: decode_section_fast(encoded, span)
-                                       for span in spans if span.code not in BODY_CODES}
+    decoded: dict[SectionCode, Any] = {}
+    carriable: dict[SectionCode, SectionSpan] = {}
+    for span in spans:
+        if span.code not in BODY_CODES:
+            decoded[span.code] = decode_section_fast(encoded, span)
+            carriable[span.code] = span
 
     header = _padded(decoded.get(SectionCode.HEADER), 5, "header")
     props = _padded(decoded.get(SectionCode.PROPERTIES), 13, "properties")
@@ -144,15 +154,21 @@ def amqp091_properties(encoded: bytes, spans: list[SectionSpan], body: bytes,
     fields: dict[str, Any] = {}
     headers: dict[str, Any] = {}
 
-    # application-properties first, so a 0-9-1 consumer sees them in their order.
-    overflow: dict = {}
+    # application-properties first, so a 0-9-1 consumer sees them in their order; their
+    # section travels too unless every plain value comes back as it is (see below)
+    worst = _ROBUST
     for key, value in _as_map(decoded.get(SectionCode.APPLICATION_PROPERTIES), "application-properties").items():
-        if type(key) is str and fits_shortstr(key) and key not in RESERVED_NAMES:
-            headers[key] = to_field_value(value)
-        else:
-            overflow[key] = value
-    if overflow:
-        headers[_APPLICATION_PROPERTIES] = wrap_map(overflow)
+        name = name_carriage(key)
+        if name is None:
+            worst = _INEXACT  # no header name for it: only the section can carry it
+            continue
+        headers[key] = plain_field_value(value)
+        if worst is not _INEXACT:
+            level = carriage(value)
+            if name > level:
+                level = name
+            if level > worst:
+                worst = level
 
     durable, priority, ttl = header[0], header[1], header[2]
     if type(durable) is bool:
@@ -163,20 +179,32 @@ def amqp091_properties(encoded: bytes, spans: list[SectionSpan], body: bytes,
     if ttl is not None:
         fields["expiration"] = str(ttl)
 
-    for index, attribute, name, form, inverse in _RULES:
+    carry_properties = False
+    for index, attribute, name, which, form, inverse in _RULES:
         value = props[index]
         if value is None:
             continue
         form_value = form(value)
         if attribute is not None:
             fields[attribute] = form_value
-        if form_value is None or not same_typed(inverse(form_value), value):
-            headers[name] = to_field_value(value)
+        if needs_reserved_header(form_value, inverse, value):
+            written = headers[name] = to_field_value(value)
+            if not carry_properties and not survives_clients(which, written):
+                carry_properties = True
+    if carry_properties:  # the exact section too: a client may re-type a header's value
+        span = carriable[SectionCode.PROPERTIES]
+        headers[_PROPERTIES] = bytes(encoded[span.start:span.end])
 
     if annotations:
         _annotations_to_properties(annotations, fields, durable, ttl, props, body, labelled)
-    if not _from_amqp091(annotations):
+    from_amqp091 = _from_amqp091(annotations)
+    if not from_amqp091:
         headers[_MESSAGE_ANNOTATIONS] = map_to_field(annotations, symbol)
+    # values that came from 0-9-1 headers are 0-9-1 values already: what a client may do
+    # to them it does to any header
+    if worst is _INEXACT or (worst is _FRAGILE and not from_amqp091):
+        span = carriable[SectionCode.APPLICATION_PROPERTIES]
+        headers[_APP_PROPERTIES] = bytes(encoded[span.start:span.end])
     for code, name, label in _OTHER_MAPS:
         section = decoded.get(code)
         if section is not None:

@@ -16,14 +16,15 @@ from translators.body import body_to_amqp10, labelled_sections
 from translators.errors import TranslationError
 from translators.primitive_encoder import Unencodable, encode_described_list, encode_described_map
 from translators.mapping import AMQP10_BODY_TYPE, RESERVED_NAMES, Annotation, Reserved
-from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl
-from translators.amqp10_sections import with_delivery_header
+from translators.carried_sections import (MISSING, carried_application, carried_properties,
+                                          property_candidate, restored_application)
+from translators.property_forms import (CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl,
+                                        same_typed)
+from translators.delivery_header import with_delivery_header
 from translators.section_scan import SectionCode, binary_section_head
 from translators.value_types import from_field_value, map_from_field
 
 __all__ = ["to_amqp10"]
-
-_MISSING = object()
 
 
 def _strip(fields: list) -> list:
@@ -46,7 +47,8 @@ _RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.reserved, ru
                 rule.inverse, rule.overflow) for rule in CARRIED_PROPERTIES)
 _FROM_091 = tuple(r for r in _RULES if r[1] is not None)
 _MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
-_APPLICATION_PROPERTIES = Reserved.APPLICATION_PROPERTIES.value
+_PROPERTIES = Reserved.PROPERTIES.value
+_APP_PROPERTIES = Reserved.APP_PROPERTIES.value
 _DELIVERY_ANNOTATIONS = Reserved.DELIVERY_ANNOTATIONS.value
 _FOOTER = Reserved.FOOTER.value
 _HEADER_CODE = int(SectionCode.HEADER)
@@ -144,24 +146,35 @@ def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str, routing_
             extra[Annotation.EXPIRATION] = properties.expiration
     header = _strip([durable, priority, ttl])
 
-    props: list = [None] * 13
+    props: Any = [None] * 13
     if reserved:
+        section = carried_properties(reserved[_PROPERTIES]) if _PROPERTIES in reserved else None
         for index, attribute, name, which, form, inverse, overflow in _RULES:
             current = getattr(properties, attribute) if attribute else None
-            carried = reserved.get(name, _MISSING)
-            if carried is not _MISSING:
-                restored = amqp10_field_value(which, from_field_value(carried))
+            restored = reserved.get(name, MISSING)
+            if section is not None:
+                restored = property_candidate(section, index, restored, attribute is not None)
+            elif restored is not MISSING:  # no section: the header's value
+                restored = from_field_value(restored)
+            if restored is not MISSING:
+                restored = amqp10_field_value(which, restored)
                 if form(restored) == current:
                     props[index] = restored
                     continue
             if current is not None:
                 props[index] = _translated(current, form, inverse, overflow, extra)
+        if section is not None and all(
+                same_typed(value, carried) for value, carried in zip(props, section.values)):
+            # every field as it was: the section as it came
+            props = section.octets if any(v is not None for v in props) else []
+        else:
+            props = _strip(props)
     else:  # nothing carried from 1.0: only the 0-9-1 fields
         for index, attribute, _name, _which, form, inverse, overflow in _FROM_091:
             current = getattr(properties, attribute)
             if current is not None:
                 props[index] = _translated(current, form, inverse, overflow, extra)
-    props = _strip(props)
+        props = _strip(props)
 
     if _MESSAGE_ANNOTATIONS in reserved:
         annotations = map_from_field(reserved[_MESSAGE_ANNOTATIONS], symbol, _MESSAGE_ANNOTATIONS)
@@ -177,10 +190,11 @@ def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str, routing_
     if properties.cluster_id is not None:
         annotations[Annotation.CLUSTER_ID] = properties.cluster_id
 
-    application = {name: from_field_value(value) for name, value in headers.items()}
-    if _APPLICATION_PROPERTIES in reserved:
-        application.update(map_from_field(
-            reserved[_APPLICATION_PROPERTIES], _str_key, _APPLICATION_PROPERTIES))
+    if _APP_PROPERTIES in reserved:
+        application: Any = restored_application(carried_application(reserved[_APP_PROPERTIES]),
+                                                headers)
+    else:
+        application = {name: from_field_value(value) for name, value in headers.items()}
     delivery_annotations = (
         map_from_field(reserved[_DELIVERY_ANNOTATIONS], symbol, _DELIVERY_ANNOTATIONS)
         if _DELIVERY_ANNOTATIONS in reserved else None)
@@ -208,16 +222,15 @@ def _translated(current: Any, form: Any, inverse: Any, overflow: Any, extra: dic
     return value
 
 
-def _str_key(key: Any) -> str:
-    return str(key)
-
-
 def _encode(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> bytes:
-    """The sections by the pure-Python encoder (proton's octets, see primitive_encoder)."""
+    """The sections by the pure-Python encoder (proton's octets, see primitive_encoder);
+    a section given as ``bytes`` is already encoded (a carried section)."""
     parts = []
     for code, value in sections:
         if value:
-            if code == _HEADER_CODE or code == _PROPERTIES_CODE:
+            if type(value) is bytes:
+                parts.append(value)
+            elif code == _HEADER_CODE or code == _PROPERTIES_CODE:
                 parts.append(encode_described_list(code, value))
             else:
                 parts.append(encode_described_map(code, value))
@@ -228,11 +241,16 @@ def _encode(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> byt
 
 
 def _encode_with_proton(sections: tuple, encoded_body: bytes, footer: Optional[dict]) -> bytes:
-    data = Data()
+    parts = []
     for code, value in sections:
         if value:
-            data.put_object(Described(ulong(code), value))
-    encoded = bytes(data.encode()) + encoded_body
+            if type(value) is bytes:
+                parts.append(value)
+            else:
+                data = Data()
+                data.put_object(Described(ulong(code), value))
+                parts.append(bytes(data.encode()))
+    encoded = b"".join(parts) + encoded_body
     if footer:
         tail = Data()
         tail.put_object(Described(ulong(_FOOTER_CODE), footer))

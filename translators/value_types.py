@@ -68,6 +68,7 @@ from proton import (
     ushort,
 )
 
+from translators.decimal_bid import bid_fields
 from translators.errors import TranslationError
 from translators.values import (
     Float32,
@@ -136,12 +137,9 @@ _BIAS = 398
 def decimal64_to_decimal(bits: int) -> decimal.Decimal | None:
     """The ``decimal.Decimal`` that 0-9-1 ``D`` can carry for these decimal64 bits, or
     ``None`` when ``D`` cannot hold the value exactly (see the module docstring)."""
-    if (bits >> 61) & 3 == 3:  # large-coefficient form, infinity or NaN
-        return None
-    sign = bits >> 63
-    exponent = ((bits >> 53) & 0x3FF) - _BIAS
-    coefficient = bits & _COEFF_SMALL
-    if not -255 <= exponent <= 0 or coefficient > 2**31 - 1 or (sign and coefficient == 0):
+    sign, coefficient, exponent, large, special = bid_fields(bits, 64)
+    if (large or special is not None or not -255 <= exponent <= 0 or coefficient > 2**31 - 1
+            or (sign and coefficient == 0)):
         return None
     digits = tuple(int(c) for c in str(coefficient))
     return decimal.Decimal((sign, digits, exponent))
@@ -336,7 +334,8 @@ def _unwrap(type_name: Any, inner: Any) -> Any:
         if type_name == "timestamp":
             return timestamp(_int_from_field(_expect(inner, int)))
         if type_name in ("decimal32", "decimal64", "decimal128"):
-            raw = _expect(inner, bytes)
+            # py-amqp sends bytes back as a string (we read text when it is UTF-8)
+            raw = inner.encode("utf-8", "surrogatepass") if isinstance(inner, str) else _expect(inner, bytes)
             width = {"decimal32": 4, "decimal64": 8, "decimal128": 16}[type_name]
             if len(raw) != width:
                 raise ValueError(f"{type_name} needs {width} octets")

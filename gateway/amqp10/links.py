@@ -103,7 +103,7 @@ from addressing import (
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
@@ -515,8 +515,10 @@ class OutgoingLink:
         dispatch, with its time)."""
         message = entry.message
         try:
-            data = delivery_bytes(message, delivery_count=entry.delivery_count,
-                                  redelivered=entry.redelivered)
+            # first-acquirer: acquired here, and by no link before (see payloads)
+            header, data, rest = delivery_parts(
+                message, delivery_count=entry.delivery_count,
+                first_acquirer=self.acquires and not entry.redelivered)
         except TranslationError as exc:
             log.warning("cannot translate %r for link %r: %s; rejecting it", message, self.tag, exc)
             if self.acquires:
@@ -527,8 +529,9 @@ class OutgoingLink:
                 self.queue.reject(entry, requeue=False, now=now)
             return
         limit = self._peer_max_message_size
-        if limit and len(data) > limit:
-            self._refuse_oversized(entry, len(data), limit, now)
+        size = len(header) + len(data) - rest
+        if limit and size > limit:
+            self._refuse_oversized(entry, size, limit, now)
             return
         tag = b"%d" % self._next_tag
         self._next_tag += 1
@@ -538,7 +541,7 @@ class OutgoingLink:
         # more than the send itself, and cproton's wrappers (tag and buffer conversion,
         # Sender.stream) were a microsecond of it
         d = _lib.pn_delivery(impl, (len(tag), _ffi.from_buffer(tag)))
-        sent = _lib.pn_link_send(impl, _ffi.from_buffer(data), len(data))
+        sent = send_parts(impl, header, data, rest)
         if sent < 0:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)

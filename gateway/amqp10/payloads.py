@@ -3,27 +3,42 @@ bytes a delivery carries.
 
 Incoming: :func:`container_from_transfer` keeps the encoded message as the payload
 (``Encoding.AMQP10``) and fills the routing fields from ``inspect_amqp10``, which decodes
-only the header, properties and application-properties sections.
+only the header, properties and application-properties sections. A message whose header
+has no priority has AMQP 1.0's default, 4, and ranks so in a priority queue (the
+container's ``priority``); a 0-9-1 message without one ranks 0, its protocol's rule.
+Only the ranking uses the default: the message itself is not changed, so a 0-9-1
+consumer gets no ``priority`` property for it (translators/MAPPING.md).
 
-Outgoing: :func:`delivery_bytes` sends a 1.0-origin payload unchanged on a first delivery
-(1.0 -> 1.0 costs no re-encoding). A 0-9-1-origin message is translated once per message
-through ``MessageContainer.converted`` (cached for every other 1.0 consumer, so a fan-out
-translates once); the cached form already carries first-acquirer true (seed 001:
-first-acquirer iff not redelivered; without a header a 1.0 receiver would read *false*).
-A redelivery only gets a new header section through ``with_delivery_header``
-(delivery-count, first-acquirer false). Annotations added by a ``modified`` outcome are merged into the
+Outgoing: :func:`delivery_parts` gives what one delivery sends: the message as it is
+kept, and the header section to send in place of its own. Every delivery's header says
+the broker's ``delivery-count`` and ``first-acquirer``: true on a message's first
+acquisition from the queue, false on a redelivery (after a release, a ``modified``
+outcome, a lost link or connection) and on a browsing (``copy``) link, which acquires
+nothing (spec 3.2.1: first-acquirer true means no other link acquired the message; seed
+001: first-acquirer iff not redelivered; a receiver reads a missing one as false). A
+1.0-origin payload is never re-encoded or copied for this: the new header is made from
+the old one (``delivery_header``, kept per header octets) and the link sends the two parts
+into the same delivery. A 0-9-1-origin message is translated once per message through
+``MessageContainer.converted`` (cached for every other 1.0 consumer, so a fan-out
+translates once) in its first-delivery form, header included, so a first acquisition
+sends it whole. Annotations added by a ``modified`` outcome are merged into the
 message-annotations section alone (``with_message_annotations``): every other section,
 several data sections and a footer included, keeps its bytes. The merged form is cached
 on the annotated copy of the container that the outcome made.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from cproton_ffi import ffi as _ffi, lib as _lib
+
 from gateway.broker.message import Encoding, MessageContainer
 from translators import to_amqp10
-from translators.amqp10_sections import (Amqp10Summary, inspect_amqp10, with_delivery_header,
+from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspect_amqp10,
                                          with_message_annotations)
+from translators.delivery_header import delivery_header
 
-__all__ = ["container_from_transfer", "delivery_bytes", "user_id_text"]
+__all__ = ["container_from_transfer", "delivery_parts", "send_parts", "user_id_text"]
 
 _AMQP10 = Encoding.AMQP10
 
@@ -42,12 +57,15 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
     Raises ``translators.TranslationError`` on a malformed encoding.
     """
     summary = inspect_amqp10(encoded)
+    priority = summary.priority
+    if priority is None:
+        priority = DEFAULT_PRIORITY
     # positional, in __init__'s order (see there): exchange, routing_key, headers, durable,
     # priority, ttl_ms, created_at, size, message_id, correlation_id, user_id,
     # properties, gateway_id, deaths, annotations, body_at
     message = MessageContainer(
         _AMQP10, encoded, "", "", summary.application_properties or None, summary.durable,
-        summary.priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
+        priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
         summary.correlation_id, user_id_text(summary), None, 0, None, None, summary.body_at)
     return message, summary
 
@@ -72,17 +90,32 @@ def _annotated(message: MessageContainer) -> bytes:
     return with_message_annotations(encoded, message.annotations or {})
 
 
-def delivery_bytes(message: MessageContainer, *, delivery_count: int, redelivered: bool) -> bytes:
-    """The encoded 1.0 message to send for one delivery of ``message``.
+def delivery_parts(message: MessageContainer, *, delivery_count: int,
+                   first_acquirer: bool) -> tuple[bytes, bytes, int]:
+    """``(header, encoded, rest)``: one delivery of ``message`` is ``header`` followed by
+    ``encoded[rest:]`` (``header`` empty and ``rest`` 0 when ``encoded`` goes as it is).
 
     Raises ``translators.TranslationError`` if a 0-9-1 message cannot be translated.
     """
     if message.annotations:
-        encoded = message.converted(Encoding.AMQP10, _annotated)  # type: ignore[assignment]
-    elif message.origin is Encoding.AMQP10:
+        encoded = message.converted(Encoding.AMQP10, _annotated)
+    elif message.origin is _AMQP10:
         encoded = message.payload
     else:
-        encoded = message.converted(Encoding.AMQP10, _from_amqp091)  # type: ignore[assignment]
-    if delivery_count or redelivered:
-        encoded = with_delivery_header(encoded, delivery_count=delivery_count, first_acquirer=False)
-    return encoded
+        encoded = message.converted(Encoding.AMQP10, _from_amqp091)
+        if first_acquirer and not delivery_count:  # translated with this header already
+            return b"", encoded, 0  # type: ignore[return-value]
+    header, rest = delivery_header(encoded, delivery_count, first_acquirer)  # type: ignore[arg-type]
+    return header, encoded, rest  # type: ignore[return-value]
+
+
+def send_parts(impl: Any, header: bytes, data: bytes, rest: int) -> int:
+    """Send ``header`` then ``data[rest:]`` (:func:`delivery_parts`) on the C link
+    ``impl``, into its current delivery; proton's result (negative: an error code)."""
+    if not header:
+        return _lib.pn_link_send(impl, _ffi.from_buffer(data), len(data))
+    sent = _lib.pn_link_send(impl, _ffi.from_buffer(header), len(header))
+    if sent < 0:
+        return sent
+    # a pointer into the message: the part after its own header, never copied
+    return _lib.pn_link_send(impl, _ffi.from_buffer(data) + rest, len(data) - rest)

@@ -48,7 +48,9 @@ class MessageContainer:
       and subject/key).
     - ``headers``: dict of typed values or ``None``; used by the headers exchange.
     - ``durable``: persistent (0-9-1 delivery-mode 2, 1.0 header.durable).
-    - ``priority``: int or ``None``.
+    - ``priority``: int or ``None``; the rank in a priority queue. The origin protocol
+      decides the default: a 1.0 message without one has 4 (its spec default), a 0-9-1
+      message ``None``, which ranks 0 (0-9-1's and RabbitMQ's rule).
     - ``ttl_ms``: per-message expiration in milliseconds or ``None``.
     - ``created_at``: the ``now`` (seconds) at which it was received.
     - ``size``: body size in bytes (memory accounting and ``x-max-length-bytes``).

@@ -1,14 +1,14 @@
-"""inspect_amqp10 agrees with proton's decoder; with_delivery_header keeps every other octet."""
+"""inspect_amqp10 agrees with proton's decoder; with_message_annotations keeps every other octet."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proton import Data, Described, Message, symbol, uint
+from proton import Message, symbol
 
 from tests.support.amqp_message_strategies import (amqp10_sections, bodies, encode_sections, outcome,
                                                    with_other_body)
-from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091, with_delivery_header
+from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091
 from translators import amqp10_sections as sections_module
 from translators.amqp10_sections import with_message_annotations
 from translators.to_amqp091 import plain_body
@@ -140,52 +140,6 @@ def test_inspect_agrees_with_proton_message():
 def test_inspect_rejects_garbage():
     with pytest.raises(TranslationError):
         inspect_amqp10(b"\x00\x53\x73\xc0\x05")
-
-
-@settings(max_examples=300, deadline=None)
-@given(amqp10_sections(), st.integers(0, 2**32 - 1), st.booleans())
-def test_with_delivery_header_keeps_everything_else(sections, count, first):
-    encoded = encode_sections(sections)
-    rewritten = with_delivery_header(encoded, delivery_count=count, first_acquirer=first)
-    new_spans = scan_sections(rewritten)
-    old_spans = scan_sections(encoded)
-    assert new_spans[0].code is SectionCode.HEADER
-    old_rest = encoded[old_spans[0].end:] if old_spans and old_spans[0].code is SectionCode.HEADER else encoded
-    assert rewritten[new_spans[0].end:] == old_rest
-    header = decode_sections(rewritten)[0][1]
-    original = dict(sections).get(SectionCode.HEADER, [])
-    original = (list(original) + [None] * 5)[:3]
-    assert header[:3] == original and [type(v) for v in header[:3]] == [type(v) for v in original]
-    assert header[3] is first and header[4] == count and type(header[4]) is uint
-    # proton's full decoder agrees on everything after the header.
-    assert decode_sections(rewritten)[1:] == decode_sections(old_rest)
-
-
-def test_with_delivery_header_on_proton_message_and_twice():
-    message = Message(body="x", durable=True, priority=9)
-    encoded = bytes(message.encode())
-    once = with_delivery_header(encoded, delivery_count=1, first_acquirer=True)
-    twice = with_delivery_header(once, delivery_count=300, first_acquirer=False)
-    decoded = Message()
-    decoded.decode(twice)
-    assert (decoded.durable, decoded.priority, decoded.delivery_count, decoded.first_acquirer) == (True, 9, 300, False)
-    assert decoded.body == "x"
-
-
-def test_with_delivery_header_symbolic_descriptor():
-    data = Data()
-    data.put_object(Described(symbol("amqp:header:list"), [True]))
-    data.put_object(Described(symbol("amqp:amqp-value:*"), "v"))
-    encoded = bytes(data.encode())
-    rewritten = with_delivery_header(encoded, delivery_count=2, first_acquirer=True)
-    assert [c for c, _ in decode_sections(rewritten)] == [SectionCode.HEADER, SectionCode.AMQP_VALUE]
-    assert decode_sections(rewritten)[0][1] == [True, None, None, True, 2]
-
-
-def test_with_delivery_header_rejects_bad_count():
-    with pytest.raises(TranslationError) as caught:
-        with_delivery_header(b"", delivery_count=-1, first_acquirer=False)
-    assert caught.value.field == "delivery-count"
 
 
 @pytest.mark.parametrize("size", [0, 10, 255, 256, 5000])

@@ -48,8 +48,8 @@ TO_AMQP091 = {
     "group-sequence": ([(P, _props(**{"group-sequence": uint(7)})), (S.DATA, b"")], {"headers": {Reserved.GROUP_SEQUENCE: UInt32(7)}}),
     "reply-to-group-id": ([(P, _props(**{"reply-to-group-id": "rg"})), (S.DATA, b"")], {"headers": {Reserved.REPLY_TO_GROUP_ID: "rg"}}),
     "application-properties": ([(S.APPLICATION_PROPERTIES, {"a": int32(1), "x" * 300: "long"}), (S.DATA, b"")],
-                               {"headers": {"a": Int32(1), Reserved.APPLICATION_PROPERTIES: {
-                                   "x-amqp-1.0-type": "map", "x-amqp-1.0-value": ["x" * 300, "long"]}}}),
+                               {"headers": {"a": Int32(1), Reserved.APP_PROPERTIES: encode_sections(
+                                   [(S.APPLICATION_PROPERTIES, {"a": int32(1), "x" * 300: "long"})])}}),
     "delivery-annotations": ([(S.DELIVERY_ANNOTATIONS, {symbol("x-opt-d"): "v"}), (S.DATA, b"")],
                              {"headers": {Reserved.DELIVERY_ANNOTATIONS: {"x-opt-d": "v"}}}),
     "message-annotations": ([(MA, {symbol("x-opt-m"): "v"}), (S.DATA, b"")],

@@ -1,6 +1,8 @@
 """1.0 -> 0-9-1 at the type and size limits (MAPPING.md table A)."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from proton import symbol, timestamp, ubyte, uint, ulong
 
@@ -54,13 +56,55 @@ def test_plain_values_need_no_reserved_header():
     assert set(props.headers) == {Reserved.MESSAGE_ANNOTATIONS.value}
 
 
-def test_awkward_application_property_keys_go_in_one_header():
-    props = _lossless([(S.APPLICATION_PROPERTIES, {"ok": 1, "k" * 256: 2, Reserved.TO.value: 3, symbol("s"): 4}),
-                       (S.DATA, b"")])
-    assert props.headers["ok"] == 1
-    wrapped = props.headers[Reserved.APPLICATION_PROPERTIES.value]
-    assert wrapped["x-amqp-1.0-type"] == "map" and len(wrapped["x-amqp-1.0-value"]) == 6
-    assert Reserved.TO.value not in props.headers
+def test_awkward_application_property_keys_travel_in_the_carried_section():
+    application = {"ok": "v", "k" * 256: 2, Reserved.TO.value: 3, symbol("s"): 4}
+    props = _lossless([(S.APPLICATION_PROPERTIES, application), (S.DATA, b"")])
+    assert props.headers["ok"] == "v"
+    assert props.headers[Reserved.APP_PROPERTIES.value] == encode_sections([(S.APPLICATION_PROPERTIES, application)])
+    assert Reserved.TO.value not in props.headers and "k" * 256 not in props.headers
+
+
+@pytest.mark.parametrize(
+    "application, carried",
+    [
+        ({"s": "text", "b": True, "n": None, "t": timestamp(5000), "l": ["a", {"k": "v"}]}, False),  # robust
+        ({"i": 5}, True),  # a client may send the long back as an int
+        ({"d": 1.25}, True),  # pika reads a double as an integer
+        ({"u": uuid.UUID(int=7)}, True),  # the plain text is not the uuid
+        ({"t": timestamp(5001)}, True),  # T has no milliseconds
+    ],
+)
+def test_the_section_travels_unless_every_plain_value_comes_back(application, carried):
+    props = _lossless([(S.APPLICATION_PROPERTIES, application), (S.DATA, b"")])
+    assert (Reserved.APP_PROPERTIES.value in props.headers) is carried
+
+
+def test_values_from_0_9_1_travel_without_the_section_unless_inexact():
+    """A 1.0 message that came from 0-9-1 (its only annotations are the publish's) holds
+    0-9-1 values already: an integer needs no section, a uuid a 1.0 hop added does."""
+    publish = (S.MESSAGE_ANNOTATIONS, {Annotation.EXCHANGE: "e", Annotation.ROUTING_KEY: "k"})
+    props, _ = to_amqp091(encode_sections([publish, (S.APPLICATION_PROPERTIES, {"i": 5, "d": 1.25}),
+                                           (S.DATA, b"")]))
+    assert props.headers == {"i": 5, "d": 1.25}
+    props, _ = to_amqp091(encode_sections([publish, (S.APPLICATION_PROPERTIES, {"u": uuid.UUID(int=7)}),
+                                           (S.DATA, b"")]))
+    assert props.headers["u"] == str(uuid.UUID(int=7))
+    assert Reserved.APP_PROPERTIES.value in props.headers
+
+
+@pytest.mark.parametrize(
+    "fields, carried",
+    [
+        ({"subject": "s", "to": "/queue/t", "group-sequence": uint(3)}, False),
+        ({"message-id": ulong(5), "correlation-id": uuid.UUID(int=1)}, False),
+        ({"absolute-expiry-time": timestamp(1500), "content-type": symbol("a" * 256)}, False),
+        ({"user-id": b"\xff\xfe"}, True),  # py-amqp sends a binary back as a string
+        ({"message-id": b"\x01\xff"}, True),
+    ],
+)
+def test_the_properties_section_travels_when_a_reserved_header_may_be_retyped(fields, carried):
+    props = _lossless(_props(**fields))
+    assert (Reserved.PROPERTIES.value in props.headers) is carried
 
 
 def test_exchange_annotations_alone_mean_the_message_came_from_amqp091():

@@ -8,6 +8,13 @@ from gateway.amqp10 import INCOMING_CREDIT
 from gateway.broker import UnroutablePolicy
 from gateway.broker.exchanges import DestinationKind
 from tests.support.amqp10_pump import decode_message, encode_message
+from translators import with_delivery_header
+
+
+def _first_delivery(encoded: bytes) -> bytes:
+    """What a message's first acquisition sends: its own octets but the header, which
+    says first-acquirer true and delivery-count 0."""
+    return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
 
 
 @pytest.fixture()
@@ -463,6 +470,58 @@ def test_copy_browses_without_acquiring(connect, vhost):
     assert _bodies(pump.take(consumer)) == [0, 1, 2]
 
 
+def _acquirers(received) -> list:
+    return [(decode_message(data).first_acquirer, decode_message(data).delivery_count)
+            for _, data in received]
+
+
+def test_first_acquirer_is_true_on_the_first_acquisition_only(connect):
+    """1.0 -> 1.0: the sender's header says first-acquirer false; the first acquisition
+    says true, a release or a modified outcome and the redelivery says false."""
+    pump = connect()
+    pump.send(pump.sender("/queue/q1"), encode_message("m", durable=True, first_acquirer=False))
+    receiver = pump.receiver("/queue/q1", credit=1)
+    [(delivery, data)] = received = pump.take(receiver)
+    assert _acquirers(received) == [(True, 0)] and decode_message(data).durable
+    pump.settle(delivery, Delivery.RELEASED)
+    receiver.flow(1)
+    pump.pump()
+    [(delivery, _)] = received = pump.take(receiver)
+    assert _acquirers(received) == [(False, 0)]
+    pump.settle(delivery, Delivery.MODIFIED, failed=True)
+    receiver.flow(1)
+    pump.pump()
+    assert _acquirers(pump.take(receiver)) == [(False, 1)]
+
+
+def test_first_acquirer_after_a_lost_link_is_false(connect):
+    pump = connect()
+    pump.send(pump.sender("/queue/q1"), encode_message("m"))
+    first = pump.receiver("/queue/q1", name="first", credit=1)
+    assert _acquirers(pump.take(first)) == [(True, 0)]
+    first.close()  # unsettled: the message goes back
+    pump.pump()
+    again = pump.receiver("/queue/q1", name="again", credit=1)
+    assert _acquirers(pump.take(again)) == [(False, 0)]
+
+
+def test_a_browser_is_never_the_first_acquirer(connect, vhost):
+    """A copy link acquires nothing: first-acquirer false, whether the message came from
+    1.0 (whose header said true) or from 0-9-1 (whose cached translation says true); the
+    consumer that acquires them afterwards is the first acquirer."""
+    from gateway.broker.message import Encoding, MessageContainer
+    from translators.basic_properties import BasicProperties
+
+    pump = connect()
+    pump.send(pump.sender("/queue/q1"), encode_message("from 1.0", first_acquirer=True))
+    vhost.publish("", "q1", MessageContainer(Encoding.AMQP091, (b"", b"from 0-9-1"),
+                                             properties=BasicProperties(), size=10), 0.0)
+    browser = pump.receiver("/queue/q1", name="browser", credit=10, copy=True)
+    assert _acquirers(pump.take(browser)) == [(False, 0), (False, 0)]
+    consumer = pump.receiver("/queue/q1", name="consumer", credit=10)
+    assert _acquirers(pump.take(consumer)) == [(True, 0), (True, 0)]
+
+
 def test_dynamic_reply_queue(connect, vhost):
     pump = connect()
     replies = pump.receiver(None, dynamic=True, credit=5)
@@ -486,7 +545,7 @@ def test_ten_mib_message_both_ways_multi_frame(connect):
     assert pump.send(sender, encoded).remote_state == Delivery.ACCEPTED
     receiver = pump.receiver("/queue/q1", credit=1)
     [(_, data)] = pump.take(receiver)
-    assert data == encoded
+    assert data == _first_delivery(encoded)
     assert pump.transport.frames_input > 150
 
 
@@ -499,14 +558,16 @@ def test_message_size_limit_detaches(connect, vhost):
     assert vhost.queue("q1").message_count == 0
 
 
-def test_amqp10_to_amqp10_is_byte_identical(connect):
+def test_amqp10_to_amqp10_is_byte_identical_after_the_header(connect):
     pump = connect()
     encoded = encode_message({"k": [1, 2.5, "x"]}, subject="s", properties={"a": 1},
                              annotations={"x-opt-z": 3}, durable=True, priority=7)
     pump.send(pump.sender("/queue/q1"), encoded)
     receiver = pump.receiver("/queue/q1", credit=1)
     [(_, data)] = pump.take(receiver)
-    assert data == encoded
+    assert data == _first_delivery(encoded)
+    decoded = decode_message(data)
+    assert (decoded.durable, decoded.priority, decoded.first_acquirer) == (True, 7, True)
 
 
 def test_release_and_new_credit_in_one_batch_redelivers_the_released_first(connect):
@@ -568,26 +629,27 @@ def test_message_above_the_receivers_limit_detaches_it_and_stays_queued(connect,
     pump.send(sender, small)
     pump.send(sender, big)
     limited = _limited_receiver(pump, "/queue/q1", 1000, name="limited", credit=5)
-    assert [data for _, data in pump.take(limited)] == [small]  # nothing of the big one
+    assert [data for _, data in pump.take(limited)] == [_first_delivery(small)]  # not the big one
     assert limited.state & Endpoint.REMOTE_CLOSED
     assert limited.remote_condition.name == "amqp:link:message-size-exceeded"
     assert limited.remote_condition.description == (
-        f"message size ({len(big)} bytes) > maximum message size (1000 bytes)")
+        f"message size ({len(_first_delivery(big))} bytes) > maximum message size (1000 bytes)")
     queue = vhost.queue("q1")
     assert (queue.message_count, queue.acquired_count, queue.consumer_count) == (2, 0, 0)
     other = pump.receiver("/queue/q1", name="other", credit=5)
     received = pump.take(other)
     assert _bodies(received) == ["small", "x" * 2000]  # in order
     assert [decode_message(data).delivery_count for _, data in received] == [0, 0]
-    assert received[1][1] == big  # never sent, so not even marked redelivered
+    assert received[1][1] == _first_delivery(big)  # never sent: still a first acquisition
 
 
 def test_message_within_the_receivers_limit_is_delivered(connect):
     pump = connect()
     encoded = encode_message("x" * 500)
     pump.send(pump.sender("/queue/q1"), encoded)
-    limited = _limited_receiver(pump, "/queue/q1", len(encoded), name="limited", credit=5)
-    assert [data for _, data in pump.take(limited)] == [encoded]
+    sent = _first_delivery(encoded)
+    limited = _limited_receiver(pump, "/queue/q1", len(sent), name="limited", credit=5)
+    assert [data for _, data in pump.take(limited)] == [sent]
     assert limited.state & Endpoint.REMOTE_ACTIVE
 
 
@@ -714,7 +776,7 @@ def test_modified_annotations_keep_every_other_section(connect):
     pump.send(pump.sender("/queue/q1"), original)
     receiver = pump.receiver("/queue/q1", credit=1)
     [(delivery, data)] = pump.take(receiver)
-    assert data == original
+    assert data == _first_delivery(original)
     pump.settle(delivery, Delivery.MODIFIED, failed=True, annotations={"x-opt-why": "retry"})
     receiver.flow(1)
     pump.pump()

@@ -1,0 +1,57 @@
+"""The 1.0 container built from a transfer (its priority rank) and what each delivery
+sends (``delivery_parts``: the header that says first-acquirer and delivery-count)."""
+from __future__ import annotations
+
+import pytest
+from proton import Message
+
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.broker.message import Encoding, MessageContainer
+from translators import with_delivery_header
+from translators.basic_properties import BasicProperties
+
+
+def _encoded(**fields) -> bytes:
+    return bytes(Message(body=b"body", inferred=True, **fields).encode())
+
+
+@pytest.mark.parametrize(("fields", "rank"), [({}, 4), ({"priority": 0}, 0), ({"priority": 9}, 9),
+                                              ({"durable": True}, 4)])
+def test_a_1_0_message_without_priority_ranks_4(fields, rank):
+    message, summary = container_from_transfer(_encoded(**fields), 0.0)
+    assert message.priority == rank
+    assert summary.priority == fields.get("priority")  # the header itself is not changed
+
+
+def _sent(message, **state) -> bytes:
+    header, encoded, rest = delivery_parts(message, **state)
+    return header + encoded[rest:]
+
+
+def _says(data: bytes) -> tuple:
+    decoded = Message()
+    decoded.decode(data)
+    return decoded.first_acquirer, decoded.delivery_count
+
+
+def test_a_1_0_message_keeps_its_octets_after_the_header():
+    encoded = _encoded(durable=True, subject="s")
+    message, _ = container_from_transfer(encoded, 0.0)
+    header, kept, rest = delivery_parts(message, delivery_count=0, first_acquirer=True)
+    assert kept is encoded  # never copied: the link sends the header, then kept[rest:]
+    assert header + kept[rest:] == with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
+    assert _says(_sent(message, delivery_count=2, first_acquirer=False)) == (False, 2)
+
+
+def test_a_message_that_already_says_it_goes_whole():
+    encoded = with_delivery_header(_encoded(), delivery_count=0, first_acquirer=True)
+    message, _ = container_from_transfer(encoded, 0.0)
+    assert delivery_parts(message, delivery_count=0, first_acquirer=True) == (b"", encoded, 0)
+
+
+def test_a_0_9_1_message_is_translated_once_with_its_first_delivery_header():
+    message = MessageContainer(Encoding.AMQP091, (b"", b"hello"), properties=BasicProperties(), size=5)
+    header, first, rest = delivery_parts(message, delivery_count=0, first_acquirer=True)
+    assert (header, rest) == (b"", 0) and _says(first) == (True, 0)
+    header, browsed, rest = delivery_parts(message, delivery_count=0, first_acquirer=False)
+    assert browsed is first and header and _says(header + browsed[rest:]) == (False, 0)
