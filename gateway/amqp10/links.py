@@ -10,7 +10,9 @@ resolved through ``addressing`` against the connection's vhost:
   ``/queues/Q``, ``/exchanges/X/RK``, ``node@container``, services), or it is the
   anonymous relay (null target address: each message is routed by its ``to``). Every
   complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
-  with accepted, rejected (with a condition) or released (unroutable). Credit: see below;
+  with accepted, rejected (with a condition) or released (unroutable); an accepted
+  transfer the durable store wrote is settled once the write is synced
+  (``durable_accepts``). Credit: see below;
 * a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
   ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
   sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
@@ -96,6 +98,7 @@ from addressing import (
     route_message,
 )
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.payloads import container_from_transfer, delivery_bytes
 from gateway.auth import Action, User
 from gateway.broker.errors import BrokerError
@@ -235,6 +238,8 @@ class IncomingLink:
                                            routing_key=route.routing_key)
         self._buffer = bytearray()
         self.closed = False
+        self._store = host.broker.store
+        self._durable = DurableAccepts(self._store, host.output_ready)
         # ledger columns fixed for the link's life
         self._name = link.name
         self._address = link.target.address
@@ -349,9 +354,15 @@ class IncomingLink:
         self._finish(d, encoded)
 
     def _finish(self, d: Any, encoded: bytes) -> None:
-        """Publish a complete message and settle its transfer with the outcome."""
+        """Publish a complete message and settle its transfer with the outcome (an
+        accepted one the store wrote once it is on disk)."""
+        writes = self._store.write_count
         outcome, condition = self._publish(encoded)
         if not pn_delivery_settled(d):
+            if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
+                self._durable.hold(d)
+                self.refill()
+                return
             if condition is not None:
                 delivery = Delivery.wrap(d)
                 delivery.local.condition = condition
@@ -488,8 +499,10 @@ class IncomingLink:
         return Delivery.ACCEPTED, None
 
     def teardown(self) -> None:
-        """The link or connection went away (nothing to give back for incoming links)."""
+        """The link or connection went away (nothing to give back for incoming links;
+        transfers waiting for the store are left unsettled)."""
         self.closed = True
+        self._durable.closed = True
         self._buffer.clear()
 
 

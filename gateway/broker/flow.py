@@ -18,7 +18,10 @@ ProducerGate
     Tracks the body bytes held by all queues. Above ``high_watermark`` bytes producers are
     blocked: registered :class:`BlockListener` objects get ``blocked(reason)`` once, and
     ``unblocked()`` once usage falls back below the mark (0-9-1 sends
-    connection.blocked/unblocked, 1.0 withholds link credit).
+    connection.blocked/unblocked, 1.0 withholds link credit). Other resource alarms (free
+    disk space below the limit, a store that cannot write) block producers the same way
+    through :meth:`ProducerGate.set_alarm`; producers are released once no alarm is
+    raised and memory is below the mark.
 """
 from __future__ import annotations
 
@@ -181,19 +184,21 @@ class ProducerGate:
     ``add``/``sub`` are called by queues on the hot path: an int update and a compare.
     """
 
-    __slots__ = ("used", "high_watermark", "blocked", "_listeners")
+    __slots__ = ("used", "high_watermark", "blocked", "_listeners", "alarms")
 
     def __init__(self, high_watermark: Optional[int] = None) -> None:
         self.used = 0
         self.high_watermark = high_watermark
         self.blocked = False
         self._listeners: list[BlockListener] = []
+        #: raised alarms other than memory: name -> reason
+        self.alarms: dict[str, str] = {}
 
     def add_listener(self, listener: BlockListener) -> None:
         """Register ``listener``; if producers are blocked right now it is told at once."""
         self._listeners.append(listener)
         if self.blocked:
-            listener.blocked(self.reason())
+            listener.blocked(next(iter(self.alarms.values())) if self.alarms else self.reason())
 
     def remove_listener(self, listener: BlockListener) -> None:
         """Forget ``listener``; unknown listeners are ignored."""
@@ -213,7 +218,7 @@ class ProducerGate:
 
     def sub(self, nbytes: int) -> None:
         self.used -= nbytes
-        if self.blocked and self.used <= self.high_watermark:  # type: ignore[operator]
+        if self.blocked and self.used <= (self.high_watermark or 0):
             self._set(False)
 
     def set_high_watermark(self, high_watermark: Optional[int]) -> None:
@@ -223,7 +228,29 @@ class ProducerGate:
         if should != self.blocked:
             self._set(should)
 
+    def set_alarm(self, name: str, reason: Optional[str]) -> None:
+        """Raise alarm ``name`` (``reason`` says why, for the listeners and the log) or,
+        with ``None``, clear it. Producers stay blocked while any alarm is raised."""
+        if reason is None:
+            if self.alarms.pop(name, None) is None:
+                return
+            log.warning("alarm cleared: %s", name)
+            hw = self.high_watermark
+            if self.blocked and not self.alarms and (hw is None or self.used <= hw):
+                self._set(False)
+            return
+        if self.alarms.get(name) == reason:
+            return
+        self.alarms[name] = reason
+        if not self.blocked:
+            self.blocked = True
+            log.warning("blocking producers: %s", reason)
+            for listener in list(self._listeners):
+                listener.blocked(reason)
+
     def _set(self, blocked: bool) -> None:
+        if not blocked and self.alarms:
+            return  # another alarm keeps producers blocked
         self.blocked = blocked
         if blocked:
             reason = self.reason()
