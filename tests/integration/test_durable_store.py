@@ -6,7 +6,10 @@ them there; ``GatewayProcess.kill`` is a SIGKILL of the gateway and its ledger c
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -18,7 +21,7 @@ from proton import Message
 from tests.support.amqp091_clients import amqp_url, pika_connection
 from tests.support.confirmed_publisher import ConfirmLedger, publish_confirmed
 from tests.support.cross_protocol_clients import proton_connection
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import REPO, GatewayProcess, default_config
 
 
 def store_gateway(state_dir, extra: str = "", **kwargs) -> GatewayProcess:
@@ -164,3 +167,99 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
     # each round's messages are in publish order (republished ones come first in a round)
     first_seen = [b for b in dict.fromkeys(bodies) if b not in unanswered_ever]
     assert first_seen == sorted(first_seen)
+
+
+def test_unsettled_deliveries_come_back_redelivered_after_kill_9(tmp_path) -> None:
+    gw = store_gateway(tmp_path)
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        for name in ("q091", "q10", "barrier"):
+            ch.queue_declare(name, durable=True)
+        ch.confirm_delivery()
+        for i in range(5):
+            ch.basic_publish("", "q091", b"q091-%d" % i, pika.BasicProperties(delivery_mode=2))
+        amqp10 = proton_connection(gw)
+        sender = amqp10.create_sender("/queue/q10")
+        for i in range(5):
+            sender.send(Message(body=f"q10-{i}", durable=True))
+        consumer = conn.channel()
+        consumer.basic_qos(prefetch_count=2)
+        got: list = []
+        consumer.basic_consume("q091", lambda *args: got.append(args), auto_ack=False)
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.05)
+        assert [body for *_, body in got] == [b"q091-0", b"q091-1"]  # delivered, not acked
+        receiver = amqp10.create_receiver("/queue/q10", credit=2)
+        assert [receiver.receive(timeout=5).body for _ in range(2)] == ["q10-0", "q10-1"]
+        # a confirmed publish after the deliveries: its commit holds their delivery marks
+        ch.basic_publish("", "barrier", b"b", pika.BasicProperties(delivery_mode=2))
+    finally:
+        gw.kill()
+
+    gw = store_gateway(tmp_path)
+    try:
+        assert gw.wait_for_log(r"restored vhost '/' .* 11 message\(s\) \(4 redelivered\)")
+        got = drain(gw, "q091")
+        assert [(body, redelivered) for body, redelivered, _ in got] == [
+            (b"q091-0", True), (b"q091-1", True), (b"q091-2", False), (b"q091-3", False),
+            (b"q091-4", False)]
+        amqp10 = proton_connection(gw)
+        receiver = amqp10.create_receiver("/queue/q10", credit=5)
+        messages = []
+        for _ in range(5):
+            message = receiver.receive(timeout=5)
+            messages.append((message.body, message.delivery_count, message.first_acquirer))
+        receiver.accept()
+        assert [body for body, _, _ in messages] == [f"q10-{i}" for i in range(5)]
+        assert [count for _, count, _ in messages] == [1, 1, 0, 0, 0]
+        assert [first for _, _, first in messages[:2]] == [False, False]
+        amqp10.close()
+    finally:
+        gw.stop()
+
+
+def run_to_exit(config_text: str, cwd, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``amqp-gateway run`` that is expected to stop by itself."""
+    cfg = cwd / "gateway.yaml"
+    cfg.write_text(config_text)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
+                           "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_file_that_is_not_a_store_refuses_start_with_status_2(tmp_path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "store.db").write_bytes(b"definitely not SQLite " * 200)
+    done = run_to_exit(default_config(extra=f"state_dir: {state}\n"), tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"store '{state / 'store.db'}' is unusable: cannot open it" in done.stderr or \
+        f"store '{state / 'store.db'}' is unusable" in done.stderr
+    assert "file is not a database" in done.stderr
+    assert "move the file aside" in done.stderr
+    assert (state / "store.db").read_bytes().startswith(b"definitely not SQLite")  # untouched
+
+
+def test_a_damaged_store_refuses_start_with_status_2(tmp_path) -> None:
+    gw = store_gateway(tmp_path)
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        ch.queue_declare("q", durable=True)
+        ch.confirm_delivery()
+        for i in range(300):
+            ch.basic_publish("", "q", bytes(3000), pika.BasicProperties(delivery_mode=2))
+        conn.close()
+    finally:
+        gw.stop()  # a clean stop checkpoints the log into the file
+    path = tmp_path / "store.db"
+    with open(path, "r+b") as f:  # overwrite b-tree pages in the middle of the file
+        f.seek(4096 * 20)
+        f.write(b"\xa5" * 4096 * 4)
+    done = run_to_exit(default_config(extra=f"state_dir: {tmp_path}\n"), tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"store '{path}' is unusable" in done.stderr
+    assert "quick_check" in done.stderr or "malformed" in done.stderr
