@@ -25,7 +25,12 @@ reported with a :class:`StoreWriteFailed`; its message inserts are dropped (thei
 publishers are told the message was not stored) and every other operation (deletions,
 updates, entity changes) is kept and retried first in the next transaction, or after
 ``retry_interval`` seconds if none comes, so a later success brings the file in line
-with memory again.
+with memory again. With nothing to retry, the thread probes every ``retry_interval``
+seconds with a one-page write (the schema version, rewritten as it is), so the event loop
+learns that writes work again even while publishers are blocked and nothing else writes.
+A small write may pass where a batch of messages does not (a file-size limit, a nearly
+full disk): when a batch fails right after a successful probe, the probe interval
+doubles, up to ``MAX_RETRY_INTERVAL``, until a batch with writes succeeds.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .errors import StoreWriteFailed
+from .sqlite_schema import SCHEMA_VERSION
 
 __all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS"]
 
@@ -72,6 +78,9 @@ _GROUPED_SQL = {
     Op.DELETE_ENTRY: "DELETE FROM queue_messages WHERE queue=? AND seq=?",
     Op.DELETE_MESSAGE: "DELETE FROM messages WHERE id=?",
 }
+
+#: the longest wait between probes of a store whose writes keep failing (seconds)
+MAX_RETRY_INTERVAL = 30.0
 
 #: commit latency histogram bounds, seconds
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
@@ -125,6 +134,9 @@ class CommitThread:
         self._cond = threading.Condition()
         self._waiting: list[tuple[int, list, float]] = []
         self._kept: list[list] = []
+        self._failing = False
+        self._probed = False  # the last success was a probe
+        self._retry_base = retry_interval
         self._last_gen = 0
         self._stopping = False
         self.stats = CommitStats()
@@ -151,11 +163,12 @@ class CommitThread:
         while True:
             with self._cond:
                 while not self._waiting and not self._stopping:
-                    if not self._cond.wait(self._retry_interval if self._kept else None):
-                        break  # retry what a failed transaction kept
+                    retry = self._kept or self._failing
+                    if not self._cond.wait(self._retry_interval if retry else None):
+                        break  # retry what a failed transaction kept, or probe
                 taken = self._take_waiting()
                 stopping = self._stopping and not self._waiting
-            if taken or self._kept:
+            if taken or self._kept or (self._failing and not stopping):
                 self._commit(taken)
             if stopping and not taken:
                 return
@@ -183,6 +196,8 @@ class CommitThread:
         try:
             db.execute("BEGIN IMMEDIATE")
             written = self._execute(operations)
+            if not operations and self._failing:  # a probe: is the file writable again?
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError, or a bug: never kill the thread
             if not isinstance(exc, (sqlite3.Error, OSError)):
@@ -194,12 +209,21 @@ class CommitThread:
             except sqlite3.Error:
                 log.exception("store rollback failed")
             self._kept = [op for op in operations if op and op[0] in _KEPT_ON_FAILURE]
+            self._failing = True
+            if self._probed:  # writes fail again right after a probe passed: wait longer
+                self._retry_interval = min(self._retry_interval * 2, MAX_RETRY_INTERVAL)
+            self._probed = False
             self.stats.failures += 1
             self.stats.last_error = str(error)
-            log.error("store write failed, %d operation(s) rolled back (%d kept for a retry): %s",
-                      len(operations), len(self._kept), error)
+            (log.error if operations else log.debug)(
+                "store write failed, %d operation(s) rolled back (%d kept for a retry): %s",
+                len(operations), len(self._kept), error)
         else:
             self._kept = []
+            self._probed = self._failing and not written
+            if written:
+                self._retry_interval = self._retry_base
+            self._failing = False
             self.stats.batches += 1
             self.stats.operations += written
             if self._synced:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +18,8 @@ from collections import Counter
 import aio_pika
 import pika
 import pytest
-from proton import Message
+from proton import Delivery, Message
+from proton.utils import SendException
 
 from tests.support.amqp091_clients import amqp_url, pika_connection
 from tests.support.confirmed_publisher import ConfirmLedger, publish_confirmed
@@ -263,3 +266,109 @@ def test_a_damaged_store_refuses_start_with_status_2(tmp_path) -> None:
     assert done.returncode == 2, done.stderr
     assert f"store '{path}' is unusable" in done.stderr
     assert "quick_check" in done.stderr or "malformed" in done.stderr
+
+
+def _limit_file_size(limit: int):
+    """A ``preexec_fn``: files the gateway writes may not grow beyond ``limit`` bytes
+    (soft limit; the test raises it again with ``prlimit``). Python ignores SIGXFSZ, so
+    a write beyond it fails with EFBIG, as on a full disk."""
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    return apply
+
+
+def test_a_failing_disk_nacks_blocks_publishers_and_loses_nothing(tmp_path) -> None:
+    no_ledger = "ledger:\n  enabled: false\n"
+    gw = store_gateway(tmp_path, no_ledger, preexec_fn=_limit_file_size(2 * 1024 * 1024))
+    confirmed: list[bytes] = []
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        ch.queue_declare("q", durable=True)
+        ch.confirm_delivery()
+        blocked: list[str] = []
+        conn.add_on_connection_blocked_callback(lambda _conn, frame: blocked.append(frame.method.reason))
+        nacked = False
+        for i in range(2000):  # 4 KB bodies: the write-ahead log reaches 2 MiB
+            body = b"%06d" % i + bytes(4000)
+            try:
+                ch.basic_publish("", "q", body, pika.BasicProperties(delivery_mode=2))
+            except pika.exceptions.NackError:
+                nacked = True
+                break
+            confirmed.append(body)
+        assert nacked and len(confirmed) > 100
+        assert gw.wait_for_log(r"store write failed: .*SQLITE_IOERR_WRITE|store write failed: .*full")
+        conn.process_data_events(time_limit=0.2)
+        assert blocked and "store writes fail" in blocked[0]
+        assert gw.proc.poll() is None  # still running
+        resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert gw.wait_for_log(r"store writes work again", timeout=40)
+        for i in range(2000, 2050):  # space is back: confirmed again
+            body = b"%06d" % i + bytes(4000)
+            ch.basic_publish("", "q", body, pika.BasicProperties(delivery_mode=2))
+            confirmed.append(body)
+        conn.close()
+    finally:
+        gw.kill()
+    gw = store_gateway(tmp_path, no_ledger)
+    try:
+        bodies = [body for body, _, _ in drain(gw, "q")]
+    finally:
+        gw.stop()
+    assert set(confirmed) <= set(bodies)  # every confirmed message survived
+    assert len(bodies) == len(set(bodies))
+
+
+def test_free_disk_below_the_limit_blocks_publishers_until_space_returns(tmp_path) -> None:
+    gw = store_gateway(tmp_path, "store:\n  disk_free_limit: 1000000000000000000\n")
+    try:
+        assert gw.wait_for_log(r"blocking producers: free disk space below the limit")
+        conn = pika_connection(gw)
+        events: list[str] = []
+        conn.add_on_connection_blocked_callback(lambda *_: events.append("blocked"))
+        conn.add_on_connection_unblocked_callback(lambda *_: events.append("unblocked"))
+        ch = conn.channel()
+        ch.queue_declare("q", durable=True)
+        conn.process_data_events(time_limit=0.3)
+        assert events == ["blocked"]
+        amqp10 = proton_connection(gw)
+        sender = amqp10.create_sender("/queue/q")
+        assert sender.link.credit == 0  # no credit for 1.0 senders while the alarm is on
+        config = open(gw.config_path).read().replace("1000000000000000000", "0")
+        with open(gw.config_path, "w") as f:
+            f.write(config)
+        gw.signal(signal.SIGHUP)
+        assert gw.wait_for_log(r"alarm cleared: disk")
+        conn.process_data_events(time_limit=0.3)
+        assert events == ["blocked", "unblocked"]
+        ch.confirm_delivery()
+        ch.basic_publish("", "q", b"after", pika.BasicProperties(delivery_mode=2))
+        sender.send(Message(body="after 1.0", durable=True), timeout=5)
+        amqp10.close()
+        conn.close()
+    finally:
+        gw.stop()
+
+
+def test_a_failing_disk_rejects_durable_1_0_transfers_naming_the_problem(tmp_path) -> None:
+    gw = store_gateway(tmp_path, "ledger:\n  enabled: false\n",
+                       preexec_fn=_limit_file_size(1024 * 1024))
+    try:
+        conn = pika_connection(gw)
+        conn.channel().queue_declare("q", durable=True)
+        conn.close()
+        amqp10 = proton_connection(gw)
+        sender = amqp10.create_sender("/queue/q")
+        accepted = 0
+        with pytest.raises(SendException) as refused:
+            for i in range(1000):
+                sender.send(Message(body=bytes(4000), durable=True))
+                accepted += 1
+        assert accepted > 50
+        assert refused.value.state == Delivery.REJECTED
+        assert gw.wait_for_log(r"rejecting 1 durable transfer\(s\): store write failed")
+        assert gw.proc.poll() is None
+        amqp10.close()
+    finally:
+        gw.kill()
