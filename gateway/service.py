@@ -19,11 +19,7 @@ from twisted.internet import defer, task
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
-from gateway.amqp091.stored_messages import (container_from_stored as amqp091_from_stored,
-                                             decode_stored_value, encode_stored_value)
 from gateway.amqp10 import Amqp10Engine
-from gateway.amqp10.stored_messages import (container_from_stored as amqp10_from_stored,
-                                            decode_annotations, encode_annotations)
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
@@ -34,7 +30,7 @@ from gateway.auth import (
     UserDirectory,
     UserLimits,
 )
-from gateway.broker import Broker, MessageContainer
+from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
 from gateway.edge.http import make_site
@@ -47,8 +43,9 @@ from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
-from gateway.store import NullStore, StoreCodecs, StoredMessage
+from gateway.store import NullStore
 from gateway.store.sqlite import SqliteStore
+from gateway.store_codecs import STORE_CODECS, load_stored_message
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +71,6 @@ def first_gateway_id(boot_time: float) -> int:
     """Gateway ids start at boot microseconds x 1000: a restart always starts above every
     id the previous run could have given out (up to 1000 messages per microsecond)."""
     return int(boot_time * 1_000_000) * 1000
-
-
-#: the store's value encodings: the protocols' own (see ``gateway.store.interface``)
-STORE_CODECS = StoreCodecs(encode_stored_value, decode_stored_value, encode_annotations,
-                           decode_annotations)
-_LOADERS = {"amqp091": amqp091_from_stored, "amqp10": amqp10_from_stored}
-
-
-def load_stored_message(stored: StoredMessage) -> MessageContainer:
-    """A stored message back as a container, by the decoder of the protocol it came in."""
-    return _LOADERS[stored.row.origin](stored)
 
 
 def store_path(config: GatewayConfig) -> str:

@@ -173,6 +173,7 @@ class QueueStorage:
                 if ref is None or not is_durable(ref):
                     continue
                 entry.message = stand_in(message.gateway_id, message.size, message.priority)
+                ref.op = ref.body.op = None  # written lists, emptied: not kept per entry
                 freed += message.size
                 if gate is not None:
                     gate.sub(message.size)

@@ -372,3 +372,49 @@ def test_a_failing_disk_rejects_durable_1_0_transfers_naming_the_problem(tmp_pat
         amqp10.close()
     finally:
         gw.kill()
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_backlog_larger_than_the_memory_budget_drains_in_order_with_bounded_memory(tmp_path) -> None:
+    """100 MB of persistent 4 KB messages into a gateway whose memory high watermark is
+    16 MiB and memory budget 4 MiB: without paging the publisher would be blocked for good
+    (pika gives up after 10 s blocked); with it the bodies leave memory once on disk, the
+    resident size stays far below the backlog (what is left is about 350 bytes per queued
+    message, and the watermark's worth of bodies while commits catch up with a publisher
+    that does not wait for confirms), and the queue drains in order."""
+    count = 25000
+    gw = store_gateway(tmp_path, "memory_high_watermark: 16777216\nstore:\n  memory_budget: 4194304\n")
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        ch.queue_declare("backlog", durable=True)
+        base = _rss_mib(gw.proc.pid)
+        persistent = pika.BasicProperties(delivery_mode=2)
+        for i in range(count):
+            ch.basic_publish("", "backlog", b"%08d" % i + bytes(4088), persistent)
+        ch.confirm_delivery()
+        ch.basic_publish("", "backlog", b"last", persistent)  # on disk, and all before it
+        assert ch.queue_declare("backlog", passive=True).method.message_count == count + 1
+        loaded = _rss_mib(gw.proc.pid)
+        assert loaded - base < 60, f"RSS grew {loaded - base:.0f} MiB for a {count * 4096 >> 20} MiB backlog"
+        ch.basic_qos(prefetch_count=300)
+        got: list[bytes] = []
+        peak = loaded
+        ch.basic_consume("backlog", lambda c, m, _p, body: (got.append(body[:8]), c.basic_ack(m.delivery_tag)))
+        deadline = time.monotonic() + 120
+        while len(got) < count + 1 and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+            peak = max(peak, _rss_mib(gw.proc.pid))
+        conn.close()
+        assert got == [b"%08d" % i for i in range(count)] + [b"last"]
+        assert peak - base < 60
+        print(f"RSS: {base:.0f} MiB at start, {loaded:.0f} MiB with the backlog, peak {peak:.0f} MiB draining")
+    finally:
+        gw.stop()

@@ -11,15 +11,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from gateway.amqp091.stored_messages import decode_stored_value, encode_stored_value
-from gateway.amqp10.stored_messages import decode_annotations, encode_annotations
-from gateway.store import StoreCodecs
 from gateway.store.sqlite import SqliteStore
+from gateway.store_codecs import STORE_CODECS as CODECS
 
 __all__ = ["CODECS", "ManualLoop", "open_test_store", "commit_now"]
-
-#: the codecs the service gives the store
-CODECS = StoreCodecs(encode_stored_value, decode_stored_value, encode_annotations, decode_annotations)
 
 
 class ManualLoop:
