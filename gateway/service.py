@@ -139,6 +139,8 @@ class GatewayService(service.MultiService):
                 commit_interval=sc.commit_interval, disk_free_limit=sc.disk_free_limit,
                 disk_check_interval=sc.disk_check_interval)
             self._restore()
+            driver = self.store_driver
+            self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)

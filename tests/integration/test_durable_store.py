@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 
 import aio_pika
@@ -79,6 +80,12 @@ def test_confirmed_and_accepted_messages_survive_kill_9(tmp_path) -> None:
             sender.send(Message(body=f"d{i}", durable=True))  # returns once accepted
         sender.send(Message(body="not durable", durable=False))
         amqp10.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10) as r:
+            metrics = r.read().decode()
+        assert "amqp_gateway_store_messages 3050.0" in metrics
+        syncs = next(float(line.split()[1]) for line in metrics.splitlines()
+                     if line.startswith("amqp_gateway_store_syncs_total "))
+        assert 1 <= syncs < 3050  # group commit: fewer syncs than confirmed messages
     finally:
         gw.kill()
 
