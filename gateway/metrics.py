@@ -64,6 +64,10 @@ class _StoreCollector:
         yield CounterMetricFamily("amqp_gateway_store_operations",
                                   "Rows written or deleted by committed transactions",
                                   value=stats.operations)
+        yield CounterMetricFamily("amqp_gateway_store_execute_seconds",
+                                  "Time the commit thread spent running statements", value=stats.execute_seconds)
+        yield CounterMetricFamily("amqp_gateway_store_commit_seconds",
+                                  "Time the commit thread spent committing (syncing)", value=stats.commit_seconds)
         yield CounterMetricFamily("amqp_gateway_store_write_failures",
                                   "Transactions that failed and were rolled back", value=stats.failures)
         counts = stats.latency_counts
