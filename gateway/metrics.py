@@ -55,21 +55,17 @@ class _StoreCollector:
                                 value=store.messages_stored)
         yield GaugeMetricFamily("amqp_gateway_store_message_bytes",
                                 "Body bytes of the messages held in the store", value=store.bytes_stored)
-        yield CounterMetricFamily("amqp_gateway_store_commit_batches",
-                                  "Transactions committed (each covers the writes of every "
-                                  "connection made meanwhile)", value=stats.batches)
-        yield CounterMetricFamily("amqp_gateway_store_syncs",
-                                  "Commits synced to disk before confirming (store.sync_mode full)",
-                                  value=stats.syncs)
-        yield CounterMetricFamily("amqp_gateway_store_operations",
-                                  "Rows written or deleted by committed transactions",
-                                  value=stats.operations)
-        yield CounterMetricFamily("amqp_gateway_store_execute_seconds",
-                                  "Time the commit thread spent running statements", value=stats.execute_seconds)
-        yield CounterMetricFamily("amqp_gateway_store_commit_seconds",
-                                  "Time the commit thread spent committing (syncing)", value=stats.commit_seconds)
-        yield CounterMetricFamily("amqp_gateway_store_write_failures",
-                                  "Transactions that failed and were rolled back", value=stats.failures)
+        for name, doc, value in (
+                ("commit_batches", "Transactions committed (each covers the writes of every "
+                 "connection made meanwhile)", stats.batches),
+                ("syncs", "Commits synced to disk before confirming (store.sync_mode full)", stats.syncs),
+                ("operations", "Rows written or deleted by committed transactions", stats.operations),
+                ("execute_seconds", "Time the commit thread spent running statements",
+                 stats.execute_seconds),
+                ("commit_seconds", "Time the commit thread spent committing (syncing)",
+                 stats.commit_seconds),
+                ("write_failures", "Transactions that failed and were rolled back", stats.failures)):
+            yield CounterMetricFamily(f"amqp_gateway_store_{name}", doc, value=value)
         counts = stats.latency_counts
         buckets = [(str(bound), counts[i]) for i, bound in enumerate(LATENCY_BUCKETS)]
         buckets.append(("+Inf", counts[-1]))

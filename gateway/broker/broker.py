@@ -95,12 +95,16 @@ class Broker:
         return vhost
 
     def remove_vhost(self, name: str) -> None:
-        """Delete a vhost and all its queues (consumers are cancelled). Raises NotFound."""
+        """Delete a vhost and all its queues (consumers are cancelled) and exchanges, in the
+        store too. Raises NotFound."""
         vhost = self._vhosts.pop(name, None)
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         for queue in list(vhost.queues.values()):
             vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+        for exchange in list(vhost.exchanges.values()):
+            if exchange.durable and not exchange.predeclared:
+                self.store.delete_exchange(name, exchange.name)  # and its bindings
 
     # ------------------------------------------------------------------ durability
     def restore(self, now: float) -> dict[str, RestoredCounts]:

@@ -123,6 +123,7 @@ def test_confirmed_and_accepted_messages_survive_kill_9(tmp_path) -> None:
         gw.stop()
 
 
+@pytest.mark.timeout(600)  # 21 gateway starts: a few seconds each on a busy machine
 def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_path) -> None:
     """A publisher keeps 64 confirms in flight and republishes what was unanswered when the
     gateway died (as an application does); the gateway is killed at a random moment, 20
@@ -148,7 +149,7 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
                 ledger = ConfirmLedger()
                 task = asyncio.ensure_future(publish_confirmed(
                     amqp_url(gw), "stream", outstanding + fresh, window=64, ledger=ledger))
-                await asyncio.sleep(rng.uniform(0.4, 1.2))
+                await asyncio.sleep(rng.uniform(0.3, 0.9))
                 await asyncio.get_running_loop().run_in_executor(None, gw.kill)
                 await task
                 return ledger

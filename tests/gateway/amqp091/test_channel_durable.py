@@ -14,23 +14,10 @@ from gateway.amqp091.frames import MethodFrame
 from gateway.amqp091.spec import ReplyCode
 from tests.support.broker_channel_driver import BrokerClient, make_broker
 from tests.support.frame_builder import methods_of
-from tests.support.store_loop import ManualLoop, open_test_store
 from translators.basic_properties import BasicProperties
 
 PERSISTENT = BasicProperties(delivery_mode=2)
 TRANSIENT = BasicProperties(delivery_mode=1)
-
-
-@pytest.fixture
-def loop():
-    return ManualLoop()
-
-
-@pytest.fixture
-def store(tmp_path, loop):
-    s = open_test_store(str(tmp_path), loop)
-    yield s
-    s.close()
 
 
 @pytest.fixture

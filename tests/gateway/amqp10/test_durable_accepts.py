@@ -8,19 +8,6 @@ from proton import Delivery
 
 from gateway.broker import Broker
 from tests.support.amqp10_pump import Amqp10Pump, encode_message, engine_factory
-from tests.support.store_loop import ManualLoop, open_test_store
-
-
-@pytest.fixture()
-def loop():
-    return ManualLoop()
-
-
-@pytest.fixture()
-def store(tmp_path, loop):
-    s = open_test_store(str(tmp_path), loop)
-    yield s
-    s.close()
 
 
 @pytest.fixture()

@@ -9,25 +9,13 @@ import pytest
 from gateway.broker import Broker, DestinationKind, Encoding, MessageContainer
 from gateway.broker.queue_storage import PAGE_IN_BATCH
 from gateway.store_codecs import load_stored_message
-from tests.support.store_loop import ManualLoop, commit_now, open_test_store
+from tests.support.store_loop import commit_now, open_test_store
 
 PROPS = b"\x10\x00\x02"  # delivery-mode 2, nothing else
 
 
 def persistent(body: bytes, **kw) -> MessageContainer:
     return MessageContainer(Encoding.AMQP091, (PROPS, body), durable=True, size=len(body), **kw)
-
-
-@pytest.fixture
-def loop():
-    return ManualLoop()
-
-
-@pytest.fixture
-def store(tmp_path, loop):
-    s = open_test_store(str(tmp_path), loop)
-    yield s
-    s.close()
 
 
 @pytest.fixture
@@ -162,3 +150,17 @@ def test_restore_brings_back_stand_ins_and_a_message_shared_by_two_queues(tmp_pa
     finally:
         again.close()
 
+
+
+def test_removing_a_vhost_removes_its_entities_from_the_store(tmp_path, store, loop):
+    broker = Broker(container_id="c", vhosts=("/", "gone"), store=store, message_loader=load_stored_message)
+    v = broker.vhost("gone")
+    v.declare_exchange("x", "direct", durable=True)
+    v.declare_queue("q", durable=True)
+    v.bind(DestinationKind.QUEUE, "q", "x", "k")
+    v.publish("x", "k", persistent(b"m"), 0)
+    commit_now(store, loop)
+    broker.remove_vhost("gone")
+    commit_now(store, loop)
+    for table in ("exchanges", "queues", "bindings", "messages", "queue_messages"):
+        assert rows(tmp_path, f"SELECT count(*) FROM {table}") == [(0,)], table

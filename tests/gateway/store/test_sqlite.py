@@ -7,7 +7,6 @@ import ast
 import os
 import sqlite3
 import threading
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from gateway.store import BindingRecord, ExchangeRecord, MessageRow, QueueRecord
 from gateway.store.errors import StoreUnusable, StoreWriteFailed
 from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite_schema import SCHEMA_VERSION
+from tests.support.store_loop import ManualLoop
 
 CODECS = StoreCodecs(
     encode_table=lambda v: repr(v).encode(),
@@ -24,41 +24,12 @@ CODECS = StoreCodecs(
 )
 
 
-class Loop:
-    """Stands in for the reactor: ``call_in_loop`` queues, ``run_until`` runs the queue."""
-
-    def __init__(self) -> None:
-        self.calls: list = []
-        self.lock = threading.Lock()
-
-    def call_in_loop(self, fn, *args) -> None:
-        with self.lock:
-            self.calls.append((fn, args))
-
-    def run_until(self, condition, timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                calls, self.calls = self.calls, []
-            for fn, args in calls:
-                fn(*args)
-            if condition():
-                return
-            time.sleep(0.002)
-        raise AssertionError("timed out")
-
-
-@pytest.fixture
-def loop() -> Loop:
-    return Loop()
-
-
 @pytest.fixture
 def path(tmp_path) -> str:
     return str(tmp_path / "store.db")
 
 
-def open_store(path: str, loop: Loop, **kw) -> SqliteStore:
+def open_store(path: str, loop: ManualLoop, **kw) -> SqliteStore:
     return SqliteStore(path, call_in_loop=loop.call_in_loop, codecs=CODECS, **kw)
 
 
@@ -70,7 +41,7 @@ def row(mid: int, body: bytes = b"body", **kw) -> MessageRow:
     return MessageRow(**fields)
 
 
-def commit(store: SqliteStore, loop: Loop) -> None:
+def commit(store: SqliteStore, loop: ManualLoop) -> None:
     """Flush and wait for the report (what the service's timer and reactor do)."""
     done: list = []
     store.after_commit(done.append)
