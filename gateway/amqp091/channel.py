@@ -31,11 +31,9 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
 * Publisher confirms: the acks of consecutive publishes of one batch of input go out as one
   basic.ack ``multiple=true`` (see ``transactions``), at the end of the batch, before any
   other reply on this channel, or before the channel closes; nacks are sent one by one.
-  A publish that wrote to the durable store (a persistent message on a durable queue) is
-  acked only once the store has committed and synced it, with the publishes after it
-  (RabbitMQ's promise); a failed write nacks them. tx.commit-ok likewise waits for the
-  commit of what the transaction wrote; a failed write closes the connection with 541
-  INTERNAL_ERROR naming the problem (0-9-1 has no other way to fail a commit).
+  A publish the durable store wrote is acked once the store synced it, with the ones after
+  it (see ``transactions``); a failed write nacks them. tx.commit-ok waits the same way; a
+  failed write closes the connection, 541 naming the problem (no other way to fail it).
 
 Ledger (``broker.ledger``, see ``gateway.broker.ledger_events``): received, the routing
 verdict (routed / unroutable / returned / refused), delivered (deliver and get-ok) and
@@ -515,14 +513,10 @@ class BrokerChannel:
 
     def _confirm_durable(self, upto: int, error: Exception | None) -> None:
         """The store committed (or failed) the writes of the publishes up to ``upto``."""
-        if not self.is_open:
-            return
-        self.confirms.answered(upto)
-        if error is None:
-            self.writer.send_method(m.BasicAck(delivery_tag=upto, multiple=True))
-        else:
-            log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
-            self.writer.send_method(m.BasicNack(delivery_tag=upto, multiple=True, requeue=False))
+        if self.is_open:
+            if error is not None:
+                log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
+            self.writer.send_method(self.confirms.answer(upto, error))
 
     # ---- basic: get and settlement ---------------------------------------------------------
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from gateway.amqp091.consumer import Unacked
 from gateway.amqp091.content import Content
-from gateway.amqp091.methods import BasicAck, Method
+from gateway.amqp091.methods import BasicAck, BasicNack, Method
 from gateway.broker.message import MessageContainer
 
 __all__ = ["PublishMode", "ConfirmTracker", "TxBuffer", "PendingPublish", "PendingSettle", "SettleKind"]
@@ -89,10 +89,14 @@ class ConfirmTracker:
             self.waiting = held
         return held
 
-    def answered(self, upto: int) -> None:
-        """The store answered the held tags up to ``upto``."""
+    def answer(self, upto: int, error: Exception | None) -> Method:
+        """The store committed (``error`` None) or failed the writes of the held tags up
+        to ``upto``: the one basic.ack or basic.nack (``multiple``) that answers them."""
         if self.waiting == upto:
             self.waiting = 0
+        if error is None:
+            return BasicAck(delivery_tag=upto, multiple=True)
+        return BasicNack(delivery_tag=upto, multiple=True, requeue=False)
 
     def take_ack(self) -> Method | None:
         """The one basic.ack for the run (``multiple`` when it covers more than one
