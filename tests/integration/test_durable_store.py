@@ -426,3 +426,34 @@ def test_a_backlog_larger_than_the_memory_budget_drains_in_order_with_bounded_me
         print(f"RSS: {base:.0f} MiB at start, {loaded:.0f} MiB with the backlog, peak {peak:.0f} MiB draining")
     finally:
         gw.stop()
+
+
+def test_messages_that_expired_while_down_are_dead_lettered_or_dropped(tmp_path) -> None:
+    gw = store_gateway(tmp_path)
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        ch.queue_declare("dead", durable=True)
+        ch.queue_declare("ttl", durable=True, arguments={
+            "x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+        ch.queue_declare("plain", durable=True)
+        ch.confirm_delivery()
+        ch.basic_publish("", "ttl", b"a", pika.BasicProperties(delivery_mode=2))
+        ch.basic_publish("", "plain", b"b", pika.BasicProperties(delivery_mode=2, expiration="1000"))
+        ch.basic_publish("", "plain", b"c", pika.BasicProperties(delivery_mode=2))
+    finally:
+        gw.kill()
+    time.sleep(1.5)  # longer than both TTLs, while the gateway is down
+    gw = store_gateway(tmp_path)
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        method, props, body = ch.basic_get("dead", auto_ack=True)
+        assert body == b"a"
+        death = props.headers["x-death"][0]
+        assert (death["reason"], death["queue"]) == ("expired", "ttl")
+        assert ch.basic_get("ttl", auto_ack=True)[0] is None
+        assert [ch.basic_get("plain", auto_ack=True)[2] for _ in range(2)] == [b"c", None]
+        conn.close()
+    finally:
+        gw.stop()
