@@ -10,6 +10,12 @@ reach the disk, ``rejected`` with ``amqp:resource-limit-exceeded`` (no space) or
 no client believes a message is stored that is not. (``released`` would invite a resend
 but carries no condition to say why.) Once the link is gone nothing is touched: its
 deliveries may have been freed with it.
+
+``count`` (deliveries held) comes off the link's credit window, as a 0-9-1 publisher's
+confirm window bounds what waits for the disk: a sender can never have more than the
+window in flight and unanswered, so the store's backlog, and the time an accepted
+outcome takes, stay bounded however fast the client sends. Once a batch is answered
+``answered()`` (the link's refill) gives the credit back.
 """
 from __future__ import annotations
 
@@ -31,14 +37,18 @@ _ACCEPTED = Delivery.ACCEPTED
 class DurableAccepts:
     """Held deliveries of one incoming link. ``output_ready`` asks the edge to flush."""
 
-    __slots__ = ("_store", "_output_ready", "_batch", "_batch_gen", "closed")
+    __slots__ = ("_store", "_output_ready", "_answered", "_batch", "_batch_gen", "closed", "count")
 
-    def __init__(self, store: Any, output_ready: Callable[[], None]) -> None:
+    def __init__(self, store: Any, output_ready: Callable[[], None],
+                 answered: Callable[[], Any] = lambda: None) -> None:
         self._store = store
         self._output_ready = output_ready
+        self._answered = answered
         self._batch: Optional[list] = None
         self._batch_gen = -1
         self.closed = False
+        #: deliveries held, not yet answered
+        self.count = 0
 
     def hold(self, d: Any) -> None:
         """Settle proton delivery ``d`` (a ``pn_delivery_t``) once the store's latest
@@ -50,10 +60,12 @@ class DurableAccepts:
             self._batch_gen = gen
             self._store.after_commit(lambda error: self._answer(batch, error))
         batch.append(d)
+        self.count += 1
 
     def _answer(self, batch: list, error: Optional[Exception]) -> None:
         if self._batch is batch:
             self._batch = None
+        self.count -= len(batch)
         if self.closed:
             return
         if error is None:
@@ -70,4 +82,5 @@ class DurableAccepts:
                 delivery.local.condition = Condition(cond.value, text)
                 delivery.update(Delivery.REJECTED)
                 pn_delivery_settle(d)
+        self._answered()
         self._output_ready()

@@ -239,7 +239,7 @@ class IncomingLink:
         self._buffer = bytearray()
         self.closed = False
         self._store = host.broker.store
-        self._durable = DurableAccepts(self._store, host.output_ready)
+        self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         # ledger columns fixed for the link's life
         self._name = link.name
         self._address = link.target.address
@@ -287,8 +287,9 @@ class IncomingLink:
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
+        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
         room = self._room()
-        return INCOMING_CREDIT if room is None or room > INCOMING_CREDIT else room
+        return window if room is None or room > window else room
 
     def refill(self) -> bool:
         """Top the client's credit up to the window when it fell below half; True if a

@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 from proton import Delivery
 
+from gateway.amqp10 import INCOMING_CREDIT
 from gateway.broker import Broker
 from tests.support.amqp10_pump import Amqp10Pump, encode_message, engine_factory
 
@@ -69,3 +70,13 @@ def test_a_link_gone_before_the_commit_is_left_alone(pump, store, loop):
     commit(store, loop, pump)  # must not touch the freed delivery
     assert delivery.remote_state == 0
     assert not pump.engine.closed
+
+
+def test_transfers_waiting_for_the_disk_come_off_the_credit_window(pump, store, loop):
+    sender = pump.sender("/queue/dq")
+    assert sender.credit == INCOMING_CREDIT
+    for i in range(200):
+        pump.send(sender, encode_message(i, durable=True))
+    assert sender.credit == INCOMING_CREDIT - 200  # no refill while they wait
+    commit(store, loop, pump)
+    assert sender.credit == INCOMING_CREDIT
