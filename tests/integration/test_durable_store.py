@@ -265,7 +265,14 @@ def test_a_damaged_store_refuses_start_with_status_2(tmp_path) -> None:
             ch.basic_publish("", "q", bytes(3000), pika.BasicProperties(delivery_mode=2))
         conn.close()
     finally:
-        gw.stop()  # a clean stop checkpoints the log into the file
+        gw.stop()  # SIGTERM: a clean stop commits and checkpoints the log into the file
+    gw = store_gateway(tmp_path)
+    try:  # everything is back after a clean stop too
+        conn = pika_connection(gw)
+        assert conn.channel().queue_declare("q", durable=True, passive=True).method.message_count == 300
+        conn.close()
+    finally:
+        gw.stop()
     path = tmp_path / "store.db"
     with open(path, "r+b") as f:  # overwrite b-tree pages in the middle of the file
         f.seek(4096 * 20)
