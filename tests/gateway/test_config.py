@@ -59,6 +59,7 @@ def test_example_documents_every_key_with_its_default():
     assert cfg.metrics == default.metrics
     assert cfg.listeners == default.listeners
     assert cfg.memory_high_watermark == default.memory_high_watermark
+    assert cfg.store == default.store
 
 
 def test_empty_file_gives_defaults():
@@ -92,6 +93,11 @@ def test_empty_file_gives_defaults():
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
+    ("store:\n  sync_mode: sometimes\n", "store.sync_mode", 2, "not one of: full, normal"),
+    ("store:\n  commit_interval: 5\n", "store.commit_interval", 2, "between 0 and 1 second"),
+    ("store:\n  memory_budget: 0\n", "store.memory_budget", 2, "must be greater than 0"),
+    ("store:\n  integrity_check: thorough\n", "store.integrity_check", 2, "quick, full, off"),
+    ("store:\n  disk_free_limit: -1\n", "store.disk_free_limit", 2, "must not be negative"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
