@@ -94,9 +94,6 @@ class QueueStorage:
         self.store.remove_message(self.key, entry.seq, ref)
 
     # ------------------------------------------------------------------ memory
-    def restored(self, entry: QueuedMessage, ref: Any) -> None:
-        entry.stored = ref
-
     def leaving(self, entry: QueuedMessage) -> Optional[MessageContainer]:
         """The message of a stored entry about to be dropped (expired, over the length
         limit), read back when it is a stand-in and a dead-letter exchange or the ledger

@@ -200,6 +200,8 @@ class Queue:
         entry.delivery_count = delivery_count
         entry.stored = ref
         self.ready.append(entry)
+        if message.payload is not None and self._gate is not None:
+            self._gate.add(message.size)  # not a stand-in: its body is in memory
         return entry
 
     def _full(self, size: int) -> bool:
