@@ -149,8 +149,12 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
                 ledger = ConfirmLedger()
                 task = asyncio.ensure_future(publish_confirmed(
                     amqp_url(gw), "stream", outstanding + fresh, window=64, ledger=ledger))
-                await asyncio.sleep(rng.uniform(0.3, 0.9))
-                await asyncio.get_running_loop().run_in_executor(None, gw.kill)
+                loop = asyncio.get_running_loop()
+                live = loop.time() + 30
+                while not ledger.confirmed and not task.done() and loop.time() < live:
+                    await asyncio.sleep(0.01)  # the stream is under way (slow starts on a busy machine)
+                await asyncio.sleep(rng.uniform(0.05, 0.6))
+                await loop.run_in_executor(None, gw.kill)
                 await task
                 return ledger
 
@@ -162,7 +166,7 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
         unanswered_ever.update(ledger.unanswered)
         killed_in_flight += bool(ledger.unanswered)
         outstanding = ledger.unanswered
-    assert len(confirmed) > 2000 and killed_in_flight >= 10  # the kills hit a live stream
+    assert len(confirmed) > 1000 and killed_in_flight >= 15  # the kills hit a live stream
 
     gw = store_gateway(tmp_path)
     try:
