@@ -5,7 +5,9 @@ every TLS file and checks that the state and ledger directories are usable, so t
 problems are config errors naming the key and its line, never a traceback.
 
 Exit status: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 a runtime
-failure (for example a port already in use), 2 an invalid configuration or usage.
+failure (for example a port already in use), 2 an invalid configuration or usage, or a
+store file that cannot be used (damaged, unreadable, locked by another gateway, of an
+unknown version: the message names the file, the problem and what to do).
 """
 from __future__ import annotations
 
@@ -116,6 +118,9 @@ def _check_directories(cfg: GatewayConfig) -> None:
     """The directories the gateway writes in must be directories it can create or write;
     otherwise starting would fail half-way with a traceback."""
     checks = [("state_dir", cfg.state_dir)]
+    if cfg.store.enabled:
+        if cfg.store.path:
+            checks.append(("store.path", os.path.dirname(os.path.abspath(cfg.store.path))))
     if cfg.ledger.enabled:
         if cfg.ledger.directory:
             checks.append(("ledger.directory", cfg.ledger.directory))
@@ -206,8 +211,13 @@ def run(args: argparse.Namespace) -> int:
     from gateway.edge.sockets import raise_open_files_limit
     from gateway.service import GatewayService
 
+    from gateway.store import StoreUnusable
+
     try:
         svc = GatewayService(cfg, reactor)
+    except StoreUnusable as exc:
+        log.error("gateway refused to start: %s", exc)
+        return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - e.g. a file changed since the checks above
         log.error("gateway failed to start: %s: %s", type(exc).__name__, exc)
         return EXIT_FAILURE

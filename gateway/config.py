@@ -36,6 +36,7 @@ __all__ = [
     "Amqp10Config",
     "LimitsConfig",
     "LedgerConfig",
+    "StoreConfig",
     "LoggingConfig",
     "GatewayConfig",
     "load_config",
@@ -265,6 +266,28 @@ class LedgerConfig:
     writer_process: bool = True
 
 
+def _one_of(*allowed: str) -> Check:
+    def check(v: str) -> str | None:
+        return None if v in allowed else f"{v!r} is not one of: {', '.join(allowed)}"
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The durable store (``gateway/store/sqlite.py``); defaults keep RabbitMQ's promise."""
+
+    enabled: bool = True
+    path: str = ""
+    sync_mode: str = _checked("full", check=_one_of("full", "normal"))
+    commit_interval: float = _checked(0.0, check=lambda v: None if 0 <= v <= 1 else
+                                      f"{v} is not between 0 and 1 second")
+    commit_batch: int = _checked(4096, check=_positive)
+    memory_budget: Optional[int] = _checked(None, check=_positive)
+    disk_free_limit: int = _checked(52428800, check=_non_negative)
+    disk_check_interval: float = _checked(1.0, check=_positive)
+    integrity_check: str = _checked("quick", check=_one_of("quick", "full", "off"))
+
+
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: str = _checked("INFO", check=_log_level)
@@ -286,6 +309,7 @@ class GatewayConfig:
     memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
     shutdown_timeout: float = _checked(10.0, check=_positive)
     ledger: LedgerConfig = LedgerConfig()
+    store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
     source: str = ""
 

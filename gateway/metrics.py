@@ -7,10 +7,10 @@ collector, so the per-message path never touches a Prometheus object.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
@@ -33,6 +33,63 @@ class _ModelCollector:
                 fam = families[name] = self._family(name, doc, labels=sorted(labels))
             fam.add_metric([labels[k] for k in sorted(labels)], value)
         return list(families.values())
+
+
+class _StoreCollector:
+    """Reads the durable store's counters at scrape time: the commit thread keeps plain
+    ints (``gateway.store.commit_thread.CommitStats``), the store its message counts, the
+    gate its alarms, the pager what it dropped from memory."""
+
+    def __init__(self, store: Any, broker: Any, free_disk: Callable[[], Any]) -> None:
+        self._store = store
+        self._broker = broker
+        self._free_disk = free_disk
+
+    def collect(self):  # prometheus_client collector protocol
+        from gateway.store.commit_thread import LATENCY_BUCKETS
+
+        store = self._store
+        stats = store.stats
+        yield GaugeMetricFamily("amqp_gateway_store_size_bytes",
+                                "Bytes of the store on disk (database file and write-ahead log)",
+                                value=store.file_size())
+        yield GaugeMetricFamily("amqp_gateway_store_messages",
+                                "Messages held in the store (one per message, whatever the queues)",
+                                value=store.messages_stored)
+        yield GaugeMetricFamily("amqp_gateway_store_message_bytes",
+                                "Body bytes of the messages held in the store", value=store.bytes_stored)
+        for name, doc, value in (
+                ("commit_batches", "Transactions committed (each covers the writes of every "
+                 "connection made meanwhile)", stats.batches),
+                ("syncs", "Commits synced to disk before confirming (store.sync_mode full)", stats.syncs),
+                ("operations", "Rows written or deleted by committed transactions", stats.operations),
+                ("execute_seconds", "Time the commit thread spent running statements",
+                 stats.execute_seconds),
+                ("commit_seconds", "Time the commit thread spent committing (syncing)",
+                 stats.commit_seconds),
+                ("write_failures", "Transactions that failed and were rolled back", stats.failures)):
+            yield CounterMetricFamily(f"amqp_gateway_store_{name}", doc, value=value)
+        counts = stats.latency_counts
+        buckets = [(str(bound), counts[i]) for i, bound in enumerate(LATENCY_BUCKETS)]
+        buckets.append(("+Inf", counts[-1]))
+        yield HistogramMetricFamily("amqp_gateway_store_commit_latency_seconds",
+                                    "From a batch handed to the commit thread to its commit synced",
+                                    buckets=buckets, sum_value=stats.latency_sum)
+        yield CounterMetricFamily("amqp_gateway_store_paged_out_bytes",
+                                  "Body bytes dropped from memory because the store holds them "
+                                  "(store.memory_budget)", value=self._broker.pager.paged_bytes)
+        free = self._free_disk()
+        if free is not None:
+            yield GaugeMetricFamily("amqp_gateway_disk_free_bytes",
+                                    "Free bytes on the store's file system at the last check",
+                                    value=free)
+        alarms = GaugeMetricFamily("amqp_gateway_alarm", "1 while a resource alarm blocks "
+                                   "publishers: disk (free space below store.disk_free_limit), "
+                                   "store (writes fail)", labels=["alarm"])
+        raised = self._broker.gate.alarms
+        for name in ("disk", "store"):
+            alarms.add_metric([name], 1 if name in raised else 0)
+        yield alarms
 
 
 class GatewayMetrics:
@@ -83,6 +140,12 @@ class GatewayMetrics:
         ``counters`` the values are totals since start (the name without ``_total``)."""
         family = CounterMetricFamily if counters else GaugeMetricFamily
         self.registry.register(_ModelCollector(read, family))
+
+    def watch_store(self, store: Any, broker: Any, free_disk: Callable[[], Any] = lambda: None) -> None:
+        """Store size, messages and bytes stored, commit batches, syncs, failures and
+        commit latency, what left memory, free disk space and the resource alarms, read
+        at scrape time. ``free_disk()`` returns the last free-space figure (or None)."""
+        self.registry.register(_StoreCollector(store, broker, free_disk))
 
     def render(self) -> bytes:
         """The text exposition format of everything registered."""

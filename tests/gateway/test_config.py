@@ -62,6 +62,7 @@ def test_example_documents_every_key_with_its_default():
     assert cfg.memory_high_watermark == default.memory_high_watermark
     assert cfg.memory_low_watermark_ratio == default.memory_low_watermark_ratio == 0.9
     assert default.limits.failed_login_max_pending == 8
+    assert cfg.store == default.store
 
 
 def test_empty_file_gives_defaults():
@@ -105,6 +106,11 @@ def test_empty_file_gives_defaults():
     ("amqp10:\n  default_vhost: /\n  unroutable: drop\n", "amqp10.unroutable", 3,
      "'drop' is not one of: accept, release, reject"),
     ("amqp10:\n  unroutable: [reject]\n", "amqp10.unroutable", 2, "expected a single value"),
+    ("store:\n  sync_mode: sometimes\n", "store.sync_mode", 2, "not one of: full, normal"),
+    ("store:\n  commit_interval: 5\n", "store.commit_interval", 2, "between 0 and 1 second"),
+    ("store:\n  memory_budget: 0\n", "store.memory_budget", 2, "must be greater than 0"),
+    ("store:\n  integrity_check: thorough\n", "store.integrity_check", 2, "quick, full, off"),
+    ("store:\n  disk_free_limit: -1\n", "store.disk_free_limit", 2, "must not be negative"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
