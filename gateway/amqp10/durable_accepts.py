@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 _ACCEPTED = Delivery.ACCEPTED
 
 
+def _nothing() -> None:
+    pass
+
+
 class DurableAccepts:
     """Held deliveries of one incoming link. ``output_ready`` asks the edge to flush."""
 
@@ -61,6 +65,12 @@ class DurableAccepts:
             self._store.after_commit(lambda error: self._answer(batch, error))
         batch.append(d)
         self.count += 1
+
+    def close(self) -> None:
+        """The link is gone: answer nothing more, and drop the callbacks (the link's own
+        methods: a cycle that would keep a closed connection for a full collection)."""
+        self.closed = True
+        self._output_ready = self._answered = _nothing
 
     def _answer(self, batch: list, error: Optional[Exception]) -> None:
         if self._batch is batch:

@@ -482,7 +482,7 @@ class IncomingLink:
         """The link or connection went away (nothing to give back for incoming links;
         transfers waiting for the store are left unsettled)."""
         self.closed = True
-        self._durable.closed = True
+        self._durable.close()
         self._buffer.clear()
 
 
