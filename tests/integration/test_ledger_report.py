@@ -30,7 +30,8 @@ from proton.utils import SendException
 from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, proton_connection, unique
 from tests.support.gateway_process import default_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.pipeline]
+# Spark in local mode: its JVM start and jobs take minutes on 2 loaded cores
+pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
