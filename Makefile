@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CONFIG ?= config.example.yaml
+# make run LISTEN=127.0.0.1:5673 (several: LISTEN="127.0.0.1:5673 [::1]:5673") METRICS=127.0.0.1:9420
+LISTEN  ?=
+METRICS ?=
 PYTEST_WORKERS ?= 2
 
 .PHONY: run test lint bench clean
@@ -14,8 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
+RUN_ARGS = run --config $(CONFIG) $(foreach a,$(LISTEN),--listen $(a)) $(if $(METRICS),--metrics $(METRICS))
+
 run: $(STAMP)
-	$(BIN)/amqp-gateway run --config $(CONFIG)
+	@echo "$(BIN)/amqp-gateway $(strip $(RUN_ARGS))"
+	@status=0; $(BIN)/amqp-gateway $(RUN_ARGS) || status=$$?; \
+	if [ $$status = 1 ]; then echo "make: to move a port: make run LISTEN=HOST:PORT METRICS=HOST:PORT (or CONFIG=FILE)" >&2; fi; \
+	exit $$status
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
