@@ -9,7 +9,7 @@ LISTEN  ?=
 METRICS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean deb check-deb
 
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
@@ -34,5 +34,13 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+# dist/amqp-gateway_VERSION-1_ARCH.deb: a self-contained venv in /opt/amqp-gateway (see deploy/README.md)
+deb:
+	deploy/build-deb
+
+# install it in a throw-away root and run it from there (what CI does)
+check-deb: deb
+	deploy/check-deb dist/amqp-gateway_*_$$(dpkg --print-architecture).deb
+
 clean:
-	rm -rf $(VENV) build *.egg-info var
+	rm -rf $(VENV) build dist *.egg-info var
