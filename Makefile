@@ -39,8 +39,8 @@ deb:
 	deploy/build-deb
 
 # install it in a throw-away root and run it from there (what CI does)
-check-deb: deb
-	deploy/check-deb dist/amqp-gateway_*_$$(dpkg --print-architecture).deb
+check-deb:
+	deploy/check-deb "$$(deploy/build-deb)"
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info var

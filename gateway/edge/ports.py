@@ -47,8 +47,8 @@ MANAGEMENT_ENDPOINT = PortRole(
 
 _CAUSES = {
     errno.EADDRINUSE: "the port is already in use, probably by {holder}",
-    errno.EACCES: "permission denied: ports below 1024 need CAP_NET_BIND_SERVICE "
-                  "(the systemd unit grants it) or root",
+    errno.EACCES: "permission denied: ports below 1024 need CAP_NET_BIND_SERVICE or root "
+                  "(deploy/README.md has the systemd drop-in)",
     errno.EADDRNOTAVAIL: "no network interface of this host has the address {host}",
 }
 
