@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.connection_log import peer_name
 from gateway.product import __version__
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST", "Sample", "parse_exposition"]
@@ -82,8 +83,7 @@ class GatewayMetrics:
 
     def listening(self, serves: str, host: str, port: int, tls: str) -> None:
         """A bound address, for ``amqp-gateway status`` and dashboards."""
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self.listeners.labels(serves, address, tls).set(1)
+        self.listeners.labels(serves, peer_name(host, port), tls).set(1)
 
     def watch_broker(self, broker) -> None:
         """Queue depth, unacknowledged deliveries and consumers per queue, and memory use,

@@ -17,6 +17,8 @@ from typing import Optional
 from twisted.internet import defer
 from twisted.internet.error import CannotListenError
 
+from gateway.connection_log import peer_name
+
 __all__ = ["PortRole", "PortUnavailable", "AMQP_LISTENER", "METRICS_ENDPOINT",
            "MANAGEMENT_ENDPOINT", "listen_on"]
 
@@ -72,7 +74,7 @@ class PortUnavailable(Exception):
         """One line: the address, the likely cause and how to change it. ``overridden``:
         the address came from the role's command-line flag, so the flag is the remedy;
         else the flag or ``key_path`` (at ``source:line`` when known)."""
-        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        address = peer_name(self.host, self.port)
         cause = _CAUSES.get(self.errno, "{reason}").format(
             holder=self.role.usual_holder, host=self.host, reason=self.reason)
         where = f"{source}:{line}" if source and line else source

@@ -12,6 +12,7 @@ from typing import Optional
 from urllib.parse import urlsplit
 
 from gateway.config import GatewayConfig, TlsMode
+from gateway.connection_log import peer_name
 
 __all__ = ["Target", "TargetError", "target_from_url", "target_from_config",
            "DEFAULT_URL", "DEFAULT_METRICS_URL"]
@@ -36,7 +37,7 @@ class Target:
 
     @property
     def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return peer_name(self.host, self.port)
 
     @property
     def is_ip(self) -> bool:
@@ -79,6 +80,5 @@ def target_from_config(cfg: GatewayConfig) -> Target:
     m = cfg.metrics
     metrics_url = None
     if m.enabled and m.port:
-        host = _reachable(m.host)
-        metrics_url = f"http://{f'[{host}]' if ':' in host else host}:{m.port}{m.path}"
+        metrics_url = f"http://{peer_name(_reachable(m.host), m.port)}{m.path}"
     return Target(_reachable(listener.host), listener.port, listener.tls is TlsMode.ON, metrics_url)
