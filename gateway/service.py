@@ -40,6 +40,7 @@ from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
 from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
+from gateway.edge.outbound import ForwardingEdge
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
@@ -148,6 +149,7 @@ class GatewayService(service.MultiService):
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.transfer = self._make_transfer(config)
+        self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -318,6 +320,7 @@ class GatewayService(service.MultiService):
             if self.ledger_process is not None:  # the child writes once per flush interval
                 interval = min(interval, SHIP_INTERVAL)
             self._ledger_flush.start(interval, now=False)
+        self.forwarding.start()
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
@@ -355,6 +358,7 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        self.forwarding.stop()
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left
