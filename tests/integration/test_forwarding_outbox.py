@@ -3,26 +3,15 @@ unknown containers, and the durable outbox (accepted / confirmed once written; k
 across kill -9). Two gateways forwarding to each other: ``test_forwarding_two_gateways``."""
 from __future__ import annotations
 
-import socket
-
 import pika
 import pytest
 from proton import Delivery, Message
 from proton.utils import LinkDetached
 
 from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
 pytestmark = pytest.mark.integration
-
-
-def closed_port() -> int:
-    """A port nothing listens on (the remote that is down)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def org_a(state_dir, port: int, extra: str = "") -> GatewayProcess:
@@ -35,7 +24,7 @@ def org_a(state_dir, port: int, extra: str = "") -> GatewayProcess:
 
 @pytest.fixture
 def gw(tmp_path):
-    g = org_a(tmp_path, closed_port()).start()
+    g = org_a(tmp_path, free_port()).start()
     yield g
     g.kill()
 
@@ -99,7 +88,7 @@ def test_a_to_other_than_the_link_address_is_rejected(gw) -> None:
 
 
 def test_outbox_accepts_while_the_remote_is_down_and_survives_kill_9(tmp_path) -> None:
-    port = closed_port()
+    port = free_port()
     gw = org_a(tmp_path, port).start()
     try:
         c = proton_connection(gw)

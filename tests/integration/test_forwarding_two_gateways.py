@@ -5,28 +5,19 @@ RPC across the two; kill -9 of either side loses nothing and duplicates nothing;
 message org-b rejects is dead-lettered at org-a and the stream goes on."""
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
 import pika
 import pytest
-from proton import Message
+from proton import Message, Timeout
 
 from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 15.0
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def remote(container: str, port: int, password_file, extra: str = "") -> str:
@@ -174,3 +165,140 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         assert (reply.body, reply.correlation_id) == ("pong", "c-1")
     finally:
         ca.close()
+
+
+def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = True) -> None:
+    c = proton_connection(gw)
+    try:
+        sender = c.create_sender(address)
+        for i in numbers:
+            m = Message(id=f"n-{i}", body=f"n {i}")
+            m.durable = durable
+            sender.send(m, timeout=TIMEOUT)
+    finally:
+        c.close()
+
+
+def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
+    """Every message of ``queue`` until ``expected`` arrived and then a quiet second."""
+    c = proton_connection(gw)
+    got: list[str] = []
+    try:
+        receiver = c.create_receiver(queue, credit=100)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                m = receiver.receive(timeout=1.0 if len(got) >= expected else 2.0)
+            except Timeout:
+                if len(got) >= expected:
+                    break
+                continue
+            receiver.accept()
+            # a 0-9-1 message arrives as a data section: proton's memoryview of its buffer
+            got.append(m.body if isinstance(m.body, str) else bytes(m.body).decode())
+        return got
+    finally:
+        c.close()
+
+
+def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
+    p = Pair(tmp_path).start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", range(0, 100))
+        p.b.kill()  # org-b dies with forwarded messages in flight or just stored
+        send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
+        p.b = p.make_b().start()
+        got = drain_bodies(p.b, q, 150)
+        assert sorted(got, key=lambda b: int(b.split()[1])) == [f"n {i}" for i in range(150)]
+        assert len(got) == len(set(got)) == 150
+    finally:
+        p.kill()
+
+
+def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
+    p = Pair(tmp_path)
+    try:
+        p.a.start()  # org-b is not running: everything waits in org-a's outbox
+        q = unique("orders")
+        send_numbered(p.a, f"{q}@org-b", range(60))
+        conn, ch = pika_channel(p.a)
+        ch.confirm_delivery()
+        for i in range(60, 80):
+            ch.basic_publish("", f"{q}@org-b", b"n %d" % i, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        p.a.kill()
+        p.b.start()
+        declare(p.b, q)
+        p.a = p.make_a().start()
+        assert p.a.wait_for_log(r"restored 80 message\(s\) waiting to be forwarded")
+        got = drain_bodies(p.b, q, 80)
+        assert sorted(int(t.split()[1]) for t in got) == list(range(80))
+    finally:
+        p.kill()
+
+
+def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair) -> None:
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    send_numbered(a, f"{q}@org-b", [1])
+    send_numbered(a, "no-such-queue@org-b", [2])  # org-b rejects it: amqp:not-found
+    send_numbered(a, f"{q}@org-b", [3])
+    assert drain_bodies(b, q, 2) == ["n 1", "n 3"]
+    dead = receive_all(a, "forward.dead-letter.org-b", 1)[0]
+    assert dead.body == "n 2" and dead.id == "n-2"
+    assert "amqp:not-found" in dead.annotations["x-opt-forward-error"]
+    assert dead.annotations["x-opt-forward-remote"] == "org-b"
+
+
+def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
+    """``kind: amqp10``: org-b is reached as org-c, a plain broker whose queues are
+    ``/queues/{node}`` (its own ``amqp$transfer`` is not used)."""
+    p = Pair(tmp_path)
+    p.a = gateway("org-a", tmp_path / "a", p.a_port,
+                  remote("org-c", p.b_port, "{pw}", "      kind: amqp10\n"
+                                                "      address: \"/queues/{node}\"\n"))
+    p.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-c", range(5))
+        got = receive_all(p.b, q, 5)
+        assert [m.body for m in got] == [f"n {i}" for i in range(5)]
+        assert got[0].address is None  # a plain broker: the bare message as sent, no 'to' added
+        assert got[0].annotations["x-opt-forward-origin"] == "org-a"
+    finally:
+        p.kill()
+
+
+def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
+    """What a sender that crashed before it heard accepted does: the same forwarded
+    message (same origin and id) arrives twice; the second is accepted and dropped."""
+    p = Pair(tmp_path)
+    p.b.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+
+        def forward_once() -> None:
+            c = proton_connection(p.b)
+            try:
+                m = Message(address=f"{q}@org-b", body="once", id="dup-1",
+                            annotations={"x-opt-forward-origin": "org-x",
+                                         "x-opt-forward-id": 4242,
+                                         "x-opt-forward-hops": ["org-x"]})
+                m.durable = True
+                c.create_sender("amqp$transfer").send(m, timeout=TIMEOUT)
+            finally:
+                c.close()
+
+        forward_once()
+        forward_once()
+        p.b.kill()
+        p.b = p.make_b().start()
+        forward_once()
+        assert drain_bodies(p.b, q, 1) == ["once"]
+    finally:
+        p.kill()
