@@ -150,6 +150,7 @@ class GatewayService(service.MultiService):
         self.metrics.watch_broker(self.broker)
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id)
+        self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits

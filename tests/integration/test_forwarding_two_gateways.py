@@ -6,12 +6,14 @@ message org-b rejects is dead-lettered at org-a and the stream goes on."""
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 
 import pika
 import pytest
 from proton import Message, Timeout
 
+from gateway.metrics import parse_exposition
 from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
 from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
@@ -167,6 +169,13 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         ca.close()
 
 
+def metrics(gw: GatewayProcess) -> dict[tuple, float]:
+    """``{(name, labels...): value}`` of the gateway's /metrics page."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
+                                  timeout=5).read().decode()
+    return {(s.name, *sorted(s.labels.items())): s.value for s in parse_exposition(text)}
+
+
 def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = True) -> None:
     c = proton_connection(gw)
     try:
@@ -228,6 +237,11 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         for i in range(60, 80):
             ch.basic_publish("", f"{q}@org-b", b"n %d" % i, pika.BasicProperties(delivery_mode=2))
         conn.close()
+        seen = metrics(p.a)
+        remote = ("remote", "org-b")
+        assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 80
+        assert seen[("amqp_gateway_forward_state", remote, ("state", "backing off"))] == 1
+        assert seen[("amqp_gateway_forward_outbox_oldest_seconds", remote)] > 0
         p.a.kill()
         p.b.start()
         declare(p.b, q)
@@ -251,6 +265,12 @@ def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair)
     assert dead.body == "n 2" and dead.id == "n-2"
     assert "amqp:not-found" in dead.annotations["x-opt-forward-error"]
     assert dead.annotations["x-opt-forward-remote"] == "org-b"
+    seen = metrics(a)
+    remote = ("remote", "org-b")
+    assert seen[("amqp_gateway_forward_dead_lettered_total", remote)] == 1
+    assert seen[("amqp_gateway_forward_acked_total", remote)] == 2
+    assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 0
+    assert seen[("amqp_gateway_forward_state", remote, ("state", "up"))] == 1
 
 
 def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
