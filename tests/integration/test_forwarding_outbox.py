@@ -8,6 +8,7 @@ import pytest
 from proton import Delivery, Message
 from proton.utils import LinkDetached
 
+from tests.support.access_config import access_config, write_users_file
 from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
 from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
@@ -108,3 +109,37 @@ def test_outbox_accepts_while_the_remote_is_down_and_survives_kill_9(tmp_path) -
         assert again.wait_for_log(r"restored 8 message\(s\) waiting to be forwarded")
     finally:
         again.kill()
+
+
+def test_write_permission_is_checked_on_the_whole_global_address(tmp_path) -> None:
+    """``carol`` may write ``amq.default`` and ``orders@org-b`` only: ``secret@org-b`` is
+    refused in both protocols, naming the whole address."""
+    users = write_users_file(str(tmp_path), {"carol": {
+        "password": "pw", "loopback_only": False,
+        "permissions": {"/": {"configure": "", "write": r"^(amq\.default|orders@org-b)$",
+                              "read": ""}}}})
+    gw = GatewayProcess(config_text=access_config(users_file=users, extra=(
+        f"container_id: org-a\nstate_dir: {tmp_path}\nforwarding:\n  remotes:\n"
+        f"    - container: org-b\n      host: 127.0.0.1\n      port: {free_port()}\n"))).start()
+    try:
+        c = proton_connection(gw, user="carol", password="pw")
+        try:
+            c.create_sender("orders@org-b").send(Message(body="allowed"))
+            with pytest.raises(LinkDetached) as info:
+                c.create_sender("secret@org-b")
+            assert "amqp:unauthorized-access" in str(info.value)
+            assert "'secret@org-b'" in str(info.value)
+        finally:
+            c.close()
+        params = pika.ConnectionParameters("127.0.0.1", gw.amqp_port,
+                                           credentials=pika.PlainCredentials("carol", "pw"))
+        conn = pika.BlockingConnection(params)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", "orders@org-b", b"allowed")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            ch.basic_publish("", "secret@org-b", b"refused")
+        assert refused.value.reply_code == 403 and "secret@org-b" in refused.value.reply_text
+        conn.close()
+    finally:
+        gw.kill()
