@@ -322,3 +322,22 @@ def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_pat
         assert drain_bodies(p.b, q, 1) == ["once"]
     finally:
         p.kill()
+
+
+def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -> None:
+    """Each gateway's ``default_remote`` is the other: a message for an unknown container
+    goes org-a -> org-b -> org-a, where its hop trace shows the loop; org-a refuses it
+    (amqp:not-allowed) and org-b dead-letters it. A known container still works."""
+    p = Pair(tmp_path, a_extra="  default_remote: org-b\n")
+    p.b = gateway("org-b", tmp_path / "b", p.b_port, remote("org-a", p.a_port, "{pw}"),
+                  "  default_remote: org-a\n")
+    p.start()
+    try:
+        send_numbered(p.a, "q@nowhere", [1])  # accepted by org-a: its hub takes it
+        dead = receive_all(p.b, "forward.dead-letter.org-a", 1)[0]
+        assert dead.body == "n 1"
+        assert "amqp:not-allowed" in dead.annotations["x-opt-forward-error"]
+        assert "forwarding loop" in dead.annotations["x-opt-forward-error"]
+        assert list(dead.annotations["x-opt-forward-hops"]) == ["org-a"]
+    finally:
+        p.kill()
