@@ -69,8 +69,10 @@ class Forwarder:
     moves an entry to the local dead-letter queue; ``clock()`` is the loop's time."""
 
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], ledger: Any = None) -> None:
         self.settings = settings
+        #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
+        self._ledger = ledger
         self.container = settings.container
         self._store = store
         self._dead_letter = dead_letter
@@ -126,6 +128,8 @@ class Forwarder:
             self.forwarded += 1
             connection.send(OutboundMessage(entry.entry_id, entry.node, self.address_for(entry.node),
                                             entry.message, entry.annotations))
+            if self._ledger is not None:
+                self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if ready and self.available <= 0 else "up"
 
     def tick(self, now: float) -> None:
@@ -173,6 +177,8 @@ class Forwarder:
             return
         outcome = settlement.outcome
         now = self._clock()
+        if self._ledger is not None:
+            self._ledger.settled(self.container, entry, outcome, settlement.error, now)
         if outcome is ForwardOutcome.ACCEPTED:
             self.acked += 1
             self._remove(entry)

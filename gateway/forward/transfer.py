@@ -26,6 +26,7 @@ from gateway.broker.queued_message import message_row
 from gateway.forward import annotations as fa
 from gateway.forward.dedupe import DedupeWindow
 from gateway.forward.forwarder import Forwarder, OutboxEntry
+from gateway.forward.ledger_events import ForwardLedger
 from gateway.forward.settings import ForwardingSettings
 from gateway.store.interface import OutboxRow, StoredMessage
 
@@ -52,8 +53,9 @@ class TransferService:
         self._clock = clock
         self._dead_letter_vhost = dead_letter_vhost
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
+        ledger = ForwardLedger(broker, self.container_id)
         self.forwarders: dict[str, Forwarder] = {
-            r.container: Forwarder(r, broker.store, self._dead_letter, clock)
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger)
             for r in settings.remotes}
         self.refused_loops = 0
 

@@ -5,6 +5,9 @@ RPC across the two; kill -9 of either side loses nothing and duplicates nothing;
 message org-b rejects is dead-lettered at org-a and the stream goes on."""
 from __future__ import annotations
 
+import glob
+import json
+import os
 import time
 import urllib.request
 import uuid
@@ -253,7 +256,15 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         p.kill()
 
 
-def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair) -> None:
+def ledger_records(directory) -> list[dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(str(directory), "*.jsonl*"))):
+        with open(path) as f:
+            out += [json.loads(line) for line in f if line.strip()]
+    return out
+
+
+def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair, tmp_path) -> None:
     a, b = pair
     q = unique("orders")
     declare(b, q)
@@ -271,6 +282,14 @@ def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair)
     assert seen[("amqp_gateway_forward_acked_total", remote)] == 2
     assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 0
     assert seen[("amqp_gateway_forward_state", remote, ("state", "up"))] == 1
+    a.stop()  # flushes the ledger
+    events = [r for r in ledger_records(tmp_path / "a" / "ledger")
+              if r["event"] in ("forwarded", "forward_settled")]
+    assert [r["event"] for r in events if r["event"] == "forwarded"] == ["forwarded"] * 3
+    settled = sorted(r["outcome"] for r in events if r["event"] == "forward_settled")
+    assert settled == ["accepted", "accepted", "rejected"]
+    assert {r["peer_container"] for r in events} == {"org-b"}
+    assert {r["message_id"] for r in events} == {"n-1", "n-2", "n-3"}
 
 
 def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
