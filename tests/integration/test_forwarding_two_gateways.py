@@ -360,3 +360,18 @@ def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -
         assert list(dead.annotations["x-opt-forward-hops"]) == ["org-a"]
     finally:
         p.kill()
+
+
+def test_the_node_part_is_any_target_address(pair) -> None:
+    """``/queue/Q@org-b`` and ``/exchange/X/RK@org-b``: split at the last '@', the node
+    part is resolved at org-b with the address grammar."""
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    conn, ch = pika_channel(b)
+    ch.queue_bind(q, "amq.direct", q)
+    conn.close()
+    send_numbered(a, f"/queue/{q}@org-b", [1])
+    send_numbered(a, f"/exchange/amq.direct/{q}@org-b", [2])
+    got = receive_all(b, q, 2)
+    assert sorted(m.body for m in got) == ["n 1", "n 2"]
