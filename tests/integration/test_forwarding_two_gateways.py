@@ -17,7 +17,10 @@ import pytest
 from proton import Message, Timeout
 
 from gateway.metrics import parse_exposition
-from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
+from translators import scan_sections
+from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sym32, vbin32
+from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
+                                                 proton_connection, unique)
 from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
 pytestmark = pytest.mark.integration
@@ -375,3 +378,30 @@ def test_the_node_part_is_any_target_address(pair) -> None:
     send_numbered(a, f"/exchange/amq.direct/{q}@org-b", [2])
     got = receive_all(b, q, 2)
     assert sorted(m.body for m in got) == ["n 1", "n 2"]
+
+
+def test_the_bare_message_crosses_byte_for_byte(pair, monkeypatch) -> None:
+    """Wide encodings proton would never produce: properties (long descriptor),
+    application-properties, two data sections and a footer arrive at org-b octet for
+    octet; only the header and the message-annotations (forwarding's) differ."""
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    capture_raw_amqp10(monkeypatch)
+    encoded = (section(0x70, list32(b"\x41"))
+               + section(0x72, map32((sym32("x-opt-wide"), str32("yes"))))
+               + section(0x73, list32(str32("m-wide"), b"\x40", str32(f"{q}@org-b"),
+                                      str32("subject-wide")), long_descriptor=True)
+               + section(0x74, map32((str32("k"), str32("v"))))
+               + section(0x75, vbin32(b"first part"))
+               + section(0x75, vbin32(b"second part"))
+               + section(0x78, map32((sym32("x-opt-signature"), str32("sig")))))
+    c = proton_connection(a)
+    try:
+        c.create_sender(f"{q}@org-b").send(RawAmqp10(encoded))
+    finally:
+        c.close()
+    got = receive_all(b, q, 1)[0]
+    bare = encoded[scan_sections(encoded)[2].start:]  # from the properties on
+    assert got.raw.endswith(bare)
+    assert got.annotations["x-opt-wide"] == "yes" and got.annotations["x-opt-forward-origin"] == "org-a"
