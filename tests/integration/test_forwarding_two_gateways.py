@@ -18,6 +18,7 @@ from proton import Message, Timeout
 
 from gateway.metrics import parse_exposition
 from translators import scan_sections
+from tests.support.access_config import write_users_file
 from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sym32, vbin32
 from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
                                                  proton_connection, unique)
@@ -405,3 +406,31 @@ def test_the_bare_message_crosses_byte_for_byte(pair, monkeypatch) -> None:
     bare = encoded[scan_sections(encoded)[2].start:]  # from the properties on
     assert got.raw.endswith(bare)
     assert got.annotations["x-opt-wide"] == "yes" and got.annotations["x-opt-forward-origin"] == "org-a"
+
+
+def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) -> None:
+    """org-a logs in to org-b as ``orga``, who may write ``amqp$transfer`` and the default
+    exchange only: a message for a queue arrives, one for ``/exchange/amq.topic/...`` is
+    refused by org-b (amqp:unauthorized-access) and dead-lettered at org-a."""
+    (tmp_path / "b").mkdir()
+    users = write_users_file(str(tmp_path / "b"), {"orga": {
+        "password": "guest", "loopback_only": False,
+        "permissions": {"/": {"configure": "", "write": r"^(amqp\$transfer|amq\.default)$",
+                              "read": ""}}}})
+    p = Pair(tmp_path)
+    p.b = gateway("org-b", tmp_path / "b", p.b_port, "", f"users_file: {users}\n")
+    p.a = gateway("org-a", tmp_path / "a", p.a_port,
+                  remote("org-b", p.b_port, "{pw}").replace("user: guest", "user: orga"))
+    p.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", [1])
+        send_numbered(p.a, "/exchange/amq.topic/k@org-b", [2])
+        assert [m.body for m in receive_all(p.b, q, 1)] == ["n 1"]
+        dead = receive_all(p.a, "forward.dead-letter.org-b", 1)[0]
+        assert dead.body == "n 2"
+        error = dead.annotations["x-opt-forward-error"]
+        assert "amqp:unauthorized-access" in error and "amq.topic" in error and "orga" in error
+    finally:
+        p.kill()
