@@ -21,6 +21,7 @@ from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
 from gateway.amqp10 import Amqp10Engine
+from gateway.amqp10.payloads import container_from_transfer
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
@@ -224,7 +225,9 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/")
+                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   from_amqp10=lambda encoded, now: container_from_transfer(
+                                       encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
         self.broker.register_service_resolver(transfer.resolve)
         restored = transfer.restore(self.reactor.seconds())

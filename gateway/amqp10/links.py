@@ -372,7 +372,9 @@ class IncomingLink:
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
-                route, forwarded = transfer_route(host, self._directory, route, address,
+                if route.__class__ is ServiceRoute:
+                    address = summary.to  # errors name the message's address
+                route, forwarded = transfer_route(host, self._directory, route, self._address,
                                                   summary, encoded)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None

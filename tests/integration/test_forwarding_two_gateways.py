@@ -434,3 +434,31 @@ def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) ->
         assert "amqp:unauthorized-access" in error and "amq.topic" in error and "orga" in error
     finally:
         p.kill()
+
+
+def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
+    """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
+    bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""
+    p = Pair(tmp_path).start()
+    try:
+        conn, ch = pika_channel(p.a)
+        ch.confirm_delivery()
+        ch.basic_publish("", "no-such-queue@org-b", b"poison",
+                         pika.BasicProperties(message_id="p-1", delivery_mode=2))
+        conn.close()
+        assert p.a.wait_for_log("message .* dead-lettered: amqp:not-found")
+        p.a.kill()
+        p.a = p.make_a().start()
+        conn, ch = pika_channel(p.a)
+        try:
+            method, props, body = pika_get(ch, "forward.dead-letter.org-b", timeout=TIMEOUT)
+            assert body == b"poison" and props.message_id == "p-1"
+            # 1.0 annotations reach 0-9-1 in one table header (translators/MAPPING.md)
+            annotations = props.headers["x-amqp-1.0-message-annotations"]
+            assert "amqp:not-found" in annotations["x-opt-forward-error"]
+            assert "'no-such-queue@org-b'" in annotations["x-opt-forward-error"]
+            assert annotations["x-opt-forward-remote"] == "org-b"
+        finally:
+            conn.close()
+    finally:
+        p.kill()
