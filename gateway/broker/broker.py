@@ -193,7 +193,7 @@ class Broker:
     # ------------------------------------------------------------------ memory
     @property
     def memory_used(self) -> int:
-        """Bytes of message bodies held by all queues."""
+        """Bytes of message bodies held by all queues and forwarding outboxes."""
         return self.gate.used
 
     @property

@@ -63,7 +63,7 @@ class TransferService:
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
         ledger = ForwardLedger(broker, self.container_id)
         self.forwarders: dict[str, Forwarder] = {
-            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger)
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
             for r in settings.remotes}
         self.refused_loops = 0
 

@@ -138,3 +138,20 @@ def test_status_is_a_plain_dict() -> None:
     status = f.status()
     assert status["container"] == "org-b" and status["outbox_depth"] == 1
     assert status["outbox_oldest_age"] == clock.now - 50.0 and status["state"] == "connecting"
+
+
+def test_outbox_bodies_count_against_the_memory_watermark() -> None:
+    from gateway.broker.flow import ProducerGate
+
+    gate = ProducerGate(high_watermark=2)
+    store, conn, clock = RecordingStore(), RecordingConnection(), Clock()
+    f = Forwarder(RemoteSettings("org-b", "h"), store, lambda *a: None, clock, gate=gate)
+    f.connection = conn
+    for i in (1, 2, 3):
+        f.add(entry(i))
+    assert gate.used == 3 and gate.blocked
+    f.connection_up()
+    f.credit(10)
+    for i in (1, 2, 3):
+        f.settled(Settlement(i, ForwardOutcome.ACCEPTED))
+    assert gate.used == 0 and not gate.blocked
