@@ -53,6 +53,23 @@ def test_relayed_message_to_unknown_container_is_rejected_not_found(gw) -> None:
         c.close()
 
 
+def test_amqp_transfer_link_rejects_unknown_containers_and_a_missing_to(gw) -> None:
+    c = proton_connection(gw)
+    try:
+        sender = c.create_sender("amqp$transfer")
+        delivery = sender.send(Message(address="orders@nowhere", body="x"), error_states=[])
+        assert delivery.remote_state == Delivery.REJECTED
+        assert delivery.remote.condition.name == "amqp:not-found"
+        assert "unknown container 'nowhere'" in delivery.remote.condition.description
+        delivery = sender.send(Message(body="no to"), error_states=[])
+        assert delivery.remote_state == Delivery.REJECTED
+        assert delivery.remote.condition.name == "amqp:invalid-field"
+        assert "the message has no 'to' address" in delivery.remote.condition.description
+        sender.send(Message(address="orders@org-b", body="to a known remote"))  # accepted
+    finally:
+        c.close()
+
+
 def test_amqp091_mandatory_publish_to_unknown_container_is_returned(gw) -> None:
     conn, ch = pika_channel(gw)
     try:
