@@ -36,6 +36,8 @@ from bench.reference import (PrivateRabbit, ReferenceUnavailable, rabbit_install
                              rabbit_version)
 from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_table,  # noqa: E402
                           generator_notes, summarize, target_verdicts, write_json)
+from bench.fixed_rate import (LEDGER_OFF, fixed_rate_rows, fixed_rate_verdicts,  # noqa: E402
+                              fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
 from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, Protocol,  # noqa: E402
                              Workload, all_workloads, ledger_workloads, select_workloads)
 
@@ -211,7 +213,7 @@ def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
                 "--count", str(count), "--size", str(w.size)]
         if w.unsettled:
             argv += ["--unsettled"] + (["--window", str(w.window)] if w.window else [])
-        return argv
+        return argv + (["--rate", str(w.rate)] if w.rate else [])
     argv = [GEN091, "send", *_conn_args(target, w.producer), "--count", str(count), "--size", str(w.size)]
     if w.confirms:
         argv += ["--confirms", "--confirm-window", str(w.window or CONFIRM_WINDOW)]
@@ -478,7 +480,8 @@ def _start_reference(args: argparse.Namespace, stack: list) -> Optional[Target]:
 def main(argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args = parse_args(argv)
-    rows = select_workloads(all_workloads(args.quick), args.workloads)
+    rows = select_workloads(all_workloads(args.quick) + fixed_rate_workloads(), args.workloads)
+    fixed_rows, rows = [w for w in rows if w.name == "F"], [w for w in rows if w.name != "F"]
     ensure_loadgens()
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     stack: list = []
@@ -494,6 +497,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         started = time.strftime("%Y%m%d-%H%M%S")
         load = os.getloadavg()
         results = run_all(targets, rows, args.rounds, args.seconds, args.quick)
+        fixed = run_fixed_rate(targets, fixed_rows, args.rounds, args.seconds, args.quick, lambda: _start_gateway(
+            args, stack, ledger=False, name=LEDGER_OFF, label="amqp-gateway, ledger off"),
+            run_all) if fixed_rows and targets[0].name == GATEWAY else []
     finally:
         for stop in reversed(stack):
             stop()
@@ -514,6 +520,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"'gateway' = ledger on, 'reference' = ledger off; rounds={args.ledger_rounds}):",
                   "",
                   format_table(ledger_summary), "", *target_verdicts(ledger_summary)]
+    if fixed:
+        lines += ["", f"fixed rate (latency at a steady load; rounds={args.rounds}):", "",
+                  format_fixed_rate(rows_f := fixed_rate_rows(fixed, [w.key for w in fixed_rows])),
+                  "", *fixed_rate_verdicts(rows_f)]
     missing = [t.label for t in targets if t.port091 is None or t.port10 is None]
     if len({t.name for t in targets}) < 2:
         lines.append("NOTE: only one target ran, so there are no ratios")
@@ -529,7 +539,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     doc = {"started": started, "cores": os.cpu_count(), "loadavg_at_start": load, "rounds": args.rounds, "ledger_rounds": args.ledger_rounds, "seconds": args.seconds,
            "quick": args.quick, "targets": [t.__dict__ for t in targets], "summary": summary,
            "measurements": results, "ledger_summary": ledger_summary,
-           "ledger_measurements": ledger_results, "report": text}
+           "ledger_measurements": ledger_results, "fixed_rate_measurements": fixed, "report": text}
     write_json(base + ".json", doc)
     chart = draw_chart(summary, base + ".png", f"amqp-gateway / reference, {os.cpu_count()} cores")
     sys.stdout.write(text + f"\n\nresults: {base}.json" + (f", chart: {base}.png" if chart else
