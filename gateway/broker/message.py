@@ -84,7 +84,6 @@ class MessageContainer:
         "deaths",
         "annotations",
         "body_at",
-        "ledger_key",
         "_converted",
     )
 
@@ -130,9 +129,6 @@ class MessageContainer:
         self.deaths = deaths
         self.annotations = annotations
         self.body_at = body_at
-        #: the ledger's per-message fields, made once when first needed, or the gateway id
-        #: once its publish row is buffered (``ledger_events.delivery_key``)
-        self.ledger_key: Optional[tuple | int] = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
@@ -153,10 +149,9 @@ class MessageContainer:
         return value
 
     def copy(self, **changes: Any) -> "MessageContainer":
-        """A new container with ``changes`` applied, an empty conversion cache and no
-        ledger key (its fields may be among the changes)."""
+        """A new container with ``changes`` applied and an empty conversion cache."""
         fields = {name: getattr(self, name) for name in self.__slots__
-                  if name not in ("_converted", "ledger_key")}
+                  if name != "_converted"}
         fields.update(changes)
         if "payload" in changes and "body_at" not in changes:
             fields["body_at"] = None  # it described the old payload

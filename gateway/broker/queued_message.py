@@ -51,7 +51,6 @@ class QueuedMessage:
         "undeliverable_to",
         "level",
         "queue",
-        "ledger_row",
     )
 
     def __init__(
@@ -72,9 +71,6 @@ class QueuedMessage:
         self.undeliverable_to: Optional[set] = None
         self.level = level
         self.queue = queue
-        #: the ledger row of the current delivery, its settlement goes into (see
-        #: ``EventBuffer.delivered``)
-        self.ledger_row: Optional[list] = None
 
     def __repr__(self) -> str:
         return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"

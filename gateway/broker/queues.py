@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from .consumers import Consumer, ConsumerSet
 from .errors import PreconditionFailed
 from .flow import ProducerGate
-from .ledger_events import PROTOCOL_OF, EventKind
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queued_message import (_ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage,
@@ -523,13 +522,7 @@ class Queue:
         self._finish(entry)
         ledger = self._ledger()
         if ledger is not None:
-            message = entry.message
-            ledger.record(
-                EventKind.EXPIRED, now, vhost=self.vhost_name, proto_in=PROTOCOL_OF[message.origin._value_],
-                exchange=message.exchange, routing_key=message.routing_key, queue=self.name,
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size,
-                delivery_count=entry.delivery_count, received_at=message.created_at)
+            ledger.expired(now, self.vhost_name, entry, self.name)
         self._dead_letter(entry.message, DeathReason.EXPIRED, now)
 
     def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
@@ -540,12 +533,8 @@ class Queue:
         routing_key = message.routing_key if key is None else key
         ledger = self._ledger()
         if ledger is not None:
-            ledger.record(
-                EventKind.DEAD_LETTERED, now, vhost=self.vhost_name,
-                proto_in=PROTOCOL_OF[message.origin._value_], exchange=dlx, routing_key=routing_key,
-                queue=self.name, message_id=message.message_id,
-                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                size=message.size, reason=reason.value, received_at=message.created_at)
+            ledger.dead_lettered(now, self.vhost_name, message, self.name, dlx, routing_key,
+                                 reason.value)
         dead = message.with_death(
             queue=self.name,
             reason=reason,

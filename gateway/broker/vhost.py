@@ -16,13 +16,13 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Optional, Protocol
 
+from gateway.ledger import EventKind
 from gateway.store.interface import BindingRecord, ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
-from .ledger_events import PROTOCOL_OF, EventKind, queue_name
 from .message import MessageContainer
 from .queues import Queue
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
@@ -495,7 +495,7 @@ class VirtualHost:
         source = self.exchanges.get(message.exchange)
         if source is None:
             log.debug("dead-letter exchange %r missing in vhost %r: message dropped", message.exchange, self.name)
-            self._record_dead_letter_verdict(message, _NOTHING, now)
+            self._record_dead_letter_verdict(message, _NOTHING, now, copied=False)
             return _NOTHING
         if self.broker is not None:
             message.gateway_id = self.broker.next_gateway_id()
@@ -513,7 +513,7 @@ class VirtualHost:
         return result
 
     def _record_dead_letter_verdict(self, message: MessageContainer, result: PublishResult,
-                                    now: float) -> None:
+                                    now: float, copied: bool = True) -> None:
         ledger = self.broker.ledger if self.broker is not None else None
         if ledger is None:
             return
@@ -524,12 +524,8 @@ class VirtualHost:
         else:
             event = EventKind.UNROUTABLE
         deaths = message.deaths
-        ledger.record(
-            event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin._value_],
-            exchange=message.exchange, routing_key=message.routing_key,
-            routed_to=tuple(map(queue_name, result.queues)), message_id=message.message_id,
-            correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-            size=message.size, reason=str(deaths[0].get("reason")) if deaths else None)
+        ledger.dead_letter_copy(now, self.name, message, event, result.queues,
+                                str(deaths[0].get("reason")) if deaths else None, copied)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:
