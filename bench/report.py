@@ -23,7 +23,7 @@ GATEWAY = "gateway"
 REFERENCE = "reference"
 
 # The targets: ratio gateway/RabbitMQ at least this much, per workload family.
-RATIO_TARGETS = {"W1": 1.5, "W2": 1.5, "W4": 1.5, "W3": 0.5}
+RATIO_TARGETS = {"W1": 1.5, "W2": 1.5, "W4": 1.5, "W3": 0.5, "D1": 1.0, "D2": 1.0}
 # The ledger's cost: throughput with the ledger on / off at least this much (under 10%).
 LEDGER_RATIO_TARGET = 0.9
 W5_FLAT_TOLERANCE = 0.20   # gateway W5 rates within 20% from 10 to 10 000 bindings

@@ -87,7 +87,7 @@ def generate(root: str, events: int) -> tuple[int, float]:
                     written += 1
         elif kind == 10:
             ledger.received(now, publisher, m, K.ROUTED, (ttl,))
-            ledger.expired(now + 30, vhost, entry, "ttl-q")
+            ledger.expired(now + 30, vhost, entry.message, entry.delivery_count, "ttl-q")
             written += 3
         else:
             queue = queues[i % 10]

@@ -183,10 +183,11 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _queue_cmd(target: Target, mode: str, queue_name: str) -> Optional[dict]:
+def _queue_cmd(target: Target, mode: str, queue_name: str, durable: bool = False) -> Optional[dict]:
     if not target.port091:
         return None
-    out = subprocess.run([GEN091, mode, *_conn_args(target, Protocol.AMQP091), "--queue", queue_name],
+    out = subprocess.run([GEN091, mode, *_conn_args(target, Protocol.AMQP091), "--queue", queue_name,
+                          *(["--durable"] if durable else [])],
                          capture_output=True, text=True, timeout=60)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -194,9 +195,15 @@ def _queue_cmd(target: Target, mode: str, queue_name: str) -> Optional[dict]:
         return {"ok": False, "error": out.stderr.strip()[-300:]}
 
 
+def _amqp10_address(w: Workload, queue_name: str) -> str:
+    """``/queue/Q``; for a durable queue ``/amq/queue/Q``, which names the queue ``setup``
+    declared (RabbitMQ's ``/queue/Q`` declares it again, non-durable: 406)."""
+    return f"/amq/queue/{queue_name}" if w.durable else f"/queue/{queue_name}"
+
+
 def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
     if w.consumer is Protocol.AMQP10:
-        return [GEN10, "recv", *_conn_args(target, w.consumer), "--address", f"/queue/{queue_name}",
+        return [GEN10, "recv", *_conn_args(target, w.consumer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--credit", str(PREFETCH), "--size", str(w.size),
                 "--timeout", str(SILENCE_TIMEOUT)]
     argv = [GEN091, "recv", *_conn_args(target, w.consumer), "--count", str(count),
@@ -209,12 +216,15 @@ def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
 
 def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
     if w.producer is Protocol.AMQP10:
-        argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", f"/queue/{queue_name}",
+        argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--size", str(w.size)]
+        argv += ["--durable"] if w.durable else []
         if w.unsettled:
             argv += ["--unsettled"] + (["--window", str(w.window)] if w.window else [])
         return argv + (["--rate", str(w.rate)] if w.rate else [])
     argv = [GEN091, "send", *_conn_args(target, w.producer), "--count", str(count), "--size", str(w.size)]
+    if w.durable:
+        argv += ["--durable"]
     if w.confirms:
         argv += ["--confirms", "--confirm-window", str(w.window or CONFIRM_WINDOW)]
     if w.rate:
@@ -230,7 +240,7 @@ def run_messages(target: Target, w: Workload, count: int, tag: str, round_no: in
     """One producer/consumer run; value = received / (last receipt - producer start)."""
     queue_name, prefix = f"bench-{tag}", f"{tag}."
     if w.kind is Kind.FLOW:
-        setup = _queue_cmd(target, "setup", queue_name)
+        setup = _queue_cmd(target, "setup", queue_name, w.durable)
         if setup is not None and not setup.get("ok"):
             return Measurement(w.key, target.name, round_no, 0.0, errors=1,
                                error=f"queue setup: {setup.get('error')}")

@@ -1,4 +1,4 @@
-"""The benchmark's workloads (W1..W7) as plain data.
+"""The benchmark's workloads (W1..W7, and D1/D2 for the durable store) as plain data.
 
 A ``Workload`` says what to run, not how: ``bench/run.py`` turns it into load-generator
 command lines.  Message counts are not fixed here: each workload is calibrated per
@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Kind", "Protocol", "Workload", "all_workloads", "ledger_workloads", "select_workloads",
+__all__ = ["Kind", "Protocol", "Workload", "all_workloads", "durable_workloads", "ledger_workloads",
+           "select_workloads",
            "SIZE_SMALL", "SIZE_LARGE", "W5_BINDINGS", "W6_CONNECTIONS", "IN_FLIGHT"]
 
 SIZE_SMALL = 100
@@ -63,6 +64,7 @@ class Workload:
     connections: int = 0
     rate: int = 0           # producer's offered msgs/s; 0 = as fast as the broker takes them
     window: int = 0
+    durable: bool = False   # a durable queue and persistent (0-9-1) / durable (1.0) messages
 
     @property
     def key(self) -> str:
@@ -118,6 +120,22 @@ def all_workloads(quick: bool = False) -> list[Workload]:
                          p091, p091, size=SIZE_LARGE, confirms=True, window=IN_FLIGHT))
     rows.append(Workload("W8", f"{_size_label(SIZE_LARGE)} unsettled {IN_FLIGHT} in flight", Kind.FLOW,
                          p10, p10, size=SIZE_LARGE, unsettled=True, window=IN_FLIGHT))
+    rows += durable_workloads()
+    return rows
+
+
+def durable_workloads() -> list[Workload]:
+    """The durable store's rows: a 0-9-1 publisher with confirms sending persistent
+    messages to a durable queue (D1) and a 1.0 sender with unsettled durable transfers
+    (D2), each at 100 B and 4 KiB; every confirm / accepted outcome waits for the sync."""
+    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    rows = []
+    for size in (SIZE_SMALL, SIZE_LARGE):
+        rows.append(Workload("D1", f"{_size_label(size)} confirms persistent", Kind.FLOW, p091, p091,
+                             size=size, confirms=True, durable=True))
+    for size in (SIZE_SMALL, SIZE_LARGE):
+        rows.append(Workload("D2", f"{_size_label(size)} unsettled durable", Kind.FLOW, p10, p10,
+                             size=size, unsettled=True, durable=True))
     return rows
 
 

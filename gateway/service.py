@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from typing import Mapping, Optional
 
 from twisted.application import service
@@ -30,16 +31,22 @@ from gateway.auth import (
     UserLimits,
 )
 from gateway.broker import Broker
-from gateway.config import ConfigError, GatewayConfig, ListenerConfig, TlsMode, UserConfig, load_config
+from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
+                            UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
+from gateway.edge.store_driver import StoreDriver
+from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
+from gateway.store import NullStore
+from gateway.store.sqlite import SqliteStore
+from gateway.store_codecs import STORE_CODECS, load_stored_message
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,16 @@ def first_gateway_id(boot_time: float) -> int:
     """Gateway ids start at boot microseconds x 1000: a restart always starts above every
     id the previous run could have given out (up to 1000 messages per microsecond)."""
     return int(boot_time * 1_000_000) * 1000
+
+
+def store_path(config: GatewayConfig) -> str:
+    return config.store.path or os.path.join(config.state_dir, "store.db")
+
+
+def memory_budget(config: GatewayConfig) -> int:
+    """``store.memory_budget``, or half the memory high watermark (RabbitMQ's paging
+    ratio of 0.5)."""
+    return config.store.memory_budget or config.memory_high_watermark // 2
 
 
 def user_limits(users: tuple[UserConfig, ...]) -> dict[str, UserLimits]:
@@ -111,11 +128,24 @@ class GatewayService(service.MultiService):
         self.ledger_writer: Optional[LedgerWriter] = None
         self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
+        self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
                              memory_high_watermark=config.memory_high_watermark,
                              memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
-                             first_gateway_id=first_gateway_id(reactor.seconds()))
+                             first_gateway_id=first_gateway_id(reactor.seconds()),
+                             store=self.store, message_loader=load_stored_message,
+                             memory_budget=memory_budget(config))
+        self.store_driver: Optional[StoreDriver] = None
+        if self.store.persistent:
+            sc = config.store
+            self.store_driver = StoreDriver(
+                reactor, self.store, self.broker.gate, self.broker.pager,
+                commit_interval=sc.commit_interval, disk_free_limit=sc.disk_free_limit,
+                disk_check_interval=sc.disk_check_interval)
+            self._restore()
+            driver = self.store_driver
+            self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
@@ -163,6 +193,30 @@ class GatewayService(service.MultiService):
             self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
             self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
         return ledger
+
+    def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
+        if not sc.enabled:
+            return NullStore()
+        path = store_path(self.config)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return SqliteStore(path, call_in_loop=self.reactor.callFromThread, codecs=STORE_CODECS,
+                           sync=sc.sync_mode, check=sc.integrity_check, batch_max=sc.commit_batch)
+
+    def _restore(self) -> None:
+        """Rebuild what the store holds, before any listener opens; messages that expired
+        meanwhile go by the usual rules (the broker is ticked once)."""
+        started = time.monotonic()
+        try:
+            counts = self.broker.restore(self.reactor.seconds())
+        except BaseException:
+            self.store.close()
+            raise
+        self.broker.tick(self.reactor.seconds())
+        took = time.monotonic() - started
+        for vhost, c in sorted(counts.items()):
+            log.info("restored vhost '%s' from %s: %d exchange(s), %d queue(s), %d binding(s), "
+                     "%d message(s) (%d redelivered) in %.3fs", vhost, store_path(self.config),
+                     c.exchanges, c.queues, c.bindings, c.messages, c.redelivered, took)
 
     def _flush_ledger(self) -> None:
         try:
@@ -214,26 +268,33 @@ class GatewayService(service.MultiService):
     def start(self):
         """Bind every listener and the HTTP endpoint, then tell systemd we are ready."""
         super().startService()
-        for listener, tls in zip(self.config.listeners, self.tls_servers):
+        self.metrics.started(self.reactor.seconds())
+        for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
                                       login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
-            port = yield listener_endpoint(self.reactor, listener).listen(factory.wrap_for_tls())
+            port = yield listen_on(listener_endpoint(self.reactor, listener), factory.wrap_for_tls(),
+                                   AMQP_LISTENER, listener.host, listener.port, f"listeners[{i}].port")
             self.factories.append(factory)
             self.ports.append(port)
             addr = port.getHost()
+            self.metrics.listening("amqp", addr.host, addr.port, listener.tls.value)
             log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s; backlog %d)", addr.host,
                      addr.port, listener.tls.value, listener.backlog)
         m = self.config.metrics
         if m.enabled:
-            self.http_port = yield server_endpoint(self.reactor, m.host, m.port).listen(
-                make_site(self.metrics, m.path))
+            self.http_port = yield listen_on(server_endpoint(self.reactor, m.host, m.port),
+                                             make_site(self.metrics, m.path), METRICS_ENDPOINT,
+                                             m.host, m.port, "metrics.port")
             addr = self.http_port.getHost()
+            self.metrics.listening("metrics", addr.host, addr.port, "off")
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
+        if self.store_driver is not None:
+            self.store_driver.start()
         if self.ledger_process is not None:
             self.ledger_process.start()
         if self._ledger_shipping is not None:
@@ -277,6 +338,9 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        if self.store_driver is not None:
+            self.store_driver.stop()
+        self.store.close()  # commits what the connections left
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
         if self.ledger_process is not None:
@@ -291,7 +355,8 @@ class GatewayService(service.MultiService):
         log.info("stopped")
 
     def reload(self) -> None:
-        """SIGHUP: re-read TLS material and users; established connections stay up.
+        """SIGHUP: re-read TLS material, users and ``store.disk_free_limit``; established
+        connections stay up.
 
         Anything that fails to load keeps the previous material and is logged."""
         self.notifier.reloading()
@@ -305,6 +370,9 @@ class GatewayService(service.MultiService):
                 self.users.replace(users_from_config(fresh.users))
                 self.connection_registry.replace_limits(user_limits(fresh.users))
                 log.info("users reloaded: %d user(s)", len(self.users))
+                if self.store_driver is not None:
+                    self.store_driver.disk_free_limit = fresh.store.disk_free_limit
+                    self.store_driver.check_disk()
             except (ConfigError, ValueError) as exc:
                 log.error("users not reloaded, keeping the previous ones: %s", exc)
         self.notifier.notify("READY=1")

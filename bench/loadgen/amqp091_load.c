@@ -1,9 +1,9 @@
 /* AMQP 0-9-1 load generator on librabbitmq (rabbitmq-c).
  *
  *   amqp091_load MODE [options]
- *   MODE  setup   declare (and purge) --queue
+ *   MODE  setup   declare (and purge) --queue (durable with --durable)
  *         delete  delete --queue
- *         send    publish --count messages of --size bytes
+ *         send    publish --count messages of --size bytes (persistent with --durable)
  *         recv    consume until --count messages arrived (or --timeout s of silence)
  *         idle    open --connections connections (full handshake), print ready,
  *                 hold them until stdin closes
@@ -215,7 +215,9 @@ static int run_send(void) {
   unsigned char *body = malloc(O.size);
   body_init(body, O.size);
   amqp_bytes_t payload = {O.size, body};
-  amqp_basic_properties_t props = {._flags = AMQP_BASIC_DELIVERY_MODE_FLAG, .delivery_mode = 1};
+  /* --durable: persistent messages (the queue is declared durable by `setup --durable`) */
+  amqp_basic_properties_t props = {._flags = AMQP_BASIC_DELIVERY_MODE_FLAG,
+                                   .delivery_mode = O.durable ? 2 : 1};
   uint64_t rnd = 0x9E3779B97F4A7C15ull;
   int cold = O.topics - O.hot_topics;
   t_start = now_ns();

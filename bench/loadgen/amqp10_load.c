@@ -5,8 +5,9 @@
  *                (a single data section); --unsettled waits for each disposition,
  *                otherwise messages go pre-settled.  The broker's credit paces us,
  *                and with --unsettled --window W at most W unsettled messages are
- *                in flight (0: credit alone).  --rate R paces the sender at R msgs/s
- *                (a pacer thread wakes the connection at each message's due time).
+ *                in flight (0: credit alone).  --durable sets the header's durable flag.
+ *                --rate R paces the sender at R msgs/s (a pacer thread wakes the
+ *                connection at each message's due time).
  *         recv   attach a receiver to --address with a --credit window, accept and
  *                settle each delivery; stop after --count or --timeout s of silence.
  *                Prints {"event":"ready"} once the broker answered the attach.
@@ -34,7 +35,7 @@
 
 typedef struct {
   const char *mode, *host, *port, *user, *password, *address, *vhost;
-  int credit, unsettled, window, connections;
+  int credit, unsettled, window, connections, durable;
   double timeout, rate;
   size_t size;
   uint64_t count;
@@ -90,6 +91,7 @@ static void prepare_message(void) {
   body_init(body, O.size);
   pn_message_t *m = pn_message();
   pn_message_set_inferred(m, true);
+  pn_message_set_durable(m, O.durable);
   pn_data_put_binary(pn_message_body(m), pn_bytes(O.size, (const char *)body));
   size_t cap = O.size + 1024;
   encoded = malloc(cap);
@@ -323,7 +325,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: amqp10_load send|recv|idle [--host H] [--port P] [--user U] [--password W]\n"
           "  [--vhost HOSTNAME] [--address A] [--size B] [--count N] [--credit K] [--unsettled]\n"
-          "  [--window W] [--rate R] [--timeout S] [--connections N]\n");
+          "  [--window W] [--rate R] [--timeout S] [--connections N] [--durable]\n");
   exit(2);
 }
 
@@ -333,7 +335,7 @@ int main(int argc, char **argv) {
       {"password", 1, 0, 'w'}, {"address", 1, 0, 'a'}, {"size", 1, 0, 's'},
       {"count", 1, 0, 'n'},   {"credit", 1, 0, 'k'},   {"unsettled", 0, 0, 'U'},
       {"timeout", 1, 0, 'T'}, {"connections", 1, 0, 'C'}, {"vhost", 1, 0, 'v'},
-      {"window", 1, 0, 'W'},  {"rate", 1, 0, 'r'},
+      {"window", 1, 0, 'W'},  {"rate", 1, 0, 'r'},  {"durable", 0, 0, 'D'},
       {0, 0, 0, 0}};
   if (argc < 2) usage();
   O.mode = argv[1];
@@ -355,6 +357,7 @@ int main(int argc, char **argv) {
       case 'T': O.timeout = atof(optarg); break;
       case 'C': O.connections = atoi(optarg); break;
       case 'v': O.vhost = optarg; break;
+      case 'D': O.durable = 1; break;
       default: usage();
     }
   }

@@ -31,6 +31,9 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
 * Publisher confirms: the acks of consecutive publishes of one batch of input go out as one
   basic.ack ``multiple=true`` (see ``transactions``), at the end of the batch, before any
   other reply on this channel, or before the channel closes; nacks are sent one by one.
+  A publish the durable store wrote is acked once the store synced it, with the ones after
+  it (see ``transactions``); a failed write nacks them. tx.commit-ok waits the same way; a
+  failed write closes the connection, 541 naming the problem (no other way to fail it).
 
 Ledger (``broker.ledger``, a ``gateway.ledger.Ledger``): received, the routing verdict
 (routed / unroutable / returned / refused), delivered (deliver and get-ok) and settled
@@ -120,6 +123,7 @@ class BrokerChannel:
         self.flow_active = True
         self.mode = PublishMode.PLAIN
         self.confirms = ConfirmTracker()
+        self._store = broker.store
         self.tx: TxBuffer | None = None
         self.last_queue = ""
         self.is_open = True
@@ -435,6 +439,7 @@ class BrokerChannel:
         now = self.context.now
         ledger = self.broker.ledger
         record = None if ledger is None else ledger.received if received else ledger.verdict
+        writes = self._store.write_count
         try:
             result = self.vhost.publish(method.exchange, method.routing_key, message, now)
         except BrokerError as exc:
@@ -466,14 +471,26 @@ class BrokerChannel:
             if result.rejected:
                 self._flush_confirms()
                 self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
-            elif confirms.add_ack(seq):
+            elif confirms.hold(seq) if self._store.write_count != writes else confirms.add_ack(seq):
                 self.writer.at_batch_end(self._flush_confirms)
 
     def _flush_confirms(self) -> None:
-        """Send the pending run of acks as one basic.ack (an end-of-batch hook)."""
-        ack = self.confirms.take_ack()
+        """Send the pending run of acks as one basic.ack, and hand the held tags to the
+        store (an end-of-batch hook)."""
+        confirms = self.confirms
+        ack = confirms.take_ack()
         if ack is not None:
             self.writer.send_method(ack)
+        if confirms.held:
+            upto = confirms.take_held()
+            self._store.after_commit(lambda error: self._confirm_durable(upto, error))
+
+    def _confirm_durable(self, upto: int, error: Exception | None) -> None:
+        """The store committed (or failed) the writes of the publishes up to ``upto``."""
+        if self.is_open:
+            if error is not None:
+                log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
+            self.writer.send_method(self.confirms.answer(upto, error))
 
     # ---- basic: get and settlement ---------------------------------------------------------
 
@@ -596,12 +613,26 @@ class BrokerChannel:
         return self.tx
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
+        writes = self._store.write_count
         for work in self._transaction(method).take():
             if isinstance(work, PendingPublish):
                 self._route(work.method, work.content, work.message)
             else:
                 self._settle(work.kind, work.items)
-        self.writer.send_method(m.TxCommitOk())
+        if self._store.write_count == writes:
+            self.writer.send_method(m.TxCommitOk())
+        else:
+            self._store.after_commit(self._tx_durable)
+
+    def _tx_durable(self, error: Exception | None) -> None:
+        """The store committed (or failed) what a tx.commit wrote: answer it."""
+        if not self.is_open:
+            return
+        if error is None:
+            self.writer.send_method(m.TxCommitOk())
+        else:
+            self.context.close_connection(
+                ReplyCode.INTERNAL_ERROR, f"tx.commit failed, its messages may not be stored: {error}")
 
     def _tx_rollback(self, method: m.Method, _: Content | None) -> None:
         tx = self._transaction(method)

@@ -12,7 +12,8 @@ resolved through ``addressing`` against the connection's vhost:
   complete transfer becomes a ``MessageContainer`` published to the vhost and is settled
   with accepted or rejected (with a condition); a message no queue takes is settled by
   the link's unroutable policy (``unroutable_outcome``: accepted unless the operator or
-  the target's capabilities say otherwise). Credit: see below;
+  the target's capabilities say otherwise); an accepted transfer the durable store wrote
+  is settled once the write is synced (``durable_accepts``). Credit: see below;
 * a proton *sender* (the client receives) gets an :class:`OutgoingLink`, a broker
   ``Consumer``: its source resolves to a queue, or to a temporary queue (``dynamic``
   sources, ``/exchange/X/RK`` and ``/topic/RK``) that is deleted when the link goes.
@@ -103,6 +104,7 @@ from addressing import (
 )
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
+from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
@@ -217,6 +219,8 @@ class IncomingLink:
                                            routing_key=route.routing_key)
         self._buffer = bytearray()
         self.closed = False
+        self._store = host.broker.store
+        self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         self._address = link.target.address
         self._ledger_ctx = _ledger_context(host, link.name, self._address)
 
@@ -259,8 +263,9 @@ class IncomingLink:
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
+        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
         room = self._room()
-        return INCOMING_CREDIT if room is None or room > INCOMING_CREDIT else room
+        return window if room is None or room > window else room
 
     def refill(self) -> bool:
         """Top the client's credit up to the window when it fell below half; True if a
@@ -325,9 +330,15 @@ class IncomingLink:
         self._finish(d, encoded)
 
     def _finish(self, d: Any, encoded: bytes) -> None:
-        """Publish a complete message and settle its transfer with the outcome."""
+        """Publish a complete message and settle its transfer with the outcome (an
+        accepted one the store wrote once it is on disk)."""
+        writes = self._store.write_count
         outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
+            if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
+                self._durable.hold(d)
+                self.refill()
+                return
             if condition is not None:
                 delivery = Delivery.wrap(d)
                 delivery.local.condition = condition
@@ -447,8 +458,10 @@ class IncomingLink:
         return outcome, condition
 
     def teardown(self) -> None:
-        """The link or connection went away (nothing to give back for incoming links)."""
+        """The link or connection went away (nothing to give back for incoming links;
+        transfers waiting for the store are left unsettled)."""
         self.closed = True
+        self._durable.close()
         self._buffer.clear()
         _end_ledger_context(self.host, self._ledger_ctx)
 

@@ -8,22 +8,36 @@ from __future__ import annotations
 
 import itertools
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from gateway.store.interface import MessageRecord, NullStore, Store
+from gateway.store.interface import NullStore, Store
 
-from .errors import NotFound
+from .errors import BrokerError, NotFound
 from .exchanges import DestinationKind
 from .flow import BlockListener, ProducerGate
-from .message import Encoding, MessageContainer
+from .paging import MemoryPager
+from .queue_storage import MessageLoader, stand_in
 from .unroutable import UnroutableCounts
 from .vhost import ServiceNode, VirtualHost
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "RestoredCounts"]
 
 log = logging.getLogger(__name__)
 
 ServiceResolver = Callable[[str], Optional[ServiceNode]]
+
+
+@dataclass
+class RestoredCounts:
+    """What ``Broker.restore`` rebuilt in one vhost (for the start-up log)."""
+
+    exchanges: int = 0
+    queues: int = 0
+    bindings: int = 0
+    messages: int = 0
+    #: messages that had been delivered and not settled
+    redelivered: int = 0
 
 
 class Broker:
@@ -32,8 +46,11 @@ class Broker:
     ``container_id`` is our globally unique container name (1.0 ``open``, and deciding
     whether ``node@container`` is local). ``memory_high_watermark`` is in bytes of queued
     message bodies (``None``: never block); the alarm clears again at
-    ``memory_low_watermark_ratio`` of it (see ``flow.ProducerGate``). ``store`` receives durable writes
-    (default :class:`~gateway.store.interface.NullStore`).
+    ``memory_low_watermark_ratio`` of it (see ``flow.ProducerGate``). ``store`` receives
+    durable writes (default :class:`~gateway.store.interface.NullStore`);
+    ``message_loader`` rebuilds a container from a stored message (the protocols'
+    decoders, wired by the service); ``memory_budget`` (bytes) is where durable bodies
+    start to leave memory (:class:`~gateway.broker.paging.MemoryPager`).
     """
 
     def __init__(
@@ -46,10 +63,14 @@ class Broker:
         store: Optional[Store] = None,
         ledger: Optional[Any] = None,
         first_gateway_id: int = 1,
+        message_loader: Optional[MessageLoader] = None,
+        memory_budget: Optional[int] = None,
     ) -> None:
         self.container_id = container_id
         self.store: Store = store if store is not None else NullStore()
+        self.message_loader = message_loader
         self.gate = ProducerGate(memory_high_watermark, memory_low_watermark_ratio)
+        self.pager = MemoryPager(self, memory_budget)
         # The service starts the ids at a boot-time-derived value, so ids stay unique
         # across restarts of one container (the ledger reconciles by them).
         self._use_ids(itertools.count(first_gateway_id))
@@ -79,23 +100,41 @@ class Broker:
         return vhost
 
     def remove_vhost(self, name: str) -> None:
-        """Delete a vhost and all its queues (consumers are cancelled). Raises NotFound."""
+        """Delete a vhost and all its queues (consumers are cancelled) and exchanges, in the
+        store too. Raises NotFound."""
         vhost = self._vhosts.pop(name, None)
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         for queue in list(vhost.queues.values()):
             vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+        for exchange in list(vhost.exchanges.values()):
+            if exchange.durable and not exchange.predeclared:
+                self.store.delete_exchange(name, exchange.name)  # and its bindings
 
     # ------------------------------------------------------------------ durability
-    def restore(self, now: float) -> int:
+    def restore(self, now: float) -> dict[str, RestoredCounts]:
         """Rebuild durable exchanges, queues, bindings and persistent messages from
-        ``store.load()``; call once at start-up, before any connection. Returns the number
-        of messages restored. Entities that already exist (pre-declared exchanges) are
-        kept; restored 0-9-1 messages have ``properties`` ``None`` (the protocol decodes
-        ``payload`` when it needs them)."""
+        ``store.load()``; call once at start-up, before any connection. Returns what was
+        restored per vhost. Entities that already exist (pre-declared exchanges) are kept.
+
+        Messages come back as stand-ins whose bodies stay in the store until their entry
+        reaches the head (``queue_storage``); one that had been delivered and not settled
+        comes back redelivered, its delivery count one higher (1.0 first-acquirer false).
+        Expired messages are left to the queues' usual expiry (the service ticks the
+        broker before it listens). Raises ``StoreUnusable`` from ``load``.
+        """
         snapshot = self.store.load()
+        counts: dict[str, RestoredCounts] = {}
+
+        def count(vhost: str) -> RestoredCounts:
+            if vhost not in counts:
+                self.add_vhost(vhost)
+                counts[vhost] = RestoredCounts()
+            return counts[vhost]
+
         for rec in snapshot.exchanges:
             vhost = self.add_vhost(rec.vhost)
+            count(rec.vhost).exchanges += 1
             if rec.name not in vhost.exchanges:
                 vhost.declare_exchange(
                     rec.name, rec.type, durable=True, auto_delete=rec.auto_delete,
@@ -103,10 +142,9 @@ class Broker:
                 )
         for rec in snapshot.queues:
             vhost = self.add_vhost(rec.vhost)
+            count(rec.vhost).queues += 1
             if rec.name not in vhost.queues:
-                vhost.declare_queue(
-                    rec.name, durable=True, auto_delete=rec.auto_delete, arguments=rec.arguments, now=now
-                )
+                vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now)
         for rec in snapshot.bindings:
             vhost = self.add_vhost(rec.vhost)
             try:
@@ -114,26 +152,27 @@ class Broker:
                     DestinationKind(rec.destination_kind), rec.destination, rec.source,
                     rec.routing_key, rec.arguments,
                 )
-            except NotFound:
-                log.warning("stored binding %r refers to a missing entity; skipped", rec)
-        restored = 0
+                count(rec.vhost).bindings += 1
+            except BrokerError as exc:
+                log.warning("stored binding %r not restored: %s", rec, exc.text)
         highest = 0
-        for (vhost_name, queue_name), records in snapshot.messages.items():
+        for (vhost_name, queue_name), entries in snapshot.entries.items():
             vhost = self.vhost(vhost_name)
             queue = vhost.queue(queue_name) if vhost is not None else None
-            if queue is None:
+            if queue is None or queue.storage is None:
                 log.warning("stored messages for missing queue %r in vhost %r; skipped", queue_name, vhost_name)
                 continue
-            for rec in sorted(records, key=lambda r: r.seq):
-                queue.restore(
-                    _container(rec), expires_at=rec.expires_at,
-                    redelivered=rec.redelivered, delivery_count=rec.delivery_count,
-                )
-                highest = max(highest, rec.message_id)
-                restored += 1
+            for e in entries:
+                queue.restore(stand_in(e.message_id, e.size, e.priority), seq=e.seq,
+                              expires_at=e.expires_at, redelivered=e.redelivered or e.acquired,
+                              delivery_count=e.delivery_count + e.acquired, ref=e.ref)
+                highest = max(highest, e.message_id)
+            restored = count(vhost_name)
+            restored.messages += len(entries)
+            restored.redelivered += sum(1 for e in entries if e.acquired)
         if highest:
             self._use_ids(itertools.count(max(highest + 1, self.next_gateway_id())))
-        return restored
+        return counts
 
     def use_ledger(self, ledger: Optional[Any]) -> None:
         """Record message events in ``ledger`` (a ``gateway.ledger.Ledger``, or None for
@@ -197,7 +236,9 @@ class Broker:
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:
-        """Run expiry in every vhost; returns the earliest next deadline or ``None``."""
+        """Run expiry in every vhost and keep memory under the budget; returns the
+        earliest next deadline or ``None``."""
+        self.pager.relieve()
         deadline: Optional[float] = None
         for vhost in list(self._vhosts.values()):
             nxt = vhost.tick(now)
@@ -207,23 +248,3 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"Broker({self.container_id!r}, vhosts={list(self._vhosts)})"
-
-
-def _container(rec: MessageRecord) -> MessageContainer:
-    return MessageContainer(
-        Encoding(rec.origin),
-        rec.payload,
-        exchange=rec.exchange,
-        routing_key=rec.routing_key,
-        headers=rec.headers,
-        durable=rec.durable,
-        priority=rec.priority,
-        ttl_ms=rec.ttl_ms,
-        created_at=rec.created_at,
-        size=rec.size,
-        message_id=rec.amqp_message_id,
-        correlation_id=rec.correlation_id,
-        user_id=rec.user_id,
-        gateway_id=rec.message_id,
-        deaths=rec.deaths,
-    )

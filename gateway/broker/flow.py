@@ -27,6 +27,10 @@ ProducerGate
     published. RabbitMQ gets a similar damping from sampling memory every few seconds; a
     byte count is exact, so the gap is explicit (``memory_low_watermark_ratio``, 0.9 by
     default). Only transitions are logged, one line each.
+
+    Other resource alarms (free disk space below the limit, a store that cannot write)
+    block producers the same way through :meth:`ProducerGate.set_alarm`; producers are
+    released once no alarm is raised and memory is at or below the low mark.
 """
 from __future__ import annotations
 
@@ -192,7 +196,7 @@ class ProducerGate:
     """
 
     __slots__ = ("used", "high_watermark", "low_watermark", "low_ratio", "blocked", "transitions",
-                 "_listeners")
+                 "_listeners", "alarms")
 
     def __init__(self, high_watermark: Optional[int] = None, low_ratio: float = 0.9) -> None:
         if not 0.0 < low_ratio <= 1.0:
@@ -206,12 +210,14 @@ class ProducerGate:
         #: alarm transitions so far (set and clear each count one)
         self.transitions = 0
         self._listeners: list[BlockListener] = []
+        #: raised alarms other than memory: name -> reason
+        self.alarms: dict[str, str] = {}
 
     def add_listener(self, listener: BlockListener) -> None:
         """Register ``listener``; if producers are blocked right now it is told at once."""
         self._listeners.append(listener)
         if self.blocked:
-            listener.blocked(self.reason())
+            listener.blocked(next(iter(self.alarms.values())) if self.alarms else self.reason())
 
     def remove_listener(self, listener: BlockListener) -> None:
         """Forget ``listener``; unknown listeners are ignored."""
@@ -221,6 +227,8 @@ class ProducerGate:
             pass
 
     def reason(self) -> str:
+        if self.alarms:
+            return "; ".join(self.alarms.values())
         return (f"memory high watermark reached ({self.used} of {self.high_watermark} bytes; "
                 f"clears at {self.low_watermark})")
 
@@ -232,7 +240,8 @@ class ProducerGate:
 
     def sub(self, nbytes: int) -> None:
         self.used -= nbytes
-        if self.blocked and self.used <= self.low_watermark:  # type: ignore[operator]
+        lw = self.low_watermark
+        if self.blocked and (lw is None or self.used <= lw):
             self._set(False)
 
     def set_high_watermark(self, high_watermark: Optional[int]) -> None:
@@ -251,7 +260,31 @@ class ProducerGate:
     def _low_mark(self, high_watermark: Optional[int]) -> Optional[int]:
         return None if high_watermark is None else int(high_watermark * self.low_ratio)
 
+    def set_alarm(self, name: str, reason: Optional[str]) -> None:
+        """Raise alarm ``name`` (``reason`` says why, for the listeners and the log) or,
+        with ``None``, clear it. Producers stay blocked while any alarm is raised, and
+        after the last one clears while memory is above the low mark."""
+        if reason is None:
+            if self.alarms.pop(name, None) is None:
+                return
+            log.warning("alarm cleared: %s", name)
+            lw = self.low_watermark
+            if self.blocked and not self.alarms and (lw is None or self.used <= lw):
+                self._set(False)
+            return
+        if self.alarms.get(name) == reason:
+            return
+        self.alarms[name] = reason
+        if not self.blocked:
+            self.blocked = True
+            self.transitions += 1
+            log.warning("%s alarm set, blocking producers: %s", name, reason)
+            for listener in list(self._listeners):
+                listener.blocked(reason)
+
     def _set(self, blocked: bool) -> None:
+        if not blocked and self.alarms:
+            return  # another alarm keeps producers blocked
         self.blocked = blocked
         self.transitions += 1
         if blocked:

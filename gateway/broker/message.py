@@ -36,6 +36,10 @@ class DeathReason(enum.Enum):
     DELIVERY_LIMIT = "delivery_limit"
 
 
+#: slots ``copy`` leaves behind
+_NOT_COPIED = frozenset(("_converted", "stored_body"))
+
+
 class MessageContainer:
     """One published message.
 
@@ -63,6 +67,12 @@ class MessageContainer:
     - ``body_at``: for a 1.0 payload, ``Amqp10Summary.body_at`` (where its one data section
       starts, when its layout lets a 0-9-1 rendering skip scanning it again), else ``None``;
       a copy with another payload drops it.
+    - ``stored_body``: the store's record of this message's row once a durable queue
+      stored it, so the next durable queue refers to the same row; a copy has none.
+
+    ``payload`` is ``None`` only in a stand-in for a message whose body was left in the
+    store (a restored or paged-out entry of a durable queue, see ``queue_storage``):
+    the queue reads it back before anyone sees it.
     """
 
     __slots__ = (
@@ -84,6 +94,7 @@ class MessageContainer:
         "deaths",
         "annotations",
         "body_at",
+        "stored_body",
         "_converted",
     )
 
@@ -129,6 +140,7 @@ class MessageContainer:
         self.deaths = deaths
         self.annotations = annotations
         self.body_at = body_at
+        self.stored_body: Any = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
@@ -149,9 +161,10 @@ class MessageContainer:
         return value
 
     def copy(self, **changes: Any) -> "MessageContainer":
-        """A new container with ``changes`` applied and an empty conversion cache."""
+        """A new container with ``changes`` applied, an empty conversion cache, no
+        ledger key (its fields may be among the changes) and no stored row."""
         fields = {name: getattr(self, name) for name in self.__slots__
-                  if name != "_converted"}
+                  if name not in _NOT_COPIED}
         fields.update(changes)
         if "payload" in changes and "body_at" not in changes:
             fields["body_at"] = None  # it described the old payload

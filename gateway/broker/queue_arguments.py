@@ -51,6 +51,34 @@ class QueueArguments:
         object.__setattr__(self, "bounded",
                            self.max_length is not None or self.max_length_bytes is not None)
 
+    def room(self, count: int, nbytes: int) -> Optional[int]:
+        """How many more messages fit in a queue holding ``count`` messages of ``nbytes``
+        before a ``reject-publish`` queue rejects, for 1.0 incoming-link credit (a full
+        queue must stop a 1.0 sender, not grow memory); ``None`` when publishes are never
+        rejected (no limit, or ``drop-head``).
+
+        ``x-max-length`` gives an exact count. ``x-max-length-bytes`` can only give an
+        estimate, since sizes differ: the room in bytes divided by the mean size of the
+        messages held (at least 1 while any room is left, 0 once the bytes are used up;
+        with nothing to measure, one message per byte of room). The smaller of the two
+        counts wins; ``enqueue`` still rejects a message that does not fit.
+        """
+        if self.overflow is Overflow.DROP_HEAD or not self.bounded:
+            return None
+        left: Optional[int] = None
+        if self.max_length is not None:
+            left = max(0, self.max_length - count)
+        if self.max_length_bytes is not None:
+            room = self.max_length_bytes - nbytes
+            if room <= 0:
+                by_bytes = 0
+            elif nbytes == 0:
+                by_bytes = room
+            else:
+                by_bytes = max(1, room * count // nbytes)
+            left = by_bytes if left is None else min(left, by_bytes)
+        return left
+
 
 def _text(value: Any) -> Optional[str]:
     if isinstance(value, str):

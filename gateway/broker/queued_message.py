@@ -6,17 +6,17 @@ per-message record and its store form sit together.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from gateway.store.interface import MessageRecord
+from gateway.store.interface import MessageRow
 
-from .message import MessageContainer
+from .message import Encoding, MessageContainer
 
 if TYPE_CHECKING:
     from .consumers import Consumer
     from .queues import Queue
 
-__all__ = ["MessageState", "QueuedMessage", "message_record"]
+__all__ = ["MessageState", "QueuedMessage", "message_row"]
 
 
 class MessageState(enum.Enum):
@@ -37,7 +37,8 @@ class QueuedMessage:
     ``redelivered`` becomes True once the entry was handed out and put back (the 0-9-1
     redelivered flag), ``holder`` is the consumer holding an ACQUIRED entry (``None``
     for ``get``), ``undeliverable_to`` the consumers a 1.0 ``modified`` with
-    ``undeliverable-here`` excluded.
+    ``undeliverable-here`` excluded, ``stored`` the store's reference to the entry while
+    a durable queue keeps it on disk (``None`` otherwise).
     """
 
     __slots__ = (
@@ -51,6 +52,7 @@ class QueuedMessage:
         "undeliverable_to",
         "level",
         "queue",
+        "stored",
     )
 
     def __init__(
@@ -71,31 +73,22 @@ class QueuedMessage:
         self.undeliverable_to: Optional[set] = None
         self.level = level
         self.queue = queue
+        self.stored: Any = None
 
     def __repr__(self) -> str:
         return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"
 
 
-def message_record(message: MessageContainer, entry: QueuedMessage) -> MessageRecord:
-    """The store record for ``message`` held by ``entry``."""
-    return MessageRecord(
-        message_id=message.gateway_id,
-        origin=message.origin.value,
-        payload=message.payload,
-        exchange=message.exchange,
-        routing_key=message.routing_key,
-        headers=message.headers,
-        durable=message.durable,
-        priority=message.priority,
-        ttl_ms=message.ttl_ms,
-        created_at=message.created_at,
-        size=message.size,
-        amqp_message_id=message.message_id,
-        correlation_id=message.correlation_id,
-        user_id=message.user_id,
-        deaths=message.deaths,
-        expires_at=entry.expires_at,
-        seq=entry.seq,
-        redelivered=entry.redelivered,
-        delivery_count=entry.delivery_count,
-    )
+_AMQP091 = Encoding.AMQP091
+
+
+def message_row(message: MessageContainer) -> MessageRow:
+    """The store's row for ``message``: its bytes as they arrived (0-9-1: the property
+    octets and the body; 1.0: the encoded message) and what the bytes do not say."""
+    if message.origin is _AMQP091:
+        properties, body = message.payload
+    else:
+        properties, body = None, message.payload
+    return MessageRow(message.gateway_id, message.origin._value_, properties, body,
+                      message.exchange, message.routing_key, message.created_at, message.size,
+                      message.priority, message.deaths)

@@ -28,6 +28,11 @@ Time is always the caller's ``now`` (seconds). The queue never reads a clock.
 Ledger: with ``vhost.broker.ledger`` set, an expiry is recorded as ``expired`` and a
 dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
 (the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``).
+
+Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``;
+entries of persistent messages then carry the store's reference (``entry.stored``) and
+every state change of theirs is written; a body left in the store is read back before the
+entry is handed out, expired with a record, or dead-lettered.
 """
 from __future__ import annotations
 
@@ -39,16 +44,14 @@ from .errors import PreconditionFailed
 from .flow import ProducerGate
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
-from .queued_message import (_ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage,
-                             message_record)
+from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage
 from .ready_list import ReadyList
 
 if TYPE_CHECKING:
-    from gateway.store.interface import Store
-
+    from .queue_storage import QueueStorage
     from .vhost import VirtualHost
 
-__all__ = ["MessageState", "QueuedMessage", "Queue", "message_record"]
+__all__ = ["MessageState", "QueuedMessage", "Queue"]
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,6 @@ class Queue:
         arguments: Optional[Mapping[str, Any]] = None,
         now: float = 0.0,
         gate: Optional[ProducerGate] = None,
-        store: Optional["Store"] = None,
     ) -> None:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
@@ -100,8 +102,8 @@ class Queue:
         self._now = now
         self.deleted = False
         self._gate = gate
-        # only a real store on a durable queue costs anything on the hot path
-        self._store = store if durable and store is not None and store.persistent else None
+        #: set by the vhost for a stored queue (durable, not exclusive, not auto-delete)
+        self.storage: Optional["QueueStorage"] = None
         self._dispatching = False
         self._again = False
 
@@ -109,6 +111,11 @@ class Queue:
     @property
     def exclusive(self) -> bool:
         return self.exclusive_owner is not None
+
+    @property
+    def storable(self) -> bool:
+        """Kept in the store: durable, and neither exclusive nor auto-delete."""
+        return self.durable and self.exclusive_owner is None and not self.auto_delete
 
     @property
     def message_count(self) -> int:
@@ -129,33 +136,10 @@ class Queue:
         return len(self.consumers)
 
     def capacity_left(self) -> Optional[int]:
-        """How many more messages fit before a ``reject-publish`` queue rejects, for 1.0
-        incoming-link credit (a full queue must stop a 1.0 sender, not grow memory);
-        ``None`` when publishes are never rejected (no limit, or ``drop-head``).
-
-        ``x-max-length`` gives an exact count. ``x-max-length-bytes`` can only give an
-        estimate, since sizes differ: the room in bytes divided by the mean size of the
-        messages held (at least 1 while any room is left, 0 once the bytes are used up;
-        with nothing to measure, one message per byte of room). The smaller of the two
-        counts wins; ``enqueue`` still rejects a message that does not fit.
-        """
-        args = self.args
-        if args.overflow is Overflow.DROP_HEAD or not args.bounded:
-            return None
-        ready = self.ready
-        left: Optional[int] = None
-        if args.max_length is not None:
-            left = max(0, args.max_length - ready.count)
-        if args.max_length_bytes is not None:
-            room = args.max_length_bytes - ready.nbytes
-            if room <= 0:
-                by_bytes = 0
-            elif ready.nbytes == 0:
-                by_bytes = room
-            else:
-                by_bytes = max(1, room * ready.count // ready.nbytes)
-            left = by_bytes if left is None else min(left, by_bytes)
-        return left
+        """How many more messages fit before a ``reject-publish`` queue rejects (1.0
+        incoming-link credit); ``None`` when publishes are never rejected. See
+        ``QueueArguments.room``."""
+        return self.args.room(self.ready.count, self.ready.nbytes)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""
@@ -185,10 +169,8 @@ class Queue:
         self.ready.append(entry)
         if self._gate is not None:
             self._gate.add(message.size)
-        if self._store is not None and message.durable:
-            self._store.add_message(
-                self.vhost_name, self.name, message.gateway_id, message_record(message, entry)
-            )
+        if self.storage is not None and message.durable:
+            self.storage.added(entry)
         if self.consumers:
             self.dispatch(now)
         if ttl == 0 and entry.state is _AVAILABLE:
@@ -202,20 +184,23 @@ class Queue:
         self,
         message: MessageContainer,
         *,
+        seq: int,
         expires_at: Optional[float],
         redelivered: bool = False,
         delivery_count: int = 0,
+        ref: Any = None,
     ) -> QueuedMessage:
-        """Put back a message loaded from the store at start-up, at the tail, keeping its
-        absolute expiry and delivery state; not written to the store again and not
-        dispatched (consumers attach later)."""
-        self._seq += 1
-        entry = QueuedMessage(message, self._seq, expires_at, self.ready.level_of(message.priority), self)
+        """Put back an entry loaded from the store at start-up (in ``seq`` order) with its
+        expiry and delivery state; ``message`` is a stand-in (``queue_storage``). Not
+        written again, not dispatched (consumers attach later)."""
+        self._seq = max(self._seq, seq)
+        entry = QueuedMessage(message, seq, expires_at, self.ready.level_of(message.priority), self)
         entry.redelivered = redelivered
         entry.delivery_count = delivery_count
+        entry.stored = ref
         self.ready.append(entry)
-        if self._gate is not None:
-            self._gate.add(message.size)
+        if message.payload is not None and self._gate is not None:
+            self._gate.add(message.size)  # not a stand-in: its body is in memory
         return entry
 
     def _full(self, size: int) -> bool:
@@ -233,8 +218,10 @@ class Queue:
             or (max_bytes is not None and ready.nbytes > max_bytes)
         ):
             entry = ready.pop_lowest()  # lowest priority first
+            message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
             self._finish(entry)
-            self._dead_letter(entry.message, DeathReason.MAXLEN, now)
+            if message is not None:
+                self._dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
     def add_consumer(self, consumer: Consumer, now: float) -> None:
@@ -263,9 +250,13 @@ class Queue:
         once. ``None`` if there is none."""
         self.touch(now)
         entry = self._head(now)
+        while entry is not None and entry.stored is not None and not self._with_body(entry):
+            entry = self._head(now)
         if entry is None:
             return None
         self.ready.remove(entry)
+        if entry.stored is not None and ack:
+            self.storage.taking(entry)  # type: ignore[union-attr]
         if ack:
             entry.state = _ACQUIRED
             entry.holder = None
@@ -314,6 +305,10 @@ class Queue:
             consumer = pick(entry.undeliverable_to)
             if consumer is None:
                 break
+            if entry.stored is not None:
+                if not self._with_body(entry):
+                    continue
+                self.storage.taking(entry)  # type: ignore[union-attr]
             ready.remove(entry)
             entry.state = _ACQUIRED
             entry.holder = consumer
@@ -332,6 +327,8 @@ class Queue:
                 entry = self.ready.next_after(cursor, now)
                 if entry is None:
                     break
+                if entry.stored is not None and not self._with_body(entry):
+                    continue
                 cursor = browsers[browser] = entry.seq
                 browser.credit.consume_one()
                 browser.deliver(entry, now)
@@ -393,6 +390,8 @@ class Queue:
         entry.state = _AVAILABLE
         entry.holder = None
         self.ready.put_back(entry)
+        if entry.stored is not None:
+            self.storage.requeued(entry)  # type: ignore[union-attr]
         return True
 
     def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
@@ -506,11 +505,24 @@ class Queue:
     def _finish(self, entry: QueuedMessage) -> None:
         entry.state = _GONE
         entry.holder = None
-        size = entry.message.size
+        ref = entry.stored
+        if ref is not None:
+            entry.stored = None
+            self.storage.removed(entry, ref)  # type: ignore[union-attr]
+            if entry.message.payload is None:
+                return  # a stand-in: its bytes were not counted in memory
         if self._gate is not None:
-            self._gate.sub(size)
-        if self._store is not None and entry.message.durable:
-            self._store.remove_message(self.vhost_name, self.name, entry.message.gateway_id)
+            self._gate.sub(entry.message.size)
+
+    def _with_body(self, entry: QueuedMessage) -> bool:
+        """Make sure the available head ``entry`` has its body (read back from the store);
+        one that cannot be read is dropped (logged) and False returned."""
+        if entry.message.payload is not None or self.storage.loaded(entry):  # type: ignore[union-attr]
+            return True
+        self.ready.remove(entry)
+        self._finish(entry)
+        return False
+
 
     def _ledger(self) -> Any:
         """The broker's ledger writer, or None (no vhost, no broker, ledger off)."""
@@ -519,11 +531,14 @@ class Queue:
         return getattr(broker, "ledger", None)
 
     def _expire_entry(self, entry: QueuedMessage, now: float) -> None:
+        message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
         self._finish(entry)
+        if message is None:
+            return
         ledger = self._ledger()
         if ledger is not None:
-            ledger.expired(now, self.vhost_name, entry, self.name)
-        self._dead_letter(entry.message, DeathReason.EXPIRED, now)
+            ledger.expired(now, self.vhost_name, message, entry.delivery_count, self.name)
+        self._dead_letter(message, DeathReason.EXPIRED, now)
 
     def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
         dlx = self.args.dead_letter_exchange

@@ -24,6 +24,7 @@ from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
 from .message import MessageContainer
+from .queue_storage import QueueStorage
 from .queues import Queue
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
 
@@ -277,13 +278,15 @@ class VirtualHost:
             arguments=arguments,
             now=now,
             gate=self.gate,
-            store=None if exclusive else self.store,
         )
         self.queues[name] = queue
         if exclusive:
             self._exclusive.setdefault(owner, {})[name] = None
-        elif durable:
-            self.store.save_queue(QueueRecord(self.name, name, True, auto_delete, dict(queue.arguments)))
+        elif queue.storable:
+            key = self.store.save_queue(QueueRecord(self.name, name, True, False, dict(queue.arguments)))
+            if self.store.persistent:
+                loader = self.broker.message_loader if self.broker is not None else None
+                queue.storage = QueueStorage(queue, self.store, key, loader, self.gate)
         return queue
 
     def _server_name(self) -> str:
@@ -321,7 +324,7 @@ class VirtualHost:
             source = self.exchanges.get(binding.source)
             if source is not None:
                 self._remove_binding(source, binding, cascade=True, store=False)
-        if queue.durable and queue.exclusive_owner is None:
+        if queue.storable:
             self.store.delete_queue(self.name, queue.name)
         return queue._teardown(reason)
 
@@ -371,7 +374,7 @@ class VirtualHost:
         if not source.add_binding(binding, dest):
             return False
         self._inbound.setdefault((destination_kind, destination), {})[binding] = None
-        if source.durable and dest.durable and getattr(dest, "exclusive_owner", None) is None:
+        if source.durable and _stored(dest):
             self.store.save_binding(_binding_record(self.name, binding))
         return True
 
@@ -406,7 +409,7 @@ class VirtualHost:
             inbound.pop(binding, None)
             if not inbound:
                 del self._inbound[(binding.destination_kind, binding.destination)]
-        if store and source.durable and dest.durable:
+        if store and source.durable and _stored(dest):
             self.store.delete_binding(_binding_record(self.name, binding))
         if cascade and source.auto_delete and not source.bindings and not source.deleted:
             self._drop_exchange(source)
@@ -547,6 +550,13 @@ class VirtualHost:
 
     def __repr__(self) -> str:
         return f"VirtualHost({self.name!r}, exchanges={len(self.exchanges)}, queues={len(self.queues)})"
+
+
+def _stored(destination: Any) -> bool:
+    """A binding's destination is in the store: a durable exchange, a storable queue."""
+    if isinstance(destination, Queue):
+        return destination.storable
+    return bool(destination.durable)
 
 
 def _binding_record(vhost: str, binding: Binding) -> BindingRecord:

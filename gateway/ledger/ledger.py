@@ -225,11 +225,13 @@ class Ledger:
 
     # -- queues ------------------------------------------------------------------------
 
-    def expired(self, now: float, vhost: str, entry: Any, queue: str) -> None:
-        message = entry.message
+    def expired(self, now: float, vhost: str, message: Any, delivery_count: int,
+                queue: str) -> None:
+        """``message`` expired in ``queue`` after ``delivery_count`` failed deliveries (the
+        message, not the queue entry: a durable queue's entry may hold a stand-in)."""
         self._append(_Event(now, self.queue_context(now, vhost, message),
                             EventKind.EXPIRED._value_, message.gateway_id, queue,
-                            entry.delivery_count, message.created_at))
+                            delivery_count, message.created_at))
 
     def dead_lettered(self, now: float, vhost: str, message: Any, queue: str, exchange: str,
                       routing_key: str, reason: str) -> None:

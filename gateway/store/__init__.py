@@ -1,20 +1,30 @@
 """Durable storage: the interface the broker writes through, and implementations."""
+from .errors import StoreError, StoreUnusable, StoreWriteFailed
 from .interface import (
     BindingRecord,
     ExchangeRecord,
-    MessageRecord,
+    MessageRow,
     NullStore,
     QueueRecord,
     Store,
+    StoreCodecs,
+    StoredEntry,
+    StoredMessage,
     StoreSnapshot,
 )
 
 __all__ = [
     "BindingRecord",
     "ExchangeRecord",
-    "MessageRecord",
+    "MessageRow",
     "NullStore",
     "QueueRecord",
     "Store",
+    "StoreCodecs",
+    "StoreError",
     "StoreSnapshot",
+    "StoreUnusable",
+    "StoreWriteFailed",
+    "StoredEntry",
+    "StoredMessage",
 ]

@@ -1,32 +1,42 @@
 """The durable store interface: records and the ``Store`` protocol.
 
-The broker writes durable exchanges, durable queues, bindings between durable entities,
-and persistent messages on durable queues through this interface, so a real store (the
-SQLite one in ``gateway/store/sqlite.py``) plugs in without touching protocol code.
+The broker writes durable exchanges, durable queues, bindings between stored entities,
+and persistent messages on durable queues through this interface; the SQLite store
+(``gateway/store/sqlite.py``) implements it, ``NullStore`` keeps nothing.
 
-Contract for implementations:
+Contract for implementations (every method runs on the event loop's thread):
 
-- every ``save_*``/``delete_*``/``add_message``/``remove_message`` call is cheap and may be
-  buffered; :meth:`Store.flush` makes everything written so far durable (group commit;
-  the edge calls it on a timer and before confirming publishes) and returns nothing;
-- ``delete_*`` and ``remove_message`` of something unknown are no-ops;
-- :meth:`Store.load` returns everything durable, for the broker to rebuild at start-up;
-- a store must not keep a reference to the broker's live objects: records are plain data.
-
-``NullStore`` is the in-memory default: it stores nothing, and its ``persistent``
-attribute is False so the broker skips building message records on the hot path.
+- every write is cheap and buffered: it joins the current *batch*, which the service
+  hands to the disk with :meth:`Store.flush` (on a short timer) and which is committed
+  with one sync; ``write_count`` grows with every write, so a caller can tell that an
+  operation wrote something by comparing it before and after;
+- :meth:`Store.after_commit` runs a callback once everything written so far is on disk
+  (``None``), or once the batch holding it failed (a ``StoreWriteFailed``): the protocols
+  confirm a publish (0-9-1 basic.ack, 1.0 accepted, tx.commit-ok) only from there;
+- a message is added once per queue entry and returns an opaque *reference*, which the
+  broker passes back to update (delivered, requeued) or remove the entry, and to ask
+  whether it is on disk (:meth:`Store.is_durable`) before dropping its body from memory;
+  the body of a message in several queues is written once (``StoredBody`` shared through
+  the reference, the broker keeps it on the container);
+- ``delete_*`` and removals of something unknown are no-ops;
+- :meth:`Store.load` returns everything durable, for the broker to rebuild at start-up,
+  and :meth:`Store.read_messages` reads bodies back on demand;
+- a store keeps no reference to the broker's live objects: records are plain data.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 __all__ = [
     "ExchangeRecord",
     "QueueRecord",
     "BindingRecord",
-    "MessageRecord",
+    "MessageRow",
+    "StoredMessage",
+    "StoredEntry",
     "StoreSnapshot",
+    "StoreCodecs",
     "Store",
     "NullStore",
 ]
@@ -47,13 +57,15 @@ class ExchangeRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueueRecord:
-    """A durable queue (exclusive queues are never durable in the store)."""
+    """A durable queue (exclusive and auto-delete queues are never stored). ``key`` is
+    the store's key for its messages (set in records returned by ``load``)."""
 
     vhost: str
     name: str
     durable: bool = True
     auto_delete: bool = False
     arguments: dict = field(default_factory=dict)
+    key: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,80 +83,131 @@ class BindingRecord:
     arguments: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRecord:
-    """A persistent message in one durable queue.
-
-    ``origin`` is the encoding name (``"amqp091"`` / ``"amqp10"``); ``payload`` is what
-    the origin protocol stored (0-9-1: ``(properties_bytes, body)``; 1.0: bytes).
-    ``message_id`` is the broker's ``gateway_id``; times are seconds; ``expires_at`` is
-    absolute (``None`` = never). ``deaths`` is the x-death list (newest first).
-    """
+class MessageRow(NamedTuple):
+    """A message as written, in the encoding it arrived in: ``origin`` is the encoding
+    name (``amqp091``/``amqp10``), ``properties`` the 0-9-1 property octets (``None``
+    for 1.0), ``body`` the 0-9-1 body or the encoded 1.0 message. ``message_id`` is the
+    broker's ``gateway_id``; ``created_at`` seconds; ``deaths`` the x-death records
+    (newest first) or ``None``. The rest is derived again from the bytes when read."""
 
     message_id: int
     origin: str
-    payload: Any
+    properties: Optional[bytes]
+    body: bytes
     exchange: str
     routing_key: str
-    headers: Optional[dict] = None
-    durable: bool = True
-    priority: Optional[int] = None
-    ttl_ms: Optional[int] = None
-    created_at: float = 0.0
-    size: int = 0
-    amqp_message_id: Any = None
-    correlation_id: Any = None
-    user_id: Optional[str] = None
-    deaths: Optional[list] = None
-    expires_at: Optional[float] = None
-    seq: int = 0
-    redelivered: bool = False
-    delivery_count: int = 0
+    created_at: float
+    size: int
+    priority: Optional[int]
+    deaths: Optional[list]
+
+
+class StoredMessage(NamedTuple):
+    """A message read back for one queue entry: its row, plus that entry's 1.0
+    ``modified`` annotations (``None`` when there are none)."""
+
+    row: MessageRow
+    annotations: Optional[dict]
+
+
+class StoredEntry(NamedTuple):
+    """One queue entry as loaded at start-up, in queue order (no body: the broker reads
+    bodies back when it delivers). ``acquired``: it had been delivered and not settled
+    when the gateway stopped."""
+
+    seq: int
+    ref: Any
+    message_id: int
+    expires_at: Optional[float]
+    delivery_count: int
+    redelivered: bool
+    acquired: bool
+    size: int
+    priority: Optional[int]
 
 
 @dataclass(frozen=True, slots=True)
 class StoreSnapshot:
-    """Everything durable. ``messages`` maps ``(vhost, queue)`` to records in queue order."""
+    """Everything durable. ``entries`` maps ``(vhost, queue)`` to entries in queue order."""
 
     exchanges: tuple[ExchangeRecord, ...] = ()
     queues: tuple[QueueRecord, ...] = ()
     bindings: tuple[BindingRecord, ...] = ()
-    messages: dict[tuple[str, str], list[MessageRecord]] = field(default_factory=dict)
+    entries: dict[tuple[str, str], list[StoredEntry]] = field(default_factory=dict)
+
+
+class StoreCodecs(NamedTuple):
+    """Value encodings a store needs and may not import (the service passes the
+    protocols' own): argument tables and x-death lists as 0-9-1 field tables, 1.0
+    ``modified`` annotations as a 1.0 map. Encoders take a value and return bytes;
+    decoders the reverse."""
+
+    encode_table: Callable[[Any], bytes]
+    decode_table: Callable[[bytes], Any]
+    encode_annotations: Callable[[dict], bytes]
+    decode_annotations: Callable[[bytes], dict]
+
+
+Callback = Callable[[Optional[Exception]], None]
 
 
 class Store(Protocol):
     """Durable storage behind the broker (see the module docstring for the contract)."""
 
-    #: False for stores that keep nothing (the broker then skips message records)
+    #: False for stores that keep nothing (the broker then never calls message methods)
     persistent: bool
+    #: grows with every write (see the module docstring)
+    write_count: int
+    #: the batch holding the latest write (equal for writes that share a commit)
+    latest_generation: int
 
     def save_exchange(self, record: ExchangeRecord) -> None: ...
 
     def delete_exchange(self, vhost: str, name: str) -> None: ...
 
-    def save_queue(self, record: QueueRecord) -> None: ...
+    def save_queue(self, record: QueueRecord) -> Any:
+        """Returns the queue's key for its messages."""
 
     def delete_queue(self, vhost: str, name: str) -> None:
-        """Also removes the queue's messages and bindings."""
+        """Also removes the queue's entries and bindings."""
 
     def save_binding(self, record: BindingRecord) -> None: ...
 
     def delete_binding(self, record: BindingRecord) -> None: ...
 
-    def add_message(self, vhost: str, queue: str, message_id: int, record: MessageRecord) -> None: ...
+    def add_message(self, queue_key: Any, seq: int, expires_at: Optional[float],
+                    delivery_count: int, redelivered: bool, body: Any,
+                    row: Optional[MessageRow]) -> Any:
+        """Add an entry; ``body`` is the ``StoredBody`` the message already has (another
+        queue took it first) or ``None`` with its ``row``. Returns the entry's reference
+        (``ref.body`` is the message's ``StoredBody``)."""
 
-    def remove_message(self, vhost: str, queue: str, message_id: int) -> None: ...
+    def update_message(self, queue_key: Any, seq: int, ref: Any, delivery_count: int,
+                       redelivered: bool, acquired: bool, annotations: Optional[dict]) -> None: ...
+
+    def remove_message(self, queue_key: Any, seq: int, ref: Any) -> None: ...
+
+    def is_durable(self, ref: Any) -> bool:
+        """True once the entry's last write is on disk (its body may leave memory)."""
+
+    def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]: ...
+
+    def after_commit(self, callback: Callback) -> None: ...
 
     def load(self) -> StoreSnapshot: ...
 
-    def flush(self, now: float) -> None:
-        """Make every earlier write durable (group commit)."""
+    def flush(self, now: float = 0.0) -> None:
+        """Hand the current batch to the disk."""
+
+    def close(self) -> None: ...
 
 
 class NullStore:
     """The in-memory default: keeps nothing, loads an empty snapshot."""
 
     persistent = False
+    write_count = 0
+    latest_generation = 0
 
     def save_exchange(self, record: ExchangeRecord) -> None:
         pass
@@ -152,8 +215,8 @@ class NullStore:
     def delete_exchange(self, vhost: str, name: str) -> None:
         pass
 
-    def save_queue(self, record: QueueRecord) -> None:
-        pass
+    def save_queue(self, record: QueueRecord) -> Any:
+        return None
 
     def delete_queue(self, vhost: str, name: str) -> None:
         pass
@@ -164,14 +227,32 @@ class NullStore:
     def delete_binding(self, record: BindingRecord) -> None:
         pass
 
-    def add_message(self, vhost: str, queue: str, message_id: int, record: MessageRecord) -> None:
+    def add_message(self, queue_key: Any, seq: int, expires_at: Optional[float],
+                    delivery_count: int, redelivered: bool, body: Any,
+                    row: Optional[MessageRow]) -> Any:
+        return None
+
+    def update_message(self, queue_key: Any, seq: int, ref: Any, delivery_count: int,
+                       redelivered: bool, acquired: bool, annotations: Optional[dict]) -> None:
         pass
 
-    def remove_message(self, vhost: str, queue: str, message_id: int) -> None:
+    def remove_message(self, queue_key: Any, seq: int, ref: Any) -> None:
         pass
+
+    def is_durable(self, ref: Any) -> bool:
+        return False
+
+    def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]:
+        return {}
+
+    def after_commit(self, callback: Callback) -> None:
+        callback(None)
 
     def load(self) -> StoreSnapshot:
         return StoreSnapshot()
 
-    def flush(self, now: float) -> None:
+    def flush(self, now: float = 0.0) -> None:
+        pass
+
+    def close(self) -> None:
         pass

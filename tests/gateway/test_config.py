@@ -62,6 +62,7 @@ def test_example_documents_every_key_with_its_default():
     assert cfg.memory_high_watermark == default.memory_high_watermark
     assert cfg.memory_low_watermark_ratio == default.memory_low_watermark_ratio == 0.9
     assert default.limits.failed_login_max_pending == 8
+    assert cfg.store == default.store
 
 
 def test_empty_file_gives_defaults():
@@ -105,6 +106,11 @@ def test_empty_file_gives_defaults():
     ("amqp10:\n  default_vhost: /\n  unroutable: drop\n", "amqp10.unroutable", 3,
      "'drop' is not one of: accept, release, reject"),
     ("amqp10:\n  unroutable: [reject]\n", "amqp10.unroutable", 2, "expected a single value"),
+    ("store:\n  sync_mode: sometimes\n", "store.sync_mode", 2, "not one of: full, normal"),
+    ("store:\n  commit_interval: 5\n", "store.commit_interval", 2, "between 0 and 1 second"),
+    ("store:\n  memory_budget: 0\n", "store.memory_budget", 2, "must be greater than 0"),
+    ("store:\n  integrity_check: thorough\n", "store.integrity_check", 2, "quick, full, off"),
+    ("store:\n  disk_free_limit: -1\n", "store.disk_free_limit", 2, "must not be negative"),
 ])
 def test_errors_name_key_and_line(text, path, line, words):
     err = error_of(text)
@@ -112,6 +118,40 @@ def test_errors_name_key_and_line(text, path, line, words):
     assert err.line == line
     assert words in err.message
     assert str(err).startswith(f"gw.yaml:{line}: {path}: ")
+
+
+def test_every_schema_error_is_reported_in_one_pass_in_file_order():
+    err = error_of("users:\n"
+                   "  - name: bob\n"                        # 2: no password_hash
+                   "  - name: eve\n"
+                   "    password_hash: nope\n"              # 4
+                   "limits: {heartbeat: 1, heartbeat: 2}\n"  # 5
+                   "listeners:\n"
+                   "  - port: 70000\n"                      # 7
+                   "    colour: red\n"                      # 8
+                   "  - port: 1\n"
+                   "    backlog: 0\n"                       # 10
+                   "vhosts: 5\n")                           # 11
+    assert [(e.line, e.key_path) for e in err.errors] == [
+        (2, "users[0].password_hash"), (4, "users[1].password_hash"), (5, "limits.heartbeat"),
+        (7, "listeners[0].port"), (8, "listeners[0].colour"), (10, "listeners[1].backlog"),
+        (11, "vhosts")]
+    assert (err.line, err.key_path) == (2, "users[0].password_hash")   # the first's
+    assert str(err).count("gw.yaml:") == 7                            # one line for logs
+
+
+def test_a_mapping_with_an_error_inside_is_not_cross_checked():
+    # tls_cert_file is given (and wrong): no second, misleading "tls: on needs tls_cert_file"
+    err = error_of("listeners:\n  - tls: on\n    tls_cert_file: /no/such.pem\n"
+                   "    tls_key_file: /no/such.key\n")
+    assert [(e.line, e.key_path) for e in err.errors] == [
+        (3, "listeners[0].tls_cert_file"), (4, "listeners[0].tls_key_file")]
+
+
+def test_a_file_that_cannot_be_read_is_named_without_line_or_key():
+    with pytest.raises(ConfigError) as info:
+        load_config("/no/such/gw.yaml")
+    assert str(info.value) == "/no/such/gw.yaml: cannot read config file: No such file or directory"
 
 
 def test_bad_regex_in_permissions():

@@ -42,3 +42,36 @@ def test_unroutable_counters_are_read_at_scrape_time():
     assert 'amqp_gateway_messages_unroutable_dropped_total{protocol="amqp091"} 2.0' in text
     assert 'amqp_gateway_messages_unroutable_dropped_total{protocol="amqp10"} 0.0' in text
     assert 'amqp_gateway_messages_unroutable_returned_total{protocol="amqp10"} 1.0' in text
+
+
+def test_store_metrics_are_read_at_scrape_time(tmp_path):
+    from gateway.store_codecs import load_stored_message
+    from tests.support.store_loop import ManualLoop, commit_now, open_test_store
+
+    loop = ManualLoop()
+    store = open_test_store(str(tmp_path), loop)
+    try:
+        broker = Broker(container_id="t", store=store, message_loader=load_stored_message)
+        metrics = GatewayMetrics()
+        metrics.watch_store(store, broker, lambda: 12345)
+        vhost = broker.vhost("/")
+        vhost.declare_queue("dq", durable=True)
+        for _ in range(3):
+            vhost.publish("", "dq", MessageContainer(Encoding.AMQP091, (b"\x10\x00\x02", b"x" * 10),
+                                                     durable=True, size=10), 0.0)
+        commit_now(store, loop)
+        broker.gate.set_alarm("disk", "low")
+        text = metrics.render().decode()
+        assert "amqp_gateway_store_messages 3.0" in text
+        assert "amqp_gateway_store_message_bytes 30.0" in text
+        assert "amqp_gateway_store_commit_batches_total 1.0" in text
+        assert "amqp_gateway_store_syncs_total 1.0" in text
+        assert "amqp_gateway_store_operations_total 7.0" in text  # queue + 3 messages + 3 entries
+        assert 'amqp_gateway_store_commit_latency_seconds_bucket{le="+Inf"} 1.0' in text
+        assert "amqp_gateway_store_commit_latency_seconds_count 1.0" in text
+        assert "amqp_gateway_disk_free_bytes 12345.0" in text
+        assert 'amqp_gateway_alarm{alarm="disk"} 1.0' in text and 'amqp_gateway_alarm{alarm="store"} 0.0' in text
+        size = [line for line in text.splitlines() if line.startswith("amqp_gateway_store_size_bytes ")]
+        assert size and float(size[0].split()[1]) > 0
+    finally:
+        store.close()

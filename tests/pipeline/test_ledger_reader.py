@@ -95,7 +95,7 @@ def v2_ledger(directory: str) -> None:
                     reason="no queue", address="/amq/queue/nope", routed=False)
     ledger.refused(T0 + 8, relay, "user-id", _message(0, exchange=""), address="/queue/q")
     ledger.refused(T0 + 8, pub, "ACCESS_REFUSED", exchange="secret", routing_key="k")
-    ledger.expired(T0 + 9, "/", SimpleNamespace(message=late, delivery_count=0), "q")
+    ledger.expired(T0 + 9, "/", late, 0, "q")
     ledger.dead_lettered(T0 + 9, "/", _message(5), "q", "dlx", "dead", "rejected")
     ledger.dead_letter_copy(T0 + 9, "/", _message(8, exchange="dlx"), EventKind.ROUTED, [q],
                             "rejected")

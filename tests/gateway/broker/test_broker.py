@@ -107,39 +107,56 @@ def test_deleting_queue_bound_everywhere(msg) -> None:
 
 
 def test_restore_from_store_snapshot(consumer_cls) -> None:
-    from gateway.store.interface import (
-        BindingRecord,
-        ExchangeRecord,
-        MessageRecord,
-        NullStore,
-        QueueRecord,
-        StoreSnapshot,
-    )
+    from gateway.broker import Encoding, MessageContainer
+    from gateway.store.interface import (BindingRecord, ExchangeRecord, MessageRow, NullStore,
+                                         QueueRecord, StoredEntry, StoredMessage, StoreSnapshot)
+
+    class Ref:
+        acquired = False
+        body = None
+
+    rows = {2: MessageRow(41, "amqp091", b"", b"two", "orders", "a.b", 1.0, 3, None, None),
+            1: MessageRow(40, "amqp10", None, b"one", "orders", "a.b", 1.0, 3, None, None)}
 
     class LoadedStore(NullStore):
+        persistent = True
+
         def load(self) -> StoreSnapshot:
             return StoreSnapshot(
                 exchanges=(ExchangeRecord("v", "orders", "topic"), ExchangeRecord("/", "amq.direct", "direct")),
                 queues=(QueueRecord("v", "q", arguments={"x-max-length": 10}),),
                 bindings=(BindingRecord("v", "orders", "queue", "q", "#"), BindingRecord("v", "orders", "queue", "gone", "#")),
-                messages={
+                entries={
                     ("v", "q"): [
-                        MessageRecord(41, "amqp091", (b"", b"two"), "orders", "a.b", size=3, seq=2, redelivered=True),
-                        MessageRecord(40, "amqp10", b"one", "orders", "a.b", size=3, seq=1, expires_at=100.0),
+                        StoredEntry(1, Ref(), 40, 100.0, 0, False, False, 3, None),
+                        StoredEntry(2, Ref(), 41, None, 0, True, True, 3, None),
                     ],
-                    ("v", "missing"): [MessageRecord(50, "amqp10", b"x", "", "missing")],
+                    ("v", "missing"): [StoredEntry(1, Ref(), 50, None, 0, False, False, 1, None)],
                 },
             )
 
-    b = Broker(container_id="c", vhosts=(), store=LoadedStore())
-    assert b.restore(now=5.0) == 2
+        def read_messages(self, key, seqs):
+            return {seq: StoredMessage(rows[seq], None) for seq in seqs}
+
+    def loader(stored: StoredMessage) -> MessageContainer:
+        row = stored.row
+        payload = row.body if row.origin == "amqp10" else (row.properties, row.body)
+        return MessageContainer(Encoding(row.origin), payload, row.exchange, row.routing_key,
+                                size=row.size, gateway_id=row.message_id, durable=True)
+
+    b = Broker(container_id="c", vhosts=(), store=LoadedStore(), message_loader=loader)
+    counts = b.restore(now=5.0)
+    assert (counts["v"].exchanges, counts["v"].queues, counts["v"].bindings, counts["v"].messages,
+            counts["v"].redelivered) == (1, 1, 1, 2, 1)
     v = b.vhost("v")
     q = v.queue("q")
-    assert q.durable and q.args.max_length == 10 and b.memory_used == 6
+    assert q.durable and q.args.max_length == 10 and q.message_count == 2
+    assert b.memory_used == 0  # bodies stay in the store until delivered
     c = consumer_cls()
     v.consume("q", c, now=6.0)
     assert [e.message.payload for e in c.entries] == [b"one", (b"", b"two")]
-    assert [e.redelivered for e in c.entries] == [False, True]
+    assert [(e.redelivered, e.delivery_count) for e in c.entries] == [(False, 0), (True, 1)]
     assert c.entries[0].message.gateway_id == 40 and c.entries[0].expires_at == 100.0
+    assert b.memory_used == 6
     assert b.next_gateway_id() == 42
     assert len(v.exchange("orders").bindings) == 1

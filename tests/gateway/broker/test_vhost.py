@@ -340,7 +340,14 @@ def test_x_expires_deletes_unused_queue(vhost, msg, consumer_cls) -> None:
 
 
 class RecordingStore(NullStore):
+    """Records the broker's store calls; ``add_message`` returns a reference."""
+
     persistent = True
+
+    class Ref:
+        def __init__(self, body) -> None:
+            self.body = body if body is not None else object()
+            self.acquired = False
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
@@ -349,12 +356,17 @@ class RecordingStore(NullStore):
         attr = object.__getattribute__(self, name)
         if name in {
             "save_exchange", "delete_exchange", "save_queue", "delete_queue",
-            "save_binding", "delete_binding", "add_message", "remove_message",
+            "save_binding", "delete_binding", "add_message", "update_message", "remove_message",
         }:
             calls = object.__getattribute__(self, "calls")
 
             def record(*args):
                 calls.append((name, *args))
+                if name == "save_queue":
+                    return ("key", args[0].name)
+                if name == "add_message":
+                    return RecordingStore.Ref(args[5])
+                return None
 
             return record
         return attr
@@ -367,20 +379,30 @@ def test_durable_entities_and_persistent_messages_reach_the_store(msg) -> None:
     v.declare_exchange("dx", "direct", durable=True)
     v.declare_exchange("tx", "direct")  # transient: not stored
     v.declare_queue("dq", durable=True)
+    v.declare_queue("dq2", durable=True)
     v.declare_queue("tq")
     v.declare_queue("xq", durable=True, exclusive=True, owner=1)  # exclusive: not stored
+    v.declare_queue("aq", durable=True, auto_delete=True)  # auto-delete: not stored
     v.bind(Q, "dq", "dx", "k")
+    v.bind(Q, "dq2", "dx", "k")
     v.bind(Q, "tq", "dx", "k")  # transient queue: not stored
-    v.publish("dx", "k", msg("p", durable=True), 0)
-    v.publish("dx", "k", msg("t", durable=False), 0)
+    v.bind(Q, "aq", "dx", "k")  # auto-delete queue: not stored
+    v.publish("dx", "k", msg((b"", b"p"), durable=True), 0)
+    v.publish("dx", "k", msg((b"", b"t"), durable=False), 0)
     names = [c[0] for c in store.calls]
-    assert names == ["save_exchange", "save_queue", "save_binding", "add_message"]
-    add = store.calls[-1]
-    assert add[1:3] == ("/", "dq") and add[4].payload == "p" and add[4].origin == "amqp091"
+    assert names == ["save_exchange", "save_queue", "save_queue", "save_binding", "save_binding",
+                     "add_message", "add_message"]
+    first, second = store.calls[-2:]
+    assert first[1:3] == (("key", "dq"), 1) and first[6] is None  # the row comes with the first
+    row = first[7]
+    assert row.body == b"p" and row.properties == b"" and row.origin == "amqp091"
+    assert second[1] == ("key", "dq2") and second[7] is None
+    assert second[6] is not None  # the second queue refers to the same stored body
     store.calls.clear()
     q = v.queue("dq")
     q.settle(q.get(0, ack=True))
     v.unbind(Q, "dq", "dx", "k")
     v.delete_queue("dq")
     v.delete_exchange("dx")
-    assert [c[0] for c in store.calls] == ["remove_message", "delete_binding", "delete_queue", "delete_exchange"]
+    assert [c[0] for c in store.calls] == ["update_message", "remove_message", "delete_binding",
+                                           "delete_queue", "delete_binding", "delete_exchange"]

@@ -41,7 +41,7 @@ def test_each_call_writes_one_record_of_its_kind():
     ledger.delivered(T0 + 1, sub, entry, "q")
     ledger.settled(T0 + 2, sub, entry, "q", "rejected", "why")
     ledger.refused(T0 + 3, pub, "ACCESS_REFUSED", exchange="secret", routing_key="k")
-    ledger.expired(T0 + 4, "/", entry, "q")
+    ledger.expired(T0 + 4, "/", entry.message, entry.delivery_count, "q")
     ledger.close_context(T0 + 5, sub)
     ledger.close_context(T0 + 5, sub)  # once only
     assert lines(ledger) == [

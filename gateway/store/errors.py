@@ -1,0 +1,36 @@
+"""Store errors: a store that cannot be opened, and a write that did not reach the disk."""
+from __future__ import annotations
+
+__all__ = ["StoreError", "StoreUnusable", "StoreWriteFailed"]
+
+
+class StoreError(Exception):
+    """Base of the store's errors; ``str()`` is a sentence for an operator."""
+
+
+class StoreUnusable(StoreError):
+    """The store file cannot be used: damaged, unreadable, or written by an unknown
+    version. The gateway refuses to start (exit status 2) rather than start empty and
+    lose what the file holds; ``path`` names the file and ``problem`` says what is wrong.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            f"store {path!r} is unusable: {problem}. Nothing was changed. Stop here: move the "
+            f"file aside together with its -wal and -shm files (keep them, they may still hold "
+            f"messages; `sqlite3 FILE .recover` can extract what is readable), then start again "
+            f"to begin with an empty store")
+
+
+class StoreWriteFailed(StoreError):
+    """A batch of writes was rolled back (disk full, read-only file system, I/O error).
+
+    ``full`` is True when the cause is a lack of space (SQLITE_FULL, ENOSPC, a file-size
+    limit), so the protocols can name it as a resource limit.
+    """
+
+    def __init__(self, text: str, *, full: bool) -> None:
+        self.full = full
+        super().__init__(text)

@@ -1,0 +1,464 @@
+"""``SqliteStore``: the embedded durable store, SQLite in WAL mode (stdlib ``sqlite3``).
+
+Theory of operation
+-------------------
+Everything here runs on the event loop's thread except the commit thread
+(:mod:`gateway.store.commit_thread`). A write (a message added, delivered, requeued or
+removed; an exchange, queue or binding saved or deleted) appends one operation to the
+*open generation* and costs a few list operations. The service arranges for
+:meth:`SqliteStore.flush` to run soon after the first write of a generation (``on_pending``
+is called then; the service's timer waits ``store.commit_interval``), and ``flush`` also
+runs at once when a generation reaches ``batch_max`` operations. ``flush`` hands the
+generation to the commit thread and opens the next one. The commit thread commits every
+generation waiting when it wakes in one transaction, so under load one sync covers the
+writes of many connections.
+
+Durability tickets: :meth:`after_commit` attaches a callback to the generation holding
+the latest write; when the commit thread reports that generation (through the injected
+``call_in_loop``), callbacks run in generation order with ``None``, or with the
+:class:`StoreWriteFailed` of a failed transaction. The protocols send a publisher confirm,
+a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback.
+
+Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
+is still in the open generation is never written at all (both operations are cancelled
+in place), and a delivery or requeue of such an entry only changes the pending insert.
+A message in several durable queues gets one ``messages`` row; ``StoredBody`` counts the
+queue entries referring to it and the row goes with the last of them.
+
+Failures: a failed transaction leaves the file as it was (see the commit thread); the
+store then holds ``write_error`` until a later commit succeeds, and calls ``on_alarm``
+with a reason (``None`` once writes work again) so the service blocks publishers
+meanwhile. Which entries are on disk is known per generation (:meth:`is_durable`), so
+the broker never drops from memory a body that is not in the file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from typing import Any, Callable, Optional
+
+from .commit_thread import CommitThread, Op
+from .errors import StoreUnusable, StoreWriteFailed
+from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
+                        StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
+
+__all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX"]
+
+log = logging.getLogger(__name__)
+
+#: operations in one generation before it is handed over without waiting for the timer
+DEFAULT_BATCH_MAX = 4096
+
+_INSERT_MESSAGE, _INSERT_ENTRY, _UPDATE_ENTRY = Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.UPDATE_ENTRY
+_DELETE_ENTRY, _DELETE_MESSAGE = Op.DELETE_ENTRY, Op.DELETE_MESSAGE
+
+
+class StoredBody:
+    """A message's row: how many stored queue entries refer to it, and its insert
+    operation with the generation that holds it."""
+
+    __slots__ = ("message_id", "size", "refs", "gen", "op")
+
+    def __init__(self, message_id: int, size: int, gen: int, op: Optional[list]) -> None:
+        self.message_id = message_id
+        self.size = size
+        self.refs = 0
+        self.gen = gen
+        self.op = op
+
+
+class StoreRef:
+    """One stored queue entry: its message's ``StoredBody``, the generation of its insert
+    (``first_gen``) and of its latest operation (``gen``, with ``op`` itself while that
+    generation is open), and whether the disk says it is acquired."""
+
+    __slots__ = ("body", "first_gen", "gen", "op", "acquired")
+
+    def __init__(self, body: StoredBody, gen: int, op: Optional[list], acquired: bool) -> None:
+        self.body = body
+        self.first_gen = gen
+        self.gen = gen
+        self.op = op
+        self.acquired = acquired
+
+
+class SqliteStore:
+    """See the module docstring. Raises :class:`StoreUnusable` from the constructor.
+
+    ``call_in_loop(fn, *args)`` runs ``fn`` on the event loop's thread (the reactor's
+    ``callFromThread``); ``sync`` is ``full`` or ``normal`` (``PRAGMA synchronous``);
+    ``check`` is ``quick``, ``full`` or ``off`` (the integrity check at open).
+    """
+
+    persistent = True
+
+    def __init__(self, path: str, *, call_in_loop: Callable[..., None], codecs: StoreCodecs,
+                 sync: str = "full", check: str = "quick",
+                 batch_max: int = DEFAULT_BATCH_MAX) -> None:
+        if sync not in SYNC_MODES:
+            raise ValueError(f"unknown sync mode {sync!r}")
+        self.path = path
+        self.sync = sync
+        self._codecs = codecs
+        self._batch_max = batch_max
+        self._lock_fd = lock_store(path)
+        try:
+            db = open_store(path, sync=sync, check=check)
+            self._removed_orphans = _remove_orphans(db, path)
+            self._reader = open_reader(path)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+        self.write_count = 0
+        self._gen = 1
+        self._ops: list[list] = []
+        self._done_gen = 0
+        self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
+        self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
+        self.write_error: Optional[StoreWriteFailed] = None
+        #: called with no arguments when a generation gets its first write (the service
+        #: schedules ``flush``); ``on_commit()`` after each commit report; ``on_alarm(reason
+        #: or None)`` when writes start or stop failing
+        self.on_pending: Optional[Callable[[], None]] = None
+        self.on_commit: Optional[Callable[[], None]] = None
+        self.on_alarm: Optional[Callable[[Optional[str]], None]] = None
+        self._exchanges: dict[tuple[str, str], ExchangeRecord] = {}
+        self._queues: dict[tuple[str, str], tuple[int, QueueRecord]] = {}
+        self._bindings: set[tuple] = set()
+        self._next_queue_id = 1
+        #: messages (rows) and their body bytes held by the store
+        self.messages_stored = 0
+        self.bytes_stored = 0
+        self._closed = False
+        self._thread = CommitThread(db, call_in_loop=call_in_loop, on_done=self._committed,
+                                    encode_table=codecs.encode_table,
+                                    encode_annotations=codecs.encode_annotations,
+                                    synced=sync == "full")
+
+    @property
+    def stats(self) -> Any:
+        """The commit thread's counters (``gateway.store.commit_thread.CommitStats``)."""
+        return self._thread.stats
+
+    def file_size(self) -> int:
+        """Bytes on disk: the database file and its write-ahead log."""
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.path.getsize(self.path + suffix)
+            except OSError:
+                pass
+        return total
+
+    # ------------------------------------------------------------------ generations
+    def _append(self, op: list) -> None:
+        ops = self._ops
+        ops.append(op)
+        self.write_count += 1
+        if len(ops) == 1:
+            if self.on_pending is not None:
+                self.on_pending()
+        elif len(ops) >= self._batch_max:
+            self.flush()
+
+    def flush(self, now: float = 0.0) -> None:
+        """Hand the open generation to the commit thread (nothing to do when empty)."""
+        if not self._ops or self._closed:
+            return
+        ops, self._ops = self._ops, []
+        gen = self._gen
+        self._gen = gen + 1
+        self._thread.submit(gen, ops)
+
+    @property
+    def latest_generation(self) -> int:
+        """The generation holding the latest write."""
+        return self._gen if self._ops else self._gen - 1
+
+    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> None:
+        """Run ``callback(error)`` once every write made so far is committed (``None``) or
+        its transaction failed (the ``StoreWriteFailed``)."""
+        gen = self._gen if self._ops else self._gen - 1
+        if gen <= self._done_gen:
+            callback(self._failure_of(gen))
+            return
+        self._waiters.append((gen, callback))
+
+    def _failure_of(self, gen: int) -> Optional[StoreWriteFailed]:
+        for low, high, error in self._failed:
+            if low <= gen <= high:
+                return error
+        return None
+
+    def _committed(self, gen: int, error: Optional[StoreWriteFailed]) -> None:
+        """The commit thread's report (on the event loop's thread)."""
+        if error is not None:
+            if gen > self._done_gen:
+                self._failed.append((self._done_gen + 1, gen, error))
+            first = self.write_error is None
+            self.write_error = error
+            if first and self.on_alarm is not None:
+                self.on_alarm(str(error))
+        elif self.write_error is not None:
+            log.warning("store writes work again")
+            self.write_error = None
+            if self.on_alarm is not None:
+                self.on_alarm(None)
+        if gen > self._done_gen:
+            self._done_gen = gen
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= gen:
+            waiter_gen, callback = waiters.popleft()
+            try:
+                callback(self._failure_of(waiter_gen))
+            except Exception:  # noqa: BLE001 - one protocol's bug must not stop the rest
+                log.exception("store commit callback failed")
+        if self.on_commit is not None:
+            self.on_commit()
+
+    def is_durable(self, ref: StoreRef) -> bool:
+        """True once the entry's insert, its latest update and its message row are all
+        in committed, successful transactions."""
+        done = self._done_gen
+        body = ref.body
+        if ref.gen > done or body.gen > done:
+            return False
+        failed = self._failed
+        if failed:
+            for gen in (ref.first_gen, ref.gen, body.gen):
+                for low, high, _ in failed:
+                    if low <= gen <= high:
+                        return False
+        return True
+
+    # ------------------------------------------------------------------ messages
+    def add_message(self, queue_key: int, seq: int, expires_at: Optional[float],
+                    delivery_count: int, redelivered: bool, body: Optional[StoredBody],
+                    row: Optional[MessageRow]) -> StoreRef:
+        gen = self._gen
+        if body is None:
+            assert row is not None
+            op = [_INSERT_MESSAGE, *row]
+            body = StoredBody(row.message_id, row.size, gen, op)
+            self.messages_stored += 1
+            self.bytes_stored += row.size
+            self._append(op)
+        body.refs += 1
+        op = [_INSERT_ENTRY, queue_key, seq, body.message_id, expires_at, delivery_count,
+              int(redelivered), 0, None]
+        ref = StoreRef(body, self._gen, op, False)
+        self._append(op)
+        return ref
+
+    def update_message(self, queue_key: int, seq: int, ref: StoreRef, delivery_count: int,
+                       redelivered: bool, acquired: bool, annotations: Optional[dict]) -> None:
+        """Record the entry's delivery state (and its 1.0 ``modified`` annotations)."""
+        ref.acquired = acquired
+        op = ref.op
+        if ref.gen == self._gen and op:
+            if op[0] is _INSERT_ENTRY:
+                op[5:9] = delivery_count, int(redelivered), int(acquired), annotations
+                return
+            if op[0] is _UPDATE_ENTRY:
+                op[3:7] = delivery_count, int(redelivered), int(acquired), annotations
+                return
+        op = [_UPDATE_ENTRY, queue_key, seq, delivery_count, int(redelivered), int(acquired),
+              annotations]
+        ref.op = op
+        ref.gen = self._gen
+        self._append(op)
+
+    def remove_message(self, queue_key: int, seq: int, ref: StoreRef) -> None:
+        gen = self._gen
+        op = ref.op
+        if ref.gen == gen and op and op[0] is _INSERT_ENTRY:
+            op[0] = None  # never written: nothing to delete
+        else:
+            if ref.gen == gen and op:
+                op[0] = None  # a pending update of a row about to go
+            op = [_DELETE_ENTRY, queue_key, seq]
+            ref.gen = gen
+            self._append(op)
+        ref.op = None
+        body = ref.body
+        body.refs -= 1
+        if body.refs == 0:
+            self.messages_stored -= 1
+            self.bytes_stored -= body.size
+            if body.gen == gen and body.op:
+                body.op[0] = None
+            else:
+                self._append([_DELETE_MESSAGE, body.message_id])
+            body.op = None
+
+    def read_messages(self, queue_key: int, seqs: list[int]) -> dict[int, StoredMessage]:
+        """The messages of entries ``seqs`` of queue ``queue_key`` as committed (entries
+        whose rows are missing are left out). Raises ``sqlite3.Error`` on a read error."""
+        if not seqs:
+            return {}
+        out: dict[int, StoredMessage] = {}
+        decode_table, decode_annotations = self._codecs.decode_table, self._codecs.decode_annotations
+        for start in range(0, len(seqs), 500):
+            chunk = seqs[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._reader.execute(
+                "SELECT e.seq, m.id, m.origin, m.properties, m.body, m.exchange, m.routing_key,"
+                " m.created_at, m.size, m.priority, m.deaths, e.annotations"
+                " FROM queue_messages e JOIN messages m ON m.id = e.message"
+                f" WHERE e.queue = ? AND e.seq IN ({marks})", (queue_key, *chunk))
+            for seq, *fields, deaths, annotations in rows:
+                row = MessageRow(*fields, decode_table(deaths) if deaths else None)
+                out[seq] = StoredMessage(row, decode_annotations(annotations) if annotations else None)
+        return out
+
+    # ------------------------------------------------------------------ entities
+    def save_exchange(self, record: ExchangeRecord) -> None:
+        key = (record.vhost, record.name)
+        if self._exchanges.get(key) == record:
+            return
+        self._exchanges[key] = record
+        self._append([Op.SAVE_EXCHANGE, record.vhost, record.name, record.type,
+                      int(record.auto_delete), int(record.internal), record.arguments])
+
+    def delete_exchange(self, vhost: str, name: str) -> None:
+        if self._exchanges.pop((vhost, name), None) is None:
+            return
+        self._bindings = {b for b in self._bindings
+                          if not (b[0] == vhost and (b[1] == name or (b[2] == "exchange" and b[3] == name)))}
+        self._append([Op.DELETE_EXCHANGE, vhost, name])
+
+    def save_queue(self, record: QueueRecord) -> int:
+        key = (record.vhost, record.name)
+        known = self._queues.get(key)
+        if known is not None and known[1].arguments == record.arguments:
+            return known[0]
+        qid = known[0] if known is not None else self._next_queue_id
+        if known is None:
+            self._next_queue_id += 1
+        self._queues[key] = (qid, record)
+        self._append([Op.SAVE_QUEUE, qid, record.vhost, record.name, record.arguments])
+        return qid
+
+    def delete_queue(self, vhost: str, name: str) -> None:
+        known = self._queues.pop((vhost, name), None)
+        if known is None:
+            return
+        self._bindings = {b for b in self._bindings
+                          if not (b[0] == vhost and b[2] == "queue" and b[3] == name)}
+        self._append([Op.DELETE_QUEUE, known[0], vhost, name])
+
+    @staticmethod
+    def _binding_key(record: BindingRecord) -> tuple:
+        return (record.vhost, record.source, record.destination_kind, record.destination,
+                record.routing_key, repr(sorted(record.arguments.items(), key=repr)))
+
+    def save_binding(self, record: BindingRecord) -> None:
+        key = self._binding_key(record)
+        if key in self._bindings:
+            return
+        self._bindings.add(key)
+        self._append([Op.SAVE_BINDING, record.vhost, record.source, record.destination_kind,
+                      record.destination, record.routing_key, record.arguments])
+
+    def delete_binding(self, record: BindingRecord) -> None:
+        key = self._binding_key(record)
+        if key not in self._bindings:
+            return
+        self._bindings.discard(key)
+        self._append([Op.DELETE_BINDING, record.vhost, record.source, record.destination_kind,
+                      record.destination, record.routing_key, record.arguments])
+
+    # ------------------------------------------------------------------ start and stop
+    def load(self) -> StoreSnapshot:
+        """Everything durable, committed. Remembers what it loaded, so the broker's
+        re-declarations at restore write nothing. Raises :class:`StoreUnusable` on a read
+        error or a value that cannot be decoded (a damaged file)."""
+        try:
+            return self._load()
+        except StoreUnusable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - sqlite3 or codec errors: name the file
+            raise StoreUnusable(self.path, f"cannot read it: {type(exc).__name__}: {exc}") from None
+
+    def _load(self) -> StoreSnapshot:
+        db = self._reader
+        decode = self._codecs.decode_table
+
+        def args(blob: Optional[bytes]) -> dict:
+            return dict(decode(blob)) if blob else {}
+
+        exchanges = tuple(
+            ExchangeRecord(vhost, name, type_, True, bool(auto_delete), bool(internal), args(a))
+            for vhost, name, type_, auto_delete, internal, a in db.execute(
+                "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"))
+        queues: list[QueueRecord] = []
+        names: dict[int, tuple[str, str]] = {}
+        for qid, vhost, name, a in db.execute("SELECT id, vhost, name, arguments FROM queues ORDER BY id"):
+            record = QueueRecord(vhost, name, True, False, args(a), qid)
+            queues.append(record)
+            names[qid] = (vhost, name)
+            self._queues[(vhost, name)] = (qid, record)
+            self._next_queue_id = max(self._next_queue_id, qid + 1)
+        bindings = tuple(
+            BindingRecord(vhost, source, kind, dest, key, args(a))
+            for vhost, source, kind, dest, key, a in db.execute(
+                "SELECT vhost, source, dest_kind, dest, routing_key, arguments FROM bindings"))
+        for record in exchanges:
+            self._exchanges[(record.vhost, record.name)] = record
+        for record in bindings:
+            self._bindings.add(self._binding_key(record))
+        entries: dict[tuple[str, str], list[StoredEntry]] = {}
+        bodies: dict[int, StoredBody] = {}
+        current: Optional[int] = None
+        listed: list[StoredEntry] = []
+        for qid, seq, message_id, expires_at, count, redelivered, acquired, size, priority in db.execute(
+                "SELECT e.queue, e.seq, e.message, e.expires_at, e.delivery_count, e.redelivered,"
+                " e.acquired, m.size, m.priority FROM queue_messages e"
+                " JOIN messages m ON m.id = e.message ORDER BY e.queue, e.seq"):
+            if qid != current:
+                current = qid
+                listed = entries.setdefault(names[qid], [])
+            body = bodies.get(message_id)
+            if body is None:
+                body = bodies[message_id] = StoredBody(message_id, size, 0, None)
+                self.messages_stored += 1
+                self.bytes_stored += size
+            body.refs += 1
+            ref = StoreRef(body, 0, None, bool(acquired))
+            listed.append(StoredEntry(seq, ref, message_id, expires_at, count, bool(redelivered),
+                                      bool(acquired), size, priority))
+        return StoreSnapshot(exchanges, tuple(queues), bindings, entries)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Commit what is buffered, stop the commit thread, close the file (idempotent).
+        Callbacks still waiting are dropped: the connections they answer are gone."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        if not self._thread.stop(timeout):
+            log.error("store commit thread did not finish within %.1fs", timeout)
+        self._waiters.clear()
+        try:
+            self._reader.close()
+            self._thread._db.close()
+        finally:
+            os.close(self._lock_fd)
+
+
+def _remove_orphans(db: Any, path: str) -> int:
+    """Entries of missing queues and messages no entry refers to (left by a crash between
+    two batches of a queue deletion, say); returns how many rows went."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        removed = db.execute("DELETE FROM queue_messages WHERE queue NOT IN (SELECT id FROM queues)").rowcount
+        removed += db.execute(
+            "DELETE FROM messages WHERE id NOT IN (SELECT message FROM queue_messages)").rowcount
+        db.execute("COMMIT")
+    except Exception as exc:  # noqa: BLE001 - sqlite3.Error: the file is damaged
+        raise StoreUnusable(path, f"cannot tidy it: {exc}") from None
+    if removed:
+        log.warning("store %s: removed %d row(s) no queue refers to", path, removed)
+    return removed

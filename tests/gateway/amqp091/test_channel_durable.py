@@ -1,0 +1,120 @@
+"""BrokerChannel with a real durable store: confirms and tx.commit-ok wait for the commit.
+
+The store's commit thread reports through a ``ManualLoop``: until the test runs the
+report, the broker does not know the write is on disk, and no confirm may go out.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from gateway.amqp091 import methods as m
+from gateway.amqp091.frames import MethodFrame
+from gateway.amqp091.spec import ReplyCode
+from tests.support.broker_channel_driver import BrokerClient, make_broker
+from tests.support.frame_builder import methods_of
+from translators.basic_properties import BasicProperties
+
+PERSISTENT = BasicProperties(delivery_mode=2)
+TRANSIENT = BasicProperties(delivery_mode=1)
+
+
+@pytest.fixture
+def client(store):
+    c = BrokerClient(make_broker(store=store))
+    c.open(1)
+    c.declare(1, "durable", durable=True)
+    c.declare(1, "plain")
+    c.call(1, m.ConfirmSelect())
+    return c
+
+
+def publishes(client, channel, *items):
+    """One batch of basic.publish: ``(routing_key, properties)`` each."""
+    return b"".join(client.frames.content(channel, m.BasicPublish(exchange="", routing_key=k), b"x", p)
+                    for k, p in items)
+
+
+def committed(client, store, loop) -> list[m.Method]:
+    """Hand the batch over, let the commit report run; the methods it made the server send."""
+    store.flush()
+    loop.wait_for_reports()
+    loop.run_until(lambda: True)
+    return methods_of(client.received())
+
+
+def test_persistent_publish_on_a_durable_queue_is_acked_only_after_the_commit(client, store, loop, tmp_path):
+    assert client.publish(1, "", "durable", b"p", PERSISTENT) == []  # held
+    db = sqlite3.connect(str(tmp_path / "store.db"))
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert committed(client, store, loop) == [m.BasicAck(delivery_tag=1, multiple=True)]
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (1,)  # on disk when acked
+
+
+def test_transient_traffic_is_acked_at_once(client, store, loop):
+    assert client.publish(1, "", "durable", b"t", TRANSIENT) == [m.BasicAck(delivery_tag=1, multiple=False)]
+    assert client.publish(1, "", "plain", b"p", PERSISTENT) == [m.BasicAck(delivery_tag=2, multiple=False)]
+    assert store.write_count == 1  # the durable queue, nothing for the messages
+
+
+def test_publishes_after_a_held_one_wait_with_it_so_no_multiple_ack_jumps_it(client, store, loop):
+    out = client.send(publishes(client, 1, ("plain", TRANSIENT), ("plain", TRANSIENT),
+                                ("durable", PERSISTENT), ("plain", TRANSIENT)))
+    assert out == [MethodFrame(1, m.BasicAck(delivery_tag=2, multiple=True))]  # before the held one
+    # a later batch while 3 and 4 wait: held too
+    assert client.publish(1, "", "plain", b"t", TRANSIENT) == []
+    assert committed(client, store, loop) == [m.BasicAck(delivery_tag=4, multiple=True),
+                                              m.BasicAck(delivery_tag=5, multiple=True)]
+    # nothing waits any more: acks go out at once again
+    assert client.publish(1, "", "plain", b"t", TRANSIENT) == [m.BasicAck(delivery_tag=6, multiple=False)]
+
+
+def test_a_failed_write_nacks_the_held_publishes(client, store, loop):
+    thread = store._thread
+    real = thread._execute
+
+    def failing(ops):
+        real(ops)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    thread._execute = failing
+    client.send(publishes(client, 1, ("durable", PERSISTENT), ("durable", PERSISTENT)))
+    assert committed(client, store, loop) == [m.BasicNack(delivery_tag=2, multiple=True, requeue=False)]
+
+
+def test_tx_commit_ok_waits_for_the_commit(store, loop):
+    c = BrokerClient(make_broker(store=store))
+    c.open(1)
+    c.declare(1, "durable", durable=True)
+    c.call(1, m.TxSelect())
+    c.publish(1, "", "durable", b"p", PERSISTENT)
+    assert c.call(1, m.TxCommit()) == []
+    assert committed(c, store, loop) == [m.TxCommitOk()]
+    c.publish(1, "", "durable", b"t", TRANSIENT)
+    assert c.call(1, m.TxCommit()) == [m.TxCommitOk()]  # nothing stored: at once
+
+
+def test_a_failed_tx_commit_closes_the_connection_naming_the_problem(store, loop):
+    c = BrokerClient(make_broker(store=store))
+    c.open(1)
+    c.declare(1, "durable", durable=True)
+    c.call(1, m.TxSelect())
+    real = store._thread._execute
+
+    def failing(ops):
+        real(ops)
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    store._thread._execute = failing
+    c.publish(1, "", "durable", b"p", PERSISTENT)
+    assert c.call(1, m.TxCommit()) == []
+    (close,) = committed(c, store, loop)
+    assert isinstance(close, m.ConnectionClose) and close.reply_code == ReplyCode.INTERNAL_ERROR
+    assert "readonly database" in close.reply_text
+
+
+def test_a_confirm_for_a_closed_channel_is_dropped(client, store, loop):
+    client.publish(1, "", "durable", b"p", PERSISTENT)
+    assert client.call(1, m.ChannelClose()) == [m.ChannelCloseOk()]
+    assert committed(client, store, loop) == []

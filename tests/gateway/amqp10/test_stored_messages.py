@@ -1,0 +1,37 @@
+"""1.0 messages and annotations as the store keeps them: rebuilt by the transfer scanner."""
+from __future__ import annotations
+
+from proton import symbol, ulong
+
+from gateway.amqp10.stored_messages import container_from_stored, decode_annotations, encode_annotations
+from gateway.broker import Encoding
+from gateway.store import MessageRow, StoredMessage
+from tests.support.amqp10_pump import encode_message
+
+
+def test_routing_fields_come_back_from_the_encoded_message() -> None:
+    encoded = encode_message("hello", durable=True, priority=7, ttl=30, id="m-1", correlation_id="c-1",
+                             properties={"k": "v"})
+    row = MessageRow(9, "amqp10", None, encoded, "amq.topic", "a.b", 4.0, 0, 7, None)
+    message = container_from_stored(StoredMessage(row, {symbol("x-opt-a"): ulong(1)}))
+    assert message.origin is Encoding.AMQP10 and message.payload == encoded
+    assert (message.exchange, message.routing_key, message.created_at, message.gateway_id) == (
+        "amq.topic", "a.b", 4.0, 9)
+    assert (message.durable, message.priority, message.ttl_ms) == (True, 7, 30000)
+    assert (message.message_id, message.correlation_id) == ("m-1", "c-1")
+    assert message.headers == {"k": "v"}
+    assert message.annotations == {symbol("x-opt-a"): ulong(1)}
+
+
+def test_deaths_remove_the_ttl() -> None:
+    encoded = encode_message("x", durable=True, ttl=30)
+    row = MessageRow(9, "amqp10", None, encoded, "", "q", 4.0, 0, None, [{"queue": "q", "reason": "expired"}])
+    assert container_from_stored(StoredMessage(row, None)).ttl_ms is None
+
+
+def test_annotations_keep_symbols_and_typed_values() -> None:
+    annotations = {symbol("x-opt-reason"): "retry", "x-opt-count": ulong(3), ulong(5): symbol("s")}
+    back = decode_annotations(encode_annotations(annotations))
+    assert back == {symbol("x-opt-reason"): "retry", symbol("x-opt-count"): ulong(3), ulong(5): symbol("s")}
+    assert all(type(k) in (symbol, ulong) for k in back)
+    assert type(back[symbol("x-opt-count")]) is ulong

@@ -1,0 +1,329 @@
+"""SqliteStore: generations, group commit, durability callbacks, cancellation, load,
+failures and the checks at open (sans-I/O: the commit thread reports into a list that the
+test runs, as the reactor would)."""
+from __future__ import annotations
+
+import ast
+import os
+import sqlite3
+import threading
+
+import pytest
+
+from gateway.store import BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs
+from gateway.store.errors import StoreUnusable, StoreWriteFailed
+from gateway.store.sqlite import SqliteStore
+from gateway.store.sqlite_schema import SCHEMA_VERSION
+from tests.support.store_loop import ManualLoop
+
+CODECS = StoreCodecs(
+    encode_table=lambda v: repr(v).encode(),
+    decode_table=lambda b: ast.literal_eval(b.decode()),
+    encode_annotations=lambda v: repr(v).encode(),
+    decode_annotations=lambda b: ast.literal_eval(b.decode()),
+)
+
+
+@pytest.fixture
+def path(tmp_path) -> str:
+    return str(tmp_path / "store.db")
+
+
+def open_store(path: str, loop: ManualLoop, **kw) -> SqliteStore:
+    return SqliteStore(path, call_in_loop=loop.call_in_loop, codecs=CODECS, **kw)
+
+
+def row(mid: int, body: bytes = b"body", **kw) -> MessageRow:
+    fields = dict(message_id=mid, origin="amqp091", properties=b"\x90\x00", body=body,
+                  exchange="x", routing_key="k", created_at=1.5, size=len(body), priority=None,
+                  deaths=None)
+    fields.update(kw)
+    return MessageRow(**fields)
+
+
+def commit(store: SqliteStore, loop: ManualLoop) -> None:
+    """Flush and wait for the report (what the service's timer and reactor do)."""
+    done: list = []
+    store.after_commit(done.append)
+    store.flush()
+    loop.run_until(lambda: done)
+    assert done == [None]
+
+
+def test_entities_and_messages_survive_reopening(path, loop) -> None:
+    store = open_store(path, loop)
+    store.save_exchange(ExchangeRecord("/", "orders", "topic", arguments={"alternate-exchange": "ae"}))
+    qid = store.save_queue(QueueRecord("/", "q", arguments={"x-max-length": 10}))
+    store.save_binding(BindingRecord("/", "orders", "queue", "q", "a.#"))
+    ref1 = store.add_message(qid, 1, None, 0, False, None, row(10, b"one"))
+    ref2 = store.add_message(qid, 2, 99.5, 2, True, None, row(11, b"two", priority=7, deaths=[{"queue": "q"}]))
+    commit(store, loop)
+    store.update_message(qid, 1, ref1, 1, True, True, {"x-opt-a": 1})
+    commit(store, loop)
+    assert store.is_durable(ref1) and store.is_durable(ref2)
+    store.close()
+
+    again = open_store(path, loop)
+    snap = again.load()
+    assert snap.exchanges == (ExchangeRecord("/", "orders", "topic", arguments={"alternate-exchange": "ae"}),)
+    assert [(q.name, q.arguments, q.key) for q in snap.queues] == [("q", {"x-max-length": 10}, qid)]
+    assert snap.bindings == (BindingRecord("/", "orders", "queue", "q", "a.#"),)
+    entries = snap.entries[("/", "q")]
+    assert [(e.seq, e.message_id, e.expires_at, e.delivery_count, e.redelivered, e.acquired, e.size,
+             e.priority) for e in entries] == [(1, 10, None, 1, True, True, 3, None),
+                                               (2, 11, 99.5, 2, True, False, 3, 7)]
+    read = again.read_messages(qid, [1, 2])
+    assert read[1].row == row(10, b"one") and read[1].annotations == {"x-opt-a": 1}
+    assert read[2].row.deaths == [{"queue": "q"}] and read[2].annotations is None
+    assert again.messages_stored == 2 and again.bytes_stored == 6
+    # the broker re-declares what it loaded: nothing is written
+    count = again.write_count
+    again.save_exchange(snap.exchanges[0])
+    assert again.save_queue(snap.queues[0]) == qid
+    again.save_binding(snap.bindings[0])
+    assert again.write_count == count
+    again.close()
+
+
+def test_a_message_in_two_queues_is_one_row_until_both_remove_it(path, loop) -> None:
+    store = open_store(path, loop)
+    qa = store.save_queue(QueueRecord("/", "a"))
+    qb = store.save_queue(QueueRecord("/", "b"))
+    ra = store.add_message(qa, 1, None, 0, False, None, row(7, b"x" * 100))
+    rb = store.add_message(qb, 1, None, 0, False, ra.body, None)
+    assert ra.body is rb.body and ra.body.refs == 2
+    commit(store, loop)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (2,)
+    store.remove_message(qa, 1, ra)
+    commit(store, loop)
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (1,)
+    store.remove_message(qb, 1, rb)
+    commit(store, loop)
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (0,)
+    assert store.messages_stored == 0 and store.bytes_stored == 0
+    store.close()
+
+
+def test_removed_before_commit_is_never_written(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    ref = store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.update_message(qid, 1, ref, 0, False, True, None)  # delivered: changes the insert
+    store.remove_message(qid, 1, ref)  # acked in the same generation
+    ops_before = store.stats.operations
+    commit(store, loop)
+    assert store.stats.operations == ops_before  # both inserts cancelled: nothing written
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    store.close()
+
+
+def test_group_commit_one_transaction_for_several_generations(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    done: list = []
+    gate = threading.Event()
+    db = store._thread._db
+    real_execute = store._thread._execute
+
+    def slow(ops):  # hold the first transaction until all generations are queued
+        gate.wait(5)
+        return real_execute(ops)
+
+    store._thread._execute = slow
+    for i in range(1, 6):
+        store.add_message(qid, i, None, 0, False, None, row(i))
+        store.after_commit(done.append)
+        store.flush()
+    batches = store.stats.batches
+    gate.set()
+    loop.run_until(lambda: len(done) == 5)
+    assert done == [None] * 5
+    assert 1 <= store.stats.batches - batches <= 2  # the first, then the four waiting
+    assert db is not None
+    store.close()
+
+
+def test_callbacks_wait_for_their_generation(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    first: list = []
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.after_commit(first.append)
+    store.flush()
+    second: list = []
+    store.add_message(qid, 2, None, 0, False, None, row(2))
+    store.after_commit(second.append)
+    loop.run_until(lambda: first)
+    assert first == [None] and second == []  # its generation is still open
+    store.flush()
+    loop.run_until(lambda: second)
+    store.close()
+
+
+def test_on_pending_is_called_once_per_generation_and_batch_max_flushes(path, loop) -> None:
+    store = open_store(path, loop, batch_max=3)
+    calls: list = []
+    store.on_pending = lambda: calls.append(1)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    store.add_message(qid, 1, None, 0, False, None, row(1))  # 3 operations: handed over
+    assert calls == [1] and store._ops == []
+    store.add_message(qid, 2, None, 0, False, None, row(2))
+    assert calls == [1, 1] and len(store._ops) == 2
+    store.close()
+
+
+def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> None:
+    store = open_store(path, loop)
+    alarms: list = []
+    store.on_alarm = alarms.append
+    qid = store.save_queue(QueueRecord("/", "q"))
+    kept = store.add_message(qid, 1, None, 0, False, None, row(1))
+    commit(store, loop)
+    thread = store._thread
+    real_execute = thread._execute
+    failing = {"on": True}
+
+    def execute(ops):
+        written = real_execute(ops)
+        if failing["on"]:
+            raise sqlite3.OperationalError("database or disk is full")
+        return written
+
+    thread._execute = execute
+    lost = store.add_message(qid, 2, None, 0, False, None, row(2))
+    store.remove_message(qid, 1, kept)
+    errors: list = []
+    store.after_commit(errors.append)
+    store.flush()
+    loop.run_until(lambda: errors)
+    assert isinstance(errors[0], StoreWriteFailed) and errors[0].full
+    assert "database or disk is full" in str(errors[0])
+    assert alarms == [str(errors[0])] and store.write_error is errors[0]
+    assert not store.is_durable(lost)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (1,)  # rolled back
+    failing["on"] = False
+    ok: list = []
+    store.after_commit(ok.append)  # nothing new: the failed generation answers at once
+    assert isinstance(ok[0], StoreWriteFailed)
+    fresh = store.add_message(qid, 3, None, 0, False, None, row(3))
+    commit(store, loop)
+    assert alarms[-1] is None and store.write_error is None
+    # the deletion was kept and retried; the failed insert stays lost
+    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(3,)]
+    assert store.is_durable(fresh) and not store.is_durable(lost)
+    store.close()
+
+
+def test_retry_without_new_writes(path, loop) -> None:
+    store = open_store(path, loop)
+    store._thread._retry_interval = 0.05
+    qid = store.save_queue(QueueRecord("/", "q"))
+    ref = store.add_message(qid, 1, None, 0, False, None, row(1))
+    commit(store, loop)
+    thread = store._thread
+    real_execute = thread._execute
+    attempts: list = []
+
+    def execute(ops):
+        attempts.append(len(ops))
+        written = real_execute(ops)
+        if len(attempts) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        return written
+
+    thread._execute = execute
+    alarms: list = []
+    store.on_alarm = alarms.append
+    store.remove_message(qid, 1, ref)
+    store.flush()
+    loop.run_until(lambda: alarms == [alarms[0], None] if alarms else False)
+    assert "disk I/O error" in alarms[0] and not isinstance(alarms[0], bool)
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    store.close()
+
+
+def test_delete_queue_removes_entries_and_bindings(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    store.save_exchange(ExchangeRecord("/", "x", "direct"))
+    store.save_binding(BindingRecord("/", "x", "queue", "q", "k"))
+    ref = store.add_message(qid, 1, None, 0, False, None, row(1))
+    commit(store, loop)
+    store.delete_queue("/", "q")
+    store.remove_message(qid, 1, ref)  # what the queue's teardown does
+    commit(store, loop)
+    store.close()
+    again = open_store(path, loop)
+    snap = again.load()
+    assert snap.queues == () and snap.bindings == () and snap.entries == {}
+    assert [e.name for e in snap.exchanges] == ["x"]
+    again.close()
+
+
+def test_orphans_are_removed_at_open(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    commit(store, loop)
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM queues")
+    db.commit()
+    db.close()
+    again = open_store(path, loop)
+    assert again._removed_orphans == 2 and again.load().entries == {}
+    again.close()
+
+
+def test_a_file_that_is_not_a_database_is_refused(path, loop) -> None:
+    with open(path, "wb") as f:
+        f.write(b"this is not a database" * 100)
+    with pytest.raises(StoreUnusable) as caught:
+        open_store(path, loop)
+    assert path in str(caught.value) and "not a database" in str(caught.value)
+    assert "move the file aside" in str(caught.value)
+
+
+def test_an_unknown_schema_version_is_refused(path, loop) -> None:
+    open_store(path, loop).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreUnusable, match="schema version is 2"):
+        open_store(path, loop)
+
+
+def test_a_foreign_database_is_refused(path, loop) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE other(x)")
+    db.close()
+    with pytest.raises(StoreUnusable, match="not a gateway store"):
+        open_store(path, loop)
+
+
+def test_damaged_pages_are_refused(path, loop) -> None:
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    for i in range(1, 200):
+        store.add_message(qid, i, None, 0, False, None, row(i, os.urandom(3000)))
+    commit(store, loop)
+    store.close()
+    sqlite3.connect(path).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    with open(path, "r+b") as f:  # scribble over an interior b-tree page
+        f.seek(4096 * 3)
+        f.write(b"\xff" * 4096)
+    with pytest.raises(StoreUnusable, match="quick_check|malformed|not a database"):
+        open_store(path, loop)
+
+
+def test_a_second_process_on_the_same_store_is_refused(path, loop) -> None:
+    store = open_store(path, loop)
+    with pytest.raises(StoreUnusable, match="lock file"):
+        open_store(path, loop)
+    store.close()
+    open_store(path, loop).close()  # released on close
