@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import pn_delivery_settle, pn_delivery_update
 from proton import Condition, Delivery
 
 from gateway.amqp10.conditions import Condition as Cond
+from gateway.amqp10.proton_calls import pn_delivery_settle, pn_delivery_update
 
 __all__ = ["DurableAccepts"]
 

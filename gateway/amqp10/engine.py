@@ -44,14 +44,14 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import (PN_DELIVERY, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
-                     pn_delivery_link, pn_event_delivery, pn_event_link, pn_event_type)
-from cproton_ffi import ffi as _ffi
 from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
+from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
+                                         pn_collector_peek, pn_collector_pop, pn_delivery_link,
+                                         pn_event_delivery, pn_event_link, pn_event_type)
 from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
 from gateway.auth import (
@@ -73,7 +73,6 @@ from gateway.product import product_properties
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
-_NULL = _ffi.NULL
 log = logging.getLogger(__name__)
 
 #: the proton event types ``Amqp10Engine._on_event`` acts on; the others (proton's own
@@ -356,7 +355,7 @@ class Amqp10Engine:
         together (once proton frees a link its address may be reused)."""
         handler = self._links.pop(link, None)
         if handler is not None:
-            self._handler_by_addr.pop(link._impl, None)
+            self._handler_by_addr.pop(c_pointer(link), None)
         return handler
 
     def producers_blocked(self) -> bool:
@@ -478,12 +477,12 @@ class Amqp10Engine:
         """
         collector = self._collector
         assert collector is not None
-        impl = collector._impl
+        impl = c_pointer(collector)
         by_addr = self._handler_by_addr
         links = self._links
         while True:
             ev = pn_collector_peek(impl)
-            if ev == _NULL:  # no event left (cproton.isnull, without its call)
+            if ev == NULL:  # no event left
                 return
             try:
                 etype = pn_event_type(ev)
@@ -528,7 +527,7 @@ class Amqp10Engine:
         if etype == Event.DELIVERY:
             handler = self._handler(event.link)
             if handler is not None:
-                handler.on_delivery(event.delivery._impl)
+                handler.on_delivery(c_pointer(event.delivery))
         elif etype == Event.LINK_FLOW:
             self._on_link_flow(self._handler(event.link))
         elif etype == Event.LINK_REMOTE_OPEN:

@@ -79,10 +79,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
-                     pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
-                     pn_delivery_update, pn_delivery_updated, pn_link_advance, pn_link_credit)
-from cproton_ffi import ffi as _ffi, lib as _lib
 from proton import Condition, Delivery, Link, Terminus
 
 from addressing import (
@@ -105,7 +101,13 @@ from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, err
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
+                                         pn_delivery_partial, pn_delivery_pending,
+                                         pn_delivery_remote_state, pn_delivery_settle,
+                                         pn_delivery_settled, pn_delivery_update,
+                                         pn_delivery_updated, pn_link_advance, pn_link_credit,
+                                         send_parts)
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
