@@ -75,14 +75,6 @@ __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"
 
 log = logging.getLogger(__name__)
 
-#: the proton event types ``Amqp10Engine._on_event`` acts on; the others (proton's own
-#: bookkeeping: local opens, transport output, finals) are popped without being wrapped
-_HANDLED_EVENTS = frozenset(t.number for t in (
-    Event.DELIVERY, Event.LINK_FLOW, Event.LINK_REMOTE_OPEN, Event.LINK_REMOTE_CLOSE,
-    Event.LINK_REMOTE_DETACH, Event.SESSION_REMOTE_OPEN, Event.SESSION_REMOTE_CLOSE,
-    Event.CONNECTION_REMOTE_OPEN, Event.CONNECTION_REMOTE_CLOSE, Event.TRANSPORT_ERROR,
-    Event.TRANSPORT_TAIL_CLOSED, Event.TRANSPORT_CLOSED))
-
 #: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
 VHOST_PREFIX = "vhost:"
 #: seconds between capacity checks while an incoming link has no credit
@@ -466,23 +458,24 @@ class Amqp10Engine:
             self._push(b"")
 
     def _handle_collected(self) -> None:
-        """Handle the collected events in order.
+        """Handle the collected events in order: the one place proton events enter.
 
-        Deliveries (one per transfer or disposition: nearly every event under load) take
-        a fast path on proton's C API: the handler is found by the link's address and
-        only the delivery is wrapped, instead of proton's ``Event`` wrapping the
-        delivery, link, session, connection and transport each time. A link's flow takes
-        the same path; events ``_on_event`` ignores are not wrapped at all. Every other
-        event, and any delivery whose handler raises, goes through the ``Event`` object.
+        Transfers and dispositions (one ``DELIVERY`` each: nearly every event under load)
+        and a receiver's new credit (``LINK_FLOW``) go to their link's handler on proton's
+        C objects (``proton_calls``): the handler is found by the C link, and no ``Event``
+        is made. Every other event the engine acts on is wrapped once and handled by its
+        entry in ``_EVENT_HANDLERS``; proton's own bookkeeping events (local opens,
+        transport output, finals) are popped without being wrapped. An ``Amqp10Error``
+        from any of them (or a received string that is not UTF-8) ends its link, session
+        or connection (``_fail``).
         """
         collector = self._collector
         assert collector is not None
         impl = c_pointer(collector)
         by_addr = self._handler_by_addr
-        links = self._links
         while True:
             ev = pn_collector_peek(impl)
-            if ev == NULL:  # no event left
+            if ev == NULL:
                 return
             try:
                 etype = pn_event_type(ev)
@@ -491,68 +484,33 @@ class Amqp10Engine:
                     link_impl = pn_delivery_link(d)
                     handler = by_addr.get(link_impl)
                     if handler is None:
-                        handler = links.get(Link.wrap(link_impl))
+                        handler = self._find_handler(link_impl)
                         if handler is None:
                             continue
-                        by_addr[link_impl] = handler
-                    try:
-                        handler.on_delivery(d)
-                    except Amqp10Error as exc:
-                        self._fail(Event.wrap(ev), exc)
-                    except UnicodeDecodeError as exc:
-                        self._fail(Event.wrap(ev), undecodable(Event.wrap(ev), exc))
-                    continue
-                if etype not in _HANDLED_EVENTS:
-                    continue
-                if etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
-                    handler = by_addr.get(pn_event_link(ev))
-                    if handler is not None:
-                        try:
-                            self._on_link_flow(handler)
-                        except Amqp10Error as exc:
-                            self._fail(Event.wrap(ev), exc)
-                        continue
+                    handler.on_delivery(d)
+                elif etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
+                    link_impl = pn_event_link(ev)
+                    handler = by_addr.get(link_impl)
+                    self._on_link_flow(handler if handler is not None else self._find_handler(link_impl))
+                else:
+                    on_event = _EVENT_HANDLERS.get(etype)
+                    if on_event is not None:
+                        on_event(self, Event.wrap(ev))
+            except Amqp10Error as exc:
+                self._fail(Event.wrap(ev), exc)
+            except UnicodeDecodeError as exc:
                 event = Event.wrap(ev)
-                try:
-                    self._on_event(event)
-                except Amqp10Error as exc:
-                    self._fail(event, exc)
-                except UnicodeDecodeError as exc:
-                    self._fail(event, undecodable(event, exc))
+                self._fail(event, undecodable(event, exc))
             finally:
                 pn_collector_pop(impl)
 
-    def _on_event(self, event: Event) -> None:
-        etype = event.type
-        if etype == Event.DELIVERY:
-            handler = self._handler(event.link)
-            if handler is not None:
-                handler.on_delivery(c_pointer(event.delivery))
-        elif etype == Event.LINK_FLOW:
-            self._on_link_flow(self._handler(event.link))
-        elif etype == Event.LINK_REMOTE_OPEN:
-            self._on_link_open(event.link)
-        elif etype in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
-            self._on_link_close(event.link, detach=etype == Event.LINK_REMOTE_DETACH)
-        elif etype == Event.SESSION_REMOTE_OPEN:
-            event.session.open()
-        elif etype == Event.SESSION_REMOTE_CLOSE:
-            self._close_session_links(event.session)
-            event.session.close()
-        elif etype == Event.CONNECTION_REMOTE_OPEN:
-            self._on_connection_open(event.connection)
-        elif etype == Event.CONNECTION_REMOTE_CLOSE:
-            self._teardown()
-            event.connection.close()
-        elif etype == Event.TRANSPORT_ERROR:
-            condition = event.transport.condition
-            log.info("1.0 connection from %s failed: %s", self.peer_host,
-                     condition.name + ": " + str(condition.description) if condition else "?")
-            self._teardown()
-        elif etype == Event.TRANSPORT_TAIL_CLOSED:
-            self._on_tail_closed(event.connection)
-        elif etype == Event.TRANSPORT_CLOSED:
-            self._teardown()
+    def _find_handler(self, link_impl: Any) -> IncomingLink | OutgoingLink | None:
+        """The handler of the C link ``link_impl`` by its ``Link`` wrapper (the first event
+        of a link), remembered by the pointer for the events after it."""
+        handler = self._links.get(Link.wrap(link_impl))
+        if handler is not None:
+            self._handler_by_addr[link_impl] = handler
+        return handler
 
     def _on_link_flow(self, handler: IncomingLink | OutgoingLink | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
@@ -561,7 +519,9 @@ class Amqp10Engine:
             handler.on_flow()
             self._flowed[handler] = None
 
-    def _on_connection_open(self, connection: Connection) -> None:
+    # the values of _EVENT_HANDLERS: one proton event each
+    def _on_connection_open(self, event: Event) -> None:
+        connection = event.connection
         self._handshake_deadline = None
         check_open(connection)
         hostname = connection.remote_hostname or ""
@@ -587,9 +547,30 @@ class Amqp10Engine:
         log.debug("1.0 connection %s: user %r, vhost %r", self.owner,
                   self.user.name if self.user else None, name)
 
-    def _on_tail_closed(self, connection: Connection) -> None:
+    def _on_connection_close(self, event: Event) -> None:
+        self._teardown()
+        event.connection.close()
+
+    def _on_session_open(self, event: Event) -> None:
+        event.session.open()
+
+    def _on_session_close(self, event: Event) -> None:
+        self._close_session_links(event.session)
+        event.session.close()
+
+    def _on_transport_error(self, event: Event) -> None:
+        condition = event.transport.condition
+        log.info("1.0 connection from %s failed: %s", self.peer_host,
+                 condition.name + ": " + str(condition.description) if condition else "?")
+        self._teardown()
+
+    def _on_transport_closed(self, event: Event) -> None:
+        self._teardown()
+
+    def _on_tail_closed(self, event: Event) -> None:
         """Proton stops reading, without a word, on input it cannot decode; unless the
         peer closed properly (or hung up) that is a malformed frame."""
+        connection = event.connection
         if self._eof or connection is None or connection.state & Connection.REMOTE_CLOSED:
             return
         if connection.state & Connection.LOCAL_CLOSED:
@@ -597,7 +578,8 @@ class Amqp10Engine:
         log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
         raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
-    def _on_link_open(self, link: Any) -> None:
+    def _on_link_open(self, event: Event) -> None:
+        link = event.link
         if self._torn_down:
             return  # an attach behind a refused open: the close ends it
         if self.vhost is None:
@@ -610,12 +592,13 @@ class Amqp10Engine:
         self._drop_link(link)
         self._links[link] = handler
 
-    def _on_link_close(self, link: Any, *, detach: bool) -> None:
+    def _on_link_close(self, event: Event) -> None:
+        link = event.link
         handler = self._drop_link(link)
         if handler is not None:
             handler.teardown()
         if link.state & link.LOCAL_ACTIVE:
-            if detach:
+            if event.type == Event.LINK_REMOTE_DETACH:
                 link.detach()
             else:
                 link.close()
@@ -625,9 +608,6 @@ class Amqp10Engine:
             if handler.link.session == session:
                 self._drop_link(key)
                 handler.teardown()
-
-    def _handler(self, link: Any) -> IncomingLink | OutgoingLink | None:
-        return self._links.get(link)
 
     # ------------------------------------------------------------------ errors
     def _fail(self, event: Event, error: Amqp10Error) -> None:
@@ -734,3 +714,20 @@ class Amqp10Engine:
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False
+
+
+#: proton event type (number) -> what the engine does with it, for every event but the
+#: per-message ones (``_handle_collected``); an event type missing here is proton's own
+#: bookkeeping and is popped without being wrapped
+_EVENT_HANDLERS: dict[int, Callable[[Amqp10Engine, Event], None]] = {
+    Event.LINK_REMOTE_OPEN.number: Amqp10Engine._on_link_open,
+    Event.LINK_REMOTE_CLOSE.number: Amqp10Engine._on_link_close,
+    Event.LINK_REMOTE_DETACH.number: Amqp10Engine._on_link_close,
+    Event.SESSION_REMOTE_OPEN.number: Amqp10Engine._on_session_open,
+    Event.SESSION_REMOTE_CLOSE.number: Amqp10Engine._on_session_close,
+    Event.CONNECTION_REMOTE_OPEN.number: Amqp10Engine._on_connection_open,
+    Event.CONNECTION_REMOTE_CLOSE.number: Amqp10Engine._on_connection_close,
+    Event.TRANSPORT_ERROR.number: Amqp10Engine._on_transport_error,
+    Event.TRANSPORT_TAIL_CLOSED.number: Amqp10Engine._on_tail_closed,
+    Event.TRANSPORT_CLOSED.number: Amqp10Engine._on_transport_closed,
+}
