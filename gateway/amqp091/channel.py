@@ -58,6 +58,7 @@ from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, Connect
 from gateway.amqp091.message_mapping import container_from_publish, delivery_payload
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import (
+    OUTCOME_OF,
     ConfirmTracker,
     PendingPublish,
     PendingSettle,
@@ -74,6 +75,7 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
                                           message_key_of, publish_row, queue_name,
                                           record_delivered, record_settled)
 from gateway.broker.message import MessageContainer
+from gateway.broker.outcomes import apply_outcome
 from gateway.broker.queues import Queue, QueuedMessage
 
 __all__ = ["BrokerChannel"]
@@ -586,6 +588,7 @@ class BrokerChannel:
         # a multiple ack's delivered rows, settled in one settled-many row (ledger.buffer)
         # after the loop: an ack dispatches nothing before that (a release would)
         acked = [] if ledger is not None and kind is _ACK and len(items) > 1 else None
+        settled_as = OUTCOME_OF[kind]
         for item in items:
             entry = item.entry
             queue = entry.queue
@@ -602,12 +605,7 @@ class BrokerChannel:
                 else:
                     ledger.rows.append((now, row, outcome, None))
                     entry.ledger_row = None
-            if kind is _ACK:
-                queue.settle(entry)
-            elif kind is _REQUEUE:
-                queue.release(entry, redelivered=True, count_delivery=True, now=now)
-            else:
-                queue.reject(entry, requeue=False, now=now)
+            apply_outcome(queue, entry, settled_as, now)
             queues[queue] = None
         if acked:
             ledger.rows.append((now, tuple(acked), outcome))

@@ -118,6 +118,7 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
                                           message_key_of, publish_row, queue_name,
                                           record_settled)
 from gateway.broker.message import Encoding, MessageContainer
+from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.unroutable import UnroutablePolicy
 from translators.amqp10_sections import owned_value
@@ -668,20 +669,16 @@ class OutgoingLink:
             else:
                 ledger.rows.append((now, row, _LEDGER_OUTCOME.get(state, _RELEASED), None))
                 entry.ledger_row = None
-        if state == Delivery.ACCEPTED:
-            queue.settle(entry)
-        elif state == Delivery.REJECTED:
-            queue.reject(entry, requeue=False, now=now)
-        elif state == Delivery.MODIFIED:
+        if state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
             annotations = owned_value(dict(remote.annotations or {}))
-            queue.modify(entry, delivery_failed=bool(remote.failed),
-                         undeliverable_here=bool(remote.undeliverable),
-                         annotations=annotations or None, now=now)
+            outcome = modified(bool(remote.failed), bool(remote.undeliverable), annotations)
         else:
             # released, or settled without an outcome (our default outcome: released)
-            queue.release(entry, redelivered=True, count_delivery=False, now=now)
+            outcome = (ACCEPTED if state == Delivery.ACCEPTED
+                       else REJECTED if state == Delivery.REJECTED else RELEASED)
+        apply_outcome(queue, entry, outcome, now)
 
     def teardown(self) -> None:
         """Stop consuming, return unsettled messages, drop a temporary queue."""

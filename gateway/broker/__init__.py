@@ -33,7 +33,7 @@ from .exchanges import (
 from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate
 from .headers_match import MatchKind, headers_match
 from .message import DeathReason, Encoding, MessageContainer
-from .outcomes import Outcome, apply_outcome
+from .outcomes import DeliveryOutcome, OutcomeKind, apply_outcome, modified
 from .queue_arguments import Overflow, QueueArguments
 from .queues import MessageState, Queue, QueuedMessage
 from .topic_index import TopicIndex
@@ -52,6 +52,7 @@ __all__ = [
     "CreditMode",
     "CreditWindow",
     "DeathReason",
+    "DeliveryOutcome",
     "DefaultExchange",
     "DestinationKind",
     "DirectExchange",
@@ -68,7 +69,7 @@ __all__ = [
     "MessageState",
     "NotAllowed",
     "NotFound",
-    "Outcome",
+    "OutcomeKind",
     "Overflow",
     "PREDECLARED_EXCHANGES",
     "PreconditionFailed",
@@ -86,5 +87,6 @@ __all__ = [
     "UnroutablePolicy",
     "VirtualHost",
     "apply_outcome",
+    "modified",
     "headers_match",
 ]
