@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional
 from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
                                          pn_collector_peek, pn_collector_pop, pn_delivery_link,
@@ -311,7 +311,7 @@ class Amqp10Engine:
         if self._connection is None:
             self._finish()
             return
-        self._close_connection(Cond.CONNECTION_FORCED, reason)
+        self._close_connection(ErrorCondition.CONNECTION_FORCED, reason)
         self._process_events()
 
     # ------------------------------------------------------------------ LinkHost
@@ -330,10 +330,10 @@ class Amqp10Engine:
         names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
         if user is None or vhost is None:
-            raise Amqp10Error(Cond.ILLEGAL_STATE, "no authenticated user or vhost")
+            raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no authenticated user or vhost")
         refusal = self._permissions.refusal(user, vhost.name, action, resource)
         if refusal is not None:
-            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS, refusal)
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
         if not self._in_call and self.on_output is not None:
@@ -529,18 +529,19 @@ class Amqp10Engine:
         vhost = self.broker.vhost(name)
         connection.open()
         if vhost is None:
-            raise Amqp10Error(Cond.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
         user = self.user
         assert user is not None
         if not may_access_vhost(user, name):
-            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
         if self._registry is not None:
             try:
                 self._admission = self._registry.admit(user.name)
             except ConnectionLimitReached as exc:
-                raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED, exc.text, Scope.CONNECTION) from None
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
@@ -576,16 +577,16 @@ class Amqp10Engine:
         if connection.state & Connection.LOCAL_CLOSED:
             return
         log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
-        raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
+        raise Amqp10Error(ErrorCondition.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, event: Event) -> None:
         link = event.link
         if self._torn_down:
             return  # an attach behind a refused open: the close ends it
         if self.vhost is None:
-            raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
+            raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if self.max_links and len(self._links) >= self.max_links:
-            raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
+            raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
                               f"link limit ({self.max_links}) per connection reached")
         check_attach(link)
         handler = attach_link(self, link)
@@ -630,7 +631,7 @@ class Amqp10Engine:
             log.info("1.0 connection %s closed: %s", self.owner, error)
             self._close_connection(error.condition, error.description)
 
-    def _close_connection(self, condition: Cond, description: str) -> None:
+    def _close_connection(self, condition: ErrorCondition, description: str) -> None:
         connection = self._connection
         if connection is None or connection.state & Connection.LOCAL_CLOSED:
             return  # the first error is the one the peer is told
@@ -643,7 +644,7 @@ class Amqp10Engine:
     def _internal_error(self) -> None:
         try:
             if self._connection is not None:
-                self._close_connection(Cond.INTERNAL_ERROR, "internal error")
+                self._close_connection(ErrorCondition.INTERNAL_ERROR, "internal error")
                 self._process_events()
             else:
                 self._finish()
@@ -663,7 +664,7 @@ class Amqp10Engine:
         if self.state is EngineState.SASL or self._connection is None:
             self._finish()
         else:
-            self._close_connection(Cond.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
+            self._close_connection(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
             self._process_events()
             # proton holds its close back until the peer's open arrives, which it never
             # did: stop reading, so ``data_to_send`` writes our open and drops the socket
