@@ -15,7 +15,7 @@ from gateway.amqp091.frames import BodyFrame, HeaderFrame, HeartbeatFrame, Metho
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ReplyCode
 from tests.support.amqp091_strategies import basic_properties
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
-from translators.values import Int8
+from translators.field_types import Int8
 
 ALL = BasicProperties(
     content_type="text/plain", content_encoding="gzip", headers={"a": 1, "b": Int8(-1), "n": [None]},
