@@ -35,6 +35,7 @@ from .headers_match import MatchKind, headers_match
 from .message import DeathReason, Encoding, MessageContainer
 from .outcomes import DeliveryOutcome, OutcomeKind, apply_outcome, modified
 from .queue_arguments import Overflow, QueueArguments
+from .queue_host import QueueHost
 from .queues import MessageState, Queue, QueuedMessage
 from .topic_index import TopicIndex
 from .unroutable import UnroutableCounts, UnroutablePolicy
@@ -77,6 +78,7 @@ __all__ = [
     "PublishResult",
     "Queue",
     "QueueArguments",
+    "QueueHost",
     "QueuedMessage",
     "ResourceLimitExceeded",
     "ResourceLocked",
