@@ -60,52 +60,25 @@ import enum
 import logging
 from typing import Any, Callable, Sequence
 
-from gateway.amqp091.channel_table import ChannelState, ChannelTable
-from gateway.amqp091.errors import ChannelException, ConnectionException
-from gateway.amqp091.frames import (
-    HEARTBEAT_FRAME,
-    Frame,
-    FrameReader,
-    HeartbeatFrame,
-    MethodFrame,
-    content_frame_parts,
-    deliver_frame_parts,
-    encode_method_frame,
-)
 from gateway.amqp091 import methods as m
+from gateway.amqp091.channel_table import ChannelState, ChannelTable
+from gateway.amqp091.connection_timers import ConnectionTimers, Due
+from gateway.amqp091.errors import ChannelException, ConnectionException
+from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, FrameReader, HeartbeatFrame, MethodFrame
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseInitiator, CloseReason
 from gateway.amqp091.handshake import Handshake
-from gateway.amqp091.spec import (
-    FRAME_MIN_SIZE,
-    VERSION_MAJOR,
-    VERSION_MINOR,
-    ClassId,
-    ProtocolVersion,
-    ReplyCode,
-)
+from gateway.amqp091.output_buffer import OutputBuffer
+from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ProtocolVersion, ReplyCode
 from gateway.amqp091.tuning import TuneParameters, negotiate
 from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
 from gateway.connection_log import HandshakeTimeout, peer_name
-from gateway.product import product_properties
 
-__all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["ServerConnection", "ConnectionState", "DEFAULT_MAX_MESSAGE_SIZE"]
 
-_BASIC_CLASS = m.BasicDeliver.CLASS_ID
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
-
-SERVER_CAPABILITIES: dict[str, bool] = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-    "direct_reply_to": False,
-}
 
 
 class ConnectionState(enum.Enum):
@@ -136,18 +109,6 @@ class _HeldInput:
         self.frames = frames
         self.error = error
         self.data = bytearray()
-
-
-def _server_properties(extra: dict[str, Any] | None) -> dict[str, Any]:
-    props: dict[str, Any] = {
-        **product_properties(),
-        "copyright": "amqp-gateway contributors",
-        "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
-        "capabilities": dict(SERVER_CAPABILITIES),
-    }
-    if extra:
-        props.update(extra)
-    return props
 
 
 class ServerConnection:
@@ -209,13 +170,10 @@ class ServerConnection:
             vhost_access=vhost_access, registry=connection_registry, throttle=login_throttle)
         self._tune = TuneParameters(channel_max, FRAME_MIN_SIZE, 0)
         self._close_timeout = close_timeout
-        self._high_water = output_high_water
-        self._on_output = on_output
-        self._refusal_text: str | None = None
-        self._refusal_deadline: float | None = None
+        self._refusal_text = ""
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
-        self._out = bytearray()
+        self._output = OutputBuffer(output_high_water, on_output)
         self._held: _HeldInput | None = None
         # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
         # current receive_data is done, or earlier before that channel or the connection closes
@@ -226,23 +184,9 @@ class ServerConnection:
         #: the table's channels by number (the same dict: read on every delivery)
         self._channels = self._table.slots
         self._open_received = False
-        # timers (seconds); activity flags are sampled by tick()
-        self._handshake_timeout = handshake_timeout
-        self._handshake_deadline: float | None = now + handshake_timeout
-        self._close_deadline: float | None = None
-        self._heartbeat = 0
-        self._last_rx = now
-        self._last_tx = now
-        self._rx_seen = False
-        self._tx_seen = False
-
-        self.send_method(0, m.ConnectionStart(
-            version_major=VERSION_MAJOR,
-            version_minor=VERSION_MINOR,
-            server_properties=_server_properties(server_properties),
-            mechanisms=" ".join(self._handshake.mechanisms).encode("ascii"),
-            locales=b"en_US",
-        ))
+        self._timers = ConnectionTimers(now, handshake_timeout)
+        self._rx_seen = False  # something was read since tick last looked
+        self.send_method(0, self._handshake.start_method(server_properties))
 
     # ---- engine surface ------------------------------------------------------------------
 
@@ -258,8 +202,7 @@ class ServerConnection:
     def wants_input(self) -> bool:
         """False while the output buffer is above its high-water mark, and while input is
         held because the client published during a memory alarm."""
-        return (self._state is not ConnectionState.CLOSED and self._held is None
-                and len(self._out) < self._high_water)
+        return self._state is not ConnectionState.CLOSED and self._held is None and not self._output.full
 
     @property
     def frame_max(self) -> int:
@@ -295,11 +238,7 @@ class ServerConnection:
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
 
     def data_to_send(self) -> bytes:
-        if not self._out:
-            return b""
-        data = bytes(self._out)
-        self._out.clear()
-        return data
+        return self._output.take()
 
     def tick(self, now: float) -> float | None:
         """Run the handshake/close timeouts and heartbeats at time ``now`` (seconds), and
@@ -312,59 +251,44 @@ class ServerConnection:
             self._guarded(self._release_held)
             if self._state is ConnectionState.CLOSED:
                 return None
+        timers, output = self._timers, self._output
         if self._rx_seen:
-            self._last_rx, self._rx_seen = now, False
-        if self._tx_seen:
-            self._last_tx, self._tx_seen = now, False
-        if self._refusal_deadline is not None:
-            if now < self._refusal_deadline:
-                return self._refusal_deadline
-            self._refusal_deadline = None
-            self._answer_login_refusal(self._refusal_text or "login refused")
+            timers.last_rx, self._rx_seen = now, False
+        if output.written:
+            timers.last_tx, output.written = now, False
+        while (due := timers.due(now, reading=self._held is None)) is not None:
+            if due is Due.HEARTBEAT:
+                output.write(HEARTBEAT_FRAME)
+                timers.last_tx, output.written = now, False
+                continue
+            if due is Due.LOGIN_REFUSAL:
+                self._answer_login_refusal(self._refusal_text)
+            elif due is Due.HANDSHAKE_TIMEOUT:
+                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
+                                                  timers.handshake_timeout)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           due.value))
+            else:  # close-ok timeout, or the peer missed two heartbeats
+                if due is Due.CLOSE_OK_TIMEOUT:
+                    log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
+                else:
+                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
+                              2 * timers.heartbeat)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           due.value))
             if self._state is ConnectionState.CLOSED:
                 return None
-        deadlines: list[float] = []
-        if self._handshake_deadline is not None:
-            if now >= self._handshake_deadline:
-                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
-                                                  self._handshake_timeout)
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                           "handshake timeout"))
-                return None
-            deadlines.append(self._handshake_deadline)
-        if self._close_deadline is not None:
-            if now >= self._close_deadline:
-                log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                           "close-ok timeout"))
-                return None
-            deadlines.append(self._close_deadline)
-        hb = self._heartbeat
-        if hb:
-            # while input is held we do not read, so the peer's silence proves nothing
-            # (RabbitMQ pauses its heartbeat monitor on a blocked connection)
-            if self._held is None:
-                if now - self._last_rx >= 2 * hb:
-                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host, 2 * hb)
-                    self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                               "missed heartbeats from client"))
-                    return None
-                deadlines.append(self._last_rx + 2 * hb)
-            if now - self._last_tx >= hb:
-                self._write(HEARTBEAT_FRAME)
-                self._last_tx, self._tx_seen = now, False
-            deadlines.append(self._last_tx + hb)
-        return min(deadlines) if deadlines else None
+        return timers.next_deadline(reading=self._held is None)
 
     @property
     def on_output(self) -> Callable[[], None] | None:
         """Called (no arguments) when output appears while the buffer was empty; the edge
         sets it to schedule a flush for output produced outside ``receive_data``."""
-        return self._on_output
+        return self._output.on_output
 
     @on_output.setter
     def on_output(self, callback: Callable[[], None] | None) -> None:
-        self._on_output = callback
+        self._output.on_output = callback
 
     def add_close_callback(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once when the connection reaches CLOSED (after the channel
@@ -395,45 +319,29 @@ class ServerConnection:
             self.blocked = False
             if self.capabilities.get("connection.blocked") is True:
                 self.send_method(0, m.ConnectionUnblocked())
-            if self._held is not None and self._on_output is not None:
+            on_output = self._output.on_output
+            if self._held is not None and on_output is not None:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
-                self._on_output()
+                on_output()
 
-    # ---- output ---------------------------------------------------------------------------
+    # ---- the channel handlers' surface (``handlers.ChannelWriter``) and output ---------------
 
-    def _write(self, *parts: bytes) -> None:
-        """Append ``parts`` to the output buffer (each copied once, into it)."""
-        out = self._out
-        was_empty = not out
-        for part in parts:
-            out += part
-        self._tx_seen = True
-        if was_empty and self._on_output is not None:
-            self._on_output()
-
-    # the channel handlers' surface (``handlers.ChannelWriter``)
     def send_method(self, channel: int, method: m.Method) -> None:
         """One method frame on ``channel`` (0: the connection)."""
-        self._write(encode_method_frame(channel, method))
-
-    def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
-                     redelivered: bool, exchange: str, routing_key: str,
-                     properties_bytes: bytes, body: bytes) -> None:
-        """``send_content`` for a basic.deliver, without a ``BasicDeliver`` (see
-        ``deliver_frame_parts``)."""
-        self._write(*deliver_frame_parts(channel, consumer_tag, delivery_tag, redelivered,
-                                         exchange, routing_key),
-                    *content_frame_parts(channel, _BASIC_CLASS, properties_bytes, body,
-                                         self._tune.frame_max))
+        self._output.method(channel, method)
 
     def send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
         """``method``, the content header (raw ``properties_bytes``) and the body frames,
         split at the negotiated frame-max."""
-        # the frames go into the output buffer piece by piece: the body is copied once
-        self._write(encode_method_frame(channel, method),
-                    *content_frame_parts(channel, method.CLASS_ID, properties_bytes, body,
-                                         self._tune.frame_max))
+        self._output.content(channel, method, properties_bytes, body)
+
+    def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
+                     redelivered: bool, exchange: str, routing_key: str,
+                     properties_bytes: bytes, body: bytes) -> None:
+        """``send_content`` for a basic.deliver with these fields, without a method object."""
+        self._output.deliver(channel, consumer_tag, delivery_tag, redelivered, exchange,
+                             routing_key, properties_bytes, body)
 
     def channel_is_open(self, channel_id: int) -> bool:
         """True while ``channel_id`` is open on an open connection (a late delivery after a
@@ -509,7 +417,7 @@ class ServerConnection:
                              "unblocked", self.peer_host)
                     return
                 taken = (self._table.whole_publish(self, frames, i)
-                         if self._refusal_deadline is None else 0)
+                         if self._timers.refusal_at is None else 0)
                 if taken:
                     i += taken
                     if self._state is ConnectionState.CLOSED:
@@ -548,7 +456,7 @@ class ServerConnection:
             hook()
 
     def _dispatch(self, frame: Frame) -> None:
-        if self._refusal_deadline is not None:
+        if self._timers.refusal_at is not None:
             return  # a refused login's answer is being held back: ignore the rest
         channel = frame.channel
         if self._state is ConnectionState.CLOSING:
@@ -623,12 +531,12 @@ class ServerConnection:
 
     def _login_refused(self, exc: AuthenticationFailed) -> None:
         self.login_failed = True
-        text, answer_at = self._handshake.refusal(exc, self.now, self._handshake_deadline)
+        text, answer_at = self._handshake.refusal(exc, self.now, self._timers.handshake_at)
         if answer_at > self.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
             self._refusal_text = text
-            self._refusal_deadline = answer_at
-            self._handshake_deadline = None
+            self._timers.refusal_at = answer_at
+            self._timers.handshake_at = None
             return
         self._answer_login_refusal(text)
 
@@ -642,9 +550,8 @@ class ServerConnection:
     def _on_tune_ok(self, method: m.Method) -> ConnectionState:
         client = TuneParameters(method.channel_max, method.frame_max, method.heartbeat)
         self._tune = negotiate(self._handshake.server_tune, client)
-        self._reader.frame_max = self._tune.frame_max
-        self._heartbeat = self._tune.heartbeat
-        self._last_rx = self._last_tx = self.now
+        self._reader.frame_max = self._output.frame_max = self._tune.frame_max
+        self._timers.start_heartbeats(self._tune.heartbeat, self.now)
         return ConnectionState.AWAIT_OPEN
 
     def _on_open(self, method: m.Method) -> ConnectionState:
@@ -655,7 +562,7 @@ class ServerConnection:
         self.vhost, self.vhost_name = vhost, method.virtual_host
         self._handshake.end()
         self.send_method(0, m.ConnectionOpenOk())
-        self._handshake_deadline = None
+        self._timers.handshake_at = None
         return ConnectionState.OPEN
 
     def _on_close(self, method: m.Method) -> ConnectionState:
@@ -701,15 +608,14 @@ class ServerConnection:
                                                class_id=exc.class_id, method_id=exc.method_id))
         self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
         self._state = ConnectionState.CLOSING
-        self._handshake_deadline = None
-        self._close_deadline = self.now + self._close_timeout
+        self._timers.handshake_at = None
+        self._timers.close_at = self.now + self._close_timeout
 
     def _shutdown(self, reason: CloseReason | None) -> None:
         if reason is not None:
             self._table.close_all(reason)
         self._state = ConnectionState.CLOSED
-        self._handshake_deadline = self._close_deadline = None
-        self._heartbeat = 0
+        self._timers.stop()
         self._held = None
         self._handshake.end()
         self._batch_end.clear()

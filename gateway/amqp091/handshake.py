@@ -2,6 +2,8 @@
 
 The connection's state machine (``connection.py``) decides when; this decides what:
 
+* connection.start: our server properties (``gateway.product``'s, and RabbitMQ's
+  capability table ``SERVER_CAPABILITIES``) and the SASL mechanisms on offer;
 * login: connection.start-ok and each secure-ok are SASL steps through
   ``gateway.auth.Authenticator``. With a ``login_throttle`` (its module holds the rules)
   each password check is gated first, and a refused login gets the time its answer is due
@@ -22,7 +24,7 @@ from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.errors import ConnectionException
-from gateway.amqp091.spec import ReplyCode
+from gateway.amqp091.spec import VERSION_MAJOR, VERSION_MINOR, ReplyCode
 from gateway.amqp091.tuning import TuneParameters
 from gateway.auth import (
     AuthenticationFailed,
@@ -33,8 +35,21 @@ from gateway.auth import (
     cap_channel_max,
     refuse_login,
 )
+from gateway.product import product_properties
 
-__all__ = ["Handshake"]
+__all__ = ["Handshake", "SERVER_CAPABILITIES"]
+
+#: what connection.start says we do (RabbitMQ's capability names)
+SERVER_CAPABILITIES: dict[str, bool] = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+    "direct_reply_to": False,
+}
 
 
 class Handshake:
@@ -69,6 +84,22 @@ class Handshake:
         self.mechanism = ""
         #: the tune parameters we propose (connection.tune)
         self.server_tune = server_tune
+
+    def start_method(self, extra_properties: dict[str, Any] | None) -> m.ConnectionStart:
+        """Our connection.start: server properties (plus ``extra_properties``) and the
+        mechanisms on offer."""
+        props: dict[str, Any] = {
+            **product_properties(),
+            "copyright": "amqp-gateway contributors",
+            "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
+            "capabilities": dict(SERVER_CAPABILITIES),
+        }
+        if extra_properties:
+            props.update(extra_properties)
+        return m.ConnectionStart(version_major=VERSION_MAJOR, version_minor=VERSION_MINOR,
+                                 server_properties=props,
+                                 mechanisms=" ".join(self.mechanisms).encode("ascii"),
+                                 locales=b"en_US")
 
     def start(self, mechanism: str, response: bytes, now: float) -> Challenge | Authenticated:
         """connection.start-ok: the first SASL step. Raises ``AuthenticationFailed``."""

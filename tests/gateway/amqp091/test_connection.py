@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.connection import ConnectionState, SERVER_CAPABILITIES
+from gateway.amqp091.connection import ConnectionState
+from gateway.amqp091.handshake import SERVER_CAPABILITIES
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, HeartbeatFrame, MethodFrame
 from gateway.amqp091.handlers import CloseInitiator
