@@ -15,8 +15,8 @@ The connection's state machine (``connection.py``) decides when; this decides wh
   is admitted (over the user's limit: 530 "connection limit (N) for user 'x' reached"),
   and released by the callback :meth:`Handshake.open_vhost` returns.
 
-It keeps no reference to its connection (whose methods it would otherwise hold in a
-cycle); the SASL exchange it keeps is dropped once the login is over (:meth:`end`).
+It keeps no reference to its connection, and its SASL step none to it (no cycle to wait
+for a full collection); the SASL exchange is dropped once the login is over (:meth:`end`).
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Handshake:
 
     __slots__ = ("_authenticator", "_broker", "_peer_host", "_peer", "_allow_anonymous",
                  "_tls_peer_subject", "_vhost_access", "_registry", "_throttle", "_sasl",
-                 "_now", "mechanisms", "mechanism", "server_tune")
+                 "_clock", "mechanisms", "mechanism", "server_tune")
 
     def __init__(self, authenticator: Any, broker: Any, *, peer_host: str, peer: str,
                  server_tune: TuneParameters, allow_anonymous: bool,
@@ -76,7 +76,9 @@ class Handshake:
         self._registry = registry
         self._throttle = throttle
         self._sasl: Any = None
-        self._now = 0.0
+        #: the time of the current step, for the throttle's gate (a list the gate shares: a
+        #: gate that were a method of this object would hold it in a cycle with the SASL step)
+        self._clock = [0.0]
         #: the mechanisms connection.start offers
         self.mechanisms: list[str] = authenticator.mechanisms(
             protocol="amqp091", allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject)
@@ -104,16 +106,16 @@ class Handshake:
     def start(self, mechanism: str, response: bytes, now: float) -> Challenge | Authenticated:
         """connection.start-ok: the first SASL step. Raises ``AuthenticationFailed``."""
         self.mechanism = mechanism
-        self._now = now
+        self._clock[0] = now
         self._sasl = self._authenticator.start(
             mechanism, peer_host=self._peer_host, protocol="amqp091",
             allow_anonymous=self._allow_anonymous, tls_peer_subject=self._tls_peer_subject,
-            gate=self._gate if self._throttle is not None else None)
+            gate=self._gate())
         return self._step(response)
 
     def respond(self, response: bytes, now: float) -> Challenge | Authenticated:
         """connection.secure-ok: the next SASL step. Raises ``AuthenticationFailed``."""
-        self._now = now
+        self._clock[0] = now
         return self._step(response)
 
     def refusal(self, exc: AuthenticationFailed, now: float,
@@ -162,7 +164,7 @@ class Handshake:
             self._sasl = None
             user = outcome.user
             if self._throttle is not None:
-                self._throttle.succeeded(self._peer_host, user.name, self._now)
+                self._throttle.succeeded(self._peer_host, user.name, self._clock[0])
             if self._registry is not None:
                 # the user's max_channels lowers the channel-max we propose
                 t = self.server_tune
@@ -171,5 +173,12 @@ class Handshake:
                                                   t.frame_max, t.heartbeat)
         return outcome
 
-    def _gate(self, user: str) -> None:
-        self._throttle.check_attempt(self._peer_host, user, self._peer, self._now)
+    def _gate(self) -> Optional[Callable[[str], None]]:
+        """The throttle's check before each password check (None without a throttle)."""
+        throttle, peer_host, peer, clock = self._throttle, self._peer_host, self._peer, self._clock
+        if throttle is None:
+            return None
+
+        def gate(user: str) -> None:
+            throttle.check_attempt(peer_host, user, peer, clock[0])
+        return gate
