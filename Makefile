@@ -4,9 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CONFIG ?= config.example.yaml
+# make run LISTEN=127.0.0.1:5673 (several: LISTEN="127.0.0.1:5673 [::1]:5673") METRICS=127.0.0.1:9420
+LISTEN  ?=
+METRICS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean deb check-deb
 
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
@@ -14,8 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
+RUN_ARGS = run --config $(CONFIG) $(foreach a,$(LISTEN),--listen $(a)) $(if $(METRICS),--metrics $(METRICS))
+
 run: $(STAMP)
-	$(BIN)/amqp-gateway run --config $(CONFIG)
+	@echo "$(BIN)/amqp-gateway $(strip $(RUN_ARGS))"
+	@status=0; $(BIN)/amqp-gateway $(RUN_ARGS) || status=$$?; \
+	if [ $$status = 1 ]; then echo "make: to move a port: make run LISTEN=HOST:PORT METRICS=HOST:PORT (or CONFIG=FILE)" >&2; fi; \
+	exit $$status
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
@@ -26,5 +34,13 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+# dist/amqp-gateway_VERSION-1_ARCH.deb: a self-contained venv in /opt/amqp-gateway (see deploy/README.md)
+deb:
+	deploy/build-deb
+
+# install it in a throw-away root and run it from there (what CI does)
+check-deb:
+	deploy/check-deb "$$(deploy/build-deb)"
+
 clean:
-	rm -rf $(VENV) build *.egg-info var
+	rm -rf $(VENV) build dist *.egg-info var

@@ -1,13 +1,15 @@
-"""``amqp-gateway``: run | check-config | hash-password.
+"""``amqp-gateway``: run | check-config | hash-password | ping | status | report.
 
 ``check-config`` (and ``run``, before starting anything) also builds every endpoint, loads
 every TLS file and checks that the state and ledger directories are usable, so those
-problems are config errors naming the key and its line, never a traceback.
+problems are config errors naming the key and its line, never a traceback; it reports
+every problem it finds, one per line.
 
-Exit status: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 a runtime
-failure (for example a port already in use), 2 an invalid configuration or usage, or a
-store file that cannot be used (damaged, unreadable, locked by another gateway, of an
-unknown version: the message names the file, the problem and what to do).
+Exit status: 0 success (including a graceful stop on SIGTERM/SIGINT; ``ping``/``status``:
+the gateway answered), 1 a runtime failure (a port already in use; the gateway did not
+answer), 2 an invalid configuration or usage, or a store file that cannot be used (damaged,
+unreadable, locked by another gateway, of an unknown version: the message names the file,
+the problem and what to do).
 """
 from __future__ import annotations
 
@@ -16,17 +18,31 @@ import gc
 import getpass
 import logging
 import os
+import platform
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Sequence
 
 from gateway.config import (
     ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
+from gateway.product import PRODUCT, __version__
 
 log = logging.getLogger("gateway")
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+
+
+def version_line() -> str:
+    """``--version``: ours, and what a bug report needs beside it."""
+    parts = [f"Python {platform.python_version()}"]
+    for dist in ("Twisted", "python-qpid-proton", "pyOpenSSL"):
+        try:
+            parts.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            pass
+    return f"{PRODUCT} {__version__} ({', '.join(parts)})"
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -36,8 +52,59 @@ def _host_port(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _PrintVersion(argparse.Action):
+    """``--version`` on one line (argparse's own action wraps it to the terminal)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def _iterations(text: str) -> int:
+    from gateway.auth.passwords import MAX_ITERATIONS, MIN_ITERATIONS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not MIN_ITERATIONS <= value <= MAX_ITERATIONS:
+        raise argparse.ArgumentTypeError(
+            f"{value} is outside {MIN_ITERATIONS}-{MAX_ITERATIONS} (SCRAM-SHA-256 needs at "
+            f"least {MIN_ITERATIONS}, RFC 7677)")
+    return value
+
+
+def _add_target_arguments(cmd: argparse.ArgumentParser, *, metrics: bool) -> None:
+    from gateway.health import DEFAULT_METRICS_URL, DEFAULT_URL
+
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("--url", help=f"amqp://HOST:PORT or amqps://HOST:PORT (default {DEFAULT_URL})")
+    where.add_argument("--config", metavar="FILE",
+                       help="ask the first listener (and metrics address) of this config file")
+    cmd.add_argument("--host", help="the gateway's host (with the default port, or --port)")
+    cmd.add_argument("--port", type=int, help="the gateway's AMQP port")
+    cmd.add_argument("--timeout", type=_positive_number, default=5.0, metavar="SECONDS",
+                     help="give up after this long (default 5)")
+    cmd.add_argument("--cacert", metavar="FILE",
+                     help="verify a TLS listener's certificate against this CA file")
+    if metrics:
+        cmd.add_argument("--metrics-url", metavar="URL",
+                         help=f"the metrics page (default {DEFAULT_METRICS_URL}, or the config's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="amqp-gateway", description="AMQP 0-9-1 / 1.0 gateway")
+    p.add_argument("--version", action=_PrintVersion, nargs=0, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the gateway")
     run.add_argument("--config", required=True, help="YAML config file")
@@ -53,7 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     hp = sub.add_parser("hash-password", help="print a password hash for the config's users")
     hp.add_argument("--password-stdin", action="store_true",
                     help="read the password from standard input instead of prompting")
-    hp.add_argument("--iterations", type=int, default=None)
+    hp.add_argument("--iterations", type=_iterations, default=None,
+                    help="PBKDF2 iterations (default 4096, RabbitMQ's and RFC 7677's)")
+    ping = sub.add_parser("ping", help="exit 0 when the gateway answers AMQP (health checks)")
+    _add_target_arguments(ping, metrics=False)
+    st = sub.add_parser("status", help="what a running gateway is and is doing")
+    _add_target_arguments(st, metrics=True)
     return p
 
 
@@ -68,19 +140,31 @@ def _bridge_twisted_logging() -> None:
     globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
 
 
+def print_config_errors(exc: ConfigError) -> None:
+    for error in exc.errors:
+        print(f"amqp-gateway: invalid config: {error}", file=sys.stderr)
+
+
 def check_config(path: str) -> int:
     try:
         cfg = load_config(path)
-        _check_endpoints(cfg)
-        _check_directories(cfg)
+        check_loaded_config(cfg)
     except ConfigError as exc:
-        print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
+        print_config_errors(exc)
         return EXIT_CONFIG
     print(f"{path}: ok ({len(cfg.listeners)} listener(s), {len(cfg.users)} user(s))")
     return EXIT_OK
 
 
-def _check_endpoints(cfg: GatewayConfig, *, overridden: bool = False) -> None:
+def check_loaded_config(cfg: GatewayConfig, *, overridden: bool = False) -> None:
+    """Endpoints, TLS files and directories: raises one ``ConfigError`` holding every
+    problem found."""
+    problems = _endpoint_problems(cfg, overridden=overridden) + _directory_problems(cfg)
+    if problems:
+        raise ConfigError.collected(problems)
+
+
+def _endpoint_problems(cfg: GatewayConfig, *, overridden: bool = False) -> list[ConfigError]:
     """Build every endpoint and load every TLS file, binding nothing.
 
     Errors name the listener setting and its line in the file. ``overridden``: the
@@ -96,25 +180,30 @@ def _check_endpoints(cfg: GatewayConfig, *, overridden: bool = False) -> None:
         line = line_of(cfg.source, key_path) if cfg.source and in_file else 0
         return ConfigError(key_path, line, message, cfg.source)
 
+    problems: list[ConfigError] = []
     for i, listener in enumerate(cfg.listeners):
         entry = "listeners[0]" if overridden else f"listeners[{i}]"
         try:
             check_endpoint(reactor, listener)
         except Exception as exc:  # noqa: BLE001 - any failure to build is a config error
             if overridden:
-                raise fail(f"--listen {listener.host}:{listener.port}",
-                           f"cannot build endpoint: {exc}", in_file=False) from None
-            raise fail(entry, f"cannot build endpoint: {exc}") from None
+                problems.append(fail(f"--listen {listener.host}:{listener.port}",
+                                     f"cannot build endpoint: {exc}", in_file=False))
+            else:
+                problems.append(fail(entry, f"cannot build endpoint: {exc}"))
+        if overridden and i > 0:
+            continue  # the same TLS material as the first: said once
         try:
             tls_server_for(listener)
         except TlsError as exc:
-            raise fail(f"{entry}.{exc.setting or 'tls'}", str(exc)) from None
+            problems.append(fail(f"{entry}.{exc.setting or 'tls'}", str(exc)))
         except Exception as exc:  # noqa: BLE001 - OpenSSL errors, MemoryError: no traceback
-            raise fail(f"{entry}.tls", f"cannot build the TLS context: "
-                                       f"{type(exc).__name__}: {exc}") from None
+            problems.append(fail(f"{entry}.tls", f"cannot build the TLS context: "
+                                                 f"{type(exc).__name__}: {exc}"))
+    return problems
 
 
-def _check_directories(cfg: GatewayConfig) -> None:
+def _directory_problems(cfg: GatewayConfig) -> list[ConfigError]:
     """The directories the gateway writes in must be directories it can create or write;
     otherwise starting would fail half-way with a traceback."""
     checks = [("state_dir", cfg.state_dir)]
@@ -126,21 +215,36 @@ def _check_directories(cfg: GatewayConfig) -> None:
             checks.append(("ledger.directory", cfg.ledger.directory))
         else:
             checks.append(("state_dir", os.path.join(cfg.state_dir, "ledger")))
+    problems = []
     for key_path, directory in checks:
         problem = directory_problem(directory)
         if problem:
             line = line_of(cfg.source, key_path) if cfg.source else 0
-            raise ConfigError(key_path, line, problem, cfg.source)
+            problems.append(ConfigError(key_path, line, problem, cfg.source))
+    return problems
 
 
 def hash_password_command(args: argparse.Namespace) -> int:
+    """Errors are one line: no terminal to ask on, input ended, Ctrl-C, empty password."""
     from gateway.auth import hash_password
 
     if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\n")
+        password = sys.stdin.readline().rstrip("\r\n")
     else:
-        password = getpass.getpass("Password: ")
-        if getpass.getpass("Again: ") != password:
+        try:
+            with open("/dev/tty"):
+                pass
+        except OSError:
+            print("amqp-gateway: no terminal to ask for the password on; "
+                  "give it on standard input with --password-stdin", file=sys.stderr)
+            return EXIT_CONFIG
+        try:
+            password = getpass.getpass("Password: ")
+            again = getpass.getpass("Again: ")
+        except (EOFError, KeyboardInterrupt):
+            print("\namqp-gateway: no password given", file=sys.stderr)
+            return EXIT_CONFIG
+        if again != password:
             print("amqp-gateway: passwords differ", file=sys.stderr)
             return EXIT_CONFIG
     if not password:
@@ -149,6 +253,71 @@ def hash_password_command(args: argparse.Namespace) -> int:
     kwargs = {"iterations": args.iterations} if args.iterations else {}
     print(hash_password(password, **kwargs))
     return EXIT_OK
+
+
+def _target(args: argparse.Namespace):
+    """The gateway ``ping``/``status`` ask; raises ``TargetError`` or ``ConfigError``."""
+    from dataclasses import replace
+
+    from gateway.health import DEFAULT_METRICS_URL, DEFAULT_URL, target_from_config, target_from_url
+
+    metrics_url = getattr(args, "metrics_url", None)
+    if args.config:
+        target = target_from_config(load_config(args.config))
+        if metrics_url:
+            target = replace(target, metrics_url=metrics_url)
+    else:
+        target = target_from_url(args.url or DEFAULT_URL, metrics_url or DEFAULT_METRICS_URL)
+    if args.host:
+        target = replace(target, host=args.host)
+    if args.port is not None:
+        if not 0 < args.port < 65536:
+            from gateway.health import TargetError
+
+            raise TargetError(f"--port {args.port} is not a port (1-65535)")
+        target = replace(target, port=args.port)
+    return target
+
+
+def health_command(args: argparse.Namespace) -> int:
+    """``ping``: one line, exit 0 when the AMQP listener answers. ``status``: that line
+    and the figures of the metrics page; exit 1 when either does not answer."""
+    from gateway.health import MetricsPage, ProbeFailed, TargetError, amqp_handshake, render_status
+
+    try:
+        target = _target(args)
+    except ConfigError as exc:
+        print_config_errors(exc)
+        return EXIT_CONFIG
+    except TargetError as exc:
+        print(f"amqp-gateway {args.command}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        reply = amqp_handshake(target, args.timeout, args.cacert)
+    except ProbeFailed as exc:
+        print(f"amqp-gateway {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:  # an unreadable --cacert
+        print(f"amqp-gateway {args.command}: --cacert {args.cacert}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "ping":
+        who = f"{reply.product} {reply.version}".strip() or "an AMQP 0-9-1 server"
+        print(f"{target.address}: {who} answered in {reply.elapsed * 1000:.0f} ms")
+        return EXIT_OK
+    figures, problem, status = None, None, EXIT_OK
+    if target.metrics_url is None:
+        problem, source = "the metrics page is disabled in the config (metrics.enabled)", "-"
+    else:
+        page = MetricsPage(target.metrics_url)
+        source = page.description
+        try:
+            figures = page.figures(args.timeout)
+        except ProbeFailed as exc:
+            problem, status = str(exc), EXIT_FAILURE
+    for line in render_status(target, reply, figures, source, problem):
+        print(line)
+    return status
 
 
 #: gen0, gen1, gen2 thresholds of the cyclic garbage collector while serving (CPython's
@@ -195,14 +364,9 @@ def reset_inherited_signals() -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics)
+        check_loaded_config(cfg, overridden=bool(args.listen))
     except ConfigError as exc:
-        print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        _check_endpoints(cfg, overridden=bool(args.listen))
-        _check_directories(cfg)
-    except ConfigError as exc:
-        print(f"amqp-gateway: invalid config: {exc}", file=sys.stderr)
+        print_config_errors(exc)
         return EXIT_CONFIG
     setup_logging(cfg.logging.level)
     _bridge_twisted_logging()
@@ -224,7 +388,15 @@ def run(args: argparse.Namespace) -> int:
     outcome = {"status": EXIT_OK}
 
     def failed(failure):
-        log.error("gateway failed to start: %s", failure.getErrorMessage())
+        from gateway.edge.ports import PortUnavailable
+
+        exc = failure.value
+        if isinstance(exc, PortUnavailable):
+            overridden = bool(exc.role.option and getattr(args, exc.role.option, None))
+            line = 0 if overridden or not cfg.source else line_of(cfg.source, exc.key_path)
+            log.error("%s", exc.describe(cfg.source, line, overridden))
+        else:
+            log.error("gateway failed to start: %s", failure.getErrorMessage())
         outcome["status"] = EXIT_FAILURE
         reactor.stop()
 
@@ -257,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check_config(args.config)
     if args.command == "hash-password":
         return hash_password_command(args)
+    if args.command in ("ping", "status"):
+        return health_command(args)
     return run(args)
 
 

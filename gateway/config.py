@@ -10,6 +10,7 @@ edge checks that endpoints can be built (``check-config``).
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import enum
 import ipaddress
@@ -18,7 +19,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 
@@ -49,15 +50,33 @@ __all__ = [
 
 class ConfigError(Exception):
     """A configuration problem: ``key_path`` (e.g. ``listeners[0].port``), 1-based ``line``
-    (0 when unknown) and a message for an operator."""
+    (0 when unknown) and a message for an operator.
+
+    ``errors`` holds every problem found in one pass (``check-config`` prints each on its
+    own line); the attributes are the first one's. A problem with no line (a file that
+    cannot be read) names only the file."""
 
     def __init__(self, key_path: str, line: int, message: str, source: str = "") -> None:
         self.key_path = key_path
         self.line = line
         self.message = message
         self.source = source
-        where = f"{source}:{line}" if source else f"line {line}"
-        super().__init__(f"{where}: {key_path or '<top>'}: {message}")
+        self.errors: tuple[ConfigError, ...] = (self,)
+        where = f"{source}:{line}" if source and line else source or f"line {line}"
+        super().__init__(": ".join(p for p in (where, key_path, message) if p))
+
+    @classmethod
+    def collected(cls, errors: "Sequence[ConfigError]") -> "ConfigError":
+        """One exception for ``errors`` (in file order): the first's attributes, all of
+        them in ``errors`` and, joined by ``; ``, in its text (for one-line logs)."""
+        ordered = sorted(errors, key=lambda e: (e.source, e.line))
+        if len(ordered) == 1:
+            return ordered[0]
+        first = ordered[0]
+        combined = cls(first.key_path, first.line, first.message, first.source)
+        combined.errors = tuple(ordered)
+        combined.args = ("; ".join(str(e) for e in ordered),)
+        return combined
 
 
 class TlsMode(enum.Enum):
@@ -361,7 +380,7 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
     if root is None:
         return dataclasses.replace(GatewayConfig(), source=source)
     walker = _Walker(source)
-    cfg = walker.build(GatewayConfig, root, "")
+    cfg = walker.build_all(GatewayConfig, root)
     # where each user is defined: (source, key path of its name, line), for duplicates
     origins = [(source, f"users[{i}].name", walker.lines.get(f"users[{i}].name", 0))
                for i in range(len(cfg.users))]
@@ -377,13 +396,17 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
                     for i in range(len(extra))]
         cfg = dataclasses.replace(cfg, users=cfg.users + extra)
     first: dict[str, tuple[str, int]] = {}
+    twice = []
     for user, (where, key_path, line) in zip(cfg.users, origins):
         if user.name in first:
             prev_source, prev_line = first[user.name]
             earlier = f"line {prev_line}" if prev_source == where else f"{prev_source}:{prev_line}"
-            raise ConfigError(key_path, line, f"user defined twice: {user.name} "
-                              f"(first defined at {earlier})", where)
+            twice.append(ConfigError(key_path, line, f"user defined twice: {user.name} "
+                                     f"(first defined at {earlier})", where))
+            continue
         first[user.name] = (where, line)
+    if twice:
+        raise ConfigError.collected(twice)
     return dataclasses.replace(cfg, source=source)
 
 
@@ -413,7 +436,7 @@ def _load_users_file(path: str) -> tuple[tuple[UserConfig, ...], Mapping[str, in
     if root is None:
         return (), {}
     walker = _Walker(path)
-    return walker.build(_UsersFile, root, "").users, walker.lines
+    return walker.build_all(_UsersFile, root).users, walker.lines
 
 
 def _path_parts(key_path: str) -> list[str | int]:
@@ -489,10 +512,36 @@ _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "tru
 
 
 class _Walker:
+    """Builds a dataclass from a YAML node tree, reporting every problem in one pass.
+
+    A problem is raised as a ``ConfigError`` (``raise self.fail(...)``) and caught at the
+    nearest key, list item or mapping entry (``_noting``), which keeps it and goes on with
+    the next one; a mapping with a problem inside is not built (nor cross-checked) and
+    counts as a problem of its parent. ``build_all`` raises them all together."""
+
     def __init__(self, source: str) -> None:
         self.source = source
         self.loader = yaml.SafeLoader("")
         self.lines: dict[str, int] = {}     # key path -> 1-based line, for later checks
+        self.errors: list[ConfigError] = []
+
+    def build_all(self, tp: Any, node: yaml.Node) -> Any:
+        """``build`` from the root; raises one ``ConfigError`` holding every problem."""
+        value = None
+        with self._noting():
+            value = self.build(tp, node, "")
+        if self.errors:
+            raise ConfigError.collected(self.errors)
+        return value
+
+    @contextlib.contextmanager
+    def _noting(self):
+        """Keep a problem raised inside (once: a nested one arrives again) and go on."""
+        try:
+            yield
+        except ConfigError as exc:
+            if not any(e is exc for e in self.errors):
+                self.errors.append(exc)
 
     def fail(self, path: str, node: yaml.Node, message: str) -> ConfigError:
         return ConfigError(path, node.start_mark.line + 1, message, self.source)
@@ -518,16 +567,24 @@ class _Walker:
         if origin in (tuple, list):
             if not isinstance(node, yaml.SequenceNode):
                 raise self.fail(path, node, "expected a list")
+            items = []
+            errors_before = len(self.errors)
             for i, item in enumerate(node.value):
                 self.lines[f"{path}[{i}]"] = item.start_mark.line + 1
-            return tuple(self.build(args[0], item, f"{path}[{i}]") for i, item in enumerate(node.value))
+                with self._noting():
+                    items.append(self.build(args[0], item, f"{path}[{i}]"))
+            self._raise_new_errors(errors_before)
+            return tuple(items)
         if origin in (dict, collections.abc.Mapping) or tp is Mapping:
             if not isinstance(node, yaml.MappingNode):
                 raise self.fail(path, node, "expected a mapping")
             out = {}
+            errors_before = len(self.errors)
             for knode, vnode in node.value:
-                key = str(self.scalar(knode, path))
-                out[key] = self.build(args[1], vnode, f"{path}[{key!r}]")
+                with self._noting():
+                    key = str(self.scalar(knode, path))
+                    out[key] = self.build(args[1], vnode, f"{path}[{key!r}]")
+            self._raise_new_errors(errors_before)
             return out
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             value = self.scalar(node, path)
@@ -554,32 +611,48 @@ class _Walker:
         hints = typing.get_type_hints(cls)
         fields_by_name = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
         values: dict[str, Any] = {}
+        given: set[Any] = set()
+        errors_before = len(self.errors)
         for knode, vnode in node.value:
-            key = self.scalar(knode, path)
-            sub = f"{path}.{key}" if path else str(key)
-            f = fields_by_name.get(key) if isinstance(key, str) else None
-            if f is None:
-                known = ", ".join(sorted(fields_by_name))
-                raise self.fail(sub, knode, f"unknown key {key!r} (known keys: {known})")
-            if key in values:
-                raise self.fail(sub, knode, "key given twice")
-            self.lines[sub] = knode.start_mark.line + 1
-            value = self.build(hints[key], vnode, sub)
-            check = f.metadata.get("check")
-            problem = check(value) if check and value is not None else None
-            if problem:
-                raise self.fail(sub, vnode, problem)
-            values[key] = value
+            with self._noting():
+                self._build_key(values, given, fields_by_name, hints, knode, vnode, path)
         for name, f in fields_by_name.items():
-            if name not in values and f.default is dataclasses.MISSING \
+            if name not in given and f.default is dataclasses.MISSING \
                     and f.default_factory is dataclasses.MISSING:
                 sub = f"{path}.{name}" if path else name
-                raise self.fail(sub, node, f"required key {name!r} is missing")
+                with self._noting():
+                    raise self.fail(sub, node, f"required key {name!r} is missing")
+        self._raise_new_errors(errors_before)
         obj = cls(**values)
         cross = getattr(self, f"_cross_{cls.__name__}", None)
         if cross is not None:
             cross(obj, node, path)
         return obj
+
+    def _build_key(self, values: dict[str, Any], given: set[Any],
+                   fields_by_name: Mapping[str, dataclasses.Field], hints: Mapping[str, Any],
+                   knode: yaml.Node, vnode: yaml.Node, path: str) -> None:
+        key = self.scalar(knode, path)
+        sub = f"{path}.{key}" if path else str(key)
+        f = fields_by_name.get(key) if isinstance(key, str) else None
+        if f is None:
+            known = ", ".join(sorted(fields_by_name))
+            raise self.fail(sub, knode, f"unknown key {key!r} (known keys: {known})")
+        if key in given:
+            raise self.fail(sub, knode, "key given twice")
+        given.add(key)
+        self.lines[sub] = knode.start_mark.line + 1
+        value = self.build(hints[key], vnode, sub)
+        check = f.metadata.get("check")
+        problem = check(value) if check and value is not None else None
+        if problem:
+            raise self.fail(sub, vnode, problem)
+        values[key] = value
+
+    def _raise_new_errors(self, errors_before: int) -> None:
+        """A list or mapping with a problem inside is not built: its parent skips it."""
+        if len(self.errors) > errors_before:
+            raise self.errors[errors_before]
 
     def _key_node(self, node: yaml.MappingNode, key: str) -> yaml.Node:
         for knode, vnode in node.value:

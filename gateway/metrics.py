@@ -7,13 +7,29 @@ collector, so the per-message path never touches a Prometheus object.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import platform
+from typing import Any, Callable, Iterable, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST"]
+from gateway.connection_log import peer_name
+from gateway.product import __version__
+
+__all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST", "Sample", "parse_exposition"]
+
+# The names ``amqp-gateway status`` reads back (counters without their ``_total``).
+CONNECTIONS_ACCEPTED = "amqp_gateway_connections_accepted"
+CONNECTIONS_OPEN = "amqp_gateway_connections_open"
+BUILD_INFO = "amqp_gateway_build_info"
+START_TIME = "amqp_gateway_start_time_seconds"
+LISTENER_INFO = "amqp_gateway_listener_info"
+QUEUE_MESSAGES_READY = "amqp_gateway_queue_messages_ready"
+QUEUE_MESSAGES_UNACKNOWLEDGED = "amqp_gateway_queue_messages_unacknowledged"
+MEMORY_QUEUED_BYTES = "amqp_gateway_memory_queued_bytes"
+MEMORY_BLOCKED = "amqp_gateway_memory_blocked"
 
 
 class _ModelCollector:
@@ -99,10 +115,10 @@ class GatewayMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.connections_accepted = Counter(
-            "amqp_gateway_connections_accepted", "Connections whose protocol header was "
+            CONNECTIONS_ACCEPTED, "Connections whose protocol header was "
             "recognised, by protocol", ["protocol"], registry=r)
         self.connections_open = Gauge(
-            "amqp_gateway_connections_open", "Connections currently open, by protocol",
+            CONNECTIONS_OPEN, "Connections currently open, by protocol",
             ["protocol"], registry=r)
         self.sniff_failures = Counter(
             "amqp_gateway_sniff_failures", "Connections closed by the protocol sniffer, by reason",
@@ -110,6 +126,21 @@ class GatewayMetrics:
         self.tcp_connections = Counter(
             "amqp_gateway_tcp_connections_accepted", "TCP connections accepted by any listener",
             registry=r)
+        Gauge(BUILD_INFO, "The gateway's version and Python's (always 1)",
+              ["version", "python"], registry=r).labels(__version__, platform.python_version()).set(1)
+        self.start_time = Gauge(
+            START_TIME, "When the gateway started, in seconds since the "
+            "Unix epoch", registry=r)
+        self.listeners = Gauge(
+            LISTENER_INFO, "Every bound address (always 1): what it serves "
+            "(amqp, metrics) and its TLS mode", ["serves", "address", "tls"], registry=r)
+
+    def started(self, now: float) -> None:
+        self.start_time.set(now)
+
+    def listening(self, serves: str, host: str, port: int, tls: str) -> None:
+        """A bound address, for ``amqp-gateway status`` and dashboards."""
+        self.listeners.labels(serves, peer_name(host, port), tls).set(1)
 
     def watch_broker(self, broker) -> None:
         """Queue depth, unacknowledged deliveries and consumers per queue, and memory use,
@@ -119,16 +150,16 @@ class GatewayMetrics:
             for vhost in broker.vhosts.values():
                 for queue in list(vhost.queues.values()):
                     labels = {"vhost": vhost.name, "queue": queue.name}
-                    yield ("amqp_gateway_queue_messages_ready",
+                    yield (QUEUE_MESSAGES_READY,
                            "Messages available for delivery, per queue", labels, queue.message_count)
-                    yield ("amqp_gateway_queue_messages_unacknowledged",
+                    yield (QUEUE_MESSAGES_UNACKNOWLEDGED,
                            "Messages delivered and not yet settled, per queue", labels,
                            queue.acquired_count)
                     yield ("amqp_gateway_queue_consumers", "Consumers and links, per queue",
                            labels, queue.consumer_count)
-            yield ("amqp_gateway_memory_queued_bytes", "Body bytes held by all queues", {},
+            yield (MEMORY_QUEUED_BYTES, "Body bytes held by all queues", {},
                    broker.memory_used)
-            yield ("amqp_gateway_memory_blocked", "1 while publishers are blocked by the "
+            yield (MEMORY_BLOCKED, "1 while publishers are blocked by the "
                    "memory high-water mark", {}, 1 if broker.blocked else 0)
 
         self.add_model_collector(read)
@@ -166,3 +197,16 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
     for kind, protocol, count in broker.unroutable.samples():
         yield (f"amqp_gateway_messages_unroutable_{kind}", _UNROUTABLE_HELP[kind],
                {"protocol": protocol}, count)
+
+
+class Sample(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def parse_exposition(text: str) -> list[Sample]:
+    """Every sample of a ``/metrics`` page (counters keep their ``_total`` suffix); read by
+    ``amqp-gateway status``. Raises ``ValueError`` on text that is not the format."""
+    return [Sample(s.name, dict(s.labels), s.value)
+            for family in text_string_to_metric_families(text) for s in family.samples]

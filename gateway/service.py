@@ -38,6 +38,7 @@ from gateway.edge.http import make_site
 from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
+from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
@@ -266,22 +267,27 @@ class GatewayService(service.MultiService):
     def start(self):
         """Bind every listener and the HTTP endpoint, then tell systemd we are ready."""
         super().startService()
-        for listener, tls in zip(self.config.listeners, self.tls_servers):
+        self.metrics.started(self.reactor.seconds())
+        for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
                                       login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
-            port = yield listener_endpoint(self.reactor, listener).listen(factory.wrap_for_tls())
+            port = yield listen_on(listener_endpoint(self.reactor, listener), factory.wrap_for_tls(),
+                                   AMQP_LISTENER, listener.host, listener.port, f"listeners[{i}].port")
             self.factories.append(factory)
             self.ports.append(port)
             addr = port.getHost()
+            self.metrics.listening("amqp", addr.host, addr.port, listener.tls.value)
             log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s; backlog %d)", addr.host,
                      addr.port, listener.tls.value, listener.backlog)
         m = self.config.metrics
         if m.enabled:
-            self.http_port = yield server_endpoint(self.reactor, m.host, m.port).listen(
-                make_site(self.metrics, m.path))
+            self.http_port = yield listen_on(server_endpoint(self.reactor, m.host, m.port),
+                                             make_site(self.metrics, m.path), METRICS_ENDPOINT,
+                                             m.host, m.port, "metrics.port")
             addr = self.http_port.getHost()
+            self.metrics.listening("metrics", addr.host, addr.port, "off")
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor

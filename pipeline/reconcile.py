@@ -11,11 +11,18 @@ two are matched by a key:
 - ``message_id``: the application's message-id on both sides, for gateways that do not
   carry the id over (or a partner that is not one of ours).
 
+An arrival names where it came from (``peer_container``, the forwarding gateway): it
+matches a forward only from that gateway, so a message is known by its origin gateway id
+*and* the gateway that sent it on (an arrival without ``peer_container`` matches a forward
+from any gateway).
+
 Per (A, B, key), A's earliest forward counts (retries are one message). Then:
 lost = no arrival; duplicated = more than one arrival (``copies - 1`` extra);
 late = first arrival more than ``late_after`` seconds after the forward (clocks of the
 two gateways are assumed in sync to well under that). A forward to a container whose
-ledger was not given is ``unverified``, not lost.
+ledger was not given is ``unverified``, not lost. An arrival from a gateway whose ledger
+was given, that no forward of it explains, is ``unexpected`` (e.g. the sender crashed
+after sending and before its ledger's next flush).
 """
 from __future__ import annotations
 
@@ -37,7 +44,8 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
                    late_after: float) -> DataFrame:
     """One row per forwarded message: source, destination, key, message_id, sent_us,
     attempts, copies (arrivals, 0 if lost), first_received_us, delay_us, status
-    (``ok``, ``lost``, ``duplicated``, ``late``, ``duplicated+late``, ``unverified``)."""
+    (``ok``, ``lost``, ``duplicated``, ``late``, ``duplicated+late``, ``unverified``);
+    plus one row per ``unexpected`` arrival (no sent_us, attempts 0)."""
     if match_by is MatchBy.GATEWAY_ID:
         sent_key = F.coalesce(F.col("origin_id"), F.col("gateway_id"))
         recv_key = F.col("origin_id")
@@ -51,13 +59,20 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
             .agg(F.min("ts_us").alias("sent_us"), F.count(F.lit(1)).alias("attempts"),
                  F.min("message_id").alias("message_id")))
     arrived = (events.filter(F.col("event") == "received")
-               .select(F.col("container").alias("destination"), recv_key.alias("key"), "ts_us")
+               .select(F.col("container").alias("destination"), F.col("peer_container").alias("arrived_from"),
+                       recv_key.alias("key"), "message_id", "ts_us")
                .filter(F.col("key").isNotNull())
-               .groupBy("destination", "key")
-               .agg(F.count(F.lit(1)).alias("copies"), F.min("ts_us").alias("first_received_us")))
+               .groupBy("destination", "arrived_from", "key")
+               .agg(F.count(F.lit(1)).alias("copies"), F.min("ts_us").alias("first_received_us"),
+                    F.min("message_id").alias("arrived_message_id")))
     known = list(containers)
-    joined = sent.join(arrived, ["destination", "key"], "left")
-    copies = F.coalesce(F.col("copies"), F.lit(0))
+    s, a = sent.alias("s"), arrived.alias("a")
+    same_source = F.col("a.arrived_from").isNull() | (F.col("a.arrived_from") == F.col("s.source"))
+    on = (F.col("s.destination") == F.col("a.destination")) & (F.col("s.key") == F.col("a.key")) & same_source
+    matched = (s.join(a, on, "left")
+               .groupBy("s.source", "s.destination", "s.key", "s.message_id", "s.sent_us", "s.attempts")
+               .agg(F.sum("a.copies").alias("copies"), F.min("a.first_received_us").alias("first_received_us")))
+    copies = F.coalesce(F.col("copies"), F.lit(0)).cast("long")
     delay = F.col("first_received_us") - F.col("sent_us")
     late = delay > F.lit(int(late_after * 1_000_000))
     status = (F.when(~F.col("destination").isin(*known), F.lit("unverified"))
@@ -66,20 +81,32 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
               .when(copies > 1, F.lit("duplicated"))
               .when(late, F.lit("late"))
               .otherwise(F.lit("ok")))
-    return joined.select("source", "destination", "key", "message_id", "sent_us", "attempts",
-                         copies.alias("copies"), "first_received_us", delay.alias("delay_us"),
-                         status.alias("status"))
+    forwards = matched.select("source", "destination", "key", "message_id", "sent_us", "attempts",
+                              copies.alias("copies"), "first_received_us", delay.alias("delay_us"),
+                              status.alias("status"))
+    sources = sent.select(F.col("source").alias("arrived_from"), F.col("destination"), "key")
+    unexpected = (arrived.filter(F.col("arrived_from").isin(*known))
+                  .join(sources, ["arrived_from", "destination", "key"], "left_anti")
+                  .select(F.col("arrived_from").alias("source"), "destination", "key",
+                          F.col("arrived_message_id").alias("message_id"),
+                          F.lit(None).cast("long").alias("sent_us"), F.lit(0).cast("long").alias("attempts"),
+                          F.col("copies").cast("long").alias("copies"), "first_received_us",
+                          F.lit(None).cast("long").alias("delay_us"), F.lit("unexpected").alias("status")))
+    return forwards.unionByName(unexpected)
 
 
 def reconciliation_summary(per_message: DataFrame) -> DataFrame:
-    """Counts per (source, destination): forwarded, arrived, lost, duplicated (messages
-    with extra copies), extra_copies, late, unverified."""
+    """Counts per (source, destination): forwarded, arrived (forwards that arrived),
+    lost, duplicated (messages with extra copies), extra_copies, late, unverified,
+    unexpected (arrivals no forward explains)."""
     status = F.col("status")
     return (per_message.groupBy("source", "destination")
-            .agg(F.count(F.lit(1)).alias("forwarded"),
-                 F.sum(F.when(F.col("copies") > 0, 1).otherwise(0)).alias("arrived"),
+            .agg(F.sum(F.when(status != "unexpected", 1).otherwise(0)).alias("forwarded"),
+                 F.sum(F.when((F.col("copies") > 0) & (status != "unexpected"), 1).otherwise(0)).alias("arrived"),
                  F.sum(F.when(status == "lost", 1).otherwise(0)).alias("lost"),
                  F.sum(F.when(status.startswith("duplicated"), 1).otherwise(0)).alias("duplicated"),
-                 F.sum(F.when(F.col("copies") > 1, F.col("copies") - 1).otherwise(0)).alias("extra_copies"),
+                 F.sum(F.when((F.col("copies") > 1) & (status != "unexpected"), F.col("copies") - 1)
+                       .otherwise(0)).alias("extra_copies"),
                  F.sum(F.when(status.endswith("late"), 1).otherwise(0)).alias("late"),
-                 F.sum(F.when(status == "unverified", 1).otherwise(0)).alias("unverified")))
+                 F.sum(F.when(status == "unverified", 1).otherwise(0)).alias("unverified"),
+                 F.sum(F.when(status == "unexpected", 1).otherwise(0)).alias("unexpected")))

@@ -5,13 +5,13 @@ Run it as ``amqp-gateway report --ledger DIR [--ledger DIR ...] --out DIR [--mas
 against a cluster (``s3a://``/``hdfs://`` paths work for ledgers and ``--out``), or as a
 function: ``run_report(ledger_dirs, out_dir, master=...) -> ReportSummary``.
 
-Output under ``out``: ``tables/<name>/`` Parquet (events, traffic_per_minute,
-protocol_pairs, latency, latency_by_queue, outcomes, top_talkers, event_counts,
-reconciliation, reconciliation_summary), ``report.html`` and ``charts/*.png``. When ``out`` is not a
+Output under ``out``: ``tables/<name>/`` Parquet (``TABLES``; ``pipeline/README.md``
+describes each), ``report.html`` (a summary first, then the details) and ``charts/*.png``. When ``out`` is not a
 local path the HTML and charts are built in a local temporary directory and copied there
 through Hadoop's FileSystem API.
 
-Progress: one line per stage on stderr (``Progress``); Spark adds its task bar.
+Progress: one line per stage on stderr (``Progress``); Spark's own log is kept to errors
+(``spark_session``), and its task bar is shown on a terminal only.
 """
 from __future__ import annotations
 
@@ -30,13 +30,19 @@ if __package__ in (None, ""):
 
 from pipeline.environment import PipelineEnvironmentError, check_environment  # noqa: E402
 from pipeline.progress import Progress  # noqa: E402
+from pipeline.spark_session import SPARK_LOG_LEVELS, start_session, submitted  # noqa: E402
 
-__all__ = ["DEFAULT_MASTER", "ReportSummary", "build_parser", "main", "run_report"]
+__all__ = ["DEFAULT_MASTER", "ReportSummary", "TABLES", "build_parser", "main", "run_report"]
 
 DEFAULT_MASTER = "local[*]"
-TABLES = ("events", "traffic_per_minute", "protocol_pairs", "latency", "latency_by_queue",
-          "outcomes", "top_talkers", "event_counts", "reconciliation", "reconciliation_summary")
-STAGES = 6
+TABLES = ("events", "traffic_per_minute", "node_ranks", "traffic_timeline", "protocol_pairs",
+          "latency_overall", "latency", "latency_by_queue", "outcomes", "top_talkers", "event_counts",
+          "unsettled_messages", "unsettled_summary", "reconciliation", "reconciliation_summary")
+STAGES = 7
+#: tables small enough to collect whole once (aggregates bounded by gateways, vhosts,
+#: queues, pairs); the others are aggregated further before anything reaches the driver
+COLLECTED = ("event_counts", "protocol_pairs", "latency_overall", "latency", "latency_by_queue",
+             "top_talkers", "unsettled_summary", "reconciliation_summary")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +54,14 @@ class ReportSummary:
     per pair, and the sum of their ``size``; ``latency_us``: per gateway (container)
     ``{"settled", "p50", "p95", "p99", "max"}`` (microseconds); ``latency_by_queue``: the
     same per AMQP node settled on, keyed ``(container, vhost, queue)``;
-    ``reconciliation``: totals of forwarded, arrived, lost, duplicated, extra_copies,
-    late, unverified; ``samples``: status -> up to N keys, sorted.
+    ``latency_overall_us``: the same over every settlement; ``reconciliation``: totals of
+    forwarded, arrived, lost, duplicated, extra_copies, late, unverified, unexpected;
+    ``samples``: status -> up to N keys, sorted. ``unsettled``: copies not finally settled
+    per (container, vhost, place, state, detail) (``settlement``), ``unsettled_by_state``
+    their totals; ``refusals``: unroutable/returned/refused per (result, reason);
+    ``crossed_by_vhost``: per (container, vhost) received, bytes_in, delivered,
+    forwarded, refused, unsettled; ``span_us``: (first, last) event time or None;
+    ``buckets``: the charts' time axis.
     """
 
     events: int
@@ -64,9 +76,28 @@ class ReportSummary:
     latency_by_queue: dict[tuple[Optional[str], Optional[str], Optional[str]], dict[str, int]]
     reconciliation: dict[str, int]
     samples: dict[str, list[str]]
+    latency_overall_us: dict[str, Any]
+    unsettled: dict[tuple, int]
+    unsettled_by_state: dict[str, int]
+    refusals: dict[tuple[str, Optional[str]], int]
+    crossed_by_vhost: dict[tuple, dict[str, int]]
+    span_us: Optional[tuple[int, int]]
+    buckets: Any
     out_dir: str
     html_path: str
     tables: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """run_report's options, as ``_run`` takes them."""
+
+    late_after: float
+    matching: Any
+    top: int
+    top_nodes: int
+    samples: int
+    figure_hook: Optional[Callable[[str, Any], None]]
 
 
 def run_report(
@@ -77,25 +108,33 @@ def run_report(
     late_after: float = 60.0,
     match_by: str = "gateway-id",
     top: int = 20,
+    top_nodes: int = 10,
     samples: int = 20,
     spark: Any = None,
     progress: Optional[Progress] = None,
     driver_memory: Optional[str] = None,
+    spark_log_level: str = "ERROR",
+    figure_hook: Optional[Callable[[str, Any], None]] = None,
 ) -> ReportSummary:
     """Build the report; returns its summary.
 
     ``late_after`` seconds, ``match_by`` ``"gateway-id"`` or ``"message-id"`` (see
-    ``reconcile``), ``top`` talkers listed, ``samples`` message keys kept per
-    reconciliation status. ``spark`` is an existing SparkSession (left running); without
-    one a session is started on ``master`` (default local[*]; under ``spark-submit`` the
-    master it was given) and stopped at the end. Raises
+    ``reconcile``), ``top`` talkers listed, ``top_nodes`` routing keys per exchange (and
+    queues per vhost) named before the rest are folded into one "other" node, ``samples``
+    message keys kept per reconciliation status and per not-settled place. ``spark`` is an
+    existing SparkSession (left running); without one a session is started on ``master``
+    (default local[*]; under ``spark-submit`` the master it was given), its log at
+    ``spark_log_level``, and stopped at the end. ``figure_hook(name, figure)`` sees each
+    matplotlib chart before it is closed. Raises
     PipelineEnvironmentError when PySpark, matplotlib or Java is missing, ValueError for
     bad arguments; Spark's own errors (e.g. an unreadable path) propagate.
     """
     if not ledger_dirs:
         raise ValueError("at least one ledger directory is needed")
-    if top < 1 or samples < 0 or late_after < 0:
-        raise ValueError("top must be >= 1, samples and late_after >= 0")
+    if top < 1 or top_nodes < 1 or samples < 0 or late_after < 0:
+        raise ValueError("top and top_nodes must be >= 1, samples and late_after >= 0")
+    if spark_log_level.upper() not in SPARK_LOG_LEVELS:
+        raise ValueError(f"spark log level {spark_log_level!r} is not one of {', '.join(SPARK_LOG_LEVELS)}")
     missing = [d for d in ledger_dirs if _is_local(d) and not os.path.isdir(_local_path(d))]
     if missing:
         raise ValueError(f"ledger directory not found: {', '.join(missing)}")
@@ -105,36 +144,17 @@ def run_report(
     progress = progress or Progress(STAGES)
     own_session = spark is None
     if own_session:
-        # spark-submit starts the JVM first and tells PySpark through this variable.
-        submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-        check_environment(need_java=not submitted)
-        if master is None and not submitted:
+        check_environment(need_java=not submitted())
+        if master is None and not submitted():
             master = DEFAULT_MASTER
         progress.note(f"starting Spark on {master or 'the spark-submit master'}")
-        spark = _start_session(master, driver_memory)
+        spark = start_session(master, driver_memory=driver_memory, log_level=spark_log_level.upper())
+    options = _Options(late_after, matching, top, top_nodes, samples, figure_hook)
     try:
-        return _run(spark, list(ledger_dirs), out_dir, late_after, matching, top, samples, progress)
+        return _run(spark, list(ledger_dirs), out_dir, options, progress)
     finally:
         if own_session:
             spark.stop()
-
-
-def _start_session(master: Optional[str], driver_memory: Optional[str]) -> Any:
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.appName("amqp-gateway-ledger-report")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "true"))
-    if master:
-        builder = builder.master(master)
-    if master and master.startswith("local"):
-        builder = (builder.config("spark.ui.enabled", "false")
-                   .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
-    if driver_memory:
-        builder = builder.config("spark.driver.memory", driver_memory)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
 
 
 def _is_local(path: str) -> bool:
@@ -145,16 +165,24 @@ def _local_path(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
-def _run(spark: Any, ledger_dirs: list[str], out_dir: str, late_after: float, matching: Any,
-         top: int, samples: int, progress: Progress) -> ReportSummary:
+def _write(frame: Any, path: str, *, small: bool = True) -> None:
+    (frame.coalesce(1) if small else frame).write.mode("overwrite").parquet(path)
+
+
+def _run(spark: Any, ledger_dirs: list[str], out_dir: str, o: _Options, progress: Progress) -> ReportSummary:
     from pyspark.sql import functions as F
 
-    from pipeline import ledger_reader, reconcile, tables
+    from pipeline import ledger_reader, reconcile, settlement, tables
+    from pipeline.charts import Buckets
     from pipeline.presentation import collect_and_render
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    # the ledger has 26 columns: plans over them would exceed the default 25 fields and
+    # Spark would warn that it truncated their text
+    spark.conf.set("spark.sql.debug.maxToStringFields", "100")
     base = out_dir.rstrip("/")
     paths = {name: f"{base}/tables/{name}" for name in TABLES}
+    read = lambda name: spark.read.parquet(paths[name])  # noqa: E731
 
     progress.stage(f"reading {len(ledger_dirs)} ledger(s) into {paths['events']}")
     ledger_reader.stage_events(spark, ledger_dirs, paths["events"])
@@ -163,46 +191,67 @@ def _run(spark: Any, ledger_dirs: list[str], out_dir: str, late_after: float, ma
 
     progress.stage("traffic, protocol pairs, latency, outcomes, top talkers")
     small: dict[str, Callable[[], Any]] = {
+        "event_counts": lambda: tables.event_counts(events),
         "traffic_per_minute": lambda: tables.traffic_per_minute(events),
+        "node_ranks": lambda: tables.node_ranks(read("traffic_per_minute"), o.top_nodes),
         "protocol_pairs": lambda: tables.protocol_pairs(events),
+        "latency_overall": lambda: tables.latency_overall(events),
         "latency": lambda: tables.latency_by_node(events),
         "latency_by_queue": lambda: tables.latency_by_queue(events),
         "outcomes": lambda: tables.outcomes(events),
-        "top_talkers": lambda: tables.top_talkers(events, top),
-        "event_counts": lambda: tables.event_counts(events),
+        "top_talkers": lambda: tables.top_talkers(events, o.top),
     }
     for name, build in small.items():
-        build().coalesce(1).write.mode("overwrite").parquet(paths[name])
+        _write(build(), paths[name])
+    counts = read("event_counts").collect()  # gateways x kinds x outcomes: a few rows
+    buckets = Buckets.spanning(min((r["first_us"] for r in counts if r["first_us"] is not None), default=0),
+                               max((r["last_us"] for r in counts if r["last_us"] is not None), default=0))
+    containers = sorted({r["container"] for r in counts if r["container"] is not None})
+    _write(tables.traffic_timeline(events, buckets.seconds, read("node_ranks")), paths["traffic_timeline"])
+
+    progress.stage("messages not finally settled: still queued, dead-lettered, expired")
+    _write(settlement.unsettled_messages(events), paths["unsettled_messages"], small=False)
+    _write(settlement.unsettled_summary(read("unsettled_messages")), paths["unsettled_summary"])
 
     progress.stage("reconciliation across gateways")
-    counts = spark.read.parquet(paths["event_counts"])
-    containers = sorted(r["container"] for r in counts.select("container").distinct().collect()
-                        if r["container"] is not None)
-    per_message = reconcile.reconciliation(events, containers, match_by=matching, late_after=late_after)
-    per_message.write.mode("overwrite").parquet(paths["reconciliation"])
-    per_message = spark.read.parquet(paths["reconciliation"])
-    reconcile.reconciliation_summary(per_message).coalesce(1).write.mode("overwrite") \
-        .parquet(paths["reconciliation_summary"])
+    per_message = reconcile.reconciliation(events, containers, match_by=o.matching, late_after=o.late_after)
+    _write(per_message, paths["reconciliation"], small=False)
+    _write(reconcile.reconciliation_summary(read("reconciliation")), paths["reconciliation_summary"])
 
     progress.stage("collecting results")
-    loaded = {name: spark.read.parquet(paths[name]) for name in TABLES if name != "events"}
-    sample_rows = {}
-    for status in ("lost", "duplicated", "late", "duplicated+late", "unverified"):
-        sample_rows[status] = (loaded["reconciliation"].filter(F.col("status") == status)
-                               .orderBy("key").limit(samples).collect())
+    loaded = {name: read(name) for name in TABLES if name != "events"}
+    rows = {name: counts if name == "event_counts" else loaded[name].collect() for name in COLLECTED}
+    recon_samples = _first_of_each(loaded["reconciliation"].filter(F.col("status") != "ok"), "status",
+                                   ("key",), o.samples)
+    by_state = _first_of_each(loaded["unsettled_messages"], "state", ("since_us", "gateway_id"), o.samples)
+    unsettled_samples = [row for state in settlement.STATES for row in by_state.get(state, [])]
 
     progress.stage("charts and report.html")
     local_out = _local_path(base) if _is_local(base) else tempfile.mkdtemp(prefix="ledger-report-")
     os.makedirs(os.path.join(local_out, "charts"), exist_ok=True)
-    summary_numbers = collect_and_render(loaded, sample_rows, local_out, malformed=malformed,
-                                         containers=containers, late_after=late_after,
-                                         ledger_dirs=ledger_dirs)
+    summary_numbers = collect_and_render(rows, loaded, recon_samples, unsettled_samples, local_out,
+                                         buckets=buckets, malformed=malformed, containers=containers,
+                                         late_after=o.late_after, top_nodes=o.top_nodes,
+                                         ledger_dirs=ledger_dirs, figure_hook=o.figure_hook)
     if not _is_local(base):
         _upload(spark, local_out, base)
         shutil.rmtree(local_out, ignore_errors=True)
     progress.stage(f"done: {base}/report.html")
     return ReportSummary(out_dir=base, html_path=f"{base}/report.html", tables=paths,
                          containers=tuple(containers), malformed=malformed, **summary_numbers)
+
+
+def _first_of_each(frame: Any, by: str, order: Sequence[str], n: int) -> dict[str, list]:
+    """The first ``n`` rows (by ``order``) of each value of ``by``, in one job: a window
+    partitioned by ``by`` (not one query per value)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    first = F.row_number().over(Window.partitionBy(by).orderBy(*order))
+    out: dict[str, list] = {}
+    for row in frame.withColumn("_n", first).filter(F.col("_n") <= n).orderBy(by, "_n").collect():
+        out.setdefault(row[by], []).append(row)
+    return out
 
 
 def _upload(spark: Any, local_dir: str, remote_dir: str) -> None:
@@ -229,8 +278,14 @@ def build_parser(prog: str = "amqp-gateway report") -> argparse.ArgumentParser:
     p.add_argument("--match-by", choices=("gateway-id", "message-id"), default="gateway-id",
                    help="how reconciliation matches a forward to its arrival")
     p.add_argument("--top", type=int, default=20, help="top talkers listed (default 20)")
-    p.add_argument("--samples", type=int, default=20, help="sample messages per reconciliation finding")
+    p.add_argument("--top-nodes", type=int, default=10, metavar="N",
+                   help="routing keys named per exchange (and queues per vhost) before the rest "
+                        "are folded into one 'other' node (default 10)")
+    p.add_argument("--samples", type=int, default=20,
+                   help="sample messages per reconciliation finding and per not-settled place (default 20)")
     p.add_argument("--driver-memory", default=None, help="e.g. 4g (only when this starts Spark)")
+    p.add_argument("--spark-log-level", default="ERROR", type=str.upper, choices=SPARK_LOG_LEVELS,
+                   help="Spark's own log on stderr (default ERROR: the progress lines and errors only)")
     return p
 
 
@@ -239,8 +294,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "report.py") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         run_report(args.ledger, args.out, master=args.master, late_after=args.late_after,
-                   match_by=args.match_by, top=args.top, samples=args.samples,
-                   driver_memory=args.driver_memory)
+                   match_by=args.match_by, top=args.top, top_nodes=args.top_nodes,
+                   samples=args.samples, driver_memory=args.driver_memory,
+                   spark_log_level=args.spark_log_level)
     except PipelineEnvironmentError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -13,10 +13,18 @@ Definitions (the HTML report repeats them):
 - traffic: ``received`` events are messages in (``proto_out`` unknown, shown as ``*``),
   ``delivered`` and ``forwarded`` events are messages out; ``bytes`` sums ``size``;
   per minute, gateway, vhost, AMQP node, user, event and protocol pair.
+- AMQP nodes folded as an operator groups them (``node_parent``, ``node_ranks``,
+  ``fold_nodes``): a receipt's node belongs to its exchange (``/exchanges/X``), a
+  delivery's to ``/queues``, a 1.0 address without an exchange to ``/addresses``; within
+  each, per gateway and vhost, the ``top`` busiest nodes keep their name and the rest
+  become one ``... (other ...)`` node, so 200 one-off routing keys are one row, not 200.
+- timeline (``traffic_timeline``): the traffic events in buckets of a size chosen for the
+  ledger's span (seconds to hours), with folded nodes: what the time charts draw.
 - protocol pairs: delivered and forwarded events by ``proto_in->proto_out``; every
-  delivery attempt counts (redeliveries included).
-- latency: ``latency_us`` of ``settled`` events (receive -> settle), per gateway
-  (``latency_by_node``) and per gateway, vhost and queue (``latency_by_queue``).
+  delivery attempt counts (``redeliveries`` says how many were not the first).
+- latency: ``latency_us`` of ``settled`` events (receive -> settle), over everything
+  (``latency_overall``), per gateway (``latency_by_node``) and per gateway, vhost and
+  queue (``latency_by_queue``). The tables keep exact microseconds; the HTML shows ms.
 - outcomes: settled/forward-settled by outcome, and the refusals (unroutable, returned,
   refused, expired, dead-lettered), per gateway, vhost, user and target address.
 """
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 __all__ = [
     "OUT_EVENTS",
@@ -31,14 +40,19 @@ __all__ = [
     "SETTLE_EVENTS",
     "TRAFFIC_EVENTS",
     "event_counts",
+    "fold_nodes",
     "latency_by_node",
     "latency_by_queue",
+    "latency_overall",
     "node_column",
+    "node_parent_column",
+    "node_ranks",
     "outcomes",
     "protocol_pairs",
     "target_column",
     "top_talkers",
     "traffic_per_minute",
+    "traffic_timeline",
 ]
 
 TRAFFIC_EVENTS = ("received", "delivered", "forwarded")
@@ -72,6 +86,45 @@ def node_column() -> Column:
     )
 
 
+def node_parent_column() -> Column:
+    """What a traffic event's AMQP node belongs to: the exchange of a receipt
+    (``/exchanges/X``, ``/exchanges/`` for the default one), ``/queues`` for the queue a
+    delivery left, ``/addresses`` for a 1.0 address that names no exchange."""
+    return (F.when(F.col("queue").isNotNull(), F.lit("/queues"))
+            .when(F.col("exchange").isNotNull(), F.concat(F.lit("/exchanges/"), F.col("exchange")))
+            .otherwise(F.lit("/addresses")))
+
+
+def _folded_label() -> Column:
+    parent = F.col("node_parent")
+    return (F.when(parent == "/queues", F.lit("/queues/* (other queues)"))
+            .when(parent == "/addresses", F.lit("/addresses/* (other addresses)"))
+            .otherwise(F.concat(parent, F.lit("/* (other keys)"))))
+
+
+_NODE_KEYS = ("container", "vhost", "node_parent", "node")
+
+
+def node_ranks(traffic: DataFrame, top: int) -> DataFrame:
+    """The ``top`` busiest AMQP nodes (messages in and out) of each parent, per gateway and
+    vhost, from ``traffic_per_minute``: (container, vhost, node_parent, node, messages, rank)."""
+    from pyspark.sql.window import Window
+
+    totals = traffic.groupBy(*_NODE_KEYS).agg(F.sum("messages").alias("messages"))
+    order = Window.partitionBy("container", "vhost", "node_parent").orderBy(F.desc("messages"), "node")
+    return totals.withColumn("rank", F.row_number().over(order)).filter(F.col("rank") <= top)
+
+
+def fold_nodes(frame: DataFrame, ranks: DataFrame) -> DataFrame:
+    """``frame`` (with container, vhost, node_parent, node) plus ``node_group``: the node
+    itself when ``ranks`` keeps it, else its parent's ``(other ...)`` label."""
+    kept = ranks.select(*(F.col(k).alias(f"_kept_{k}") for k in _NODE_KEYS), F.lit(True).alias("_kept"))
+    on = [frame[k].eqNullSafe(kept[f"_kept_{k}"]) for k in _NODE_KEYS]
+    return (frame.join(kept, on, "left")
+            .withColumn("node_group", F.when(F.col("_kept"), F.col("node")).otherwise(_folded_label()))
+            .drop("_kept", *(f"_kept_{k}" for k in _NODE_KEYS)))
+
+
 def _pair() -> Column:
     return F.concat(F.coalesce(F.col("proto_in"), F.lit("*")), F.lit("->"),
                     F.coalesce(F.col("proto_out"), F.lit("*")))
@@ -83,19 +136,40 @@ def _bytes() -> Column:
 
 def traffic_per_minute(events: DataFrame) -> DataFrame:
     """Messages and bytes per minute (UTC) per gateway (``container``), vhost, AMQP node
-    (``node``: see ``node_column``), user, event and protocol pair."""
+    (``node``: see ``node_column``; ``node_parent``: see ``node_parent_column``), user,
+    event and protocol pair."""
     minute = F.timestamp_seconds(F.floor(F.col("ts_us") / 60_000_000) * 60).alias("minute")
     return (events.filter(F.col("event").isin(*TRAFFIC_EVENTS))
-            .groupBy(minute, "container", "vhost", node_column().alias("node"), "user", "event",
+            .groupBy(minute, "container", "vhost", node_parent_column().alias("node_parent"),
+                     node_column().alias("node"), "user", "event",
                      "proto_in", "proto_out", _pair().alias("protocol_pair"))
             .agg(F.count(F.lit(1)).alias("messages"), _bytes()))
 
 
+def traffic_timeline(events: DataFrame, bucket_seconds: int, ranks: DataFrame) -> DataFrame:
+    """Messages and bytes per ``bucket_seconds`` bucket (``bucket_start``: epoch seconds,
+    UTC) per gateway, vhost, folded AMQP node (``node_group``), user, event and protocol
+    pair; ``ranks`` from ``node_ranks``."""
+    start = (F.floor(F.col("ts_us") / (bucket_seconds * 1_000_000)) * bucket_seconds).cast("long")
+    keys = ("bucket_start", "event", "container", "vhost", "user", "protocol_pair")
+    per_node = (events.filter(F.col("event").isin(*TRAFFIC_EVENTS))
+                .groupBy(start.alias("bucket_start"), "event", "container", "vhost",
+                         node_parent_column().alias("node_parent"), node_column().alias("node"),
+                         "user", _pair().alias("protocol_pair"))
+                .agg(F.count(F.lit(1)).alias("messages"), _bytes()))
+    return (fold_nodes(per_node, ranks).groupBy(*keys, "node_group")
+            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .withColumn("bucket_seconds", F.lit(bucket_seconds)))
+
+
 def protocol_pairs(events: DataFrame) -> DataFrame:
-    """Deliveries and forwards per gateway and protocol pair (``0-9-1->1.0`` ...)."""
+    """Deliveries and forwards per gateway and protocol pair (``0-9-1->1.0`` ...);
+    ``redeliveries``: deliveries after a failed attempt (``delivery_count`` > 0)."""
+    again = F.when(F.coalesce(F.col("delivery_count"), F.lit(0)) > 0, 1).otherwise(0)
     return (events.filter(F.col("event").isin(*OUT_EVENTS))
             .groupBy("container", _pair().alias("protocol_pair"))
-            .agg(F.count(F.lit(1)).alias("messages"), _bytes()))
+            .agg(F.count(F.lit(1)).alias("messages"), F.sum(again).cast("long").alias("redeliveries"),
+                 _bytes()))
 
 
 def _latency(events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
@@ -107,6 +181,12 @@ def _latency(events: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     return agg.select(*keys, "settled",
                       F.col("q")[0].alias("p50_us"), F.col("q")[1].alias("p95_us"),
                       F.col("q")[2].alias("p99_us"), "max_us", "mean_us")
+
+
+def latency_overall(events: DataFrame) -> DataFrame:
+    """The same figures over every settlement of every ledger: one row (``settled`` 0 and
+    nulls when nothing was settled)."""
+    return _latency(events, ())
 
 
 def latency_by_node(events: DataFrame) -> DataFrame:
@@ -138,18 +218,27 @@ def outcomes(events: DataFrame) -> DataFrame:
 
 
 def top_talkers(events: DataFrame, limit: int) -> DataFrame:
-    """The ``limit`` users who published most (received events), by messages then bytes."""
-    from pyspark.sql.window import Window
+    """The ``limit`` users who published most (received events), by messages then bytes,
+    with their ``rank`` (1 = most).
 
+    The top rows are taken with a sort and a limit, and ranked on the driver (``limit``
+    rows): a ranking window over all users would have no partition, and Spark would move
+    every row to one task (and warn ``WindowExec: No Partition Defined`` for each plan).
+    """
     per_user = (events.filter(F.col("event") == "received")
                 .groupBy("container", "vhost", "user")
                 .agg(F.count(F.lit(1)).alias("messages"), _bytes(),
                      F.countDistinct("connection").alias("connections")))
-    order = Window.orderBy(F.desc("messages"), F.desc("bytes"), "container", "vhost", "user")
-    return per_user.withColumn("rank", F.row_number().over(order)).filter(F.col("rank") <= limit)
+    top = per_user.orderBy(F.desc("messages"), F.desc("bytes"), "container", "vhost", "user") \
+        .limit(limit).collect()
+    schema = T.StructType(per_user.schema.fields + [T.StructField("rank", T.IntegerType(), False)])
+    return events.sparkSession.createDataFrame(
+        [(*row, rank) for rank, row in enumerate(top, start=1)], schema)
 
 
 def event_counts(events: DataFrame) -> DataFrame:
-    """Events per gateway, kind and outcome: the report's headline numbers."""
+    """Events per gateway, kind and outcome: the report's headline numbers, with the
+    first and last event's time (``first_us``, ``last_us``: the ledger's span)."""
     return (events.groupBy("container", "event", "outcome")
-            .agg(F.count(F.lit(1)).alias("events"), _bytes()))
+            .agg(F.count(F.lit(1)).alias("events"), _bytes(),
+                 F.min("ts_us").alias("first_us"), F.max("ts_us").alias("last_us")))

@@ -350,7 +350,13 @@ def _unwrap(type_name: Any, inner: Any) -> Any:
             return dict(zip(pairs[0::2], pairs[1::2]))
         if type_name == "described":
             parts = _expect(inner, dict)
-            return Described(from_field_value(parts["descriptor"]), from_field_value(parts["value"]))
+            value = from_field_value(parts["value"])
+            if type(value) is Described and value.descriptor == LONGSTR_DESCRIPTOR:
+                # a 1.0 binary a 0-9-1 library sent back as a long string (py-amqp): its
+                # 1.0 form again, as a described value inside a described value is one
+                # that proton's decoder cannot read back
+                value = value.value
+            return Described(from_field_value(parts["descriptor"]), value)
         if type_name == "array":
             parts = _expect(inner, dict)
             code = _ARRAY_TYPE_CODES[parts["type"]]

@@ -233,7 +233,10 @@ class ServerConnection:
 
     def receive_eof(self) -> None:
         if self._state is not ConnectionState.CLOSED:
-            if self._state is not ConnectionState.CLOSING:
+            if self._state is ConnectionState.AWAIT_START_OK:
+                # a health check (``amqp-gateway ping``, a load balancer): not worth a line
+                log.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
+            elif self._state is not ConnectionState.CLOSING:
                 log.info("0-9-1 client %s closed the socket without connection.close", self.peer_host)
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
 

@@ -120,6 +120,40 @@ def test_errors_name_key_and_line(text, path, line, words):
     assert str(err).startswith(f"gw.yaml:{line}: {path}: ")
 
 
+def test_every_schema_error_is_reported_in_one_pass_in_file_order():
+    err = error_of("users:\n"
+                   "  - name: bob\n"                        # 2: no password_hash
+                   "  - name: eve\n"
+                   "    password_hash: nope\n"              # 4
+                   "limits: {heartbeat: 1, heartbeat: 2}\n"  # 5
+                   "listeners:\n"
+                   "  - port: 70000\n"                      # 7
+                   "    colour: red\n"                      # 8
+                   "  - port: 1\n"
+                   "    backlog: 0\n"                       # 10
+                   "vhosts: 5\n")                           # 11
+    assert [(e.line, e.key_path) for e in err.errors] == [
+        (2, "users[0].password_hash"), (4, "users[1].password_hash"), (5, "limits.heartbeat"),
+        (7, "listeners[0].port"), (8, "listeners[0].colour"), (10, "listeners[1].backlog"),
+        (11, "vhosts")]
+    assert (err.line, err.key_path) == (2, "users[0].password_hash")   # the first's
+    assert str(err).count("gw.yaml:") == 7                            # one line for logs
+
+
+def test_a_mapping_with_an_error_inside_is_not_cross_checked():
+    # tls_cert_file is given (and wrong): no second, misleading "tls: on needs tls_cert_file"
+    err = error_of("listeners:\n  - tls: on\n    tls_cert_file: /no/such.pem\n"
+                   "    tls_key_file: /no/such.key\n")
+    assert [(e.line, e.key_path) for e in err.errors] == [
+        (3, "listeners[0].tls_cert_file"), (4, "listeners[0].tls_key_file")]
+
+
+def test_a_file_that_cannot_be_read_is_named_without_line_or_key():
+    with pytest.raises(ConfigError) as info:
+        load_config("/no/such/gw.yaml")
+    assert str(info.value) == "/no/such/gw.yaml: cannot read config file: No such file or directory"
+
+
 def test_bad_regex_in_permissions():
     from tests.support.gateway_process import password_hash
     err = error_of(f"users:\n  - name: bob\n    password_hash: \"{password_hash('pw')}\"\n"

@@ -4,9 +4,11 @@ then the PySpark report over the gateway's ledger directory in local Spark.
 1. Known numbers of messages through every protocol pair, some rejected (0-9-1
    basic.reject requeue=False, 1.0 rejected outcome, one of them dead-lettered), some
    unroutable (mandatory: returned; not mandatory: dropped; 1.0: accepted and dropped), some
-   expired,
-   one refused; the gateway is stopped with SIGTERM (the ledger is flushed and closed)
-   and every count of the report is asserted exactly.
+   expired (dropped, or dead-lettered), some left in queues (never delivered; given back by
+   a 0-9-1 requeue, a 1.0 modified outcome, a channel closed with a delivery unacked), one
+   refused; the gateway is stopped with SIGTERM (the ledger is flushed and closed) and
+   every count of the report is asserted exactly, down to where each message that was not
+   finally settled is.
 2. kill -9 while a publisher is running: the report reads every complete line.
 3. kill -9 of the gateway alone (its ledger writer process survives it): every event the
    gateway had shipped is written, and a message confirmed more than one flush interval
@@ -28,7 +30,8 @@ from proton.utils import SendException
 from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, proton_connection, unique
 from tests.support.gateway_process import default_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.pipeline]
+# Spark in local mode: its JVM start and jobs take minutes on 2 loaded cores
+pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +49,9 @@ def spark():
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", "false")
+               # tiny inputs: compiling generated code for every plan costs more than it
+               # saves (a third of a test report's time); results are the same
+               .config("spark.sql.codegen.wholeStage", "false")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
@@ -172,11 +178,14 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     amqp10 = proton_connection(gw, user="alice", password="secret")
 
     qa, qb, qc, qd = (unique(p) for p in ("la", "lb", "lc", "ld"))
-    dead, ttl = unique("ldead"), unique("lttl")
-    for name in (qa, qc, qd, dead):
+    dead, ttl, ttl_dl = unique("ldead"), unique("lttl"), unique("lttldl")
+    left, requeued, modified, unacked = (unique(p) for p in ("lleft", "lrequeue", "lmodified", "lunacked"))
+    for name in (qa, qc, qd, dead, left, requeued, modified, unacked):
         ch.queue_declare(name)
     ch.queue_declare(qb, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead})
     ch.queue_declare(ttl, arguments={"x-message-ttl": 100})
+    ch.queue_declare(ttl_dl, arguments={"x-message-ttl": 100, "x-dead-letter-exchange": "",
+                                        "x-dead-letter-routing-key": dead})
 
     nowhere1, nowhere2, nowhere3 = (unique("nowhere") for _ in range(3))
     size = {}  # ledger bytes published, per publish step
@@ -200,9 +209,31 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
     size[ttl, "0-9-1"] = _pika_publish(ch, "", ttl, 3)
     size[ttl, "1.0"] = _proton_publish(amqp10, f"/queue/{ttl}", 2)
     _wait_empty(ch, ttl)
+    # expired and dead-lettered: 2 into a 100 ms TTL queue whose dead letters go to `dead`
+    size[ttl_dl] = _pika_publish(ch, "", ttl_dl, 2)
+    _wait_empty(ch, ttl_dl)
     # refused before receipt: a 1.0 user-id that is not the login
     _proton_publish(amqp10, f"/queue/{qd}", 1, outcome=Delivery.REJECTED, user_id=b"mallory")
-    assert ch.queue_declare(dead, passive=True).method.message_count == 1
+    assert ch.queue_declare(dead, passive=True).method.message_count == 1 + 2
+    # left in queues at the stop: 3 never delivered; 2 taken and requeued (0-9-1 reject
+    # requeue=True); 1 given back by a 1.0 consumer (modified, delivery failed); 1 held
+    # unacknowledged by a channel that then closes (the gateway releases it)
+    size[left] = _pika_publish(ch, "", left, 3)
+    size[requeued] = _pika_publish(ch, "", requeued, 2)
+    held = [ch.basic_get(requeued, auto_ack=False)[0] for _ in range(2)]
+    for method in held:
+        ch.basic_reject(method.delivery_tag, requeue=True)
+    size[modified] = _proton_publish(amqp10, f"/queue/{modified}", 1)
+    receiver = amqp10.create_receiver(f"/queue/{modified}", credit=1)
+    receiver.receive(timeout=TIMEOUT)
+    receiver.release()  # delivered=True: the modified outcome
+    receiver.close()
+    size[unacked] = _pika_publish(ch, "", unacked, 1)
+    closing = pika_conn.channel()
+    assert closing.basic_get(unacked, auto_ack=False)[0] is not None
+    closing.close()
+    for name, count in ((left, 3), (requeued, 2), (modified, 1), (unacked, 1)):
+        assert ch.queue_declare(name, passive=True).method.message_count == count, name
 
     amqp10.close()
     pika_conn.close()
@@ -214,35 +245,56 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
 
     assert summary.malformed == 0
     assert summary.by_event == {
-        "received": 25,        # 5 + 4 + 3 + 4 delivered, 3 + 1 unroutable, 5 expired
-        "routed": 22,          # 21 publishes that reached a queue + the dead-lettered copy
+        "received": 34,        # 5 + 4 + 3 + 4 delivered, 3 + 1 unroutable, 5 + 2 expired, 3 + 2 + 1 + 1 left
+        "routed": 33,          # 30 publishes that reached a queue + 3 dead-lettered copies
         "unroutable": 3,
         "returned": 1,
         "refused": 1,
-        "delivered": 16,
-        "settled": 16,
-        "expired": 5,
-        "dead_lettered": 1,
+        "delivered": 20,       # 16 settled finally, 4 given back
+        "settled": 20,
+        "expired": 7,
+        "dead_lettered": 3,    # 1 rejected, 2 expired
     }
-    assert summary.settled_by_outcome == {"accepted": 13, "rejected": 3}
+    assert summary.settled_by_outcome == {"accepted": 13, "rejected": 3, "released": 3, "modified": 1}
     assert summary.protocol_pairs == {
-        "0-9-1->0-9-1": 5, "0-9-1->1.0": 4, "1.0->0-9-1": 3, "1.0->1.0": 4,
+        "0-9-1->0-9-1": 5 + 2 + 1, "0-9-1->1.0": 4, "1.0->0-9-1": 3, "1.0->1.0": 4 + 1,
     }
-    assert summary.events == 90
+    assert summary.events == 122
     [(node, latency)] = summary.latency_us.items()
-    assert node in summary.containers and latency["settled"] == 16
+    assert node in summary.containers and latency["settled"] == 20
+
+    # where each message that was not finally settled is when the ledger ends
+    queued, given_back = "still queued", "given back by a consumer"
+    assert summary.unsettled == {
+        (node, "/", left, queued, "never delivered"): 3,
+        (node, "/", requeued, queued, f"{given_back} (released)"): 2,
+        (node, "/", modified, queued, f"{given_back} (modified)"): 1,
+        (node, "/", unacked, queued, f"{given_back} (released)"): 1,
+        (node, "/", ttl, "expired", "TTL ran out, no dead-letter exchange"): 5,
+        (node, "/", qb, "dead-lettered", "reason rejected, to exchange ''"): 1,
+        (node, "/", ttl_dl, "dead-lettered", "reason expired, to exchange ''"): 2,
+        (node, "/", dead, queued, "dead-letter copy (rejected), never delivered"): 1,
+        (node, "/", dead, queued, "dead-letter copy (expired), never delivered"): 2,
+    }
+    assert summary.unsettled_by_state == {queued: 10, "expired": 5, "dead-lettered": 3}
+    assert summary.refusals == {("unroutable", None): 3, ("returned", "NO_ROUTE"): 1,
+                                ("refused", "user-id 'mallory' does not match the authenticated user 'alice'"): 1}
+    html = open(summary.html_path, encoding="utf-8").read()
+    assert "Not finally settled at the end of the ledger: 18 messages (still queued 10, dead-lettered 3, expired 5)." in html
     assert 0 <= latency["p50"] <= latency["max"] < 60_000_000
     assert os.path.exists(summary.html_path)
 
-    # bytes per protocol pair: every message was delivered once, with the size it came in with
+    # bytes per protocol pair: every delivery counts the size its message came in with
     assert summary.protocol_pair_bytes == {
-        "0-9-1->0-9-1": size[qa], "0-9-1->1.0": size[qb], "1.0->0-9-1": size[qc], "1.0->1.0": size[qd],
+        "0-9-1->0-9-1": size[qa] + size[requeued] + size[unacked], "0-9-1->1.0": size[qb],
+        "1.0->0-9-1": size[qc], "1.0->1.0": size[qd] + size[modified],
     }
     assert size[qa] == 5 * 2 and size[qc] == 3 * 7  # b"m0" ...; an amqp-value "m0" section
 
     # latency per AMQP node: one row per queue that had settlements
     per_queue = {key: figures["settled"] for key, figures in summary.latency_by_queue.items()}
-    assert per_queue == {(node, "/", qa): 5, (node, "/", qb): 4, (node, "/", qc): 3, (node, "/", qd): 4}
+    assert per_queue == {(node, "/", qa): 5, (node, "/", qb): 4, (node, "/", qc): 3, (node, "/", qd): 4,
+                         (node, "/", requeued): 2, (node, "/", modified): 1, (node, "/", unacked): 1}
     for figures in summary.latency_by_queue.values():
         assert 0 <= figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"] < 60_000_000
 
@@ -259,7 +311,12 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
         (f"/exchange/amq.direct/{nowhere3}", "alice", "unroutable"): (1,),
         (f"/queues/{ttl}", None, "expired"): (5,),
         (f"/queues/{qb}", None, "dead_lettered"): (1,),
+        (f"/queues/{ttl_dl}", None, "expired"): (2,),
+        (f"/queues/{ttl_dl}", None, "dead_lettered"): (2,),
         (f"/queue/{qd}", "alice", "refused"): (1,),   # the user-id that is not the login
+        (f"/queues/{requeued}", "guest", "released"): (2,),
+        (f"/queue/{modified}", "alice", "modified"): (1,),
+        (f"/queues/{unacked}", "guest", "released"): (1,),
     }
 
     # traffic per minute, summed over the minutes: by AMQP node (receipts on their target,
@@ -275,27 +332,37 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
         (f"/exchange/amq.direct/{nowhere3}", "received"): (1, size[nowhere3]),
         (f"/exchanges//{ttl}", "received"): (3, size[ttl, "0-9-1"]),
         (f"/queue/{ttl}", "received"): (2, size[ttl, "1.0"]),
+        (f"/exchanges//{ttl_dl}", "received"): (2, size[ttl_dl]),
+        (f"/exchanges//{left}", "received"): (3, size[left]),
+        (f"/exchanges//{requeued}", "received"): (2, size[requeued]),
+        (f"/queue/{modified}", "received"): (1, size[modified]),
+        (f"/exchanges//{unacked}", "received"): (1, size[unacked]),
         (f"/queues/{qa}", "delivered"): (5, size[qa]),
         (f"/queues/{qb}", "delivered"): (4, size[qb]),
         (f"/queues/{qc}", "delivered"): (3, size[qc]),
         (f"/queues/{qd}", "delivered"): (4, size[qd]),
+        (f"/queues/{requeued}", "delivered"): (2, size[requeued]),
+        (f"/queues/{modified}", "delivered"): (1, size[modified]),
+        (f"/queues/{unacked}", "delivered"): (1, size[unacked]),
     }
     published_by = {
-        "guest": size[qa] + size[qb] + size[nowhere1] + size[nowhere2] + size[ttl, "0-9-1"],
-        "alice": size[qc] + size[qd] + size[nowhere3] + size[ttl, "1.0"],
+        "guest": size[qa] + size[qb] + size[nowhere1] + size[nowhere2] + size[ttl, "0-9-1"]
+        + size[ttl_dl] + size[left] + size[requeued] + size[unacked],
+        "alice": size[qc] + size[qd] + size[nowhere3] + size[ttl, "1.0"] + size[modified],
     }
     assert _totals(spark, traffic, ("user", "event"), ("messages", "bytes")) == {
-        ("guest", "received"): (15, published_by["guest"]),
-        ("alice", "received"): (10, published_by["alice"]),
-        ("guest", "delivered"): (8, size[qa] + size[qc]),     # basic.get from qa and qc
-        ("alice", "delivered"): (8, size[qb] + size[qd]),     # 1.0 receivers on qb and qd
+        ("guest", "received"): (23, published_by["guest"]),
+        ("alice", "received"): (11, published_by["alice"]),
+        # basic.get from qa, qc, requeued and unacked; 1.0 receivers on qb, qd and modified
+        ("guest", "delivered"): (11, size[qa] + size[qc] + size[requeued] + size[unacked]),
+        ("alice", "delivered"): (9, size[qb] + size[qd] + size[modified]),
     }
 
     # top talkers: who published most
     talkers = [(r["rank"], r["container"], r["vhost"], r["user"], r["messages"], r["bytes"], r["connections"])
                for r in spark.read.parquet(summary.tables["top_talkers"]).orderBy("rank").collect()]
-    assert talkers == [(1, node, "/", "guest", 15, published_by["guest"], 1),
-                       (2, node, "/", "alice", 10, published_by["alice"], 1)]
+    assert talkers == [(1, node, "/", "guest", 23, published_by["guest"], 1),
+                       (2, node, "/", "alice", 11, published_by["alice"], 1)]
 
 
 # ------------------------------------------------------------------ crash

@@ -329,22 +329,3 @@ def test_sd_notify_ready_and_stopping_from_the_real_process(fresh_gateway):
         assert gw.proc.wait(15) == 0
     finally:
         systemd.close()
-
-
-def test_port_in_use_exits_1(fresh_gateway, tmp_path):
-    import subprocess
-    import sys
-    from tests.support.gateway_process import REPO
-
-    blocker = socket.socket()
-    blocker.bind(("127.0.0.1", 0))
-    blocker.listen()
-    port = blocker.getsockname()[1]
-    cfg = tmp_path / "gw.yaml"
-    cfg.write_text(default_config())
-    r = subprocess.run([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
-                        "--listen", f"127.0.0.1:{port}", "--metrics", "127.0.0.1:0"],
-                       cwd=REPO, capture_output=True, text=True, timeout=60)
-    blocker.close()
-    assert r.returncode == 1
-    assert "failed to start" in r.stderr

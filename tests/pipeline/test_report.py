@@ -2,6 +2,7 @@
 torn lines after kill -9, and the HTML with its charts."""
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 import re
@@ -12,87 +13,21 @@ import time
 
 import pytest
 
-from gateway.ledger import EventKind as K, LedgerWriter, Outcome, Protocol
+from gateway.ledger import EventKind as K, LedgerWriter
 from pipeline.progress import Progress
 from pipeline.report import run_report
+from tests.support.ledgers import DAY, T0, forwarding_ledgers, multi_day_ledger, one_minute_ledger
 
-pytestmark = pytest.mark.pipeline
-
-T0 = 1_700_000_000.0
-P091, P10 = Protocol.AMQP091, Protocol.AMQP10
+pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(600)]
 
 
 def quiet() -> Progress:
-    return Progress(6, stream=io.StringIO())
+    return Progress(7, stream=io.StringIO())
 
 
-def single_gateway_ledger(directory: str) -> None:
-    """Known traffic on one gateway: 20 + 5 + 3 + 2 + 4 messages, 2 refusals."""
-    w = LedgerWriter(directory, container_id="gw-A", segment_max_bytes=4000)
-    t = T0
-    n = 0
-
-    def gid() -> str:
-        nonlocal n
-        n += 1
-        return f"a-{n}"
-
-    # 20 messages 0-9-1 -> 1.0: alice publishes to ex/k, bob consumes q1 over 1.0.
-    outcomes = [Outcome.ACCEPTED] * 15 + [Outcome.REJECTED] * 3 + [Outcome.RELEASED] * 2
-    for i, outcome in enumerate(outcomes):
-        g = gid()
-        common = dict(vhost="/", gateway_id=g, size=100, message_id=f"m{i}")
-        w.record(K.RECEIVED, t, user="alice", proto_in=P091, exchange="ex", routing_key="k", **common)
-        w.record(K.ROUTED, t, routed_to=["q1"], exchange="ex", routing_key="k", **common)
-        w.record(K.DELIVERED, t + 0.001, user="bob", proto_in=P091, proto_out=P10, queue="q1",
-                 delivery_count=0, **common)
-        # latencies 1..20 ms
-        w.record(K.SETTLED, t + (i + 1) / 1000, user="bob", queue="q1", outcome=outcome,
-                 received_at=t, **common)
-        if outcome is Outcome.RELEASED:  # redelivered, then accepted
-            w.record(K.DELIVERED, t + 0.05, user="bob", proto_in=P091, proto_out=P10, queue="q1",
-                     delivery_count=1, **common)
-            w.record(K.SETTLED, t + 0.06, user="bob", queue="q1", outcome=Outcome.ACCEPTED,
-                     received_at=t, **common)
-        t += 1
-    w.flush(t)
-    # 5 messages 1.0 -> 0-9-1 on vhost v2 (60 s later: another minute).
-    t = T0 + 60
-    for i in range(5):
-        common = dict(vhost="v2", gateway_id=gid(), size=1000)
-        w.record(K.RECEIVED, t, user="bob", proto_in=P10, address="/queues/q2", **common)
-        w.record(K.ROUTED, t, routed_to=["q2"], **common)
-        w.record(K.DELIVERED, t, user="alice", proto_in=P10, proto_out=P091, queue="q2", **common)
-        w.record(K.SETTLED, t + 0.5, user="alice", queue="q2", outcome=Outcome.ACCEPTED,
-                 received_at=t, **common)
-    # 3 unroutable, 2 returned (mandatory), 4 expired.
-    for i in range(3):
-        common = dict(vhost="/", user="alice", gateway_id=gid(), size=10, exchange="ex", routing_key="nowhere")
-        w.record(K.RECEIVED, t, proto_in=P091, **common)
-        w.record(K.UNROUTABLE, t, **common)
-    for i in range(2):
-        common = dict(vhost="/", user="alice", gateway_id=gid(), size=10, exchange="ex", routing_key="lost")
-        w.record(K.RECEIVED, t, proto_in=P091, **common)
-        w.record(K.RETURNED, t, reason="NO_ROUTE", **common)
-    for i in range(4):
-        common = dict(vhost="/", gateway_id=gid(), size=10)
-        w.record(K.RECEIVED, t, user="carol", proto_in=P10, address="/queues/q3", **common)
-        w.record(K.ROUTED, t, routed_to=["q3"], **common)
-        w.record(K.EXPIRED, t + 30, queue="q3", **common)
-    for i in range(2):
-        w.record(K.REFUSED, t, vhost="/", user="carol", proto_in=P091, exchange="secret",
-                 routing_key="x", reason="ACCESS_REFUSED")
-    w.flush(t + 40)
-    # leave the last segment open and add a torn line, as a crash would
-    with open(os.path.join(directory, sorted(os.listdir(directory))[-1]), "ab") as f:
-        f.write(b'{"v":1,"container":"gw-A","ts_us":17000')
-
-
-def test_counts_pairs_latency_and_outcomes_are_exact(spark, tmp_path):
-    ledger = str(tmp_path / "ledger-a")
-    single_gateway_ledger(ledger)
-    assert any(n.endswith(".open") for n in os.listdir(ledger))
-    s = run_report([ledger], str(tmp_path / "out"), spark=spark, progress=quiet())
+def test_counts_pairs_latency_and_outcomes_are_exact(spark, single_gateway_report):
+    s, out = single_gateway_report
+    assert any(n.endswith(".open") for n in os.listdir(out.parent / "ledger-a"))
 
     assert s.malformed == 1
     assert s.containers == ("gw-A",)
@@ -112,6 +47,18 @@ def test_counts_pairs_latency_and_outcomes_are_exact(spark, tmp_path):
         ("gw-A", "v2", "q2"): {"settled": 5, "p50": 500_000, "p95": 500_000, "p99": 500_000, "max": 500_000},
     }
     assert s.reconciliation["forwarded"] == 0
+    # the summary's figures: over every settlement, refusals and why, where the rest are
+    assert s.latency_overall_us == lat
+    assert s.refusals == {("unroutable", None): 3, ("returned", "NO_ROUTE"): 2, ("refused", "ACCESS_REFUSED"): 2}
+    assert s.unsettled == {("gw-A", "/", "q3", "expired", "TTL ran out, no dead-letter exchange"): 4}
+    assert s.unsettled_by_state == {"expired": 4}
+    assert s.crossed_by_vhost == {
+        ("gw-A", "/"): {"received": 29, "bytes_in": 2090, "delivered": 22, "forwarded": 0, "refused": 7,
+                        "unsettled": 4},
+        ("gw-A", "v2"): {"received": 5, "bytes_in": 5000, "delivered": 5, "forwarded": 0, "refused": 0,
+                         "unsettled": 0},
+    }
+    assert s.span_us == (int(T0 * 1e6), int((T0 + 90) * 1e6))  # the last event: q3's expiries
 
     tables = {name: spark.read.parquet(path) for name, path in s.tables.items()}
     traffic_rows = tables["traffic_per_minute"].collect()
@@ -145,14 +92,18 @@ def test_counts_pairs_latency_and_outcomes_are_exact(spark, tmp_path):
         ("/exchanges/secret/x", "carol", "refused"): 2,
     }
     talkers = [(r["rank"], r["user"], r["messages"]) for r in tables["top_talkers"].orderBy("rank").collect()]
-    assert talkers == [(1, "alice", 25), (2, "bob", 5), (3, "carol", 4)]
+    assert talkers == [(1, "alice", 25), (2, "bob", 5)]  # top=2; carol published 4
+    pairs = {r["protocol_pair"]: (r["messages"], r["redeliveries"]) for r in tables["protocol_pairs"].collect()}
+    assert pairs == {"0-9-1->1.0": (22, 2), "1.0->0-9-1": (5, 0)}
+    [unsettled] = tables["unsettled_summary"].collect()
+    assert (unsettled["place"], unsettled["state"], unsettled["messages"], unsettled["bytes"]) == \
+        ("q3", "expired", 4, 40)
+    assert sorted(r["gateway_id"] for r in tables["unsettled_messages"].collect()) == \
+        ["a-31", "a-32", "a-33", "a-34"]
 
 
-def test_html_report_references_its_pngs(spark, tmp_path):
-    ledger = str(tmp_path / "ledger-a")
-    single_gateway_ledger(ledger)
-    out = tmp_path / "out"
-    s = run_report([ledger], str(out), spark=spark, progress=quiet(), top=2)
+def test_html_report_summary_first_in_milliseconds(single_gateway_report):
+    s, out = single_gateway_report
     html = (out / "report.html").read_text()
     images = re.findall(r"<img src='([^']+)'", html)
     assert len(images) >= 8
@@ -162,54 +113,42 @@ def test_html_report_references_its_pngs(spark, tmp_path):
     assert "0-9-1-&gt;1.0" in html and "alice" in html
     for chart in ("latency_by_queue.png", "messages_in_per_amqp_node.png", "messages_out_per_amqp_node.png"):
         assert f"charts/{chart}" in images
-    # the per-queue latency table and the per-AMQP-node traffic table
+    # the summary comes first and answers in words and numbers
+    assert html.index("<h2>Summary</h2>") < html.index("<h2>Events</h2>") < html.index("<img")
+    summary = _section(html, "Summary", until="<h2>")
+    for sentence in ("(1 min 30 s), 1 gateway (gw-A).",
+                     "Crossed: 34 messages received, 27 deliveries to consumers (2 of them redeliveries)",
+                     "over 27 settlements: p50 14.00 ms, p95 500.00 ms, p99 500.00 ms (max 500.00 ms).",
+                     "Refused or unroutable: 7 messages (unroutable 3, returned 2, refused 2).",
+                     "Not finally settled at the end of the ledger: 4 messages (expired 4).",
+                     "one ledger, nothing to reconcile"):
+        assert sentence in summary, sentence
+    assert "<td>gw-A</td><td>0-9-1-&gt;1.0</td><td>22</td><td>2</td><td>2,200</td>" in summary
+    assert "<td>gw-A</td><td>/</td><td>29</td><td>2,090</td><td>22</td><td>0</td><td>7</td><td>4</td>" in summary
+    assert "<td>all</td><td>27</td><td>14.00</td><td>500.00</td><td>500.00</td><td>500.00</td>" in summary
+    assert ("<td>gw-A</td><td>/</td><td>unroutable</td><td>no queue bound for its routing key</td>"
+            "<td>/exchanges/ex/nowhere</td><td>3</td>") in summary
+    assert ("<td>gw-A</td><td>/</td><td>expired</td><td>q3</td><td>TTL ran out, no dead-letter exchange</td>"
+            "<td>4</td><td>40</td><td>2023-11-14 22:14:20.000</td>") in summary
+    assert "<td>expired</td><td>q3</td><td>gw-A</td><td>a-31</td>" in summary  # a sample
+    # latency in milliseconds throughout: the per-queue table too
     by_queue = _section(html, "Latency from receive to settle by queue")
-    assert "<td>gw-A</td><td>/</td><td>q1</td><td>22</td><td>11,000</td>" in by_queue
-    assert "<td>gw-A</td><td>v2</td><td>q2</td><td>5</td><td>500,000</td>" in by_queue
+    assert "<th>p50 ms</th>" in by_queue and "p50_us" not in html and "microseconds" not in html
+    assert "<td>gw-A</td><td>/</td><td>q1</td><td>22</td><td>11.00</td><td>60.00</td>" in by_queue
+    assert "<td>gw-A</td><td>v2</td><td>q2</td><td>5</td><td>500.00</td>" in by_queue
     by_node = _section(html, "Traffic by AMQP node")
     assert ("<td>gw-A</td><td>/</td><td>/queues/q1</td><td>0</td><td>0</td><td>22</td><td>2,200</td>"
             in by_node)
     assert ("<td>gw-A</td><td>/</td><td>/exchanges/ex/k</td><td>20</td><td>2,000</td><td>0</td><td>0</td>"
             in by_node)
     assert s.html_path == f"{out}/report.html"
-    assert spark.read.parquet(s.tables["top_talkers"]).count() == 2
 
 
-def _section(html: str, title: str) -> str:
-    """The HTML of one report section, from its heading to the next."""
-    start = html.index(f"<h2>{title}</h2>")
-    end = html.find("<h2>", start + 1)
+def _section(html: str, title: str, until: str = "<h") -> str:
+    """The HTML of one report section, from its heading to the next (``until``)."""
+    start = html.index(f">{title}</h")
+    end = html.find(until, start + len(title) + 5)
     return html[start:end if end >= 0 else len(html)]
-
-
-def forwarding_ledgers(root) -> tuple[str, str, dict]:
-    """gw-A forwards 100 messages to gw-B and 5 to gw-C (no ledger); gw-B loses,
-    duplicates and delays chosen ones."""
-    a, b = str(root / "gw-a"), str(root / "gw-b")
-    wa = LedgerWriter(a, container_id="gw-A")
-    wb = LedgerWriter(b, container_id="gw-B")
-    lost, duplicated, late = {"a-3", "a-50", "a-77"}, {"a-10", "a-20"}, {"a-40", "a-41"}
-    for i in range(100):
-        g = f"a-{i}"
-        t = T0 + i
-        common = dict(vhost="/", gateway_id=g, message_id=f"msg-{i}", size=50)
-        wa.record(K.RECEIVED, t, user="alice", proto_in=P091, **common)
-        wa.record(K.FORWARDED, t + 0.1, proto_in=P091, proto_out=P10, peer_container="gw-B", **common)
-        if i == 5:  # a retry after a reconnect: still one message
-            wa.record(K.FORWARDED, t + 5, proto_in=P091, proto_out=P10, peer_container="gw-B", **common)
-        if g in lost:
-            continue
-        delay = 120.0 if g in late else 0.2
-        copies = 2 if g in duplicated else 1
-        for c in range(copies):
-            wb.record(K.RECEIVED, t + delay + c, user="gw-a-link", proto_in=P10, origin_id=g,
-                      gateway_id=f"b-{i}-{c}", peer_container="gw-A", vhost="/",
-                      message_id=f"msg-{i}", size=50)
-    for i in range(5):
-        wa.record(K.FORWARDED, T0 + i, proto_out=P10, peer_container="gw-C", gateway_id=f"c-{i}")
-    wa.close(T0 + 500)
-    wb.close(T0 + 500)
-    return a, b, {"lost": lost, "duplicated": duplicated, "late": late}
 
 
 @pytest.mark.parametrize("match_by", ["gateway-id", "message-id"])
@@ -220,8 +159,10 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
     assert s.containers == ("gw-A", "gw-B")
     # the forwards to gw-C carry no message-id: only gateway ids can match them
     outside = 5 if match_by == "gateway-id" else 0
+    # u-1 "from gw-A" that gw-A never forwarded is unexpected; a-60 "from gw-X" is not a-60's
+    # arrival from gw-A (matched by origin gateway id and the gateway it came from)
     assert s.reconciliation == {"forwarded": 100 + outside, "arrived": 97, "lost": 3, "duplicated": 2,
-                                "extra_copies": 2, "late": 2, "unverified": outside}
+                                "extra_copies": 2, "late": 2, "unverified": outside, "unexpected": 1}
     if match_by == "gateway-id":
         expect = chosen
     else:
@@ -230,10 +171,32 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
     assert set(s.samples["duplicated"]) == expect["duplicated"]
     assert set(s.samples["late"]) == expect["late"]
     assert len(s.samples["unverified"]) == outside
+    assert s.samples["unexpected"] == ["u-1" if match_by == "gateway-id" else "msg-u1"]
     rows = spark.read.parquet(s.tables["reconciliation"]).filter("status = 'ok'").collect()
     assert len(rows) == 100 - 3 - 2 - 2
     retried = [r for r in rows if r["message_id"] == "msg-5"]
     assert retried[0]["attempts"] == 2 and retried[0]["copies"] == 1
+    assert [r["copies"] for r in rows if r["message_id"] == "msg-60"] == [1]
+    # the rest of the summary, per gateway: gw-A's forwards (every attempt) and receipts,
+    # gw-B's arrivals; no forward_settled in these ledgers, so every forward is unsettled
+    assert s.crossed_by_vhost[("gw-A", "/")] == {"received": 100, "bytes_in": 5000, "delivered": 0,
+                                                 "forwarded": 101, "refused": 0, "unsettled": 100}
+    assert s.crossed_by_vhost[("gw-A", None)]["forwarded"] == 5
+    assert s.crossed_by_vhost[("gw-B", "/")]["received"] == 97 + 2 + 2
+    assert s.unsettled_by_state == {"forwarded, unsettled": 105}
+    # the summary says it, with samples keyed by origin gateway id and source gateway
+    html = (tmp_path / "out" / "report.html").read_text()
+    summary = _section(html, "Summary", until="<h2>")
+    assert ("Across gateways: 105 messages forwarded, 3 lost, 2 duplicated (2 extra copies), 2 late "
+            "(more than 60 s), 5 unverified" if match_by == "gateway-id" else
+            "Across gateways: 100 messages forwarded, 3 lost, 2 duplicated (2 extra copies), 2 late") in summary
+    assert "<td>gw-A</td><td>gw-B</td><td>100</td><td>97</td><td>3</td><td>2</td><td>2</td><td>2</td>" in summary
+    lost = _section(summary, "Samples: lost")
+    key = "a-50" if match_by == "gateway-id" else "msg-50"
+    assert f"<td>gw-A</td><td>gw-B</td><td>{key}</td><td>msg-50</td><td>2023-11-14 22:14:10.100</td><td></td><td>0</td>" in lost
+    late = _section(summary, "Samples: late")
+    assert f"<td>{'a-40' if match_by == 'gateway-id' else 'msg-40'}</td>" in late and "<td>119.90</td>" in late
+    assert "<td>2</td>" in _section(summary, "Samples: duplicated")
 
 
 CHILD = r"""
@@ -279,6 +242,82 @@ def test_empty_ledger_gives_an_empty_report(spark, tmp_path):
     assert (s.events, s.malformed, s.by_event, s.protocol_pairs) == (0, 0, {}, {})
     assert s.reconciliation["forwarded"] == 0
     assert (tmp_path / "out" / "report.html").exists()
+
+
+def _chart_facts(name: str, figure) -> dict:
+    """What a chart shows, read back from its matplotlib figure (axes 0)."""
+    import matplotlib.dates as mdates
+
+    ax = figure.axes[0]
+    return {
+        "xlim": tuple(d.timestamp() for d in mdates.num2date(ax.get_xlim())),
+        "xticks": [d.timestamp() for d in mdates.num2date(ax.get_xticks())],
+        "xticklabels": [t.get_text() for t in ax.get_xticklabels()],
+        "offset": ax.xaxis.get_major_formatter().get_offset(),
+        "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(),
+        "lines": {line.get_label(): (len(line.get_xdata()), [float(y) for y in line.get_ydata()])
+                  for line in ax.lines},
+    }
+
+
+@pytest.mark.parametrize("span", ["one minute", "three days"])
+def test_time_axis_fits_the_ledger_span_read_back_from_the_figures(spark, tmp_path, span):
+    ledger = str(tmp_path / "ledger")
+    facts = {}
+    known = one_minute_ledger(ledger) if span == "one minute" else multi_day_ledger(ledger)
+    s = run_report([ledger], str(tmp_path / "out"), spark=spark, progress=quiet(), top_nodes=3,
+                   figure_hook=lambda name, figure: facts.setdefault(name, _chart_facts(name, figure)))
+    b = s.buckets
+    time_charts = [name for name, f in facts.items() if f["xlabel"] == "time (UTC)"]
+    assert len(time_charts) == 6
+    # one axis for every time chart: from the first event's bucket to the end of the last one's
+    assert b.start <= known["first"] < b.start + b.seconds
+    assert b.start + (b.count - 1) * b.seconds <= known["last"] < b.start + b.count * b.seconds
+    if span == "one minute":
+        assert (b.seconds, b.count, b.label) == (1, 60, "second")
+    else:
+        assert (b.seconds, b.count, b.label) == (1800, 143, "30 min")
+    for name in time_charts:
+        f = facts[name]
+        assert f["xlim"] == pytest.approx((b.start, b.start + b.count * b.seconds)), name
+        ticks = [t for t in f["xticks"] if f["xlim"][0] <= t <= f["xlim"][1]]
+        labels = [label for t, label in zip(f["xticks"], f["xticklabels"]) if f["xlim"][0] <= t <= f["xlim"][1]]
+        assert len(ticks) >= 3, (name, f)
+        # each label names its tick's time (seconds, minute, hour or day: ConciseDateFormatter
+        # says the rest once, in the offset), and no two neighbours say the same
+        for t, label in zip(ticks, labels):
+            when = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+            assert label in {when.strftime(f) for f in ("%S", "%H:%M", "%b-%d", "%H:%M:%S")}, (name, when, label)
+        assert all(a != b for a, b in zip(labels, labels[1:])), (name, labels)
+        spacing = min(b2 - b1 for b1, b2 in zip(ticks, ticks[1:]))
+        if span == "one minute":
+            assert 5 <= spacing <= 20, (name, ticks)
+            assert f["offset"].startswith("2023-Nov-14 22:1")  # date and minute said once, ticks are seconds
+        else:
+            assert 6 * 3600 <= spacing <= DAY, (name, ticks)
+        unit = "bytes" if name.startswith("bytes") else "messages"
+        assert f["ylabel"] == f"{unit} per {b.label}"
+        # zero-filled: every series has a value for every bucket (+ the step's closing edge)
+        assert f["lines"] and all(n == b.count + 1 for n, _ys in f["lines"].values()), name
+    lines = facts["messages_in_per_amqp_node.png"]["lines"]
+    if span == "one minute":
+        # 30 one-off keys folded into the exchange's "other" node; top_nodes=3 keys keep their names
+        assert list(lines) == ["/exchanges/events/orders", "/exchanges/events/* (other keys)",
+                               "/exchanges/events/audit", "/exchanges/events/tmp-0"]
+        orders = lines["/exchanges/events/orders"][1][:-1]
+        assert orders == [1.0] * 60
+        other = lines["/exchanges/events/* (other keys)"][1][:-1]
+        assert other[30] == 29.0 and other.count(0.0) == 59
+        html = (tmp_path / "out" / "report.html").read_text()
+        nodes = _section(html, "Traffic by AMQP node")
+        assert "<td>gw-M</td><td>/</td><td>/exchanges/events/* (other keys)</td><td>29</td>" in nodes
+        assert nodes.count("tmp-") == 1
+    else:
+        [(_n, values)] = lines.values()
+        values = values[:-1]
+        assert sum(values) == known["messages"] == 48
+        day2 = [v for i, v in enumerate(values) if T0 + DAY <= b.start + i * b.seconds < T0 + 2 * DAY - 1800]
+        assert len(day2) >= 46 and set(day2) == {0.0}
 
 
 def test_missing_ledger_directory_is_refused_before_spark(tmp_path):

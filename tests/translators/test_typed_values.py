@@ -149,3 +149,21 @@ def test_annotation_maps():
     with pytest.raises(TranslationError) as caught:
         map_from_field("not a table", symbol, "x-amqp-1.0-footer")
     assert caught.value.field == "x-amqp-1.0-footer"
+
+
+def test_a_described_binary_a_library_sent_back_as_a_long_string_decodes_in_proton():
+    """py-amqp sends a binary back as a long string; inside a ``described`` wrapper that
+    came back as a described value of a described value, which proton's decoder cannot
+    read (found by test_relay_round_trips)."""
+    wrapped = to_field_value(Described(symbol("d"), b"\x80"))
+    relayed = dict(wrapped)
+    relayed["x-amqp-1.0-value"] = dict(wrapped["x-amqp-1.0-value"], value=LongStrBytes(b"\x80"))
+    back = from_field_value(relayed)
+    assert back == Described(symbol("d"), b"\x80") and type(back.value) is bytes
+    data = Data()
+    data.put_object({symbol("k"): {"0": back, "": []}})
+    decoded = Data()
+    decoded.decode(bytes(data.encode()))
+    decoded.rewind()
+    decoded.next()
+    assert decoded.get_object() == {symbol("k"): {"0": back, "": []}}

@@ -1,0 +1,95 @@
+"""``amqp-gateway ping`` and ``status`` as a load balancer, systemd or an operator runs
+them: real processes against a real gateway, running and stopped."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gateway.product import __version__
+from tests.support.amqp091_clients import pika_connection
+from tests.support.gateway_process import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_ping_a_running_gateway_exits_0_with_one_line(gateway):
+    r = cli("ping", "--url", f"amqp://127.0.0.1:{gateway.amqp_port}")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(rf"127\.0\.0\.1:{gateway.amqp_port}: amqp-gateway {re.escape(__version__)} "
+                        r"answered in \d+ ms\n", r.stdout)
+    assert r.stderr == ""
+
+
+def test_ping_a_stopped_gateway_exits_1_with_one_line(fresh_gateway):
+    gw = fresh_gateway()
+    port = gw.amqp_port
+    assert cli("ping", "--port", str(port)).returncode == 0
+    assert gw.stop() == 0
+    r = cli("ping", "--port", str(port), "--timeout", "2")
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr == (f"amqp-gateway ping: nothing listens on 127.0.0.1:{port} (connection "
+                        "refused): is the gateway running, on this address?\n")
+
+
+def test_ping_reads_the_listener_from_the_config_and_leaves_no_info_line(fresh_gateway, tmp_path):
+    gw = fresh_gateway()
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(f"listeners:\n  - host: 0.0.0.0\n    port: {gw.amqp_port}\n")
+    before = len(gw.log_lines)
+    r = cli("ping", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"127.0.0.1:{gw.amqp_port}: amqp-gateway ")
+    # a health check every few seconds must not write a line each time
+    assert gw.wait_for_log("closed the socket after connection.start", timeout=1) is False
+    assert not [line for line in gw.log_lines[before:] if " INFO gateway.amqp091" in line]
+
+
+def test_ping_with_a_config_error_exits_2(tmp_path):
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text("listeners:\n  - port: 70000\n")
+    r = cli("ping", "--config", str(cfg))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"amqp-gateway: invalid config: {cfg}:2: listeners[0].port: ")
+
+
+def test_status_shows_version_uptime_listeners_connections_and_queues(fresh_gateway):
+    gw = fresh_gateway()
+    conn = pika_connection(gw)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("status-q")
+        for i in range(3):
+            ch.basic_publish("", "status-q", b"m%d" % i)
+        ch.queue_declare("status-q", passive=True)   # a round trip: the publishes are in
+        r = cli("status", "--port", str(gw.amqp_port),
+                "--metrics-url", f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}")
+    finally:
+        conn.close()
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"amqp-gateway {__version__} answers on 127.0.0.1:{gw.amqp_port} "
+                               "(AMQP 0-9-1, ")
+    assert re.fullmatch(r"uptime: \d+m \d\ds \(since .*\)", lines[1])
+    assert lines[2] == (f"listening: 127.0.0.1:{gw.amqp_port} (amqp, tls off), "
+                        f"127.0.0.1:{gw.metrics_port} (metrics)")
+    assert lines[3].startswith("connections: 1 open (amqp091 1); ")
+    assert lines[4] == "queues: 1; messages ready 3, unacknowledged 0; 6 body bytes held"
+    assert lines[5] == "alarms: none"
+
+
+def test_status_when_the_metrics_page_does_not_answer_exits_1(gateway):
+    r = cli("status", "--port", str(gateway.amqp_port), "--metrics-url", "http://127.0.0.1:9/metrics",
+            "--timeout", "2")
+    assert r.returncode == 1
+    first, second = r.stdout.splitlines()
+    assert first.startswith("amqp-gateway ")
+    assert second == "figures: metrics page http://127.0.0.1:9/metrics did not answer: Connection refused"
