@@ -38,7 +38,7 @@ from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_ta
                           generator_notes, summarize, target_verdicts, write_json)
 from bench.fixed_rate import (LEDGER_OFF, fixed_rate_rows, fixed_rate_verdicts,  # noqa: E402
                               fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
-from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, Protocol,  # noqa: E402
+from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, ClientProtocol,  # noqa: E402
                              Workload, all_workloads, ledger_workloads, select_workloads)
 
 log = logging.getLogger("bench")
@@ -72,7 +72,7 @@ class Target:
     password: str = "guest"
 
     def serves(self, w: Workload) -> bool:
-        ports = {Protocol.AMQP091: self.port091, Protocol.AMQP10: self.port10}
+        ports = {ClientProtocol.AMQP091: self.port091, ClientProtocol.AMQP10: self.port10}
         return bool(ports[w.producer] and ports[w.consumer]) and (w.kind is not Kind.IDLE or bool(self.pid))
 
 
@@ -172,8 +172,8 @@ class GenProcess:
             self.proc.stdin.close()
 
 
-def _conn_args(target: Target, proto: Protocol) -> list[str]:
-    port = target.port091 if proto is Protocol.AMQP091 else target.port10
+def _conn_args(target: Target, proto: ClientProtocol) -> list[str]:
+    port = target.port091 if proto is ClientProtocol.AMQP091 else target.port10
     return ["--host", target.host, "--port", str(port), "--user", target.user,
             "--password", target.password]
 
@@ -186,7 +186,7 @@ def _children_cpu() -> float:
 def _queue_cmd(target: Target, mode: str, queue_name: str, durable: bool = False) -> Optional[dict]:
     if not target.port091:
         return None
-    out = subprocess.run([GEN091, mode, *_conn_args(target, Protocol.AMQP091), "--queue", queue_name,
+    out = subprocess.run([GEN091, mode, *_conn_args(target, ClientProtocol.AMQP091), "--queue", queue_name,
                           *(["--durable"] if durable else [])],
                          capture_output=True, text=True, timeout=60)
     try:
@@ -202,7 +202,7 @@ def _amqp10_address(w: Workload, queue_name: str) -> str:
 
 
 def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.consumer is Protocol.AMQP10:
+    if w.consumer is ClientProtocol.AMQP10:
         return [GEN10, "recv", *_conn_args(target, w.consumer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--credit", str(PREFETCH), "--size", str(w.size),
                 "--timeout", str(SILENCE_TIMEOUT)]
@@ -215,7 +215,7 @@ def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
 
 
 def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.producer is Protocol.AMQP10:
+    if w.producer is ClientProtocol.AMQP10:
         argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--size", str(w.size)]
         argv += ["--durable"] if w.durable else []
@@ -285,7 +285,7 @@ def run_idle(target: Target, w: Workload, round_no: int, holders: list[GenProces
     anew instead of reusing what the previous round freed.  The caller closes them.
     """
     assert target.pid is not None
-    gen = GEN091 if w.producer is Protocol.AMQP091 else GEN10
+    gen = GEN091 if w.producer is ClientProtocol.AMQP091 else GEN10
     before = _vm_rss_kib(target.pid)
     proc = GenProcess([gen, "idle", *_conn_args(target, w.producer), "--connections",
                        str(w.connections)], keep_stdin=True)

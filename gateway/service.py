@@ -36,7 +36,7 @@ from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreCon
 from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
-from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
+from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
@@ -225,7 +225,7 @@ class GatewayService(service.MultiService):
             log.exception("ledger flush failed")
 
     # -- engines ------------------------------------------------------------------
-    def make_engine(self, ctx: ConnectionContext) -> object:
+    def make_engine(self, ctx: AcceptedConnection) -> object:
         """Build the engine for a recognised header (called by the sniffer)."""
         limits = self.config.limits
         authenticator = self.authenticator

@@ -58,6 +58,7 @@ from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, Connect
 from gateway.amqp091.message_mapping import container_from_publish, delivery_payload
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import (
+    OUTCOME_OF,
     ConfirmTracker,
     PendingPublish,
     PendingSettle,
@@ -70,6 +71,7 @@ from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
 from gateway.broker.message import MessageContainer
+from gateway.broker.outcomes import apply_outcome
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
@@ -553,6 +555,7 @@ class BrokerChannel:
         ledger = self.broker.ledger
         # ack: accepted; nack/reject with requeue: released; without: rejected
         outcome = (_ACCEPTED if kind is _ACK else _RELEASED if kind is _REQUEUE else _REJECTED)
+        settled_as = OUTCOME_OF[kind]
         for item in items:
             entry = item.entry
             queue = entry.queue
@@ -560,12 +563,7 @@ class BrokerChannel:
                 continue
             if ledger is not None:  # before the queue acts on it (a requeue redelivers)
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, outcome)
-            if kind is _ACK:
-                queue.settle(entry)
-            elif kind is _REQUEUE:
-                queue.release(entry, redelivered=True, count_delivery=True, now=now)
-            else:
-                queue.reject(entry, requeue=False, now=now)
+            apply_outcome(queue, entry, settled_as, now)
             queues[queue] = None
         if self.global_window.limit:
             self._dispatch_all()

@@ -80,10 +80,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
-                     pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
-                     pn_delivery_update, pn_delivery_updated, pn_link_advance, pn_link_credit)
-from cproton_ffi import ffi as _ffi, lib as _lib
 from proton import Condition, Delivery, Link, Terminus
 
 from addressing import (
@@ -102,17 +98,24 @@ from addressing import (
     resolve_target,
     route_message,
 )
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
+                                         pn_delivery_partial, pn_delivery_pending,
+                                         pn_delivery_remote_state, pn_delivery_settle,
+                                         pn_delivery_settled, pn_delivery_update,
+                                         pn_delivery_updated, pn_link_advance, pn_link_credit,
+                                         send_parts)
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
 from gateway.broker.message import Encoding, MessageContainer
+from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
@@ -176,13 +179,14 @@ def _naming(text: str, address: Optional[str]) -> str:
 
 
 def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
-    condition = Cond.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND else Cond.INVALID_FIELD
+    condition = (ErrorCondition.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND
+                 else ErrorCondition.INVALID_FIELD)
     return Amqp10Error(condition, _naming(exc.text, address))
 
 
 def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
     error = error_from_broker(exc, scope)
-    if error.condition is Cond.NOT_FOUND:
+    if error.condition is ErrorCondition.NOT_FOUND:
         error = Amqp10Error(error.condition, _naming(error.description, address), scope)
     return error
 
@@ -191,7 +195,7 @@ def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope
 _TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
 
 
-def _condition(cond: Cond, text: str) -> Condition:
+def _condition(cond: ErrorCondition, text: str) -> Condition:
     return Condition(cond.value, text)
 
 
@@ -315,7 +319,7 @@ class IncomingLink:
         if limit and len(self._buffer) > limit:
             self._buffer.clear()
             error = Amqp10Error(
-                Cond.MESSAGE_SIZE_EXCEEDED,
+                ErrorCondition.MESSAGE_SIZE_EXCEEDED,
                 f"message larger than the maximum message size of {limit} bytes",
             )
             ledger = self.host.broker.ledger
@@ -356,12 +360,12 @@ class IncomingLink:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
             return self._refuse(ledger, None, now, self._address,
-                                Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}"))
+                                Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
         route = self.route
         address = self._address if route is not None else summary.to
         if message.user_id is not None and message.user_id != host.user.name:
             return self._refuse(ledger, message, now, address, Amqp10Error(
-                Cond.UNAUTHORIZED_ACCESS,
+                ErrorCondition.UNAUTHORIZED_ACCESS,
                 f"user-id '{message.user_id}' does not match the authenticated user "
                 f"'{host.user.name}'"))
         if ledger is not None:
@@ -422,7 +426,7 @@ class IncomingLink:
                 if ledger is not None:
                     self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL)
                 return Delivery.REJECTED, _condition(
-                    Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
+                    ErrorCondition.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
             if not result.queues and not result.routed:  # (``queues`` first: no property call)
                 return self._unroutable(message, now, ledger, address, d)
             if ledger is not None:
@@ -434,11 +438,11 @@ class IncomingLink:
         elif isinstance(route, ServiceRoute):
             name = route.name
         else:
-            raise Amqp10Error(Cond.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
+            raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
         node = vhost.service(name)
         if node is None:
-            raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
-                                                      address))
+            raise Amqp10Error(ErrorCondition.NOT_FOUND,
+                              _naming(f"no service '{name}' in vhost '{vhost.name}'", address))
         self.host.permit(Action.WRITE, name)
         node.publish(message, now)
         if ledger is not None:
@@ -558,7 +562,7 @@ class OutgoingLink:
         if self.acquires:
             self.queue.release(entry, redelivered=False, count_delivery=False, now=now)
         self.teardown()
-        self.link.condition = _condition(Cond.MESSAGE_SIZE_EXCEEDED, text)
+        self.link.condition = _condition(ErrorCondition.MESSAGE_SIZE_EXCEEDED, text)
         self.link.close()
         self.host.link_gone(self)
         self.host.output_ready()
@@ -573,7 +577,7 @@ class OutgoingLink:
             return
         self.closed = True
         self._unsettled.clear()
-        self.link.condition = _condition(Cond.DETACH_FORCED, reason)
+        self.link.condition = _condition(ErrorCondition.DETACH_FORCED, reason)
         self.link.close()
         self.host.link_gone(self)
         self.host.output_ready()
@@ -622,20 +626,16 @@ class OutgoingLink:
         if ledger is not None:  # before the queue acts on it
             ledger.settled(now, self._ledger_ctx, entry, queue.name,
                            _LEDGER_OUTCOME.get(state, _RELEASED))
-        if state == Delivery.ACCEPTED:
-            queue.settle(entry)
-        elif state == Delivery.REJECTED:
-            queue.reject(entry, requeue=False, now=now)
-        elif state == Delivery.MODIFIED:
+        if state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
             annotations = owned_value(dict(remote.annotations or {}))
-            queue.modify(entry, delivery_failed=bool(remote.failed),
-                         undeliverable_here=bool(remote.undeliverable),
-                         annotations=annotations or None, now=now)
+            outcome = modified(bool(remote.failed), bool(remote.undeliverable), annotations)
         else:
             # released, or settled without an outcome (our default outcome: released)
-            queue.release(entry, redelivered=True, count_delivery=False, now=now)
+            outcome = (ACCEPTED if state == Delivery.ACCEPTED
+                       else REJECTED if state == Delivery.REJECTED else RELEASED)
+        apply_outcome(queue, entry, outcome, now)
 
     def teardown(self) -> None:
         """Stop consuming, return unsettled messages, drop a temporary queue."""
@@ -712,7 +712,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         temporary = True
         address = f"/queue/{queue.name}"
     elif address is None:
-        raise Amqp10Error(Cond.INVALID_FIELD, "the link source has no address")
+        raise Amqp10Error(ErrorCondition.INVALID_FIELD, "the link source has no address")
     else:
         try:
             route = resolve_source(address, our_container=host.container_id,
@@ -735,7 +735,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
         else:
-            raise Amqp10Error(Cond.NOT_IMPLEMENTED,
+            raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
                               f"consuming from '{address}' is not supported")
     acquires = remote.distribution_mode != Terminus.DIST_MODE_COPY
     _copy_terminus_basics(link.source, remote, address)
@@ -763,7 +763,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     remote = link.remote_target
     vhost = host.vhost
     if remote.dynamic:
-        raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
+        raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
     unroutable, honoured = link_policy(host.unroutable, remote)
@@ -778,7 +778,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         if isinstance(route, (LocalPublish, SubjectPublish)):
             exchange = vhost.exchange(route.exchange)
             if exchange is not None and exchange.internal:
-                raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+                raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                                   f"cannot publish to internal {exchange.label}")
     _copy_terminus_basics(link.target, remote, address)
     echo_capabilities(link.target, honoured)

@@ -106,7 +106,7 @@ class Broker:
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         for queue in list(vhost.queues.values()):
-            vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+            vhost.forget_queue(queue, f"vhost '{name}' was deleted")
         for exchange in list(vhost.exchanges.values()):
             if exchange.durable and not exchange.predeclared:
                 self.store.delete_exchange(name, exchange.name)  # and its bindings
