@@ -61,7 +61,7 @@ class TransferService:
         #: letters are made 1.0 messages so the remote's error is in their bytes
         self._from_amqp10 = from_amqp10
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
-        ledger = ForwardLedger(broker, self.container_id)
+        ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
             r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
             for r in settings.remotes}
