@@ -69,10 +69,12 @@ each under the link's context (``link`` the link name, ``connection`` the engine
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
 the missing node and the address as the client wrote it (``no queue 'nope' in vhost '/'
-(address '/amq/queue/nope')``; for ``x@other-container`` the missing node is the
-``amqp$transfer`` service); the same goes for a relayed message's ``to``. ``/queue/Q``
-and ``Q`` declare a missing queue instead (``directory``: CONFIGURE permission, the
-plugin's queue properties).
+(address '/amq/queue/nope')``; for ``x@other-container`` with no forwarding route:
+``unknown container 'other-container': no forwarding route to it``); the same goes for
+a relayed message's ``to``. ``/queue/Q`` and ``Q`` declare a missing queue instead
+(``directory``: CONFIGURE permission, the plugin's queue properties). Routes through
+``amqp$transfer`` (a ``node@container`` target, a link to ``amqp$transfer``) follow the
+per-message rules of ``transfer_routes``; local publish routes never go there.
 Unsettled deliveries go back to their queue when the link or the connection goes.
 """
 from __future__ import annotations
