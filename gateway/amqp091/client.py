@@ -195,6 +195,11 @@ class ClientConnection:
             what = "" if self._state in (ClientState.OPEN, ClientState.CLOSING) else f" ({self._state.value})"
             self._lost(f"the server closed the socket{what}")
 
+    def transport_lost(self, error: str) -> None:
+        """The connection under us failed (a TLS handshake, say): ``error`` says how."""
+        if not self.closed:
+            self._lost(error)
+
     def data_to_send(self) -> bytes:
         data = bytes(self._out)
         self._out.clear()
