@@ -131,7 +131,7 @@ def describe_tls_failure(remote: RemoteSettings, reason: Failure | BaseException
     refused client certificate), or None when ``reason`` is no TLS failure."""
     exc = reason.value if isinstance(reason, Failure) else reason
     name = tls_server_name(remote)
-    where = f"TLS with {remote.host}:{remote.port} (server name {name!r})"
+    where = f"TLS (server name {name!r})"   # the caller names the remote and its address
     if type(exc).__name__ == "VerificationError":  # service_identity: the name does not match
         return f"{where} refused: the certificate is not valid for {name!r} ({exc})"
     if isinstance(exc, SSL.Error):
