@@ -25,6 +25,8 @@ import yaml
 
 from gateway.auth.passwords import parse_stored
 from gateway.broker.unroutable import UnroutablePolicy
+from gateway.forward.outbound import RemoteSettings
+from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems
 
 __all__ = [
     "ConfigError",
@@ -330,6 +332,7 @@ class GatewayConfig:
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
+    forwarding: ForwardingSettings = ForwardingSettings()
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
@@ -659,6 +662,21 @@ class _Walker:
             if getattr(knode, "value", None) == key:
                 return knode
         return node
+
+    def _cross_RemoteSettings(self, obj: RemoteSettings, node: yaml.MappingNode, path: str) -> None:
+        for key, message in remote_problems(obj, _existing_file):
+            raise self.fail(f"{path}.{key}", self._key_node(node, key), message)
+
+    def _cross_ForwardingSettings(self, obj: ForwardingSettings, node: yaml.MappingNode,
+                                  path: str) -> None:
+        for key, sub, message in forwarding_problems(obj):
+            raise self.fail(f"{path}.{sub}", self._key_node(node, key), message)
+
+    def _cross_GatewayConfig(self, obj: "GatewayConfig", node: yaml.MappingNode, path: str) -> None:
+        if obj.container_id and obj.forwarding.remote(obj.container_id) is not None:
+            raise self.fail("forwarding.remotes", self._key_node(node, "forwarding"),
+                            f"remote container '{obj.container_id}' is this gateway's own "
+                            "container_id")
 
     def _cross_ListenerConfig(self, obj: "ListenerConfig", node: yaml.MappingNode, path: str) -> None:
         if obj.tls is not TlsMode.OFF:

@@ -19,6 +19,7 @@ from twisted.internet import defer, task
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
+from addressing import TRANSFER_SERVICE
 from gateway.amqp10 import Amqp10Engine
 from gateway.auth import (
     Authenticator,
@@ -40,6 +41,7 @@ from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_e
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
@@ -145,6 +147,7 @@ class GatewayService(service.MultiService):
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
+        self.transfer = self._make_transfer(config)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -213,6 +216,18 @@ class GatewayService(service.MultiService):
             log.info("restored vhost '%s' from %s: %d exchange(s), %d queue(s), %d binding(s), "
                      "%d message(s) (%d redelivered) in %.3fs", vhost, store_path(self.config),
                      c.exchanges, c.queues, c.bindings, c.messages, c.redelivered, took)
+
+    def _make_transfer(self, config: GatewayConfig) -> TransferService:
+        """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
+        forward to it), its outbox restored from the store."""
+        transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
+                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/")
+        self.broker.register_service(TRANSFER_SERVICE, transfer)
+        self.broker.register_service_resolver(transfer.resolve)
+        restored = transfer.restore(self.reactor.seconds())
+        if restored:
+            log.info("restored %d message(s) waiting to be forwarded", restored)
+        return transfer
 
     def _flush_ledger(self) -> None:
         try:
@@ -311,6 +326,7 @@ class GatewayService(service.MultiService):
         now = self.reactor.seconds()
         try:
             self.broker.tick(now)
+            self.transfer.tick(now)
             self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")

@@ -106,6 +106,7 @@ from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
+from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
@@ -370,6 +371,16 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
+            elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+                route, forwarded = transfer_route(host, self._directory, route, address,
+                                                  summary, encoded)
+                if route is DUPLICATE:
+                    return Delivery.ACCEPTED, None
+                if forwarded is not None:
+                    verdict = self._route(route, message, now, ledger, address, d)
+                    if verdict[0] == Delivery.ACCEPTED:
+                        host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
+                    return verdict
             return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:
             error = _address_error(exc, address)
@@ -450,16 +461,17 @@ class IncomingLink:
                                   message.gateway_id, message.size, now, routed_to)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
-            name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
+            name = TRANSFER_SERVICE
+            message.routing_key = resource = global_address(route)
         elif isinstance(route, ServiceRoute):
-            name = route.name
+            name = resource = route.name
         else:
             raise Amqp10Error(Cond.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
         node = vhost.service(name)
         if node is None:
             raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
                                                       address))
-        self.host.permit(Action.WRITE, name)
+        self.host.permit(Action.WRITE, resource)
         node.publish(message, now)
         if ledger is not None:
             self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
@@ -740,8 +752,8 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
         host.permit(Action.WRITE, route.exchange)
     elif isinstance(route, ServiceRoute):
         host.permit(Action.WRITE, route.name)
-    elif isinstance(route, Forward):
-        host.permit(Action.WRITE, TRANSFER_SERVICE)
+    elif isinstance(route, Forward):  # the whole node@container (RabbitMQ-style patterns)
+        host.permit(Action.WRITE, global_address(route))
 
 
 def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
