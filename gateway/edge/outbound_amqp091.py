@@ -199,8 +199,8 @@ class Amqp091Outbound(ReconnectingConnector):
     """The ``OutboundConnection`` for one ``kind: amqp091`` remote; ``start()`` it."""
 
     def __init__(self, remote: RemoteSettings, events: OutboundEvents, reactor: Any, *,
-                 rand: Callable[[], float] = random.random, heartbeat: int = 60) -> None:
-        super().__init__(remote, events, reactor, rand=rand)
+                 uniform: Callable[[float, float], float] = random.uniform, heartbeat: int = 60) -> None:
+        super().__init__(remote, events, reactor, uniform=uniform)
         self.heartbeat = heartbeat
         self._routes: dict[str, Any] = {}
 

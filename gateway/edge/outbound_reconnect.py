@@ -3,10 +3,9 @@
 Shared by the outbound connections of every ``kind``: a subclass says how to speak to
 the remote (``protocol_for``); this module connects (``outbound_endpoint``: TCP, TLS),
 reads the password file at each attempt (so a rotated password is picked up), and after a
-refusal or a loss waits ``ReconnectSchedule.next_delay()`` before the next attempt:
-``reconnect_initial`` doubling up to ``reconnect_max``, each delay drawn between half and
-all of it (jitter, so that many gateways cut off by one partner do not all come back in
-the same second). A connection that came up resets the schedule. ``state`` and
+refusal or a loss waits for the next delay of ``gateway.forward.backoff.Backoff`` before
+the next attempt: ``reconnect_initial`` doubling with jitter up to ``reconnect_max``. A
+connection that came up resets the backoff. ``state`` and
 ``last_error`` are what the forwarder's visible state shows.
 """
 from __future__ import annotations
@@ -19,11 +18,13 @@ from typing import Any, Callable, Optional
 from twisted.internet.protocol import Factory, Protocol
 
 from gateway.edge.outbound_tls import OutboundTlsError, outbound_endpoint
+from gateway.forward.backoff import Backoff
 from gateway.forward.outbound import OutboundEvents, RemoteSettings
+from gateway.forward.settings import PasswordFileError, read_password
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OutboundLinkState", "ReconnectSchedule", "ReconnectingConnector", "read_password"]
+__all__ = ["OutboundLinkState", "ReconnectingConnector"]
 
 
 class OutboundLinkState(enum.Enum):
@@ -31,34 +32,6 @@ class OutboundLinkState(enum.Enum):
     UP = "up"
     BACKING_OFF = "backing off"
     CLOSED = "closed"
-
-
-class ReconnectSchedule:
-    """Delays (seconds) between attempts: ``initial * 2**n`` capped at ``maximum``, each
-    scaled by a factor in [0.5, 1) drawn from ``rand``."""
-
-    def __init__(self, initial: float, maximum: float, rand: Callable[[], float] = random.random) -> None:
-        self.initial = max(0.0, initial)
-        self.maximum = max(self.initial, maximum)
-        self._rand = rand
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        ceiling = min(self.maximum, self.initial * 2 ** min(self.attempt, 62))
-        self.attempt += 1
-        return ceiling * (0.5 + self._rand() / 2)
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-def read_password(remote: RemoteSettings) -> str:
-    """The password from ``password_file`` (its first line), "" without one. Raises
-    ``OSError`` with the file's name."""
-    if not remote.password_file:
-        return ""
-    with open(remote.password_file, encoding="utf-8") as f:
-        return f.readline().rstrip("\r\n")
 
 
 class ReconnectingConnector:
@@ -70,13 +43,13 @@ class ReconnectingConnector:
     """
 
     def __init__(self, remote: RemoteSettings, events: OutboundEvents, reactor: Any, *,
-                 rand: Callable[[], float] = random.random) -> None:
+                 uniform: Callable[[float, float], float] = random.uniform) -> None:
         self.remote = remote
         self.events = events
         self.reactor = reactor
         self.state = OutboundLinkState.CONNECTING
         self.last_error = ""
-        self._schedule = ReconnectSchedule(remote.reconnect_initial, remote.reconnect_max, rand)
+        self._schedule = Backoff(remote.reconnect_initial, remote.reconnect_max, uniform)
         self._retry: Any = None
         self._pending: Any = None       # the Deferred of a connect in progress
         self.protocol: Optional[Protocol] = None
@@ -140,12 +113,8 @@ class ReconnectingConnector:
         try:
             password = read_password(self.remote)
             endpoint = outbound_endpoint(self.reactor, self.remote)
-        except OSError as exc:
-            self._refused(f"{self.where}: cannot read password_file {self.remote.password_file!r}: "
-                          f"{exc.strerror or exc}")
-            return
-        except OutboundTlsError as exc:
-            self._refused(str(exc))
+        except (PasswordFileError, OutboundTlsError) as exc:
+            self._refused(f"{self.where}: {exc}")
             return
         factory = Factory.forProtocol(lambda: self.protocol_for(password))
         self._pending = endpoint.connect(factory)

@@ -39,7 +39,7 @@ CONNECT_TIMEOUT = 30.0
 
 class OutboundTlsError(Exception):
     """The TLS settings of a remote cannot be used (a file is missing or unreadable); the
-    text names the remote, the setting and the reason."""
+    text names the setting and the reason (the caller names the remote)."""
 
 
 def tls_server_name(remote: RemoteSettings) -> str:
@@ -53,21 +53,20 @@ def _read(remote: RemoteSettings, setting: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as exc:
-        raise OutboundTlsError(f"remote {remote.container!r}: cannot read {setting} {path!r}: "
-                               f"{exc.strerror or exc}") from None
+        raise OutboundTlsError(f"cannot read {setting} {path!r}: {exc.strerror or exc}") from None
 
 
 def _client_certificate(remote: RemoteSettings) -> Any:
     if not remote.tls_cert_file:
         return None
     if not remote.tls_key_file:
-        raise OutboundTlsError(f"remote {remote.container!r}: tls_cert_file needs tls_key_file")
+        raise OutboundTlsError("tls_cert_file needs tls_key_file")
     pem = _read(remote, "tls_cert_file") + b"\n" + _read(remote, "tls_key_file")
     try:
         return ssl.PrivateCertificate.loadPEM(pem)
     except Exception as exc:  # noqa: BLE001 - OpenSSL's errors are many; name the files
-        raise OutboundTlsError(f"remote {remote.container!r}: cannot load the client certificate "
-                               f"{remote.tls_cert_file!r} with key {remote.tls_key_file!r}: {exc}") from None
+        raise OutboundTlsError(f"cannot load the client certificate {remote.tls_cert_file!r} with key "
+                               f"{remote.tls_key_file!r}: {exc}") from None
 
 
 def _trust_root(remote: RemoteSettings) -> Any:
@@ -78,11 +77,9 @@ def _trust_root(remote: RemoteSettings) -> Any:
     try:
         certificates = [ssl.Certificate.loadPEM(block) for block in blocks]
     except Exception as exc:  # noqa: BLE001
-        raise OutboundTlsError(f"remote {remote.container!r}: cannot load tls_ca_file "
-                               f"{remote.tls_ca_file!r}: {exc}") from None
+        raise OutboundTlsError(f"cannot load tls_ca_file {remote.tls_ca_file!r}: {exc}") from None
     if not certificates:
-        raise OutboundTlsError(f"remote {remote.container!r}: tls_ca_file {remote.tls_ca_file!r} "
-                               f"holds no PEM certificate")
+        raise OutboundTlsError(f"tls_ca_file {remote.tls_ca_file!r} holds no PEM certificate")
     return ssl.trustRootFromCertificates(certificates)
 
 

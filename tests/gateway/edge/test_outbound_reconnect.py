@@ -1,26 +1,13 @@
-"""The reconnect schedule and the connector's attempts, on Twisted's memory reactor."""
+"""The connector's attempts and reconnects, on Twisted's memory reactor."""
 from __future__ import annotations
 
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
-from gateway.edge.outbound_reconnect import OutboundLinkState, ReconnectingConnector, ReconnectSchedule
+from gateway.edge.outbound_reconnect import OutboundLinkState, ReconnectingConnector
 from gateway.forward.outbound import RemoteSettings
 from tests.support.minimal_forwarder import MinimalForwarder
-
-
-def test_delays_double_with_jitter_up_to_the_maximum_and_reset():
-    low = ReconnectSchedule(1.0, 10.0, rand=lambda: 0.0)
-    assert [low.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
-    high = ReconnectSchedule(1.0, 10.0, rand=lambda: 0.999999)
-    assert [round(high.next_delay(), 3) for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
-    high.reset()
-    assert round(high.next_delay(), 3) == 1.0
-    assert ReconnectSchedule(1.0, 60.0).next_delay() <= 1.0
-    forever = ReconnectSchedule(1.0, 60.0, rand=lambda: 0.0)
-    for _ in range(200):                      # no overflow however long a partner is away
-        assert forever.next_delay() <= 60.0
 
 
 def test_refused_attempts_are_reported_and_retried_on_the_schedule(tmp_path):
@@ -28,7 +15,7 @@ def test_refused_attempts_are_reported_and_retried_on_the_schedule(tmp_path):
     remote = RemoteSettings(container="org-b", host="127.0.0.1", port=5999, kind="amqp091",
                             reconnect_initial=1.0, reconnect_max=4.0)
     forwarder = MinimalForwarder()
-    connector = ReconnectingConnector(remote, forwarder, reactor, rand=lambda: 0.999999)
+    connector = ReconnectingConnector(remote, forwarder, reactor, uniform=lambda low, high: high)
     connector.start()
     assert len(reactor.tcpClients) == 1 and connector.state is OutboundLinkState.CONNECTING
     # HostnameEndpoint resolves first; fail the attempt the way a refused connect does
@@ -51,7 +38,7 @@ def test_an_unreadable_password_file_is_named_and_retried(tmp_path):
     reactor = MemoryReactorClock()
     remote = RemoteSettings(container="org-b", host="gw.example", password_file=str(tmp_path / "none"))
     forwarder = MinimalForwarder()
-    connector = ReconnectingConnector(remote, forwarder, reactor, rand=lambda: 0.0)
+    connector = ReconnectingConnector(remote, forwarder, reactor, uniform=lambda low, high: low)
     connector.start()
     assert "cannot read password_file" in forwarder.downs[0] and str(tmp_path / "none") in forwarder.downs[0]
     assert [call.getTime() for call in reactor.getDelayedCalls()] == [0.5]
