@@ -42,6 +42,7 @@ from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
+from gateway.edge.forwarding_driver import ForwardingDriver
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
@@ -148,6 +149,8 @@ class GatewayService(service.MultiService):
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.transfer = self._make_transfer(config)
+        self.forwarding = ForwardingDriver(self.transfer, self.broker, self.reactor,
+                                           config.vhosts[0] if config.vhosts else "/")
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -318,6 +321,7 @@ class GatewayService(service.MultiService):
             if self.ledger_process is not None:  # the child writes once per flush interval
                 interval = min(interval, SHIP_INTERVAL)
             self._ledger_flush.start(interval, now=False)
+        self.forwarding.start()
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
@@ -345,6 +349,7 @@ class GatewayService(service.MultiService):
         if self._broker_tick is not None and self._broker_tick.running:
             self._broker_tick.stop()
         await defer.gatherResults([defer.maybeDeferred(p.stopListening) for p in self.ports])
+        self.forwarding.stop()
         drained = defer.gatherResults([f.drain("shutdown") for f in self.factories],
                                       consumeErrors=True)
         timeout = self.config.shutdown_timeout

@@ -13,77 +13,40 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-import pika
 import pytest
 import pytest_twisted
 from proton import Message
 from twisted.internet import reactor, task, threads
 
-from bench.reference import PrivateRabbit, ReferenceUnavailable, rabbit_installed
+from bench.reference import PrivateRabbit
 from gateway.amqp091.content import encode_properties
 from gateway.edge.outbound_amqp091 import Amqp091Outbound
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from tests.support.minimal_forwarder import MinimalForwarder, container_091, container_10
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, declare_bound_queue,
+                                          drain_queue)
 from translators.basic_properties import BasicProperties
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not rabbit_installed(), reason="needs Debian's rabbitmq-server (.ci/run installs it)")]
+pytestmark = pytest.mark.integration
 
-VHOST = "partner"
-USER, PASSWORD = "org-a", "org-a-secret"
 ANNOTATIONS = {"x-opt-origin-container": "org-a", "x-opt-hops": ["org-a"]}
 
 
-@pytest.fixture(scope="module")
-def rabbit():
-    node = PrivateRabbit()
-    try:
-        node.start()
-    except ReferenceUnavailable as exc:
-        pytest.fail(f"the private RabbitMQ did not start: {exc}")
-    node.ctl("add_vhost", VHOST)
-    node.ctl("add_user", USER, PASSWORD)
-    node.ctl("set_permissions", "-p", VHOST, USER, ".*", ".*", ".*")
-    yield node
-    node.stop()
-
-
-def _pika(rabbit: PrivateRabbit) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        host="127.0.0.1", port=rabbit.port, virtual_host=VHOST,
-        credentials=pika.PlainCredentials(USER, PASSWORD), socket_timeout=10, blocked_connection_timeout=10))
-
-
-def _declare(rabbit: PrivateRabbit, queue: str, exchange: str = "in") -> None:
-    with _pika(rabbit) as conn:
-        ch = conn.channel()
-        ch.exchange_declare(exchange, "direct", durable=True)
-        ch.queue_declare(queue, durable=True)
-        ch.queue_purge(queue)
-        ch.queue_bind(queue, exchange, routing_key=queue)
-
-
-def _drain(rabbit: PrivateRabbit, queue: str) -> list[tuple[Any, bytes]]:
-    out = []
-    with _pika(rabbit) as conn:
-        ch = conn.channel()
-        while True:
-            method, props, body = ch.basic_get(queue, auto_ack=True)
-            if method is None:
-                return out
-            out.append((props, body))
+@pytest.fixture
+def rabbit(partner_rabbit):
+    return partner_rabbit
 
 
 @pytest.fixture
 def password_file(tmp_path):
     path = tmp_path / "partner.password"
-    path.write_text(PASSWORD + "\n")
+    path.write_text(PARTNER_PASSWORD + "\n")
     return str(path)
 
 
 def _remote(rabbit: PrivateRabbit, password_file: str, **kwargs: Any) -> RemoteSettings:
     options = dict(container="partner", host="127.0.0.1", port=rabbit.port, kind="amqp091",
-                   address="/exchange/in/{node}", vhost=VHOST, user=USER, password_file=password_file,
+                   address="/exchange/in/{node}", vhost=PARTNER_VHOST, user=PARTNER_USER, password_file=password_file,
                    credit=50, reconnect_initial=0.2, reconnect_max=1.0)
     options.update(kwargs)
     return RemoteSettings(**options)
@@ -111,7 +74,7 @@ def _entry(entry_id: int, message: Any, address: str = "/exchange/in/orders", no
 
 @pytest_twisted.ensureDeferred
 async def test_messages_arrive_with_their_properties_and_confirms_accept_them(rabbit, password_file):
-    await threads.deferToThread(_declare, rabbit, "orders")
+    await threads.deferToThread(declare_bound_queue, rabbit, "orders")
     forwarder, connection = _start(_remote(rabbit, password_file))
     try:
         props = encode_properties(BasicProperties(content_type="application/json", delivery_mode=2,
@@ -123,7 +86,7 @@ async def test_messages_arrive_with_their_properties_and_confirms_accept_them(ra
         await _until(lambda: len(forwarder.final) == 2)
         assert forwarder.ups == 1 and forwarder.downs == []
         assert [forwarder.outcome(1), forwarder.outcome(2)] == [ForwardOutcome.ACCEPTED] * 2
-        got = await threads.deferToThread(_drain, rabbit, "orders")
+        got = await threads.deferToThread(drain_queue, rabbit, "orders")
         (p1, b1), (p2, b2) = sorted(got, key=lambda item: item[0].message_id)
         assert (b1, p1.content_type, p1.delivery_mode) == (b'{"n": 1}', "application/json", 2)
         assert p1.headers == {"app": "v1", **ANNOTATIONS}
@@ -135,7 +98,7 @@ async def test_messages_arrive_with_their_properties_and_confirms_accept_them(ra
 
 @pytest_twisted.ensureDeferred
 async def test_a_missing_exchange_and_an_unroutable_key_are_rejected_with_the_reason(rabbit, password_file):
-    await threads.deferToThread(_declare, rabbit, "refusals")
+    await threads.deferToThread(declare_bound_queue, rabbit, "refusals")
     forwarder, connection = _start(_remote(rabbit, password_file))
     try:
         plain = encode_properties(BasicProperties(delivery_mode=2))
@@ -155,7 +118,7 @@ async def test_a_missing_exchange_and_an_unroutable_key_are_rejected_with_the_re
                                             "'partner'")
         # the channel error cost the channel, not the connection: a new one carried message 5
         assert forwarder.ups == 2 and len(forwarder.downs) == 1 and "404" in forwarder.downs[0]
-        got = await threads.deferToThread(_drain, rabbit, "refusals")
+        got = await threads.deferToThread(drain_queue, rabbit, "refusals")
         assert sorted(body for _, body in got) == [b"1", b"3", b"5"]
     finally:
         connection.close("test over")
@@ -182,7 +145,7 @@ async def test_a_refused_login_is_reported_and_retried_with_backoff(rabbit, tmp_
 
 @pytest_twisted.ensureDeferred
 async def test_rabbitmq_stopped_for_a_while_then_back_loses_nothing(rabbit, password_file):
-    await threads.deferToThread(_declare, rabbit, "outage")
+    await threads.deferToThread(declare_bound_queue, rabbit, "outage")
     forwarder, connection = _start(_remote(rabbit, password_file, address="/queue/{node}"))
     count = 400
     try:
@@ -201,7 +164,7 @@ async def test_rabbitmq_stopped_for_a_while_then_back_loses_nothing(rabbit, pass
         await _until(lambda: len(forwarder.final) == count, timeout=60)
         assert {s.outcome for s in forwarder.final.values()} == {ForwardOutcome.ACCEPTED}
         assert forwarder.ups >= 2
-        got = await threads.deferToThread(_drain, rabbit, "outage")
+        got = await threads.deferToThread(drain_queue, rabbit, "outage")
         bodies = [int(body) for _, body in got]
         assert set(bodies) == set(range(1, count + 1))     # every one (a resend may repeat one)
     finally:
