@@ -40,9 +40,9 @@ from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
 from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
+from gateway.edge.outbound import ForwardingEdge
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
-from gateway.edge.forwarding_driver import ForwardingDriver
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
@@ -149,8 +149,8 @@ class GatewayService(service.MultiService):
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.transfer = self._make_transfer(config)
-        self.forwarding = ForwardingDriver(self.transfer, self.broker, self.reactor,
-                                           config.vhosts[0] if config.vhosts else "/")
+        self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
+                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -349,7 +349,6 @@ class GatewayService(service.MultiService):
         if self._broker_tick is not None and self._broker_tick.running:
             self._broker_tick.stop()
         await defer.gatherResults([defer.maybeDeferred(p.stopListening) for p in self.ports])
-        self.forwarding.stop()
         drained = defer.gatherResults([f.drain("shutdown") for f in self.factories],
                                       consumeErrors=True)
         timeout = self.config.shutdown_timeout
@@ -360,6 +359,7 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        self.forwarding.stop()
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left

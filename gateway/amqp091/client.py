@@ -109,17 +109,21 @@ class ClientNotReady(RuntimeError):
 
 
 class ClientConnection:
-    """One 0-9-1 client connection with one publishing channel. ``now`` in seconds;
-    ``frame_max`` octets (0 = the server's), ``heartbeat`` seconds (0 = the server's)."""
+    """One 0-9-1 client connection with one publishing channel. ``now`` in seconds (None:
+    the first ``tick`` starts the clock and the handshake deadline); ``frame_max`` octets
+    (0 = the server's), ``heartbeat`` seconds (0 = the server's)."""
 
-    def __init__(self, *, user: str, password: str, vhost: str, mechanism: str, now: float,
+    def __init__(self, *, user: str, password: str, vhost: str, mechanism: str, now: Optional[float] = None,
                  peer: str = "", heartbeat: int = 60, frame_max: int = 131072,
                  handshake_timeout: float = 30.0, close_timeout: float = 5.0,
                  connection_name: str = "") -> None:
         if mechanism not in CLIENT_MECHANISMS:
             raise ValueError(f"the 0-9-1 client supports {', '.join(CLIENT_MECHANISMS)}, not {mechanism!r}")
         self.peer = peer
+        self._clock_started = now is not None
+        now = 0.0 if now is None else now
         self.now = now
+        self._handshake_timeout = handshake_timeout
         self.server_properties: dict[str, Any] = {}
         self._user, self._password, self._vhost, self._mechanism = user, password, vhost, mechanism
         self._connection_name = connection_name
@@ -138,7 +142,7 @@ class ClientConnection:
         self._unconfirmed = UnconfirmedPublishes()
         self._connection_blocked = False
         self._channel_flow_stopped = False
-        self._handshake_deadline: Optional[float] = now + handshake_timeout
+        self._handshake_deadline: Optional[float] = now + handshake_timeout if self._clock_started else None
         self._close_deadline: Optional[float] = None
         self._last_rx = self._last_tx = now
 
@@ -210,6 +214,11 @@ class ClientConnection:
         self.now = now
         if self.closed:
             return None
+        if not self._clock_started:
+            self._clock_started = True
+            self._last_rx = self._last_tx = now
+            if self._state is not ClientState.OPEN:
+                self._handshake_deadline = now + self._handshake_timeout
         deadlines = []
         for deadline, what in ((self._handshake_deadline, f"no answer to the handshake ({self._state.value})"),
                                (self._close_deadline, "no connection.close-ok")):

