@@ -152,3 +152,32 @@ async def test_an_unreadable_ca_file_is_named(tls_gateway, tmp_path, password_fi
     remote = _remote(tls_gateway, password_file, tls_ca_file=str(tmp_path / "no-ca.pem"))
     forwarder = await _forward_one(remote)
     assert f"cannot read tls_ca_file '{tmp_path / 'no-ca.pem'}'" in forwarder.downs[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_1_0_remote_is_reached_over_the_same_verified_tls(tls_gateway, pki, password_file):
+    from gateway.amqp10.outbound_client import OutboundAmqp10
+
+    remote = _remote(tls_gateway, password_file, kind="amqp10", tls_ca_file=pki["ca"].ca_file,
+                     tls_server_name="partner.example")
+    forwarder = MinimalForwarder()
+    connection = RemoteLink(reactor, remote, forwarder, "org-a", OutboundAmqp10)
+    connection.start()
+    try:
+        props = encode_properties(BasicProperties(message_id="over-tls-1.0"))
+        forwarder.submit(OutboundMessage(1, "tls-in", "/queue/tls-in", container_091(props, b"secret cargo")))
+        await _until(lambda: forwarder.final or len(forwarder.downs) >= 2)
+    finally:
+        connection.close("test over")
+    assert forwarder.downs == [] and forwarder.outcome(1) is ForwardOutcome.ACCEPTED
+    assert await threads.deferToThread(_take, tls_gateway) == [b"secret cargo"]
+    wrong = _remote(tls_gateway, password_file, kind="amqp10", tls_ca_file=pki["other_ca"].ca_file,
+                    tls_server_name="partner.example")
+    forwarder = MinimalForwarder()
+    connection = RemoteLink(reactor, wrong, forwarder, "org-a", OutboundAmqp10)
+    connection.start()
+    try:
+        await _until(lambda: forwarder.downs)
+    finally:
+        connection.close("test over")
+    assert "refused: certificate verify failed" in forwarder.downs[0]

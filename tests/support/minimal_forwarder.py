@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Optional
 
+from gateway.amqp091.content import decode_properties
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, Settlement
 
@@ -77,8 +78,10 @@ class MinimalForwarder:
 
 
 def container_091(properties_bytes: bytes, body: bytes, routing_key: str = "orders@partner") -> MessageContainer:
-    """A message as a 0-9-1 client of ours published it."""
-    return MessageContainer(Encoding.AMQP091, (properties_bytes, body), "", routing_key)
+    """A message as a 0-9-1 client of ours published it (its properties decoded, as
+    ``container_from_publish`` and the store's loader leave them)."""
+    return MessageContainer(Encoding.AMQP091, (properties_bytes, body), "", routing_key,
+                            properties=decode_properties(properties_bytes))
 
 
 def container_10(encoded: bytes) -> MessageContainer:
