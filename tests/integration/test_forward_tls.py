@@ -19,6 +19,7 @@ from twisted.internet import reactor, task, threads
 
 from gateway.amqp091.content import encode_properties
 from gateway.amqp091.outbound_client import OutboundAmqp091
+from gateway.amqp10.outbound_client import OutboundAmqp10
 from gateway.edge.outbound import RemoteLink
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from tests.support.certificates import TestPKI
@@ -79,9 +80,10 @@ async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
         await task.deferLater(reactor, 0.05, lambda: None)
 
 
-async def _forward_one(remote: RemoteSettings) -> MinimalForwarder:
+async def _forward_one(remote: RemoteSettings, engine: Any = OutboundAmqp091) -> MinimalForwarder:
+    """One message through a ``RemoteLink`` with ``engine``; what the forwarder heard."""
     forwarder = MinimalForwarder()
-    connection = RemoteLink(reactor, remote, forwarder, "org-a", OutboundAmqp091)
+    connection = RemoteLink(reactor, remote, forwarder, "org-a", engine)
     connection.start()
     try:
         props = encode_properties(BasicProperties(message_id="over-tls"))
@@ -156,28 +158,12 @@ async def test_an_unreadable_ca_file_is_named(tls_gateway, tmp_path, password_fi
 
 @pytest_twisted.ensureDeferred
 async def test_a_1_0_remote_is_reached_over_the_same_verified_tls(tls_gateway, pki, password_file):
-    from gateway.amqp10.outbound_client import OutboundAmqp10
-
     remote = _remote(tls_gateway, password_file, kind="amqp10", tls_ca_file=pki["ca"].ca_file,
                      tls_server_name="partner.example")
-    forwarder = MinimalForwarder()
-    connection = RemoteLink(reactor, remote, forwarder, "org-a", OutboundAmqp10)
-    connection.start()
-    try:
-        props = encode_properties(BasicProperties(message_id="over-tls-1.0"))
-        forwarder.submit(OutboundMessage(1, "tls-in", "/queue/tls-in", container_091(props, b"secret cargo")))
-        await _until(lambda: forwarder.final or len(forwarder.downs) >= 2)
-    finally:
-        connection.close("test over")
+    forwarder = await _forward_one(remote, OutboundAmqp10)
     assert forwarder.downs == [] and forwarder.outcome(1) is ForwardOutcome.ACCEPTED
     assert await threads.deferToThread(_take, tls_gateway) == [b"secret cargo"]
     wrong = _remote(tls_gateway, password_file, kind="amqp10", tls_ca_file=pki["other_ca"].ca_file,
                     tls_server_name="partner.example")
-    forwarder = MinimalForwarder()
-    connection = RemoteLink(reactor, wrong, forwarder, "org-a", OutboundAmqp10)
-    connection.start()
-    try:
-        await _until(lambda: forwarder.downs)
-    finally:
-        connection.close("test over")
-    assert "refused: certificate verify failed" in forwarder.downs[0]
+    forwarder = await _forward_one(wrong, OutboundAmqp10)
+    assert not forwarder.final and "refused: certificate verify failed" in forwarder.downs[0]
