@@ -1,8 +1,10 @@
-"""AMQP 0-9-1 (and 0-9) server engine: codec, content assembly and the connection machine.
+"""AMQP 0-9-1 (and 0-9) server engine: codec, content assembly and the connection machine;
+and the client role a forwarder publishes to a partner's 0-9-1 broker with.
 
 Sans-I/O: no sockets, no clock, no Twisted. ``spec`` is the one table of protocol
 constants; ``methods`` builds one dataclass per method from it.
 """
+from gateway.amqp091.client import ClientConnection
 from gateway.amqp091.connection import SERVER_CAPABILITIES, ConnectionState, ServerConnection
 from gateway.amqp091.content import Content, ContentAssembler, decode_properties, encode_properties
 from gateway.amqp091.errors import AmqpException, ChannelException, ConnectionException, DecodeError
@@ -27,6 +29,7 @@ from gateway.amqp091.handlers import (
     ConnectionContext,
 )
 from gateway.amqp091.methods import Method, decode_method, method_class
+from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.amqp091.spec import (
     FRAME_END,
     FRAME_MIN_SIZE,
@@ -46,6 +49,7 @@ __all__ = [
     "ChannelHandlerFactory",
     "ChannelWriter",
     "ClassId",
+    "ClientConnection",
     "CloseInitiator",
     "CloseReason",
     "ConnectionContext",
@@ -64,6 +68,7 @@ __all__ = [
     "HeartbeatFrame",
     "Method",
     "MethodFrame",
+    "OutboundAmqp091",
     "ProtocolVersion",
     "REFUSED_CLASSES",
     "ReplyCode",
