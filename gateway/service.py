@@ -152,7 +152,8 @@ class GatewayService(service.MultiService):
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker)
         self.transfer = self._make_transfer(config)
-        self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id)
+        self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
+                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
