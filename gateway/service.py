@@ -43,9 +43,8 @@ from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
-from gateway.management import ManagementModel
-from gateway.management.amqp_management import NODE_ADDRESSES, AmqpManagementNode
-from gateway.management.rabbitmq_management import RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode
+from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.gateway_management import GatewayManagement
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -155,16 +154,15 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
-        #: management's one model over the broker (AMQP Management, /management, HTTP API)
-        self.management = ManagementModel(self.broker, self.connection_registry, self.authenticator,
-                                          clock=reactor.seconds)
-        management_node = AmqpManagementNode(self.management, self.users)
-        for address in NODE_ADDRESSES:
-            self.broker.register_service(address, management_node)
-        # RabbitMQ 4's /management asks for resource permissions only, no management tag
-        self.broker.register_service(RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode(
-            ManagementModel(self.broker, self.connection_registry, self.authenticator,
-                            clock=reactor.seconds, require_tags=False), self.users))
+        alerts = config.management.alerts
+        #: the management nodes, events and alerts, around the model
+        self.management_plane = GatewayManagement(
+            self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
+            thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
+            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
+        #: management's one model over the broker (``gateway.management.model``)
+        self.management = self.management_plane.model
+        self.metrics.watch_alerts(self.management_plane.alerts)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -325,6 +323,7 @@ class GatewayService(service.MultiService):
         now = self.reactor.seconds()
         try:
             self.broker.tick(now)
+            self.management_plane.tick(now)
             self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")

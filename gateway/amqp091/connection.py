@@ -863,6 +863,7 @@ class ServerConnection:
                                       method.CLASS_ID, method.METHOD_ID)
         registry = self._registry
         if registry is not None:
+            self.vhost_name = name  # admitted with its vhost known (management's view)
             try:
                 token = registry.admit(self.user.name, connection=self)
             except ConnectionLimitReached as exc:

@@ -184,6 +184,7 @@ class Amqp10Engine:
         self.on_output: Optional[Callable[[], None]] = None
         self.user: Optional[User] = None
         self.vhost: Optional[VirtualHost] = None
+        self.vhost_name: Optional[str] = None
         #: this connection's permission answers (``permit``)
         self._permissions = PermissionCache()
         self.state = EngineState.SASL
@@ -599,6 +600,7 @@ class Amqp10Engine:
             raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
+        self.vhost_name = name  # admitted with its vhost known (management's view)
         if self._registry is not None:
             try:
                 self._admission = self._registry.admit(user.name, connection=self)

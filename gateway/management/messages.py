@@ -25,7 +25,7 @@ from translators.amqp10_sections import inspect_amqp10
 from .access import require_permission
 from .errors import ManagementError
 
-__all__ = ["Request", "deliver_reply", "read_request", "reply_container", "caller_user"]
+__all__ = ["Request", "caller_user", "deliver_reply", "event_container", "read_request", "reply_container"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,15 @@ def reply_container(body: Any, *, correlation: Any, properties: dict[str, Any], 
     return MessageContainer(
         Encoding.AMQP10, encoded, "", "", summary.application_properties or None, False, 4, None,
         now, summary.body_size, None, summary.correlation_id)
+
+
+def event_container(headers: dict[str, Any], now: float) -> MessageContainer:
+    """A broker event: empty body, ``headers`` as application-properties."""
+    message = Message(body=None, properties=headers)
+    encoded = message.encode()
+    summary = inspect_amqp10(encoded)
+    return MessageContainer(Encoding.AMQP10, encoded, "", "", summary.application_properties or None,
+                            False, 4, None, now, summary.body_size)
 
 
 class _ReplyDirectory:
