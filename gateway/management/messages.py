@@ -64,6 +64,8 @@ def read_request(container: MessageContainer) -> Request:
     """Decode a request; raises ``BadRequest``-worthy ``ValueError`` on bad bytes."""
     message = Message()
     message.decode(_encoded(container))
+    if isinstance(message.body, (bytes, bytearray, memoryview, str)) and not message.body:
+        message.body = None  # a 0-9-1 request has a body, if only an empty one
     props = {str(k): v for k, v in (message.properties or {}).items()}
     return Request(message, props)
 
