@@ -25,7 +25,8 @@ from translators.amqp10_sections import inspect_amqp10
 from .access import require_permission
 from .errors import ManagementError
 
-__all__ = ["Request", "caller_user", "deliver_reply", "event_container", "read_request", "reply_container"]
+__all__ = ["Request", "caller_user", "decode_request", "deliver_reply", "event_container", "read_request",
+           "reply_container"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,18 @@ def deliver_reply(broker: Broker, caller: ServiceCaller, user: Optional[User], r
         log.warning("management reply to %r for %s not delivered: %s", reply_to,
                     caller.connection or "?", getattr(exc, "text", exc))
         return False
+
+
+def decode_request(container: MessageContainer, caller: ServiceCaller, users: Any,
+                   node: str) -> Optional[tuple[Optional[User], Request]]:
+    """The acting user and the decoded request to ``node``; None (logged) when the
+    message does not decode (there is no reply-to to answer then)."""
+    try:
+        request = read_request(container)
+    except Exception as exc:  # noqa: BLE001 - proton's decoder raises several kinds
+        log.info("undecodable %s request from %s: %s", node, caller.connection or "?", exc)
+        return None
+    return caller_user(caller, container, users), request
 
 
 def caller_user(caller: ServiceCaller, container: MessageContainer, users: Any) -> Optional[User]:
