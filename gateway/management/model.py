@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from gateway.auth import User
-from gateway.auth.errors import AccessRefused as AuthAccessRefused
+from gateway.auth.errors import PermissionRefused
 from gateway.broker import (Binding, Broker, BrokerError, DeathReason, DestinationKind, MessageContainer, Queue,
                             VirtualHost)
 from gateway.broker.connection_views import ConnectionView
@@ -43,7 +43,7 @@ class _Translated:
         return None
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        if isinstance(exc, (BrokerError, AuthAccessRefused)):
+        if isinstance(exc, (BrokerError, PermissionRefused)):
             raise from_broker(exc) from None
         return False
 
