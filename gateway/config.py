@@ -98,6 +98,12 @@ def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
     return field(default=default, metadata=meta)
 
 
+def _version_text(v: str) -> str | None:
+    if v == "" or re.fullmatch(r"\d+(\.\d+){0,3}([-+][0-9A-Za-z.]+)?", v):
+        return None
+    return f"{v!r} is not a version such as \"4.1.0\" (or \"\" to announce amqp-gateway)"
+
+
 def _port(v: int) -> str | None:
     return None if 0 <= v <= 65535 else f"{v} is not a valid port (0-65535; 0 picks a free port)"
 
@@ -243,6 +249,8 @@ class Amqp10Config:
     default_vhost: str = "/"
     protocol_strict_mode: bool = False
     unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
+    #: "" or a version such as "4.1.0": the 1.0 open then announces product RabbitMQ
+    rabbitmq_version: str = _checked("", check=_version_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +323,30 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueAlertConfig:
+    """Thresholds for the queues whose name ``pattern`` matches (``re.search``); an
+    unset one keeps the default."""
+
+    pattern: str = _checked(check=_regex)
+    queue_depth: Optional[int] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+    queue_age: Optional[float] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """Threshold alerts per queue (``gateway.management.alerts``); 0 turns one off."""
+
+    queue_depth: int = _checked(0, check=_non_negative)
+    queue_age: float = _checked(0.0, check=_non_negative)
+    queues: tuple[QueueAlertConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementConfig:
+    alerts: AlertsConfig = AlertsConfig()
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
                                  "(it would make node@container ambiguous)" if "@" in v else None)
@@ -333,6 +365,7 @@ class GatewayConfig:
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
     forwarding: ForwardingSettings = ForwardingSettings()
+    management: ManagementConfig = ManagementConfig()
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,

@@ -46,6 +46,8 @@ from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
+from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.gateway_management import GatewayManagement
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -162,6 +164,15 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
+        alerts = config.management.alerts
+        #: the management nodes, events and alerts, around the model
+        self.management_plane = GatewayManagement(
+            self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
+            thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
+            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
+        #: management's one model over the broker (``gateway.management.model``)
+        self.management = self.management_plane.model
+        self.metrics.watch_alerts(self.management_plane.alerts)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -270,7 +281,7 @@ class GatewayService(service.MultiService):
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
-                connection_registry=registry, login_throttle=self.login_throttle)
+                connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -283,7 +294,8 @@ class GatewayService(service.MultiService):
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
-            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable)
+            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
+            rabbitmq_version=amqp10.rabbitmq_version)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -334,6 +346,7 @@ class GatewayService(service.MultiService):
         try:
             self.broker.tick(now)
             self.transfer.tick(now)
+            self.management_plane.tick(now)
             self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")

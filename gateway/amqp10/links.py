@@ -104,7 +104,7 @@ from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts, service_request_container
 from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
                                          pn_delivery_partial, pn_delivery_pending,
                                          pn_delivery_remote_state, pn_delivery_settle,
@@ -120,6 +120,7 @@ from gateway.broker.flow import CreditWindow
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
 from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.service_calls import ServiceCaller, call_service
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 from translators.amqp10_sections import owned_value
@@ -359,13 +360,17 @@ class IncomingLink:
         host = self.host
         now = host.now
         ledger = host.broker.ledger
+        route = self.route
         try:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
-            return self._refuse(ledger, None, now, self._address,
-                                Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
-        route = self.route
-        address = self._address if route is not None else summary.to
+            if not isinstance(route, ServiceRoute):
+                return self._refuse(ledger, None, now, self._address,
+                                    Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
+            # a service node decodes its requests itself, as tolerantly as proton does:
+            # RabbitMQ 4's clients put a body-less request's amqp-value before its properties
+            message, summary = service_request_container(encoded, now), None
+        address = self._address if route is not None else summary.to  # type: ignore[union-attr]
         if message.user_id is not None and message.user_id != host.user.name:
             return self._refuse(ledger, message, now, address, Amqp10Error(
                 ErrorCondition.UNAUTHORIZED_ACCESS,
@@ -462,7 +467,9 @@ class IncomingLink:
             raise Amqp10Error(ErrorCondition.NOT_FOUND,
                               _naming(f"no service '{name}' in vhost '{vhost.name}'", address))
         self.host.permit(Action.WRITE, resource)
-        node.publish(message, now)
+        host = self.host
+        call_service(node, message, now, ServiceCaller(host.user, vhost.name, host.connection_id,
+                                                       self.reply_queue, host.owner))
         if ledger is not None:
             self._record(ledger, _ROUTED, message, now, address, queues=())
         return Delivery.ACCEPTED, None
@@ -478,6 +485,15 @@ class IncomingLink:
         if ledger is not None:
             self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason)
         return outcome, condition
+
+    @property
+    def reply_queue(self) -> Optional[str]:
+        """The queue of this link's pair (the receiving link of the same name whose
+        source is a service node), where the node's replies to ``$me`` go."""
+        for handler in self.host.link_handlers():
+            if isinstance(handler, OutgoingLink) and handler.service_reply and handler.tag == self.link.name:
+                return handler.queue.name
+        return None
 
     def teardown(self) -> None:
         """The link or connection went away (nothing to give back for incoming links;
@@ -504,6 +520,8 @@ class OutgoingLink:
         self.tag = link.name
         self.acquires = acquires
         self.temporary = temporary
+        #: the receiving half of a link pair with a service node (``/management``)
+        self.service_reply = False
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
@@ -723,7 +741,7 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
 def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     remote = link.remote_source
     vhost = host.vhost
-    temporary = False
+    temporary = service_reply = False
     address = remote.address
     if remote.dynamic:
         queue = _temporary_queue(host, Action.CONFIGURE)
@@ -752,6 +770,11 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
             except BrokerError:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
+        elif isinstance(route, ServiceRoute):
+            # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
+            # a queue of this connection's own, which nobody else can name or bind
+            queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+            temporary = service_reply = True
         else:
             raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
                               f"consuming from '{address}' is not supported")
@@ -768,6 +791,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     if host.max_message_size:
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
+    handler.service_reply = service_reply
     link.open()
     try:
         queue.add_consumer(handler, host.now)
