@@ -32,6 +32,7 @@ __all__ = [
     "ListenerConfig",
     "SniCertificate",
     "MetricsConfig",
+    "ManagementConfig",
     "PermissionConfig",
     "UserConfig",
     "Amqp10Config",
@@ -213,6 +214,16 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ManagementConfig:
+    """The HTTP management API and dashboard (``gateway/management/http_api.py``); off by
+    default, like RabbitMQ's management plugin, and on RabbitMQ's port."""
+
+    enabled: bool = False
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(15672, check=_port)
+
+
+@dataclass(frozen=True, slots=True)
 class PermissionConfig:
     """RabbitMQ's model: regular expressions (full match) over exchange and queue names."""
 
@@ -319,6 +330,7 @@ class GatewayConfig:
     state_dir: str = "var"
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     metrics: MetricsConfig = MetricsConfig()
+    management: ManagementConfig = ManagementConfig()
     vhosts: tuple[str, ...] = ("/",)
     users: tuple[UserConfig, ...] = ()
     users_file: Optional[str] = _checked(None, check=_existing_file)
@@ -333,8 +345,9 @@ class GatewayConfig:
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
-                       metrics: tuple[str, int] | None = None) -> "GatewayConfig":
-        """Apply ``--listen``/``--metrics``: each ``--listen`` replaces the listener list
+                       metrics: tuple[str, int] | None = None,
+                       management: tuple[str, int] | None = None) -> "GatewayConfig":
+        """Apply ``--listen``/``--metrics``/``--management``: each ``--listen`` replaces the listener list
         (the first configured listener's other settings are kept as the template)."""
         cfg = self
         if listen:
@@ -344,6 +357,9 @@ class GatewayConfig:
         if metrics:
             cfg = dataclasses.replace(cfg, metrics=dataclasses.replace(
                 cfg.metrics, enabled=True, host=metrics[0], port=metrics[1]))
+        if management:
+            cfg = dataclasses.replace(cfg, management=dataclasses.replace(
+                cfg.management, enabled=True, host=management[0], port=management[1]))
         return cfg
 
 
