@@ -44,6 +44,7 @@ from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
+from gateway.management import ManagementModel
 from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
@@ -154,6 +155,9 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
+        #: management's one model over the broker (AMQP Management, /management, HTTP API)
+        self.management = ManagementModel(self.broker, self.connection_registry, self.authenticator,
+                                          clock=reactor.seconds)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -250,7 +254,7 @@ class GatewayService(service.MultiService):
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
-                connection_registry=registry, login_throttle=self.login_throttle)
+                connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -263,7 +267,7 @@ class GatewayService(service.MultiService):
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
-            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable)
+            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

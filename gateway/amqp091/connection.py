@@ -105,6 +105,8 @@ from gateway.auth import (
     may_access_vhost,
     refuse_login,
 )
+from gateway.amqp091.connection_view import connection_view
+from gateway.broker.connection_views import ConnectionView
 from gateway.connection_log import HandshakeTimeout, peer_name
 from gateway.product import product_properties
 
@@ -222,12 +224,17 @@ class ServerConnection:
         connection_registry: Any = None,
         login_throttle: Any = None,
         peer_port: int = 0,
+        tls: bool = False,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
         self.peer_host = peer_host
         #: ``host:port`` for logs
         self.peer = peer_name(peer_host, peer_port)
+        self.peer_port = peer_port
+        #: over TLS, and when it began (for management's view)
+        self.tls = tls
+        self.connected_at = now
         #: set when the handshake deadline closed the connection (the edge logs it)
         self.timed_out: HandshakeTimeout | None = None
         self.connection_id = connection_id  # the edge's id, for logs; opaque here
@@ -448,6 +455,19 @@ class ServerConnection:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
                 self._on_output()
+
+    def channel_handlers(self) -> dict[int, ChannelHandler]:
+        """The open channels' handlers by channel number."""
+        return {number: ch.handler for number, ch in self._channels.items()}
+
+    def view(self) -> ConnectionView:
+        """What management shows of this connection (``gateway.broker.connection_views``)."""
+        return connection_view(self)
+
+    def output_ready(self) -> None:
+        """Output appeared outside ``receive_data`` (an operator's close): flush it."""
+        if self._on_output is not None:
+            self._on_output()
 
     # ---- output ---------------------------------------------------------------------------
 
@@ -844,7 +864,7 @@ class ServerConnection:
         registry = self._registry
         if registry is not None:
             try:
-                token = registry.admit(self.user.name)
+                token = registry.admit(self.user.name, connection=self)
             except ConnectionLimitReached as exc:
                 raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                           method.CLASS_ID, method.METHOD_ID) from None

@@ -51,6 +51,7 @@ from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
                     Transport, symbol)
 
 from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
+from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
 from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
@@ -66,6 +67,7 @@ from gateway.auth import (
     may_access_vhost,
     refuse_login,
 )
+from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from gateway.connection_log import HandshakeTimeout, peer_name
@@ -141,12 +143,17 @@ class Amqp10Engine:
         connection_id: Any = None,
         peer_port: int = 0,
         unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
+        tls: bool = False,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
         self.peer_host = peer_host
         #: ``host:port`` for logs
         self.peer = peer_name(peer_host, peer_port)
+        self.peer_port = peer_port
+        #: over TLS, and when it began (for management's view)
+        self.tls = tls
+        self.connected_at = now
         #: set when the handshake deadline closed the connection (the edge logs it)
         self.timed_out: Optional[HandshakeTimeout] = None
         self._handshake_timeout = handshake_timeout
@@ -347,6 +354,18 @@ class Amqp10Engine:
     def output_ready(self) -> None:
         if not self._in_call and self.on_output is not None:
             self.on_output()
+
+    def link_handlers(self) -> list[IncomingLink | OutgoingLink]:
+        """The open links' handlers."""
+        return list(self._links.values())
+
+    @property
+    def proton_connection(self) -> Optional[Connection]:
+        return self._connection
+
+    def view(self) -> ConnectionView:
+        """What management shows of this connection (``gateway.broker.connection_views``)."""
+        return connection_view(self)
 
     def link_gone(self, handler: IncomingLink | OutgoingLink) -> None:
         self._drop_link(handler.link)
@@ -579,7 +598,7 @@ class Amqp10Engine:
                               Scope.CONNECTION)
         if self._registry is not None:
             try:
-                self._admission = self._registry.admit(user.name)
+                self._admission = self._registry.admit(user.name, connection=self)
             except ConnectionLimitReached as exc:
                 raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED, exc.text, Scope.CONNECTION) from None
         self.vhost = vhost

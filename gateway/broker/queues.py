@@ -158,7 +158,7 @@ class Queue:
         args = self.args
         if args.bounded and args.overflow is not Overflow.DROP_HEAD and self._full(message.size):
             if args.overflow is Overflow.REJECT_PUBLISH_DLX:
-                self._dead_letter(message, DeathReason.MAXLEN, now)
+                self.dead_letter(message, DeathReason.MAXLEN, now)
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
@@ -222,7 +222,7 @@ class Queue:
             message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
             self._finish(entry)
             if message is not None:
-                self._dead_letter(message, DeathReason.MAXLEN, now)
+                self.dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
     def add_consumer(self, consumer: Consumer, now: float) -> None:
@@ -403,7 +403,7 @@ class Queue:
         if self._acquired.pop(entry.seq, None) is not entry:
             return False
         self._finish(entry)
-        self._dead_letter(entry.message, DeathReason.REJECTED, now)
+        self.dead_letter(entry.message, DeathReason.REJECTED, now)
         return True
 
     def modify(
@@ -544,9 +544,11 @@ class Queue:
                 message_id=message.message_id, correlation_id=message.correlation_id,
                 gateway_id=message.gateway_id, size=message.size,
                 delivery_count=entry.delivery_count, received_at=message.created_at)
-        self._dead_letter(message, DeathReason.EXPIRED, now)
+        self.dead_letter(message, DeathReason.EXPIRED, now)
 
-    def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+    def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+        """Publish a copy of ``message`` (gone from here) to the dead-letter exchange, if
+        the queue has one; also used by management for poison messages."""
         dlx = self.args.dead_letter_exchange
         if dlx is None or self.vhost is None:
             return
