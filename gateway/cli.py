@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="listen here instead of the config's listeners (repeatable; port 0 picks one)")
     run.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
                      help="serve metrics here instead of the config's address")
+    run.add_argument("--management", type=_host_port, metavar="HOST:PORT",
+                     help="serve the management API and dashboard here (turns them on)")
     chk = sub.add_parser("check-config", help="validate a config file and exit")
     chk.add_argument("config")
     rp = sub.add_parser("report", help="PySpark traffic report over ledger directories",

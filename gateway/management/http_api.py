@@ -18,7 +18,7 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 ``GET /api/exchanges/V/X/bindings/source|destination``
 ``GET /api/bindings[/V]``                          bindings
 ``GET|POST /api/bindings/V/e/X/q|e/D``             bindings between two; POST binds (201,
-                                                   ``Location`` = the properties key)
+                                                   ``Location``: the new binding's path)
 ``GET|DELETE /api/bindings/V/e/X/q|e/D/PROPS``     one binding; DELETE unbinds
 =================================================  ===========================================
 
@@ -313,7 +313,9 @@ def _bind(api: HttpApi, request: ApiRequest, vhost: str, source: str, kind: str,
         raise HttpError(400, None, "routing_key must be a string")
     binding = api.model.bind(_user(request), vhost, source, destination, _destination_type(kind),
                              routing_key, _arguments(body))
-    return ApiResponse(201, headers={"Location": quote(binding["properties_key"], safe="")})
+    location = "/".join(quote(part, safe="") for part in (
+        "", "api", "bindings", vhost, "e", source, kind, destination, binding["properties_key"]))
+    return ApiResponse(201, headers={"Location": location})
 
 
 def _binding(api: HttpApi, request: ApiRequest, vhost: str, source: str, kind: str,

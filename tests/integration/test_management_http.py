@@ -4,6 +4,7 @@ against the AMQP users, and what AMQP clients do showing up in it."""
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 
 import pika
 import pytest
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = management_gateway().start()
+    gateway = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
     yield gateway
     gateway.stop()
 
@@ -99,12 +100,15 @@ def test_exchanges_and_bindings_by_rabbitmqadmin_s_paths(gw):
     assert call(gw, "PUT", f"/api/queues/%2F/{q}", {"durable": False}).status == 201
     bound = call(gw, "POST", f"/api/bindings/%2F/e/{x}/q/{q}", {"routing_key": "a.*"})
     assert bound.status == 201
-    assert bound.headers["Location"] == "a.%2A"
     [binding] = call(gw, "GET", f"/api/bindings/%2F/e/{x}/q/{q}").body
+    # the properties key is RabbitMQ's: the routing key percent-encoded, so in a path it
+    # is encoded once more (as rabbitmqadmin does)
+    key = quote(binding["properties_key"], safe="")
+    assert binding["properties_key"] == "a.%2A"
+    assert bound.headers["Location"] == f"/api/bindings/%2F/e/{x}/q/{q}/{key}"
     assert (binding["source"], binding["destination"], binding["routing_key"]) == (x, q, "a.*")
     assert call(gw, "GET", f"/api/exchanges/%2F/{x}/bindings/source").body == [binding]
     assert binding in call(gw, "GET", f"/api/queues/%2F/{q}/bindings").body
-    key = binding["properties_key"]
     assert call(gw, "GET", f"/api/bindings/%2F/e/{x}/q/{q}/{key}").body == binding
     assert call(gw, "DELETE", f"/api/bindings/%2F/e/{x}/q/{q}/{key}").status == 204
     assert call(gw, "GET", f"/api/bindings/%2F/e/{x}/q/{q}").body == []
@@ -139,11 +143,13 @@ def test_connections_channels_and_consumers_show_a_pika_client_and_delete_closes
     assert "maintenance" in str(info.value)
 
 
-def test_a_monitoring_user_reads_but_cannot_declare(gw):
-    assert call(gw, "GET", "/api/queues", user="watcher").status == 200
-    answer = call(gw, "PUT", f"/api/queues/%2F/{unique('http-q')}", {}, user="watcher")
+def test_declaring_where_the_user_has_no_permissions_is_403(gw):
+    # watcher (monitoring) sees every vhost but holds permissions only in /
+    assert {v["name"] for v in call(gw, "GET", "/api/vhosts", user="watcher").body} == {"/", "other"}
+    answer = call(gw, "PUT", f"/api/queues/other/{unique('http-q')}", {}, user="watcher")
     assert answer.status == 403
-    assert "watcher" in answer.body["reason"]
+    assert answer.body == {"error": "access_refused", "reason": answer.body["reason"]}
+    assert "watcher" in answer.body["reason"] and "other" in answer.body["reason"]
 
 
 def test_users_only_for_administrators(gw):
