@@ -298,8 +298,8 @@ class GatewayService(service.MultiService):
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         mg = self.config.management
         if mg.enabled:
-            site = make_management_site(HttpApi(self.management, self.ledger_status),
-                                        self.authenticator)
+            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
+            site = make_management_site(api, self.authenticator)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
                 mg.host, mg.port, "management.port")

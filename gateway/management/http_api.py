@@ -5,7 +5,8 @@ Paths and JSON field names are RabbitMQ's management API wherever the entity is 
 same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unchanged:
 
 =================================================  ===========================================
-``GET /api/overview``, ``/api/whoami``             the node and the caller
+``GET /api/overview``, ``/api/whoami``             the gateway and the caller
+``GET /api/nodes``                                 the one node, with its alarms
 ``GET /api/vhosts[/V]``                            vhosts (``V`` percent-encoded: ``%2F``)
 ``GET /api/connections[/NAME]``, ``DELETE ...``    connections; DELETE closes (``X-Reason``)
 ``GET /api/channels``, ``/api/consumers[/V]``      channels, consumers
@@ -47,6 +48,7 @@ from gateway.management.errors import ManagementError
 from gateway.management.http_errors import HttpError
 from gateway.management.http_listing import shape_list
 from gateway.management.model import ManagementModel
+from gateway.management.node_view import alarms, node_dict
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "split_path"]
 
@@ -76,6 +78,11 @@ class HttpApi:
     model: ManagementModel
     #: the ledger's state for ``/api/gateway/ledger`` (directory, enabled, ...)
     ledger_status: Callable[[], Mapping[str, Any]] = dict
+    #: when the gateway started (the model's clock), for ``uptime``
+    started_at: float = 0.0
+
+    def uptime_ms(self) -> int:
+        return int((self.model.clock() - self.started_at) * 1000)
 
 
 def split_path(raw_path: bytes | str) -> tuple[str, ...]:
@@ -145,7 +152,13 @@ def _vhost_name(api: HttpApi, request: ApiRequest, vhost: str) -> str:
 # -- handlers ----------------------------------------------------------------------------
 
 def _overview(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return ApiResponse(200, api.model.overview(user=_user(request)))
+    overview = api.model.overview(user=_user(request))
+    overview.update(uptime=api.uptime_ms(), alarms=alarms(api.model.broker))
+    return ApiResponse(200, overview)
+
+
+def _nodes(api: HttpApi, request: ApiRequest) -> ApiResponse:
+    return _listing(request, [node_dict(api.model.broker, api.model.node, api.uptime_ms())])
 
 
 def _whoami(api: HttpApi, request: ApiRequest) -> ApiResponse:
@@ -359,6 +372,7 @@ Handler = Callable[..., ApiResponse]
 _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/overview", {"GET": _overview}),
     ("api/whoami", {"GET": _whoami}),
+    ("api/nodes", {"GET": _nodes}),
     ("api/vhosts", {"GET": _vhosts}),
     ("api/vhosts/{vhost}", {"GET": _vhost}),
     ("api/connections", {"GET": _connections}),
