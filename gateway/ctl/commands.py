@@ -31,16 +31,16 @@ PASSWORD_ENV = "AMQP_GATEWAY_PASSWORD"
 LISTS: dict[str, tuple[str, bool, list[Column]]] = {
     "connections": ("connections", False, [
         ("name", "name"), ("user", "user"), ("vhost", "vhost"), ("protocol", "protocol"),
-        ("peer", "peer"), ("state", "state"), ("channels", "channels"),
-        ("recv", "recv_cnt"), ("sent", "send_cnt")]),
+        ("peer_host", "peer_host"), ("peer_port", "peer_port"), ("tls", "ssl"),
+        ("channels", "channels")]),
     "channels": ("channels", False, [
         ("name", "name"), ("user", "user"), ("vhost", "vhost"), ("number", "number"),
         ("consumers", "consumer_count"), ("unacked", "messages_unacknowledged"),
         ("prefetch", "prefetch_count")]),
     "links": ("gateway/links", False, [
         ("name", "name"), ("connection", "connection"), ("role", "role"),
-        ("address", "address"), ("credit", "credit"), ("unsettled", "unsettled"),
-        ("delivered", "delivery_count")]),
+        ("address", "address"), ("queue", "queue"), ("credit", "credit"),
+        ("unsettled", "unsettled")]),
     "queues": ("queues", True, [
         ("vhost", "vhost"), ("name", "name"), ("messages", "messages"),
         ("ready", "messages_ready"), ("unacked", "messages_unacknowledged"),
@@ -118,7 +118,7 @@ def _list(client: ManagementClient, args: argparse.Namespace) -> None:
 #: (label, dotted key) of ``status``, in order
 _STATUS_FIELDS: list[Column] = [
     ("product", "product_name"), ("version", "product_version"), ("node", "node"),
-    ("container", "container_id"), ("uptime (s)", "uptime"),
+    ("uptime", "uptime"),
     ("connections", "object_totals.connections"), ("channels", "object_totals.channels"),
     ("queues", "object_totals.queues"), ("exchanges", "object_totals.exchanges"),
     ("consumers", "object_totals.consumers"), ("messages", "queue_totals.messages"),
@@ -136,8 +136,21 @@ def _status(client: ManagementClient, args: argparse.Namespace) -> None:
     shown = [(label, lookup(overview, key)) for label, key in _STATUS_FIELDS]
     width = max(len(label) for label, _ in shown)
     for label, value in shown:
+        if label == "uptime" and isinstance(value, int):
+            value = _duration(value // 1000)
         if value is not None:
-            print(f"{label.ljust(width)}  {cell_text(value) or '-'}")
+            print(f"{label.ljust(width)}  {cell_text(value) or 'none'}")
+
+
+def _duration(seconds: int) -> str:
+    """``1d 2h 3m 4s`` (RabbitMQ's ``uptime`` is in milliseconds)."""
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    parts.append(f"{seconds}s")
+    return " ".join(parts)
 
 
 def _vhost(args: argparse.Namespace) -> str:
