@@ -45,6 +45,7 @@ from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import LedgerWriter
 from gateway.ledger.feed import LedgerFeed
 from gateway.management import ManagementModel
+from gateway.management.amqp_management import NODE_ADDRESSES, AmqpManagementNode
 from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
@@ -158,6 +159,9 @@ class GatewayService(service.MultiService):
         #: management's one model over the broker (AMQP Management, /management, HTTP API)
         self.management = ManagementModel(self.broker, self.connection_registry, self.authenticator,
                                           clock=reactor.seconds)
+        management_node = AmqpManagementNode(self.management, self.users)
+        for address in NODE_ADDRESSES:
+            self.broker.register_service(address, management_node)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(

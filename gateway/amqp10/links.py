@@ -117,6 +117,7 @@ from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKin
                                           record_settled)
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.service_calls import ServiceCaller, call_service
 from gateway.broker.unroutable import UnroutablePolicy
 from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
@@ -460,7 +461,8 @@ class IncomingLink:
             raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
                                                       address))
         self.host.permit(Action.WRITE, name)
-        node.publish(message, now)
+        call_service(node, message, now, ServiceCaller(self.host.user, vhost.name, self.host.connection_id,
+                                                       self.reply_queue))
         if ledger is not None:
             self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
         return Delivery.ACCEPTED, None
@@ -477,6 +479,15 @@ class IncomingLink:
             self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason,
                          received=True)
         return outcome, condition
+
+    @property
+    def reply_queue(self) -> Optional[str]:
+        """The queue of this link's pair (the receiving link of the same name whose
+        source is a service node), where the node's replies to ``$me`` go."""
+        for handler in self.host.link_handlers():
+            if isinstance(handler, OutgoingLink) and handler.service_reply and handler.tag == self._name:
+                return handler.queue.name
+        return None
 
     def teardown(self) -> None:
         """The link or connection went away (nothing to give back for incoming links;
@@ -502,6 +513,8 @@ class OutgoingLink:
         self.tag = link.name
         self.acquires = acquires
         self.temporary = temporary
+        #: the receiving half of a link pair with a service node (``/management``)
+        self.service_reply = False
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
@@ -747,7 +760,7 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
 def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     remote = link.remote_source
     vhost = host.vhost
-    temporary = False
+    temporary = service_reply = False
     address = remote.address
     if remote.dynamic:
         queue = _temporary_queue(host, Action.CONFIGURE)
@@ -776,6 +789,11 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
             except BrokerError:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
+        elif isinstance(route, ServiceRoute):
+            # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
+            # a queue of this connection's own, which nobody else can name or bind
+            queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+            temporary = service_reply = True
         else:
             raise Amqp10Error(Cond.NOT_IMPLEMENTED,
                               f"consuming from '{address}' is not supported")
@@ -792,6 +810,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     if host.max_message_size:
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
+    handler.service_reply = service_reply
     link.open()
     try:
         queue.add_consumer(handler, host.now)

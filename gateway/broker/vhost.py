@@ -26,6 +26,7 @@ from .ledger_events import PROTOCOL_OF, EventKind, queue_name
 from .message import MessageContainer
 from .queue_storage import QueueStorage
 from .queues import Queue
+from .service_calls import ServiceCaller, call_service
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
 
 if TYPE_CHECKING:
@@ -447,7 +448,7 @@ class VirtualHost:
                 node = self.service(routing_key) if self.broker is not None else None
                 if node is None:
                     return _NOTHING
-                node.publish(message, now)
+                call_service(node, message, now, ServiceCaller(None, self.name))
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
                 return queue.took_alone or _took_alone(queue)
