@@ -148,7 +148,7 @@ class GatewayService(service.MultiService):
             self._restore()
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
-        self.metrics.watch_broker(self.broker)
+        self.metrics.watch_broker(self.broker, reactor.seconds)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits

@@ -54,6 +54,7 @@ class QueuedMessage:
         "queue",
         "ledger_row",
         "stored",
+        "acquired_at",
     )
 
     def __init__(
@@ -78,6 +79,8 @@ class QueuedMessage:
         #: ``EventBuffer.delivered``)
         self.ledger_row: Optional[list] = None
         self.stored: Any = None
+        #: when the entry was last acquired (``now`` of the delivery or get)
+        self.acquired_at = 0.0
 
     def __repr__(self) -> str:
         return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"

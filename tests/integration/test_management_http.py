@@ -4,6 +4,7 @@ against the AMQP users, and what AMQP clients do showing up in it."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from urllib.parse import quote
 
 import pika
@@ -60,6 +61,7 @@ def test_declare_list_read_purge_and_delete_a_queue(gw):
     queue = call(gw, "GET", path).body
     assert (queue["name"], queue["vhost"], queue["durable"]) == (name, "/", False)
     assert (queue["messages"], queue["messages_ready"], queue["messages_unacknowledged"]) == (3, 3, 0)
+    assert queue["message_stats"] == {"publish": 3, "deliver_get": 0, "ack": 0}
     listed = call(gw, "GET", "/api/queues/%2F?columns=name,messages").body
     assert {"name": name, "messages": 3} in listed
     assert call(gw, "DELETE", path + "/contents").status == 204
@@ -166,3 +168,31 @@ def test_the_gateway_s_own_resources(gw):
     assert ledger["enabled"] is True and ledger["writer"] == "process"
     assert isinstance(call(gw, "GET", "/api/gateway/links").body, list)
     assert call(gw, "GET", "/api/vhosts/%2F").body["name"] == "/"
+
+
+def test_the_metrics_page_has_the_per_entity_figures(gw):
+    q = unique("http-q")
+    conn = pika_connection(gw)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(q, auto_delete=False)
+        ch.confirm_delivery()
+        for _ in range(4):
+            ch.basic_publish("", q, b"m")
+        method, _, _ = ch.basic_get(q)
+        ch.basic_ack(method.delivery_tag)
+        ch.basic_get(q)  # left unacknowledged
+        with urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
+                                    timeout=10) as resp:
+            page = resp.read().decode()
+    finally:
+        conn.close()
+        call(gw, "DELETE", f"/api/queues/%2F/{q}")
+    labels = f'{{queue="{q}",vhost="/"}}'
+    for line in (f"amqp_gateway_queue_messages_ready{labels} 2.0",
+                 f"amqp_gateway_queue_messages_unacked{labels} 1.0",
+                 f"amqp_gateway_queue_messages_published_total{labels} 4.0",
+                 f"amqp_gateway_queue_messages_delivered_total{labels} 2.0",
+                 f"amqp_gateway_queue_messages_acked_total{labels} 1.0"):
+        assert line in page.splitlines()
+    assert 'amqp_gateway_deliveries_unsettled_older_than{seconds="60"} 0.0' in page
