@@ -23,17 +23,19 @@ function rate(now, before, seconds) {
 function cell(tr, value, field) {
   const td = document.createElement("td");
   td.textContent = value == null ? "" : String(value);
-  if (typeof value === "number") td.className = "num";
+  if (typeof value === "number" || /^[0-9.]+$/.test(td.textContent)) td.className = "num";
   if (field) td.dataset.field = field;
   tr.appendChild(td);
 }
 
-function fill(id, rows, key, columns) {
+// one row per entity, found by tests and scripts as tr[data-vhost][data-name]
+function fill(id, rows, columns) {
   const body = document.querySelector("#" + id + " tbody");
   const fresh = document.createElement("tbody");
   for (const row of rows) {
     const tr = document.createElement("tr");
-    tr.dataset.name = key(row);
+    tr.dataset.name = row.name;
+    if (row.vhost !== undefined) tr.dataset.vhost = row.vhost;
     for (const [field, value] of columns(row)) cell(tr, value, field);
     fresh.appendChild(tr);
   }
@@ -44,7 +46,7 @@ function stat(name, value) {
   document.querySelector('[data-stat="' + name + '"]').textContent = value == null ? "-" : value;
 }
 
-const queueKey = q => q.vhost + "/" + q.name;
+const queueKey = q => JSON.stringify([q.vhost, q.name]);
 
 async function refresh() {
   const [overview, connections, queues, exchanges, remotes] = await Promise.all([
@@ -73,12 +75,12 @@ async function refresh() {
   const alarmText = document.getElementById("alarms");
   alarmText.textContent = alarms.length ? alarms.join(", ") : "none";
   alarmText.className = alarms.length ? "raised" : "";
-  fill("connections", connections, c => c.name, c => [
+  fill("connections", connections, c => [
     ["name", c.name], ["user", c.user], ["vhost", c.vhost], ["protocol", c.protocol],
     ["peer", c.peer || ((c.peer_host || "") + (c.peer_port ? ":" + c.peer_port : ""))],
     ["channels", c.channels]]);
   const before = previous ? previous.queues : {};
-  fill("queues", queues, queueKey, q => {
+  fill("queues", queues, q => {
     const old = before[queueKey(q)];
     return [["vhost", q.vhost], ["name", q.name], ["messages", q.messages],
       ["messages_ready", q.messages_ready], ["messages_unacknowledged", q.messages_unacknowledged],
@@ -87,11 +89,11 @@ async function refresh() {
       ["deliver_rate", rate(get(q, "message_stats.deliver_get"), get(old, "message_stats.deliver_get"), seconds)]];
   });
   const xBefore = previous ? previous.exchanges : {};
-  fill("exchanges", exchanges, queueKey, x => [
+  fill("exchanges", exchanges, x => [
     ["vhost", x.vhost], ["name", x.name || "(default)"], ["type", x.type], ["durable", x.durable],
     ["publish_rate", rate(get(x, "message_stats.publish_in"),
                           get(xBefore[queueKey(x)], "message_stats.publish_in"), seconds)]]);
-  fill("remotes", remotes, r => r.name, r => [
+  fill("remotes", remotes, r => [
     ["name", r.name], ["state", r.state], ["backlog", r.backlog], ["forwarded", r.forwarded],
     ["last_error", r.last_error]]);
   previous = {at, overview, queues: Object.fromEntries(queues.map(q => [queueKey(q), q])),
