@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
+import pika
 import pytest
 
 from tests.support.amqp091_clients import pika_connection, unique
@@ -97,3 +99,14 @@ def test_refusals_are_rabbitmqadmin_s_messages(gw):
     r = admin(gw, "list", "queues", password="wrong")
     assert r.returncode == 1
     assert "Access refused: /api/queues" in r.stdout + r.stderr
+
+
+def test_close_a_connection(gw):
+    conn = pika_connection(gw, user="admin", password="s3cret")
+    [name] = [c["name"] for c in listed(gw, "connections", "name", "user") if c["user"] == "admin"]
+    r = admin(gw, "close", "connection", f"name={name}")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(pika.exceptions.ConnectionClosed):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.05)
