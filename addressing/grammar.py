@@ -19,6 +19,7 @@ address                           target (sender's link)                 source 
 ``node@container``                ``GlobalAddress(node, container)``     same
 ``amqp$transfer`` and the other   ``ServiceAddress(name)``               same
 service names of ``SERVICE_NAMES``
+(``/management`` included)
 ================================  =====================================  ==========================
 
 ``declare=True``: resolving creates the queue when it is missing (RabbitMQ's
@@ -226,6 +227,8 @@ def parse_address(address: str, role: Role) -> Address:
         raise AddressError(AddressErrorKind.INVALID, "invalid address '': empty address")
     if not address.startswith("/"):
         return _parse_bare(address)
+    if address in SERVICE_NAMES:  # RabbitMQ 4's /management
+        return ServiceAddress(address)
     segments = address[1:].split("/")
     if segments[0] in ("queues", "exchanges"):
         return _parse_v2(address, segments)

@@ -97,6 +97,12 @@ def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
     return field(default=default, metadata=meta)
 
 
+def _version_text(v: str) -> str | None:
+    if v == "" or re.fullmatch(r"\d+(\.\d+){0,3}([-+][0-9A-Za-z.]+)?", v):
+        return None
+    return f"{v!r} is not a version such as \"4.1.0\" (or \"\" to announce amqp-gateway)"
+
+
 def _port(v: int) -> str | None:
     return None if 0 <= v <= 65535 else f"{v} is not a valid port (0-65535; 0 picks a free port)"
 
@@ -252,6 +258,8 @@ class Amqp10Config:
     default_vhost: str = "/"
     protocol_strict_mode: bool = False
     unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
+    #: "" or a version such as "4.1.0": the 1.0 open then announces product RabbitMQ
+    rabbitmq_version: str = _checked("", check=_version_text)
 
 
 @dataclass(frozen=True, slots=True)

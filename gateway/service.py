@@ -47,6 +47,7 @@ from gateway.ledger.feed import LedgerFeed
 from gateway.management import ManagementModel
 from gateway.management.amqp_management import NODE_ADDRESSES, AmqpManagementNode
 from gateway.management.http_api import HttpApi
+from gateway.management.rabbitmq_management import RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -162,6 +163,10 @@ class GatewayService(service.MultiService):
         management_node = AmqpManagementNode(self.management, self.users)
         for address in NODE_ADDRESSES:
             self.broker.register_service(address, management_node)
+        # RabbitMQ 4's /management asks for resource permissions only, no management tag
+        self.broker.register_service(RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode(
+            ManagementModel(self.broker, self.connection_registry, self.authenticator,
+                            clock=reactor.seconds, require_tags=False), self.users))
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -271,7 +276,8 @@ class GatewayService(service.MultiService):
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
-            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls)
+            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
+            rabbitmq_version=amqp10.rabbitmq_version)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

@@ -94,10 +94,10 @@ _OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 _owner_ids = itertools.count(1)
 
 
-def connection_properties() -> dict[symbol, str]:
+def connection_properties(rabbitmq_version: str = "") -> dict[symbol, str]:
     """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
     symbol keys as the spec and RabbitMQ have them."""
-    return {symbol(key): value for key, value in product_properties().items()}
+    return {symbol(key): value for key, value in product_properties(rabbitmq_version).items()}
 
 
 class EngineState(enum.Enum):
@@ -144,6 +144,7 @@ class Amqp10Engine:
         peer_port: int = 0,
         unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
         tls: bool = False,
+        rabbitmq_version: str = "",
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -167,6 +168,8 @@ class Amqp10Engine:
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
+        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._throttle = login_throttle
         self._admission: Optional[AdmissionToken] = None
@@ -443,7 +446,7 @@ class Amqp10Engine:
         connection = Connection()
         connection.container = self.container_id
         connection.offered_capabilities = SymbolList([symbol(c) for c in _OFFERED_CAPABILITIES])
-        connection.properties = connection_properties()
+        connection.properties = connection_properties(self.rabbitmq_version)
         collector = Collector()
         connection.collect(collector)
         transport.bind(connection)

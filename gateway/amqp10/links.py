@@ -105,7 +105,7 @@ from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, err
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts, service_request_container
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
@@ -346,13 +346,17 @@ class IncomingLink:
         host = self.host
         now = host.now
         ledger = host.broker.ledger
+        route = self.route
         try:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
-            return self._refuse(ledger, None, now, self._address,
-                                Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}"))
-        route = self.route
-        address = self._address if route is not None else summary.to
+            if not isinstance(route, ServiceRoute):
+                return self._refuse(ledger, None, now, self._address,
+                                    Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}"))
+            # a service node decodes its requests itself, as tolerantly as proton does:
+            # RabbitMQ 4's clients put a body-less request's amqp-value before its properties
+            message, summary = service_request_container(encoded, now), None
+        address = self._address if route is not None else summary.to  # type: ignore[union-attr]
         if message.user_id is not None and message.user_id != host.user.name:
             return self._refuse(ledger, message, now, address, Amqp10Error(
                 Cond.UNAUTHORIZED_ACCESS,
@@ -461,8 +465,9 @@ class IncomingLink:
             raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
                                                       address))
         self.host.permit(Action.WRITE, name)
-        call_service(node, message, now, ServiceCaller(self.host.user, vhost.name, self.host.connection_id,
-                                                       self.reply_queue))
+        host = self.host
+        call_service(node, message, now, ServiceCaller(host.user, vhost.name, host.connection_id,
+                                                       self.reply_queue, host.owner))
         if ledger is not None:
             self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
         return Delivery.ACCEPTED, None

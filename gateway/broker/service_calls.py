@@ -22,12 +22,14 @@ class ServiceCaller:
     protocol could not say (a 0-9-1 publish routed by the broker: the node may then
     trust the message's validated ``user_id``); ``vhost``: the vhost's name;
     ``connection``: the connection's id (logs); ``reply_queue``: the queue of the
-    caller's paired receiving link, where ``$me`` replies go."""
+    caller's paired receiving link, where ``$me`` replies go; ``owner``: the
+    connection's owner token (for the exclusive queues it declares)."""
 
     user: Any
     vhost: str
     connection: str = ""
     reply_queue: Optional[str] = None
+    owner: Any = None
 
 
 class RequestNode(Protocol):

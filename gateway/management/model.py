@@ -54,10 +54,13 @@ class ManagementModel:
     """See the module docstring. ``connections`` needs ``connections()`` (the
     ``ConnectionRegistry``); ``authenticator`` a ``users`` directory; ``forwarding``
     (optional) ``remotes()`` and ``shovels()`` returning dicts or objects with
-    ``describe()``."""
+    ``describe()``. ``require_tags`` False drops the management-tag check of writes
+    (RabbitMQ 4's ``/management`` node asks for the resource permissions alone)."""
 
     def __init__(self, broker: Broker, connections: Any, authenticator: Any = None,
-                 forwarding: Any = None, *, clock: Callable[[], float] = time.time) -> None:
+                 forwarding: Any = None, *, clock: Callable[[], float] = time.time,
+                 require_tags: bool = True) -> None:
+        self.require_tags = require_tags
         self.broker = broker
         self.connection_registry = connections
         self.authenticator = authenticator
@@ -218,36 +221,42 @@ class ManagementModel:
 
     # ------------------------------------------------------------------ writes
     def _writable_vhost(self, user: User, vhost: str) -> VirtualHost:
-        require_management(user)
+        if self.require_tags:
+            require_management(user)
         found = self._vhost(vhost)
         require_vhost(user, vhost)
         return found
 
     def declare_queue(self, user: User, vhost: str, name: str, durable: bool = True,
-                      auto_delete: bool = False, arguments: Optional[Mapping[str, Any]] = None
-                      ) -> tuple[dict[str, Any], bool]:
+                      auto_delete: bool = False, arguments: Optional[Mapping[str, Any]] = None,
+                      *, exclusive: bool = False, owner: Any = None) -> tuple[dict[str, Any], bool]:
         """Declare a queue; returns its dict and whether it was created (False: an
-        equivalent one existed). Conflict for an inequivalent one."""
+        equivalent one existed). Conflict for an inequivalent one. ``exclusive`` needs
+        the declaring connection's ``owner`` token."""
         v = self._writable_vhost(user, vhost)
         if not name:
             raise BadRequest("a queue declared through management needs a name")
+        if exclusive and owner is None:
+            raise BadRequest("an exclusive queue belongs to a connection; management cannot declare one")
         require_permission(user, vhost, Action.CONFIGURE, name)
         existed = name in v.queues
         with _translated:
-            queue = v.declare_queue(name, durable=durable, auto_delete=auto_delete,
+            queue = v.declare_queue(name, durable=durable, auto_delete=auto_delete, exclusive=exclusive,
+                                    owner=owner if exclusive else None,
                                     arguments=dict(arguments or {}), now=self.clock())
         return queue_dict(queue, self.node), not existed
 
     def delete_queue(self, user: User, vhost: str, name: str, if_unused: bool = False,
-                     if_empty: bool = False) -> int:
-        """Delete a queue; returns the ready messages it held. EntityNotFound if missing."""
+                     if_empty: bool = False, *, owner: Any = None) -> int:
+        """Delete a queue; returns the ready messages it held. EntityNotFound if missing;
+        Conflict for another connection's exclusive queue (``owner``: the caller's)."""
         v = self._writable_vhost(user, vhost)
         require_permission(user, vhost, Action.CONFIGURE, name)
         queue = self._queue(v, name)
-        if queue.exclusive:
+        if queue.exclusive and queue.exclusive_owner != owner:
             raise Conflict(f"{queue.label} is exclusive to a connection; close that connection")
         with _translated:
-            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty)
+            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner)
 
     def purge_queue(self, user: User, vhost: str, name: str) -> int:
         """Drop a queue's ready messages; returns how many."""

@@ -443,3 +443,11 @@ def test_amqp10_unroutable_takes_each_outcome(value):
 def test_amqp10_unroutable_defaults_to_accept():
     assert GatewayConfig().amqp10.unroutable is UnroutablePolicy.ACCEPT
     assert load_config(EXAMPLE).amqp10.unroutable is UnroutablePolicy.ACCEPT
+
+
+def test_amqp10_rabbitmq_version_is_off_by_default_and_checked():
+    assert GatewayConfig().amqp10.rabbitmq_version == ""
+    assert load_config(EXAMPLE).amqp10.rabbitmq_version == ""
+    assert load_config_text('amqp10:\n  rabbitmq_version: "4.1.0"\n').amqp10.rabbitmq_version == "4.1.0"
+    with pytest.raises(ConfigError, match="amqp10.rabbitmq_version.*not a version"):
+        load_config_text('amqp10:\n  rabbitmq_version: "four"\n')

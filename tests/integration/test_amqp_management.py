@@ -14,6 +14,7 @@ from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp091_clients import pika_params
 from tests.support.amqp_management_client import ManagementClient
 from tests.support.gateway_process import GatewayProcess
+from tests.support.rhea_client import rhea_management
 
 pytestmark = pytest.mark.integration
 
@@ -181,3 +182,25 @@ def test_connection_delete_closes_it_with_the_reason(gw, admin) -> None:
         victim.process_data_events(time_limit=5)
         victim.channel()
     assert "maintenance window" in str(info.value)
+
+
+def test_rhea_speaks_management(gw) -> None:
+    replies = rhea_management(gw.amqp_port, "admin", "adminpw", [
+        {"properties": {"operation": "CREATE", "type": "queue", "name": "mq.rhea"},
+         "body": {"durable": False}},
+        {"properties": {"operation": "READ", "type": "queue", "name": "mq.rhea"}},
+        {"properties": {"operation": "QUERY", "type": "org.amqp.management", "name": "self",
+                        "entityType": "queue", "offset": 0, "count": 1},
+         "body": {"attributeNames": ["name"]}},
+        {"properties": {"operation": "READ", "type": "queue", "name": "mq.nope"}},
+        {"properties": {"operation": "READ"}},
+        {"properties": {"operation": "DELETE", "type": "queue", "name": "mq.rhea"}},
+    ])
+    status = [r["properties"]["statusCode"] for r in replies]
+    assert status == [201, 200, 200, 404, 400, 204]
+    assert replies[1]["body"]["name"] == "mq.rhea" and replies[1]["body"]["durable"] is False
+    assert replies[2]["properties"]["count"] == 1 and replies[2]["body"]["attributeNames"] == ["name"]
+    assert replies[3]["properties"]["statusDescription"] == "no queue 'mq.nope' in vhost '/'"
+    refused = rhea_management(gw.amqp_port, "guest", "guest", [
+        {"properties": {"operation": "READ", "type": "queue", "name": "mq.rhea"}}], node="amqp$management")
+    assert refused[0]["properties"]["statusCode"] == 403
