@@ -220,16 +220,6 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ManagementConfig:
-    """The HTTP management API and dashboard (``gateway/management/http_api.py``); off by
-    default, like RabbitMQ's management plugin, and on RabbitMQ's port."""
-
-    enabled: bool = False
-    host: str = _checked("127.0.0.1", check=_host)
-    port: int = _checked(15672, check=_port)
-
-
-@dataclass(frozen=True, slots=True)
 class PermissionConfig:
     """RabbitMQ's model: regular expressions (full match) over exchange and queue names."""
 
@@ -332,6 +322,37 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueAlertConfig:
+    """Thresholds for the queues whose name ``pattern`` matches (``re.search``); an
+    unset one keeps the default."""
+
+    pattern: str = _checked(check=_regex)
+    queue_depth: Optional[int] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+    queue_age: Optional[float] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """Threshold alerts per queue (``gateway.management.alerts``); 0 turns one off."""
+
+    queue_depth: int = _checked(0, check=_non_negative)
+    queue_age: float = _checked(0.0, check=_non_negative)
+    queues: tuple[QueueAlertConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementConfig:
+    """The HTTP management API and dashboard (``gateway/management/http_api.py``): off by
+    default, like RabbitMQ's management plugin, and on RabbitMQ's port; and the threshold
+    alerts."""
+
+    enabled: bool = False
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(15672, check=_port)
+    alerts: AlertsConfig = AlertsConfig()
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
                                  "(it would make node@container ambiguous)" if "@" in v else None)
@@ -350,6 +371,7 @@ class GatewayConfig:
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
+    management: ManagementConfig = ManagementConfig()
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,

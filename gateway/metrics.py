@@ -176,6 +176,23 @@ class GatewayMetrics:
         self.add_model_collector(lambda: _unroutable_samples(broker), counters=True)
         self.add_model_collector(lambda: _entity_totals(broker), counters=True)
 
+    def watch_alerts(self, monitor: Any) -> None:
+        """The threshold alerts (``gateway.management.alerts``): one sample per raised
+        alert, and the alerts raised so far."""
+
+        def active():
+            for (alert, vhost, queue), _value in list(monitor.active.items()):
+                yield ("amqp_gateway_alert_active", "1 while a queue is over an alert threshold "
+                       "(management.alerts)", {"alert": alert, "vhost": vhost, "queue": queue}, 1)
+
+        def raised():
+            for alert, count in monitor.raised_total.items():
+                yield ("amqp_gateway_alerts_raised", "Threshold alerts raised so far, per alert",
+                       {"alert": alert}, count)
+
+        self.add_model_collector(active)
+        self.add_model_collector(raised, counters=True)
+
     def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]],
                             *, counters: bool = False) -> None:
         """Register a scrape-time reader yielding ``(name, help, labels, value)``; with

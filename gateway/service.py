@@ -35,19 +35,17 @@ from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreCon
                             UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
-from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
-from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
+from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
+from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
-from gateway.ledger import LedgerWriter
-from gateway.ledger.feed import LedgerFeed
-from gateway.management import ManagementModel
-from gateway.management.amqp_management import NODE_ADDRESSES, AmqpManagementNode
+from gateway.ledger import Ledger, LedgerWriter
+from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
-from gateway.management.rabbitmq_management import RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -130,6 +128,9 @@ class GatewayService(service.MultiService):
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
         self.ledger_process: Optional[LedgerProcess] = None
+        #: the writer in this process (``ledger.writer_process: false``) and its shipping
+        self.ledger_writer: Optional[LedgerWriter] = None
+        self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
@@ -157,16 +158,15 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
-        #: management's one model over the broker (AMQP Management, /management, HTTP API)
-        self.management = ManagementModel(self.broker, self.connection_registry, self.authenticator,
-                                          clock=reactor.seconds)
-        management_node = AmqpManagementNode(self.management, self.users)
-        for address in NODE_ADDRESSES:
-            self.broker.register_service(address, management_node)
-        # RabbitMQ 4's /management asks for resource permissions only, no management tag
-        self.broker.register_service(RABBITMQ_MANAGEMENT_NODE, RabbitmqManagementNode(
-            ManagementModel(self.broker, self.connection_registry, self.authenticator,
-                            clock=reactor.seconds, require_tags=False), self.users))
+        alerts = config.management.alerts
+        #: the management nodes, events and alerts, around the model
+        self.management_plane = GatewayManagement(
+            self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
+            thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
+            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
+        #: management's one model over the broker (``gateway.management.model``)
+        self.management = self.management_plane.model
+        self.metrics.watch_alerts(self.management_plane.alerts)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -185,26 +185,28 @@ class GatewayService(service.MultiService):
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
-    def _make_ledger(self, config: GatewayConfig) -> LedgerWriter | LedgerFeed:
-        """The hot-path ledger the broker records into: with ``writer_process`` a feed whose
-        batches a child process encodes and writes (``self.ledger_process``), else a writer
-        that does both in this process."""
+    def _make_ledger(self, config: GatewayConfig) -> Ledger:
+        """The ledger the broker and the protocols record into; its lines go to a child
+        process that writes them (``self.ledger_process``), or with ``writer_process:
+        false`` to a writer in this process (``self.ledger_writer``)."""
         lc = config.ledger
+        ledger = Ledger(container_id=self.container_id, sample_rate=lc.sample_rate,
+                        header_allowlist=lc.header_allowlist, enabled=lc.enabled)
+        if not lc.enabled:
+            return ledger
         directory = lc.directory or os.path.join(config.state_dir, "ledger")
         settings = dict(
-            container_id=self.container_id, enabled=lc.enabled,
-            segment_max_bytes=lc.segment_max_bytes, segment_max_age=lc.segment_max_age,
-            retention_max_age=lc.retention_max_age, retention_max_bytes=lc.retention_max_bytes,
-            sample_rate=lc.sample_rate, header_allowlist=list(lc.header_allowlist),
-            fsync=lc.fsync)
-        if not (lc.enabled and lc.writer_process):
-            return LedgerWriter(directory, **settings)  # type: ignore[arg-type]
-        os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
-        feed = LedgerFeed(container_id=self.container_id, sample_rate=lc.sample_rate,
-                          header_allowlist=lc.header_allowlist)
-        self.ledger_process = LedgerProcess(self.reactor, feed, dict(
-            settings, directory=directory, flush_interval=lc.flush_interval))
-        return feed
+            container_id=self.container_id, segment_max_bytes=lc.segment_max_bytes,
+            segment_max_age=lc.segment_max_age, retention_max_age=lc.retention_max_age,
+            retention_max_bytes=lc.retention_max_bytes, fsync=lc.fsync)
+        if lc.writer_process:
+            os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
+            self.ledger_process = LedgerProcess(self.reactor, ledger, dict(
+                settings, directory=directory, flush_interval=lc.flush_interval))
+        else:
+            self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
+            self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
+        return ledger
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -232,15 +234,12 @@ class GatewayService(service.MultiService):
 
     def _flush_ledger(self) -> None:
         try:
-            if self.ledger_process is not None:
-                self.ledger_process.flush()
-            else:
-                self.ledger.flush(self.reactor.seconds())
+            self.ledger_writer.flush(self.reactor.seconds())  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("ledger flush failed")
 
     # -- engines ------------------------------------------------------------------
-    def make_engine(self, ctx: ConnectionContext) -> object:
+    def make_engine(self, ctx: AcceptedConnection) -> object:
         """Build the engine for a recognised header (called by the sniffer)."""
         limits = self.config.limits
         authenticator = self.authenticator
@@ -323,13 +322,11 @@ class GatewayService(service.MultiService):
             self.store_driver.start()
         if self.ledger_process is not None:
             self.ledger_process.start()
-        if self.ledger.enabled:
+        if self._ledger_shipping is not None:
+            self._ledger_shipping.start()
             self._ledger_flush = task.LoopingCall(self._flush_ledger)
             self._ledger_flush.clock = self.reactor
-            interval = self.config.ledger.flush_interval
-            if self.ledger_process is not None:  # the child writes once per flush interval
-                interval = min(interval, SHIP_INTERVAL)
-            self._ledger_flush.start(interval, now=False)
+            self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
@@ -338,6 +335,7 @@ class GatewayService(service.MultiService):
         now = self.reactor.seconds()
         try:
             self.broker.tick(now)
+            self.management_plane.tick(now)
             self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")
@@ -373,8 +371,9 @@ class GatewayService(service.MultiService):
             self._ledger_flush.stop()
         if self.ledger_process is not None:
             await self.ledger_process.stop(self.config.shutdown_timeout)
-        elif self.ledger.enabled:
-            self.ledger.close(self.reactor.seconds())
+        elif self.ledger_writer is not None:
+            self._ledger_shipping.stop()  # type: ignore[union-attr]
+            self.ledger_writer.close(self.reactor.seconds())
         for http in (self.http_port, self.management_port):
             if http is not None:
                 await defer.maybeDeferred(http.stopListening)
@@ -422,10 +421,10 @@ class GatewayService(service.MultiService):
             sizes = []
         status.update(segments=len(sizes), bytes=sum(sizes))
         if self.ledger_process is not None:
-            status.update(frames_dropped=self.ledger_process.frames_dropped,
+            status.update(chunks_dropped=self.ledger_process.chunks_dropped,
                           restarts=self.ledger_process.restarts)
-        else:
-            w = self.ledger
+        elif self.ledger_writer is not None:
+            w = self.ledger_writer
             status.update(records_written=w.records_written, records_dropped=w.records_dropped,
                           write_errors=w.write_errors)
         return status

@@ -59,7 +59,7 @@ def connection_view(engine: "Amqp10Engine") -> ConnectionView:
     return ConnectionView(
         name=connection_name(engine.peer, engine.connection_id), protocol=AMQP10_PROTOCOL,
         user=getattr(user, "name", "") or "",
-        vhost=engine.vhost.name if engine.vhost is not None else "",
+        vhost=engine.vhost.name if engine.vhost is not None else engine.vhost_name or "",
         peer_host=engine.peer_host, peer_port=engine.peer_port, connected_at=engine.connected_at,
         ssl=engine.tls, client_properties=plain(dict(props or {})), channels=channels,
         links=tuple(links))

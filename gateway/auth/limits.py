@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 __all__ = ["UserLimits", "ConnectionLimitReached", "AdmissionToken", "ConnectionRegistry",
            "cap_channel_max", "ListenerLimitReached", "ListenerSlots", "ListenerAdmission"]
@@ -89,6 +89,7 @@ class ConnectionRegistry:
         #: the admitted connection objects (engines), for management to list and close
         self._connections: dict[AdmissionToken, object] = {}
         self._serials = itertools.count(1)
+        self._watchers: list[Any] = []
 
     def replace_limits(self, per_user: Mapping[str, UserLimits]) -> None:
         """New per-user limits (a reload); open connections are never cut."""
@@ -115,6 +116,8 @@ class ConnectionRegistry:
         self._live.add(token)
         if connection is not None:
             self._connections[token] = connection
+            for watcher in self._watchers:
+                watcher.admitted(connection)
         return token
 
     def release(self, token: AdmissionToken | None) -> None:
@@ -122,7 +125,10 @@ class ConnectionRegistry:
         if token is None or token not in self._live:
             return
         self._live.discard(token)
-        self._connections.pop(token, None)
+        connection = self._connections.pop(token, None)
+        if connection is not None:
+            for watcher in self._watchers:
+                watcher.released(connection)
         self._counts[token.user] -= 1
         if self._counts[token.user] <= 0:
             del self._counts[token.user]
@@ -134,6 +140,11 @@ class ConnectionRegistry:
     def users(self) -> Iterable[str]:
         """Names of the users holding at least one connection."""
         return tuple(self._counts)
+
+    def watch(self, watcher: Any) -> None:
+        """``watcher.admitted(connection)`` / ``watcher.released(connection)`` hear of
+        every connection admitted with a ``connection`` (management's events)."""
+        self._watchers.append(watcher)
 
     def connections(self) -> list[object]:
         """The connections admitted with a ``connection`` and not yet released, oldest

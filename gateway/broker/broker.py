@@ -26,6 +26,8 @@ __all__ = ["Broker", "RestoredCounts"]
 log = logging.getLogger(__name__)
 
 ServiceResolver = Callable[[str], Optional[ServiceNode]]
+#: ``listener(kind, vhost_name, entity)``, e.g. ``("queue.created", "/", queue)``
+EntityListener = Callable[[str, str, Any], None]
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Broker:
         self._vhosts: dict[str, VirtualHost] = {}
         self._services: dict[str, ServiceNode] = {}
         self._resolvers: list[ServiceResolver] = []
+        self._entity_listeners: list[EntityListener] = []
         #: unroutable publishes, counted by the protocols (read by ``gateway.metrics``)
         self.unroutable = UnroutableCounts()
         for name in vhosts:
@@ -106,7 +109,7 @@ class Broker:
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         for queue in list(vhost.queues.values()):
-            vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+            vhost.forget_queue(queue, f"vhost '{name}' was deleted")
         for exchange in list(vhost.exchanges.values()):
             if exchange.durable and not exchange.predeclared:
                 self.store.delete_exchange(name, exchange.name)  # and its bindings
@@ -175,10 +178,9 @@ class Broker:
         return counts
 
     def use_ledger(self, ledger: Optional[Any]) -> None:
-        """Record message events in ``ledger`` (a ``gateway.ledger`` buffer, or None for
-        none). The protocols and the queues read ``self.ledger``; its ``record`` only
-        appends to a list. The ledger takes gateway ids from here to know which publish
-        rows a delivery's row may refer to (``EventBuffer.mark_taken``)."""
+        """Record message events in ``ledger`` (a ``gateway.ledger.Ledger``, or None for
+        none). The protocols and the queues read ``self.ledger``; recording only appends
+        to a list. The ledger numbers its contexts from our gateway ids."""
         self.ledger = ledger
         if ledger is not None:
             ledger.use_gateway_ids(lambda: self.next_gateway_id())
@@ -234,6 +236,20 @@ class Broker:
                 if node is not None:
                     break
         return node
+
+    # ------------------------------------------------------------------ entity events
+    def add_entity_listener(self, listener: EntityListener) -> None:
+        """Tell ``listener`` of queues and exchanges created and deleted (kinds
+        ``queue.created``, ``queue.deleted``, ``exchange.created``, ``exchange.deleted``);
+        management publishes them as events. Never called on the message path."""
+        self._entity_listeners.append(listener)
+
+    def entity_event(self, kind: str, vhost: str, entity: Any) -> None:
+        for listener in self._entity_listeners:
+            try:
+                listener(kind, vhost, entity)
+            except Exception:  # noqa: BLE001 - an observer must not break a declare
+                log.exception("entity listener failed on %s", kind)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gateway.auth import AccessRefused, Action, User, check, may_access_vhost
+from gateway.auth import Action, PermissionRefused, User, check, may_access_vhost
 
 from .errors import Forbidden
 
@@ -61,5 +61,5 @@ def require_permission(user: User, vhost: str, action: Action, resource: str) ->
     """Raise Forbidden (RabbitMQ's text naming the permission) unless allowed."""
     try:
         check(user, vhost, action, resource)
-    except AccessRefused as exc:
+    except PermissionRefused as exc:
         raise Forbidden(exc.text) from None

@@ -36,7 +36,7 @@ from .access import require_management
 from .batch import UndoLog, check_reversible
 from .entities import ENTITY_TYPES, EntityType, Scope, entity_type
 from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError
-from .messages import Request, caller_user, deliver_reply, read_request, reply_container
+from .messages import Request, decode_request, deliver_reply, reply_container
 from .model import ManagementModel
 
 __all__ = ["AmqpManagementNode", "MANAGEMENT_NODE_TYPE", "NODE_ADDRESSES"]
@@ -68,12 +68,10 @@ class AmqpManagementNode:
         log.warning("management request without a caller (no vhost) dropped")
 
     def request(self, message: MessageContainer, now: float, caller: ServiceCaller) -> None:
-        user = caller_user(caller, message, self.users)
-        try:
-            req = read_request(message)
-        except Exception as exc:  # noqa: BLE001 - proton's decoder raises several kinds
-            log.info("undecodable management request from %s: %s", caller.connection, exc)
+        decoded = decode_request(message, caller, self.users, "management")
+        if decoded is None:
             return
+        user, req = decoded
         status, text, body, extra = self.handle(req, user, caller.vhost, now)
         props = {"statusCode": status, "statusDescription": text, **extra}
         reply = reply_container(body, correlation=req.correlation, properties=props, now=now)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from gateway.auth.errors import AccessRefused as AuthAccessRefused
+from gateway.auth.errors import PermissionRefused
 from gateway.broker.errors import BrokerError, ErrorKind
 
 __all__ = ["BadRequest", "Conflict", "EntityNotFound", "Forbidden", "ManagementError",
@@ -73,8 +73,8 @@ _BY_KIND: dict[ErrorKind, type[ManagementError]] = {
 }
 
 
-def from_broker(exc: BrokerError | AuthAccessRefused) -> ManagementError:
+def from_broker(exc: BrokerError | PermissionRefused) -> ManagementError:
     """The management error for a broker or auth error (its text kept)."""
-    if isinstance(exc, AuthAccessRefused):
+    if isinstance(exc, PermissionRefused):
         return Forbidden(exc.text)
     return _BY_KIND[exc.kind](exc.text)

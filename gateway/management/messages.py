@@ -25,7 +25,8 @@ from translators.amqp10_sections import inspect_amqp10
 from .access import require_permission
 from .errors import ManagementError
 
-__all__ = ["Request", "deliver_reply", "read_request", "reply_container", "caller_user"]
+__all__ = ["Request", "caller_user", "decode_request", "deliver_reply", "event_container", "read_request",
+           "reply_container"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ def read_request(container: MessageContainer) -> Request:
     """Decode a request; raises ``BadRequest``-worthy ``ValueError`` on bad bytes."""
     message = Message()
     message.decode(_encoded(container))
+    if isinstance(message.body, (bytes, bytearray, memoryview, str)) and not message.body:
+        message.body = None  # a 0-9-1 request has a body, if only an empty one
     props = {str(k): v for k, v in (message.properties or {}).items()}
     return Request(message, props)
 
@@ -77,6 +80,15 @@ def reply_container(body: Any, *, correlation: Any, properties: dict[str, Any], 
     return MessageContainer(
         Encoding.AMQP10, encoded, "", "", summary.application_properties or None, False, 4, None,
         now, summary.body_size, None, summary.correlation_id)
+
+
+def event_container(headers: dict[str, Any], now: float) -> MessageContainer:
+    """A broker event: empty body, ``headers`` as application-properties."""
+    message = Message(body=None, properties=headers)
+    encoded = message.encode()
+    summary = inspect_amqp10(encoded)
+    return MessageContainer(Encoding.AMQP10, encoded, "", "", summary.application_properties or None,
+                            False, 4, None, now, summary.body_size)
 
 
 class _ReplyDirectory:
@@ -125,6 +137,18 @@ def deliver_reply(broker: Broker, caller: ServiceCaller, user: Optional[User], r
         log.warning("management reply to %r for %s not delivered: %s", reply_to,
                     caller.connection or "?", getattr(exc, "text", exc))
         return False
+
+
+def decode_request(container: MessageContainer, caller: ServiceCaller, users: Any,
+                   node: str) -> Optional[tuple[Optional[User], Request]]:
+    """The acting user and the decoded request to ``node``; None (logged) when the
+    message does not decode (there is no reply-to to answer then)."""
+    try:
+        request = read_request(container)
+    except Exception as exc:  # noqa: BLE001 - proton's decoder raises several kinds
+        log.info("undecodable %s request from %s: %s", node, caller.connection or "?", exc)
+        return None
+    return caller_user(caller, container, users), request
 
 
 def caller_user(caller: ServiceCaller, container: MessageContainer, users: Any) -> Optional[User]:

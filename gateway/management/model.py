@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from gateway.auth import User
-from gateway.auth.errors import AccessRefused as AuthAccessRefused
-from gateway.broker import Binding, Broker, BrokerError, DeathReason, DestinationKind, Queue, VirtualHost
+from gateway.auth.errors import PermissionRefused
+from gateway.broker import (Binding, Broker, BrokerError, DeathReason, DestinationKind, MessageContainer, Queue,
+                            VirtualHost)
 from gateway.broker.connection_views import ConnectionView
 from gateway.product import PRODUCT, __version__
 
@@ -42,7 +43,7 @@ class _Translated:
         return None
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        if isinstance(exc, (BrokerError, AuthAccessRefused)):
+        if isinstance(exc, (BrokerError, PermissionRefused)):
             raise from_broker(exc) from None
         return False
 
@@ -357,17 +358,13 @@ class ManagementModel:
         source, target = self._queue(v, queue), self._queue(v, to_queue)
         if source is target:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
-        _check_count(count)
         now = self.clock()
         moved = 0
-        while count is None or moved < count:
-            entry = source.get(now, ack=False)
-            if entry is None:
-                break
-            if not target.enqueue(entry.message.copy(), now):
+        for message in _take_ready(source, count, now):
+            if not target.enqueue(message.copy(), now):
                 log.warning("management: %s refused a moved message; it is dead-lettered from %s",
                             target.label, source.label)
-                source.dead_letter(entry.message, DeathReason.REJECTED, now)
+                source.dead_letter(message, DeathReason.REJECTED, now)
             moved += 1
         return moved
 
@@ -380,18 +377,23 @@ class ManagementModel:
         source = self._queue(v, queue)
         if source.args.dead_letter_exchange is None:
             raise Conflict(f"{source.label} has no dead-letter exchange (x-dead-letter-exchange)")
-        _check_count(count)
         now = self.clock()
         done = 0
-        while count is None or done < count:
-            entry = source.get(now, ack=False)
-            if entry is None:
-                break
-            source.dead_letter(entry.message, DeathReason.REJECTED, now)
+        for message in _take_ready(source, count, now):
+            source.dead_letter(message, DeathReason.REJECTED, now)
             done += 1
         return done
 
 
-def _check_count(count: Optional[int]) -> None:
+def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
+    """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
+    gone from it (and from the store) before the caller places it elsewhere."""
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
         raise BadRequest(f"count must be a non-negative integer, not {count!r}")
+    taken = 0
+    while count is None or taken < count:
+        entry = queue.get(now, ack=False)
+        if entry is None:
+            return
+        taken += 1
+        yield entry.message

@@ -43,7 +43,7 @@ from gateway.broker.connection_views import plain
 from gateway.broker.service_calls import ServiceCaller
 
 from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError
-from .messages import caller_user, deliver_reply, read_request, reply_container
+from .messages import decode_request, deliver_reply, reply_container
 from .model import ManagementModel
 
 __all__ = ["RabbitmqManagementNode", "RABBITMQ_MANAGEMENT_NODE", "binding_location"]
@@ -115,12 +115,10 @@ class RabbitmqManagementNode:
         log.warning("a /management request without a caller (no link pair) dropped")
 
     def request(self, message: MessageContainer, now: float, caller: ServiceCaller) -> None:
-        user = caller_user(caller, message, self.users)
-        try:
-            req = read_request(message)
-        except Exception as exc:  # noqa: BLE001 - proton's decoder raises several kinds
-            log.info("undecodable /management request from %s: %s", caller.connection, exc)
+        decoded = decode_request(message, caller, self.users, RABBITMQ_MANAGEMENT_NODE)
+        if decoded is None:
             return
+        user, req = decoded
         target, method = req.message.address, req.message.subject
         try:
             if user is None:

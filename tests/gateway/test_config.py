@@ -451,3 +451,17 @@ def test_amqp10_rabbitmq_version_is_off_by_default_and_checked():
     assert load_config_text('amqp10:\n  rabbitmq_version: "4.1.0"\n').amqp10.rabbitmq_version == "4.1.0"
     with pytest.raises(ConfigError, match="amqp10.rabbitmq_version.*not a version"):
         load_config_text('amqp10:\n  rabbitmq_version: "four"\n')
+
+
+def test_management_alerts():
+    assert GatewayConfig().management.alerts.queue_depth == 0
+    cfg = load_config_text("management:\n  alerts:\n    queue_depth: 1000\n    queue_age: 30\n"
+                           "    queues:\n      - pattern: '^orders\\.'\n        queue_depth: 10\n")
+    alerts = cfg.management.alerts
+    assert (alerts.queue_depth, alerts.queue_age) == (1000, 30.0)
+    assert (alerts.queues[0].pattern, alerts.queues[0].queue_depth, alerts.queues[0].queue_age) == (
+        r"^orders\.", 10, None)
+    with pytest.raises(ConfigError, match="management.alerts.queue_depth"):
+        load_config_text("management:\n  alerts:\n    queue_depth: -1\n")
+    with pytest.raises(ConfigError, match="pattern"):
+        load_config_text("management:\n  alerts:\n    queues:\n      - pattern: '('\n")

@@ -204,3 +204,29 @@ def test_rhea_speaks_management(gw) -> None:
     refused = rhea_management(gw.amqp_port, "guest", "guest", [
         {"properties": {"operation": "READ", "type": "queue", "name": "mq.rhea"}}], node="amqp$management")
     assert refused[0]["properties"]["statusCode"] == 403
+
+
+def test_a_0_9_1_client_manages_with_its_validated_user_id(gw) -> None:
+    """A 0-9-1 request goes to the default exchange with routing key $management; the
+    node acts as the message's user_id, which the gateway has checked is the
+    connection's user, and answers to reply_to with the status in the headers."""
+    conn = pika.BlockingConnection(pika_params(gw, user="admin", password="adminpw"))
+    ch = conn.channel()
+    replies = ch.queue_declare("", exclusive=True).method.queue
+
+    def call(user_id, **headers):
+        ch.basic_publish("", "$management", b"", pika.BasicProperties(
+            reply_to=replies, correlation_id="c1", user_id=user_id, headers=headers))
+        for _ in range(100):
+            method, props, _body = ch.basic_get(replies, auto_ack=True)
+            if method is not None:
+                return props
+            conn.sleep(0.05)
+        raise AssertionError("no reply")
+
+    read = call("admin", operation="READ", type="exchange", name="amq.topic")
+    assert (read.correlation_id, read.headers["statusCode"]) == ("c1", 200)
+    anonymous = call(None, operation="READ", type="exchange", name="amq.topic")
+    assert anonymous.headers["statusCode"] == 403
+    assert "user_id" in anonymous.headers["statusDescription"]
+    conn.close()

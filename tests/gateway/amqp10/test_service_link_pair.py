@@ -10,13 +10,19 @@ from gateway.management.rabbitmq_management import RabbitmqManagementNode
 from tests.support.amqp10_pump import decode_message
 
 
-def test_requests_with_and_without_a_body_are_answered_on_the_paired_link(connect, broker) -> None:
+def link_pair(connect, broker):
+    """A pump with /management registered and a sender and receiver named alike."""
     model = ManagementModel(broker, ConnectionRegistry(), require_tags=False, clock=lambda: 1.0)
     broker.register_service("/management", RabbitmqManagementNode(model))
     pump = connect()
     session = pump.session()
     sender = pump.sender("/management", name="management-link-pair", settled=True, session=session)
     receiver = pump.receiver("/management", name="management-link-pair", credit=10, session=session)
+    return pump, sender, receiver
+
+
+def test_requests_with_and_without_a_body_are_answered_on_the_paired_link(connect, broker) -> None:
+    pump, sender, receiver = link_pair(connect, broker)
     requests = [Message(id="put", address="/queues/lp", subject="PUT", reply_to="$me", body={"durable": False}),
                 Message(id="get", address="/queues/lp", subject="GET", reply_to="$me", body=None, inferred=False),
                 Message(id="bad", address="/queues/lp/nowhere", subject="GET", reply_to="$me")]
@@ -31,12 +37,7 @@ def test_requests_with_and_without_a_body_are_answered_on_the_paired_link(connec
 def test_a_request_whose_body_comes_before_its_properties_is_read(connect, broker) -> None:
     """RabbitMQ 4's Python client encodes a body-less request as amqp-value null first,
     then the properties (RabbitMQ reads it anyway)."""
-    model = ManagementModel(broker, ConnectionRegistry(), require_tags=False, clock=lambda: 1.0)
-    broker.register_service("/management", RabbitmqManagementNode(model))
-    pump = connect()
-    session = pump.session()
-    sender = pump.sender("/management", name="pair", settled=True, session=session)
-    receiver = pump.receiver("/management", name="pair", credit=10, session=session)
+    pump, sender, receiver = link_pair(connect, broker)
     encoded = bytes(Message(id="get", address="/queues/q1", subject="GET", reply_to="$me").encode())
     properties = encoded[encoded.index(b"\x00Ss"):]  # without the header, as that client sends it
     assert b"\x00Sw" not in properties
