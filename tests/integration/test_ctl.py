@@ -18,10 +18,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def gw():
-    gateway = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
-    yield gateway
-    gateway.stop()
+def gw(management_gw):
+    return management_gw
 
 
 def ctl(gw, *args: str, user: str = "admin", password: str = "s3cret", url: str = ""

@@ -11,16 +11,14 @@ import pika
 import pytest
 
 from tests.support.amqp091_clients import pika_connection, unique
-from tests.support.management_http import call, management_gateway
+from tests.support.management_http import call
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def gw():
-    gateway = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
-    yield gateway
-    gateway.stop()
+def gw(management_gw):
+    return management_gw
 
 
 def test_no_credentials_is_401_with_a_basic_challenge(gw):
