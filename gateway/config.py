@@ -34,6 +34,7 @@ __all__ = [
     "ListenerConfig",
     "SniCertificate",
     "MetricsConfig",
+    "ManagementConfig",
     "PermissionConfig",
     "UserConfig",
     "Amqp10Config",
@@ -343,6 +344,13 @@ class AlertsConfig:
 
 @dataclass(frozen=True, slots=True)
 class ManagementConfig:
+    """The HTTP management API and dashboard (``gateway/management/http_api.py``): off by
+    default, like RabbitMQ's management plugin, and on RabbitMQ's port; and the threshold
+    alerts."""
+
+    enabled: bool = False
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(15672, check=_port)
     alerts: AlertsConfig = AlertsConfig()
 
 
@@ -353,6 +361,7 @@ class GatewayConfig:
     state_dir: str = "var"
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     metrics: MetricsConfig = MetricsConfig()
+    management: ManagementConfig = ManagementConfig()
     vhosts: tuple[str, ...] = ("/",)
     users: tuple[UserConfig, ...] = ()
     users_file: Optional[str] = _checked(None, check=_existing_file)
@@ -369,8 +378,9 @@ class GatewayConfig:
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
-                       metrics: tuple[str, int] | None = None) -> "GatewayConfig":
-        """Apply ``--listen``/``--metrics``: each ``--listen`` replaces the listener list
+                       metrics: tuple[str, int] | None = None,
+                       management: tuple[str, int] | None = None) -> "GatewayConfig":
+        """Apply ``--listen``/``--metrics``/``--management``: each ``--listen`` replaces the listener list
         (the first configured listener's other settings are kept as the template)."""
         cfg = self
         if listen:
@@ -380,6 +390,9 @@ class GatewayConfig:
         if metrics:
             cfg = dataclasses.replace(cfg, metrics=dataclasses.replace(
                 cfg.metrics, enabled=True, host=metrics[0], port=metrics[1]))
+        if management:
+            cfg = dataclasses.replace(cfg, management=dataclasses.replace(
+                cfg.management, enabled=True, host=management[0], port=management[1]))
         return cfg
 
 

@@ -40,14 +40,16 @@ from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
-from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
+from gateway.edge.management_http import make_management_site
 from gateway.edge.outbound import ForwardingEdge
+from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import QueueThresholds, ThresholdRule
 from gateway.management.gateway_management import GatewayManagement
+from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -152,7 +154,7 @@ class GatewayService(service.MultiService):
             self._restore()
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
-        self.metrics.watch_broker(self.broker)
+        self.metrics.watch_broker(self.broker, reactor.seconds)
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
@@ -186,6 +188,7 @@ class GatewayService(service.MultiService):
         self.factories: list[ListenerFactory] = []
         self.ports: list = []
         self.http_port = None
+        self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
@@ -324,6 +327,16 @@ class GatewayService(service.MultiService):
             addr = self.http_port.getHost()
             self.metrics.listening("metrics", addr.host, addr.port, "off")
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
+        mg = self.config.management
+        if mg.enabled:
+            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
+            site = make_management_site(api, self.authenticator)
+            self.management_port = yield listen_on(
+                server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
+                mg.host, mg.port, "management.port")
+            addr = self.management_port.getHost()
+            self.metrics.listening("management", addr.host, addr.port, "off")
+            log.info("management API on http://%s:%d/api (dashboard at /)", addr.host, addr.port)
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
@@ -386,8 +399,9 @@ class GatewayService(service.MultiService):
         elif self.ledger_writer is not None:
             self._ledger_shipping.stop()  # type: ignore[union-attr]
             self.ledger_writer.close(self.reactor.seconds())
-        if self.http_port is not None:
-            await defer.maybeDeferred(self.http_port.stopListening)
+        for http in (self.http_port, self.management_port):
+            if http is not None:
+                await defer.maybeDeferred(http.stopListening)
         if self.running:
             await defer.maybeDeferred(super().stopService)
         log.info("stopped")
@@ -414,6 +428,31 @@ class GatewayService(service.MultiService):
             except (ConfigError, ValueError) as exc:
                 log.error("users not reloaded, keeping the previous ones: %s", exc)
         self.notifier.notify("READY=1")
+
+    def ledger_status(self) -> dict:
+        """``/api/gateway/ledger``: where the ledger is written, by whom, how much is
+        there and what went wrong."""
+        lc = self.config.ledger
+        directory = lc.directory or os.path.join(self.config.state_dir, "ledger")
+        status: dict = {"enabled": lc.enabled, "directory": os.path.abspath(directory),
+                        "sample_rate": lc.sample_rate, "fsync": lc.fsync,
+                        "writer": "process" if self.ledger_process is not None else "in-process"}
+        if not lc.enabled:
+            return status
+        try:
+            sizes = [e.stat().st_size for e in os.scandir(directory) if e.is_file()]
+        except OSError as exc:
+            status["error"] = f"{directory}: {exc.strerror or exc}"
+            sizes = []
+        status.update(segments=len(sizes), bytes=sum(sizes))
+        if self.ledger_process is not None:
+            status.update(chunks_dropped=self.ledger_process.chunks_dropped,
+                          restarts=self.ledger_process.restarts)
+        elif self.ledger_writer is not None:
+            w = self.ledger_writer
+            status.update(records_written=w.records_written, records_dropped=w.records_dropped,
+                          write_errors=w.write_errors)
+        return status
 
     def bound_addresses(self) -> list[tuple[str, int]]:
         return [(p.getHost().host, p.getHost().port) for p in self.ports]

@@ -456,6 +456,7 @@ class VirtualHost:
             raise self._no_exchange(exchange)
         if source.internal:
             raise AccessRefused(f"cannot publish to internal {source.label}")
+        source.published_in += 1
         if message.routing_key != routing_key:
             message.routing_key = routing_key
         if message.exchange != exchange:

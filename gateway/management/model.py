@@ -126,6 +126,11 @@ class ManagementModel:
                 "queues": len(queues),
                 "consumers": sum(q.consumer_count for q in queues),
             },
+            "message_stats": {
+                "publish": sum(x.published_in for v in vhosts for x in v.exchanges.values()),
+                "deliver_get": sum(q.delivered for q in queues),
+                "ack": sum(q.acked for q in queues),
+            },
             "memory_used": self.broker.memory_used,
             "memory_alarm": self.broker.blocked,
         }

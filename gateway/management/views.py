@@ -40,6 +40,7 @@ def queue_dict(queue: Queue, node: str, now: Optional[float] = None) -> dict[str
         "messages_unacknowledged": unacked,
         "message_bytes_ready": queue.available_bytes,
         "consumers": queue.consumer_count,
+        "message_stats": queue_message_stats(queue),
     }
     oldest = queue.ready.oldest()
     if oldest is not None and oldest.message.created_at:
@@ -47,6 +48,12 @@ def queue_dict(queue: Queue, node: str, now: Optional[float] = None) -> dict[str
         if now is not None:
             out["oldest_message_age"] = max(0.0, now - oldest.message.created_at)
     return out
+
+
+def queue_message_stats(queue: Queue) -> dict[str, int]:
+    """RabbitMQ's ``message_stats`` counts of a queue, since it was made (rates are the
+    reader's: the dashboard takes the difference between two reads)."""
+    return {"publish": queue.published, "deliver_get": queue.delivered, "ack": queue.acked}
 
 
 def exchange_dict(exchange: Exchange, vhost: str) -> dict[str, Any]:
@@ -58,6 +65,7 @@ def exchange_dict(exchange: Exchange, vhost: str) -> dict[str, Any]:
         "auto_delete": exchange.auto_delete,
         "internal": exchange.internal,
         "arguments": plain(exchange.arguments),
+        "message_stats": {"publish_in": exchange.published_in},
     }
 
 

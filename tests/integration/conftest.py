@@ -49,3 +49,14 @@ def partner_rabbit():
         pytest.fail(f"the private RabbitMQ did not start: {exc}")
     yield node
     node.stop()
+
+
+@pytest.fixture(scope="module")
+def management_gw():
+    """A gateway of the module's own serving the management API, with users of each kind
+    (``tests.support.management_http``) and a second vhost ``other``."""
+    from tests.support.management_http import management_gateway
+
+    gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
+    yield gw
+    gw.stop()

@@ -93,7 +93,8 @@ def test_reads_for_a_user_show_only_its_vhosts(model) -> None:
 def test_exchanges_and_bindings(model) -> None:
     x, created = model.declare_exchange(ADMIN, "/", "x1", "topic")
     assert created and x == {"name": "x1", "vhost": "/", "type": "topic", "durable": True,
-                             "auto_delete": False, "internal": False, "arguments": {}}
+                             "auto_delete": False, "internal": False, "arguments": {},
+                             "message_stats": {"publish_in": 0}}
     model.declare_queue(ADMIN, "/", "q1")
     b = model.bind(ADMIN, "/", "x1", "q1", "queue", "a.*", {})
     assert b == {"source": "x1", "vhost": "/", "destination": "q1", "destination_type": "queue",
