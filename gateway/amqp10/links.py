@@ -364,7 +364,7 @@ class IncomingLink:
         try:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
-            if not isinstance(route, ServiceRoute):
+            if not isinstance(route, ServiceRoute) or route.name == TRANSFER_SERVICE:
                 return self._refuse(ledger, None, now, self._address,
                                     Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
             # a service node decodes its requests itself, as tolerantly as proton does:
@@ -389,7 +389,7 @@ class IncomingLink:
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
-                if route.__class__ is ServiceRoute:
+                if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
                 route, forwarded = transfer_route(host, self._directory, route, self._address,
                                                   summary, encoded)
