@@ -3,8 +3,8 @@
 ``parse_target``/``parse_source`` turn a string into an ``Address``;
 ``resolve_link_target``/``resolve_target``/``resolve_source`` turn an
 address into a ``Route`` using a ``NodeDirectory``; ``route_message``
-applies a per-message subject. ``reply_to_for_amqp10`` and
-``reply_to_for_amqp091`` convert reply-to values between the protocols.
+applies a per-message subject. (Reply-to values are converted between the protocols
+by ``translators.reply_to``, with this grammar.)
 """
 
 from addressing.address import (
@@ -30,7 +30,6 @@ from addressing.grammar import (
     parse_target,
     percent_decode,
 )
-from addressing.reply_to import reply_to_for_amqp10, reply_to_for_amqp091
 from addressing.resolve import (
     Forward,
     LocalConsume,
@@ -75,8 +74,6 @@ __all__ = [
     "parse_source",
     "parse_target",
     "percent_decode",
-    "reply_to_for_amqp091",
-    "reply_to_for_amqp10",
     "resolve_link_target",
     "resolve_source",
     "resolve_target",

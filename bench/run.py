@@ -36,7 +36,9 @@ from bench.reference import (PrivateRabbit, ReferenceUnavailable, rabbit_install
                              rabbit_version)
 from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_table,  # noqa: E402
                           generator_notes, summarize, target_verdicts, write_json)
-from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, Protocol,  # noqa: E402
+from bench.fixed_rate import (LEDGER_OFF, fixed_rate_rows, fixed_rate_verdicts,  # noqa: E402
+                              fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
+from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, ClientProtocol,  # noqa: E402
                              Workload, all_workloads, ledger_workloads, select_workloads)
 
 log = logging.getLogger("bench")
@@ -70,7 +72,7 @@ class Target:
     password: str = "guest"
 
     def serves(self, w: Workload) -> bool:
-        ports = {Protocol.AMQP091: self.port091, Protocol.AMQP10: self.port10}
+        ports = {ClientProtocol.AMQP091: self.port091, ClientProtocol.AMQP10: self.port10}
         return bool(ports[w.producer] and ports[w.consumer]) and (w.kind is not Kind.IDLE or bool(self.pid))
 
 
@@ -170,8 +172,8 @@ class GenProcess:
             self.proc.stdin.close()
 
 
-def _conn_args(target: Target, proto: Protocol) -> list[str]:
-    port = target.port091 if proto is Protocol.AMQP091 else target.port10
+def _conn_args(target: Target, proto: ClientProtocol) -> list[str]:
+    port = target.port091 if proto is ClientProtocol.AMQP091 else target.port10
     return ["--host", target.host, "--port", str(port), "--user", target.user,
             "--password", target.password]
 
@@ -184,7 +186,7 @@ def _children_cpu() -> float:
 def _queue_cmd(target: Target, mode: str, queue_name: str, durable: bool = False) -> Optional[dict]:
     if not target.port091:
         return None
-    out = subprocess.run([GEN091, mode, *_conn_args(target, Protocol.AMQP091), "--queue", queue_name,
+    out = subprocess.run([GEN091, mode, *_conn_args(target, ClientProtocol.AMQP091), "--queue", queue_name,
                           *(["--durable"] if durable else [])],
                          capture_output=True, text=True, timeout=60)
     try:
@@ -200,7 +202,7 @@ def _amqp10_address(w: Workload, queue_name: str) -> str:
 
 
 def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.consumer is Protocol.AMQP10:
+    if w.consumer is ClientProtocol.AMQP10:
         return [GEN10, "recv", *_conn_args(target, w.consumer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--credit", str(PREFETCH), "--size", str(w.size),
                 "--timeout", str(SILENCE_TIMEOUT)]
@@ -213,13 +215,13 @@ def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
 
 
 def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.producer is Protocol.AMQP10:
+    if w.producer is ClientProtocol.AMQP10:
         argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--size", str(w.size)]
         argv += ["--durable"] if w.durable else []
         if w.unsettled:
             argv += ["--unsettled"] + (["--window", str(w.window)] if w.window else [])
-        return argv
+        return argv + (["--rate", str(w.rate)] if w.rate else [])
     argv = [GEN091, "send", *_conn_args(target, w.producer), "--count", str(count), "--size", str(w.size)]
     if w.durable:
         argv += ["--durable"]
@@ -283,7 +285,7 @@ def run_idle(target: Target, w: Workload, round_no: int, holders: list[GenProces
     anew instead of reusing what the previous round freed.  The caller closes them.
     """
     assert target.pid is not None
-    gen = GEN091 if w.producer is Protocol.AMQP091 else GEN10
+    gen = GEN091 if w.producer is ClientProtocol.AMQP091 else GEN10
     before = _vm_rss_kib(target.pid)
     proc = GenProcess([gen, "idle", *_conn_args(target, w.producer), "--connections",
                        str(w.connections)], keep_stdin=True)
@@ -488,7 +490,8 @@ def _start_reference(args: argparse.Namespace, stack: list) -> Optional[Target]:
 def main(argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args = parse_args(argv)
-    rows = select_workloads(all_workloads(args.quick), args.workloads)
+    rows = select_workloads(all_workloads(args.quick) + fixed_rate_workloads(), args.workloads)
+    fixed_rows, rows = [w for w in rows if w.name == "F"], [w for w in rows if w.name != "F"]
     ensure_loadgens()
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     stack: list = []
@@ -504,6 +507,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         started = time.strftime("%Y%m%d-%H%M%S")
         load = os.getloadavg()
         results = run_all(targets, rows, args.rounds, args.seconds, args.quick)
+        fixed = run_fixed_rate(targets, fixed_rows, args.rounds, args.seconds, args.quick, lambda: _start_gateway(
+            args, stack, ledger=False, name=LEDGER_OFF, label="amqp-gateway, ledger off"),
+            run_all) if fixed_rows and targets[0].name == GATEWAY else []
     finally:
         for stop in reversed(stack):
             stop()
@@ -524,6 +530,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"'gateway' = ledger on, 'reference' = ledger off; rounds={args.ledger_rounds}):",
                   "",
                   format_table(ledger_summary), "", *target_verdicts(ledger_summary)]
+    if fixed:
+        lines += ["", f"fixed rate (latency at a steady load; rounds={args.rounds}):", "",
+                  format_fixed_rate(rows_f := fixed_rate_rows(fixed, [w.key for w in fixed_rows])),
+                  "", *fixed_rate_verdicts(rows_f)]
     missing = [t.label for t in targets if t.port091 is None or t.port10 is None]
     if len({t.name for t in targets}) < 2:
         lines.append("NOTE: only one target ran, so there are no ratios")
@@ -539,7 +549,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     doc = {"started": started, "cores": os.cpu_count(), "loadavg_at_start": load, "rounds": args.rounds, "ledger_rounds": args.ledger_rounds, "seconds": args.seconds,
            "quick": args.quick, "targets": [t.__dict__ for t in targets], "summary": summary,
            "measurements": results, "ledger_summary": ledger_summary,
-           "ledger_measurements": ledger_results, "report": text}
+           "ledger_measurements": ledger_results, "fixed_rate_measurements": fixed, "report": text}
     write_json(base + ".json", doc)
     chart = draw_chart(summary, base + ".png", f"amqp-gateway / reference, {os.cpu_count()} cores")
     sys.stdout.write(text + f"\n\nresults: {base}.json" + (f", chart: {base}.png" if chart else

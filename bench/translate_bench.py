@@ -10,7 +10,7 @@ import sys
 import timeit
 
 from translators import BasicProperties, inspect_amqp10, to_amqp10, to_amqp091, with_delivery_header
-from translators.values import Int32
+from translators.field_types import Int32
 
 
 def _properties() -> BasicProperties:

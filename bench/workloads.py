@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Kind", "Protocol", "Workload", "all_workloads", "durable_workloads", "ledger_workloads",
+__all__ = ["Kind", "ClientProtocol", "Workload", "all_workloads", "durable_workloads", "ledger_workloads",
            "select_workloads",
            "SIZE_SMALL", "SIZE_LARGE", "W5_BINDINGS", "W6_CONNECTIONS", "IN_FLIGHT"]
 
@@ -24,7 +24,7 @@ CONFIRM_WINDOW = 300    # 0-9-1 publisher: unconfirmed messages in flight at mos
 IN_FLIGHT = 500         # W8: unconfirmed (0-9-1) or unsettled (1.0) messages in flight at most
 
 
-class Protocol(enum.Enum):
+class ClientProtocol(enum.Enum):
     AMQP091 = "0-9-1"
     AMQP10 = "1.0"
 
@@ -52,8 +52,8 @@ class Workload:
     name: str
     variant: str
     kind: Kind
-    producer: Protocol
-    consumer: Protocol
+    producer: ClientProtocol
+    consumer: ClientProtocol
     size: int = SIZE_SMALL
     confirms: bool = False
     unsettled: bool = False
@@ -85,7 +85,7 @@ def _size_label(size: int) -> str:
     return f"{size // 1024}KiB" if size % 1024 == 0 else f"{size}B"
 
 
-def _flow(name: str, producer: Protocol, consumer: Protocol, **extra: object) -> list[Workload]:
+def _flow(name: str, producer: ClientProtocol, consumer: ClientProtocol, **extra: object) -> list[Workload]:
     rows = []
     for size in (SIZE_SMALL, SIZE_LARGE):
         rows.append(Workload(name, _size_label(size), Kind.FLOW, producer, consumer, size=size))
@@ -98,7 +98,7 @@ def _flow(name: str, producer: Protocol, consumer: Protocol, **extra: object) ->
 
 def all_workloads(quick: bool = False) -> list[Workload]:
     """Every workload of the issue, in table order.  ``quick`` shrinks W6/W7 for a smoke run."""
-    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    p091, p10 = ClientProtocol.AMQP091, ClientProtocol.AMQP10
     rows = [
         *_flow("W1", p091, p10, confirms=True),
         *_flow("W2", p10, p091, unsettled=True),
@@ -128,7 +128,7 @@ def durable_workloads() -> list[Workload]:
     """The durable store's rows: a 0-9-1 publisher with confirms sending persistent
     messages to a durable queue (D1) and a 1.0 sender with unsettled durable transfers
     (D2), each at 100 B and 4 KiB; every confirm / accepted outcome waits for the sync."""
-    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    p091, p10 = ClientProtocol.AMQP091, ClientProtocol.AMQP10
     rows = []
     for size in (SIZE_SMALL, SIZE_LARGE):
         rows.append(Workload("D1", f"{_size_label(size)} confirms persistent", Kind.FLOW, p091, p091,
@@ -144,7 +144,7 @@ def ledger_workloads(quick: bool = False) -> list[Workload]:
     and one with it off, alternating; the ratio on/off is the throughput kept (family
     ``L``, target >= 0.9). Both protocols at 100 B, where per-message costs weigh most,
     and 0-9-1 at 4 KiB."""
-    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    p091, p10 = ClientProtocol.AMQP091, ClientProtocol.AMQP10
     rows = [Workload("L", "W3 100B", Kind.FLOW, p091, p091), Workload("L", "W4 100B", Kind.FLOW, p10, p10),
             Workload("L", "W3 4KiB", Kind.FLOW, p091, p091, size=SIZE_LARGE)]
     return rows[:1] if quick else rows

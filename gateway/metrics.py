@@ -172,6 +172,36 @@ class GatewayMetrics:
         family = CounterMetricFamily if counters else GaugeMetricFamily
         self.registry.register(_ModelCollector(read, family))
 
+    def watch_forwarding(self, status: Callable[[], list[dict]]) -> None:
+        """Per remote container: its state, outbox depth, bytes and oldest age, and the
+        forwarded / acked / retried / dead-lettered counts, from ``status()`` (the
+        transfer service's accessor: a list of dicts) at scrape time."""
+
+        def gauges():
+            for remote in status():
+                labels = {"remote": remote["container"]}
+                for state in FORWARD_STATES:
+                    yield (FORWARD_STATE, "1 for the state each remote's connection is in "
+                           "(connecting, up, backing off, blocked by the remote's credit)",
+                           {**labels, "state": state}, 1 if remote["state"] == state else 0)
+                yield ("amqp_gateway_forward_outbox_messages",
+                       "Messages in the outbox of each remote (waiting, retrying, in flight)",
+                       labels, remote["outbox_depth"])
+                yield ("amqp_gateway_forward_outbox_bytes", "Body bytes in each remote's outbox",
+                       labels, remote["outbox_bytes"])
+                yield ("amqp_gateway_forward_outbox_oldest_seconds",
+                       "Age of the oldest message in each remote's outbox (0 when empty)",
+                       labels, remote["outbox_oldest_age"] or 0.0)
+
+        def counters():
+            for remote in status():
+                labels = {"remote": remote["container"]}
+                for key, doc in _FORWARD_COUNTS.items():
+                    yield f"amqp_gateway_forward_{key}", doc, labels, remote[key]
+
+        self.add_model_collector(gauges)
+        self.add_model_collector(counters, counters=True)
+
     def watch_store(self, store: Any, broker: Any, free_disk: Callable[[], Any] = lambda: None) -> None:
         """Store size, messages and bytes stored, commit batches, syncs, failures and
         commit latency, what left memory, free disk space and the resource alarms, read
@@ -197,6 +227,17 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
     for kind, protocol, count in broker.unroutable.samples():
         yield (f"amqp_gateway_messages_unroutable_{kind}", _UNROUTABLE_HELP[kind],
                {"protocol": protocol}, count)
+
+
+FORWARD_STATE = "amqp_gateway_forward_state"
+FORWARD_STATES = ("connecting", "up", "backing off", "blocked")
+_FORWARD_COUNTS = {
+    "forwarded": "Messages sent to each remote (a retry counts again)",
+    "acked": "Messages each remote accepted (removed from the outbox)",
+    "retried": "Messages each remote released, to be sent again after a backoff",
+    "dead_lettered": "Messages each remote rejected (or released too often), moved to "
+                     "forward.dead-letter.<remote>",
+}
 
 
 class Sample(NamedTuple):

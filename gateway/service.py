@@ -21,6 +21,7 @@ from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
 from gateway.amqp10 import Amqp10Engine
+from gateway.amqp10.payloads import container_from_transfer
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
@@ -36,16 +37,15 @@ from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreCon
                             UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
 from gateway.edge.http import make_site
-from gateway.edge.ledger_process import SHIP_INTERVAL, LedgerProcess
-from gateway.edge.listener import ConnectionContext, ListenerFactory, listener_endpoint, server_endpoint
+from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
+from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
 from gateway.edge.outbound import ForwardingEdge
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
-from gateway.ledger import LedgerWriter
-from gateway.ledger.feed import LedgerFeed
+from gateway.ledger import Ledger, LedgerWriter
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -128,6 +128,9 @@ class GatewayService(service.MultiService):
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
         self.ledger_process: Optional[LedgerProcess] = None
+        #: the writer in this process (``ledger.writer_process: false``) and its shipping
+        self.ledger_writer: Optional[LedgerWriter] = None
+        self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
         self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
@@ -151,6 +154,7 @@ class GatewayService(service.MultiService):
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+        self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -175,26 +179,28 @@ class GatewayService(service.MultiService):
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
-    def _make_ledger(self, config: GatewayConfig) -> LedgerWriter | LedgerFeed:
-        """The hot-path ledger the broker records into: with ``writer_process`` a feed whose
-        batches a child process encodes and writes (``self.ledger_process``), else a writer
-        that does both in this process."""
+    def _make_ledger(self, config: GatewayConfig) -> Ledger:
+        """The ledger the broker and the protocols record into; its lines go to a child
+        process that writes them (``self.ledger_process``), or with ``writer_process:
+        false`` to a writer in this process (``self.ledger_writer``)."""
         lc = config.ledger
+        ledger = Ledger(container_id=self.container_id, sample_rate=lc.sample_rate,
+                        header_allowlist=lc.header_allowlist, enabled=lc.enabled)
+        if not lc.enabled:
+            return ledger
         directory = lc.directory or os.path.join(config.state_dir, "ledger")
         settings = dict(
-            container_id=self.container_id, enabled=lc.enabled,
-            segment_max_bytes=lc.segment_max_bytes, segment_max_age=lc.segment_max_age,
-            retention_max_age=lc.retention_max_age, retention_max_bytes=lc.retention_max_bytes,
-            sample_rate=lc.sample_rate, header_allowlist=list(lc.header_allowlist),
-            fsync=lc.fsync)
-        if not (lc.enabled and lc.writer_process):
-            return LedgerWriter(directory, **settings)  # type: ignore[arg-type]
-        os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
-        feed = LedgerFeed(container_id=self.container_id, sample_rate=lc.sample_rate,
-                          header_allowlist=lc.header_allowlist)
-        self.ledger_process = LedgerProcess(self.reactor, feed, dict(
-            settings, directory=directory, flush_interval=lc.flush_interval))
-        return feed
+            container_id=self.container_id, segment_max_bytes=lc.segment_max_bytes,
+            segment_max_age=lc.segment_max_age, retention_max_age=lc.retention_max_age,
+            retention_max_bytes=lc.retention_max_bytes, fsync=lc.fsync)
+        if lc.writer_process:
+            os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
+            self.ledger_process = LedgerProcess(self.reactor, ledger, dict(
+                settings, directory=directory, flush_interval=lc.flush_interval))
+        else:
+            self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
+            self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
+        return ledger
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -224,7 +230,9 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/")
+                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   from_amqp10=lambda encoded, now: container_from_transfer(
+                                       encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
         self.broker.register_service_resolver(transfer.resolve)
         restored = transfer.restore(self.reactor.seconds())
@@ -234,15 +242,12 @@ class GatewayService(service.MultiService):
 
     def _flush_ledger(self) -> None:
         try:
-            if self.ledger_process is not None:
-                self.ledger_process.flush()
-            else:
-                self.ledger.flush(self.reactor.seconds())
+            self.ledger_writer.flush(self.reactor.seconds())  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("ledger flush failed")
 
     # -- engines ------------------------------------------------------------------
-    def make_engine(self, ctx: ConnectionContext) -> object:
+    def make_engine(self, ctx: AcceptedConnection) -> object:
         """Build the engine for a recognised header (called by the sniffer)."""
         limits = self.config.limits
         authenticator = self.authenticator
@@ -314,13 +319,11 @@ class GatewayService(service.MultiService):
             self.store_driver.start()
         if self.ledger_process is not None:
             self.ledger_process.start()
-        if self.ledger.enabled:
+        if self._ledger_shipping is not None:
+            self._ledger_shipping.start()
             self._ledger_flush = task.LoopingCall(self._flush_ledger)
             self._ledger_flush.clock = self.reactor
-            interval = self.config.ledger.flush_interval
-            if self.ledger_process is not None:  # the child writes once per flush interval
-                interval = min(interval, SHIP_INTERVAL)
-            self._ledger_flush.start(interval, now=False)
+            self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
         self.forwarding.start()
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
@@ -367,8 +370,9 @@ class GatewayService(service.MultiService):
             self._ledger_flush.stop()
         if self.ledger_process is not None:
             await self.ledger_process.stop(self.config.shutdown_timeout)
-        elif self.ledger.enabled:
-            self.ledger.close(self.reactor.seconds())
+        elif self.ledger_writer is not None:
+            self._ledger_shipping.stop()  # type: ignore[union-attr]
+            self.ledger_writer.close(self.reactor.seconds())
         if self.http_port is not None:
             await defer.maybeDeferred(self.http_port.stopListening)
         if self.running:

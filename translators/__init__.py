@@ -1,6 +1,7 @@
 """Translation between AMQP 0-9-1 content and AMQP 1.0 message sections, both ways.
 
-Layer L0: standard library and proton's codec types only. The full mapping table is
+Layer L0: standard library, proton's codec types, and the address grammar (``addressing``,
+for reply-to) only. The full mapping table is
 ``translators/MAPPING.md`` (and :mod:`translators.mapping` in code).
 """
 from translators.amqp10_sections import Amqp10Summary, decode_sections, inspect_amqp10

@@ -330,11 +330,19 @@ def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
             break
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
+    return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
+                    "message-annotations")
+
+
+def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any,
+             name: str) -> bytes:
+    """``encoded`` with octets ``start:end`` replaced by section ``code`` holding
+    ``value``. Raises ``TranslationError`` (naming ``name``) if proton cannot encode it."""
     section = Data()
     try:
-        section.put_object(Described(ulong(SectionCode.MESSAGE_ANNOTATIONS), merged))
+        section.put_object(Described(ulong(code), value))
     except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
-        raise TranslationError("message-annotations", f"cannot encode: {exc!r}") from None
+        raise TranslationError(name, f"cannot encode: {exc!r}") from None
     return encoded[:start] + bytes(section.encode()) + encoded[end:]
 
 
@@ -371,9 +379,4 @@ def with_to(encoded: bytes, to: str) -> bytes:
     fields[_TO_INDEX] = to
     while fields and fields[-1] is None:
         fields.pop()
-    section = Data()
-    try:
-        section.put_object(Described(ulong(SectionCode.PROPERTIES), fields))
-    except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
-        raise TranslationError("properties", f"cannot encode: {exc!r}") from None
-    return encoded[:start] + bytes(section.encode()) + encoded[end:]
+    return _spliced(encoded, start, end, SectionCode.PROPERTIES, fields, "properties")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional
 
-from translators.values import FieldTable
+from translators.field_types import FieldTable
 
 __all__ = ["BasicProperties", "PROPERTY_NAMES"]
 

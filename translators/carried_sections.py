@@ -35,7 +35,7 @@ from translators.plain_values import is_header_name, plain_field_value
 from translators.property_forms import CARRIED_PROPERTIES, needs_reserved_header
 from translators.relay_equivalence import relayed_name, unchanged_by_relay
 from translators.section_scan import SectionCode, scan_sections
-from translators.value_types import from_field_value, to_field_value
+from translators.typed_values import from_field_value, to_field_value
 
 __all__ = [
     "MISSING",

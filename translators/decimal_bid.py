@@ -3,7 +3,7 @@ binary integer decimal (BID) encoding (AMQP 1.0 part 1, 1.6.16-1.6.18).
 
 Why: a 0-9-1 application reads a 1.0 decimal application property as a number it can use
 (``D``, a ``decimal.Decimal``) or, where ``D`` cannot hold it, as the decimal's text
-(``translators.plain_values``); and ``value_types`` pairs the decimal64 values ``D`` holds
+(``translators.plain_values``); and ``typed_values`` pairs the decimal64 values ``D`` holds
 exactly. Both need the sign, coefficient and exponent the octets stand for.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ from enum import Enum
 from proton import symbol
 
 __all__ = [
-    "Direction",
+    "MappingDirection",
     "MappingRow",
     "ROWS",
     "ROWS_BY_KEY",
@@ -80,7 +80,7 @@ class Annotation:
     ROUTING_KEY = symbol("x-routing-key")
 
 
-class Direction(Enum):
+class MappingDirection(Enum):
     BOTH = "<->"
     TO_AMQP091_ONLY = "1.0 -> 0-9-1, restored on return"
     TO_AMQP10_ONLY = "0-9-1 -> 1.0, restored on return"
@@ -96,82 +96,82 @@ class MappingRow:
     key: str
     amqp10: str
     amqp091: str
-    direction: Direction
+    direction: MappingDirection
     carrier: str
     limits: str
 
 
 _R, _A = Reserved, Annotation
 ROWS: tuple[MappingRow, ...] = (
-    MappingRow("durable", "header.durable", "delivery-mode", Direction.BOTH, str(_A.DELIVERY_MODE),
+    MappingRow("durable", "header.durable", "delivery-mode", MappingDirection.BOTH, str(_A.DELIVERY_MODE),
                "true<->2, false<->1, null<->absent; other modes: durable false + annotation (ubyte)"),
-    MappingRow("priority", "header.priority", "priority", Direction.BOTH, "",
+    MappingRow("priority", "header.priority", "priority", MappingDirection.BOTH, "",
                "ubyte<->octet, same range; absent<->absent (the rank in a priority queue "
                "is 4 for a 1.0 message without one, 0 for a 0-9-1 message)"),
-    MappingRow("ttl", "header.ttl", "expiration", Direction.BOTH, str(_A.EXPIRATION),
+    MappingRow("ttl", "header.ttl", "expiration", MappingDirection.BOTH, str(_A.EXPIRATION),
                "uint ms<->decimal string; a non-canonical or non-integer expiration is carried "
                "in the annotation (a non-integer one sets no ttl)"),
     MappingRow("first-acquirer", "header.first-acquirer", "deliver.redelivered",
-               Direction.DELIVERY_STATE, "", "true on a first acquisition from the queue, "
+               MappingDirection.DELIVERY_STATE, "", "true on a first acquisition from the queue, "
                "false on a redelivery or a browsing (copy) link; set per delivery by "
                "delivery_header, never part of the translated content"),
     MappingRow("delivery-count", "header.delivery-count", "(broker delivery count)",
-               Direction.DELIVERY_STATE, "", "set per delivery by with_delivery_header"),
-    MappingRow("message-id", "properties.message-id", "message-id", Direction.BOTH, _R.MESSAGE_ID,
+               MappingDirection.DELIVERY_STATE, "", "set per delivery by with_delivery_header"),
+    MappingRow("message-id", "properties.message-id", "message-id", MappingDirection.BOTH, _R.MESSAGE_ID,
                "string <=255 octets natural; ulong/uuid/binary get a string form (decimal, "
                "8-4-4-4-12, hex) plus the typed value in the header; longer: header only"),
-    MappingRow("user-id", "properties.user-id", "user-id", Direction.BOTH, _R.USER_ID,
+    MappingRow("user-id", "properties.user-id", "user-id", MappingDirection.BOTH, _R.USER_ID,
                "binary<->UTF-8 string; non-UTF-8 or >255 octets: header only"),
-    MappingRow("to", "properties.to", "-", Direction.TO_AMQP091_ONLY, _R.TO, "any length"),
-    MappingRow("subject", "properties.subject", "-", Direction.TO_AMQP091_ONLY, _R.SUBJECT, "any length"),
-    MappingRow("reply-to", "properties.reply-to", "reply-to", Direction.BOTH, _R.REPLY_TO,
+    MappingRow("to", "properties.to", "-", MappingDirection.TO_AMQP091_ONLY, _R.TO, "any length"),
+    MappingRow("subject", "properties.subject", "-", MappingDirection.TO_AMQP091_ONLY, _R.SUBJECT, "any length"),
+    MappingRow("reply-to", "properties.reply-to", "reply-to", MappingDirection.BOTH, _R.REPLY_TO,
                "/queue/Q<->Q; other addresses unchanged; original kept in the header when the "
                "translation does not invert; >255 octets: header only; a 0-9-1 value that does "
                "not come back (e.g. '/queue/x') also goes in annotation x-amqp-0-9-1-reply-to"),
-    MappingRow("correlation-id", "properties.correlation-id", "correlation-id", Direction.BOTH,
+    MappingRow("correlation-id", "properties.correlation-id", "correlation-id", MappingDirection.BOTH,
                _R.CORRELATION_ID, "as message-id"),
-    MappingRow("content-type", "properties.content-type", "content-type", Direction.BOTH,
+    MappingRow("content-type", "properties.content-type", "content-type", MappingDirection.BOTH,
                _R.CONTENT_TYPE, "symbol<->string; >255 octets: header only; a non-ASCII 0-9-1 "
                "value goes in annotation x-amqp-0-9-1-content-type"),
     MappingRow("content-encoding", "properties.content-encoding", "content-encoding",
-               Direction.BOTH, _R.CONTENT_ENCODING, "as content-type (annotation "
+               MappingDirection.BOTH, _R.CONTENT_ENCODING, "as content-type (annotation "
                "x-amqp-0-9-1-content-encoding)"),
     MappingRow("absolute-expiry-time", "properties.absolute-expiry-time", "-",
-               Direction.TO_AMQP091_ONLY, _R.ABSOLUTE_EXPIRY_TIME, "typed timestamp; not used as expiration"),
-    MappingRow("creation-time", "properties.creation-time", "timestamp", Direction.BOTH,
+               MappingDirection.TO_AMQP091_ONLY, _R.ABSOLUTE_EXPIRY_TIME, "typed timestamp; not used as expiration"),
+    MappingRow("creation-time", "properties.creation-time", "timestamp", MappingDirection.BOTH,
                _R.CREATION_TIME, "ms<->s: timestamp = ms // 1000; a ms remainder or a negative "
                "time keeps the exact value in the header; a 0-9-1 timestamp beyond the 1.0 range "
                "goes in annotation x-amqp-0-9-1-timestamp (ulong)"),
-    MappingRow("group-id", "properties.group-id", "-", Direction.TO_AMQP091_ONLY, _R.GROUP_ID, "any length"),
-    MappingRow("group-sequence", "properties.group-sequence", "-", Direction.TO_AMQP091_ONLY,
+    MappingRow("group-id", "properties.group-id", "-", MappingDirection.TO_AMQP091_ONLY, _R.GROUP_ID, "any length"),
+    MappingRow("group-sequence", "properties.group-sequence", "-", MappingDirection.TO_AMQP091_ONLY,
                _R.GROUP_SEQUENCE, "uint as 'i'"),
-    MappingRow("reply-to-group-id", "properties.reply-to-group-id", "-", Direction.TO_AMQP091_ONLY,
+    MappingRow("reply-to-group-id", "properties.reply-to-group-id", "-", MappingDirection.TO_AMQP091_ONLY,
                _R.REPLY_TO_GROUP_ID, "any length"),
-    MappingRow("application-properties", "application-properties", "headers", Direction.BOTH,
+    MappingRow("application-properties", "application-properties", "headers", MappingDirection.BOTH,
                _R.APP_PROPERTIES, "each entry a header with a plain value (plain_values); "
                "the section's octets travel too where a plain value is not exact or a client "
                "may re-type it, and restore each entry the 0-9-1 side did not change; keys "
                ">255 octets, non-string keys or reserved names travel only there"),
-    MappingRow("delivery-annotations", "delivery-annotations", "-", Direction.TO_AMQP091_ONLY,
+    MappingRow("delivery-annotations", "delivery-annotations", "-", MappingDirection.TO_AMQP091_ONLY,
                _R.DELIVERY_ANNOTATIONS, "table of symbol keys (wrapped map if any key is not a symbol)"),
-    MappingRow("message-annotations", "message-annotations", "-", Direction.TO_AMQP091_ONLY,
+    MappingRow("message-annotations", "message-annotations", "-", MappingDirection.TO_AMQP091_ONLY,
                _R.MESSAGE_ANNOTATIONS, "as delivery-annotations; its presence marks a message "
                "that came from 1.0 (then x-exchange/x-routing-key are not added)"),
-    MappingRow("footer", "footer", "-", Direction.TO_AMQP091_ONLY, _R.FOOTER, "as delivery-annotations"),
-    MappingRow("type", "message-annotations[x-amqp-0-9-1-type]", "type", Direction.TO_AMQP10_ONLY,
+    MappingRow("footer", "footer", "-", MappingDirection.TO_AMQP091_ONLY, _R.FOOTER, "as delivery-annotations"),
+    MappingRow("type", "message-annotations[x-amqp-0-9-1-type]", "type", MappingDirection.TO_AMQP10_ONLY,
                str(_A.TYPE), "string; 'amqp-1.0' labels an encoded body instead"),
     MappingRow("app-id", "message-annotations[x-amqp-0-9-1-app-id]", "app-id",
-               Direction.TO_AMQP10_ONLY, str(_A.APP_ID), "string"),
+               MappingDirection.TO_AMQP10_ONLY, str(_A.APP_ID), "string"),
     MappingRow("cluster-id", "message-annotations[x-amqp-0-9-1-cluster-id]", "cluster-id",
-               Direction.TO_AMQP10_ONLY, str(_A.CLUSTER_ID), "string"),
+               MappingDirection.TO_AMQP10_ONLY, str(_A.CLUSTER_ID), "string"),
     MappingRow("exchange", "message-annotations[x-exchange]", "basic.publish exchange",
-               Direction.TO_AMQP10_ONLY, str(_A.EXCHANGE), "set for a message published over 0-9-1; dropped on the way to 0-9-1"),
+               MappingDirection.TO_AMQP10_ONLY, str(_A.EXCHANGE), "set for a message published over 0-9-1; dropped on the way to 0-9-1"),
     MappingRow("routing-key", "message-annotations[x-routing-key]", "basic.publish routing-key",
-               Direction.TO_AMQP10_ONLY, str(_A.ROUTING_KEY), "as exchange"),
-    MappingRow("body-data", "one data section", "body", Direction.BOTH, "",
+               MappingDirection.TO_AMQP10_ONLY, str(_A.ROUTING_KEY), "as exchange"),
+    MappingRow("body-data", "one data section", "body", MappingDirection.BOTH, "",
                "the section's octets are the body, any size"),
     MappingRow("body-sections", "amqp-value / amqp-sequence / several data / no body", "body + type 'amqp-1.0'",
-               Direction.BOTH, AMQP10_BODY_TYPE, "the encoded body sections, byte for byte"),
+               MappingDirection.BOTH, AMQP10_BODY_TYPE, "the encoded body sections, byte for byte"),
 )
 
 ROWS_BY_KEY = {row.key: row for row in ROWS}

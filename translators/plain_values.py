@@ -1,7 +1,7 @@
 """1.0 application properties as the 0-9-1 headers an application reads: plain values.
 
 Why: a 0-9-1 application reads its headers with its client library (pika, py-amqp,
-aio-pika ...). A typed wrapper table (``translators.value_types``) keeps a 1.0 type no
+aio-pika ...). A typed wrapper table (``translators.typed_values``) keeps a 1.0 type no
 0-9-1 type has, but an application that wants the uuid in a header would have to know
 our wrapper to read it. So each application property becomes a header holding a value
 the library gives as an ordinary string, number, ``Decimal``, timestamp, list or table
@@ -32,7 +32,7 @@ map                                      F keyed by the key text when every key 
 described                                its value's plain value (the descriptor is in
                                          the carried section)
 described ``x-amqp-0-9-1:longstr`` /     the 0-9-1 value they stand for (S, T), as in
-``x-amqp-0-9-1:timestamp``               ``value_types``
+``x-amqp-0-9-1:timestamp``               ``typed_values``
 ======================================= ==========================================
 """
 from __future__ import annotations
@@ -47,10 +47,10 @@ from proton import (Array, Described, byte, char, decimal32, decimal64, decimal1
 
 from translators.decimal_bid import bid_to_decimal
 from translators.mapping import RESERVED_NAMES, SHORTSTR_MAX
-from translators.value_types import (_TO_FIELD, LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR,
+from translators.typed_values import (_TO_FIELD, LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR,
                                      WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY, decimal64_to_decimal,
                                      to_field_value)
-from translators.values import Timestamp
+from translators.field_types import Timestamp
 
 __all__ = ["Carriage", "carriage", "name_carriage", "is_header_name", "plain_field_value"]
 
@@ -125,7 +125,7 @@ def _map(v: dict) -> Any:
 
 
 def _stands_for_0_9_1(v: Described) -> bool:
-    """A described value ``value_types`` writes for a 0-9-1 value 1.0 has no type for."""
+    """A described value ``typed_values`` writes for a 0-9-1 value 1.0 has no type for."""
     return type(v.descriptor) is symbol and (
         (v.descriptor == LONGSTR_DESCRIPTOR and type(v.value) is bytes)
         or (v.descriptor == TIMESTAMP_DESCRIPTOR and type(v.value) is ulong))
@@ -135,7 +135,7 @@ def _described(v: Described) -> Any:
     return to_field_value(v) if _stands_for_0_9_1(v) else plain_field_value(v.value)
 
 
-#: the types whose plain value is their typed value (value_types' converters), then ours
+#: the types whose plain value is their typed value (typed_values' converters), then ours
 _PLAIN: dict[type, Callable[[Any], Any]] = {kind: convert for kind, convert in _TO_FIELD.items()
                                             if kind in _EXACT_KINDS}
 _PLAIN.update({

@@ -25,12 +25,12 @@ from proton import symbol, timestamp, uint, ulong
 from translators.errors import TranslationError
 from translators.mapping import SHORTSTR_MAX, Annotation, Reserved
 from translators.reply_to import reply_to_amqp091, reply_to_amqp10
-from translators.value_types import WRAPPER_TYPE_KEY, is_wrapper
-from translators.values import Timestamp
+from translators.typed_values import WRAPPER_TYPE_KEY, is_wrapper
+from translators.field_types import Timestamp
 
 __all__ = [
     "CarriedProperty",
-    "Overflow",
+    "AnnotationOverflow",
     "CARRIED_PROPERTIES",
     "fits_shortstr",
     "same_typed",
@@ -183,7 +183,7 @@ def amqp10_field_value(reserved: Reserved, value: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class Overflow:
+class AnnotationOverflow:
     """Where a 0-9-1 value goes when the 1.0 field cannot give it back exactly:
     the annotation ``key``, ``to_annotation`` (0-9-1 value -> annotation value) and
     ``from_annotation`` (annotation value -> 0-9-1 value, ``None`` if malformed)."""
@@ -204,7 +204,7 @@ class CarriedProperty:
     reserved: Reserved
     form: Callable[[Any], Any]
     inverse: Callable[[Any], Any]
-    overflow: Optional[Overflow] = None
+    overflow: Optional[AnnotationOverflow] = None
 
 
 CARRIED_PROPERTIES: tuple[CarriedProperty, ...] = (
@@ -213,15 +213,15 @@ CARRIED_PROPERTIES: tuple[CarriedProperty, ...] = (
     CarriedProperty(2, None, Reserved.TO, _no_form, _no_inverse),
     CarriedProperty(3, None, Reserved.SUBJECT, _no_form, _no_inverse),
     CarriedProperty(4, "reply_to", Reserved.REPLY_TO, _reply_to_form, reply_to_amqp10,
-                    Overflow(Annotation.REPLY_TO, str, _text_back)),
+                    AnnotationOverflow(Annotation.REPLY_TO, str, _text_back)),
     CarriedProperty(5, "correlation_id", Reserved.CORRELATION_ID, _id_form, str),
     CarriedProperty(6, "content_type", Reserved.CONTENT_TYPE, _symbol_form, _symbol_inverse,
-                    Overflow(Annotation.CONTENT_TYPE, str, _text_back)),
+                    AnnotationOverflow(Annotation.CONTENT_TYPE, str, _text_back)),
     CarriedProperty(7, "content_encoding", Reserved.CONTENT_ENCODING, _symbol_form,
-                    _symbol_inverse, Overflow(Annotation.CONTENT_ENCODING, str, _text_back)),
+                    _symbol_inverse, AnnotationOverflow(Annotation.CONTENT_ENCODING, str, _text_back)),
     CarriedProperty(8, None, Reserved.ABSOLUTE_EXPIRY_TIME, _no_form, _no_inverse),
     CarriedProperty(9, "timestamp", Reserved.CREATION_TIME, _creation_form, _creation_inverse,
-                    Overflow(Annotation.TIMESTAMP, lambda s: ulong(int(s)), _ulong_back)),
+                    AnnotationOverflow(Annotation.TIMESTAMP, lambda s: ulong(int(s)), _ulong_back)),
     CarriedProperty(10, None, Reserved.GROUP_ID, _no_form, _no_inverse),
     CarriedProperty(11, None, Reserved.GROUP_SEQUENCE, _no_form, _no_inverse),
     CarriedProperty(12, None, Reserved.REPLY_TO_GROUP_ID, _no_form, _no_inverse),

@@ -35,7 +35,7 @@ import math
 import struct
 from typing import Any
 
-from translators.values import Timestamp
+from translators.field_types import Timestamp
 
 __all__ = ["unchanged_by_relay", "relayed_name"]
 

@@ -30,7 +30,7 @@ from translators.property_forms import (
 from translators.section_scan import (BODY_CODES, SectionCode, SectionSpan, ends_with_body,
                                       scan_sections)
 from translators.plain_values import Carriage, carriage, name_carriage, plain_field_value
-from translators.value_types import map_from_field, map_to_field, to_field_value
+from translators.typed_values import map_from_field, map_to_field, to_field_value
 
 __all__ = ["amqp091_properties", "plain_body", "properties_source", "to_amqp091",
            "with_added_annotations"]

@@ -22,7 +22,7 @@ from translators.property_forms import (CARRIED_PROPERTIES, amqp10_field_value, 
                                         same_typed)
 from translators.delivery_header import with_delivery_header
 from translators.section_scan import SectionCode, binary_section_head
-from translators.value_types import from_field_value, map_from_field
+from translators.typed_values import from_field_value, map_from_field
 
 __all__ = ["to_amqp10"]
 

@@ -6,6 +6,8 @@
  *                otherwise messages go pre-settled.  The broker's credit paces us,
  *                and with --unsettled --window W at most W unsettled messages are
  *                in flight (0: credit alone).  --durable sets the header's durable flag.
+ *                --rate R paces the sender at R msgs/s (a pacer thread wakes the
+ *                connection at each message's due time).
  *         recv   attach a receiver to --address with a --credit window, accept and
  *                settle each delivery; stop after --count or --timeout s of silence.
  *                Prints {"event":"ready"} once the broker answered the attach.
@@ -34,14 +36,14 @@
 typedef struct {
   const char *mode, *host, *port, *user, *password, *address, *vhost;
   int credit, unsettled, window, connections, durable;
-  double timeout;
+  double timeout, rate;
   size_t size;
   uint64_t count;
 } opts_t;
 
 static opts_t O = {.host = "127.0.0.1", .port = "5672", .user = "guest", .password = "guest",
                    .address = "/queue/bench", .vhost = NULL, .credit = 300, .unsettled = 0, .window = 0,
-                   .connections = 1000, .timeout = 15, .size = 100, .count = 100000};
+                   .connections = 1000, .timeout = 15, .rate = 0, .size = 100, .count = 100000};
 
 static pn_proactor_t *P;
 static char err[512];
@@ -52,6 +54,9 @@ static unsigned char *encoded, *rbuf;
 static size_t encoded_len, rbuf_cap;
 static pn_message_t *decode_msg;
 static int opened, closed_conns;
+static pn_connection_t *send_conn;
+static pn_link_t *send_link;
+static volatile bool pacer_stop;
 
 static void set_err(const char *what, pn_condition_t *cond) {
   if (err[0]) return;
@@ -103,8 +108,28 @@ static bool window_open(void) {
   return !O.unsettled || !O.window || sent - confirmed < (uint64_t)O.window;
 }
 
+/* Messages due by now at --rate (all of them without a rate). */
+static uint64_t due_now(void) {
+  if (O.rate <= 0) return O.count;
+  uint64_t due = (uint64_t)((double)(now_ns() - t_start) * O.rate / 1e9) + 1;
+  return due < O.count ? due : O.count;
+}
+
+/* --rate: wake the connection at each message's due time (pn_connection_wake may be
+ * called from any thread); the wake event sends what is due. */
+static void *pacer(void *arg) {
+  (void)arg;
+  for (uint64_t k = 1; k < O.count && !pacer_stop; k++) {
+    uint64_t due = t_start + (uint64_t)((double)k * 1e9 / O.rate), t = now_ns();
+    if (t < due) sleep_ns(due - t);
+    pn_connection_wake(send_conn);
+  }
+  return NULL;
+}
+
 static void send_some(pn_link_t *l) {
-  while (pn_link_credit(l) > 0 && sent < O.count && window_open()) {
+  uint64_t due = due_now();
+  while (pn_link_credit(l) > 0 && sent < due && window_open()) {
     char tag[16];
     int tl = snprintf(tag, sizeof tag, "%llx", (unsigned long long)sent);
     pn_delivery_t *d = pn_delivery(l, pn_dtag(tag, (size_t)tl));
@@ -210,6 +235,13 @@ static bool handle(pn_event_t *e) {
       }
       if (pn_link_is_sender(l)) {
         t_start = now_ns();
+        send_link = l;
+        send_conn = pn_event_connection(e);
+        if (O.rate > 0) {
+          pthread_t th;
+          pthread_create(&th, NULL, pacer, NULL);
+          pthread_detach(th);
+        }
         send_some(l);
       }
       break;
@@ -219,6 +251,9 @@ static bool handle(pn_event_t *e) {
       if (pn_link_is_sender(l)) send_some(l);
       break;
     }
+    case PN_CONNECTION_WAKE:
+      if (send_link && !finished) send_some(send_link);
+      break;
     case PN_DELIVERY:
       on_delivery(e);
       break;
@@ -254,6 +289,7 @@ static bool handle(pn_event_t *e) {
         }
         break;
       }
+      pacer_stop = true;
       return false;
     case PN_PROACTOR_TIMEOUT:
       if (!strcmp(O.mode, "recv")) {
@@ -289,7 +325,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: amqp10_load send|recv|idle [--host H] [--port P] [--user U] [--password W]\n"
           "  [--vhost HOSTNAME] [--address A] [--size B] [--count N] [--credit K] [--unsettled]\n"
-          "  [--window W] [--timeout S] [--connections N] [--durable]\n");
+          "  [--window W] [--rate R] [--timeout S] [--connections N] [--durable]\n");
   exit(2);
 }
 
@@ -299,7 +335,7 @@ int main(int argc, char **argv) {
       {"password", 1, 0, 'w'}, {"address", 1, 0, 'a'}, {"size", 1, 0, 's'},
       {"count", 1, 0, 'n'},   {"credit", 1, 0, 'k'},   {"unsettled", 0, 0, 'U'},
       {"timeout", 1, 0, 'T'}, {"connections", 1, 0, 'C'}, {"vhost", 1, 0, 'v'},
-      {"window", 1, 0, 'W'},  {"durable", 0, 0, 'D'},
+      {"window", 1, 0, 'W'},  {"rate", 1, 0, 'r'},  {"durable", 0, 0, 'D'},
       {0, 0, 0, 0}};
   if (argc < 2) usage();
   O.mode = argv[1];
@@ -317,6 +353,7 @@ int main(int argc, char **argv) {
       case 'k': O.credit = atoi(optarg); break;
       case 'U': O.unsettled = 1; break;
       case 'W': O.window = atoi(optarg); break;
+      case 'r': O.rate = atof(optarg); break;
       case 'T': O.timeout = atof(optarg); break;
       case 'C': O.connections = atoi(optarg); break;
       case 'v': O.vhost = optarg; break;

@@ -5,7 +5,8 @@ Sans-I/O: no sockets, no clock, no Twisted. ``spec`` is the one table of protoco
 constants; ``methods`` builds one dataclass per method from it.
 """
 from gateway.amqp091.client import ClientConnection
-from gateway.amqp091.connection import SERVER_CAPABILITIES, ConnectionState, ServerConnection
+from gateway.amqp091.connection import ConnectionState, ServerConnection
+from gateway.amqp091.handshake import SERVER_CAPABILITIES
 from gateway.amqp091.content import Content, ContentAssembler, decode_properties, encode_properties
 from gateway.amqp091.errors import AmqpException, ChannelException, ConnectionException, DecodeError
 from gateway.amqp091.frames import (

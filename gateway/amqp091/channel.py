@@ -35,18 +35,18 @@ Semantics follow RabbitMQ 3.x where the specification leaves room:
   it (see ``transactions``); a failed write nacks them. tx.commit-ok waits the same way; a
   failed write closes the connection, 541 naming the problem (no other way to fail it).
 
-Ledger (``broker.ledger``, see ``gateway.broker.ledger_events``): received, the routing
-verdict (routed / unroutable / returned / refused), delivered (deliver and get-ok) and
-settled (ack: accepted; reject/nack: rejected or, with requeue, released; no-ack: accepted
-at once; unacked at channel close: released) are recorded here; ``link`` is the channel
-number and ``connection`` the edge's connection id.
+Ledger (``broker.ledger``, a ``gateway.ledger.Ledger``): received, the routing verdict
+(routed / unroutable / returned / refused), delivered (deliver and get-ok) and settled
+(ack: accepted; reject/nack: rejected or, with requeue, released; no-ack: accepted at
+once; unacked at channel close: released) are recorded here, under the channel's context
+(``link`` the channel number, ``connection`` the edge's connection id).
 """
 from __future__ import annotations
 
 import base64
 import logging
 import secrets
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.connection_scope import ConnectionScope, scope_for
@@ -58,6 +58,7 @@ from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, Connect
 from gateway.amqp091.message_mapping import container_from_publish, delivery_payload
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import (
+    OUTCOME_OF,
     ConfirmTracker,
     PendingPublish,
     PendingSettle,
@@ -69,12 +70,10 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind,
-                                          LedgerOutcome, WireProtocol, ledger_context,
-                                          message_key_of, publish_row, queue_name,
-                                          record_delivered, record_settled)
 from gateway.broker.message import MessageContainer
+from gateway.broker.outcomes import apply_outcome
 from gateway.broker.queues import Queue, QueuedMessage
+from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 __all__ = ["BrokerChannel"]
 
@@ -85,17 +84,15 @@ NO_ROUTE_TEXT = "NO_ROUTE"
 QUEUE_FULL_TEXT = "queue full"
 """Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
 
-_P091 = WireProtocol.AMQP091
+_P091 = WireProtocol.AMQP091.value
 # read on every publish: a module global is four times cheaper to reach
 _ROUTED = EventKind.ROUTED
-_RECEIVED_ROUTED = RECEIVED_THEN[_ROUTED]
 # members the per-message paths compare with (a read through the enum class is a lookup)
 _WRITE, _TX, _CONFIRM = Action.WRITE, PublishMode.TX, PublishMode.CONFIRM
 _ACK, _REQUEUE, _REJECT = SettleKind.ACK, SettleKind.REQUEUE, SettleKind.REJECT
-# what a settled ledger row holds
-_ACCEPTED, _RELEASED, _REJECTED = (OUTCOME_VALUE[LedgerOutcome.ACCEPTED],
-                                   OUTCOME_VALUE[LedgerOutcome.RELEASED],
-                                   OUTCOME_VALUE[LedgerOutcome.REJECTED])
+# the ledger's settlement outcomes
+_ACCEPTED, _RELEASED, _REJECTED = (LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value,
+                                   LedgerOutcome.REJECTED.value)
 CLOSED_WITH_UNACKED = "channel closed"
 """Ledger reason of the release of deliveries still unacked when a channel closes."""
 
@@ -134,12 +131,12 @@ class BrokerChannel:
         self.is_open = True
         user = context.user
         self._user_name: str | None = getattr(user, "name", None)
-        # ledger columns fixed for the channel's life, so recording formats nothing
         conn_id = getattr(context.connection, "connection_id", None)
-        self._conn_id: str | None = None if conn_id is None else str(conn_id)
-        self._vhost_name: str = context.vhost_name
-        self._ledger_context = ledger_context(self._vhost_name, self._user_name, _P091,
-                                              self._conn_id, channel_id)
+        ledger = broker.ledger
+        #: the channel's ledger context (None: no ledger)
+        self._ledger_ctx = None if ledger is None else ledger.context(
+            context.now, context.vhost_name, self._user_name, _P091,
+            None if conn_id is None else str(conn_id), channel_id)
 
     @classmethod
     def factory(cls, broker: Any) -> ChannelHandlerFactory:
@@ -189,9 +186,11 @@ class BrokerChannel:
             queue = item.entry.queue
             if queue is not None:
                 if ledger is not None:
-                    self._record_settled(ledger, LedgerOutcome.RELEASED, item.entry, now,
-                                         CLOSED_WITH_UNACKED)
+                    ledger.settled(now, self._ledger_ctx, item.entry, queue.name, _RELEASED,
+                                   CLOSED_WITH_UNACKED)
                 queue.release(item.entry, redelivered=True, count_delivery=False, now=now)
+        if ledger is not None:
+            ledger.close_context(now, self._ledger_ctx)
 
     # ---- consumer callbacks (from the broker, possibly outside handle) -------------------
 
@@ -201,15 +200,9 @@ class BrokerChannel:
         tag = self.unacked.next_tag()
         ledger = self.broker.ledger
         if ledger is not None:
-            # record_delivered (and delivery_key), inlined: this runs for every delivery
-            key = message.ledger_key
-            if key is None or key.__class__ is int and key < ledger.gid_from:
-                key = message_key_of(message)
-            row = entry.ledger_row = (now, self._ledger_context, key, consumer.queue.name,
-                                      entry.delivery_count)
-            ledger.rows.append(row)
+            ledger.delivered(now, self._ledger_ctx, entry, consumer.queue.name)
             if consumer.no_ack:
-                self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
+                ledger.settled(now, self._ledger_ctx, entry, consumer.queue.name, _ACCEPTED)
         if consumer.no_ack:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
@@ -428,21 +421,23 @@ class BrokerChannel:
                 self._permit_global(method)
             message = container_from_publish(method, content, now=now, user_name=self._user_name)
         except ChannelException as exc:
-            if ledger is not None:
-                self._record_refused(ledger, method, exc.reply_text)
+            if ledger is not None:  # before it was taken in: no gateway id
+                ledger.refused(now, self._ledger_ctx, exc.reply_text, exchange=method.exchange,
+                               routing_key=method.routing_key)
             raise
         if ledger is not None:
             message.gateway_id = self.broker.next_gateway_id()
         if self.mode is _TX:
             if ledger is not None:  # routed (or not) at commit
-                self._record_publish(ledger, method, message, EventKind.RECEIVED)
+                ledger.received(now, self._ledger_ctx, message)
             try:
                 exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
                 if exchange.internal:
                     raise AccessRefused(f"cannot publish to internal {exchange.label}")
             except BrokerError as exc:
                 if ledger is not None:
-                    self._record_publish(ledger, method, message, EventKind.REFUSED, reason=exc.text)
+                    ledger.verdict(now, self._ledger_ctx, message, EventKind.REFUSED,
+                                   reason=exc.text)
                 raise
             assert self.tx is not None
             self.tx.add(PendingPublish(method, content, message))
@@ -451,27 +446,19 @@ class BrokerChannel:
 
     def _route(self, method: m.Method, content: Content, message: MessageContainer,
                received: bool = False) -> None:
-        """Route a publish; ``received``: its ``received`` event is recorded here, in one
-        ledger row with the routing outcome (a row costs the hot path more than its fields)."""
+        """Route a publish; ``received``: the message is recorded here, with its routing
+        verdict (else it was at publish, in a transaction, and the verdict is recorded alone)."""
         now = self.context.now
         ledger = self.broker.ledger
+        record = None if ledger is None else ledger.received if received else ledger.verdict
         writes = self._store.write_count
-        if received and ledger is not None:
-            # the publish row's place, before the deliveries routing makes (ledger_events)
-            rows = ledger.rows
-            slot = len(rows)
-            rows.append(None)
-            message.ledger_key = message.gateway_id
         try:
             result = self.vhost.publish(method.exchange, method.routing_key, message, now)
         except BrokerError as exc:
-            if ledger is not None:
-                if received:  # its place stays empty: the refusal is a record of its own
-                    message.ledger_key = None
-                self._record_publish(ledger, method, message, EventKind.REFUSED, reason=exc.text,
-                                     received=received)
+            if record is not None:
+                record(now, self._ledger_ctx, message, EventKind.REFUSED, None, exc.text)
             raise
-        if ledger is not None:
+        if record is not None:
             if result.queues or result.service is not None:
                 event, reason = _ROUTED, None
             elif result.rejected:
@@ -480,22 +467,7 @@ class BrokerChannel:
                 event, reason = EventKind.RETURNED, NO_ROUTE_TEXT
             else:
                 event, reason = EventKind.UNROUTABLE, None
-            queues = result.queues
-            routed_to = (queues[0].routed_to if len(queues) == 1
-                         else tuple(map(queue_name, queues)))
-            if received and event is _ROUTED and not ledger.keep_headers:
-                # the usual case: a routed row (ledger.buffer; received_at is now)
-                rows[slot] = (self._ledger_context, message.exchange, message.routing_key,
-                              message.message_id, message.correlation_id, message.gateway_id,
-                              message.size, now, routed_to)
-            elif received:  # received and its outcome in one compact row
-                rows[slot] = publish_row(
-                    message, now, _RECEIVED_ROUTED if event is _ROUTED else RECEIVED_THEN[event],
-                    self._ledger_context, routed_to, reason,
-                    message.headers if ledger.keep_headers else None)
-            else:
-                self._record_publish(ledger, method, message, event, reason=reason,
-                                     routed_to=routed_to)
+            record(now, self._ledger_ctx, message, event, result.queues, reason)
         if not result.queues and not result.routed:  # (``queues`` first: no property call)
             if method.mandatory:
                 self.broker.unroutable.returned_amqp091 += 1
@@ -549,9 +521,9 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.context.now
-            record_delivered(ledger, entry, now, self._ledger_context, queue.name)
+            ledger.delivered(now, self._ledger_ctx, entry, queue.name)
             if method.no_ack:
-                self._record_settled(ledger, LedgerOutcome.ACCEPTED, entry, now, None)
+                ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)
         props, body = delivery_payload(message)
         self.writer.send_content(
             m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
@@ -593,69 +565,21 @@ class BrokerChannel:
         ledger = self.broker.ledger
         # ack: accepted; nack/reject with requeue: released; without: rejected
         outcome = (_ACCEPTED if kind is _ACK else _RELEASED if kind is _REQUEUE else _REJECTED)
-        # a multiple ack's delivered rows, settled in one settled-many row (ledger.buffer)
-        # after the loop: an ack dispatches nothing before that (a release would)
-        acked = [] if ledger is not None and kind is _ACK and len(items) > 1 else None
+        settled_as = OUTCOME_OF[kind]
         for item in items:
             entry = item.entry
             queue = entry.queue
             if queue is None:
                 continue
-            if ledger is not None:  # record_settled, inlined: this runs for every ack
-                row = entry.ledger_row
-                # (no row, or one referring to a publish row the writer may have forgotten)
-                if row is None or row[2].__class__ is int and row[2] < ledger.gid_from:
-                    self._record_settled(ledger, outcome, entry, now, None)
-                elif acked is not None:
-                    acked.append(row)
-                    entry.ledger_row = None
-                else:
-                    ledger.rows.append((now, row, outcome, None))
-                    entry.ledger_row = None
-            if kind is _ACK:
-                queue.settle(entry)
-            elif kind is _REQUEUE:
-                queue.release(entry, redelivered=True, count_delivery=True, now=now)
-            else:
-                queue.reject(entry, requeue=False, now=now)
+            if ledger is not None:  # before the queue acts on it (a requeue redelivers)
+                ledger.settled(now, self._ledger_ctx, entry, queue.name, outcome)
+            apply_outcome(queue, entry, settled_as, now)
             queues[queue] = None
-        if acked:
-            ledger.rows.append((now, tuple(acked), outcome))
         if self.global_window.limit:
             self._dispatch_all()
         for queue in queues:
             if not queue.deleted and queue.consumers:
                 queue.dispatch(now)
-
-    def _record_settled(self, ledger: Any, outcome: LedgerOutcome | str, entry: QueuedMessage,
-                        now: float, reason: str | None) -> None:
-        """One ``settled`` event for ``entry`` (before the queue acts on it, so a requeued
-        message's redelivery is recorded after its release)."""
-        queue = entry.queue
-        record_settled(ledger, entry, now, self._ledger_context,
-                       queue.name if queue is not None else None, outcome, reason)
-
-    def _record_refused(self, ledger: Any, method: m.Method, reason: str) -> None:
-        """A ``refused`` publish before it was taken in (access, an invalid property)."""
-        ledger.record(
-            EventKind.REFUSED, self.context.now, vhost=self._vhost_name, user=self._user_name,
-            proto_in=_P091, connection=self._conn_id, link=self.channel_id,
-            exchange=method.exchange, routing_key=method.routing_key, reason=reason)
-
-    def _record_publish(self, ledger: Any, method: m.Method, message: MessageContainer,
-                        event: EventKind, *, reason: Optional[str] = None,
-                        routed_to: Optional[list] = None, received: bool = False) -> None:
-        """An event of a message taken in; with ``received`` its ``received`` event first,
-        in the same row (the headers go with ``received``)."""
-        first = EventKind.RECEIVED if received else event
-        ledger.record(
-            first, self.context.now, vhost=self._vhost_name, user=self._user_name,
-            proto_in=_P091, connection=self._conn_id, link=self.channel_id,
-            exchange=method.exchange, routing_key=method.routing_key, routed_to=routed_to,
-            message_id=message.message_id, correlation_id=message.correlation_id,
-            gateway_id=message.gateway_id, size=message.size, reason=reason,
-            headers=message.headers if first is EventKind.RECEIVED else None,
-            then=event if received else None)
 
     def _recover(self, method: m.Method, sync: bool) -> None:
         if not method.requeue:

@@ -23,40 +23,36 @@ earlier just before its channel or the connection closes; publisher confirms use
 one ``multiple`` ack for a run of publishes instead of one ack each.
 
 Connection-class methods (channel 0) are driven by ``_TRANSITIONS``, one dict of
-``(state, method class) -> handler``; a pair missing from it is 503 COMMAND_INVALID
-(while CLOSING, everything but close/close-ok is silently dropped)::
+``(state, method class) -> (action, next states)``: the action answers and returns the next
+state, one of those listed (several where the outcome decides: a SASL step), or None when
+it failed instead (a refused login: see Errors). A pair missing from it is 503
+COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently dropped)::
 
-    state            method                 -> next state
-    AWAIT_START_OK   connection.start-ok    -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
-    AWAIT_SECURE_OK  connection.secure-ok   -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
-    AWAIT_TUNE_OK    connection.tune-ok     -> AWAIT_OPEN
-    AWAIT_OPEN       connection.open        -> OPEN (open-ok sent)
-    OPEN             connection.close       -> CLOSED (close-ok sent)
-    OPEN             connection.update-secret -> 540
-    CLOSING          connection.close       -> CLOSED (close-ok sent: simultaneous close)
-    CLOSING          connection.close-ok    -> CLOSED
+    state            method                    -> next state
+    AWAIT_START_OK   connection.start-ok       -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
+    AWAIT_SECURE_OK  connection.secure-ok      -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
+    AWAIT_TUNE_OK    connection.tune-ok        -> AWAIT_OPEN
+    AWAIT_OPEN       connection.open           -> OPEN (open-ok sent)
+    OPEN             connection.close          -> CLOSED (close-ok sent)
+    OPEN             connection.update-secret  -> - (540 NOT_IMPLEMENTED)
+    CLOSING          connection.close          -> CLOSED (close-ok sent: simultaneous close)
+    CLOSING          connection.close-ok       -> CLOSED
+
+What each step checks (SASL login with throttling, the tune proposal, the vhost and the
+user's connection limit at open) is ``handshake.Handshake``'s; how channels open, close and
+get their frames is ``channel_table.ChannelTable``'s.
 
 Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
 CLOSING state (we wait ``close_timeout`` seconds for close-ok), except: before the client
 sent connection.open nothing is sent and the socket just closes (REQUIREMENTS 1.2) -- with
 one exception, a failed login from a client advertising ``authentication_failure_close``
 gets connection.close 403 first; and a framing error with ``send_close=False`` closes
-at once. Unexpected Python exceptions become 541 INTERNAL_ERROR and are logged.
-
-Limits and throttling (optional shared objects from ``gateway.auth``): with a
-``connection_registry`` the user's connection is admitted at connection.open (over the
-user's limit: connection.close 530 "connection limit (N) for user 'x' reached") and
-released when CLOSED, and the user's ``max_channels`` lowers the proposed channel-max;
-with a ``login_throttle`` (its module holds the rules) the password check is gated, and a
-refused login's answer (close 403 or the silent close) is held back until the time
-``refuse_login`` gives, through the ``tick`` deadline, while further input is ignored. A
-handshake timeout closes silently and records ``timed_out`` (the phase) for the edge to log.
-
-Channels (1..channel-max) open with channel.open; frames for a channel that is not open are
-504; content goes through a per-channel ``ContentAssembler``; a ``ChannelException`` closes
-just that channel (channel.close, then every frame but close/close-ok is dropped until
-close-ok). Heartbeats start after tune-ok: a heartbeat frame is sent when nothing was sent
-for one interval, and two silent intervals from the peer close the socket without handshake.
+at once. Unexpected Python exceptions become 541 INTERNAL_ERROR and are logged. A refused
+login's answer (close 403 or the silent close) is held back until the time the handshake
+gives, through the ``tick`` deadline, while further input is ignored. A handshake timeout
+closes silently and records ``timed_out`` (the phase) for the edge to log. Heartbeats
+start after tune-ok: a heartbeat frame is sent when nothing was sent for one interval, and
+two silent intervals from the peer close the socket without handshake.
 """
 from __future__ import annotations
 
@@ -64,68 +60,25 @@ import enum
 import logging
 from typing import Any, Callable, Sequence
 
-from gateway.amqp091.content import Content, ContentAssembler, decode_properties
-from gateway.amqp091.errors import ChannelException, ConnectionException
-from gateway.amqp091.frames import (
-    HEARTBEAT_FRAME,
-    BodyFrame,
-    Frame,
-    FrameReader,
-    HeaderFrame,
-    HeartbeatFrame,
-    MethodFrame,
-    content_frame_parts,
-    deliver_frame_parts,
-    encode_method_frame,
-)
 from gateway.amqp091 import methods as m
-from gateway.amqp091.handlers import (
-    ChannelHandler,
-    ChannelHandlerFactory,
-    CloseInitiator,
-    CloseReason,
-    ConnectionContext,
-)
-from gateway.amqp091.spec import (
-    FRAME_MIN_SIZE,
-    VERSION_MAJOR,
-    VERSION_MINOR,
-    ClassId,
-    Direction,
-    ProtocolVersion,
-    ReplyCode,
-)
+from gateway.amqp091.channel_table import ChannelState, ChannelTable
+from gateway.amqp091.connection_timers import ConnectionTimers, Due
+from gateway.amqp091.errors import ChannelException, ConnectionException
+from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, FrameReader, HeartbeatFrame, MethodFrame
+from gateway.amqp091.handlers import ChannelHandlerFactory, CloseInitiator, CloseReason
+from gateway.amqp091.handshake import Handshake
+from gateway.amqp091.output_buffer import OutputBuffer
+from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ProtocolVersion, ReplyCode
 from gateway.amqp091.tuning import TuneParameters, negotiate
-from gateway.auth import (
-    AuthenticationFailed,
-    Authenticated,
-    ConnectionLimitReached,
-    LoginThrottled,
-    cap_channel_max,
-    may_access_vhost,
-    refuse_login,
-)
+from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
 from gateway.connection_log import HandshakeTimeout, peer_name
-from gateway.product import product_properties
 
-__all__ = ["ServerConnection", "ConnectionState", "SERVER_CAPABILITIES", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["ServerConnection", "ConnectionState", "DEFAULT_MAX_MESSAGE_SIZE"]
 
-_BASIC_CLASS = m.BasicDeliver.CLASS_ID
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
-
-SERVER_CAPABILITIES: dict[str, bool] = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-    "direct_reply_to": False,
-}
 
 
 class ConnectionState(enum.Enum):
@@ -141,14 +94,8 @@ class ConnectionState(enum.Enum):
 _HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
               ConnectionState.AWAIT_TUNE_OK, ConnectionState.AWAIT_OPEN)
 
-
-class _ChannelState(enum.Enum):
-    OPEN = "open"
-    CLOSING = "closing"  # we sent channel.close; drop all but close/close-ok
-
-
 # read on every delivery and publish (a member read through its enum class is a lookup)
-_CHANNEL_OPEN, _OPEN = _ChannelState.OPEN, ConnectionState.OPEN
+_CHANNEL_OPEN, _OPEN = ChannelState.OPEN, ConnectionState.OPEN
 
 
 class _HeldInput:
@@ -164,37 +111,14 @@ class _HeldInput:
         self.data = bytearray()
 
 
-_BASIC = int(ClassId.BASIC)
-
-
-class _Channel:
-    __slots__ = ("id", "state", "handler", "assembler")
-
-    def __init__(self, channel_id: int, handler: ChannelHandler, max_message_size: int) -> None:
-        self.id = channel_id
-        self.state = _ChannelState.OPEN
-        self.handler = handler
-        self.assembler = ContentAssembler(max_message_size)
-
-
-def _server_properties(extra: dict[str, Any] | None) -> dict[str, Any]:
-    props: dict[str, Any] = {
-        **product_properties(),
-        "copyright": "amqp-gateway contributors",
-        "information": "AMQP 0-9-1 / AMQP 1.0 gateway, Apache-2.0",
-        "capabilities": dict(SERVER_CAPABILITIES),
-    }
-    if extra:
-        props.update(extra)
-    return props
-
-
 class ServerConnection:
     """One 0-9-1 server connection. See the module docstring for the contract.
 
     ``authenticator`` follows ``gateway.auth.Authenticator``; ``broker`` has
     ``vhost(name) -> object | None``; ``now`` is the current time in seconds; limits are in
     octets (frame_max, max_message_size), channels, and seconds (heartbeat, timeouts).
+    ``connection_registry`` and ``login_throttle`` are optional objects of
+    ``gateway.auth`` shared by the connections (``handshake`` says what they do).
     """
 
     def __init__(
@@ -239,56 +163,30 @@ class ServerConnection:
         self.client_properties: dict[str, Any] = {}
         self.blocked = False
         self.login_failed = False
-        self._authenticator = authenticator
-        self._broker = broker
-        self._factory = channel_handler_factory
-        self._server_tune = TuneParameters(channel_max, frame_max, heartbeat)
+        self._handshake = Handshake(
+            authenticator, broker, peer_host=peer_host, peer=self.peer,
+            server_tune=TuneParameters(channel_max, frame_max, heartbeat),
+            allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject,
+            vhost_access=vhost_access, registry=connection_registry, throttle=login_throttle)
         self._tune = TuneParameters(channel_max, FRAME_MIN_SIZE, 0)
-        self._max_message_size = max_message_size
         self._close_timeout = close_timeout
-        self._high_water = output_high_water
-        self._allow_anonymous = allow_anonymous
-        self._tls_peer_subject = tls_peer_subject
-        self._vhost_access = vhost_access
-        self._on_output = on_output
-        # shared across connections (gateway.auth.ConnectionRegistry / LoginThrottle)
-        self._registry = connection_registry
-        self._throttle = login_throttle
-        self._refusal_text: str | None = None
-        self._refusal_deadline: float | None = None
+        self._refusal_text = ""
         self._close_callbacks: list[Callable[[], None]] = []
         self._reader = FrameReader(FRAME_MIN_SIZE)
-        self._out = bytearray()
+        self._output = OutputBuffer(output_high_water, on_output)
         self._held: _HeldInput | None = None
         # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
         # current receive_data is done, or earlier before that channel or the connection closes
         self._batch_end: dict[int, Callable[[], None]] = {}
         self._in_batch = False
         self._state = ConnectionState.AWAIT_START_OK
-        self._channels: dict[int, _Channel] = {}
-        self._sasl: Any = None
-        self._mechanism = ""
+        self._table = ChannelTable(channel_handler_factory, max_message_size)
+        #: the table's channels by number (the same dict: read on every delivery)
+        self._channels = self._table.slots
         self._open_received = False
-        # timers (seconds); activity flags are sampled by tick()
-        self._handshake_timeout = handshake_timeout
-        self._handshake_deadline: float | None = now + handshake_timeout
-        self._close_deadline: float | None = None
-        self._heartbeat = 0
-        self._last_rx = now
-        self._last_tx = now
-        self._rx_seen = False
-        self._tx_seen = False
-
-        self._mechanisms = authenticator.mechanisms(
-            protocol="amqp091", allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject
-        )
-        self._send_method(0, m.ConnectionStart(
-            version_major=VERSION_MAJOR,
-            version_minor=VERSION_MINOR,
-            server_properties=_server_properties(server_properties),
-            mechanisms=" ".join(self._mechanisms).encode("ascii"),
-            locales=b"en_US",
-        ))
+        self._timers = ConnectionTimers(now, handshake_timeout)
+        self._rx_seen = False  # something was read since tick last looked
+        self.send_method(0, self._handshake.start_method(server_properties))
 
     # ---- engine surface ------------------------------------------------------------------
 
@@ -304,8 +202,7 @@ class ServerConnection:
     def wants_input(self) -> bool:
         """False while the output buffer is above its high-water mark, and while input is
         held because the client published during a memory alarm."""
-        return (self._state is not ConnectionState.CLOSED and self._held is None
-                and len(self._out) < self._high_water)
+        return self._state is not ConnectionState.CLOSED and self._held is None and not self._output.full
 
     @property
     def frame_max(self) -> int:
@@ -344,11 +241,7 @@ class ServerConnection:
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
 
     def data_to_send(self) -> bytes:
-        if not self._out:
-            return b""
-        data = bytes(self._out)
-        self._out.clear()
-        return data
+        return self._output.take()
 
     def tick(self, now: float) -> float | None:
         """Run the handshake/close timeouts and heartbeats at time ``now`` (seconds), and
@@ -361,59 +254,44 @@ class ServerConnection:
             self._guarded(self._release_held)
             if self._state is ConnectionState.CLOSED:
                 return None
+        timers, output = self._timers, self._output
         if self._rx_seen:
-            self._last_rx, self._rx_seen = now, False
-        if self._tx_seen:
-            self._last_tx, self._tx_seen = now, False
-        if self._refusal_deadline is not None:
-            if now < self._refusal_deadline:
-                return self._refusal_deadline
-            self._refusal_deadline = None
-            self._answer_login_refusal(self._refusal_text or "login refused")
+            timers.last_rx, self._rx_seen = now, False
+        if output.written:
+            timers.last_tx, output.written = now, False
+        while (due := timers.due(now, reading=self._held is None)) is not None:
+            if due is Due.HEARTBEAT:
+                output.write(HEARTBEAT_FRAME)
+                timers.last_tx, output.written = now, False
+                continue
+            if due is Due.LOGIN_REFUSAL:
+                self._answer_login_refusal(self._refusal_text)
+            elif due is Due.HANDSHAKE_TIMEOUT:
+                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
+                                                  timers.handshake_timeout)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           due.value))
+            else:  # close-ok timeout, or the peer missed two heartbeats
+                if due is Due.CLOSE_OK_TIMEOUT:
+                    log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
+                else:
+                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
+                              2 * timers.heartbeat)
+                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                                           due.value))
             if self._state is ConnectionState.CLOSED:
                 return None
-        deadlines: list[float] = []
-        if self._handshake_deadline is not None:
-            if now >= self._handshake_deadline:
-                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
-                                                  self._handshake_timeout)
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                           "handshake timeout"))
-                return None
-            deadlines.append(self._handshake_deadline)
-        if self._close_deadline is not None:
-            if now >= self._close_deadline:
-                log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                           "close-ok timeout"))
-                return None
-            deadlines.append(self._close_deadline)
-        hb = self._heartbeat
-        if hb:
-            # while input is held we do not read, so the peer's silence proves nothing
-            # (RabbitMQ pauses its heartbeat monitor on a blocked connection)
-            if self._held is None:
-                if now - self._last_rx >= 2 * hb:
-                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host, 2 * hb)
-                    self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
-                                               "missed heartbeats from client"))
-                    return None
-                deadlines.append(self._last_rx + 2 * hb)
-            if now - self._last_tx >= hb:
-                self._write(HEARTBEAT_FRAME)
-                self._last_tx, self._tx_seen = now, False
-            deadlines.append(self._last_tx + hb)
-        return min(deadlines) if deadlines else None
+        return timers.next_deadline(reading=self._held is None)
 
     @property
     def on_output(self) -> Callable[[], None] | None:
         """Called (no arguments) when output appears while the buffer was empty; the edge
         sets it to schedule a flush for output produced outside ``receive_data``."""
-        return self._on_output
+        return self._output.on_output
 
     @on_output.setter
     def on_output(self, callback: Callable[[], None] | None) -> None:
-        self._on_output = callback
+        self._output.on_output = callback
 
     def add_close_callback(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once when the connection reaches CLOSED (after the channel
@@ -437,52 +315,65 @@ class ServerConnection:
         if not self.blocked and self._state is ConnectionState.OPEN:
             self.blocked = True
             if self.capabilities.get("connection.blocked") is True:
-                self._send_method(0, m.ConnectionBlocked(reason=reason))
+                self.send_method(0, m.ConnectionBlocked(reason=reason))
 
     def unblock_publishers(self) -> None:
         if self.blocked and self._state is ConnectionState.OPEN:
             self.blocked = False
             if self.capabilities.get("connection.blocked") is True:
-                self._send_method(0, m.ConnectionUnblocked())
-            if self._held is not None and self._on_output is not None:
+                self.send_method(0, m.ConnectionUnblocked())
+            on_output = self._output.on_output
+            if self._held is not None and on_output is not None:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
-                self._on_output()
+                on_output()
 
-    # ---- output ---------------------------------------------------------------------------
+    # ---- the channel handlers' surface (``handlers.ChannelWriter``) and output ---------------
 
-    def _write(self, *parts: bytes) -> None:
-        """Append ``parts`` to the output buffer (each copied once, into it)."""
-        out = self._out
-        was_empty = not out
-        for part in parts:
-            out += part
-        self._tx_seen = True
-        if was_empty and self._on_output is not None:
-            self._on_output()
+    def send_method(self, channel: int, method: m.Method) -> None:
+        """One method frame on ``channel`` (0: the connection)."""
+        self._output.method(channel, method)
 
-    def _send_method(self, channel: int, method: m.Method) -> None:
-        self._write(encode_method_frame(channel, method))
+    def send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
+        """``method``, the content header (raw ``properties_bytes``) and the body frames,
+        split at the negotiated frame-max."""
+        self._output.content(channel, method, properties_bytes, body)
 
-    def _send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
-                      redelivered: bool, exchange: str, routing_key: str,
-                      properties_bytes: bytes, body: bytes) -> None:
-        """``_send_content`` for a basic.deliver, without a ``BasicDeliver`` (see
-        ``deliver_frame_parts``)."""
-        self._write(*deliver_frame_parts(channel, consumer_tag, delivery_tag, redelivered,
-                                         exchange, routing_key),
-                    *content_frame_parts(channel, _BASIC_CLASS, properties_bytes, body,
-                                         self._tune.frame_max))
+    def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
+                     redelivered: bool, exchange: str, routing_key: str,
+                     properties_bytes: bytes, body: bytes) -> None:
+        """``send_content`` for a basic.deliver with these fields, without a method object."""
+        self._output.deliver(channel, consumer_tag, delivery_tag, redelivered, exchange,
+                             routing_key, properties_bytes, body)
 
-    def _send_content(self, channel: int, method: m.Method, properties_bytes: bytes, body: bytes) -> None:
-        # the frames go into the output buffer piece by piece: the body is copied once
-        self._write(encode_method_frame(channel, method),
-                    *content_frame_parts(channel, method.CLASS_ID, properties_bytes, body,
-                                         self._tune.frame_max))
-
-    def _channel_is_open(self, channel_id: int) -> bool:
+    def channel_is_open(self, channel_id: int) -> bool:
+        """True while ``channel_id`` is open on an open connection (a late delivery after a
+        close is dropped)."""
         ch = self._channels.get(channel_id)
         return ch is not None and ch.state is _CHANNEL_OPEN and self._state is _OPEN
+
+    def at_batch_end(self, channel_id: int, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the current batch of input is handled, or before
+        ``channel_id`` or the connection closes; at once outside a batch. One per channel."""
+        if self._in_batch:
+            self._batch_end[channel_id] = hook
+        else:
+            hook()
+
+    def flush_channel(self, channel_id: int) -> None:
+        """Run ``channel_id``'s end-of-batch hook now (before that channel's close)."""
+        hook = self._batch_end.pop(channel_id, None)
+        if hook is not None:
+            hook()
+
+    def close_channel(self, channel_id: int, code: int, text: str, class_id: int = 0,
+                      method_id: int = 0) -> None:
+        """Server-initiated channel.close outside a handler's ``handle`` (e.g. a broker
+        callback); nothing if the channel or the connection is not open."""
+        ch = self._channels.get(channel_id)
+        if ch is not None and self._state is ConnectionState.OPEN:
+            exc = ChannelException(code, text, class_id, method_id)  # its reply-text names the code
+            self._table.close(self, ch, exc.code, exc.reply_text, class_id, method_id)
 
     # ---- input dispatch -------------------------------------------------------------------
 
@@ -528,7 +419,8 @@ class ServerConnection:
                     log.info("0-9-1 client %s published while blocked; input held until "
                              "unblocked", self.peer_host)
                     return
-                taken = self._whole_publish(frames, i)
+                taken = (self._table.whole_publish(self, frames, i)
+                         if self._timers.refusal_at is None else 0)
                 if taken:
                     i += taken
                     if self._state is ConnectionState.CLOSED:
@@ -540,50 +432,6 @@ class ServerConnection:
             i += 1
         if error is not None:
             raise error
-
-    def _whole_publish(self, frames: Sequence[Frame], i: int) -> int:
-        """Hand ``frames[i]`` (a basic.publish) with its header and body straight to the
-        channel when all of them are in ``frames`` and nothing about them is unusual;
-        returns how many frames that took (0: take the general path frame by frame).
-
-        Why: a message is three frames, and the general path's per-frame checks and
-        content-assembly steps were a fifth of a message's cost. This is exactly what
-        the general path does for such frames, minus the steps that cannot fail for them:
-        the same channel throughout, an open channel with no content under way, the
-        header's class and weight right, its size within the limit and matched exactly
-        by one body frame (or none for an empty body).
-        """
-        if self._refusal_deadline is not None or i + 1 >= len(frames):
-            return 0
-        method_frame, header = frames[i], frames[i + 1]
-        channel = method_frame.channel
-        if type(header) is not HeaderFrame or header.channel != channel or channel == 0:
-            return 0
-        ch = self._channels.get(channel)
-        if ch is None or ch.state is not _CHANNEL_OPEN or ch.assembler.busy:
-            return 0
-        size = header.body_size
-        if header.class_id != _BASIC or header.weight != 0 or size > self._max_message_size:
-            return 0
-        if size:
-            if i + 2 >= len(frames):
-                return 0
-            body_frame = frames[i + 2]
-            if (type(body_frame) is not BodyFrame or body_frame.channel != channel
-                    or len(body_frame.payload) != size):
-                return 0
-            body, taken = body_frame.payload, 3
-        else:
-            body, taken = b"", 2
-        try:
-            properties = decode_properties(header.properties)
-        except ConnectionException:
-            return 0  # the general path raises it with the method's ids
-        try:
-            ch.handler.handle(method_frame.method, Content(properties, header.properties, body))
-        except ChannelException as exc:
-            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
-        return taken
 
     def _may_release(self) -> bool:
         """Held input may be replayed once the alarm is over or we are closing (the
@@ -610,27 +458,15 @@ class ServerConnection:
         for hook in hooks.values():
             hook()
 
-    def _flush_channel(self, channel_id: int) -> None:
-        """Run ``channel_id``'s end-of-batch hook now (before that channel's close)."""
-        hook = self._batch_end.pop(channel_id, None)
-        if hook is not None:
-            hook()
-
-    def _at_batch_end(self, channel_id: int, hook: Callable[[], None]) -> None:
-        if self._in_batch:
-            self._batch_end[channel_id] = hook
-        else:
-            hook()
-
     def _dispatch(self, frame: Frame) -> None:
-        if self._refusal_deadline is not None:
+        if self._timers.refusal_at is not None:
             return  # a refused login's answer is being held back: ignore the rest
         channel = frame.channel
         if self._state is ConnectionState.CLOSING:
             if channel == 0 and type(frame) is MethodFrame:
-                handler = _TRANSITIONS.get((self._state, type(frame.method)))
-                if handler is not None:
-                    handler(self, frame.method)
+                transition = _TRANSITIONS.get((self._state, type(frame.method)))
+                if transition is not None:
+                    self._take(transition, frame.method)
             return  # after sending close, everything else is discarded
         if type(frame) is HeartbeatFrame:
             if channel != 0:
@@ -644,174 +480,66 @@ class ServerConnection:
             raise ConnectionException(ReplyCode.COMMAND_INVALID,
                                       f"frame on channel {channel} before the connection is open")
         else:
-            self._channel_frame(channel, frame)
+            self._table.frame(self, channel, frame)
 
     def _connection_method(self, method: m.Method) -> None:
         if method.CLASS_ID != ClassId.CONNECTION:
             raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not allowed on channel 0",
                                       method.CLASS_ID, method.METHOD_ID)
-        handler = _TRANSITIONS.get((self._state, type(method)))
-        if handler is None:
+        transition = _TRANSITIONS.get((self._state, type(method)))
+        if transition is None:
             raise ConnectionException(ReplyCode.COMMAND_INVALID,
                                       f"{method.NAME} is not allowed in state '{self._state.value}'",
                                       method.CLASS_ID, method.METHOD_ID)
-        handler(self, method)
+        self._take(transition, method)
 
-    def _channel_frame(self, channel_id: int, frame: Frame) -> None:
-        method = frame.method if type(frame) is MethodFrame else None
-        if method is not None:
-            if method.CLASS_ID == ClassId.CONNECTION:
-                raise ConnectionException(ReplyCode.COMMAND_INVALID,
-                                          f"{method.NAME} must use channel 0, not {channel_id}",
-                                          method.CLASS_ID, method.METHOD_ID)
-        ch = self._channels.get(channel_id)
-        if ch is None:
-            if type(method) is m.ChannelOpen:
-                self._open_channel(channel_id)
-                return
-            what = method.NAME if method is not None else "content frame"
-            raise ConnectionException(ReplyCode.CHANNEL_ERROR,
-                                      f"expecting 'channel.open' on channel {channel_id}, got {what}",
-                                      *(_ids(method)))
-        if ch.state is _ChannelState.CLOSING:
-            if type(method) is m.ChannelCloseOk:
-                del self._channels[channel_id]
-            elif type(method) is m.ChannelClose:  # simultaneous close: answer, keep waiting
-                self._send_method(channel_id, m.ChannelCloseOk())
-            return
-        if method is not None and method.SPEC.direction is Direction.SERVER:
-            raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} may only be sent by the server",
-                                      method.CLASS_ID, method.METHOD_ID)
-        if method is not None and not method.CONTENT and not ch.assembler.busy:
-            self._channel_method(ch, method)
-            return
-        try:
-            done = ch.assembler.accept(frame)
-            if done is not None:
-                ch.handler.handle(done[0], done[1])
-        except ChannelException as exc:
-            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
+    def _take(self, transition: tuple[Callable[[ServerConnection, Any], ConnectionState | None],
+                                      tuple[ConnectionState, ...]], method: m.Method) -> None:
+        """Run a transition's action on ``method`` and enter the state it returns (one
+        the table lists; None: the action failed and closed or holds a refusal)."""
+        action, next_states = transition
+        state = action(self, method)
+        if state is not None:
+            assert state in next_states, f"{method.NAME}: {state} is not in the table"
+            self._state = state
 
-    def _channel_method(self, ch: _Channel, method: m.Method) -> None:
-        kind = type(method)
-        if kind is m.ChannelOpen:
-            raise ConnectionException(ReplyCode.CHANNEL_ERROR, f"channel {ch.id} is already open",
-                                      method.CLASS_ID, method.METHOD_ID)
-        if kind is m.ChannelClose:
-            self._flush_channel(ch.id)
-            del self._channels[ch.id]
-            self._notify_closed(ch, CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
-            self._send_method(ch.id, m.ChannelCloseOk())
-            return
-        if kind is m.ChannelCloseOk:
-            raise ConnectionException(ReplyCode.COMMAND_INVALID,
-                                      f"channel.close-ok on channel {ch.id}, which is not closing",
-                                      method.CLASS_ID, method.METHOD_ID)
-        if kind is m.AccessRequest:
-            self._send_method(ch.id, m.AccessRequestOk(ticket=1))
-            return
-        try:
-            ch.handler.handle(method, None)
-        except ChannelException as exc:
-            self._close_channel(ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
+    # ---- connection-class actions (values of _TRANSITIONS) ---------------------------------
 
-    def _open_channel(self, channel_id: int) -> None:
-        limit = self._tune.effective_channel_max
-        if channel_id > limit:
-            raise ConnectionException(ReplyCode.CHANNEL_ERROR,
-                                      f"channel {channel_id} is above the negotiated channel-max {limit}",
-                                      ClassId.CHANNEL, m.ChannelOpen.METHOD_ID)
-        # a context per channel, not one kept here: the connection and a context of its own
-        # would be a reference cycle, which the gateway collects rarely; the channels are
-        # dropped at close, and the connection is then freed by reference counting
-        handler = self._factory(ConnectionContext(self), channel_id)
-        self._channels[channel_id] = _Channel(channel_id, handler, self._max_message_size)
-        self._send_method(channel_id, m.ChannelOpenOk())
-
-    def _close_channel(self, ch: _Channel, code: int, text: str, class_id: int, method_id: int) -> None:
-        if ch.state is not _ChannelState.OPEN:
-            return
-        self._flush_channel(ch.id)  # e.g. confirms of publishes before the failing method
-        ch.state = _ChannelState.CLOSING
-        ch.assembler = ContentAssembler(self._max_message_size)
-        log.info("closing channel %d of %s: %s %s", ch.id, self.peer_host, code, text)
-        self._send_method(ch.id, m.ChannelClose(reply_code=int(code), reply_text=text,
-                                                class_id=class_id, method_id=method_id))
-        self._notify_closed(ch, CloseReason(CloseInitiator.LOCAL, int(code), text))
-
-    def _close_channel_from_server(self, channel_id: int, code: int, text: str, class_id: int,
-                                   method_id: int) -> None:
-        ch = self._channels.get(channel_id)
-        if ch is not None and self._state is ConnectionState.OPEN:
-            exc = ChannelException(code, text, class_id, method_id)
-            self._close_channel(ch, exc.code, exc.reply_text, class_id, method_id)
-
-    def _notify_closed(self, ch: _Channel, reason: CloseReason) -> None:
-        try:
-            ch.handler.closed(reason)
-        except Exception:
-            log.exception("channel handler failed while closing channel %d", ch.id)
-
-    # ---- connection-class handlers (values of _TRANSITIONS) ---------------------------------
-
-    def _on_start_ok(self, method: m.Method) -> None:
+    def _on_start_ok(self, method: m.Method) -> ConnectionState | None:
         props = method.client_properties
         self.client_properties = props if isinstance(props, dict) else {}
-        self._mechanism = method.mechanism
         try:
-            self._sasl = self._authenticator.start(
-                method.mechanism, peer_host=self.peer_host, protocol="amqp091",
-                allow_anonymous=self._allow_anonymous, tls_peer_subject=self._tls_peer_subject,
-                gate=self._login_gate if self._throttle is not None else None)
-            self._sasl_step(method.response)
+            outcome = self._handshake.start(method.mechanism, method.response, self.now)
         except AuthenticationFailed as exc:
-            self._login_refused(exc)
+            return self._login_refused(exc)
+        return self._login_step(outcome)
 
-    def _on_secure_ok(self, method: m.Method) -> None:
+    def _on_secure_ok(self, method: m.Method) -> ConnectionState | None:
         try:
-            self._sasl_step(method.response)
+            outcome = self._handshake.respond(method.response, self.now)
         except AuthenticationFailed as exc:
-            self._login_refused(exc)
+            return self._login_refused(exc)
+        return self._login_step(outcome)
 
-    def _login_gate(self, user: str) -> None:
-        self._throttle.check_attempt(self.peer_host, user, self.peer, self.now)
-
-    def _sasl_step(self, response: bytes) -> None:
-        outcome = self._sasl.step(response)
+    def _login_step(self, outcome: Any) -> ConnectionState:
         if isinstance(outcome, Authenticated):
             self.user = outcome.user
-            self._sasl = None
-            if self._throttle is not None:
-                self._throttle.succeeded(self.peer_host, self.user.name, self.now)
-            if self._registry is not None:
-                # the user's max_channels lowers the channel-max we propose
-                t = self._server_tune
-                user_channels = self._registry.limits_for(self.user.name).max_channels
-                self._server_tune = TuneParameters(cap_channel_max(t.channel_max, user_channels),
-                                                   t.frame_max, t.heartbeat)
             # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
-            t = self._server_tune
-            self._send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
-                                                  heartbeat=t.heartbeat))
-            self._state = ConnectionState.AWAIT_TUNE_OK
-        else:
-            self._send_method(0, m.ConnectionSecure(challenge=outcome.data))
-            self._state = ConnectionState.AWAIT_SECURE_OK
+            t = self._handshake.server_tune
+            self.send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
+                                                 heartbeat=t.heartbeat))
+            return ConnectionState.AWAIT_TUNE_OK
+        self.send_method(0, m.ConnectionSecure(challenge=outcome.data))
+        return ConnectionState.AWAIT_SECURE_OK
 
     def _login_refused(self, exc: AuthenticationFailed) -> None:
         self.login_failed = True
-        mechanism = self._mechanism[:40]
-        answer_at = refuse_login(self._throttle, exc, address=self.peer_host, peer=self.peer,
-                                 user=self._sasl.claimed_user if self._sasl is not None else None,
-                                 protocol="AMQP 0-9-1", mechanism=mechanism, now=self.now,
-                                 answer_by=self._handshake_deadline)
-        text = f"Login was refused using authentication mechanism {mechanism}. " + (
-            exc.reason if isinstance(exc, LoginThrottled) else "For details see the broker logfile.")
+        text, answer_at = self._handshake.refusal(exc, self.now, self._timers.handshake_at)
         if answer_at > self.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
             self._refusal_text = text
-            self._refusal_deadline = answer_at
-            self._handshake_deadline = None
+            self._timers.refusal_at = answer_at
+            self._timers.handshake_at = None
             return
         self._answer_login_refusal(text)
 
@@ -822,48 +550,36 @@ class ServerConnection:
         else:
             self._shutdown(CloseReason(CloseInitiator.LOCAL, ReplyCode.ACCESS_REFUSED, text))
 
-    def _on_tune_ok(self, method: m.Method) -> None:
+    def _on_tune_ok(self, method: m.Method) -> ConnectionState:
         client = TuneParameters(method.channel_max, method.frame_max, method.heartbeat)
-        self._tune = negotiate(self._server_tune, client)
-        self._reader.frame_max = self._tune.frame_max
-        self._heartbeat = self._tune.heartbeat
-        self._last_rx = self._last_tx = self.now
-        self._state = ConnectionState.AWAIT_OPEN
+        self._tune = negotiate(self._handshake.server_tune, client)
+        self._reader.frame_max = self._output.frame_max = self._tune.frame_max
+        self._timers.start_heartbeats(self._tune.heartbeat, self.now)
+        return ConnectionState.AWAIT_OPEN
 
-    def _on_open(self, method: m.Method) -> None:
+    def _on_open(self, method: m.Method) -> ConnectionState:
         self._open_received = True  # from here on the client expects a close handshake
-        name = method.virtual_host
-        vhost = self._broker.vhost(name)
-        if vhost is None:
-            raise ConnectionException(ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found",
-                                      method.CLASS_ID, method.METHOD_ID)
-        if not self._vhost_access(self.user, name):
-            raise ConnectionException(ReplyCode.NOT_ALLOWED,
-                                      f"access to vhost '{name}' refused for user '{self.user.name}'",
-                                      method.CLASS_ID, method.METHOD_ID)
-        registry = self._registry
-        if registry is not None:
-            try:
-                token = registry.admit(self.user.name)
-            except ConnectionLimitReached as exc:
-                raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
-                                          method.CLASS_ID, method.METHOD_ID) from None
-            self.add_close_callback(lambda: registry.release(token))
-        self.vhost, self.vhost_name = vhost, name
-        self._send_method(0, m.ConnectionOpenOk())
-        self._state = ConnectionState.OPEN
-        self._handshake_deadline = None
+        vhost, release = self._handshake.open_vhost(method, self.user)
+        if release is not None:
+            self.add_close_callback(release)
+        self.vhost, self.vhost_name = vhost, method.virtual_host
+        self._handshake.end()
+        self.send_method(0, m.ConnectionOpenOk())
+        self._timers.handshake_at = None
+        return ConnectionState.OPEN
 
-    def _on_close(self, method: m.Method) -> None:
+    def _on_close(self, method: m.Method) -> ConnectionState:
         log.info("0-9-1 client %s closed the connection: %s %s", self.peer_host, method.reply_code,
                  method.reply_text)
         if self._state is ConnectionState.OPEN and self._batch_end:
             self._end_batch()
-        self._send_method(0, m.ConnectionCloseOk())
+        self.send_method(0, m.ConnectionCloseOk())
         self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
+        return ConnectionState.CLOSED
 
-    def _on_close_ok(self, method: m.Method) -> None:
+    def _on_close_ok(self, method: m.Method) -> ConnectionState:
         self._shutdown(None)
+        return ConnectionState.CLOSED
 
     def _on_update_secret(self, method: m.Method) -> None:
         raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "connection.update-secret is not supported",
@@ -891,20 +607,20 @@ class ServerConnection:
             except Exception:  # closing anyway; never raise out of an error path
                 log.exception("end-of-batch hook failed while closing 0-9-1 connection from %s",
                               self.peer_host)
-        self._send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
+        self.send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
                                                class_id=exc.class_id, method_id=exc.method_id))
-        self._teardown_channels(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
+        self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
         self._state = ConnectionState.CLOSING
-        self._handshake_deadline = None
-        self._close_deadline = self.now + self._close_timeout
+        self._timers.handshake_at = None
+        self._timers.close_at = self.now + self._close_timeout
 
     def _shutdown(self, reason: CloseReason | None) -> None:
         if reason is not None:
-            self._teardown_channels(reason)
+            self._table.close_all(reason)
         self._state = ConnectionState.CLOSED
-        self._handshake_deadline = self._close_deadline = None
-        self._heartbeat = 0
+        self._timers.stop()
         self._held = None
+        self._handshake.end()
         self._batch_end.clear()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:
@@ -913,27 +629,22 @@ class ServerConnection:
             except Exception:
                 log.exception("close callback failed on 0-9-1 connection from %s", self.peer_host)
 
-    def _teardown_channels(self, reason: CloseReason) -> None:
-        channels, self._channels = self._channels, {}
-        for ch in channels.values():
-            if ch.state is _ChannelState.OPEN:
-                self._notify_closed(ch, reason)
-
-
-def _ids(method: m.Method | None) -> tuple[int, int]:
-    return (method.CLASS_ID, method.METHOD_ID) if method is not None else (0, 0)
-
 
 _S = ConnectionState
-_TRANSITIONS: dict[tuple[ConnectionState, type], Callable[[ServerConnection, Any], None]] = {
-    (_S.AWAIT_START_OK, m.ConnectionStartOk): ServerConnection._on_start_ok,
-    (_S.AWAIT_SECURE_OK, m.ConnectionSecureOk): ServerConnection._on_secure_ok,
-    (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): ServerConnection._on_tune_ok,
-    (_S.AWAIT_OPEN, m.ConnectionOpen): ServerConnection._on_open,
-    (_S.OPEN, m.ConnectionClose): ServerConnection._on_close,
-    (_S.OPEN, m.ConnectionUpdateSecret): ServerConnection._on_update_secret,
-    (_S.CLOSING, m.ConnectionClose): ServerConnection._on_close,
-    (_S.CLOSING, m.ConnectionCloseOk): ServerConnection._on_close_ok,
+_TRANSITIONS: dict[tuple[ConnectionState, type],
+                   tuple[Callable[[ServerConnection, Any], ConnectionState | None],
+                         tuple[ConnectionState, ...]]] = {
+    (_S.AWAIT_START_OK, m.ConnectionStartOk):
+        (ServerConnection._on_start_ok, (_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK)),
+    (_S.AWAIT_SECURE_OK, m.ConnectionSecureOk):
+        (ServerConnection._on_secure_ok, (_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK)),
+    (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): (ServerConnection._on_tune_ok, (_S.AWAIT_OPEN,)),
+    (_S.AWAIT_OPEN, m.ConnectionOpen): (ServerConnection._on_open, (_S.OPEN,)),
+    (_S.OPEN, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
+    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, ()),
+    (_S.CLOSING, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
+    (_S.CLOSING, m.ConnectionCloseOk): (ServerConnection._on_close_ok, (_S.CLOSED,)),
 }
-"""The connection-class state table; a missing pair is 503 (ignored while CLOSING)."""
+"""The connection-class state table (the module docstring's): ``(state, method class) ->
+(action, the states it may enter)``; a missing pair is 503 (ignored while CLOSING)."""
 del _S

@@ -211,9 +211,18 @@ class ContentAssembler:
             method.METHOD_ID,
         )
 
-    def _start_header(self, method: Method, frame: HeaderFrame) -> tuple[Method, Content] | None:
+    def content_of(self, method: Method, header: HeaderFrame, body: bytes) -> Content:
+        """The content of ``method`` whose ``header`` and whole ``body`` arrived together
+        (the connection's one-step path for a publish in three frames): the checks
+        ``accept`` makes of a header, without the frame-by-frame state. Raises as
+        ``accept`` does; the caller has checked that ``body`` is ``header.body_size``
+        octets."""
+        return Content(self._checked_properties(method, header), header.properties, body)
+
+    def _checked_properties(self, method: Method, frame: HeaderFrame) -> BasicProperties:
+        """The properties of ``method``'s content header ``frame``, once its class, weight
+        and body size are checked (501, 501, 406)."""
         if frame.class_id != method.CLASS_ID:
-            self._reset()
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR,
                 f"content header class {frame.class_id} does not match {method.NAME} (class {method.CLASS_ID})",
@@ -221,7 +230,6 @@ class ContentAssembler:
                 method.METHOD_ID,
             )
         if frame.weight != 0:
-            self._reset()
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR,
                 f"content header weight {frame.weight} must be 0",
@@ -229,7 +237,6 @@ class ContentAssembler:
                 method.METHOD_ID,
             )
         if frame.body_size > self.max_message_size:
-            self._reset()
             raise ChannelException(
                 ReplyCode.PRECONDITION_FAILED,
                 f"message size {frame.body_size} is larger than configured max size {self.max_message_size}",
@@ -237,10 +244,16 @@ class ContentAssembler:
                 method.METHOD_ID,
             )
         try:
-            self._properties = decode_properties(frame.properties)
+            return decode_properties(frame.properties)
         except ConnectionException as exc:
-            self._reset()
             exc.method_id = method.METHOD_ID
+            raise
+
+    def _start_header(self, method: Method, frame: HeaderFrame) -> tuple[Method, Content] | None:
+        try:
+            self._properties = self._checked_properties(method, frame)
+        except (ConnectionException, ChannelException):
+            self._reset()
             raise
         self._header = frame
         self._remaining = frame.body_size

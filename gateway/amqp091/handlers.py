@@ -61,20 +61,20 @@ class ChannelWriter:
 
     @property
     def is_open(self) -> bool:
-        return self._conn._channel_is_open(self.channel_id)
+        return self._conn.channel_is_open(self.channel_id)
 
     def send_method(self, method: Method) -> bool:
-        if not self._conn._channel_is_open(self.channel_id):
+        if not self._conn.channel_is_open(self.channel_id):
             return False
-        self._conn._send_method(self.channel_id, method)
+        self._conn.send_method(self.channel_id, method)
         return True
 
     def send_content(self, method: Method, properties_bytes: bytes, body: bytes) -> bool:
         """The method, the content header (raw ``properties_bytes``) and the body frames,
         split at the negotiated frame-max."""
-        if not self._conn._channel_is_open(self.channel_id):
+        if not self._conn.channel_is_open(self.channel_id):
             return False
-        self._conn._send_content(self.channel_id, method, properties_bytes, body)
+        self._conn.send_content(self.channel_id, method, properties_bytes, body)
         return True
 
     def send_deliver(self, consumer_tag: str, delivery_tag: int, redelivered: bool,
@@ -82,10 +82,10 @@ class ChannelWriter:
                      body: bytes) -> bool:
         """``send_content`` of a basic.deliver with these fields (the per-delivery path:
         no method object is made)."""
-        if not self._conn._channel_is_open(self.channel_id):
+        if not self._conn.channel_is_open(self.channel_id):
             return False
-        self._conn._send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
-                                 exchange, routing_key, properties_bytes, body)
+        self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
+                                exchange, routing_key, properties_bytes, body)
         return True
 
     def at_batch_end(self, hook: Callable[[], None]) -> None:
@@ -93,11 +93,11 @@ class ChannelWriter:
         ``receive_data``), or earlier just before this channel or the connection closes;
         at once when no input is being handled. One hook per channel (the latest wins).
         Why: replies that can be coalesced (publisher confirms) are sent once per batch."""
-        self._conn._at_batch_end(self.channel_id, hook)
+        self._conn.at_batch_end(self.channel_id, hook)
 
     def close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
         """Server-initiated channel.close outside ``handle`` (e.g. from a broker callback)."""
-        self._conn._close_channel_from_server(self.channel_id, code, text, class_id, method_id)
+        self._conn.close_channel(self.channel_id, code, text, class_id, method_id)
 
 
 class ConnectionContext:

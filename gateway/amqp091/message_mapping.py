@@ -33,7 +33,7 @@ from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
 from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
                                      with_added_annotations)
-from translators.values import Timestamp
+from translators.field_types import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
            "death_table"]

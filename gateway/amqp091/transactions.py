@@ -32,8 +32,10 @@ from gateway.amqp091.consumer import Unacked
 from gateway.amqp091.content import Content
 from gateway.amqp091.methods import BasicAck, BasicNack, Method
 from gateway.broker.message import MessageContainer
+from gateway.broker.outcomes import ACCEPTED, REJECTED, REQUEUED, DeliveryOutcome
 
-__all__ = ["PublishMode", "ConfirmTracker", "TxBuffer", "PendingPublish", "PendingSettle", "SettleKind"]
+__all__ = ["PublishMode", "ConfirmTracker", "TxBuffer", "PendingPublish", "PendingSettle", "SettleKind",
+           "OUTCOME_OF"]
 
 
 class PublishMode(enum.Enum):
@@ -113,6 +115,14 @@ class SettleKind(enum.Enum):
     ACK = "ack"
     REJECT = "reject"  # nack/reject without requeue
     REQUEUE = "requeue"  # nack/reject with requeue
+
+
+#: the broker outcome each kind settles with (``gateway.broker.outcomes``)
+OUTCOME_OF: dict[SettleKind, DeliveryOutcome] = {
+    SettleKind.ACK: ACCEPTED,
+    SettleKind.REJECT: REJECTED,
+    SettleKind.REQUEUE: REQUEUED,
+}
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ Decoders take ``(buf, offset)`` and return ``(value, new_offset)`` (pamqp style)
 slicing, and a short or malformed input raises :class:`~gateway.amqp091.errors.DecodeError`
 (the caller turns it into a 502/501 connection exception with the method named).
 
-Field values decode into the typed values of :mod:`translators.values` and encode back to the
+Field values decode into the typed values of :mod:`translators.field_types` and encode back to the
 same letter (RabbitMQ's letter set, REQUIREMENTS 2.4). The 0-9-1 spec letters that do not
 clash with RabbitMQ's are decoded too: ``U`` (int16, as ``Int16``) and ``L`` (int64, as a plain
 ``int``); they re-encode as ``s`` and ``l``. Nesting is bounded by :data:`MAX_DEPTH`.
@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
 
 from gateway.amqp091.errors import DecodeError
-from translators.values import (
+from translators.field_types import (
     Float32,
     Int8,
     Int16,

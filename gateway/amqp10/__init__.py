@@ -3,7 +3,7 @@ to the shared broker model.
 
 ``Amqp10Engine`` implements the engine surface driven by ``gateway.edge``.
 """
-from gateway.amqp10.conditions import Amqp10Error, Condition, SaslCode, Scope, from_broker_error
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, SaslCode, Scope, from_broker_error
 from gateway.amqp10.directory import VhostDirectory
 from gateway.amqp10.engine import Amqp10Engine, EngineState
 from gateway.amqp10.links import INCOMING_CREDIT, IncomingLink, OutgoingLink
@@ -12,7 +12,7 @@ from gateway.amqp10.sasl import SaslResult, SaslServer, SaslState
 __all__ = [
     "Amqp10Engine",
     "Amqp10Error",
-    "Condition",
+    "ErrorCondition",
     "EngineState",
     "INCOMING_CREDIT",
     "IncomingLink",

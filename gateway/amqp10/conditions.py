@@ -1,7 +1,8 @@
 """The one table of AMQP 1.0 error conditions and SASL codes, and the broker mapping.
 
-Every condition symbol the 1.0 engine sends is a member of :class:`Condition`; nothing
-else in the package spells one. :func:`from_broker_error` turns the broker's neutral
+Every condition symbol the 1.0 engine sends is a member of :class:`ErrorCondition`; nothing
+else in the package spells one. (Proton's ``Condition`` is the error a peer is sent: a
+symbol from here, a description and info.) :func:`from_broker_error` turns the broker's neutral
 error kinds into a condition and a description, so a broker ``NotFound("no queue 'q'
 in vhost '/'")`` reaches the peer as ``amqp:not-found`` with that very text.
 
@@ -16,7 +17,7 @@ import enum
 from gateway.broker.errors import BrokerError, ErrorKind
 
 __all__ = [
-    "Condition",
+    "ErrorCondition",
     "SaslCode",
     "Scope",
     "Amqp10Error",
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 
-class Condition(enum.StrEnum):
+class ErrorCondition(enum.StrEnum):
     """AMQP 1.0 error condition symbols (spec 2.8.15 - 2.8.18)."""
 
     INTERNAL_ERROR = "amqp:internal-error"
@@ -83,29 +84,29 @@ class Amqp10Error(Exception):
     code (attach refused, bad disposition ...) and caught by the engine's dispatcher.
     """
 
-    def __init__(self, condition: Condition, description: str, scope: Scope = Scope.LINK) -> None:
+    def __init__(self, condition: ErrorCondition, description: str, scope: Scope = Scope.LINK) -> None:
         super().__init__(f"{condition.value}: {description}")
         self.condition = condition
         self.description = description
         self.scope = scope
 
 
-_BY_KIND: dict[ErrorKind, Condition] = {
-    ErrorKind.NOT_FOUND: Condition.NOT_FOUND,
-    ErrorKind.ACCESS_REFUSED: Condition.UNAUTHORIZED_ACCESS,
-    ErrorKind.PRECONDITION_FAILED: Condition.PRECONDITION_FAILED,
-    ErrorKind.RESOURCE_LOCKED: Condition.RESOURCE_LOCKED,
-    ErrorKind.RESOURCE_LIMIT_EXCEEDED: Condition.RESOURCE_LIMIT_EXCEEDED,
-    ErrorKind.NOT_ALLOWED: Condition.NOT_ALLOWED,
-    ErrorKind.NOT_IMPLEMENTED: Condition.NOT_IMPLEMENTED,
-    ErrorKind.INVALID_ARGUMENT: Condition.INVALID_FIELD,
-    ErrorKind.COMMAND_INVALID: Condition.NOT_ALLOWED,
+_BY_KIND: dict[ErrorKind, ErrorCondition] = {
+    ErrorKind.NOT_FOUND: ErrorCondition.NOT_FOUND,
+    ErrorKind.ACCESS_REFUSED: ErrorCondition.UNAUTHORIZED_ACCESS,
+    ErrorKind.PRECONDITION_FAILED: ErrorCondition.PRECONDITION_FAILED,
+    ErrorKind.RESOURCE_LOCKED: ErrorCondition.RESOURCE_LOCKED,
+    ErrorKind.RESOURCE_LIMIT_EXCEEDED: ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
+    ErrorKind.NOT_ALLOWED: ErrorCondition.NOT_ALLOWED,
+    ErrorKind.NOT_IMPLEMENTED: ErrorCondition.NOT_IMPLEMENTED,
+    ErrorKind.INVALID_ARGUMENT: ErrorCondition.INVALID_FIELD,
+    ErrorKind.COMMAND_INVALID: ErrorCondition.NOT_ALLOWED,
 }
 
 
-def from_broker_error(error: BrokerError) -> tuple[Condition, str]:
+def from_broker_error(error: BrokerError) -> tuple[ErrorCondition, str]:
     """The condition and description for a broker error (unknown kinds: internal-error)."""
-    return _BY_KIND.get(error.kind, Condition.INTERNAL_ERROR), error.text
+    return _BY_KIND.get(error.kind, ErrorCondition.INTERNAL_ERROR), error.text
 
 
 def error_from_broker(error: BrokerError, scope: Scope = Scope.LINK) -> Amqp10Error:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import pn_delivery_settle, pn_delivery_update
 from proton import Condition, Delivery
 
-from gateway.amqp10.conditions import Condition as Cond
+from gateway.amqp10.conditions import ErrorCondition
+from gateway.amqp10.proton_calls import pn_delivery_settle, pn_delivery_update
 
 __all__ = ["DurableAccepts"]
 
@@ -84,7 +84,7 @@ class DurableAccepts:
                 pn_delivery_settle(d)
         else:
             full = getattr(error, "full", False)
-            cond = Cond.RESOURCE_LIMIT_EXCEEDED if full else Cond.INTERNAL_ERROR
+            cond = ErrorCondition.RESOURCE_LIMIT_EXCEEDED if full else ErrorCondition.INTERNAL_ERROR
             text = f"message not stored: {error}"
             log.warning("rejecting %d durable transfer(s): %s", len(batch), error)
             for d in batch:

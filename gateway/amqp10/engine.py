@@ -44,16 +44,18 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from cproton import (PN_DELIVERY, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
-                     pn_delivery_link, pn_event_delivery, pn_event_link, pn_event_type)
-from cproton_ffi import ffi as _ffi
-from proton import (Collector, Condition, Connection, Event, Link, SymbolList,
-                    Transport, symbol)
+from proton import Condition, Connection, Event
 
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
+from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
+from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
+                                         pn_collector_peek, pn_collector_pop, pn_delivery_link,
+                                         pn_event_delivery, pn_event_link, pn_event_type)
+from gateway.amqp10.proton_transport import ProtonTransport
 from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
-from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslServer, SaslState
+from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslState
+from gateway.amqp10.sasl_login import SaslLogin
 from gateway.auth import (
     Action,
     AdmissionToken,
@@ -64,38 +66,20 @@ from gateway.auth import (
     PermissionCache,
     User,
     may_access_vhost,
-    refuse_login,
 )
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from gateway.connection_log import HandshakeTimeout, peer_name
-from gateway.product import product_properties
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
-_NULL = _ffi.NULL
 log = logging.getLogger(__name__)
-
-#: the proton event types ``Amqp10Engine._on_event`` acts on; the others (proton's own
-#: bookkeeping: local opens, transport output, finals) are popped without being wrapped
-_HANDLED_EVENTS = frozenset(t.number for t in (
-    Event.DELIVERY, Event.LINK_FLOW, Event.LINK_REMOTE_OPEN, Event.LINK_REMOTE_CLOSE,
-    Event.LINK_REMOTE_DETACH, Event.SESSION_REMOTE_OPEN, Event.SESSION_REMOTE_CLOSE,
-    Event.CONNECTION_REMOTE_OPEN, Event.CONNECTION_REMOTE_CLOSE, Event.TRANSPORT_ERROR,
-    Event.TRANSPORT_TAIL_CLOSED, Event.TRANSPORT_CLOSED))
 
 #: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
 VHOST_PREFIX = "vhost:"
 #: seconds between capacity checks while an incoming link has no credit
 CREDIT_POLL_INTERVAL = 0.05
-_OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 _owner_ids = itertools.count(1)
-
-
-def connection_properties() -> dict[symbol, str]:
-    """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
-    symbol keys as the spec and RabbitMQ have them."""
-    return {symbol(key): value for key, value in product_properties().items()}
 
 
 class EngineState(enum.Enum):
@@ -113,7 +97,7 @@ class Amqp10Engine:
     names the connection in the message ledger (``broker.ledger``); without it the
     engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
-    ``connection_properties()``.
+    ``proton_transport.connection_properties()``.
     """
 
     def __init__(
@@ -161,11 +145,7 @@ class Amqp10Engine:
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
         self._registry = connection_registry
-        self._throttle = login_throttle
         self._admission: Optional[AdmissionToken] = None
-        #: a refused login's sasl-outcome, held back until ``_release_at`` (throttling)
-        self._held_out = b""
-        self._release_at: Optional[float] = None
         self.owner = f"amqp10-{next(_owner_ids)}"
         #: the ledger's ``connection`` column: the edge's id when given, else ``owner``
         self.connection_id: str = self.owner if connection_id is None else str(connection_id)
@@ -181,27 +161,19 @@ class Amqp10Engine:
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
-        self._transport: Optional[Transport] = None
-        self._connection: Optional[Connection] = None
-        self._collector: Optional[Collector] = None
-        #: handlers by proton link (proton wrappers hash and compare by address)
-        self._links: dict[Any, IncomingLink | OutgoingLink] = {}
-        # C link (cffi pointers hash and compare by address) -> handler, for the delivery
-        # fast path: exactly the links of ``_links`` (``_drop_link``), whose Link wrappers
-        # keep the links alive, so an address cannot be reused while it is here
-        self._handler_by_addr: dict[Any, IncomingLink | OutgoingLink] = {}
-        self._pending_input = b""
+        #: proton's engine, once SASL is done
+        self._proton: Optional[ProtonTransport] = None
+        self._links = LinkTable()
         self._torn_down = False
         self._eof = False
         #: outgoing links whose credit changed in this batch of events
         self._flowed: dict[OutgoingLink, None] = {}
-        self._sasl: Optional[SaslServer] = None
+        self._login: Optional[SaslLogin] = None
         if header == SASL_HEADER:
-            self._sasl = SaslServer(authenticator, peer_host=peer_host,
+            self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
                                     allow_anonymous=allow_anonymous,
-                                    tls_peer_subject=tls_peer_subject,
-                                    gate=self._login_gate if login_throttle is not None else None)
-            self._out += self._sasl.data_to_send()
+                                    tls_peer_subject=tls_peer_subject, throttle=login_throttle)
+            self._out += self._login.greeting()
             return
         user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
         if user is None:
@@ -243,8 +215,8 @@ class Amqp10Engine:
         self._in_call = True
         try:
             self._eof = True
-            if self._transport is not None:
-                self._transport.close_tail()
+            if self._proton is not None:
+                self._proton.transport.close_tail()
                 self._process_events()
         except Exception:  # noqa: BLE001
             log.exception("1.0 engine failure at EOF from %s", self.peer_host)
@@ -262,19 +234,13 @@ class Amqp10Engine:
         """
         out = bytearray(self._out)
         self._out.clear()
-        transport = self._transport
-        if transport is not None and not self.closed:
-            pending = transport.pending()
-            while pending > 0:
-                out += transport.peek(pending)
-                transport.pop(pending)
-                pending = transport.pending()
+        if self._proton is not None and not self.closed:
             # head closed, or tail closed (EOF, malformed input) with nothing left to say
-            if pending < 0 or (pending == 0 and transport.capacity() < 0):
+            if self._proton.drain(out):
                 self._teardown()
                 self._finish()
-        elif (self._sasl is not None and self._sasl.state is SaslState.FAILED
-              and self._release_at is None):
+        elif (self._login is not None and self._login.state is SaslState.FAILED
+              and self._login.release_at is None):
             self._finish()
         return bytes(out)
 
@@ -286,20 +252,17 @@ class Amqp10Engine:
         self._in_call = True
         try:
             deadlines: list[float] = []
-            if self._release_at is not None:
-                if now >= self._release_at:
-                    self._out += self._held_out
-                    self._held_out, self._release_at = b"", None
-                else:
-                    deadlines.append(self._release_at)
+            if self._login is not None and self._login.release_at is not None:
+                self._out += self._login.due(now)
+                if self._login.release_at is not None:
+                    deadlines.append(self._login.release_at)
             if self._handshake_deadline is not None:
                 if now >= self._handshake_deadline:
                     self._handshake_expired()
                 else:
                     deadlines.append(self._handshake_deadline)
-            transport = self._transport
-            if transport is not None and not self.closed:
-                nxt = transport.tick(now)
+            if self._proton is not None and not self.closed:
+                nxt = self._proton.transport.tick(now)
                 self._process_events()
                 if nxt:
                     deadlines.append(nxt)
@@ -317,10 +280,10 @@ class Amqp10Engine:
         """Close the connection with ``amqp:connection:forced`` (SIGTERM drain)."""
         if self.closed:
             return
-        if self._connection is None:
+        if self._proton is None:
             self._finish()
             return
-        self._close_connection(Cond.CONNECTION_FORCED, reason)
+        self._close_connection(ErrorCondition.CONNECTION_FORCED, reason)
         self._process_events()
 
     # ------------------------------------------------------------------ LinkHost
@@ -339,25 +302,17 @@ class Amqp10Engine:
         names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
         if user is None or vhost is None:
-            raise Amqp10Error(Cond.ILLEGAL_STATE, "no authenticated user or vhost")
+            raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no authenticated user or vhost")
         refusal = self._permissions.refusal(user, vhost.name, action, resource)
         if refusal is not None:
-            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS, refusal)
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
         if not self._in_call and self.on_output is not None:
             self.on_output()
 
-    def link_gone(self, handler: IncomingLink | OutgoingLink) -> None:
-        self._drop_link(handler.link)
-
-    def _drop_link(self, link: Any) -> IncomingLink | OutgoingLink | None:
-        """Forget ``link``'s handler, in ``_links`` and in the fast path's address map
-        together (once proton frees a link its address may be reused)."""
-        handler = self._links.pop(link, None)
-        if handler is not None:
-            self._handler_by_addr.pop(link._impl, None)
-        return handler
+    def link_gone(self, handler: LinkHandler) -> None:
+        self._links.drop(handler.link)
 
     def producers_blocked(self) -> bool:
         return bool(getattr(self.broker, "blocked", False))
@@ -373,88 +328,47 @@ class Amqp10Engine:
         if self._refill_starving() is not None:
             self.output_ready()
 
-    # ------------------------------------------------------------------ SASL
+    # ------------------------------------------------------------------ SASL, then proton
     def _receive_sasl(self, data: bytes) -> None:
-        sasl = self._sasl
-        assert sasl is not None
-        sasl.receive_data(data)
-        out = sasl.data_to_send()
+        login = self._login
+        assert login is not None
+        self._out += login.receive(data, self._now, self._handshake_deadline)
+        sasl = login.server
         if sasl.state is SaslState.DONE:
-            self._out += out
             assert sasl.result is not None
-            if self._throttle is not None:
-                self._throttle.succeeded(self.peer_host, sasl.result.user.name, self._now)
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.state = EngineState.CLOSED
-            answer_at = self._now
-            if sasl.refusal is not None:
-                answer_at = refuse_login(
-                    self._throttle, sasl.refusal, address=self.peer_host, peer=self.peer,
-                    user=sasl.claimed_user, protocol="AMQP 1.0", mechanism=sasl.mechanism_name,
-                    now=self._now, answer_by=self._handshake_deadline)
-            if answer_at > self._now:
-                # answer a suspected password guesser late (a timer, never a sleep)
-                self._held_out += out
-                self._release_at = answer_at
+            if login.release_at is not None:
                 self._handshake_deadline = None
-            else:
-                self._out += out
-        else:
-            self._out += out
 
-    def _login_gate(self, user: str) -> None:
-        assert self._throttle is not None
-        self._throttle.check_attempt(self.peer_host, user, self.peer, self._now)
-
-    # ------------------------------------------------------------------ AMQP
     def _start_amqp(self, user: User, initial: bytes) -> None:
         self.user = user
         self.state = EngineState.AMQP
-        transport = Transport(Transport.SERVER)
-        transport.max_frame_size = self.max_frame_size
         channel_max = self.channel_max
         if self._registry is not None:
             sessions = self._registry.limits_for(user.name).max_channels
             if sessions > 0:
                 # channel numbers 0..channel_max: N sessions means channel-max N-1
                 channel_max = min(channel_max, sessions - 1)
-        transport.channel_max = channel_max
-        transport.idle_timeout = self.idle_timeout
-        connection = Connection()
-        connection.container = self.container_id
-        connection.offered_capabilities = SymbolList([symbol(c) for c in _OFFERED_CAPABILITIES])
-        connection.properties = connection_properties()
-        collector = Collector()
-        connection.collect(collector)
-        transport.bind(connection)
-        self._transport, self._connection, self._collector = transport, connection, collector
+        self._proton = ProtonTransport(container_id=self.container_id,
+                                       max_frame_size=self.max_frame_size,
+                                       channel_max=channel_max, idle_timeout=self.idle_timeout)
         if initial:
             self._push(initial)
         self._process_events()
 
     def _push(self, data: bytes) -> None:
-        transport = self._transport
-        assert transport is not None
-        data = self._pending_input + data if self._pending_input else data
-        self._pending_input = b""
-        view = memoryview(data)
-        while view:
-            capacity = transport.capacity()
-            if capacity < 0:
-                return  # closed for input: ignore the rest
-            if capacity == 0:
-                self._pending_input = bytes(view)
-                self.wants_input = False
-                return
-            transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
-        self.wants_input = True
+        assert self._proton is not None
+        went_in = self._proton.push(data)
+        if went_in is not None:
+            self.wants_input = went_in
 
     def _process_events(self) -> None:
         """Handle every collected event, then dispatch to the links whose credit changed
         (after the batch, so dispositions that came with a flow are applied first)."""
-        if self._collector is None:
+        proton = self._proton
+        if proton is None:
             return
         self._handle_collected()
         while self._flowed:
@@ -463,106 +377,65 @@ class Amqp10Engine:
             for handler in handlers:
                 handler.dispatch()
             self._handle_collected()
-        if self._pending_input and self._transport is not None and self._transport.capacity() > 0:
+        if proton.input_waits:
             self._push(b"")
 
     def _handle_collected(self) -> None:
-        """Handle the collected events in order.
+        """Handle the collected events in order: the one place proton events enter.
 
-        Deliveries (one per transfer or disposition: nearly every event under load) take
-        a fast path on proton's C API: the handler is found by the link's address and
-        only the delivery is wrapped, instead of proton's ``Event`` wrapping the
-        delivery, link, session, connection and transport each time. A link's flow takes
-        the same path; events ``_on_event`` ignores are not wrapped at all. Every other
-        event, and any delivery whose handler raises, goes through the ``Event`` object.
+        Transfers and dispositions (one ``DELIVERY`` each: nearly every event under load)
+        and a receiver's new credit (``LINK_FLOW``) go to their link's handler on proton's
+        C objects (``proton_calls``): the handler is found by the C link, and no ``Event``
+        is made. Every other event the engine acts on is wrapped once and handled by its
+        entry in ``_EVENT_HANDLERS``; proton's own bookkeeping events (local opens,
+        transport output, finals) are popped without being wrapped. An ``Amqp10Error``
+        from any of them (or a received string that is not UTF-8) ends its link, session
+        or connection (``_fail``).
         """
-        collector = self._collector
-        assert collector is not None
-        impl = collector._impl
-        by_addr = self._handler_by_addr
-        links = self._links
+        assert self._proton is not None
+        impl = c_pointer(self._proton.collector)
+        by_pointer = self._links.by_pointer
         while True:
             ev = pn_collector_peek(impl)
-            if ev == _NULL:  # no event left (cproton.isnull, without its call)
+            if ev == NULL:
                 return
             try:
                 etype = pn_event_type(ev)
                 if etype == PN_DELIVERY:
                     d = pn_event_delivery(ev)
                     link_impl = pn_delivery_link(d)
-                    handler = by_addr.get(link_impl)
+                    handler = by_pointer.get(link_impl)
                     if handler is None:
-                        handler = links.get(Link.wrap(link_impl))
+                        handler = self._links.find(link_impl)
                         if handler is None:
                             continue
-                        by_addr[link_impl] = handler
-                    try:
-                        handler.on_delivery(d)
-                    except Amqp10Error as exc:
-                        self._fail(Event.wrap(ev), exc)
-                    except UnicodeDecodeError as exc:
-                        self._fail(Event.wrap(ev), undecodable(Event.wrap(ev), exc))
-                    continue
-                if etype not in _HANDLED_EVENTS:
-                    continue
-                if etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
-                    handler = by_addr.get(pn_event_link(ev))
-                    if handler is not None:
-                        try:
-                            self._on_link_flow(handler)
-                        except Amqp10Error as exc:
-                            self._fail(Event.wrap(ev), exc)
-                        continue
+                    handler.on_delivery(d)
+                elif etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
+                    link_impl = pn_event_link(ev)
+                    handler = by_pointer.get(link_impl)
+                    self._on_link_flow(handler if handler is not None else self._links.find(link_impl))
+                else:
+                    on_event = _EVENT_HANDLERS.get(etype)
+                    if on_event is not None:
+                        on_event(self, Event.wrap(ev))
+            except Amqp10Error as exc:
+                self._fail(Event.wrap(ev), exc)
+            except UnicodeDecodeError as exc:
                 event = Event.wrap(ev)
-                try:
-                    self._on_event(event)
-                except Amqp10Error as exc:
-                    self._fail(event, exc)
-                except UnicodeDecodeError as exc:
-                    self._fail(event, undecodable(event, exc))
+                self._fail(event, undecodable(event, exc))
             finally:
                 pn_collector_pop(impl)
 
-    def _on_event(self, event: Event) -> None:
-        etype = event.type
-        if etype == Event.DELIVERY:
-            handler = self._handler(event.link)
-            if handler is not None:
-                handler.on_delivery(event.delivery._impl)
-        elif etype == Event.LINK_FLOW:
-            self._on_link_flow(self._handler(event.link))
-        elif etype == Event.LINK_REMOTE_OPEN:
-            self._on_link_open(event.link)
-        elif etype in (Event.LINK_REMOTE_CLOSE, Event.LINK_REMOTE_DETACH):
-            self._on_link_close(event.link, detach=etype == Event.LINK_REMOTE_DETACH)
-        elif etype == Event.SESSION_REMOTE_OPEN:
-            event.session.open()
-        elif etype == Event.SESSION_REMOTE_CLOSE:
-            self._close_session_links(event.session)
-            event.session.close()
-        elif etype == Event.CONNECTION_REMOTE_OPEN:
-            self._on_connection_open(event.connection)
-        elif etype == Event.CONNECTION_REMOTE_CLOSE:
-            self._teardown()
-            event.connection.close()
-        elif etype == Event.TRANSPORT_ERROR:
-            condition = event.transport.condition
-            log.info("1.0 connection from %s failed: %s", self.peer_host,
-                     condition.name + ": " + str(condition.description) if condition else "?")
-            self._teardown()
-        elif etype == Event.TRANSPORT_TAIL_CLOSED:
-            self._on_tail_closed(event.connection)
-        elif etype == Event.TRANSPORT_CLOSED:
-            self._teardown()
-
-    def _on_link_flow(self, handler: IncomingLink | OutgoingLink | None) -> None:
+    def _on_link_flow(self, handler: LinkHandler | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
         events is handled (an incoming link's flow needs nothing)."""
         if isinstance(handler, OutgoingLink):
             handler.on_flow()
             self._flowed[handler] = None
 
-    def _on_connection_open(self, connection: Connection) -> None:
+    # the values of _EVENT_HANDLERS: one proton event each
+    def _on_connection_open(self, event: Event) -> None:
+        connection = event.connection
         self._handshake_deadline = None
         check_open(connection)
         hostname = connection.remote_hostname or ""
@@ -570,65 +443,82 @@ class Amqp10Engine:
         vhost = self.broker.vhost(name)
         connection.open()
         if vhost is None:
-            raise Amqp10Error(Cond.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
         user = self.user
         assert user is not None
         if not may_access_vhost(user, name):
-            raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
         if self._registry is not None:
             try:
                 self._admission = self._registry.admit(user.name)
             except ConnectionLimitReached as exc:
-                raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED, exc.text, Scope.CONNECTION) from None
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
         log.debug("1.0 connection %s: user %r, vhost %r", self.owner,
                   self.user.name if self.user else None, name)
 
-    def _on_tail_closed(self, connection: Connection) -> None:
+    def _on_connection_close(self, event: Event) -> None:
+        self._teardown()
+        event.connection.close()
+
+    def _on_session_open(self, event: Event) -> None:
+        event.session.open()
+
+    def _on_session_close(self, event: Event) -> None:
+        self._close_session_links(event.session)
+        event.session.close()
+
+    def _on_transport_error(self, event: Event) -> None:
+        condition = event.transport.condition
+        log.info("1.0 connection from %s failed: %s", self.peer_host,
+                 condition.name + ": " + str(condition.description) if condition else "?")
+        self._teardown()
+
+    def _on_transport_closed(self, event: Event) -> None:
+        self._teardown()
+
+    def _on_tail_closed(self, event: Event) -> None:
         """Proton stops reading, without a word, on input it cannot decode; unless the
         peer closed properly (or hung up) that is a malformed frame."""
+        connection = event.connection
         if self._eof or connection is None or connection.state & Connection.REMOTE_CLOSED:
             return
         if connection.state & Connection.LOCAL_CLOSED:
             return
         log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
-        raise Amqp10Error(Cond.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
+        raise Amqp10Error(ErrorCondition.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
-    def _on_link_open(self, link: Any) -> None:
+    def _on_link_open(self, event: Event) -> None:
+        link = event.link
         if self._torn_down:
             return  # an attach behind a refused open: the close ends it
         if self.vhost is None:
-            raise Amqp10Error(Cond.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
+            raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if self.max_links and len(self._links) >= self.max_links:
-            raise Amqp10Error(Cond.RESOURCE_LIMIT_EXCEEDED,
+            raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
                               f"link limit ({self.max_links}) per connection reached")
         check_attach(link)
-        handler = attach_link(self, link)
-        self._drop_link(link)
-        self._links[link] = handler
+        self._links.add(link, attach_link(self, link))
 
-    def _on_link_close(self, link: Any, *, detach: bool) -> None:
-        handler = self._drop_link(link)
+    def _on_link_close(self, event: Event) -> None:
+        link = event.link
+        handler = self._links.drop(link)
         if handler is not None:
             handler.teardown()
         if link.state & link.LOCAL_ACTIVE:
-            if detach:
+            if event.type == Event.LINK_REMOTE_DETACH:
                 link.detach()
             else:
                 link.close()
 
     def _close_session_links(self, session: Any) -> None:
-        for key, handler in list(self._links.items()):
-            if handler.link.session == session:
-                self._drop_link(key)
-                handler.teardown()
-
-    def _handler(self, link: Any) -> IncomingLink | OutgoingLink | None:
-        return self._links.get(link)
+        for handler in self._links.drop_session(session):
+            handler.teardown()
 
     # ------------------------------------------------------------------ errors
     def _fail(self, event: Event, error: Amqp10Error) -> None:
@@ -636,7 +526,7 @@ class Amqp10Engine:
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
             log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
-            handler = self._drop_link(link)
+            handler = self._links.drop(link)
             if handler is not None:
                 handler.teardown()
             link.condition = condition
@@ -651,8 +541,8 @@ class Amqp10Engine:
             log.info("1.0 connection %s closed: %s", self.owner, error)
             self._close_connection(error.condition, error.description)
 
-    def _close_connection(self, condition: Cond, description: str) -> None:
-        connection = self._connection
+    def _close_connection(self, condition: ErrorCondition, description: str) -> None:
+        connection = self._proton.connection if self._proton is not None else None
         if connection is None or connection.state & Connection.LOCAL_CLOSED:
             return  # the first error is the one the peer is told
         self._teardown()
@@ -663,8 +553,8 @@ class Amqp10Engine:
 
     def _internal_error(self) -> None:
         try:
-            if self._connection is not None:
-                self._close_connection(Cond.INTERNAL_ERROR, "internal error")
+            if self._proton is not None:
+                self._close_connection(ErrorCondition.INTERNAL_ERROR, "internal error")
                 self._process_events()
             else:
                 self._finish()
@@ -675,28 +565,29 @@ class Amqp10Engine:
 
     def _handshake_expired(self) -> None:
         self._handshake_deadline = None
-        sasl = self._sasl
-        if self.state is EngineState.SASL and sasl is not None:
-            phase = f"1.0 SASL {sasl.state.value.removeprefix('await-')}"
+        login = self._login
+        if self.state is EngineState.SASL and login is not None:
+            phase = f"1.0 SASL {login.state.value.removeprefix('await-')}"
         else:
             phase = "1.0 open"
         self.timed_out = HandshakeTimeout(phase, self._handshake_timeout)
-        if self.state is EngineState.SASL or self._connection is None:
+        if self.state is EngineState.SASL or self._proton is None:
             self._finish()
         else:
-            self._close_connection(Cond.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
+            self._close_connection(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
             self._process_events()
             # proton holds its close back until the peer's open arrives, which it never
             # did: stop reading, so ``data_to_send`` writes our open and drops the socket
-            if self._transport is not None and self._transport.capacity() >= 0:
-                self._transport.close_tail()
+            transport = self._proton.transport
+            if transport.capacity() >= 0:
+                transport.close_tail()
                 self._process_events()
 
     # ------------------------------------------------------------------ teardown
     def _refill_starving(self) -> Optional[bool]:
         """Give credit to incoming links that have none; True if some still starve."""
         starving = None
-        for handler in list(self._links.values()):
+        for handler in self._links.handlers():
             if isinstance(handler, IncomingLink) and handler.starving:
                 handler.refill()
                 if handler.starving:
@@ -712,10 +603,7 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        handlers = list(self._links.values())
-        self._links.clear()
-        self._handler_by_addr.clear()
-        for handler in handlers:
+        for handler in self._links.take_all():
             try:
                 handler.teardown()
             except Exception:  # noqa: BLE001 - one bad link must not keep the rest
@@ -729,9 +617,26 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        # the SASL layer holds the login gate, a bound method of this engine: a cycle
-        # that only a full collection would free
-        self._sasl = None
+        # the SASL layer holds the login gate, a bound method of the login: a cycle that
+        # only a full collection would free
+        self._login = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False
+
+
+#: proton event type (number) -> what the engine does with it, for every event but the
+#: per-message ones (``_handle_collected``); an event type missing here is proton's own
+#: bookkeeping and is popped without being wrapped
+_EVENT_HANDLERS: dict[int, Callable[[Amqp10Engine, Event], None]] = {
+    Event.LINK_REMOTE_OPEN.number: Amqp10Engine._on_link_open,
+    Event.LINK_REMOTE_CLOSE.number: Amqp10Engine._on_link_close,
+    Event.LINK_REMOTE_DETACH.number: Amqp10Engine._on_link_close,
+    Event.SESSION_REMOTE_OPEN.number: Amqp10Engine._on_session_open,
+    Event.SESSION_REMOTE_CLOSE.number: Amqp10Engine._on_session_close,
+    Event.CONNECTION_REMOTE_OPEN.number: Amqp10Engine._on_connection_open,
+    Event.CONNECTION_REMOTE_CLOSE.number: Amqp10Engine._on_connection_close,
+    Event.TRANSPORT_ERROR.number: Amqp10Engine._on_transport_error,
+    Event.TRANSPORT_TAIL_CLOSED.number: Amqp10Engine._on_tail_closed,
+    Event.TRANSPORT_CLOSED.number: Amqp10Engine._on_transport_closed,
+}

@@ -58,12 +58,13 @@ WRITE on its temporary queue; a dynamic source needs CONFIGURE on the queue it c
 A refused attach is answered with a detach ``amqp:unauthorized-access`` whose text names
 the action, the resource, the user and the vhost.
 
-Ledger (``host.broker.ledger``, see ``gateway.broker.ledger_events``): an incoming link
-records received and the routing verdict of each message (routed, unroutable, refused;
-a transfer refused before it was taken in, too large, malformed or with a wrong user-id,
-is a lone refused), an outgoing link delivered and settled (the outcome as the client
-gave it; pre-settled deliveries settle accepted at once; unsettled ones at detach are
-released). ``link`` is the link name and ``connection`` the engine's ``connection_id``.
+Ledger (``host.broker.ledger``, a ``gateway.ledger.Ledger``): an incoming link records
+received and the routing verdict of each message (routed, unroutable, refused; a transfer
+refused before it was taken in, too large, malformed or with a wrong user-id, is a lone
+refused), an outgoing link delivered and settled (the outcome as the client gave it;
+pre-settled deliveries settle accepted at once; unsettled ones at detach are released),
+each under the link's context (``link`` the link name, ``connection`` the engine's
+``connection_id``).
 
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
@@ -79,10 +80,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from cproton import (PN_EOS, pn_delivery_aborted, pn_delivery_partial, pn_delivery_pending,
-                     pn_delivery_remote_state, pn_delivery_settle, pn_delivery_settled,
-                     pn_delivery_update, pn_delivery_updated, pn_link_advance, pn_link_credit)
-from cproton_ffi import ffi as _ffi, lib as _lib
 from proton import Condition, Delivery, Link, Terminus
 
 from addressing import (
@@ -101,24 +98,28 @@ from addressing import (
     resolve_target,
     route_message,
 )
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond, Scope, error_from_broker
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_from_broker
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts, send_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
+                                         pn_delivery_partial, pn_delivery_pending,
+                                         pn_delivery_remote_state, pn_delivery_settle,
+                                         pn_delivery_settled, pn_delivery_update,
+                                         pn_delivery_updated, pn_link_advance, pn_link_credit,
+                                         send_parts)
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
 from gateway.broker.flow import CreditWindow
-from gateway.broker.ledger_events import (OUTCOME_VALUE, RECEIVED_THEN, EventKind,
-                                          LedgerOutcome, WireProtocol, ledger_context,
-                                          message_key_of, publish_row, queue_name,
-                                          record_settled)
 from gateway.broker.message import Encoding, MessageContainer
+from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
 from gateway.broker.queues import Queue, QueuedMessage
 from gateway.broker.unroutable import UnroutablePolicy
+from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 from translators.amqp10_sections import owned_value
 from translators.errors import TranslationError
 
@@ -135,23 +136,38 @@ log = logging.getLogger(__name__)
 #: credit window granted to a client's sending link (messages)
 INCOMING_CREDIT = 256
 
-_P10 = WireProtocol.AMQP10
+_P10 = WireProtocol.AMQP10.value
 # read on every message: a module global is four times cheaper to reach
-_RECEIVED_ROUTED = RECEIVED_THEN[EventKind.ROUTED]
-_RELEASED = OUTCOME_VALUE[LedgerOutcome.RELEASED]
+_ROUTED = EventKind.ROUTED
+_ACCEPTED, _RELEASED = LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value
 _WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
-#: proton's terminal delivery states -> a settled ledger row's outcome (anything else:
+#: proton's terminal delivery states -> the ledger's settlement outcome (anything else:
 #: released)
 _LEDGER_OUTCOME = {
-    Delivery.ACCEPTED: OUTCOME_VALUE[LedgerOutcome.ACCEPTED],
-    Delivery.REJECTED: OUTCOME_VALUE[LedgerOutcome.REJECTED],
+    Delivery.ACCEPTED: _ACCEPTED,
+    Delivery.REJECTED: LedgerOutcome.REJECTED.value,
     Delivery.RELEASED: _RELEASED,
-    Delivery.MODIFIED: OUTCOME_VALUE[LedgerOutcome.MODIFIED],
+    Delivery.MODIFIED: LedgerOutcome.MODIFIED.value,
 }
 #: ledger reasons
 LINK_CLOSED = "link closed"
 QUEUE_FULL = "queue full"
 UNTRANSLATABLE = "cannot translate"
+
+
+def _ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Optional[int]:
+    """A link's ledger context (None: no ledger), for its life."""
+    ledger = host.broker.ledger
+    if ledger is None:
+        return None
+    return ledger.context(host.now, host.vhost.name, host.user.name, _P10, host.connection_id,
+                          name, address)
+
+
+def _end_ledger_context(host: LinkHost, ctx: Optional[int]) -> None:
+    ledger = host.broker.ledger
+    if ledger is not None:
+        ledger.close_context(host.now, ctx)
 
 
 def _naming(text: str, address: Optional[str]) -> str:
@@ -164,13 +180,14 @@ def _naming(text: str, address: Optional[str]) -> str:
 
 
 def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
-    condition = Cond.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND else Cond.INVALID_FIELD
+    condition = (ErrorCondition.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND
+                 else ErrorCondition.INVALID_FIELD)
     return Amqp10Error(condition, _naming(exc.text, address))
 
 
 def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
     error = error_from_broker(exc, scope)
-    if error.condition is Cond.NOT_FOUND:
+    if error.condition is ErrorCondition.NOT_FOUND:
         error = Amqp10Error(error.condition, _naming(error.description, address), scope)
     return error
 
@@ -179,7 +196,7 @@ def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope
 _TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
 
 
-def _condition(cond: Cond, text: str) -> Condition:
+def _condition(cond: ErrorCondition, text: str) -> Condition:
     return Condition(cond.value, text)
 
 
@@ -209,13 +226,8 @@ class IncomingLink:
         self.closed = False
         self._store = host.broker.store
         self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
-        # ledger columns fixed for the link's life
-        self._name = link.name
         self._address = link.target.address
-        self._user = host.user.name
-        self._vhost_name = host.vhost.name
-        self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
-                                              host.connection_id, self._name, self._address)
+        self._ledger_ctx = _ledger_context(host, link.name, self._address)
 
     @property
     def starving(self) -> bool:
@@ -308,13 +320,12 @@ class IncomingLink:
         if limit and len(self._buffer) > limit:
             self._buffer.clear()
             error = Amqp10Error(
-                Cond.MESSAGE_SIZE_EXCEEDED,
+                ErrorCondition.MESSAGE_SIZE_EXCEEDED,
                 f"message larger than the maximum message size of {limit} bytes",
             )
             ledger = self.host.broker.ledger
             if ledger is not None:
-                self._record(ledger, EventKind.REFUSED, None, self.host.now, self._address,
-                             reason=error.description)
+                ledger.refused(self.host.now, self._ledger_ctx, error.description)
             raise error
         if pn_delivery_partial(d):
             return
@@ -350,16 +361,15 @@ class IncomingLink:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
             return self._refuse(ledger, None, now, self._address,
-                                Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}"))
+                                Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
         route = self.route
         address = self._address if route is not None else summary.to
         if message.user_id is not None and message.user_id != host.user.name:
             return self._refuse(ledger, message, now, address, Amqp10Error(
-                Cond.UNAUTHORIZED_ACCESS,
+                ErrorCondition.UNAUTHORIZED_ACCESS,
                 f"user-id '{message.user_id}' does not match the authenticated user "
                 f"'{host.user.name}'"))
         if ledger is not None:
-            # its ``received`` event goes into the row of what happens next (see _record)
             message.gateway_id = host.broker.next_gateway_id()
         try:
             if route is None:
@@ -372,7 +382,9 @@ class IncomingLink:
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
-                route, forwarded = transfer_route(host, self._directory, route, address,
+                if route.__class__ is ServiceRoute:
+                    address = summary.to  # errors name the message's address
+                route, forwarded = transfer_route(host, self._directory, route, self._address,
                                                   summary, encoded)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
@@ -380,6 +392,8 @@ class IncomingLink:
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
+                        if ledger is not None:
+                            ledger.arrived_forwarded(message, forwarded.gateway_id)
                     return verdict
             return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:
@@ -396,69 +410,43 @@ class IncomingLink:
         """The rejected outcome for ``error``, recorded as ``refused`` (after ``received``
         when the message had been taken in)."""
         if ledger is not None:
-            self._record(ledger, EventKind.REFUSED, message, now, address, reason=error.description,
-                         received=received)
+            if received:
+                self._record(ledger, EventKind.REFUSED, message, now, address,
+                             reason=error.description)
+            else:
+                ledger.refused(now, self._ledger_ctx, error.description, message,
+                               address=self._own(address))
         return Delivery.REJECTED, _condition(error.condition, error.description)
 
-    def _record(self, ledger: Any, event: EventKind, message: Optional[MessageContainer], now: float,
-                address: Optional[str], *, routed_to: Any = None, reason: Optional[str] = None,
-                received: bool = False) -> None:
-        """One event of this link's publishes. With ``received`` the message's ``received``
-        event comes first in the same row (one row per publish costs less than two; the
-        headers go with ``received``)."""
-        if message is None:
-            ledger.record(event, now, vhost=self._vhost_name, user=self._user, proto_in=_P10,
-                          connection=self.host.connection_id, link=self._name, address=address,
-                          reason=reason)
-            return
-        ledger.record(
-            EventKind.RECEIVED if received else event, now, vhost=self._vhost_name,
-            user=self._user, proto_in=_P10, connection=self.host.connection_id, link=self._name,
-            exchange=message.exchange or None, routing_key=message.routing_key or None,
-            address=address, routed_to=routed_to, message_id=message.message_id,
-            correlation_id=message.correlation_id, gateway_id=message.gateway_id or None,
-            size=message.size, reason=reason, headers=message.headers if received else None,
-            then=event if received else None)
+    def _own(self, address: Optional[str]) -> Optional[str]:
+        """The message's address when it is not the link's (the anonymous relay's ``to``)."""
+        return None if address == self._address else address
+
+    def _record(self, ledger: Any, event: EventKind, message: MessageContainer, now: float,
+                address: Optional[str], *, reason: Optional[str] = None,
+                queues: Optional[tuple] = None) -> None:
+        """A message taken in and a verdict reached before or without routing it to a
+        queue: its exchange and routing key are recorded only when routing set them."""
+        ledger.received(now, self._ledger_ctx, message, event, queues, reason,
+                        self._own(address), routed=False)
 
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
                address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
             self.host.permit(_WRITE, route.exchange)
-            if ledger is not None:  # the publish row's place, before the deliveries (ledger_events)
-                rows = ledger.rows
-                slot = len(rows)
-                rows.append(None)
-                message.ledger_key = message.gateway_id
-            try:
-                result = vhost.publish(route.exchange, route.routing_key, message, now)
-            except BrokerError:
-                if ledger is not None:  # its place stays empty (``_refuse`` records it)
-                    message.ledger_key = None
-                raise
+            result = vhost.publish(route.exchange, route.routing_key, message, now)
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)
                 if ledger is not None:
-                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL,
-                                 received=True)
+                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL)
                 return Delivery.REJECTED, _condition(
-                    Cond.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
+                    ErrorCondition.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
             if not result.queues and not result.routed:  # (``queues`` first: no property call)
                 return self._unroutable(message, now, ledger, address, d)
             if ledger is not None:
-                context = self._ledger_context
-                if address != context[5]:  # the anonymous relay: the message's own 'to'
-                    context = context[:5] + (address,)
-                queues = result.queues
-                routed_to = (queues[0].routed_to if len(queues) == 1
-                             else tuple(map(queue_name, queues)))
-                if ledger.keep_headers:
-                    rows[slot] = publish_row(message, now, _RECEIVED_ROUTED, context, routed_to,
-                                             None, message.headers)
-                else:  # a routed row (ledger.buffer; received_at is now)
-                    rows[slot] = (context, message.exchange, message.routing_key,
-                                  message.message_id, message.correlation_id,
-                                  message.gateway_id, message.size, now, routed_to)
+                ledger.received(now, self._ledger_ctx, message, _ROUTED, result.queues, None,
+                                None if address == self._address else address)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name = TRANSFER_SERVICE
@@ -466,15 +454,15 @@ class IncomingLink:
         elif isinstance(route, ServiceRoute):
             name = resource = route.name
         else:
-            raise Amqp10Error(Cond.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
+            raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
         node = vhost.service(name)
         if node is None:
-            raise Amqp10Error(Cond.NOT_FOUND, _naming(f"no service '{name}' in vhost '{vhost.name}'",
-                                                      address))
+            raise Amqp10Error(ErrorCondition.NOT_FOUND,
+                              _naming(f"no service '{name}' in vhost '{vhost.name}'", address))
         self.host.permit(Action.WRITE, resource)
         node.publish(message, now)
         if ledger is not None:
-            self._record(ledger, EventKind.ROUTED, message, now, address, routed_to=(), received=True)
+            self._record(ledger, _ROUTED, message, now, address, queues=())
         return Delivery.ACCEPTED, None
 
     def _unroutable(self, message: MessageContainer, now: float, ledger: Any,
@@ -486,8 +474,7 @@ class IncomingLink:
             self.unroutable, bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
             message.exchange, message.routing_key)
         if ledger is not None:
-            self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason,
-                         received=True)
+            self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason)
         return outcome, condition
 
     def teardown(self) -> None:
@@ -496,6 +483,7 @@ class IncomingLink:
         self.closed = True
         self._durable.close()
         self._buffer.clear()
+        _end_ledger_context(self.host, self._ledger_ctx)
 
 
 # --------------------------------------------------------------------- outgoing
@@ -523,12 +511,7 @@ class OutgoingLink:
         self._unsettled: dict[Any, QueuedMessage] = {}
         self._next_tag = 0
         self.closed = False
-        # ledger columns fixed for the link's life
-        self._address = link.source.address
-        self._user = host.user.name
-        self._vhost_name = host.vhost.name
-        self._ledger_context = ledger_context(self._vhost_name, self._user, _P10,
-                                              host.connection_id, self.tag, self._address)
+        self._ledger_ctx = _ledger_context(host, self.tag, link.source.address)
 
     @property
     def unsettled_count(self) -> int:
@@ -549,8 +532,8 @@ class OutgoingLink:
             if self.acquires:
                 ledger = self.host.broker.ledger
                 if ledger is not None:
-                    self._record_settled(ledger, entry, LedgerOutcome.REJECTED, UNTRANSLATABLE,
-                                         now)
+                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name,
+                                   LedgerOutcome.REJECTED.value, UNTRANSLATABLE)
                 self.queue.reject(entry, requeue=False, now=now)
             return
         limit = self._peer_max_message_size
@@ -571,20 +554,13 @@ class OutgoingLink:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
-        if ledger is not None:  # record_delivered (and delivery_key), inlined: for every delivery
-            key = message.ledger_key
-            if key is None or key.__class__ is int and key < ledger.gid_from:
-                key = message_key_of(message)
-            row = (now, self._ledger_context, key, self.queue.name,
-                   entry.delivery_count)
-            ledger.rows.append(row)
-            if self.acquires:  # a browser's copy is never settled
-                entry.ledger_row = row
+        if ledger is not None:
+            ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
                 if ledger is not None:
-                    self._record_settled(ledger, entry, LedgerOutcome.ACCEPTED, None, now)
+                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
                 self.queue.settle(entry)
         else:
             self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
@@ -602,7 +578,7 @@ class OutgoingLink:
         if self.acquires:
             self.queue.release(entry, redelivered=False, count_delivery=False, now=now)
         self.teardown()
-        self.link.condition = _condition(Cond.MESSAGE_SIZE_EXCEEDED, text)
+        self.link.condition = _condition(ErrorCondition.MESSAGE_SIZE_EXCEEDED, text)
         self.link.close()
         self.host.link_gone(self)
         self.host.output_ready()
@@ -610,13 +586,14 @@ class OutgoingLink:
     def cancelled_by_broker(self, reason: str) -> None:
         """The queue went away: detach the link with ``amqp:link:detach-forced`` (unless
         the whole connection is going, e.g. taking its own temporary queues along)."""
+        _end_ledger_context(self.host, self._ledger_ctx)
         if self.closed or self.host.closing:
             self.closed = True
             self._unsettled.clear()
             return
         self.closed = True
         self._unsettled.clear()
-        self.link.condition = _condition(Cond.DETACH_FORCED, reason)
+        self.link.condition = _condition(ErrorCondition.DETACH_FORCED, reason)
         self.link.close()
         self.host.link_gone(self)
         self.host.output_ready()
@@ -659,39 +636,22 @@ class OutgoingLink:
             return
         self._apply_outcome(entry, state, d)
 
-    def _record_settled(self, ledger: Any, entry: QueuedMessage, outcome: LedgerOutcome,
-                        reason: Optional[str], now: Optional[float] = None) -> None:
-        """One ``settled`` event, recorded before the queue acts on the outcome; at
-        ``now`` (the connection's time when None)."""
-        record_settled(ledger, entry, self.host.now if now is None else now,
-                       self._ledger_context, self.queue.name, outcome, reason)
-
     def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
-        if ledger is not None:  # record_settled, inlined: this runs for every settlement
-            row = entry.ledger_row
-            # (no row, or one referring to a publish row the writer may have forgotten)
-            if row is None or row[2].__class__ is int and row[2] < ledger.gid_from:
-                record_settled(ledger, entry, now, self._ledger_context, queue.name,
-                               _LEDGER_OUTCOME.get(state, _RELEASED), None)
-            else:
-                ledger.rows.append((now, row, _LEDGER_OUTCOME.get(state, _RELEASED), None))
-                entry.ledger_row = None
-        if state == Delivery.ACCEPTED:
-            queue.settle(entry)
-        elif state == Delivery.REJECTED:
-            queue.reject(entry, requeue=False, now=now)
-        elif state == Delivery.MODIFIED:
+        if ledger is not None:  # before the queue acts on it
+            ledger.settled(now, self._ledger_ctx, entry, queue.name,
+                           _LEDGER_OUTCOME.get(state, _RELEASED))
+        if state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
             annotations = owned_value(dict(remote.annotations or {}))
-            queue.modify(entry, delivery_failed=bool(remote.failed),
-                         undeliverable_here=bool(remote.undeliverable),
-                         annotations=annotations or None, now=now)
+            outcome = modified(bool(remote.failed), bool(remote.undeliverable), annotations)
         else:
             # released, or settled without an outcome (our default outcome: released)
-            queue.release(entry, redelivered=True, count_delivery=False, now=now)
+            outcome = (ACCEPTED if state == Delivery.ACCEPTED
+                       else REJECTED if state == Delivery.REJECTED else RELEASED)
+        apply_outcome(queue, entry, outcome, now)
 
     def teardown(self) -> None:
         """Stop consuming, return unsettled messages, drop a temporary queue."""
@@ -707,8 +667,10 @@ class OutgoingLink:
             ledger = self.host.broker.ledger
             for entry in entries:
                 if ledger is not None and self.acquires:
-                    self._record_settled(ledger, entry, LedgerOutcome.RELEASED, LINK_CLOSED)
+                    ledger.settled(now, self._ledger_ctx, entry, queue.name, _RELEASED,
+                                   LINK_CLOSED)
                 queue.release(entry, redelivered=True, count_delivery=False, now=now)
+        _end_ledger_context(self.host, self._ledger_ctx)
         if self.temporary and not queue.deleted:
             try:
                 self.host.vhost.delete_queue(queue.name, owner=self.host.owner)
@@ -766,7 +728,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         temporary = True
         address = f"/queue/{queue.name}"
     elif address is None:
-        raise Amqp10Error(Cond.INVALID_FIELD, "the link source has no address")
+        raise Amqp10Error(ErrorCondition.INVALID_FIELD, "the link source has no address")
     else:
         try:
             route = resolve_source(address, our_container=host.container_id,
@@ -789,7 +751,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
         else:
-            raise Amqp10Error(Cond.NOT_IMPLEMENTED,
+            raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
                               f"consuming from '{address}' is not supported")
     acquires = remote.distribution_mode != Terminus.DIST_MODE_COPY
     _copy_terminus_basics(link.source, remote, address)
@@ -817,7 +779,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     remote = link.remote_target
     vhost = host.vhost
     if remote.dynamic:
-        raise Amqp10Error(Cond.NOT_IMPLEMENTED, "dynamic targets are not supported")
+        raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, "dynamic targets are not supported")
     address = remote.address
     route: Any = None
     unroutable, honoured = link_policy(host.unroutable, remote)
@@ -832,7 +794,7 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
         if isinstance(route, (LocalPublish, SubjectPublish)):
             exchange = vhost.exchange(route.exchange)
             if exchange is not None and exchange.internal:
-                raise Amqp10Error(Cond.UNAUTHORIZED_ACCESS,
+                raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                                   f"cannot publish to internal {exchange.label}")
     _copy_terminus_basics(link.target, remote, address)
     echo_capabilities(link.target, honoured)

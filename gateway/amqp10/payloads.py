@@ -28,17 +28,13 @@ on the annotated copy of the container that the outcome made.
 """
 from __future__ import annotations
 
-from typing import Any
-
-from cproton_ffi import ffi as _ffi, lib as _lib
-
 from gateway.broker.message import Encoding, MessageContainer
 from translators import to_amqp10
 from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspect_amqp10,
                                          with_message_annotations)
 from translators.delivery_header import delivery_header
 
-__all__ = ["container_from_transfer", "delivery_parts", "send_parts", "user_id_text"]
+__all__ = ["container_from_transfer", "delivery_parts", "user_id_text"]
 
 _AMQP10 = Encoding.AMQP10
 
@@ -107,15 +103,3 @@ def delivery_parts(message: MessageContainer, *, delivery_count: int,
             return b"", encoded, 0  # type: ignore[return-value]
     header, rest = delivery_header(encoded, delivery_count, first_acquirer)  # type: ignore[arg-type]
     return header, encoded, rest  # type: ignore[return-value]
-
-
-def send_parts(impl: Any, header: bytes, data: bytes, rest: int) -> int:
-    """Send ``header`` then ``data[rest:]`` (:func:`delivery_parts`) on the C link
-    ``impl``, into its current delivery; proton's result (negative: an error code)."""
-    if not header:
-        return _lib.pn_link_send(impl, _ffi.from_buffer(data), len(data))
-    sent = _lib.pn_link_send(impl, _ffi.from_buffer(header), len(header))
-    if sent < 0:
-        return sent
-    # a pointer into the message: the part after its own header, never copied
-    return _lib.pn_link_send(impl, _ffi.from_buffer(data) + rest, len(data) - rest)

@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from proton import Event
 
-from gateway.amqp10.conditions import Amqp10Error, Condition, Scope
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 
 __all__ = ["check_attach", "check_open", "invalid_utf8", "link_name", "read_text", "undecodable"]
 
@@ -39,7 +39,7 @@ _PERFORMATIVES = {
 def invalid_utf8(field: str, exc: UnicodeDecodeError, scope: Scope) -> Amqp10Error:
     """``amqp:invalid-field``: ``field`` (``attach.name``, ``open`` ...) is not UTF-8."""
     bad = bytes(exc.object[exc.start:exc.start + 1]).hex()
-    return Amqp10Error(Condition.INVALID_FIELD,
+    return Amqp10Error(ErrorCondition.INVALID_FIELD,
                        f"{field} is not valid UTF-8 (byte 0x{bad} at offset {exc.start})", scope)
 
 

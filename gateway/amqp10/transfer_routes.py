@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from addressing import AddressError, AddressErrorKind, Forward, ServiceRoute, TRANSFER_SERVICE
 from addressing import resolve_target
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition as Cond
 from gateway.forward.annotations import Forwarded, forwarded_of
 from translators.amqp10_sections import Amqp10Summary
 from translators.errors import TranslationError

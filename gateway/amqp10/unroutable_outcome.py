@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 
 from proton import Condition, Data, Delivery, Terminus
 
-from gateway.amqp10.conditions import Amqp10Error, Condition as Cond
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.broker.unroutable import UnroutableCounts, UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 
@@ -77,7 +77,7 @@ def link_policy(default: UnroutablePolicy,
     honoured = [s for s in _symbols(terminus.capabilities) if s in TARGET_CAPABILITIES]
     chosen = {TARGET_CAPABILITIES[s] for s in honoured}
     if len(chosen) > 1:
-        raise Amqp10Error(Cond.INVALID_FIELD, "target capabilities "
+        raise Amqp10Error(ErrorCondition.INVALID_FIELD, "target capabilities "
                           f"{' and '.join(honoured)} ask for different unroutable outcomes")
     return (chosen.pop() if chosen else default), honoured
 
@@ -116,4 +116,4 @@ def settle_unroutable(policy: UnroutablePolicy, presettled: bool, counts: Unrout
     text = unroutable_text(node.label if node is not None else f"exchange '{exchange}'",
                            routing_key)
     # amqp:not-found, as Broker-J rejects it ("Unknown destination"): no node takes it
-    return Delivery.REJECTED, Condition(Cond.NOT_FOUND.value, text), text
+    return Delivery.REJECTED, Condition(ErrorCondition.NOT_FOUND.value, text), text

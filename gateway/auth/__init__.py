@@ -4,7 +4,7 @@ Pure code (stdlib and ``scramp``): no I/O, no clock. Both protocol engines
 use the same ``Authenticator``; see ``mechanisms`` for the exchange model.
 """
 
-from gateway.auth.errors import AccessRefused, AuthenticationFailed, LoginThrottled
+from gateway.auth.errors import PermissionRefused, AuthenticationFailed, LoginThrottled
 from gateway.auth.limits import (
     AdmissionToken,
     ConnectionLimitReached,
@@ -20,7 +20,7 @@ from gateway.auth.mechanisms import (
     Authenticator,
     Challenge,
     Mechanism,
-    Protocol,
+    ProtocolFamily,
     SaslExchange,
     is_loopback,
 )
@@ -32,7 +32,7 @@ from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login
 from gateway.auth.users import Permission, User, UserDirectory
 
 __all__ = [
-    "AccessRefused",
+    "PermissionRefused",
     "Action",
     "PermissionCache",
     "AdmissionToken",
@@ -50,7 +50,7 @@ __all__ = [
     "LoginThrottled",
     "Mechanism",
     "Permission",
-    "Protocol",
+    "ProtocolFamily",
     "SaslExchange",
     "StoredPassword",
     "User",

@@ -7,7 +7,7 @@ SASL outcome ``auth``).
 
 from __future__ import annotations
 
-__all__ = ["AuthenticationFailed", "AccessRefused", "LoginThrottled"]
+__all__ = ["AuthenticationFailed", "PermissionRefused", "LoginThrottled"]
 
 
 class AuthenticationFailed(Exception):
@@ -23,7 +23,7 @@ class AuthenticationFailed(Exception):
         self.reason = reason
 
 
-class AccessRefused(Exception):
+class PermissionRefused(Exception):
     """An authenticated user may not perform an action on a resource.
 
     ``text`` names the action, the resource, the user and the virtual host,

@@ -72,7 +72,7 @@ from gateway.auth.users import User, UserDirectory
 
 __all__ = [
     "Mechanism",
-    "Protocol",
+    "ProtocolFamily",
     "Authenticator",
     "SaslExchange",
     "Challenge",
@@ -98,7 +98,7 @@ class Mechanism(enum.StrEnum):
     ANONYMOUS = "ANONYMOUS"
 
 
-class Protocol(enum.StrEnum):
+class ProtocolFamily(enum.StrEnum):
     """The two protocols; passed as plain strings ``"amqp091"``/``"amqp10"``."""
 
     AMQP091 = "amqp091"
@@ -330,12 +330,12 @@ class Authenticator:
         sets its order; names it holds that are unknown or unavailable are
         left out. Raises ``ValueError`` for an unknown ``protocol``.
         """
-        proto = Protocol(protocol)
+        proto = ProtocolFamily(protocol)
         available: list[str] = []
         for mech in Mechanism:
-            if mech is Mechanism.AMQPLAIN and proto is not Protocol.AMQP091:
+            if mech is Mechanism.AMQPLAIN and proto is not ProtocolFamily.AMQP091:
                 continue
-            if (mech is Mechanism.SCRAM_SHA_256 and proto is Protocol.AMQP091
+            if (mech is Mechanism.SCRAM_SHA_256 and proto is ProtocolFamily.AMQP091
                     and not (offered and mech.value in offered)):
                 continue
             if mech is Mechanism.EXTERNAL and not tls_peer_subject:

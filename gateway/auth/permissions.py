@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import re
 
-from gateway.auth.errors import AccessRefused
+from gateway.auth.errors import PermissionRefused
 from gateway.auth.users import Permission, User
 
 __all__ = ["Action", "PermissionCache", "check", "is_permitted", "may_access_vhost"]
@@ -55,7 +55,7 @@ def is_permitted(user: User, vhost: str, action: Action, resource: str) -> bool:
 
 
 def check(user: User, vhost: str, action: Action, resource: str) -> None:
-    """Raise ``AccessRefused`` unless ``user`` may do ``action`` on ``resource``.
+    """Raise ``PermissionRefused`` unless ``user`` may do ``action`` on ``resource``.
 
     The text follows RabbitMQ's wording and names the action, the resource,
     the user and the vhost, e.g. ``write access to resource 'x' in vhost '/'
@@ -64,7 +64,7 @@ def check(user: User, vhost: str, action: Action, resource: str) -> None:
     """
     if not is_permitted(user, vhost, action, resource):
         shown = resource or DEFAULT_EXCHANGE_RESOURCE
-        raise AccessRefused(
+        raise PermissionRefused(
             f"{action.value} access to resource '{shown}' in vhost '{vhost}' "
             f"refused for user '{user.name}'")
 
@@ -94,7 +94,7 @@ class PermissionCache:
         if user is not None and hasattr(user, "permissions"):
             try:
                 check(user, vhost, action, resource)  # type: ignore[arg-type]
-            except AccessRefused as exc:
+            except PermissionRefused as exc:
                 refusal = exc.text
         answers = self._answers
         if len(answers) >= self.MAX:

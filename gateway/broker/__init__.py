@@ -33,8 +33,9 @@ from .exchanges import (
 from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate
 from .headers_match import MatchKind, headers_match
 from .message import DeathReason, Encoding, MessageContainer
-from .outcomes import Outcome, apply_outcome
+from .outcomes import DeliveryOutcome, OutcomeKind, apply_outcome, modified
 from .queue_arguments import Overflow, QueueArguments
+from .queue_host import QueueHost
 from .queues import MessageState, Queue, QueuedMessage
 from .topic_index import TopicIndex
 from .unroutable import UnroutableCounts, UnroutablePolicy
@@ -52,6 +53,7 @@ __all__ = [
     "CreditMode",
     "CreditWindow",
     "DeathReason",
+    "DeliveryOutcome",
     "DefaultExchange",
     "DestinationKind",
     "DirectExchange",
@@ -68,7 +70,7 @@ __all__ = [
     "MessageState",
     "NotAllowed",
     "NotFound",
-    "Outcome",
+    "OutcomeKind",
     "Overflow",
     "PREDECLARED_EXCHANGES",
     "PreconditionFailed",
@@ -76,6 +78,7 @@ __all__ = [
     "PublishResult",
     "Queue",
     "QueueArguments",
+    "QueueHost",
     "QueuedMessage",
     "ResourceLimitExceeded",
     "ResourceLocked",
@@ -86,5 +89,6 @@ __all__ = [
     "UnroutablePolicy",
     "VirtualHost",
     "apply_outcome",
+    "modified",
     "headers_match",
 ]

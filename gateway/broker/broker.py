@@ -106,7 +106,7 @@ class Broker:
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         for queue in list(vhost.queues.values()):
-            vhost._forget_queue(queue, f"vhost '{name}' was deleted")
+            vhost.forget_queue(queue, f"vhost '{name}' was deleted")
         for exchange in list(vhost.exchanges.values()):
             if exchange.durable and not exchange.predeclared:
                 self.store.delete_exchange(name, exchange.name)  # and its bindings
@@ -175,10 +175,9 @@ class Broker:
         return counts
 
     def use_ledger(self, ledger: Optional[Any]) -> None:
-        """Record message events in ``ledger`` (a ``gateway.ledger`` buffer, or None for
-        none). The protocols and the queues read ``self.ledger``; its ``record`` only
-        appends to a list. The ledger takes gateway ids from here to know which publish
-        rows a delivery's row may refer to (``EventBuffer.mark_taken``)."""
+        """Record message events in ``ledger`` (a ``gateway.ledger.Ledger``, or None for
+        none). The protocols and the queues read ``self.ledger``; recording only appends
+        to a list. The ledger numbers its contexts from our gateway ids."""
         self.ledger = ledger
         if ledger is not None:
             ledger.use_gateway_ids(lambda: self.next_gateway_id())
@@ -193,7 +192,7 @@ class Broker:
     # ------------------------------------------------------------------ memory
     @property
     def memory_used(self) -> int:
-        """Bytes of message bodies held by all queues."""
+        """Bytes of message bodies held by all queues and forwarding outboxes."""
         return self.gate.used
 
     @property

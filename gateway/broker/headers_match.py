@@ -25,7 +25,7 @@ import decimal
 import enum
 from typing import Any, Mapping, Optional
 
-from translators.values import LongStrBytes, Timestamp
+from translators.field_types import LongStrBytes, Timestamp
 
 from .errors import InvalidArgument
 

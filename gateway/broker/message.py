@@ -37,7 +37,7 @@ class DeathReason(enum.Enum):
 
 
 #: slots ``copy`` leaves behind
-_NOT_COPIED = frozenset(("_converted", "ledger_key", "stored_body"))
+_NOT_COPIED = frozenset(("_converted", "stored_body"))
 
 
 class MessageContainer:
@@ -94,7 +94,6 @@ class MessageContainer:
         "deaths",
         "annotations",
         "body_at",
-        "ledger_key",
         "stored_body",
         "_converted",
     )
@@ -141,9 +140,6 @@ class MessageContainer:
         self.deaths = deaths
         self.annotations = annotations
         self.body_at = body_at
-        #: the ledger's per-message fields, made once when first needed, or the gateway id
-        #: once its publish row is buffered (``ledger_events.delivery_key``)
-        self.ledger_key: Optional[tuple | int] = None
         self.stored_body: Any = None
         self._converted: Optional[dict] = None
 

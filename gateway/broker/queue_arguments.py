@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from translators.values import LongStrBytes
+from translators.field_types import LongStrBytes
 
 from .errors import FeatureNotImplemented, InvalidArgument, PreconditionFailed
 

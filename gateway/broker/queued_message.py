@@ -52,7 +52,6 @@ class QueuedMessage:
         "undeliverable_to",
         "level",
         "queue",
-        "ledger_row",
         "stored",
     )
 
@@ -74,9 +73,6 @@ class QueuedMessage:
         self.undeliverable_to: Optional[set] = None
         self.level = level
         self.queue = queue
-        #: the ledger row of the current delivery, its settlement goes into (see
-        #: ``EventBuffer.delivered``)
-        self.ledger_row: Optional[list] = None
         self.stored: Any = None
 
     def __repr__(self) -> str:

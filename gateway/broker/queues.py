@@ -25,11 +25,15 @@ kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, pu
 
 Time is always the caller's ``now`` (seconds). The queue never reads a clock.
 
-Ledger: with ``vhost.broker.ledger`` set, an expiry is recorded as ``expired`` and a
+The queue reaches its vhost only through ``host`` (a :class:`~.queue_host.QueueHost`):
+its name, the memory gate, the ledger, the store, dead-lettering and its own deletion.
+
+Ledger: with ``host.ledger`` set, an expiry is recorded as ``expired`` and a
 dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
 (the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``).
 
-Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``;
+Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``
+(from ``host.queue_storage``);
 entries of persistent messages then carry the store's reference (``entry.stored``) and
 every state change of theirs is written; a body left in the store is read back before the
 entry is handed out, expired with a record, or dead-lettered.
@@ -42,15 +46,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 from .consumers import Consumer, ConsumerSet
 from .errors import PreconditionFailed
 from .flow import ProducerGate
-from .ledger_events import PROTOCOL_OF, EventKind
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage
 from .ready_list import ReadyList
 
 if TYPE_CHECKING:
+    from .queue_host import QueueHost
     from .queue_storage import QueueStorage
-    from .vhost import VirtualHost
 
 __all__ = ["MessageState", "QueuedMessage", "Queue"]
 
@@ -67,15 +70,13 @@ class Queue:
     def __init__(
         self,
         name: str,
+        host: "QueueHost",
         *,
-        vhost: Optional["VirtualHost"] = None,
-        vhost_name: str = "/",
         durable: bool = False,
         exclusive_owner: Any = None,
         auto_delete: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
         now: float = 0.0,
-        gate: Optional[ProducerGate] = None,
     ) -> None:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
@@ -83,8 +84,8 @@ class Queue:
         #: the vhost's ``PublishResult`` for a message this queue alone took (made once,
         #: by the vhost: results are immutable, and one was made for every publish)
         self.took_alone: Any = None
-        self.vhost = vhost
-        self.vhost_name = vhost.name if vhost is not None else vhost_name
+        self.host = host
+        self.vhost_name = host.name
         self.durable = durable
         #: opaque owner token (e.g. a connection id) of an exclusive queue, else None
         self.exclusive_owner = exclusive_owner
@@ -102,11 +103,11 @@ class Queue:
         self.last_used = now
         self._now = now
         self.deleted = False
-        self._gate = gate
-        #: set by the vhost for a stored queue (durable, not exclusive, not auto-delete)
-        self.storage: Optional["QueueStorage"] = None
+        self._gate: ProducerGate = host.gate
         self._dispatching = False
         self._again = False
+        #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
+        self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -475,12 +476,11 @@ class Queue:
         return self._delete_now(f"{self.label} was deleted")
 
     def _delete_now(self, reason: str) -> int:
-        if self.vhost is not None:
-            return self.vhost._forget_queue(self, reason)
-        return self._teardown(reason)
+        return self.host.forget_queue(self, reason)
 
-    def _teardown(self, reason: str) -> int:
-        """Cancel consumers and drop all entries (called once by the vhost)."""
+    def tear_down(self, reason: str) -> int:
+        """Cancel consumers and drop all entries; returns the available count it had.
+        Called by the host once it forgot the queue (``QueueHost.forget_queue``)."""
         if self.deleted:
             return 0
         self.deleted = True
@@ -524,42 +524,26 @@ class Queue:
         self._finish(entry)
         return False
 
-
-    def _ledger(self) -> Any:
-        """The broker's ledger writer, or None (no vhost, no broker, ledger off)."""
-        vhost = self.vhost
-        broker = vhost.broker if vhost is not None else None
-        return getattr(broker, "ledger", None)
-
     def _expire_entry(self, entry: QueuedMessage, now: float) -> None:
         message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
         self._finish(entry)
         if message is None:
             return
-        ledger = self._ledger()
+        ledger = self.host.ledger
         if ledger is not None:
-            ledger.record(
-                EventKind.EXPIRED, now, vhost=self.vhost_name, proto_in=PROTOCOL_OF[message.origin._value_],
-                exchange=message.exchange, routing_key=message.routing_key, queue=self.name,
-                message_id=message.message_id, correlation_id=message.correlation_id,
-                gateway_id=message.gateway_id, size=message.size,
-                delivery_count=entry.delivery_count, received_at=message.created_at)
+            ledger.expired(now, self.vhost_name, message, entry.delivery_count, self.name)
         self._dead_letter(message, DeathReason.EXPIRED, now)
 
     def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
         dlx = self.args.dead_letter_exchange
-        if dlx is None or self.vhost is None:
+        if dlx is None:
             return
         key = self.args.dead_letter_routing_key
         routing_key = message.routing_key if key is None else key
-        ledger = self._ledger()
+        ledger = self.host.ledger
         if ledger is not None:
-            ledger.record(
-                EventKind.DEAD_LETTERED, now, vhost=self.vhost_name,
-                proto_in=PROTOCOL_OF[message.origin._value_], exchange=dlx, routing_key=routing_key,
-                queue=self.name, message_id=message.message_id,
-                correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-                size=message.size, reason=reason.value, received_at=message.created_at)
+            ledger.dead_lettered(now, self.vhost_name, message, self.name, dlx, routing_key,
+                                 reason.value)
         dead = message.with_death(
             queue=self.name,
             reason=reason,
@@ -567,7 +551,7 @@ class Queue:
             exchange=dlx,
             routing_key=routing_key,
         )
-        self.vhost.dead_letter(dead, now)
+        self.host.dead_letter(dead, now)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r}, available={self.ready.count}, acquired={len(self._acquired)})"

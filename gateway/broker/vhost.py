@@ -16,13 +16,13 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Optional, Protocol
 
+from gateway.ledger import EventKind
 from gateway.store.interface import BindingRecord, ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
-from .ledger_events import PROTOCOL_OF, EventKind, queue_name
 from .message import MessageContainer
 from .queue_storage import QueueStorage
 from .queues import Queue
@@ -271,23 +271,32 @@ class VirtualHost:
             return existing
         queue = Queue(
             name,
-            vhost=self,
+            self,
             durable=durable,
             exclusive_owner=owner if exclusive else None,
             auto_delete=auto_delete,
             arguments=arguments,
             now=now,
-            gate=self.gate,
         )
         self.queues[name] = queue
         if exclusive:
             self._exclusive.setdefault(owner, {})[name] = None
-        elif queue.storable:
-            key = self.store.save_queue(QueueRecord(self.name, name, True, False, dict(queue.arguments)))
-            if self.store.persistent:
-                loader = self.broker.message_loader if self.broker is not None else None
-                queue.storage = QueueStorage(queue, self.store, key, loader, self.gate)
         return queue
+
+    # QueueHost (besides name, gate and dead_letter)
+    @property
+    def ledger(self) -> Any:
+        """The broker's ledger buffer, or None (no broker, ledger off)."""
+        return self.broker.ledger if self.broker is not None else None
+
+    def queue_storage(self, queue: Queue) -> Optional[QueueStorage]:
+        """Write the storable ``queue``'s record; its ``QueueStorage`` when the store keeps
+        messages, else None."""
+        key = self.store.save_queue(QueueRecord(self.name, queue.name, True, False, dict(queue.arguments)))
+        if not self.store.persistent:
+            return None
+        loader = self.broker.message_loader if self.broker is not None else None
+        return QueueStorage(queue, self.store, key, loader, self.gate)
 
     def _server_name(self) -> str:
         while True:
@@ -309,10 +318,11 @@ class VirtualHost:
         """Purge available messages; returns how many. Raises NotFound / ResourceLocked."""
         return self.checked_queue(name, owner).purge()
 
-    def _forget_queue(self, queue: Queue, reason: str) -> int:
-        """Called by ``Queue.delete``/auto-delete/expiry: unregister and tear down."""
+    def forget_queue(self, queue: Queue, reason: str) -> int:
+        """QueueHost: called by ``Queue.delete``/auto-delete/expiry, the owner's close or
+        the vhost's removal: unregister and tear down."""
         if self.queues.get(queue.name) is not queue:
-            return queue._teardown(reason)
+            return queue.tear_down(reason)
         del self.queues[queue.name]
         if queue.exclusive_owner is not None:
             owned = self._exclusive.get(queue.exclusive_owner)
@@ -326,7 +336,7 @@ class VirtualHost:
                 self._remove_binding(source, binding, cascade=True, store=False)
         if queue.storable:
             self.store.delete_queue(self.name, queue.name)
-        return queue._teardown(reason)
+        return queue.tear_down(reason)
 
     def consume(self, queue_name: str, consumer: Consumer, *, owner: Any = None, now: float) -> Queue:
         """Attach ``consumer`` to a queue usable by ``owner`` and dispatch. Raises
@@ -342,7 +352,7 @@ class VirtualHost:
         for name in names:
             queue = self.queues.get(name)
             if queue is not None:
-                self._forget_queue(queue, f"{queue.label}: its owner closed")
+                self.forget_queue(queue, f"{queue.label}: its owner closed")
         return names
 
     # ------------------------------------------------------------------ bindings
@@ -498,7 +508,7 @@ class VirtualHost:
         source = self.exchanges.get(message.exchange)
         if source is None:
             log.debug("dead-letter exchange %r missing in vhost %r: message dropped", message.exchange, self.name)
-            self._record_dead_letter_verdict(message, _NOTHING, now)
+            self._record_dead_letter_verdict(message, _NOTHING, now, copied=False)
             return _NOTHING
         if self.broker is not None:
             message.gateway_id = self.broker.next_gateway_id()
@@ -516,8 +526,8 @@ class VirtualHost:
         return result
 
     def _record_dead_letter_verdict(self, message: MessageContainer, result: PublishResult,
-                                    now: float) -> None:
-        ledger = self.broker.ledger if self.broker is not None else None
+                                    now: float, copied: bool = True) -> None:
+        ledger = self.ledger
         if ledger is None:
             return
         if result.queues:
@@ -527,12 +537,8 @@ class VirtualHost:
         else:
             event = EventKind.UNROUTABLE
         deaths = message.deaths
-        ledger.record(
-            event, now, vhost=self.name, proto_in=PROTOCOL_OF[message.origin._value_],
-            exchange=message.exchange, routing_key=message.routing_key,
-            routed_to=tuple(map(queue_name, result.queues)), message_id=message.message_id,
-            correlation_id=message.correlation_id, gateway_id=message.gateway_id,
-            size=message.size, reason=str(deaths[0].get("reason")) if deaths else None)
+        ledger.dead_letter_copy(now, self.name, message, event, result.queues,
+                                str(deaths[0].get("reason")) if deaths else None, copied)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:
@@ -545,7 +551,7 @@ class VirtualHost:
             queue.expire(now)
             expires = queue.expires_at()
             if expires is not None and now >= expires:
-                self._forget_queue(queue, f"{queue.label} expired")
+                self.forget_queue(queue, f"{queue.label} expired")
                 continue
             nxt = queue.next_deadline()
             if nxt is not None and (deadline is None or nxt < deadline):

@@ -6,7 +6,7 @@ never imports a protocol package's internals beyond that callable.
 
 Connection cap: the listener's ``max_connections`` (else ``limits.max_connections``)
 counts *open* connections in ``ListenerSlots``, handed to the engine factory in the
-``ConnectionContext``; the engine asks for a slot when the client opens (0-9-1
+``AcceptedConnection``; the engine asks for a slot when the client opens (0-9-1
 ``connection.open``, 1.0 ``open``) and a full listener answers with the protocol's own
 error naming the limit (530 NOT_ALLOWED, ``amqp:resource-limit-exceeded``), as RabbitMQ
 does for its connection limits. A client refused at TCP level would only see a reset.
@@ -50,7 +50,7 @@ from gateway.protocol_header import HeaderKind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionContext", "EngineFactory", "ListenerFactory", "server_endpoint", "check_endpoint",
+__all__ = ["AcceptedConnection", "EngineFactory", "ListenerFactory", "server_endpoint", "check_endpoint",
            "hard_cap", "kernel_backlog_cap", "listener_endpoint"]
 
 _ids = itertools.count(1)
@@ -69,7 +69,7 @@ def hard_cap(max_connections: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionContext:
+class AcceptedConnection:
     """What an engine needs to know about its connection."""
 
     connection_id: int
@@ -84,7 +84,7 @@ class ConnectionContext:
     listener_slots: Optional[ListenerSlots] = None
 
 
-EngineFactory = Callable[[ConnectionContext], object]
+EngineFactory = Callable[[AcceptedConnection], object]
 
 _PROTOCOL_LABEL = {
     HeaderKind.AMQP091: "amqp091",
@@ -166,7 +166,7 @@ class ListenerFactory(Factory):
     def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol,
                     tls_peer_subject: Optional[str] = None) -> object:
         peer = proto.transport.getPeer()
-        ctx = ConnectionContext(
+        ctx = AcceptedConnection(
             connection_id=proto.connection_id, kind=kind, header=header,
             peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
             listener=self.listener, now=self.reactor.seconds(),

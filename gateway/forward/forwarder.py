@@ -69,8 +69,14 @@ class Forwarder:
     moves an entry to the local dead-letter queue; ``clock()`` is the loop's time."""
 
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], ledger: Any = None, gate: Any = None) -> None:
         self.settings = settings
+        #: the broker's ``ProducerGate``: outbox bodies count against the memory high
+        #: watermark like queued ones (a long outage blocks publishers, it does not
+        #: exhaust memory); None in tests
+        self._gate = gate
+        #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
+        self._ledger = ledger
         self.container = settings.container
         self._store = store
         self._dead_letter = dead_letter
@@ -93,6 +99,8 @@ class Forwarder:
     def add(self, entry: OutboxEntry) -> None:
         """A new (or restored) entry; sent at once if the connection has credit."""
         self.bytes += entry.message.size
+        if self._gate is not None:
+            self._gate.add(entry.message.size)
         heapq.heappush(self.ready, entry)
         self.pump()
 
@@ -126,6 +134,8 @@ class Forwarder:
             self.forwarded += 1
             connection.send(OutboundMessage(entry.entry_id, entry.node, self.address_for(entry.node),
                                             entry.message, entry.annotations))
+            if self._ledger is not None:
+                self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if ready and self.available <= 0 else "up"
 
     def tick(self, now: float) -> None:
@@ -173,6 +183,8 @@ class Forwarder:
             return
         outcome = settlement.outcome
         now = self._clock()
+        if self._ledger is not None:
+            self._ledger.settled(self.container, entry, outcome, settlement.error, now)
         if outcome is ForwardOutcome.ACCEPTED:
             self.acked += 1
             self._remove(entry)
@@ -194,6 +206,8 @@ class Forwarder:
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:
         self.bytes -= entry.message.size
+        if self._gate is not None:
+            self._gate.sub(entry.message.size)
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:

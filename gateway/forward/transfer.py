@@ -26,8 +26,12 @@ from gateway.broker.queued_message import message_row
 from gateway.forward import annotations as fa
 from gateway.forward.dedupe import DedupeWindow
 from gateway.forward.forwarder import Forwarder, OutboxEntry
+from gateway.forward.ledger_events import ForwardLedger
+from gateway.forward.outbound import OutboundMessage
+from gateway.forward.rendering import amqp10_payload
 from gateway.forward.settings import ForwardingSettings
 from gateway.store.interface import OutboxRow, StoredMessage
+from translators.errors import TranslationError
 
 __all__ = ["TransferService", "dead_letter_queue"]
 
@@ -41,19 +45,25 @@ def dead_letter_queue(container: str) -> str:
 
 class TransferService:
     """See the module docstring. ``broker``: the ``Broker`` (store, vhosts, gateway ids,
-    message loader); ``clock()``: the loop's time."""
+    message loader); ``clock()``: the loop's time; messages a remote rejects go to
+    ``dead_letter_queue(remote)`` in vhost ``dead_letter_vhost``."""
 
     def __init__(self, broker: Any, settings: ForwardingSettings, clock: Callable[[], float],
-                 dead_letter_vhost: str = "/") -> None:
+                 dead_letter_vhost: str = "/",
+                 from_amqp10: Optional[Callable[[bytes, float], MessageContainer]] = None) -> None:
         self.broker = broker
         self.settings = settings
         self.container_id: str = broker.container_id
         self._store = broker.store
         self._clock = clock
         self._dead_letter_vhost = dead_letter_vhost
+        #: encoded 1.0 message, receive time -> a container (the 1.0 engine's); dead
+        #: letters are made 1.0 messages so the remote's error is in their bytes
+        self._from_amqp10 = from_amqp10
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
+        ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
-            r.container: Forwarder(r, broker.store, self._dead_letter, clock)
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
             for r in settings.remotes}
         self.refused_loops = 0
 
@@ -153,6 +163,17 @@ class TransferService:
         vhost = self.broker.vhost(self._dead_letter_vhost)
         if vhost.queue(queue) is None:
             vhost.declare_queue(queue, durable=True, now=now)
-        copy = entry.message.with_annotations({fa.ERROR: error, fa.REMOTE: container})
+        annotations = {**entry.annotations, fa.ERROR: error, fa.REMOTE: container}
+        copy = None
+        if self._from_amqp10 is not None:
+            try:  # the annotations inside the bytes: they survive a restart with the message
+                encoded = amqp10_payload(OutboundMessage(entry.entry_id, entry.node, "",
+                                                         entry.message, annotations),
+                                         fill_to=False)
+                copy = self._from_amqp10(encoded, entry.message.created_at)
+            except TranslationError as exc:
+                log.warning("dead letter of message %d kept as it is: %s", entry.entry_id, exc)
+        if copy is None:
+            copy = entry.message.with_annotations(annotations)
         copy.durable = True
         vhost.publish("", queue, copy, now)

@@ -1,5 +1,11 @@
-"""The message ledger: event records (the contract with ``pipeline/``) and their writer."""
-from .ids import GatewayIdAllocator
+"""The message ledger: the facade the protocols record through (``Ledger``), its records
+(the contract with ``pipeline/``) and their writer (``LedgerWriter``).
+
+``Ledger`` and ``LedgerWriter`` are imported when first used: ``pipeline/`` imports only
+``records`` (the standard library), and a Spark driver need not have msgspec installed.
+"""
+from typing import Any
+
 from .records import (
     COLUMN_NAMES,
     COLUMNS,
@@ -10,17 +16,26 @@ from .records import (
     Protocol,
     protocol_pair,
 )
-from .writer import LedgerWriter
 
 __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
     "EventKind",
-    "GatewayIdAllocator",
     "LEDGER_SCHEMA_VERSION",
+    "Ledger",
     "LedgerRecord",
     "LedgerWriter",
     "Outcome",
     "Protocol",
     "protocol_pair",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Ledger":
+        from .ledger import Ledger
+        return Ledger
+    if name == "LedgerWriter":
+        from .writer import LedgerWriter
+        return LedgerWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

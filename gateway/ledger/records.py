@@ -1,19 +1,32 @@
-"""The ledger record: one message event, and its column list (the contract with ``pipeline/``).
+"""The ledger's records: what the gateway writes (schema v2) and the events they stand for
+(the ``events`` table, the contract with ``pipeline/``).
 
-Every message event the gateway sees becomes one record: received, routed (to which
-queues), unroutable, returned, delivered, settled (with an outcome), expired,
-dead-lettered, forwarded to another gateway and forward-settled by it, refused. A record
-never holds a body; only header names on the writer's allow-list are kept.
+An *event* is one thing that happened to a message: received, routed (to which queues),
+unroutable, returned, delivered, settled (with an outcome), expired, dead-lettered,
+forwarded and forward-settled, refused. ``COLUMNS`` lists the ``events`` table's columns;
+``pipeline/`` builds its Spark schema from it and imports nothing else from the gateway.
+Adding a nullable column is compatible; renaming, removing or retyping one bumps
+``LEDGER_SCHEMA_VERSION``.
 
-``COLUMNS`` is the versioned contract: ``pipeline/`` builds its Spark schema from it and
-imports nothing else from the gateway. On disk a record is one JSON object per line whose
-keys are the column names; fields that are ``None`` are left out (Spark reads a missing
-key as null). Adding a nullable column is compatible; renaming, removing or retyping one
-bumps ``LEDGER_SCHEMA_VERSION``.
+**v2** (written since this version). The gateway writes what its message path already
+has, once: a *context* record when a channel or link opens (who, where, which protocol),
+a *message* record when a publish is taken in (its fields, and the routing verdict when it
+is known at once), and small *event* records that refer to a context and a message by id.
+A segment is JSON Lines; each line is a JSON array whose first element is the record's
+kind tag and whose other elements are the fields of ``RECORDS[tag]`` by position. The
+joins are the reader's (``pipeline/``, once, in Spark): ``EVENTS_OF[tag]`` says which
+events a record stands for and where each of their columns comes from. Context ids are
+per segment file (the writer starts every segment with the contexts still open); gateway
+ids per container (unique across restarts).
 
-Units: ``ts_us`` is microseconds since the Unix epoch (UTC), ``latency_us`` microseconds
-from the gateway's receipt of the message to this event, ``size`` bytes of the message
-as it was received (body plus properties as encoded on the wire).
+**v1** (written before): one JSON object per event with every column of ``COLUMNS`` by
+name (``LedgerRecord.to_json_dict``), ``"v": 1``. Readers tell the two apart by the
+line's first character (``{`` or ``[``) and read both.
+
+Units: ``ts`` seconds since the Unix epoch (UTC) as a float, ``ts_us`` and ``latency_us``
+microseconds (the latter from the gateway's receipt of the message to the event),
+``size`` bytes of the message as received (body plus properties as encoded on the wire).
+A record never holds a body; only header names on the writer's allow-list are kept.
 """
 from __future__ import annotations
 
@@ -24,16 +37,25 @@ from typing import Mapping, Optional
 __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
+    "CONTEXT",
+    "CONTEXT_ENDED",
+    "DELIVERED",
+    "EVENT",
+    "EVENTS_OF",
     "EventKind",
     "LEDGER_SCHEMA_VERSION",
     "LedgerRecord",
+    "MESSAGE",
     "Outcome",
     "Protocol",
+    "RECORDS",
+    "SETTLED",
+    "VERDICT",
     "protocol_pair",
 ]
 
-#: Version of the record layout; written into every line as ``v``.
-LEDGER_SCHEMA_VERSION = 1
+#: Version of the record layout the gateway writes.
+LEDGER_SCHEMA_VERSION = 2
 
 
 class EventKind(str, enum.Enum):
@@ -89,7 +111,7 @@ def protocol_pair(proto_in: Optional[str], proto_out: Optional[str]) -> str:
     return f"{proto_in or '*'}->{proto_out or '*'}"
 
 
-#: (column name, Spark SQL type) in record order: the contract with ``pipeline/``.
+#: (column name, Spark SQL type) in order: the ``events`` table, the contract with ``pipeline/``.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("v", "int"),                      # LEDGER_SCHEMA_VERSION of the writer
     ("ts_us", "long"),                 # event time, microseconds since the epoch (UTC)
@@ -121,13 +143,87 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 
+# -- v2 records ---------------------------------------------------------------------------
+
+#: kind tags of the v2 records
+CONTEXT = "c"        #: a channel's or link's fixed fields, or a queue's (vhost, protocol)
+CONTEXT_ENDED = "x"  #: the channel or link is gone: readers need nothing more of it
+MESSAGE = "m"        #: a message taken in (``received``), and its routing verdict if known
+VERDICT = "v"        #: a message's routing verdict alone: a dead-letter copy, or a publish
+#: refused before it was taken in (then without a gateway id)
+DELIVERED = "d"      #: a delivery to a consumer
+SETTLED = "s"        #: a consumer's settlement of a delivery
+EVENT = "e"          #: any other event: a verdict made later (0-9-1 transactions), expired...
+
+_MESSAGE_FIELDS = (
+    ("ts", "double"), ("ctx", "long"), ("gateway_id", "string"), ("exchange", "string"),
+    ("routing_key", "string"), ("message_id", "string"), ("correlation_id", "string"),
+    ("size", "long"), ("event", "string"), ("routed_to", "array<string>"),
+    ("reason", "string"), ("address", "string"), ("headers", "map<string,string>"),
+    ("origin_id", "string"))
+
+#: tag -> (field, Spark type) in record order, after the tag: positions are the format.
+#: ``ctx`` refers to a context record of the same segment, ``gateway_id`` to a message
+#: record of the same container; ``received_at`` is the message's receipt time (``ts``).
+RECORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    CONTEXT: (("ts", "double"), ("ctx", "long"), ("container", "string"), ("vhost", "string"),
+              ("user", "string"), ("proto", "string"), ("connection", "string"),
+              ("link", "string"), ("address", "string")),
+    CONTEXT_ENDED: (("ts", "double"), ("ctx", "long")),
+    MESSAGE: _MESSAGE_FIELDS,
+    VERDICT: _MESSAGE_FIELDS,
+    DELIVERED: (("ts", "double"), ("ctx", "long"), ("gateway_id", "string"), ("queue", "string"),
+                ("delivery_count", "int"), ("received_at", "double")),
+    SETTLED: (("ts", "double"), ("ctx", "long"), ("gateway_id", "string"), ("queue", "string"),
+              ("delivery_count", "int"), ("received_at", "double"), ("outcome", "string"),
+              ("reason", "string")),
+    EVENT: (("ts", "double"), ("ctx", "long"), ("event", "string"), ("gateway_id", "string"),
+            ("queue", "string"), ("delivery_count", "int"), ("received_at", "double"),
+            ("exchange", "string"), ("routing_key", "string"), ("routed_to", "array<string>"),
+            ("reason", "string"), ("outcome", "string"), ("peer_container", "string")),
+}
+
+# Where an event's columns come from: "rec.F" the record's field F, "ctx.F" its context's,
+# "msg.F" its message's (the message or verdict record with its gateway id in the same
+# container; "msg.proto" is that record's context's protocol), "=text" a constant. A
+# column lists its sources in order: the first that is not null. Every event also takes
+# ``container``, ``vhost``, ``user``, ``connection`` and ``link`` from its context, ``v``
+# = 2, ``ts_us`` from the record's ``ts``, and ``latency_us`` from ``ts - received_at``
+# when the record has ``received_at``; an event whose ``event`` comes out null is none.
+_PUBLISH = {"proto_in": ("ctx.proto",), "address": ("rec.address", "ctx.address"),
+            **{c: ("rec." + c,) for c in ("exchange", "routing_key", "message_id",
+                                           "correlation_id", "gateway_id", "size", "origin_id")}}
+_MESSAGE_SIDE = {c: ("msg." + c,) for c in ("message_id", "correlation_id", "size")}
+_DELIVERY = {"proto_in": ("msg.proto",), "proto_out": ("ctx.proto",),
+             "address": ("ctx.address",), **_MESSAGE_SIDE,
+             **{c: ("rec." + c,) for c in ("gateway_id", "queue", "delivery_count")}}
+
+#: tag -> the events the record stands for, each as column -> sources (see above)
+EVENTS_OF: dict[str, tuple[dict[str, tuple[str, ...]], ...]] = {
+    MESSAGE: ({"event": ("=received",), **_PUBLISH, "headers": ("rec.headers",)},
+              {"event": ("rec.event",), **_PUBLISH, "routed_to": ("rec.routed_to",),
+               "reason": ("rec.reason",)}),
+    VERDICT: ({"event": ("rec.event",), **_PUBLISH, "routed_to": ("rec.routed_to",),
+               "reason": ("rec.reason",)},),
+    DELIVERED: ({"event": ("=delivered",), **_DELIVERY, "exchange": ("msg.exchange",),
+                 "routing_key": ("msg.routing_key",)},),
+    SETTLED: ({"event": ("=settled",), **_DELIVERY, "outcome": ("rec.outcome",),
+               "reason": ("rec.reason",)},),
+    EVENT: ({"event": ("rec.event",), "proto_in": ("msg.proto", "ctx.proto"),
+             "address": ("ctx.address",), **_MESSAGE_SIDE,
+             "exchange": ("rec.exchange", "msg.exchange"),
+             "routing_key": ("rec.routing_key", "msg.routing_key"),
+             **{c: ("rec." + c,) for c in ("gateway_id", "queue", "delivery_count", "routed_to",
+                                           "reason", "outcome", "peer_container")}},),
+}
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LedgerRecord:
-    """One message event, field for field the columns of ``COLUMNS`` (``v`` excepted).
+    """One message event, field for field the columns of ``COLUMNS`` (``v`` excepted): a
+    row of the ``events`` table, and a v1 line.
 
-    Enum fields accept the enum or its string value. ``headers`` is written only for the
-    names on the writer's allow-list.
+    Enum fields accept the enum or its string value.
     """
 
     ts_us: int
@@ -156,9 +252,10 @@ class LedgerRecord:
     latency_us: Optional[int] = None
     headers: Optional[Mapping[str, object]] = None
 
-    def to_json_dict(self) -> dict[str, object]:
-        """The JSON object for this record: every non-None column, enums as their values."""
-        out: dict[str, object] = {"v": LEDGER_SCHEMA_VERSION}
+    def to_json_dict(self, version: int = LEDGER_SCHEMA_VERSION) -> dict[str, object]:
+        """The JSON object for this record (a v1 line with ``version`` 1): every non-None
+        column, enums as their values."""
+        out: dict[str, object] = {"v": version}
         for name in COLUMN_NAMES[1:]:
             value = getattr(self, name)
             if value is None:

@@ -6,10 +6,10 @@ Naming (chosen so that a plain ``ls`` sorts by time and Spark reads every file):
 - closed segment: ``ledger-<container>-<start_us:016d>-<seq:04d>-<end_us:016d>.jsonl``
 
 A closed segment is never written again; its end time (the last flush into it) drives
-retention by age. Both forms hold whole, newline-terminated JSON lines, except that a
-crash may leave a torn last line in an *open* segment: readers (the pipeline) drop such a
-line, and ``recover_open_segments`` truncates it away and closes the segment the next
-time a writer starts in the directory.
+retention by age. Both forms hold whole, newline-terminated JSON lines (v2 records, or v1
+ones written before: see ``records``), except that a crash may leave a torn last line in
+an *open* segment: readers (the pipeline) drop such a line, and ``recover_open_segments``
+truncates it away and closes the segment the next time a writer starts in the directory.
 """
 from __future__ import annotations
 
@@ -130,8 +130,12 @@ def _rfind_newline(f, end: int) -> int:
 
 
 def _ts_of(line: bytes) -> Optional[int]:
+    """The time of a record, microseconds: a v2 record's ``ts`` (seconds, after the tag),
+    a v1 record's ``ts_us``."""
     try:
-        value = json.loads(line)["ts_us"]
-        return int(value)
-    except (ValueError, KeyError, TypeError):
+        record = json.loads(line)
+        if isinstance(record, list):
+            return round(float(record[1]) * 1_000_000)
+        return int(record["ts_us"])
+    except (ValueError, KeyError, TypeError, IndexError):
         return None

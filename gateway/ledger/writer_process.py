@@ -1,17 +1,15 @@
-"""The ledger writer process: batch frames on stdin, segment files in the ledger directory.
+"""The ledger writer process: JSON Lines on stdin, segment files in the ledger directory.
 
 Started by the gateway (``gateway/edge/ledger_process.py``) as
 ``python -m gateway.ledger.writer_process SETTINGS_JSON``, with ``SETTINGS_JSON`` the
 keyword arguments of ``LedgerWriter`` plus ``directory`` and ``flush_interval``. The
-gateway ships a frame every tenth of a second or so (``edge.ledger_process``); this
-process keeps the rows and writes them once per ``flush_interval``, so a crash of the
-machine loses at most that interval (and the tenth of a second the gateway held). Why
-not write every frame at once: encoding and writing ten times a second cost this process
-half as much CPU again as once a second did, taken from the core the gateway's clients
-share, while the gateway's own cost is lowest with small frames (its rows are still in
-its caches when marshalled, and no frame needs megabytes of fresh memory). End of input
-(the gateway closed the pipe, or died) flushes, closes the open segment and exits 0: a
-gateway killed with SIGKILL still gets every event it had shipped written out.
+gateway encodes its records (``Ledger.take_lines``) and ships the lines every few
+milliseconds; this process keeps the whole lines and writes them once per
+``flush_interval``, so a crash of the machine loses at most that interval (and what the
+gateway had not shipped yet). A line cut off by the end of a read waits for the rest.
+End of input (the gateway closed the pipe, or died) flushes, closes the open segment and
+exits 0: a gateway killed with SIGKILL still gets every line it had shipped written out
+(a last line it was cut off in is dropped).
 
 Signals: SIGINT, SIGTERM and SIGHUP are ignored. The gateway stops this process by
 closing the pipe after its last batch, and a Ctrl-C or ``systemctl stop`` that reaches
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import gc
 import json
 import logging
 import os
@@ -35,7 +32,6 @@ import sys
 import time
 from typing import Callable, Optional
 
-from .batches import BatchKind, BatchReader
 from .segments import safe_container
 from .writer import LedgerWriter
 
@@ -44,11 +40,9 @@ __all__ = ["LOCK_WAIT", "lock_directory", "main", "serve"]
 log = logging.getLogger("gateway.ledger.writer_process")
 
 LOCK_WAIT = 30.0
-#: seconds between the garbage collections ``serve`` runs (``tune_garbage_collector``)
-COLLECT_INTERVAL = 30.0
 _READ = 1 << 20
 #: exit statuses the gateway reads
-EXIT_OK, EXIT_USAGE, EXIT_LOCKED, EXIT_STREAM = 0, 2, 3, 4
+EXIT_OK, EXIT_USAGE, EXIT_LOCKED = 0, 2, 3
 
 
 def lock_directory(directory: str, container_id: str, wait: float = LOCK_WAIT,
@@ -71,16 +65,12 @@ def lock_directory(directory: str, container_id: str, wait: float = LOCK_WAIT,
 
 
 def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
-          collect: Callable[[], object] = gc.collect, flush_interval: float = 0.0,
-          collect_interval: float = COLLECT_INTERVAL) -> int:
-    """Read frames from ``fd`` until end of input; keep their rows and write them once
-    ``flush_interval`` seconds have passed since the last write (0: every batch as it
-    completes), then ``collect`` if ``collect_interval`` seconds have passed since the
-    last collection (see ``tune_garbage_collector``). Returns the exit status."""
-    reader = BatchReader()
-    status = EXIT_OK
+          flush_interval: float = 0.0) -> int:
+    """Read lines from ``fd`` until end of input; keep the whole ones and write them once
+    ``flush_interval`` seconds have passed since the last write (0: as they come).
+    Returns the exit status."""
+    partial = b""
     flushed_at = clock()
-    collected_at = flushed_at
     while True:
         try:
             chunk = os.read(fd, _READ)
@@ -88,49 +78,20 @@ def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
             continue
         if not chunk:
             break
-        batches = reader.feed(chunk)
-        for kind, payload in batches:
-            if kind is BatchKind.ROWS:
-                writer.add(payload)  # type: ignore[arg-type]
-            else:  # lines the gateway encoded: after the rows kept so far, in order
-                writer.flush(clock())
-                data, count = payload  # type: ignore[misc]
-                writer.write_lines(data, count, clock())
-        if batches:
-            del batches, payload  # the rows are the writer's now
+        cut = chunk.rfind(b"\n") + 1
+        if cut:
+            writer.add(partial + chunk[:cut] if partial else chunk[:cut])
+            partial = chunk[cut:]
             now = clock()
             if now - flushed_at >= flush_interval:
                 writer.flush(now)
                 flushed_at = now
-                if now - collected_at >= collect_interval:
-                    collect()
-                    collected_at = now
-        if reader.error is not None:
-            log.error("ledger writer: corrupt input from the gateway (%s); stopping", reader.error)
-            status = EXIT_STREAM
-            break
-    if reader.pending:
-        log.warning("ledger writer: input ended inside a batch (%d bytes dropped)",
-                    reader.pending)
+        else:
+            partial += chunk
+    if partial:
+        log.warning("ledger writer: input ended inside a line (%d bytes dropped)", len(partial))
     writer.close(clock())
-    return status
-
-
-def tune_garbage_collector() -> None:
-    """No automatic collections: ``serve`` collects after a write, every
-    ``COLLECT_INTERVAL`` seconds.
-
-    Why: a batch is a second of the gateway's events, hundreds of thousands of tuples
-    alive together while they are encoded, and the automatic collections walked them
-    again and again (about 5% of this process's CPU, which it takes from the core the
-    gateway's clients share); a collection after every write still walked each second's
-    new rows (a tenth of the encoding's cost), while one every half minute finds most of
-    them freed already. Batches hold no reference cycles; whatever else makes one (an
-    exception's traceback, say) waits for the next collection. ``gc.freeze`` keeps
-    start-up's objects out of those.
-    """
-    gc.freeze()
-    gc.disable()
+    return EXIT_OK
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -158,7 +119,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         # and nothing should inherit them from a failed start either.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
-        tune_garbage_collector()
         return serve(sys.stdin.fileno(), writer, flush_interval=flush_interval)
     finally:
         os.close(lock)

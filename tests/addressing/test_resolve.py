@@ -72,6 +72,9 @@ def source(address, directory=DIR):
     ("orders@gw-1", LocalPublish("", "orders")),
     ("amqp$management@gw-1", ServiceRoute("amqp$management")),
     ("orders@remote", Forward("remote", "orders")),
+    ("/queue/orders@gw-1", LocalPublish("", "orders")),
+    ("/exchange/X/k@gw-1", LocalPublish("X", "k")),
+    ("/exchange/X/k@remote", Forward("remote", "/exchange/X/k")),
     ("amqp$transfer", ServiceRoute("amqp$transfer")),
     (ExchangeAddress("X", "k"), LocalPublish("X", "k")),
 ])

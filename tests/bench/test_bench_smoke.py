@@ -10,7 +10,7 @@ from bench.report import (GATEWAY, REFERENCE, Interval, Measurement, Spread, _t9
                           format_size, format_table, generator_notes, mean_interval, spread,
                           summarize, target_verdicts, write_json)
 from bench.run import Target, _parse_hostport, _producer_argv, parse_args, run_ledger_overhead
-from bench.workloads import Kind, Protocol, all_workloads, ledger_workloads, select_workloads
+from bench.workloads import Kind, ClientProtocol, all_workloads, ledger_workloads, select_workloads
 
 
 def _m(key: str, target: str, rnd: int, value: float, **kw) -> Measurement:
@@ -156,18 +156,18 @@ def test_workloads_cover_the_issue():
     assert keys[:3] == ["W1 100B", "W1 4KiB", "W1 100B confirms"]
     assert "W2 100B unsettled" in keys
     w1 = rows[0]
-    assert (w1.producer, w1.consumer, w1.kind) == (Protocol.AMQP091, Protocol.AMQP10, Kind.FLOW)
+    assert (w1.producer, w1.consumer, w1.kind) == (ClientProtocol.AMQP091, ClientProtocol.AMQP10, Kind.FLOW)
     assert [r.topics for r in rows if r.name == "W5"] == [10, 1_000, 10_000]
-    assert {r.producer for r in rows if r.name == "W6"} == {Protocol.AMQP091, Protocol.AMQP10}
+    assert {r.producer for r in rows if r.name == "W6"} == {ClientProtocol.AMQP091, ClientProtocol.AMQP10}
     (w7,) = [r for r in rows if r.name == "W7"]
     assert w7.topics == 10_000 and w7.hot_topics == 1_000 and w7.hot_share == 0.5
     w8 = [r for r in rows if r.name == "W8"]
     assert [(r.producer, r.consumer, r.size, r.confirms, r.unsettled, r.window) for r in w8] == [
-        (Protocol.AMQP091, Protocol.AMQP091, 4096, True, False, 500),
-        (Protocol.AMQP10, Protocol.AMQP10, 4096, False, True, 500)]
+        (ClientProtocol.AMQP091, ClientProtocol.AMQP091, 4096, True, False, 500),
+        (ClientProtocol.AMQP10, ClientProtocol.AMQP10, 4096, False, True, 500)]
     ledger = ledger_workloads()
     assert [r.key for r in ledger] == ["L W3 100B", "L W4 100B", "L W3 4KiB"]
-    assert {(r.producer, r.consumer) for r in ledger} == {(Protocol.AMQP091,) * 2, (Protocol.AMQP10,) * 2}
+    assert {(r.producer, r.consumer) for r in ledger} == {(ClientProtocol.AMQP091,) * 2, (ClientProtocol.AMQP10,) * 2}
     assert [r.size for r in ledger] == [100, 100, 4096]
 
 

@@ -28,14 +28,14 @@ from tests.support.cross_protocol_clients import (TIMEOUT, RawAmqp10, RawBasicPr
                                                   capture_raw_pika_properties, pika_channel, pika_get,
                                                   proton_connection, unique)
 from translators import BasicProperties, decode_sections
-from translators.mapping import AMQP10_BODY_TYPE, ROWS, Annotation, Direction, Reserved
+from translators.mapping import AMQP10_BODY_TYPE, ROWS, Annotation, MappingDirection, Reserved
 from translators.section_scan import SectionCode as S
-from translators.value_types import from_field_value
-from translators.values import Float32, Int8, Int16, Int32, Timestamp, UInt8, UInt16, UInt32
+from translators.typed_values import from_field_value
+from translators.field_types import Float32, Int8, Int16, Int32, Timestamp, UInt8, UInt16, UInt32
 
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")
 FAR_FUTURE_MS = 4102444800000  # 2100-01-01, so an absolute-expiry-time never fires here
-DELIVERY_ROWS = {row.key for row in ROWS if row.direction is Direction.DELIVERY_STATE}
+DELIVERY_ROWS = {row.key for row in ROWS if row.direction is MappingDirection.DELIVERY_STATE}
 
 
 def _wrapped(kind: str, value):

@@ -5,28 +5,26 @@ RPC across the two; kill -9 of either side loses nothing and duplicates nothing;
 message org-b rejects is dead-lettered at org-a and the stream goes on."""
 from __future__ import annotations
 
-import socket
 import time
+import urllib.request
 import uuid
 
 import pika
 import pytest
-from proton import Message
+from proton import Message, Timeout
 
-from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from gateway.metrics import parse_exposition
+from translators import scan_sections
+from tests.support.access_config import write_users_file
+from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sym32, vbin32
+from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
+                                                 proton_connection, unique)
+from tests.support.ledger_files import read_events
+from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 15.0
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def remote(container: str, port: int, password_file, extra: str = "") -> str:
@@ -174,3 +172,293 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         assert (reply.body, reply.correlation_id) == ("pong", "c-1")
     finally:
         ca.close()
+
+
+def metrics(gw: GatewayProcess) -> dict[tuple, float]:
+    """``{(name, labels...): value}`` of the gateway's /metrics page."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
+                                  timeout=5).read().decode()
+    return {(s.name, *sorted(s.labels.items())): s.value for s in parse_exposition(text)}
+
+
+def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = True) -> None:
+    c = proton_connection(gw)
+    try:
+        sender = c.create_sender(address)
+        for i in numbers:
+            m = Message(id=f"n-{i}", body=f"n {i}")
+            m.durable = durable
+            sender.send(m, timeout=TIMEOUT)
+    finally:
+        c.close()
+
+
+def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
+    """Every message of ``queue`` until ``expected`` arrived and then a quiet second."""
+    c = proton_connection(gw)
+    got: list[str] = []
+    try:
+        receiver = c.create_receiver(queue, credit=100)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                m = receiver.receive(timeout=1.0 if len(got) >= expected else 2.0)
+            except Timeout:
+                if len(got) >= expected:
+                    break
+                continue
+            receiver.accept()
+            # a 0-9-1 message arrives as a data section: proton's memoryview of its buffer
+            got.append(m.body if isinstance(m.body, str) else bytes(m.body).decode())
+        return got
+    finally:
+        c.close()
+
+
+def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
+    p = Pair(tmp_path).start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", range(0, 100))
+        p.b.kill()  # org-b dies with forwarded messages in flight or just stored
+        send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
+        p.b = p.make_b().start()
+        got = drain_bodies(p.b, q, 150)
+        assert sorted(got, key=lambda b: int(b.split()[1])) == [f"n {i}" for i in range(150)]
+        assert len(got) == len(set(got)) == 150
+    finally:
+        p.kill()
+
+
+def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
+    p = Pair(tmp_path)
+    try:
+        p.a.start()  # org-b is not running: everything waits in org-a's outbox
+        q = unique("orders")
+        send_numbered(p.a, f"{q}@org-b", range(60))
+        conn, ch = pika_channel(p.a)
+        ch.confirm_delivery()
+        for i in range(60, 80):
+            ch.basic_publish("", f"{q}@org-b", b"n %d" % i, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        seen = metrics(p.a)
+        remote = ("remote", "org-b")
+        assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 80
+        assert seen[("amqp_gateway_forward_state", remote, ("state", "backing off"))] == 1
+        assert seen[("amqp_gateway_forward_outbox_oldest_seconds", remote)] > 0
+        p.a.kill()
+        p.b.start()
+        declare(p.b, q)
+        p.a = p.make_a().start()
+        assert p.a.wait_for_log(r"restored 80 message\(s\) waiting to be forwarded")
+        got = drain_bodies(p.b, q, 80)
+        assert sorted(int(t.split()[1]) for t in got) == list(range(80))
+    finally:
+        p.kill()
+
+
+def ledger_records(directory) -> list[dict]:
+    return read_events(str(directory))
+
+
+def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair, tmp_path) -> None:
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    send_numbered(a, f"{q}@org-b", [1])
+    send_numbered(a, "no-such-queue@org-b", [2])  # org-b rejects it: amqp:not-found
+    send_numbered(a, f"{q}@org-b", [3])
+    assert drain_bodies(b, q, 2) == ["n 1", "n 3"]
+    dead = receive_all(a, "forward.dead-letter.org-b", 1)[0]
+    assert dead.body == "n 2" and dead.id == "n-2"
+    assert "amqp:not-found" in dead.annotations["x-opt-forward-error"]
+    assert dead.annotations["x-opt-forward-remote"] == "org-b"
+    seen = metrics(a)
+    remote = ("remote", "org-b")
+    assert seen[("amqp_gateway_forward_dead_lettered_total", remote)] == 1
+    assert seen[("amqp_gateway_forward_acked_total", remote)] == 2
+    assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 0
+    assert seen[("amqp_gateway_forward_state", remote, ("state", "up"))] == 1
+    a.stop()  # flushes the ledger
+    events = [r for r in ledger_records(tmp_path / "a" / "ledger")
+              if r["event"] in ("forwarded", "forward_settled")]
+    assert [r["event"] for r in events if r["event"] == "forwarded"] == ["forwarded"] * 3
+    settled = sorted(r["outcome"] for r in events if r["event"] == "forward_settled")
+    assert settled == ["accepted", "accepted", "rejected"]
+    assert {r["peer_container"] for r in events} == {"org-b"}
+    assert {r["message_id"] for r in events} == {"n-1", "n-2", "n-3"}
+    b.stop()  # org-b's arrivals carry org-a's ids: the report's reconciliation matches them
+    sent = {str(r["gateway_id"]) for r in events if r["event"] == "forwarded"
+            and r["message_id"] in ("n-1", "n-3")}
+    arrived = [r for r in ledger_records(tmp_path / "b" / "ledger")
+               if r["event"] == "received" and r.get("origin_id") is not None]
+    assert {str(r["origin_id"]) for r in arrived} == sent and len(arrived) == 2
+
+
+def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
+    """``kind: amqp10``: org-b is reached as org-c, a plain broker whose queues are
+    ``/queues/{node}`` (its own ``amqp$transfer`` is not used)."""
+    p = Pair(tmp_path)
+    p.a = gateway("org-a", tmp_path / "a", p.a_port,
+                  remote("org-c", p.b_port, "{pw}", "      kind: amqp10\n"
+                                                "      address: \"/queues/{node}\"\n"))
+    p.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-c", range(5))
+        got = receive_all(p.b, q, 5)
+        assert [m.body for m in got] == [f"n {i}" for i in range(5)]
+        assert got[0].address is None  # a plain broker: the bare message as sent, no 'to' added
+        assert got[0].annotations["x-opt-forward-origin"] == "org-a"
+    finally:
+        p.kill()
+
+
+def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
+    """What a sender that crashed before it heard accepted does: the same forwarded
+    message (same origin and id) arrives twice; the second is accepted and dropped."""
+    p = Pair(tmp_path)
+    p.b.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+
+        def forward_once() -> None:
+            c = proton_connection(p.b)
+            try:
+                m = Message(address=f"{q}@org-b", body="once", id="dup-1",
+                            annotations={"x-opt-forward-origin": "org-x",
+                                         "x-opt-forward-id": 4242,
+                                         "x-opt-forward-hops": ["org-x"]})
+                m.durable = True
+                c.create_sender("amqp$transfer").send(m, timeout=TIMEOUT)
+            finally:
+                c.close()
+
+        forward_once()
+        forward_once()
+        p.b.kill()
+        p.b = p.make_b().start()
+        forward_once()
+        assert drain_bodies(p.b, q, 1) == ["once"]
+    finally:
+        p.kill()
+
+
+def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -> None:
+    """Each gateway's ``default_remote`` is the other: a message for an unknown container
+    goes org-a -> org-b -> org-a, where its hop trace shows the loop; org-a refuses it
+    (amqp:not-allowed) and org-b dead-letters it. A known container still works."""
+    p = Pair(tmp_path, a_extra="  default_remote: org-b\n")
+    p.b = gateway("org-b", tmp_path / "b", p.b_port, remote("org-a", p.a_port, "{pw}"),
+                  "  default_remote: org-a\n")
+    p.start()
+    try:
+        send_numbered(p.a, "q@nowhere", [1])  # accepted by org-a: its hub takes it
+        dead = receive_all(p.b, "forward.dead-letter.org-a", 1)[0]
+        assert dead.body == "n 1"
+        assert "amqp:not-allowed" in dead.annotations["x-opt-forward-error"]
+        assert "forwarding loop" in dead.annotations["x-opt-forward-error"]
+        assert list(dead.annotations["x-opt-forward-hops"]) == ["org-a", "org-b"]
+    finally:
+        p.kill()
+
+
+def test_the_node_part_is_any_target_address(pair) -> None:
+    """``/queue/Q@org-b`` and ``/exchange/X/RK@org-b``: split at the last '@', the node
+    part is resolved at org-b with the address grammar."""
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    conn, ch = pika_channel(b)
+    ch.queue_bind(q, "amq.direct", q)
+    conn.close()
+    send_numbered(a, f"/queue/{q}@org-b", [1])
+    send_numbered(a, f"/exchange/amq.direct/{q}@org-b", [2])
+    got = receive_all(b, q, 2)
+    assert sorted(m.body for m in got) == ["n 1", "n 2"]
+
+
+def test_the_bare_message_crosses_byte_for_byte(pair, monkeypatch) -> None:
+    """Wide encodings proton would never produce: properties (long descriptor),
+    application-properties, two data sections and a footer arrive at org-b octet for
+    octet; only the header and the message-annotations (forwarding's) differ."""
+    a, b = pair
+    q = unique("orders")
+    declare(b, q)
+    capture_raw_amqp10(monkeypatch)
+    encoded = (section(0x70, list32(b"\x41"))
+               + section(0x72, map32((sym32("x-opt-wide"), str32("yes"))))
+               + section(0x73, list32(str32("m-wide"), b"\x40", str32(f"{q}@org-b"),
+                                      str32("subject-wide")), long_descriptor=True)
+               + section(0x74, map32((str32("k"), str32("v"))))
+               + section(0x75, vbin32(b"first part"))
+               + section(0x75, vbin32(b"second part"))
+               + section(0x78, map32((sym32("x-opt-signature"), str32("sig")))))
+    c = proton_connection(a)
+    try:
+        c.create_sender(f"{q}@org-b").send(RawAmqp10(encoded))
+    finally:
+        c.close()
+    got = receive_all(b, q, 1)[0]
+    bare = encoded[scan_sections(encoded)[2].start:]  # from the properties on
+    assert got.raw.endswith(bare)
+    assert got.annotations["x-opt-wide"] == "yes" and got.annotations["x-opt-forward-origin"] == "org-a"
+
+
+def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) -> None:
+    """org-a logs in to org-b as ``orga``, who may write ``amqp$transfer`` and the default
+    exchange only: a message for a queue arrives, one for ``/exchange/amq.topic/...`` is
+    refused by org-b (amqp:unauthorized-access) and dead-lettered at org-a."""
+    (tmp_path / "b").mkdir()
+    users = write_users_file(str(tmp_path / "b"), {"orga": {
+        "password": "guest", "loopback_only": False,
+        "permissions": {"/": {"configure": "", "write": r"^(amqp\$transfer|amq\.default)$",
+                              "read": ""}}}})
+    p = Pair(tmp_path)
+    p.b = gateway("org-b", tmp_path / "b", p.b_port, "", f"users_file: {users}\n")
+    p.a = gateway("org-a", tmp_path / "a", p.a_port,
+                  remote("org-b", p.b_port, "{pw}").replace("user: guest", "user: orga"))
+    p.start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", [1])
+        send_numbered(p.a, "/exchange/amq.topic/k@org-b", [2])
+        assert [m.body for m in receive_all(p.b, q, 1)] == ["n 1"]
+        dead = receive_all(p.a, "forward.dead-letter.org-b", 1)[0]
+        assert dead.body == "n 2"
+        error = dead.annotations["x-opt-forward-error"]
+        assert "amqp:unauthorized-access" in error and "amq.topic" in error and "orga" in error
+    finally:
+        p.kill()
+
+
+def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
+    """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
+    bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""
+    p = Pair(tmp_path).start()
+    try:
+        conn, ch = pika_channel(p.a)
+        ch.confirm_delivery()
+        ch.basic_publish("", "no-such-queue@org-b", b"poison",
+                         pika.BasicProperties(message_id="p-1", delivery_mode=2))
+        conn.close()
+        assert p.a.wait_for_log("message .* dead-lettered: amqp:not-found")
+        p.a.kill()
+        p.a = p.make_a().start()
+        conn, ch = pika_channel(p.a)
+        try:
+            method, props, body = pika_get(ch, "forward.dead-letter.org-b", timeout=TIMEOUT)
+            assert body == b"poison" and props.message_id == "p-1"
+            # 1.0 annotations reach 0-9-1 in one table header (translators/MAPPING.md)
+            annotations = props.headers["x-amqp-1.0-message-annotations"]
+            assert "amqp:not-found" in annotations["x-opt-forward-error"]
+            assert "'no-such-queue@org-b'" in annotations["x-opt-forward-error"]
+            assert annotations["x-opt-forward-remote"] == "org-b"
+        finally:
+            conn.close()
+    finally:
+        p.kill()

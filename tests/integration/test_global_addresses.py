@@ -59,3 +59,28 @@ def test_amqp10_target_node_at_us_reaches_the_queue(gw):
     finally:
         c.close()
         conn.close()
+
+
+def test_amqp091_reply_to_node_at_us_reaches_the_reply_queue_from_amqp10(gw):
+    """A 0-9-1 client names its reply queue globally (``q@us``): the 1.0 service sees that
+    address as it is (not ``/queue/q@us``, which would name, and declare, another local
+    queue) and its answer reaches the reply queue."""
+    conn, ch = pika_channel(gw)
+    service, replies = unique("svc"), unique("replies")
+    ch.queue_declare(service)
+    ch.queue_declare(replies)
+    c = proton_connection(gw)
+    try:
+        ch.basic_publish("", service, b"question",
+                         pika.BasicProperties(reply_to=f"{replies}@{CONTAINER}", correlation_id="c-1"))
+        receiver = c.create_receiver(f"/queue/{service}", credit=1)
+        request = receiver.receive(timeout=10)
+        receiver.accept()
+        assert request.reply_to == f"{replies}@{CONTAINER}"
+        c.create_sender(request.reply_to).send(
+            Message(body=b"answer", inferred=True, correlation_id=request.correlation_id))
+        method, props, body = pika_get(ch, replies)
+        assert body == b"answer" and props.correlation_id == "c-1"
+    finally:
+        c.close()
+        conn.close()

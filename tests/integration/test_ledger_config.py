@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.cross_protocol_clients import pika_channel, unique
 from tests.support.gateway_process import default_config
+from tests.support.ledger_files import read_events
 
 pytestmark = pytest.mark.integration
 
@@ -24,11 +25,7 @@ def _config(directory: str, settings: str) -> str:
 
 
 def _records(directory: str) -> list[dict]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
-        with open(path) as f:
-            out += [json.loads(line) for line in f if line.strip()]
-    return out
+    return read_events(directory)
 
 
 def _traffic(gw, count: int, headers: dict | None = None) -> None:

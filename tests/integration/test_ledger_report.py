@@ -29,6 +29,7 @@ from proton.utils import SendException
 
 from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, proton_connection, unique
 from tests.support.gateway_process import default_config
+from tests.support.ledger_files import read_events, segment_lines
 
 # Spark in local mode: its JVM start and jobs take minutes on 2 loaded cores
 pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(600)]
@@ -380,19 +381,17 @@ def _publish_until(gw, stop: threading.Event, queue: str, sent: list[int]) -> No
 
 
 def _parseable_lines(directory: str) -> tuple[int, int]:
-    """(lines that parse as JSON, lines that do not) over every segment file."""
-    good = bad = 0
-    for path in glob.glob(os.path.join(directory, "*.jsonl*")):
-        with open(path, "rb") as f:
-            for line in f.read().split(b"\n"):
-                if not line:
-                    continue
-                try:
-                    json.loads(line)
-                    good += 1
-                except ValueError:
-                    bad += 1
-    return good, bad
+    """(events in the lines that parse as JSON, lines that do not) over every segment file."""
+    bad = 0
+    for _name, lines, tail in segment_lines(directory):
+        for line in lines + [tail]:
+            if not line:
+                continue
+            try:
+                json.loads(line)
+            except ValueError:
+                bad += 1
+    return len(read_events(directory)), bad
 
 
 def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
@@ -437,12 +436,10 @@ def _alive(pid: int) -> bool:
 
 
 def _records(directory: str) -> list[dict]:
-    """Every record of every segment file (each line must parse)."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.jsonl*"))):
-        with open(path, "rb") as f:
-            out += [json.loads(line) for line in f.read().split(b"\n") if line]
-    return out
+    """Every event of every segment file (each line must parse)."""
+    for _name, _lines, tail in segment_lines(directory):
+        assert tail == b"", "a torn line"
+    return read_events(directory)
 
 
 def _received_message_ids(directory: str) -> set[str]:

@@ -1,6 +1,6 @@
 """Hypothesis strategies for the 0-9-1 codec, derived from ``gateway.amqp091.spec``.
 
-``field_values()`` covers every field-table type of ``translators.values``;
+``field_values()`` covers every field-table type of ``translators.field_types``;
 ``method_instances()`` draws any method of the spec table with valid argument values;
 ``basic_properties()`` draws ``BasicProperties`` with any subset of the 14 properties.
 """
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.amqp091.methods import METHOD_CLASSES, Method
 from gateway.amqp091.spec import PROPERTY_DOMAINS, Domain, MethodSpec
 from translators.basic_properties import BasicProperties
-from translators.values import (
+from translators.field_types import (
     Float32,
     Int8,
     Int16,

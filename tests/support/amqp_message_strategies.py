@@ -40,8 +40,8 @@ from translators.basic_properties import PROPERTY_NAMES, BasicProperties
 from translators.errors import TranslationError
 from translators.mapping import RESERVED_NAMES, Annotation
 from translators.section_scan import SectionCode
-from translators.value_types import WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY
-from translators.values import (
+from translators.typed_values import WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY
+from translators.field_types import (
     Float32,
     Int8,
     Int16,

@@ -38,6 +38,17 @@ def password_hash(password: str) -> str:
 DEFAULT_USERS = {"guest": ("guest", True), "alice": ("secret", False)}
 
 
+def free_port() -> int:
+    """A port nothing listens on now (a remote that is down, or one a gateway will take
+    with ``--listen`` so that peers know it before it starts)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: str = "",
                    listener_extra: str = "", users: Mapping[str, tuple[str, bool]] | None = None) -> str:
     users = DEFAULT_USERS if users is None else users

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from gateway.ledger import EventKind as K, LedgerWriter, Outcome, Protocol
+from gateway.ledger import EventKind as K, Outcome, Protocol
+from tests.support.ledger_v1 import V1LedgerWriter as LedgerWriter  # any event, any field
 
 __all__ = ["DAY", "T0", "forwarding_ledgers", "multi_day_ledger", "one_minute_ledger",
            "single_gateway_ledger", "small_ledger"]

@@ -14,7 +14,7 @@ from translators.carried_sections import (MISSING, carried_application, carried_
                                           restored_application)
 from translators.mapping import Reserved
 from translators.section_scan import SectionCode as S
-from translators.values import Int32, LongStrBytes
+from translators.field_types import Int32, LongStrBytes
 
 U = uuid.UUID(int=7)
 APPLICATION = {"d": 1.25, "u": U, "s": "text", "k" * 300: "only in the section"}

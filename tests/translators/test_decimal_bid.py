@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from translators.decimal_bid import bid_fields, bid_to_decimal
-from translators.value_types import decimal_to_decimal64
+from translators.typed_values import decimal_to_decimal64
 
 D = decimal.Decimal
 

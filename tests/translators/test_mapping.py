@@ -10,9 +10,9 @@ from proton import symbol, timestamp, ubyte, uint, ulong, int32
 
 from tests.support.amqp_message_strategies import canonical, canonical_properties, canonical_sections, encode_sections
 from translators import BasicProperties, decode_sections, to_amqp10, to_amqp091, with_delivery_header
-from translators.mapping import ROWS, Annotation, Direction, Reserved
+from translators.mapping import ROWS, Annotation, MappingDirection, Reserved
 from translators.section_scan import SectionCode as S
-from translators.values import Int32, Timestamp, UInt32
+from translators.field_types import Int32, Timestamp, UInt32
 
 H, P, MA = S.HEADER, S.PROPERTIES, S.MESSAGE_ANNOTATIONS
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")
@@ -98,7 +98,7 @@ TO_AMQP10 = {
     "body-sections": (BasicProperties(type="amqp-1.0"), encode_sections([(S.AMQP_VALUE, "x")]), {S.AMQP_VALUE: "x"}),
 }
 
-DELIVERY_ROWS = {row.key for row in ROWS if row.direction is Direction.DELIVERY_STATE}
+DELIVERY_ROWS = {row.key for row in ROWS if row.direction is MappingDirection.DELIVERY_STATE}
 
 
 def test_every_row_has_cases_in_its_directions():

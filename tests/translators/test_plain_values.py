@@ -14,8 +14,8 @@ from proton import (UNDESCRIBED, Array, Data, Described, byte, char, decimal32, 
 from tests.support.amqp_message_strategies import amqp10_values, typed
 from translators.mapping import Reserved
 from translators.plain_values import Carriage, carriage, is_header_name, name_carriage, plain_field_value
-from translators.value_types import LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, from_field_value, to_field_value
-from translators.values import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
+from translators.typed_values import LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, from_field_value, to_field_value
+from translators.field_types import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
 
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")
 D = decimal.Decimal

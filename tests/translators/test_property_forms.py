@@ -10,7 +10,7 @@ from translators import BasicProperties, decode_sections, to_amqp10
 from translators.mapping import Reserved
 from translators.property_forms import CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl, same_typed
 from translators.section_scan import SectionCode
-from translators.values import Int8, Int32, UInt32
+from translators.field_types import Int8, Int32, UInt32
 
 RULES = {rule.reserved: rule for rule in CARRIED_PROPERTIES}
 

@@ -13,8 +13,8 @@ from tests.support.amqp_message_strategies import amqp10_values
 from tests.support.lossy_relays import TABLE_RELAYS, ClientCannot
 from translators.plain_values import plain_field_value
 from translators.relay_equivalence import relayed_name, unchanged_by_relay
-from translators.value_types import to_field_value
-from translators.values import Float32, Int8, Int32, LongStrBytes, Timestamp, UInt8
+from translators.typed_values import to_field_value
+from translators.field_types import Float32, Int8, Int32, LongStrBytes, Timestamp, UInt8
 
 
 @pytest.mark.parametrize(

@@ -16,14 +16,31 @@ from translators import reply_to_amqp10, reply_to_amqp091
         ("amq.gen-123", "amq.gen-123"),  # a dynamic node address is already a routing key
         ("node@container", "node@container"),
         ("/exchange/x/rk", "/exchange/x/rk"),
+        ("/topic/rk", "/topic/rk"),
         ("/queue", "/queue"),
+        ("/queue/", "/queue/"),  # no queue name: no queue
+        ("/queues/", "/queues/"),
+        ("/queues/%zz", "/queues/%zz"),  # not percent-encoding: no queue
+        ("/queue/" + "x" * 300, "x" * 300),  # no length limit on reply-to
+        ("plain", "plain"),
+        ("", ""),
     ],
 )
 def test_amqp10_address_to_queue(address, queue):
     assert reply_to_amqp091(address) == queue
 
 
-@pytest.mark.parametrize("queue, address", [("rpc", "/queue/rpc"), ("/exchange/x/rk", "/exchange/x/rk")])
+@pytest.mark.parametrize("queue, address", [
+    ("rpc", "/queue/rpc"),
+    ("amq.gen-XyZ", "/queue/amq.gen-XyZ"),
+    ("/queue/replies", "/queue/replies"),
+    ("/exchange/x/rk", "/exchange/x/rk"),
+    # a global address stays one: an answer goes to that container (forwarded, or found
+    # here when it is ours), not to a local queue named "replies@gw-2"
+    ("replies@gw-2", "replies@gw-2"),
+    ("a@b@c", "/queue/a@b@c"),  # not a global address (parse_global): a queue name
+    ("", ""),  # no reply-to
+])
 def test_queue_to_amqp10_address(queue, address):
     assert reply_to_amqp10(queue) == address
 

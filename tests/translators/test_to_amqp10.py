@@ -12,7 +12,7 @@ from translators import (BasicProperties, TranslationError, decode_sections, to_
                          with_delivery_header)
 from translators.mapping import Annotation, Reserved
 from translators.section_scan import SectionCode as S
-from translators.values import Int8
+from translators.field_types import Int8
 from gateway.amqp091.content import encode_properties
 from tests.support.amqp091_strategies import basic_properties
 

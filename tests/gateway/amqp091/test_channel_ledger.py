@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 
 from gateway.amqp091 import methods as m
-from gateway.ledger.buffer import ROUTED_ROW_LENGTH
 from tests.support.broker_channel_driver import BrokerClient, make_broker
 from tests.support.ledger_capture import LedgerCapture
 from translators.basic_properties import BasicProperties
@@ -153,54 +152,40 @@ def test_no_ledger_records_nothing_and_still_works():
     assert broker.vhost("/").queue("q1").message_count == 1
 
 
-def _broker_with_feed():
-    """A broker recording into a ``LedgerFeed`` (the writer process's feed)."""
-    from gateway.ledger.feed import LedgerFeed
+def _broker_with_ledger():
+    """A broker recording into a ``Ledger`` whose lines the test takes (as the writer gets them)."""
+    from gateway.ledger import Ledger
 
     broker = make_broker()
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
-    return broker, feed
+    ledger = Ledger(container_id="gw")
+    broker.use_ledger(ledger)
+    return broker, ledger
 
 
-def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped():
-    """With the writer process (``LedgerFeed``), a publish row that went out in an
-    earlier frame is referred to by its gateway id, and the writer still writes the
-    delivery with the publish's fields."""
-    from gateway.ledger.batches import BatchReader
-    from gateway.ledger.encoding import RowEncoder
+def test_a_delivery_shipped_after_its_publish_is_written_with_the_publishs_fields():
+    """The publish's record went to the writer in an earlier chunk than its delivery's:
+    the delivery still gets the publish's fields (the reader joins them by gateway id)."""
+    from tests.support.ledger_files import events_of_lines
 
-    broker, feed = _broker_with_feed()
+    broker, ledger = _broker_with_ledger()
     client = BrokerClient(broker)
     client.open(1)
     client.declare(1, "q1")
-    frames = [feed.take_frame(100.0)]  # what the writer process has been sent up to here
     client.publish(1, "", "q1", b"hello")
-    frames.append(feed.take_frame(100.5))
+    shipped = ledger.take_lines()
     _consume(client)
-    [(_, rows)] = BatchReader().feed(feed.take_frame(100.6))
-    [delivered] = [row for row in rows if len(row) == 5]
-    assert type(delivered[2]) is int, "the key went out with the publish"
-    encoder = RowEncoder("gw")
-    written = b"".join(encoder.encode(rows)[0] for _, rows in BatchReader().feed(
-        b"".join(frames)) + [(None, rows)])
-    import json
-    [line] = [json.loads(x) for x in written.splitlines() if b'"delivered"' in x]
+    later = ledger.take_lines()
+    assert later.count(b"\n") == 1 and later.startswith(b'["d",')  # the delivery alone
+    [line] = [x for x in events_of_lines(shipped + later) if x["event"] == "delivered"]
     assert (line["exchange"], line["routing_key"], line["proto_in"], line["size"]) == \
         ("", "q1", "0-9-1", 5)
-    feed.forget_taken()  # a new writer process: full keys again
-    client.call(1, m.BasicRecover(requeue=True))
-    [(_, rows)] = BatchReader().feed(feed.take_frame(100.7))
-    assert [type(row[2]) for row in rows if len(row) == 5] == [tuple]
 
 
-def test_a_multiple_ack_is_one_settled_many_row():
-    """The settlements of a multiple ack go in one row (``buffer``'s settled-many row),
-    written as one settled record for each delivery; a single ack keeps a row of its own."""
-    from tests.support.ledger_shipping import ShippedLedger
+def test_a_multiple_ack_settles_each_delivery():
+    """The settlements of a multiple ack: one settled record for each delivery."""
+    from tests.support.ledger_files import events_of_lines
 
-    broker, feed = _broker_with_feed()
-    writer = ShippedLedger(feed)
+    broker, ledger = _broker_with_ledger()
     client = BrokerClient(broker)
     client.open(1)
     client.declare(1, "q1")
@@ -209,23 +194,20 @@ def test_a_multiple_ack_is_one_settled_many_row():
         client.publish(1, "", "q1")
     client.call(1, m.BasicAck(delivery_tag=3, multiple=True))
     client.call(1, m.BasicAck(delivery_tag=4))
-    settled_rows = [row for row in feed.rows if row is not None and len(row) in (3, 4)]
-    assert [len(row) for row in settled_rows] == [3, 4]
-    assert len(settled_rows[0][1]) == 3
-    writer.ship(1000.1)
-    settled = writer.of("settled")
+    written = events_of_lines(ledger.take_lines(1000))
+    settled = [x for x in written if x["event"] == "settled"]
     assert [x["outcome"] for x in settled] == ["accepted"] * 4
-    assert [x["gateway_id"] for x in settled] == [x["gateway_id"] for x in writer.of("delivered")]
+    assert [x["gateway_id"] for x in settled] == \
+        [x["gateway_id"] for x in written if x["event"] == "delivered"]
 
 
 def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
-    """The delivered row referred to the publish row by gateway id; seconds later the
-    writer process has forgotten that row, so the settled row carries the message's key
-    itself, and the settlement keeps its size, protocol and latency from receipt."""
-    from tests.support.ledger_shipping import ShippedLedger
+    """The settlement is recorded seconds after the delivery, while other messages flow
+    and their records are shipped: it keeps its message's size, protocol and latency from
+    receipt (v1 lost them once its writer had let the publish go)."""
+    from tests.support.ledger_files import events_of_lines
 
-    broker, feed = _broker_with_feed()
-    writer = ShippedLedger(feed)
+    broker, ledger = _broker_with_ledger()
     consumer = BrokerClient(broker, now=1000.0)
     consumer.open(1)
     consumer.declare(1, "q1")
@@ -233,45 +215,44 @@ def test_an_ack_long_after_its_delivery_keeps_the_messages_fields():
     publisher = BrokerClient(broker, now=1000.0)
     publisher.open(1)
     publisher.declare(1, "q2")
-    writer.ship(999.9)
-    publisher.publish(1, "", "q1", b"hello")  # delivered at once, by gateway id
-    writer.ship(1000.05)
-    for now in (1002.0, 1004.0, 1006.0, 1008.0):  # later publishes: the writer moves on
+    publisher.publish(1, "", "q1", b"hello")  # delivered at once
+    shipped = ledger.take_lines()
+    for now in (1002.0, 1004.0, 1006.0, 1008.0):  # later publishes
         publisher.conn.now = now
         publisher.publish(1, "", "q2")
-        writer.ship(now + 0.05)
+        shipped += ledger.take_lines()
     consumer.conn.now = 1008.5
     consumer.call(1, m.BasicAck(delivery_tag=1))
-    writer.ship(1008.6)
-    [delivered], [settled] = writer.of("delivered"), writer.of("settled")
+    written = events_of_lines(shipped + ledger.take_lines())
+    [delivered] = [x for x in written if x["event"] == "delivered"]
+    [settled] = [x for x in written if x["event"] == "settled"]
     assert (settled["proto_in"], settled["size"], settled["latency_us"], settled["outcome"]) == \
         ("0-9-1", 5, 8_500_000, "accepted")
     assert settled["gateway_id"] == delivered["gateway_id"] and delivered["size"] == 5
 
 
-def test_a_delivery_made_while_routing_refers_to_the_publish_row_before_it():
-    """A waiting consumer gets the message while its publish is routed: the publish row's
-    place is taken before routing, so the delivery refers to it by gateway id and comes
-    after it; a publish that routing refuses leaves its place empty."""
-    from gateway.ledger.encoding import RowEncoder
+def test_a_delivery_made_while_routing_has_the_publishs_fields():
+    """A waiting consumer gets the message while its publish is routed (its record comes
+    before the publish's): it still has the publish's fields; a publish that routing
+    refuses is received and refused, and delivers nothing."""
+    from tests.support.ledger_files import events_of_lines
 
-    broker, feed = _broker_with_feed()
+    broker, ledger = _broker_with_ledger()
     client = BrokerClient(broker)
     client.open(1)
     client.declare(1, "q1")
     _consume(client)
     client.publish(1, "", "q1", b"hello")
     client.publish(1, "no-such-exchange", "k")  # 404: the channel closes and releases
-    publish, delivered, empty, refused, released = feed.rows
-    assert len(publish) == ROUTED_ROW_LENGTH and publish[-1] == ("q1",)  # a routed row
-    assert delivered[2] == publish[5] and type(delivered[2]) is int
-    assert empty is None and refused[1] == "received>refused" and released[1] is delivered
-    import json
-    written = [json.loads(x) for x in RowEncoder("gw").encode(feed.take())[0].splitlines()]
-    assert [r["event"] for r in written] == ["received", "routed", "delivered", "received",
-                                             "refused", "settled"]
-    assert (written[2]["exchange"], written[2]["routing_key"], written[2]["size"],
-            written[2]["gateway_id"]) == ("", "q1", 5, written[0]["gateway_id"])
+    written = events_of_lines(ledger.take_lines())
+    assert sorted(r["event"] for r in written) == sorted(
+        ["received", "routed", "delivered", "received", "refused", "settled"])
+    [delivered] = [r for r in written if r["event"] == "delivered"]
+    [received, _] = [r for r in written if r["event"] == "received"]
+    assert (delivered["exchange"], delivered["routing_key"], delivered["size"],
+            delivered["gateway_id"]) == ("", "q1", 5, received["gateway_id"])
+    [refused] = [r for r in written if r["event"] == "refused"]
+    assert refused["gateway_id"] != received["gateway_id"] and "no-such-exchange" in refused["reason"]
 
 
 @pytest.mark.parametrize("no_ack", [False, True])

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.connection import ConnectionState, SERVER_CAPABILITIES
+from gateway.amqp091.connection import ConnectionState
+from gateway.amqp091.handshake import SERVER_CAPABILITIES
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, HeartbeatFrame, MethodFrame
 from gateway.amqp091.handlers import CloseInitiator
@@ -653,3 +654,30 @@ def test_frames_before_a_framing_error_are_still_processed(driver) -> None:
     out = driver.send(data)
     assert out == [MethodFrame(1, m.ChannelOpenOk())]
     assert driver.conn.closed
+
+
+def _documented_transitions() -> dict[tuple[str, str], set[str]]:
+    """The state table of ``connection``'s docstring: (state, method name) -> next states."""
+    from gateway.amqp091 import connection
+
+    lines = connection.__doc__.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["state", "method", "->"])
+    table: dict[tuple[str, str], set[str]] = {}
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        left, right = line.split("->")
+        state, method = left.split()
+        nexts = right.split("(")[0].strip()
+        table[(state, method)] = set() if nexts == "-" else {s.strip() for s in nexts.split("|")}
+    return table
+
+
+def test_the_transition_table_is_the_documented_one() -> None:
+    from gateway.amqp091.connection import _TRANSITIONS
+
+    assert _documented_transitions() == {
+        (state.name, method.NAME): {s.name for s in next_states}
+        for (state, method), (_action, next_states) in _TRANSITIONS.items()
+    }
+

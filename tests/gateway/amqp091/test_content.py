@@ -15,7 +15,7 @@ from gateway.amqp091.frames import BodyFrame, HeaderFrame, HeartbeatFrame, Metho
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ReplyCode
 from tests.support.amqp091_strategies import basic_properties
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
-from translators.values import Int8
+from translators.field_types import Int8
 
 ALL = BasicProperties(
     content_type="text/plain", content_encoding="gzip", headers={"a": 1, "b": Int8(-1), "n": [None]},
@@ -225,3 +225,31 @@ def test_bad_properties_name_the_method() -> None:
         asm.accept(HeaderFrame(1, 60, 0, 0, b"\x80\x00"))
     assert info.value.code is ReplyCode.SYNTAX_ERROR
     assert (info.value.class_id, info.value.method_id) == (60, 40)
+
+
+@pytest.mark.parametrize("frame, body", [
+    (HeaderFrame(1, 60, 0, 5, PROPS), b"hello"),
+    (HeaderFrame(1, 60, 0, 0, PROPS), b""),
+    (HeaderFrame(1, 50, 0, 3, PROPS), b"abc"),  # class
+    (HeaderFrame(1, 60, 1, 3, PROPS), b"abc"),  # weight
+    (HeaderFrame(1, 60, 0, 11, PROPS), b"x" * 11),  # size
+    (HeaderFrame(1, 60, 0, 0, b"\x80\x00"), b""),  # properties
+])
+def test_content_of_a_whole_publish_is_checked_as_frame_by_frame(frame, body) -> None:
+    """The one-step path (``content_of``) gives the same content, or the same error, as
+    the three frames fed one by one."""
+    def outcome(run):
+        try:
+            return run()
+        except (ConnectionException, ChannelException) as exc:
+            return type(exc), exc.code, exc.text, exc.class_id, exc.method_id
+
+    def by_frames():
+        asm = ContentAssembler(10)
+        asm.accept(MethodFrame(1, PUBLISH))
+        done = asm.accept(frame)
+        return done[1] if done is not None else asm.accept(BodyFrame(1, body))[1]
+
+    asm = ContentAssembler(10)
+    assert outcome(lambda: asm.content_of(PUBLISH, frame, body)) == outcome(by_frames)
+    assert not asm.busy

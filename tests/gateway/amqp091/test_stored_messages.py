@@ -8,7 +8,7 @@ from gateway.amqp091.stored_messages import container_from_stored, decode_stored
 from gateway.broker import Encoding
 from gateway.store import MessageRow, StoredMessage
 from translators.basic_properties import BasicProperties
-from translators.values import Int32, Timestamp
+from translators.field_types import Int32, Timestamp
 
 
 def stored(props: BasicProperties, body: bytes = b"body", **row) -> StoredMessage:

@@ -25,7 +25,7 @@ from gateway.amqp091.values import (
     encode_table,
 )
 from tests.support.amqp091_strategies import field_tables, field_values
-from translators.values import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
+from translators.field_types import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
 
 
 def typed(value: Any) -> Any:

@@ -55,7 +55,7 @@ def test_anonymous_where_allowed(connect):
     # not offered: the client finds no common mechanism and gives up
     assert refused.engine.user is None
     assert not refused.connection.state & Endpoint.REMOTE_ACTIVE
-    assert "ANONYMOUS" not in refused.engine._sasl.mechanisms
+    assert "ANONYMOUS" not in refused.engine._login.server.mechanisms
 
 
 def test_without_sasl_uses_default_user(connect):

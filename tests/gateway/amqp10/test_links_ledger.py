@@ -104,12 +104,10 @@ def test_detach_releases_unsettled(connect, ledger):
 
 
 def test_a_browsed_copy_and_the_acquired_delivery_are_each_recorded_on_their_own_link(connect, broker):
-    import json
+    from gateway.ledger import Ledger
+    from tests.support.ledger_files import events_of_lines
 
-    from gateway.ledger.buffer import EventBuffer
-    from gateway.ledger.encoding import RowEncoder
-
-    broker.use_ledger(EventBuffer())
+    broker.use_ledger(Ledger(container_id="gw"))
     pump = connect()
     _send(pump, "/queue/q1")
     browser = pump.receiver("/queue/q1", name="browser", credit=1, copy=True)
@@ -117,56 +115,57 @@ def test_a_browsed_copy_and_the_acquired_delivery_are_each_recorded_on_their_own
     consumer = pump.receiver("/queue/q1", name="consumer", credit=1)
     [(delivery, _)] = pump.take(consumer)
     pump.settle(delivery, Delivery.ACCEPTED)
-    data, _count = RowEncoder("gw").encode(broker.ledger.take())
     events = [(r["event"], r.get("link"), r.get("outcome"))
-              for r in map(json.loads, data.splitlines())]
+              for r in events_of_lines(broker.ledger.take_lines())]
     assert events == [("received", "s-/queue/q1", None), ("routed", "s-/queue/q1", None),
                       ("delivered", "browser", None), ("delivered", "consumer", None),
                       ("settled", "consumer", "accepted")]
 
 
-def test_a_delivery_refers_by_gateway_id_to_a_publish_row_already_shipped(connect, broker):
-    from gateway.ledger.batches import BatchReader
-    from gateway.ledger.feed import LedgerFeed
+def test_a_delivery_shipped_after_its_publish_is_written_with_the_publishs_fields(connect, broker):
+    from gateway.ledger import Ledger
+    from tests.support.ledger_files import events_of_lines
 
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
+    ledger = Ledger(container_id="gw")
+    broker.use_ledger(ledger)
     pump = connect()
-    feed.take_frame(100.0)  # what the writer process has been sent up to here
-    _send(pump, "/queue/q1")
-    [publish] = feed.rows
-    feed.take_frame(100.5)
+    _send(pump, "/queue/q1", id="m-1")
+    shipped = ledger.take_lines()
     receiver = pump.receiver("/queue/q1", name="r", credit=1)
     [(delivery, _)] = pump.take(receiver)
     pump.settle(delivery, Delivery.ACCEPTED)
-    [(_, rows)] = BatchReader().feed(feed.take_frame(100.6))
-    delivered, settled = rows
-    assert delivered[2] == publish[5] and settled[1] == delivered
+    later = ledger.take_lines()
+    assert b'"m-1"' not in later, "the delivery refers to its message by gateway id"
+    written = events_of_lines(shipped + later)
+    [received] = [x for x in written if x["event"] == "received"]
+    for event in ("delivered", "settled"):
+        [line] = [x for x in written if x["event"] == event]
+        assert (line["message_id"], line["proto_in"], line["proto_out"], line["size"],
+                line["gateway_id"]) == ("m-1", "1.0", "1.0", received["size"],
+                                        received["gateway_id"])
 
 
 def test_a_settlement_long_after_its_delivery_keeps_the_messages_fields(connect, broker):
-    """As for 0-9-1: the writer has forgotten the publish row the delivered row refers
-    to by gateway id, so the settled row carries the message's key itself."""
-    from gateway.ledger.feed import LedgerFeed
-    from tests.support.ledger_shipping import ShippedLedger
+    """As for 0-9-1: the settlement comes seconds after the delivery, with other
+    messages' records shipped meanwhile; it keeps its message's fields."""
+    from gateway.ledger import Ledger
+    from tests.support.ledger_files import events_of_lines
 
     broker.vhost("/").declare_queue("q2")
-    feed = LedgerFeed(container_id="gw")
-    broker.use_ledger(feed)
-    writer = ShippedLedger(feed)
+    ledger = Ledger(container_id="gw")
+    broker.use_ledger(ledger)
     pump = connect(now=1000.0, engine={"now": 1000.0})
-    writer.ship(999.9)
     receiver = pump.receiver("/queue/q1", name="r", credit=1)
     _send(pump, "/queue/q1", id="m-1")
     [(delivery, _)] = pump.take(receiver)
-    writer.ship(1000.05)
-    for _ in range(4):  # later publishes: the writer moves on
+    shipped = ledger.take_lines()
+    for _ in range(4):  # later publishes
         pump.advance(2.0)
         _send(pump, "/queue/q2")
-        writer.ship(pump.now + 0.05)
+        shipped += ledger.take_lines()
     pump.settle(delivery, Delivery.ACCEPTED)
-    writer.ship(pump.now + 0.1)
-    [settled] = writer.of("settled")
+    [settled] = [x for x in events_of_lines(shipped + ledger.take_lines())
+                 if x["event"] == "settled"]
     assert (settled["proto_in"], settled["message_id"], settled["outcome"]) == \
         ("1.0", "m-1", "accepted")
     assert settled["latency_us"] == 8_000_000

@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.auth.errors import AccessRefused
+from gateway.auth.errors import PermissionRefused
 from gateway.auth import permissions
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.users import Permission, User
@@ -37,7 +37,7 @@ def test_check_passes_silently():
 
 
 def test_check_text_names_action_resource_user_vhost():
-    with pytest.raises(AccessRefused) as info:
+    with pytest.raises(PermissionRefused) as info:
         check(USER, "/", Action.CONFIGURE, "orders")
     assert info.value.text == (
         "configure access to resource 'orders' in vhost '/' refused for user 'bob'")

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.broker import InvalidArgument, MatchKind
 from gateway.broker.headers_match import headers_match, parse_x_match, values_equal
-from translators.values import Float32, Int8, Int32, LongStrBytes, Timestamp, UInt16
+from translators.field_types import Float32, Int8, Int32, LongStrBytes, Timestamp, UInt16
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from gateway.broker import (
     VirtualHost,
 )
 from gateway.store.interface import NullStore
-from translators.values import Int8, Int32
+from translators.field_types import Int8, Int32
 
 Q = DestinationKind.QUEUE
 X = DestinationKind.EXCHANGE

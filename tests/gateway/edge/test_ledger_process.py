@@ -1,30 +1,34 @@
-"""LedgerProcess: the ledger writer child under the real Twisted reactor."""
+"""LedgerShipping and LedgerProcess: the ledger's lines in slices, to the writer child
+under the real Twisted reactor."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 from pathlib import Path
 
-import pytest
 import pytest_twisted
-from twisted.internet import defer, reactor, task
+from twisted.internet import reactor, task
 
-from gateway.edge.ledger_process import PIPE_CAPACITY, LedgerProcess, _widen_pipe
-from gateway.ledger.feed import LedgerFeed
-from gateway.ledger.records import EventKind
+from gateway.edge.ledger_process import PIPE_CAPACITY, LedgerProcess, LedgerShipping, _widen_pipe
+from gateway.ledger import Ledger
+from tests.gateway.ledger.test_ledger import message
+from tests.support.ledger_files import read_events
 
 
 def _ids(directory: Path) -> list[str]:
-    out = []
-    for path in sorted(glob.glob(str(directory / "*.jsonl*"))):
-        out += [json.loads(line).get("message_id") for line in Path(path).read_text().splitlines()]
-    return out
+    return [r.get("message_id") for r in read_events(str(directory)) if r["event"] == "received"]
 
 
 def _process(directory: Path, **kwargs) -> LedgerProcess:
-    feed = LedgerFeed(container_id="gw")
-    return LedgerProcess(reactor, feed, {"directory": str(directory), "container_id": "gw"}, **kwargs)
+    ledger = Ledger(container_id="gw")
+    process = LedgerProcess(reactor, ledger, {"directory": str(directory), "container_id": "gw"},
+                            **kwargs)
+    process.ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
+    return process
+
+
+def _publish(process: LedgerProcess, message_id: str) -> None:
+    process.ledger.received(1.0, process.ctx, message(message_id=message_id))
 
 
 async def _until(predicate, timeout: float = 10.0) -> bool:
@@ -35,14 +39,51 @@ async def _until(predicate, timeout: float = 10.0) -> bool:
     return predicate()
 
 
+class _Turns(task.Clock):
+    """A clock whose calls for the next turn (``callLater(0)``) wait for ``turn()``."""
+
+    def turn(self) -> None:
+        self.advance(0)
+
+    def advance(self, amount: float) -> None:
+        self.rightNow += amount
+        for call in [c for c in self.calls if c.getTime() <= self.rightNow]:
+            self.calls.remove(call)
+            call.called = 1
+            call.func(*call.args, **call.kw)
+
+
+def test_shipping_takes_one_slice_a_turn_and_a_backlog_an_eighth_at_a_time():
+    clock = _Turns()
+    ledger = Ledger(container_id="gw")
+    ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
+    for gid in range(1, 600):
+        ledger.received(1.0, ctx, message(gid))
+    shipped: list[bytes] = []
+    shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
+    shipping.start()
+    clock.advance(0.01)
+    assert shipped == []
+    clock.advance(0.01)  # the timer: one slice now, the next on the next turn
+    assert [x.count(b"\n") for x in shipped] == [256]
+    clock.turn()
+    clock.turn()
+    assert [x.count(b"\n") for x in shipped] == [256, 256, 88] and ledger.pending == 0
+    for gid in range(600, 600 + 4000):  # more than the turns kept up with
+        ledger.received(1.0, ctx, message(gid))
+    clock.advance(0.02)
+    assert shipped[-1].count(b"\n") == 500  # 4000 / 8
+    shipping.stop()  # the rest at once
+    assert ledger.pending == 0 and sum(x.count(b"\n") for x in shipped) == 4600
+
+
 @pytest_twisted.ensureDeferred
 async def test_events_reach_the_files_and_stop_waits_for_the_child(tmp_path: Path) -> None:
     lp = _process(tmp_path)
     lp.start()
-    lp.feed.record(EventKind.RECEIVED, 1.0, message_id="a")
-    lp.flush()
+    _publish(lp, "a")
     assert await _until(lambda: _ids(tmp_path) == ["a"])
-    lp.feed.record(EventKind.RECEIVED, 2.0, message_id="b")  # shipped by stop()
+    _publish(lp, "b")  # shipped by stop()
     pid = lp.transport.pid
     await lp.stop(10.0)
     assert _ids(tmp_path) == ["a", "b"]
@@ -79,34 +120,36 @@ def test_widen_pipe_caps_at_pipe_max_size_and_never_fails() -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_child_that_dies_is_restarted(tmp_path: Path) -> None:
+async def test_a_child_that_dies_is_restarted_and_told_the_open_contexts(tmp_path: Path) -> None:
     lp = _process(tmp_path, restart_delay=0.1)
     lp.start()
+    assert await _until(lambda: lp._running)
     first = lp.transport.pid
     lp.transport.signalProcess("KILL")
     assert await _until(lambda: lp.restarts == 1 and lp._running and lp.transport.pid != first)
-    lp.feed.record(EventKind.RECEIVED, 3.0, message_id="after")
+    _publish(lp, "after")
     await lp.stop(10.0)
-    assert _ids(tmp_path) == ["after"]
+    [after] = [r for r in read_events(str(tmp_path)) if r["event"] == "received"]
+    assert (after["message_id"], after["user"]) == ("after", "ann")
 
 
 @pytest_twisted.ensureDeferred
-async def test_stop_during_a_restart_still_writes_the_last_batch(tmp_path: Path) -> None:
+async def test_stop_during_a_restart_still_writes_the_last_lines(tmp_path: Path) -> None:
     lp = _process(tmp_path, restart_delay=30.0)
     lp.start()
     lp.transport.signalProcess("KILL")
     assert await _until(lambda: lp.restarts == 1)
-    lp.feed.record(EventKind.RECEIVED, 4.0, message_id="last")
+    _publish(lp, "last")
     await lp.stop(10.0)
     assert _ids(tmp_path) == ["last"]
 
 
-def test_a_writer_that_cannot_keep_up_costs_the_oldest_batches_not_memory(tmp_path: Path) -> None:
+def test_a_writer_that_cannot_keep_up_costs_the_oldest_lines_not_memory(tmp_path: Path) -> None:
     lp = _process(tmp_path, max_pending_bytes=1000)
     lp.pauseProducing()  # as Twisted does when the pipe is full (never started here)
     for i in range(20):
-        lp.feed.record(EventKind.RECEIVED, float(i), message_id="x" * 100)
-        lp.flush()
-    assert lp.frames_dropped > 0
+        _publish(lp, "x" * 100)
+        lp.send(lp.ledger.take_lines())
+    assert lp.chunks_dropped > 0 and lp._replay, "the contexts go first when it resumes"
     assert lp._pending_bytes <= 1000
-    assert len(lp._pending) == 20 - lp.frames_dropped
+    assert len(lp._pending) == 20 - lp.chunks_dropped

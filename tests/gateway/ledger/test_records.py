@@ -69,3 +69,43 @@ def test_from_json_dict_rejects_unknown_event():
 def test_protocol_pair_labels():
     assert protocol_pair(Protocol.AMQP091.value, Protocol.AMQP10.value) == "0-9-1->1.0"
     assert protocol_pair("1.0", None) == "1.0->*"
+
+
+def test_v2_records_have_distinct_tags_and_columns_keep_their_types():
+    from gateway.ledger.records import RECORDS
+
+    assert len(RECORDS) == len({tag for tag in RECORDS}) and all(len(t) == 1 for t in RECORDS)
+    types = dict(COLUMNS)
+    for tag, fields in RECORDS.items():
+        assert fields[0][0] == "ts", f"{tag}: the time comes first (segments.recover reads it)"
+        assert [name for name, _ in fields][1] == "ctx"
+        for name, kind in fields:
+            assert types.get(name, kind) == kind, (tag, name)
+
+
+def test_every_event_column_comes_from_a_field_there_is():
+    from gateway.ledger.records import CONTEXT, EVENTS_OF, MESSAGE, RECORDS
+
+    fields = {"ctx": {f for f, _ in RECORDS[CONTEXT]},
+              "msg": {f for f, _ in RECORDS[MESSAGE]} | {"proto"}}
+    for tag, specs in EVENTS_OF.items():
+        fields["rec"] = {f for f, _ in RECORDS[tag]}
+        for spec in specs:
+            assert "event" in spec and set(spec) <= set(COLUMN_NAMES), tag
+            for column, sources in spec.items():
+                for source in sources:
+                    side, _, field = source.partition(".")
+                    assert source.startswith("=") or field in fields[side], (tag, column, source)
+
+
+def test_the_records_load_without_the_encoder():
+    """``pipeline/`` imports the records only: a Spark driver needs no msgspec."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, gateway.ledger, gateway.ledger.records; "
+            "assert 'msgspec' not in sys.modules; gateway.ledger.Ledger; "
+            "assert 'msgspec' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd(),
+                   env={**os.environ, "PYTHONPATH": os.getcwd()})

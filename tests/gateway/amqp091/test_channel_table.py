@@ -1,11 +1,11 @@
-"""The whole-publish path (method + header + body handed over in one step) against the
-frame-by-frame path: the same answers, deliveries and errors for every input."""
+"""The channel table's whole-publish path (method + header + body handed over in one step)
+against its frame-by-frame path: the same answers, deliveries and errors for every input."""
 from __future__ import annotations
 
 import pytest
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.connection import ServerConnection
+from gateway.amqp091.channel_table import ChannelTable
 from tests.support.broker_channel_driver import BrokerClient, deliveries, make_broker
 from tests.support.frame_builder import parse_frames
 from translators.basic_properties import BasicProperties
@@ -91,14 +91,14 @@ def test_a_publish_on_an_unopened_channel_is_the_same_error() -> None:
 
 def test_the_whole_publish_path_is_taken_for_ordinary_publishes(monkeypatch) -> None:
     calls = []
-    original = ServerConnection._whole_publish
+    original = ChannelTable.whole_publish
 
-    def spy(self, frames, i):
-        taken = original(self, frames, i)
+    def spy(self, conn, frames, i):
+        taken = original(self, conn, frames, i)
         calls.append(taken)
         return taken
 
-    monkeypatch.setattr(ServerConnection, "_whole_publish", spy)
+    monkeypatch.setattr(ChannelTable, "whole_publish", spy)
     frames = BrokerClient(make_broker()).frames
     _session(False, _publish(frames, b"abc") + _publish(frames, b""))
     assert calls == [3, 2]

@@ -10,7 +10,7 @@ from proton import Array, Data, Described, UNDESCRIBED, char, decimal32, decimal
 
 from tests.support.amqp_message_strategies import amqp10_values, field_values, typed
 from translators import TranslationError
-from translators.value_types import (
+from translators.typed_values import (
     decimal64_to_decimal,
     decimal_to_decimal64,
     from_field_value,
@@ -18,7 +18,7 @@ from translators.value_types import (
     map_to_field,
     to_field_value,
 )
-from translators.values import Int32, LongStrBytes, Timestamp, UInt32
+from translators.field_types import Int32, LongStrBytes, Timestamp, UInt32
 
 
 def _through_proton(value):

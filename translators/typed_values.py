@@ -1,7 +1,7 @@
 """Typed value conversion between 0-9-1 field values and AMQP 1.0 (proton) values.
 
 Why: both protocols type every header value, and a round trip must keep the type, not
-only the number. The natural pairs are in ``translators.values`` (``b``<->byte,
+only the number. The natural pairs are in ``translators.field_types`` (``b``<->byte,
 ``u``<->ushort, ...). Values with no counterpart travel in a *typed wrapper*: a 0-9-1
 table with exactly the two keys ``x-amqp-1.0-type`` and ``x-amqp-1.0-value``.
 
@@ -70,7 +70,7 @@ from proton import (
 
 from translators.decimal_bid import bid_fields
 from translators.errors import TranslationError
-from translators.values import (
+from translators.field_types import (
     Float32,
     Int8,
     Int16,
@@ -305,7 +305,7 @@ _FROM_FIELD: dict[type, Callable[[Any], Any]] = {
 
 
 def from_field_value(value: Any) -> Any:
-    """Convert one 0-9-1 field value (the types of ``translators.values``) to the proton
+    """Convert one 0-9-1 field value (the types of ``translators.field_types``) to the proton
     value that encodes its 1.0 counterpart; typed wrappers are unwrapped.
 
     Raises ``TranslationError`` for a malformed wrapper or a value no 0-9-1 peer could

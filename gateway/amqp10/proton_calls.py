@@ -1,0 +1,77 @@
+"""Proton's C-level calls: the one module that reaches under python-qpid-proton's API.
+
+Why they exist: on the per-message path proton's public wrappers cost more than the work
+they wrap. Each use below replaced a wrapper after a measurement (A/B in one run, commit
+messages of the figures):
+
+* events: ``Event.wrap`` wraps the delivery, link, session, connection and transport of
+  every event, and nearly every event under load is a transfer or a disposition. The
+  engine reads the event type and the delivery's C link (``pn_event_*``,
+  ``pn_delivery_link``) and finds the link's handler by that pointer (``c_pointer``):
+  W1 4 KiB 35.7k -> 38.3k msgs/s (73ec033); a link's flow the same way, 25.7 -> 24.3 us a
+  message (f063fa5);
+* incoming transfers: ``Receiver.recv`` makes two wrappers and copies the read; the link
+  reads into one buffer (``pn_link_recv`` through ``lib``/``ffi``) and checks credit with
+  ``pn_link_credit``: W2 100 B 49.1k -> 50.6k msgs/s (96c03d1);
+* deliveries and dispositions: a Python ``Delivery`` per transfer or settlement; the
+  links work on the C delivery (``pn_delivery_*``) (237ecf8);
+* outgoing deliveries: ``Sender.delivery``/``Sender.stream`` convert the tag and the
+  buffer, about a microsecond a message (f850916); ``lib.pn_delivery`` and
+  :func:`send_parts` send from the message's own buffer, its header replaced without a copy.
+
+What is private, and so why the proton version is bounded in ``pyproject.toml``: the
+``cproton`` module (the cffi binding behind the wrappers since 0.39, whose ``pn_*`` names
+are the C API's), ``cproton_ffi``'s ``ffi`` and ``lib`` (raw cffi), a wrapper's ``_impl``
+(its C pointer: :func:`c_pointer`) and ``Link._check`` (proton's exception for a negative
+result: :func:`raise_link_error`). ``tests/gateway/amqp10/test_proton_calls.py`` checks each
+against the installed proton.
+"""
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
+                     pn_delivery_aborted, pn_delivery_link, pn_delivery_partial,
+                     pn_delivery_pending, pn_delivery_remote_state, pn_delivery_settle,
+                     pn_delivery_settled, pn_delivery_update, pn_delivery_updated,
+                     pn_event_delivery, pn_event_link, pn_event_type, pn_link_advance,
+                     pn_link_credit)
+from cproton_ffi import ffi, lib
+
+__all__ = [
+    "NULL", "PN_DELIVERY", "PN_EOS", "PN_LINK_FLOW", "c_pointer", "ffi", "lib",
+    "pn_collector_peek", "pn_collector_pop", "pn_delivery_aborted", "pn_delivery_link",
+    "pn_delivery_partial", "pn_delivery_pending", "pn_delivery_remote_state",
+    "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_update", "pn_delivery_updated",
+    "pn_event_delivery", "pn_event_link", "pn_event_type", "pn_link_advance", "pn_link_credit",
+    "raise_link_error", "send_parts",
+]
+
+#: cffi's null pointer: ``pn_collector_peek`` returns it when no event is left (compared
+#: with ``==``, without ``cproton.isnull``'s call)
+NULL = ffi.NULL
+
+
+def c_pointer(wrapper: Any) -> Any:
+    """The C object behind a proton wrapper (``Link``, ``Collector``, ``Delivery`` ...).
+    cffi pointers hash and compare by address, so they key dicts."""
+    return wrapper._impl
+
+
+def raise_link_error(link: Any, code: int) -> NoReturn:
+    """Raise proton's own exception (``LinkException`` naming the error) for the negative
+    result ``code`` of a C call on ``link``."""
+    link._check(code)
+    raise AssertionError(f"proton accepted {code} as a result")  # not negative: a caller bug
+
+
+def send_parts(link_impl: Any, header: bytes, data: bytes, rest: int) -> int:
+    """Send ``header`` then ``data[rest:]`` (``payloads.delivery_parts``) on the C link
+    ``link_impl``, into its current delivery; proton's result (negative: an error code).
+    The second part is a pointer into ``data``, never a copy."""
+    if not header:
+        return lib.pn_link_send(link_impl, ffi.from_buffer(data), len(data))
+    sent = lib.pn_link_send(link_impl, ffi.from_buffer(header), len(header))
+    if sent < 0:
+        return sent
+    return lib.pn_link_send(link_impl, ffi.from_buffer(data) + rest, len(data) - rest)

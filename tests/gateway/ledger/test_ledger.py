@@ -1,0 +1,178 @@
+"""Ledger: the records each call makes, as written; ids and headers as text; sampling;
+slices; contexts."""
+from __future__ import annotations
+
+import json
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, strategies as st
+
+from gateway.ledger import EventKind, Ledger
+from tests.support.ledger_files import events_of_lines
+
+T0 = 1_700_000_000.0
+
+
+def message(gid: int = 7, **fields) -> SimpleNamespace:
+    values = dict(gateway_id=gid, exchange="x", routing_key="k", message_id="m", correlation_id=None,
+                  size=12, headers=None, created_at=T0, origin=SimpleNamespace(_value_="amqp091"))
+    values.update(fields)
+    return SimpleNamespace(**values)
+
+
+def queue(name: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, routed_to=(name,))
+
+
+def lines(ledger: Ledger) -> list[list]:
+    return [json.loads(line) for line in ledger.take_lines(10 ** 6).splitlines()]
+
+
+def test_each_call_writes_one_record_of_its_kind():
+    ledger = Ledger(container_id="gw")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    pub = ledger.context(T0, "/", "ann", "0-9-1", "c1", 1)
+    sub = ledger.context(T0, "/", "bob", "1.0", "c2", "r", "/queues/q")
+    entry = SimpleNamespace(message=message(), delivery_count=1)
+    ledger.received(T0, pub, message(), EventKind.ROUTED, [queue("q"), queue("q2")])
+    ledger.delivered(T0 + 1, sub, entry, "q")
+    ledger.settled(T0 + 2, sub, entry, "q", "rejected", "why")
+    ledger.refused(T0 + 3, pub, "ACCESS_REFUSED", exchange="secret", routing_key="k")
+    ledger.expired(T0 + 4, "/", entry.message, entry.delivery_count, "q")
+    ledger.close_context(T0 + 5, sub)
+    ledger.close_context(T0 + 5, sub)  # once only
+    assert lines(ledger) == [
+        ["c", T0, 100, "gw", "/", "ann", "0-9-1", "c1", 1, None],
+        ["c", T0, 101, "gw", "/", "bob", "1.0", "c2", "r", "/queues/q"],
+        ["m", T0, 100, 7, "x", "k", "m", None, 12, "routed", ["q", "q2"], None, None, None, None],
+        ["d", T0 + 1, 101, 7, "q", 1, T0],
+        ["s", T0 + 2, 101, 7, "q", 1, T0, "rejected", "why"],
+        ["e", T0 + 3, 100, "refused", None, None, None, None, "secret", "k", None,
+         "ACCESS_REFUSED", None, None],
+        ["c", T0 + 4, 102, "gw", "/", None, "0-9-1", None, None, None],  # the queues' context
+        ["e", T0 + 4, 102, "expired", 7, "q", 1, T0, None, None, None, None, None, None],
+        ["x", T0 + 5, 101],
+    ]
+    assert list(ledger.contexts) == [100, 102]
+
+
+def test_queues_of_a_vhost_share_a_context_per_protocol():
+    ledger = Ledger(container_id="gw")
+    amqp10 = message(origin=SimpleNamespace(_value_="amqp10"))
+    first = ledger.queue_context(T0, "/", message())
+    assert ledger.queue_context(T0, "/", message()) == first
+    assert ledger.queue_context(T0, "/", amqp10) != first
+    assert ledger.queue_context(T0, "v2", message()) not in (first, ledger.queue_context(T0, "/", amqp10))
+    assert [r[6] for r in lines(ledger)] == ["0-9-1", "1.0", "0-9-1"]
+
+
+@pytest.mark.parametrize("value, text", [
+    (b"\xffab", "\ufffdab"), (uuid.UUID(int=5), str(uuid.UUID(int=5))), (42, "42")])
+def test_message_ids_that_json_has_no_type_for_are_text(value, text):
+    from proton import symbol, ulong
+
+    ledger = Ledger(container_id="gw")
+    ctx = ledger.context(T0, "/", "u", "1.0", "c", "l")
+    ledger.received(T0, ctx, message(message_id=value, correlation_id=ulong(9)))
+    ledger.received(T0, ctx, message(message_id=symbol("s")))
+    first, second = events_of_lines(ledger.take_lines())
+    # str() of the value, as v1 wrote it (for proton's ulong: its repr)
+    assert (first["message_id"], first["correlation_id"], second["message_id"]) == \
+        (text, str(ulong(9)), "s")
+
+
+def test_only_allowlisted_headers_are_recorded_and_as_text():
+    ledger = Ledger(container_id="gw", header_allowlist=["tenant", "n"])
+    ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
+    ledger.received(T0, ctx, message(headers={"tenant": b"acme", "n": 3, "secret": "no"}))
+    ledger.received(T0, ctx, message(headers={"secret": "no"}))
+    data = ledger.take_lines()
+    assert b"secret" not in data
+    first, second = events_of_lines(data)
+    assert first["headers"] == {"tenant": "acme", "n": "3"} and "headers" not in second
+    quiet = Ledger(container_id="gw")
+    ctx = quiet.context(T0, "/", "u", "0-9-1", "c", 1)
+    quiet.received(T0, ctx, message(headers={"tenant": "acme"}))
+    assert b"acme" not in quiet.take_lines()
+
+
+def test_sampling_keeps_or_drops_every_record_of_a_message():
+    ledger = Ledger(container_id="gw", sample_rate=0.3)
+    ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
+    for gid in range(1, 2001):
+        entry = SimpleNamespace(message=message(gid), delivery_count=0)
+        ledger.received(T0, ctx, entry.message, EventKind.ROUTED, [queue("q")])
+        ledger.delivered(T0, ctx, entry, "q")
+        ledger.settled(T0, ctx, entry, "q", "accepted")
+    ledger.refused(T0, ctx, "no id: always kept")
+    events = events_of_lines(ledger.take_lines(10 ** 6))
+    per_id: dict[str, list[str]] = {}
+    for e in events:
+        per_id.setdefault(e.get("gateway_id"), []).append(e["event"])
+    assert per_id.pop(None) == ["refused"]
+    assert {tuple(kinds) for kinds in per_id.values()} == {
+        ("received", "routed", "delivered", "settled")}
+    assert 450 < len(per_id) < 750  # ~30 % of 2000
+    assert ledger.records_sampled_out == 3 * (2000 - len(per_id))
+    assert all(e["user"] == "u" for e in events), "the context is kept"
+
+
+def test_take_lines_takes_the_oldest_slice_in_order():
+    ledger = Ledger(container_id="gw")
+    ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
+    for gid in range(1, 11):
+        ledger.received(T0, ctx, message(gid))
+    first = ledger.take_lines(4)
+    assert first.count(b"\n") == 4 and ledger.pending == 7
+    rest = ledger.take_lines(100)
+    assert ledger.pending == 0 and ledger.take_lines() == b""
+    assert [e["gateway_id"] for e in events_of_lines(first + rest)] == [str(g) for g in range(1, 11)]
+    assert ledger.records_taken == 11
+
+
+def test_context_lines_are_the_open_contexts():
+    ledger = Ledger(container_id="gw")
+    a = ledger.context(T0, "/", "ann", "0-9-1", "c", 1)
+    b = ledger.context(T0, "/", "bob", "0-9-1", "c", 2)
+    ledger.close_context(T0, a)
+    assert [json.loads(x)[2] for x in ledger.context_lines().splitlines()] == [b]
+
+
+@given(st.lists(st.tuples(st.text(), st.one_of(st.none(), st.text()), st.integers(0, 2 ** 62),
+                          st.dictionaries(st.text(max_size=3), st.one_of(st.text(), st.binary()))),
+                max_size=20))
+def test_any_text_survives_as_one_line_each(items):
+    ledger = Ledger(container_id="gw-\n\"", header_allowlist=["a", "b"])
+    for user, mid, size, headers in items:
+        ctx = ledger.context(T0, "/", user, "0-9-1", "c", 1)
+        ledger.received(T0, ctx, message(message_id=mid, size=size, headers=headers))
+    data = ledger.take_lines(10 ** 6)
+    assert data.count(b"\n") == 2 * len(items)
+    events = events_of_lines(data)
+    assert len(events) == len(items)
+    for event, (user, mid, size, headers) in zip(events, items):
+        assert event["container"] == "gw-\n\"" and event["user"] == user
+        assert event.get("message_id") == mid and event["size"] == size
+
+
+def test_forwarding_events_share_a_context_per_remote_and_arrivals_carry_the_origin_id():
+    ledger = Ledger(container_id="gw")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    ledger.forwarded(T0, message(), "org-b")
+    ledger.forward_settled(T0 + 1, message(), "org-b", "rejected", "amqp:not-found: no queue")
+    link = ledger.context(T0, "/", "org-a", "1.0", "c9", "l")
+    arrived = message(gid=8)
+    ledger.received(T0 + 2, link, arrived, EventKind.ROUTED, [queue("q")])
+    ledger.arrived_forwarded(arrived, 7)
+    assert lines(ledger) == [
+        ["c", T0, 100, "gw", None, None, "1.0", "forward:org-b", None, None],
+        ["e", T0, 100, "forwarded", 7, None, None, T0, None, None, None, None, None, "org-b"],
+        ["e", T0 + 1, 100, "forward_settled", 7, None, None, T0, None, None, None,
+         "amqp:not-found: no queue", "rejected", "org-b"],
+        ["c", T0, 101, "gw", "/", "org-a", "1.0", "c9", "l", None],
+        ["m", T0 + 2, 101, 8, "x", "k", "m", None, 12, "routed", ["q"], None, None, None, 7],
+    ]
