@@ -42,6 +42,7 @@ from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
 from gateway.edge.outbound import ForwardingEdge
+from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.forward.transfer import TransferService
@@ -170,6 +171,7 @@ class GatewayService(service.MultiService):
         #: the management nodes, events and alerts, around the model
         self.management_plane = GatewayManagement(
             self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
+            forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
             rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
         #: management's one model over the broker (``gateway.management.model``)

@@ -69,6 +69,15 @@ class Shovel:
         self._delivering = False
         self._now = 0.0
 
+    def describe(self) -> dict:
+        """What management shows of this static route."""
+        queue = self.queue
+        return {"name": self.settings.name, "queue": self.settings.queue,
+                "vhost": getattr(self._vhost, "name", None), "remote": self.settings.remote,
+                "node": self.settings.node, "state": "running" if queue is not None else "stopped",
+                "messages": 0 if queue is None else queue.message_count,
+                "moved": self.moved, "refused": self.refused, "waiting": self._waiting}
+
     def start(self, now: float) -> None:
         """Attach to the local queue (declared durable if missing) and start draining."""
         queue = self._vhost.queue(self.settings.queue)
