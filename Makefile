@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# rhea, the Node.js AMQP 1.0 client some integration tests drive (tests/support/rhea)
+RHEA   := tests/support/rhea/node_modules/.installed
 CONFIG ?= config.example.yaml
 # make run LISTEN=127.0.0.1:5673 (several: LISTEN="127.0.0.1:5673 [::1]:5673") METRICS=127.0.0.1:9420
 LISTEN  ?=
@@ -17,6 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
+$(RHEA): tests/support/rhea/package-lock.json
+	cd tests/support/rhea && npm ci --no-audit --no-fund
+	touch $(RHEA)
+
 RUN_ARGS = run --config $(CONFIG) $(foreach a,$(LISTEN),--listen $(a)) $(if $(METRICS),--metrics $(METRICS))
 
 run: $(STAMP)
@@ -28,7 +34,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint
+test: $(STAMP) $(RHEA) lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q
 
 bench: $(STAMP)

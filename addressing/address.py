@@ -29,7 +29,9 @@ __all__ = [
 TRANSFER_SERVICE = "amqp$transfer"
 MANAGEMENT_SERVICE = "amqp$management"
 # ``$management`` is the node name Qpid and Azure management clients use.
-SERVICE_NAMES = frozenset({TRANSFER_SERVICE, MANAGEMENT_SERVICE, "$management"})
+# ``/management`` is RabbitMQ 4's HTTP-over-AMQP node (its client libraries' link pair).
+RABBITMQ_MANAGEMENT_SERVICE = "/management"
+SERVICE_NAMES = frozenset({TRANSFER_SERVICE, MANAGEMENT_SERVICE, "$management", RABBITMQ_MANAGEMENT_SERVICE})
 TOPIC_EXCHANGE = "amq.topic"
 DEFAULT_EXCHANGE = ""
 

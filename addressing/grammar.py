@@ -19,6 +19,7 @@ address                           target (sender's link)                 source 
 ``node@container``                ``GlobalAddress(node, container)``     same
 ``amqp$transfer`` and the other   ``ServiceAddress(name)``               same
 service names of ``SERVICE_NAMES``
+(``/management`` included)
 ================================  =====================================  ==========================
 
 ``declare=True``: resolving creates the queue when it is missing (RabbitMQ's
@@ -41,10 +42,18 @@ Rejected, with ``AddressError(kind=INVALID)`` naming the segment and the
 address: the empty address; an empty exchange or queue name (``/exchange/``,
 ``/queue/``, ``/queues/``); an unknown leading form (``/xyz/...``, ``/``);
 too many segments (a v1 routing key cannot contain ``/``); a name or key
-longer than 255 UTF-8 bytes (0-9-1 short strings); more than one ``@``, or
-an empty side of ``@``; ``/queue`` as a source. An empty routing key
-(``/exchange/X/``, ``/topic/``) is allowed. A leading ``/`` wins over ``@``:
-``/queue/a@b`` names the local queue ``a@b``.
+longer than 255 UTF-8 bytes (0-9-1 short strings); an empty side of ``@`` in
+a bare address; ``/queue`` as a source. An empty routing key
+(``/exchange/X/``, ``/topic/``) is allowed.
+
+Global addresses are split at the *last* ``@`` (issue 33): the node part is
+any target address of the grammar, so ``/queue/orders@org-b``,
+``/exchange/X/RK@org-b`` and ``a@b@c`` (node ``a@b`` in container ``c``) are
+global. In a ``/`` form the part after the last ``@`` must be a plain name
+(no ``/``, not empty), else the ``@`` is part of a local name as before
+(``/exchange/x@y/k`` is exchange ``x@y``). A local name holding ``@`` is
+still reached through the percent-decoded v2 forms: ``/queues/a%40b`` is the
+local queue ``a@b``.
 """
 
 from __future__ import annotations
@@ -127,25 +136,22 @@ def _name(address: str, what: str, value: str) -> str:
 
 
 def parse_global(name: str) -> GlobalAddress | None:
-    """Return ``GlobalAddress`` if ``name`` is ``node@container``, else None.
+    """Return ``GlobalAddress`` if ``name`` is ``node@container`` (split at the last
+    ``@``; the container a plain name), else None.
 
     For callers that only need to know whether a plain name (e.g. a 0-9-1
     routing key on the default exchange) is global; malformed ``@`` forms
     give None here, whereas ``parse_target`` rejects them.
     """
-    if name.startswith("/") or name.count("@") != 1:
-        return None
-    node, _, container = name.partition("@")
-    if not node or not container:
+    node, at, container = name.rpartition("@")
+    if not at or not node or not container or "/" in container:
         return None
     return GlobalAddress(node, container)
 
 
 def _parse_bare(address: str) -> Address:
     if "@" in address:
-        if address.count("@") != 1:
-            raise _invalid(address, "a global address holds exactly one '@'")
-        node, _, container = address.partition("@")
+        node, _, container = address.rpartition("@")
         if not node:
             raise _invalid(address, "empty node name before '@'")
         if not container:
@@ -226,6 +232,13 @@ def parse_address(address: str, role: Role) -> Address:
         raise AddressError(AddressErrorKind.INVALID, "invalid address '': empty address")
     if not address.startswith("/"):
         return _parse_bare(address)
+    if address in SERVICE_NAMES:  # RabbitMQ 4's /management
+        return ServiceAddress(address)
+    if "@" in address:
+        found = parse_global(address)
+        if found is not None:
+            _check_length(address, "container name", found.container)
+            return found
     segments = address[1:].split("/")
     if segments[0] in ("queues", "exchanges"):
         return _parse_v2(address, segments)

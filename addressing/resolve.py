@@ -22,7 +22,10 @@ Global addresses: ``node@container`` whose container is ``our_container``
 resolves as the address ``node`` would (a queue name, or a service name),
 except that a missing queue is never declared (a forwarded message does not
 create one either). Any other container becomes ``Forward`` if the
-``amqp$transfer`` service is registered (else NOT_FOUND). As a source, a
+``amqp$transfer`` service is registered and the directory knows a service for
+the whole ``node@container`` name (the transfer service answers for the
+containers it has a route to); else NOT_FOUND, naming the service or the
+unknown container. As a source, a
 remote container is INVALID: one cannot consume from another broker through
 us.
 
@@ -195,6 +198,9 @@ def resolve_link_target(address: str | Address, *, our_container: str,
             return LocalPublish(DEFAULT_EXCHANGE, _need_queue(directory, parsed, vhost))
         case GlobalAddress(node, container):
             _need_service(directory, TRANSFER_SERVICE, vhost)
+            if not directory.has_service(str(parsed)):
+                raise AddressError(AddressErrorKind.NOT_FOUND,
+                                   f"unknown container '{container}': no forwarding route to it")
             return Forward(container, node)
         case ServiceAddress(name):
             return ServiceRoute(_need_service(directory, name, vhost))

@@ -3,7 +3,10 @@
 ``PrivateRabbit`` starts Debian's ``rabbitmq-server`` as a node of its own: its own node
 name, AMQP port, distribution port, epmd port, Erlang cookie (``HOME``), data and log
 directories, all under one temporary directory, with the ``rabbitmq_amqp1_0`` plugin
-enabled.  Nothing of a system-wide RabbitMQ is touched, and ``stop()`` removes it all.
+enabled (and any other ``plugins``).  Nothing of a system-wide RabbitMQ is touched, and
+``stop()`` removes it all. The forwarding tests also use it as the partner broker:
+``ctl`` runs ``rabbitmqctl`` against it, ``stop_app``/``start_app`` take the broker down
+and back (every connection closed, the port shut) while the node and its data stay.
 
 RabbitMQ 3.x serves AMQP 0-9-1 and AMQP 1.0 on the same port (protocol header
 sniffing), so one ``port`` serves both.
@@ -56,6 +59,7 @@ class PrivateRabbit:
     """One private RabbitMQ node; use as a context manager or call start()/stop()."""
 
     start_timeout: float = 90.0
+    plugins: tuple[str, ...] = ("rabbitmq_amqp1_0",)
     host: str = "127.0.0.1"
     port: int = 0
     node: str = ""
@@ -70,7 +74,7 @@ class PrivateRabbit:
         self.port = free_port()
         self.node = f"bench-{os.getpid()}@localhost"
         with open(os.path.join(self._tmp, "enabled_plugins"), "w") as f:
-            f.write("[rabbitmq_amqp1_0].\n")
+            f.write(f"[{','.join(self.plugins)}].\n")
         with open(os.path.join(self._tmp, "rabbitmq.conf"), "w") as f:
             f.write(f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
                     "loopback_users = none\n"
@@ -128,6 +132,18 @@ class PrivateRabbit:
             raise ReferenceUnavailable(f"rabbitmqctl {args[0]} failed: {out.stderr.strip()[-500:]}"
                                        f"\n{self.server_output()[-2000:]}")
         return out.stdout
+
+    def ctl(self, *args: str, timeout: float = 60.0) -> str:
+        """``rabbitmqctl`` against this node; raises ``ReferenceUnavailable`` on failure."""
+        return self._ctl(*args, timeout=timeout)
+
+    def stop_app(self) -> None:
+        """Stop the broker inside the node: connections closed, the AMQP port shut."""
+        self._ctl("stop_app")
+
+    def start_app(self) -> None:
+        self._ctl("start_app")
+        self._ctl("await_startup")
 
     def server_output(self) -> str:
         try:

@@ -1,4 +1,4 @@
-"""``amqp-gateway``: run | check-config | hash-password | ping | status | report.
+"""``amqp-gateway``: run | check-config | hash-password | ping | status | ctl | report.
 
 ``check-config`` (and ``run``, before starting anything) also builds every endpoint, loads
 every TLS file and checks that the state and ledger directories are usable, so those
@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="listen here instead of the config's listeners (repeatable; port 0 picks one)")
     run.add_argument("--metrics", type=_host_port, metavar="HOST:PORT",
                      help="serve metrics here instead of the config's address")
+    run.add_argument("--management", type=_host_port, metavar="HOST:PORT",
+                     help="serve the management API and dashboard here (turns them on)")
     chk = sub.add_parser("check-config", help="validate a config file and exit")
     chk.add_argument("config")
     rp = sub.add_parser("report", help="PySpark traffic report over ledger directories",
@@ -126,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_arguments(ping, metrics=False)
     st = sub.add_parser("status", help="what a running gateway is and is doing")
     _add_target_arguments(st, metrics=True)
+    from gateway.ctl import add_ctl_parser
+
+    add_ctl_parser(sub)
     return p
 
 
@@ -363,7 +368,8 @@ def reset_inherited_signals() -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics)
+        cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
+                                                     management=args.management)
         check_loaded_config(cfg, overridden=bool(args.listen))
     except ConfigError as exc:
         print_config_errors(exc)
@@ -431,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hash_password_command(args)
     if args.command in ("ping", "status"):
         return health_command(args)
+    if args.command == "ctl":
+        from gateway.ctl import ctl_command
+
+        return ctl_command(args)
     return run(args)
 
 

@@ -25,6 +25,8 @@ import yaml
 
 from gateway.auth.passwords import parse_stored
 from gateway.broker.unroutable import UnroutablePolicy
+from gateway.forward.outbound import RemoteSettings
+from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems
 
 __all__ = [
     "ConfigError",
@@ -32,6 +34,7 @@ __all__ = [
     "ListenerConfig",
     "SniCertificate",
     "MetricsConfig",
+    "ManagementConfig",
     "PermissionConfig",
     "UserConfig",
     "Amqp10Config",
@@ -94,6 +97,12 @@ def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def _version_text(v: str) -> str | None:
+    if v == "" or re.fullmatch(r"\d+(\.\d+){0,3}([-+][0-9A-Za-z.]+)?", v):
+        return None
+    return f"{v!r} is not a version such as \"4.1.0\" (or \"\" to announce amqp-gateway)"
 
 
 def _port(v: int) -> str | None:
@@ -241,6 +250,8 @@ class Amqp10Config:
     default_vhost: str = "/"
     protocol_strict_mode: bool = False
     unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
+    #: "" or a version such as "4.1.0": the 1.0 open then announces product RabbitMQ
+    rabbitmq_version: str = _checked("", check=_version_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,12 +324,44 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueAlertConfig:
+    """Thresholds for the queues whose name ``pattern`` matches (``re.search``); an
+    unset one keeps the default."""
+
+    pattern: str = _checked(check=_regex)
+    queue_depth: Optional[int] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+    queue_age: Optional[float] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """Threshold alerts per queue (``gateway.management.alerts``); 0 turns one off."""
+
+    queue_depth: int = _checked(0, check=_non_negative)
+    queue_age: float = _checked(0.0, check=_non_negative)
+    queues: tuple[QueueAlertConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementConfig:
+    """The HTTP management API and dashboard (``gateway/management/http_api.py``): off by
+    default, like RabbitMQ's management plugin, and on RabbitMQ's port; and the threshold
+    alerts."""
+
+    enabled: bool = False
+    host: str = _checked("127.0.0.1", check=_host)
+    port: int = _checked(15672, check=_port)
+    alerts: AlertsConfig = AlertsConfig()
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
                                  "(it would make node@container ambiguous)" if "@" in v else None)
     state_dir: str = "var"
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     metrics: MetricsConfig = MetricsConfig()
+    management: ManagementConfig = ManagementConfig()
     vhosts: tuple[str, ...] = ("/",)
     users: tuple[UserConfig, ...] = ()
     users_file: Optional[str] = _checked(None, check=_existing_file)
@@ -330,11 +373,14 @@ class GatewayConfig:
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
+    forwarding: ForwardingSettings = ForwardingSettings()
+    management: ManagementConfig = ManagementConfig()
     source: str = ""
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
-                       metrics: tuple[str, int] | None = None) -> "GatewayConfig":
-        """Apply ``--listen``/``--metrics``: each ``--listen`` replaces the listener list
+                       metrics: tuple[str, int] | None = None,
+                       management: tuple[str, int] | None = None) -> "GatewayConfig":
+        """Apply ``--listen``/``--metrics``/``--management``: each ``--listen`` replaces the listener list
         (the first configured listener's other settings are kept as the template)."""
         cfg = self
         if listen:
@@ -344,6 +390,9 @@ class GatewayConfig:
         if metrics:
             cfg = dataclasses.replace(cfg, metrics=dataclasses.replace(
                 cfg.metrics, enabled=True, host=metrics[0], port=metrics[1]))
+        if management:
+            cfg = dataclasses.replace(cfg, management=dataclasses.replace(
+                cfg.management, enabled=True, host=management[0], port=management[1]))
         return cfg
 
 
@@ -659,6 +708,21 @@ class _Walker:
             if getattr(knode, "value", None) == key:
                 return knode
         return node
+
+    def _cross_RemoteSettings(self, obj: RemoteSettings, node: yaml.MappingNode, path: str) -> None:
+        for key, message in remote_problems(obj, _existing_file):
+            raise self.fail(f"{path}.{key}", self._key_node(node, key), message)
+
+    def _cross_ForwardingSettings(self, obj: ForwardingSettings, node: yaml.MappingNode,
+                                  path: str) -> None:
+        for key, sub, message in forwarding_problems(obj):
+            raise self.fail(f"{path}.{sub}", self._key_node(node, key), message)
+
+    def _cross_GatewayConfig(self, obj: "GatewayConfig", node: yaml.MappingNode, path: str) -> None:
+        if obj.container_id and obj.forwarding.remote(obj.container_id) is not None:
+            raise self.fail("forwarding.remotes", self._key_node(node, "forwarding"),
+                            f"remote container '{obj.container_id}' is this gateway's own "
+                            "container_id")
 
     def _cross_ListenerConfig(self, obj: "ListenerConfig", node: yaml.MappingNode, path: str) -> None:
         if obj.tls is not TlsMode.OFF:

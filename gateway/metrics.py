@@ -8,6 +8,7 @@ collector, so the per-message path never touches a Prometheus object.
 from __future__ import annotations
 
 import platform
+import time
 from typing import Any, Callable, Iterable, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -27,7 +28,7 @@ BUILD_INFO = "amqp_gateway_build_info"
 START_TIME = "amqp_gateway_start_time_seconds"
 LISTENER_INFO = "amqp_gateway_listener_info"
 QUEUE_MESSAGES_READY = "amqp_gateway_queue_messages_ready"
-QUEUE_MESSAGES_UNACKNOWLEDGED = "amqp_gateway_queue_messages_unacknowledged"
+QUEUE_MESSAGES_UNACKNOWLEDGED = "amqp_gateway_queue_messages_unacked"
 MEMORY_QUEUED_BYTES = "amqp_gateway_memory_queued_bytes"
 MEMORY_BLOCKED = "amqp_gateway_memory_blocked"
 
@@ -142,28 +143,55 @@ class GatewayMetrics:
         """A bound address, for ``amqp-gateway status`` and dashboards."""
         self.listeners.labels(serves, peer_name(host, port), tls).set(1)
 
-    def watch_broker(self, broker) -> None:
-        """Queue depth, unacknowledged deliveries and consumers per queue, and memory use,
-        read from the broker model at scrape time (never on the message path)."""
+    def watch_broker(self, broker, clock: Callable[[], float] = time.time) -> None:
+        """Per queue: depth (ready, unacked, total), consumers, and publish, deliver and
+        ack totals; per exchange: messages published to it; deliveries unsettled for long;
+        memory use. Read from the broker model at scrape time: the message path only adds
+        to plain ints on the queue and exchange objects. ``clock`` gives the broker's
+        ``now`` (for the age of unsettled deliveries).
+
+        Names follow rabbitmq_prometheus's per-object metrics (``rabbitmq_queue_messages_
+        ready`` ...) with our prefix ``amqp_gateway_`` in place of ``rabbitmq_``."""
 
         def read():
             for vhost in broker.vhosts.values():
                 for queue in list(vhost.queues.values()):
                     labels = {"vhost": vhost.name, "queue": queue.name}
+                    ready, unacked = queue.message_count, queue.acquired_count
                     yield (QUEUE_MESSAGES_READY,
-                           "Messages available for delivery, per queue", labels, queue.message_count)
+                           "Messages available for delivery, per queue", labels, ready)
                     yield (QUEUE_MESSAGES_UNACKNOWLEDGED,
-                           "Messages delivered and not yet settled, per queue", labels,
-                           queue.acquired_count)
+                           "Messages delivered and not yet settled, per queue", labels, unacked)
+                    yield ("amqp_gateway_queue_messages", "Messages ready and unacked, per "
+                           "queue", labels, ready + unacked)
                     yield ("amqp_gateway_queue_consumers", "Consumers and links, per queue",
                            labels, queue.consumer_count)
             yield (MEMORY_QUEUED_BYTES, "Body bytes held by all queues", {},
                    broker.memory_used)
             yield (MEMORY_BLOCKED, "1 while publishers are blocked by the "
                    "memory high-water mark", {}, 1 if broker.blocked else 0)
+            yield from _unsettled_samples(broker, clock())
 
         self.add_model_collector(read)
         self.add_model_collector(lambda: _unroutable_samples(broker), counters=True)
+        self.add_model_collector(lambda: _entity_totals(broker), counters=True)
+
+    def watch_alerts(self, monitor: Any) -> None:
+        """The threshold alerts (``gateway.management.alerts``): one sample per raised
+        alert, and the alerts raised so far."""
+
+        def active():
+            for (alert, vhost, queue), _value in list(monitor.active.items()):
+                yield ("amqp_gateway_alert_active", "1 while a queue is over an alert threshold "
+                       "(management.alerts)", {"alert": alert, "vhost": vhost, "queue": queue}, 1)
+
+        def raised():
+            for alert, count in monitor.raised_total.items():
+                yield ("amqp_gateway_alerts_raised", "Threshold alerts raised so far, per alert",
+                       {"alert": alert}, count)
+
+        self.add_model_collector(active)
+        self.add_model_collector(raised, counters=True)
 
     def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]],
                             *, counters: bool = False) -> None:
@@ -171,6 +199,36 @@ class GatewayMetrics:
         ``counters`` the values are totals since start (the name without ``_total``)."""
         family = CounterMetricFamily if counters else GaugeMetricFamily
         self.registry.register(_ModelCollector(read, family))
+
+    def watch_forwarding(self, status: Callable[[], list[dict]]) -> None:
+        """Per remote container: its state, outbox depth, bytes and oldest age, and the
+        forwarded / acked / retried / dead-lettered counts, from ``status()`` (the
+        transfer service's accessor: a list of dicts) at scrape time."""
+
+        def gauges():
+            for remote in status():
+                labels = {"remote": remote["container"]}
+                for state in FORWARD_STATES:
+                    yield (FORWARD_STATE, "1 for the state each remote's connection is in "
+                           "(connecting, up, backing off, blocked by the remote's credit)",
+                           {**labels, "state": state}, 1 if remote["state"] == state else 0)
+                yield ("amqp_gateway_forward_outbox_messages",
+                       "Messages in the outbox of each remote (waiting, retrying, in flight)",
+                       labels, remote["outbox_depth"])
+                yield ("amqp_gateway_forward_outbox_bytes", "Body bytes in each remote's outbox",
+                       labels, remote["outbox_bytes"])
+                yield ("amqp_gateway_forward_outbox_oldest_seconds",
+                       "Age of the oldest message in each remote's outbox (0 when empty)",
+                       labels, remote["outbox_oldest_age"] or 0.0)
+
+        def counters():
+            for remote in status():
+                labels = {"remote": remote["container"]}
+                for key, doc in _FORWARD_COUNTS.items():
+                    yield f"amqp_gateway_forward_{key}", doc, labels, remote[key]
+
+        self.add_model_collector(gauges)
+        self.add_model_collector(counters, counters=True)
 
     def watch_store(self, store: Any, broker: Any, free_disk: Callable[[], Any] = lambda: None) -> None:
         """Store size, messages and bytes stored, commit batches, syncs, failures and
@@ -197,6 +255,56 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
     for kind, protocol, count in broker.unroutable.samples():
         yield (f"amqp_gateway_messages_unroutable_{kind}", _UNROUTABLE_HELP[kind],
                {"protocol": protocol}, count)
+
+
+FORWARD_STATE = "amqp_gateway_forward_state"
+FORWARD_STATES = ("connecting", "up", "backing off", "blocked")
+_FORWARD_COUNTS = {
+    "forwarded": "Messages sent to each remote (a retry counts again)",
+    "acked": "Messages each remote accepted (removed from the outbox)",
+    "retried": "Messages each remote released, to be sent again after a backoff",
+    "dead_lettered": "Messages each remote rejected (or released too often), moved to "
+                     "forward.dead-letter.<remote>",
+}
+
+#: (attribute of the queue, metric name without ``_total``, help)
+_QUEUE_TOTALS = (
+    ("published", "amqp_gateway_queue_messages_published",
+     "Messages that entered the queue (from any exchange, either protocol)"),
+    ("delivered", "amqp_gateway_queue_messages_delivered",
+     "Deliveries to consumers and basic.get, any acknowledgement mode, redeliveries included "
+     "(RabbitMQ counts these as delivered, delivered_ack, get and get_ack)"),
+    ("acked", "amqp_gateway_queue_messages_acked",
+     "Deliveries settled as done: 0-9-1 ack, 1.0 accepted, or automatic acknowledgement"),
+)
+
+#: ages (seconds) for ``amqp_gateway_deliveries_unsettled_older_than``
+UNSETTLED_AGES = (60, 300, 1800)
+
+
+def _entity_totals(broker) -> Iterable[tuple[str, str, dict[str, str], float]]:
+    for vhost in broker.vhosts.values():
+        for queue in list(vhost.queues.values()):
+            labels = {"vhost": vhost.name, "queue": queue.name}
+            for attribute, name, doc in _QUEUE_TOTALS:
+                yield name, doc, labels, getattr(queue, attribute)
+        for exchange in list(vhost.exchanges.values()):
+            yield ("amqp_gateway_exchange_messages_published",
+                   "Messages published to the exchange (the default exchange's name is empty)",
+                   {"vhost": vhost.name, "exchange": exchange.name}, exchange.published_in)
+
+
+def _unsettled_samples(broker, now: float) -> Iterable[tuple[str, str, dict[str, str], float]]:
+    counts = dict.fromkeys(UNSETTLED_AGES, 0)
+    for vhost in broker.vhosts.values():
+        for queue in list(vhost.queues.values()):
+            if queue.acquired_count:
+                for age in UNSETTLED_AGES:
+                    counts[age] += queue.unsettled_since(now - age)
+    for age, count in counts.items():
+        yield ("amqp_gateway_deliveries_unsettled_older_than",
+               "Deliveries (0-9-1 unacked, 1.0 unsettled) still unsettled after this many "
+               "seconds, all queues", {"seconds": str(age)}, count)
 
 
 class Sample(NamedTuple):

@@ -20,9 +20,21 @@ except PackageNotFoundError:  # pragma: no cover - running from an uninstalled t
     __version__ = "0+unknown"
 
 
-def product_properties() -> dict[str, str]:
+def product_properties(rabbitmq_version: str = "") -> dict[str, str]:
     """``product``, ``version`` and ``platform`` (``Python 3.11.x``), the properties both
-    protocols announce; the one place to change what the gateway claims to be."""
+    protocols announce; the one place to change what the gateway claims to be.
+
+    With ``rabbitmq_version`` (config ``amqp10.rabbitmq_version``), ``product`` is
+    ``RabbitMQ`` and ``version`` that version: RabbitMQ 4's AMQP 1.0 client libraries
+    refuse a server that does not say so. ``information`` then still names us."""
+    if rabbitmq_version:
+        return {
+            "product": "RabbitMQ",
+            "version": rabbitmq_version,
+            "platform": f"Python {platform.python_version()}",
+            "information": f"{PRODUCT} {__version__}, announcing RabbitMQ {rabbitmq_version} "
+                           "for RabbitMQ's client libraries (amqp10.rabbitmq_version)",
+        }
     return {
         "product": PRODUCT,
         "version": __version__,

@@ -19,7 +19,9 @@ from twisted.internet import defer, task
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
+from addressing import TRANSFER_SERVICE
 from gateway.amqp10 import Amqp10Engine
+from gateway.amqp10.payloads import container_from_transfer
 from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
@@ -38,10 +40,17 @@ from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
-from gateway.edge.ports import AMQP_LISTENER, METRICS_ENDPOINT, listen_on
+from gateway.edge.management_http import make_management_site
+from gateway.edge.outbound import ForwardingEdge
+from gateway.forward.status import ForwardingStatus
+from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
+from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.gateway_management import GatewayManagement
+from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
@@ -146,7 +155,11 @@ class GatewayService(service.MultiService):
             self._restore()
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
-        self.metrics.watch_broker(self.broker)
+        self.metrics.watch_broker(self.broker, reactor.seconds)
+        self.transfer = self._make_transfer(config)
+        self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
+                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+        self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
@@ -154,6 +167,16 @@ class GatewayService(service.MultiService):
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
             per_user=user_limits(config.users))
+        alerts = config.management.alerts
+        #: the management nodes, events and alerts, around the model
+        self.management_plane = GatewayManagement(
+            self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
+            forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
+            thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
+            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
+        #: management's one model over the broker (``gateway.management.model``)
+        self.management = self.management_plane.model
+        self.metrics.watch_alerts(self.management_plane.alerts)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -167,6 +190,7 @@ class GatewayService(service.MultiService):
         self.factories: list[ListenerFactory] = []
         self.ports: list = []
         self.http_port = None
+        self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
@@ -218,6 +242,20 @@ class GatewayService(service.MultiService):
                      "%d message(s) (%d redelivered) in %.3fs", vhost, store_path(self.config),
                      c.exchanges, c.queues, c.bindings, c.messages, c.redelivered, took)
 
+    def _make_transfer(self, config: GatewayConfig) -> TransferService:
+        """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
+        forward to it), its outbox restored from the store."""
+        transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
+                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   from_amqp10=lambda encoded, now: container_from_transfer(
+                                       encoded, now)[0])
+        self.broker.register_service(TRANSFER_SERVICE, transfer)
+        self.broker.register_service_resolver(transfer.resolve)
+        restored = transfer.restore(self.reactor.seconds())
+        if restored:
+            log.info("restored %d message(s) waiting to be forwarded", restored)
+        return transfer
+
     def _flush_ledger(self) -> None:
         try:
             self.ledger_writer.flush(self.reactor.seconds())  # type: ignore[union-attr]
@@ -248,7 +286,7 @@ class GatewayService(service.MultiService):
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
-                connection_registry=registry, login_throttle=self.login_throttle)
+                connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -261,7 +299,8 @@ class GatewayService(service.MultiService):
             handshake_timeout=limits.handshake_timeout, tls_peer_subject=ctx.tls_peer_subject,
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
-            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable)
+            max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
+            rabbitmq_version=amqp10.rabbitmq_version)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -290,6 +329,16 @@ class GatewayService(service.MultiService):
             addr = self.http_port.getHost()
             self.metrics.listening("metrics", addr.host, addr.port, "off")
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
+        mg = self.config.management
+        if mg.enabled:
+            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
+            site = make_management_site(api, self.authenticator)
+            self.management_port = yield listen_on(
+                server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
+                mg.host, mg.port, "management.port")
+            addr = self.management_port.getHost()
+            self.metrics.listening("management", addr.host, addr.port, "off")
+            log.info("management API on http://%s:%d/api (dashboard at /)", addr.host, addr.port)
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
@@ -302,6 +351,7 @@ class GatewayService(service.MultiService):
             self._ledger_flush = task.LoopingCall(self._flush_ledger)
             self._ledger_flush.clock = self.reactor
             self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
+        self.forwarding.start()
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
@@ -310,6 +360,8 @@ class GatewayService(service.MultiService):
         now = self.reactor.seconds()
         try:
             self.broker.tick(now)
+            self.transfer.tick(now)
+            self.management_plane.tick(now)
             self.connection_log.flush(now)  # the count of lines a burst left out
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("broker tick failed")
@@ -338,6 +390,7 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        self.forwarding.stop()
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left
@@ -348,8 +401,9 @@ class GatewayService(service.MultiService):
         elif self.ledger_writer is not None:
             self._ledger_shipping.stop()  # type: ignore[union-attr]
             self.ledger_writer.close(self.reactor.seconds())
-        if self.http_port is not None:
-            await defer.maybeDeferred(self.http_port.stopListening)
+        for http in (self.http_port, self.management_port):
+            if http is not None:
+                await defer.maybeDeferred(http.stopListening)
         if self.running:
             await defer.maybeDeferred(super().stopService)
         log.info("stopped")
@@ -376,6 +430,31 @@ class GatewayService(service.MultiService):
             except (ConfigError, ValueError) as exc:
                 log.error("users not reloaded, keeping the previous ones: %s", exc)
         self.notifier.notify("READY=1")
+
+    def ledger_status(self) -> dict:
+        """``/api/gateway/ledger``: where the ledger is written, by whom, how much is
+        there and what went wrong."""
+        lc = self.config.ledger
+        directory = lc.directory or os.path.join(self.config.state_dir, "ledger")
+        status: dict = {"enabled": lc.enabled, "directory": os.path.abspath(directory),
+                        "sample_rate": lc.sample_rate, "fsync": lc.fsync,
+                        "writer": "process" if self.ledger_process is not None else "in-process"}
+        if not lc.enabled:
+            return status
+        try:
+            sizes = [e.stat().st_size for e in os.scandir(directory) if e.is_file()]
+        except OSError as exc:
+            status["error"] = f"{directory}: {exc.strerror or exc}"
+            sizes = []
+        status.update(segments=len(sizes), bytes=sum(sizes))
+        if self.ledger_process is not None:
+            status.update(chunks_dropped=self.ledger_process.chunks_dropped,
+                          restarts=self.ledger_process.restarts)
+        elif self.ledger_writer is not None:
+            w = self.ledger_writer
+            status.update(records_written=w.records_written, records_dropped=w.records_dropped,
+                          write_errors=w.write_errors)
+        return status
 
     def bound_addresses(self) -> list[tuple[str, int]]:
         return [(p.getHost().host, p.getHost().port) for p in self.ports]

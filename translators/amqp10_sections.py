@@ -33,6 +33,7 @@ __all__ = [
     "Amqp10Summary",
     "inspect_amqp10",
     "with_message_annotations",
+    "with_to",
     "owned_value",
     "annotation_key",
     "decode_section",
@@ -329,9 +330,53 @@ def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
             break
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
+    return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
+                    "message-annotations")
+
+
+def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any,
+             name: str) -> bytes:
+    """``encoded`` with octets ``start:end`` replaced by section ``code`` holding
+    ``value``. Raises ``TranslationError`` (naming ``name``) if proton cannot encode it."""
     section = Data()
     try:
-        section.put_object(Described(ulong(SectionCode.MESSAGE_ANNOTATIONS), merged))
+        section.put_object(Described(ulong(code), value))
     except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
-        raise TranslationError("message-annotations", f"cannot encode: {exc!r}") from None
+        raise TranslationError(name, f"cannot encode: {exc!r}") from None
     return encoded[:start] + bytes(section.encode()) + encoded[end:]
+
+
+# ---------------------------------------------------------------- a missing 'to'
+
+_TO_INDEX = PROPERTIES_FIELDS.index("to")
+
+
+def with_to(encoded: bytes, to: str) -> bytes:
+    """Return ``encoded`` with its properties' ``to`` set to ``to`` when it has none (the
+    message unchanged when it has one). Only the properties section is decoded and
+    re-encoded (or inserted, after the header and annotations); every other section is
+    copied octet for octet. Why: a message sent on a link to ``node@container`` without
+    ``to`` is forwarded with the link's address as its ``to`` (the remote's
+    ``amqp$transfer`` reads it). Raises ``TranslationError`` on a malformed encoding."""
+    spans = scan_sections(encoded)
+    start = end = 0
+    fields: list = [None] * len(PROPERTIES_FIELDS)
+    for span in spans:
+        if span.code is SectionCode.PROPERTIES:
+            existing = decode_section(encoded, span)
+            if not isinstance(existing, list):
+                raise TranslationError("properties", "must be a list")
+            if len(existing) > _TO_INDEX and existing[_TO_INDEX] is not None:
+                return encoded
+            fields = list(_fields([owned_value(v) for v in existing], len(PROPERTIES_FIELDS)))
+            start, end = span.start, span.end
+            break
+        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS,
+                         SectionCode.MESSAGE_ANNOTATIONS):
+            start = end = span.end
+        else:
+            break
+    fields[_TO_INDEX] = to
+    while fields and fields[-1] is None:
+        fields.pop()
+    return _spliced(encoded, start, end, SectionCode.PROPERTIES, fields, "properties")

@@ -1,8 +1,10 @@
-"""AMQP 0-9-1 (and 0-9) server engine: codec, content assembly and the connection machine.
+"""AMQP 0-9-1 (and 0-9) server engine: codec, content assembly and the connection machine;
+and the client role a forwarder publishes to a partner's 0-9-1 broker with.
 
 Sans-I/O: no sockets, no clock, no Twisted. ``spec`` is the one table of protocol
 constants; ``methods`` builds one dataclass per method from it.
 """
+from gateway.amqp091.client import ClientConnection
 from gateway.amqp091.connection import ConnectionState, ServerConnection
 from gateway.amqp091.handshake import SERVER_CAPABILITIES
 from gateway.amqp091.content import Content, ContentAssembler, decode_properties, encode_properties
@@ -28,6 +30,7 @@ from gateway.amqp091.handlers import (
     ConnectionContext,
 )
 from gateway.amqp091.methods import Method, decode_method, method_class
+from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.amqp091.spec import (
     FRAME_END,
     FRAME_MIN_SIZE,
@@ -47,6 +50,7 @@ __all__ = [
     "ChannelHandlerFactory",
     "ChannelWriter",
     "ClassId",
+    "ClientConnection",
     "CloseInitiator",
     "CloseReason",
     "ConnectionContext",
@@ -65,6 +69,7 @@ __all__ = [
     "HeartbeatFrame",
     "Method",
     "MethodFrame",
+    "OutboundAmqp091",
     "ProtocolVersion",
     "REFUSED_CLASSES",
     "ReplyCode",

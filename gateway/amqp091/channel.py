@@ -224,6 +224,14 @@ class BrokerChannel:
 
     # ---- shared checks -------------------------------------------------------------------
 
+    def _permit_global(self, method: m.Method) -> None:
+        """A publish to ``node@container`` through the default exchange forwards when the
+        container is another one: it needs WRITE on the whole address as well (RabbitMQ-
+        style patterns match ``node@container``)."""
+        key = method.routing_key
+        if key.rpartition("@")[2] != self.broker.container_id:
+            self._permit(_WRITE, key, method)
+
     def _permit(self, action: Action, resource: str, method: m.Method) -> None:
         refusal = self.scope.check(action, resource)
         if refusal is not None:
@@ -409,6 +417,8 @@ class BrokerChannel:
         ledger = self.broker.ledger
         try:
             self._permit(_WRITE, method.exchange, method)
+            if "@" in method.routing_key and not method.exchange:
+                self._permit_global(method)
             message = container_from_publish(method, content, now=now, user_name=self._user_name)
         except ChannelException as exc:
             if ledger is not None:  # before it was taken in: no gateway id

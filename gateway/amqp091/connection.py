@@ -71,6 +71,8 @@ from gateway.amqp091.output_buffer import OutputBuffer
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ProtocolVersion, ReplyCode
 from gateway.amqp091.tuning import TuneParameters, negotiate
 from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
+from gateway.amqp091.connection_view import connection_view
+from gateway.broker.connection_views import ConnectionView
 from gateway.connection_log import HandshakeTimeout, peer_name
 
 __all__ = ["ServerConnection", "ConnectionState", "DEFAULT_MAX_MESSAGE_SIZE"]
@@ -146,12 +148,17 @@ class ServerConnection:
         connection_registry: Any = None,
         login_throttle: Any = None,
         peer_port: int = 0,
+        tls: bool = False,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
         self.peer_host = peer_host
         #: ``host:port`` for logs
         self.peer = peer_name(peer_host, peer_port)
+        self.peer_port = peer_port
+        #: over TLS, and when it began (for management's view)
+        self.tls = tls
+        self.connected_at = now
         #: set when the handshake deadline closed the connection (the edge logs it)
         self.timed_out: HandshakeTimeout | None = None
         self.connection_id = connection_id  # the edge's id, for logs; opaque here
@@ -327,6 +334,20 @@ class ServerConnection:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
                 on_output()
+
+    def channel_handlers(self) -> dict[int, ChannelHandler]:
+        """The open channels' handlers by channel number."""
+        return {number: ch.handler for number, ch in self._channels.items()}
+
+    def view(self) -> ConnectionView:
+        """What management shows of this connection (``gateway.broker.connection_views``)."""
+        return connection_view(self)
+
+    def output_ready(self) -> None:
+        """Output appeared outside ``receive_data`` (an operator's close): flush it."""
+        on_output = self._output.on_output
+        if on_output is not None:
+            on_output()
 
     # ---- the channel handlers' surface (``handlers.ChannelWriter``) and output ---------------
 
@@ -559,7 +580,8 @@ class ServerConnection:
 
     def _on_open(self, method: m.Method) -> ConnectionState:
         self._open_received = True  # from here on the client expects a close handshake
-        vhost, release = self._handshake.open_vhost(method, self.user)
+        self.vhost_name = method.virtual_host  # admitted with its vhost known (management's view)
+        vhost, release = self._handshake.open_vhost(method, self.user, connection=self)
         if release is not None:
             self.add_close_callback(release)
         self.vhost, self.vhost_name = vhost, method.virtual_host

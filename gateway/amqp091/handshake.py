@@ -131,10 +131,12 @@ class Handshake:
             exc.reason if isinstance(exc, LoginThrottled) else "For details see the broker logfile.")
         return text, answer_at
 
-    def open_vhost(self, method: m.ConnectionOpen, user: Any) -> tuple[Any, Optional[Callable[[], None]]]:
+    def open_vhost(self, method: m.ConnectionOpen, user: Any, *,
+                   connection: Any = None) -> tuple[Any, Optional[Callable[[], None]]]:
         """connection.open by ``user``: the vhost (what ``broker.vhost(name)`` returned) and
-        the release of the user's connection slot (None without a registry). Raises
-        ``ConnectionException`` 530 naming what refused it."""
+        the release of the user's connection slot (None without a registry); the registry
+        keeps ``connection`` for management. Raises ``ConnectionException`` 530 naming what
+        refused it."""
         name = method.virtual_host
         vhost = self._broker.vhost(name)
         if vhost is None:
@@ -148,7 +150,7 @@ class Handshake:
         if registry is None:
             return vhost, None
         try:
-            token = registry.admit(user.name)
+            token = registry.admit(user.name, connection=connection)
         except ConnectionLimitReached as exc:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                       method.CLASS_ID, method.METHOD_ID) from None

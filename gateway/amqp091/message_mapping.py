@@ -35,7 +35,8 @@ from translators.to_amqp091 import (amqp091_properties, plain_body, properties_s
                                      with_added_annotations)
 from translators.field_types import Timestamp
 
-__all__ = ["container_from_publish", "delivery_payload", "parse_expiration", "death_table"]
+__all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
+           "death_table"]
 
 _AMQP091 = Encoding.AMQP091
 log = logging.getLogger(__name__)
@@ -163,3 +164,19 @@ def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:
     if message.origin is Encoding.AMQP091 and not message.deaths and not message.annotations:
         return message.payload  # type: ignore[no-any-return]
     return message.converted(Encoding.AMQP091, _render)  # type: ignore[return-value]
+
+
+def forwarded_payload(message: MessageContainer, annotations: dict) -> tuple[bytes, bytes]:
+    """``(properties_bytes, body)`` to publish ``message`` to a partner's 0-9-1 broker:
+    what a 0-9-1 consumer of ours would get (``delivery_payload``), with the annotations
+    forwarding adds (origin container, gateway id, hop trace) as headers of their own
+    names, where a partner's consumer sees them (RabbitMQ 4 maps ``x-`` annotations to
+    headers the same way). A header the message already has keeps its value.
+    Raises ``ValueError`` for an annotation value no field table can hold."""
+    properties_bytes, body = delivery_payload(message)
+    if not annotations:
+        return properties_bytes, body
+    props = decode_properties(properties_bytes)
+    headers = {str(key): value for key, value in annotations.items()}
+    headers.update(props.headers or {})
+    return encode_properties(dataclasses.replace(props, headers=headers)), body

@@ -48,6 +48,7 @@ from proton import Condition, Connection, Event
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.link_table import LinkHandler, LinkTable
+from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.links import IncomingLink, OutgoingLink, attach_link
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
                                          pn_collector_peek, pn_collector_pop, pn_delivery_link,
@@ -67,6 +68,7 @@ from gateway.auth import (
     User,
     may_access_vhost,
 )
+from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
 from gateway.connection_log import HandshakeTimeout, peer_name
@@ -125,12 +127,18 @@ class Amqp10Engine:
         connection_id: Any = None,
         peer_port: int = 0,
         unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
+        tls: bool = False,
+        rabbitmq_version: str = "",
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
         self.peer_host = peer_host
         #: ``host:port`` for logs
         self.peer = peer_name(peer_host, peer_port)
+        self.peer_port = peer_port
+        #: over TLS, and when it began (for management's view)
+        self.tls = tls
+        self.connected_at = now
         #: set when the handshake deadline closed the connection (the edge logs it)
         self.timed_out: Optional[HandshakeTimeout] = None
         self._handshake_timeout = handshake_timeout
@@ -144,6 +152,8 @@ class Amqp10Engine:
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
+        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._admission: Optional[AdmissionToken] = None
         self.owner = f"amqp10-{next(_owner_ids)}"
@@ -154,6 +164,7 @@ class Amqp10Engine:
         self.on_output: Optional[Callable[[], None]] = None
         self.user: Optional[User] = None
         self.vhost: Optional[VirtualHost] = None
+        self.vhost_name: Optional[str] = None
         #: this connection's permission answers (``permit``)
         self._permissions = PermissionCache()
         self.state = EngineState.SASL
@@ -311,6 +322,18 @@ class Amqp10Engine:
         if not self._in_call and self.on_output is not None:
             self.on_output()
 
+    def link_handlers(self) -> list[LinkHandler]:
+        """The open links' handlers."""
+        return self._links.handlers()
+
+    @property
+    def proton_connection(self) -> Optional[Connection]:
+        return self._proton.connection if self._proton is not None else None
+
+    def view(self) -> ConnectionView:
+        """What management shows of this connection (``gateway.broker.connection_views``)."""
+        return connection_view(self)
+
     def link_gone(self, handler: LinkHandler) -> None:
         self._links.drop(handler.link)
 
@@ -353,7 +376,8 @@ class Amqp10Engine:
                 channel_max = min(channel_max, sessions - 1)
         self._proton = ProtonTransport(container_id=self.container_id,
                                        max_frame_size=self.max_frame_size,
-                                       channel_max=channel_max, idle_timeout=self.idle_timeout)
+                                       channel_max=channel_max, idle_timeout=self.idle_timeout,
+                                       rabbitmq_version=self.rabbitmq_version)
         if initial:
             self._push(initial)
         self._process_events()
@@ -450,9 +474,10 @@ class Amqp10Engine:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
+        self.vhost_name = name  # admitted with its vhost known (management's view)
         if self._registry is not None:
             try:
-                self._admission = self._registry.admit(user.name)
+                self._admission = self._registry.admit(user.name, connection=self)
             except ConnectionLimitReached as exc:
                 raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
                                   Scope.CONNECTION) from None

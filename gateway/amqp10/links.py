@@ -69,10 +69,12 @@ each under the link's context (``link`` the link name, ``connection`` the engine
 An address that does not resolve refuses the attach: the reply attach carries a null
 terminus and the detach ``amqp:not-found`` (or ``amqp:invalid-field``) whose text names
 the missing node and the address as the client wrote it (``no queue 'nope' in vhost '/'
-(address '/amq/queue/nope')``; for ``x@other-container`` the missing node is the
-``amqp$transfer`` service); the same goes for a relayed message's ``to``. ``/queue/Q``
-and ``Q`` declare a missing queue instead (``directory``: CONFIGURE permission, the
-plugin's queue properties).
+(address '/amq/queue/nope')``; for ``x@other-container`` with no forwarding route:
+``unknown container 'other-container': no forwarding route to it``); the same goes for
+a relayed message's ``to``. ``/queue/Q`` and ``Q`` declare a missing queue instead
+(``directory``: CONFIGURE permission, the plugin's queue properties). Routes through
+``amqp$transfer`` (a ``node@container`` target, a link to ``amqp$transfer``) follow the
+per-message rules of ``transfer_routes``; local publish routes never go there.
 Unsettled deliveries go back to their queue when the link or the connection goes.
 """
 from __future__ import annotations
@@ -102,13 +104,14 @@ from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts
+from gateway.amqp10.payloads import container_from_transfer, delivery_parts, service_request_container
 from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
                                          pn_delivery_partial, pn_delivery_pending,
                                          pn_delivery_remote_state, pn_delivery_settle,
                                          pn_delivery_settled, pn_delivery_update,
                                          pn_delivery_updated, pn_link_advance, pn_link_credit,
                                          send_parts)
+from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
@@ -117,6 +120,7 @@ from gateway.broker.flow import CreditWindow
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
 from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.service_calls import ServiceCaller, call_service
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 from translators.amqp10_sections import owned_value
@@ -356,13 +360,17 @@ class IncomingLink:
         host = self.host
         now = host.now
         ledger = host.broker.ledger
+        route = self.route
         try:
             message, summary = container_from_transfer(encoded, now)
         except TranslationError as exc:
-            return self._refuse(ledger, None, now, self._address,
-                                Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
-        route = self.route
-        address = self._address if route is not None else summary.to
+            if not isinstance(route, ServiceRoute) or route.name == TRANSFER_SERVICE:
+                return self._refuse(ledger, None, now, self._address,
+                                    Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
+            # a service node decodes its requests itself, as tolerantly as proton does:
+            # RabbitMQ 4's clients put a body-less request's amqp-value before its properties
+            message, summary = service_request_container(encoded, now), None
+        address = self._address if route is not None else summary.to  # type: ignore[union-attr]
         if message.user_id is not None and message.user_id != host.user.name:
             return self._refuse(ledger, message, now, address, Amqp10Error(
                 ErrorCondition.UNAUTHORIZED_ACCESS,
@@ -380,6 +388,20 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
+            elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+                if route.__class__ is ServiceRoute and summary is not None:
+                    address = summary.to  # errors name the message's address
+                route, forwarded = transfer_route(host, self._directory, route, self._address,
+                                                  summary, encoded)
+                if route is DUPLICATE:
+                    return Delivery.ACCEPTED, None
+                if forwarded is not None:
+                    verdict = self._route(route, message, now, ledger, address, d)
+                    if verdict[0] == Delivery.ACCEPTED:
+                        host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
+                        if ledger is not None:
+                            ledger.arrived_forwarded(message, forwarded.gateway_id)
+                    return verdict
             return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:
             error = _address_error(exc, address)
@@ -434,17 +456,20 @@ class IncomingLink:
                                 None if address == self._address else address)
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
-            name, message.routing_key = TRANSFER_SERVICE, f"{route.node}@{route.container}"
+            name = TRANSFER_SERVICE
+            message.routing_key = resource = global_address(route)
         elif isinstance(route, ServiceRoute):
-            name = route.name
+            name = resource = route.name
         else:
             raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
         node = vhost.service(name)
         if node is None:
             raise Amqp10Error(ErrorCondition.NOT_FOUND,
                               _naming(f"no service '{name}' in vhost '{vhost.name}'", address))
-        self.host.permit(Action.WRITE, name)
-        node.publish(message, now)
+        self.host.permit(Action.WRITE, resource)
+        host = self.host
+        call_service(node, message, now, ServiceCaller(host.user, vhost.name, host.connection_id,
+                                                       self.reply_queue, host.owner))
         if ledger is not None:
             self._record(ledger, _ROUTED, message, now, address, queues=())
         return Delivery.ACCEPTED, None
@@ -460,6 +485,15 @@ class IncomingLink:
         if ledger is not None:
             self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason)
         return outcome, condition
+
+    @property
+    def reply_queue(self) -> Optional[str]:
+        """The queue of this link's pair (the receiving link of the same name whose
+        source is a service node), where the node's replies to ``$me`` go."""
+        for handler in self.host.link_handlers():
+            if isinstance(handler, OutgoingLink) and handler.service_reply and handler.tag == self.link.name:
+                return handler.queue.name
+        return None
 
     def teardown(self) -> None:
         """The link or connection went away (nothing to give back for incoming links;
@@ -486,6 +520,8 @@ class OutgoingLink:
         self.tag = link.name
         self.acquires = acquires
         self.temporary = temporary
+        #: the receiving half of a link pair with a service node (``/management``)
+        self.service_reply = False
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
@@ -698,14 +734,14 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
         host.permit(Action.WRITE, route.exchange)
     elif isinstance(route, ServiceRoute):
         host.permit(Action.WRITE, route.name)
-    elif isinstance(route, Forward):
-        host.permit(Action.WRITE, TRANSFER_SERVICE)
+    elif isinstance(route, Forward):  # the whole node@container (RabbitMQ-style patterns)
+        host.permit(Action.WRITE, global_address(route))
 
 
 def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     remote = link.remote_source
     vhost = host.vhost
-    temporary = False
+    temporary = service_reply = False
     address = remote.address
     if remote.dynamic:
         queue = _temporary_queue(host, Action.CONFIGURE)
@@ -734,6 +770,11 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
             except BrokerError:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
+        elif isinstance(route, ServiceRoute):
+            # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
+            # a queue of this connection's own, which nobody else can name or bind
+            queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
+            temporary = service_reply = True
         else:
             raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
                               f"consuming from '{address}' is not supported")
@@ -750,6 +791,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
     if host.max_message_size:
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
+    handler.service_reply = service_reply
     link.open()
     try:
         queue.add_consumer(handler, host.now)

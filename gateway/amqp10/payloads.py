@@ -34,7 +34,7 @@ from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspec
                                          with_message_annotations)
 from translators.delivery_header import delivery_header
 
-__all__ = ["container_from_transfer", "delivery_parts", "user_id_text"]
+__all__ = ["container_from_transfer", "delivery_parts", "service_request_container", "user_id_text"]
 
 _AMQP10 = Encoding.AMQP10
 
@@ -64,6 +64,12 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
         priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
         summary.correlation_id, user_id_text(summary), None, 0, None, None, summary.body_at)
     return message, summary
+
+
+def service_request_container(encoded: bytes, now: float) -> MessageContainer:
+    """A container for a message that only a service node reads (it decodes the bytes
+    itself), when :func:`container_from_transfer` finds its sections out of order."""
+    return MessageContainer(_AMQP10, encoded, "", "", None, False, DEFAULT_PRIORITY, None, now, len(encoded))
 
 
 def _from_amqp091(message: MessageContainer) -> bytes:

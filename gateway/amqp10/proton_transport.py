@@ -22,10 +22,11 @@ __all__ = ["ProtonTransport", "connection_properties", "OFFERED_CAPABILITIES"]
 OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 
 
-def connection_properties() -> dict[symbol, str]:
+def connection_properties(rabbitmq_version: str = "") -> dict[symbol, str]:
     """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
-    symbol keys as the spec and RabbitMQ have them."""
-    return {symbol(key): value for key, value in product_properties().items()}
+    symbol keys as the spec and RabbitMQ have them; product RabbitMQ with
+    ``rabbitmq_version`` when set (``amqp10.rabbitmq_version``)."""
+    return {symbol(key): value for key, value in product_properties(rabbitmq_version).items()}
 
 
 class ProtonTransport:
@@ -34,7 +35,7 @@ class ProtonTransport:
     __slots__ = ("transport", "connection", "collector", "_pending_input")
 
     def __init__(self, *, container_id: str, max_frame_size: int, channel_max: int,
-                 idle_timeout: float) -> None:
+                 idle_timeout: float, rabbitmq_version: str = "") -> None:
         transport = Transport(Transport.SERVER)
         transport.max_frame_size = max_frame_size
         transport.channel_max = channel_max
@@ -42,7 +43,7 @@ class ProtonTransport:
         connection = Connection()
         connection.container = container_id
         connection.offered_capabilities = SymbolList([symbol(c) for c in OFFERED_CAPABILITIES])
-        connection.properties = connection_properties()
+        connection.properties = connection_properties(rabbitmq_version)
         collector = Collector()
         connection.collect(collector)
         transport.bind(connection)

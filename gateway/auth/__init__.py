@@ -26,7 +26,8 @@ from gateway.auth.mechanisms import (
 )
 from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
-from gateway.auth.responses import common_name, parse_amqplain, parse_plain
+from gateway.auth.responses import (amqplain_response, common_name, parse_amqplain, parse_plain,
+                                     plain_response)
 from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login, refuse_login
 from gateway.auth.users import Permission, User, UserDirectory
 
@@ -63,9 +64,11 @@ __all__ = [
     "is_permitted",
     "log_refused_login",
     "may_access_vhost",
+    "amqplain_response",
     "parse_amqplain",
     "parse_plain",
     "parse_stored",
+    "plain_response",
     "refuse_login",
     "verify_password",
 ]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 __all__ = ["UserLimits", "ConnectionLimitReached", "AdmissionToken", "ConnectionRegistry",
            "cap_channel_max", "ListenerLimitReached", "ListenerSlots", "ListenerAdmission"]
@@ -86,7 +86,10 @@ class ConnectionRegistry:
         self._per_user: dict[str, UserLimits] = dict(per_user or {})
         self._counts: Counter[str] = Counter()
         self._live: set[AdmissionToken] = set()
+        #: the admitted connection objects (engines), for management to list and close
+        self._connections: dict[AdmissionToken, object] = {}
         self._serials = itertools.count(1)
+        self._watchers: list[Any] = []
 
     def replace_limits(self, per_user: Mapping[str, UserLimits]) -> None:
         """New per-user limits (a reload); open connections are never cut."""
@@ -98,10 +101,12 @@ class ConnectionRegistry:
         max_connections = own.max_connections or self.default_max_connections
         return UserLimits(max_connections=max_connections, max_channels=own.max_channels)
 
-    def admit(self, user_name: str, limit: int | None = None) -> AdmissionToken:
+    def admit(self, user_name: str, limit: int | None = None, *,
+              connection: object = None) -> AdmissionToken:
         """Count one more connection of ``user_name``; ``limit`` overrides the resolved
         one (0 = unlimited). Raises ``ConnectionLimitReached`` (nothing counted) when
-        the user already holds ``limit`` connections."""
+        the user already holds ``limit`` connections. ``connection`` (the engine) is
+        kept until ``release``, for :meth:`connections`."""
         if limit is None:
             limit = self.limits_for(user_name).max_connections
         if limit and self._counts[user_name] >= limit:
@@ -109,6 +114,10 @@ class ConnectionRegistry:
         self._counts[user_name] += 1
         token = AdmissionToken(user_name, next(self._serials))
         self._live.add(token)
+        if connection is not None:
+            self._connections[token] = connection
+            for watcher in self._watchers:
+                watcher.admitted(connection)
         return token
 
     def release(self, token: AdmissionToken | None) -> None:
@@ -116,6 +125,10 @@ class ConnectionRegistry:
         if token is None or token not in self._live:
             return
         self._live.discard(token)
+        connection = self._connections.pop(token, None)
+        if connection is not None:
+            for watcher in self._watchers:
+                watcher.released(connection)
         self._counts[token.user] -= 1
         if self._counts[token.user] <= 0:
             del self._counts[token.user]
@@ -127,6 +140,16 @@ class ConnectionRegistry:
     def users(self) -> Iterable[str]:
         """Names of the users holding at least one connection."""
         return tuple(self._counts)
+
+    def watch(self, watcher: Any) -> None:
+        """``watcher.admitted(connection)`` / ``watcher.released(connection)`` hear of
+        every connection admitted with a ``connection`` (management's events)."""
+        self._watchers.append(watcher)
+
+    def connections(self) -> list[object]:
+        """The connections admitted with a ``connection`` and not yet released, oldest
+        first (management lists and closes them)."""
+        return list(self._connections.values())
 
     def __len__(self) -> int:
         return len(self._live)
@@ -184,10 +207,11 @@ class ListenerAdmission:
         self._registry = registry
         self._slots = slots
 
-    def admit(self, user_name: str, limit: int | None = None) -> AdmissionToken:
+    def admit(self, user_name: str, limit: int | None = None, *,
+              connection: object = None) -> AdmissionToken:
         if self._slots.full:
             raise ListenerLimitReached(self._slots.name, self._slots.limit)
-        token = self._registry.admit(user_name, limit)
+        token = self._registry.admit(user_name, limit, connection=connection)
         self._slots.take(token)
         return token
 

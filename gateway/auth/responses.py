@@ -21,7 +21,7 @@ import struct
 
 from gateway.auth.errors import AuthenticationFailed
 
-__all__ = ["parse_plain", "parse_amqplain", "common_name"]
+__all__ = ["parse_plain", "parse_amqplain", "common_name", "plain_response", "amqplain_response"]
 
 _NUL = b"\x00"
 
@@ -94,6 +94,20 @@ def parse_amqplain(response: bytes) -> tuple[str, str]:
     if not login or not password:
         raise AuthenticationFailed("malformed AMQPLAIN response: empty user name or password")
     return login, password
+
+
+def plain_response(user: str, password: str) -> bytes:
+    """The PLAIN response a client sends (no authzid): the inverse of ``parse_plain``."""
+    return b"\x00" + user.encode("utf-8") + b"\x00" + password.encode("utf-8")
+
+
+def amqplain_response(login: str, password: str) -> bytes:
+    """The AMQPLAIN response a client sends: the inverse of ``parse_amqplain``."""
+    out = bytearray()
+    for name, value in (("LOGIN", login), ("PASSWORD", password)):
+        raw = value.encode("utf-8")
+        out += bytes((len(name),)) + name.encode("ascii") + b"S" + struct.pack(">I", len(raw)) + raw
+    return bytes(out)
 
 
 _CN_NAMES = frozenset({"cn", "commonname", "2.5.4.3", "oid.2.5.4.3"})

@@ -26,6 +26,8 @@ __all__ = ["Broker", "RestoredCounts"]
 log = logging.getLogger(__name__)
 
 ServiceResolver = Callable[[str], Optional[ServiceNode]]
+#: ``listener(kind, vhost_name, entity)``, e.g. ``("queue.created", "/", queue)``
+EntityListener = Callable[[str, str, Any], None]
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Broker:
         self._vhosts: dict[str, VirtualHost] = {}
         self._services: dict[str, ServiceNode] = {}
         self._resolvers: list[ServiceResolver] = []
+        self._entity_listeners: list[EntityListener] = []
         #: unroutable publishes, counted by the protocols (read by ``gateway.metrics``)
         self.unroutable = UnroutableCounts()
         for name in vhosts:
@@ -192,7 +195,7 @@ class Broker:
     # ------------------------------------------------------------------ memory
     @property
     def memory_used(self) -> int:
-        """Bytes of message bodies held by all queues."""
+        """Bytes of message bodies held by all queues and forwarding outboxes."""
         return self.gate.used
 
     @property
@@ -233,6 +236,20 @@ class Broker:
                 if node is not None:
                     break
         return node
+
+    # ------------------------------------------------------------------ entity events
+    def add_entity_listener(self, listener: EntityListener) -> None:
+        """Tell ``listener`` of queues and exchanges created and deleted (kinds
+        ``queue.created``, ``queue.deleted``, ``exchange.created``, ``exchange.deleted``);
+        management publishes them as events. Never called on the message path."""
+        self._entity_listeners.append(listener)
+
+    def entity_event(self, kind: str, vhost: str, entity: Any) -> None:
+        for listener in self._entity_listeners:
+            try:
+                listener(kind, vhost, entity)
+            except Exception:  # noqa: BLE001 - an observer must not break a declare
+                log.exception("entity listener failed on %s", kind)
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:

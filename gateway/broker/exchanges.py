@@ -125,6 +125,8 @@ class Exchange:
         #: bindings with this exchange as source, by identity
         self.bindings: dict[Binding, Any] = {}
         self.deleted = False
+        #: messages published to this exchange (read by management and metrics)
+        self.published_in = 0
         self.label = f"exchange '{name}' in vhost '{vhost_name}'"
         ae = self.arguments.get("alternate-exchange")
         if isinstance(ae, (bytes, bytearray)):

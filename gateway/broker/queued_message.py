@@ -53,6 +53,7 @@ class QueuedMessage:
         "level",
         "queue",
         "stored",
+        "acquired_at",
     )
 
     def __init__(
@@ -74,6 +75,8 @@ class QueuedMessage:
         self.level = level
         self.queue = queue
         self.stored: Any = None
+        #: when the entry was last acquired (``now`` of the delivery or get)
+        self.acquired_at = 0.0
 
     def __repr__(self) -> str:
         return f"QueuedMessage(seq={self.seq} {self.state.value} {self.message!r})"

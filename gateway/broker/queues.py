@@ -108,6 +108,9 @@ class Queue:
         self._again = False
         #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
         self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
+        #: totals since the queue was made, read by management and metrics at scrape time
+        #: (RabbitMQ's message_stats publish, deliver_get, ack): plain ints on the hot path
+        self.published = self.delivered = self.acked = 0
 
     # ------------------------------------------------------------------ properties
     @property
@@ -159,7 +162,7 @@ class Queue:
         args = self.args
         if args.bounded and args.overflow is not Overflow.DROP_HEAD and self._full(message.size):
             if args.overflow is Overflow.REJECT_PUBLISH_DLX:
-                self._dead_letter(message, DeathReason.MAXLEN, now)
+                self.dead_letter(message, DeathReason.MAXLEN, now)
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
@@ -169,6 +172,7 @@ class Queue:
         self._seq += 1
         entry = QueuedMessage(message, self._seq, expires_at, self.ready.level_of(message.priority), self)
         self.ready.append(entry)
+        self.published += 1
         if self._gate is not None:
             self._gate.add(message.size)
         if self.storage is not None and message.durable:
@@ -223,7 +227,7 @@ class Queue:
             message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
             self._finish(entry)
             if message is not None:
-                self._dead_letter(message, DeathReason.MAXLEN, now)
+                self.dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
     def add_consumer(self, consumer: Consumer, now: float) -> None:
@@ -257,11 +261,13 @@ class Queue:
         if entry is None:
             return None
         self.ready.remove(entry)
+        self.delivered += 1
         if entry.stored is not None and ack:
             self.storage.taking(entry)  # type: ignore[union-attr]
         if ack:
             entry.state = _ACQUIRED
             entry.holder = None
+            entry.acquired_at = now
             self._acquired[entry.seq] = entry
         else:
             self._finish(entry)
@@ -293,6 +299,7 @@ class Queue:
                     break
         finally:
             self._dispatching = False
+            self.delivered += sent
         return sent
 
     def _dispatch_acquiring(self, now: float) -> int:
@@ -314,6 +321,7 @@ class Queue:
             ready.remove(entry)
             entry.state = _ACQUIRED
             entry.holder = consumer
+            entry.acquired_at = now
             acquired[entry.seq] = entry
             consumer.credit.consume_one()
             consumer.deliver(entry, now)
@@ -345,7 +353,19 @@ class Queue:
         if self._acquired.pop(entry.seq, None) is not entry:
             return False
         self._finish(entry)
+        self.acked += 1
         return True
+
+    def unsettled_since(self, cutoff: float) -> int:
+        """Deliveries acquired at or before ``cutoff`` and still unsettled. Cheap: the
+        acquired entries are kept in the order they were acquired (a released entry is
+        re-added when acquired again), so this stops at the first younger one."""
+        count = 0
+        for entry in self._acquired.values():
+            if entry.acquired_at > cutoff:
+                break
+            count += 1
+        return count
 
     def release(
         self,
@@ -404,7 +424,7 @@ class Queue:
         if self._acquired.pop(entry.seq, None) is not entry:
             return False
         self._finish(entry)
-        self._dead_letter(entry.message, DeathReason.REJECTED, now)
+        self.dead_letter(entry.message, DeathReason.REJECTED, now)
         return True
 
     def modify(
@@ -532,9 +552,11 @@ class Queue:
         ledger = self.host.ledger
         if ledger is not None:
             ledger.expired(now, self.vhost_name, message, entry.delivery_count, self.name)
-        self._dead_letter(message, DeathReason.EXPIRED, now)
+        self.dead_letter(message, DeathReason.EXPIRED, now)
 
-    def _dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+    def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+        """Publish a copy of ``message`` (gone from here) to the dead-letter exchange, if
+        the queue has one; also used by management for poison messages."""
         dlx = self.args.dead_letter_exchange
         if dlx is None:
             return

@@ -135,6 +135,11 @@ class ReadyList:
                 i += 1
         return best
 
+    def oldest(self) -> Optional["QueuedMessage"]:
+        """The entry that has waited longest (smallest ``seq`` among the level heads)."""
+        heads = [dq[0] for dq in self.levels if dq]
+        return min(heads, key=_seq_of) if heads else None
+
     def deadline(self) -> Optional[float]:
         """The earliest expiry among the level heads, or ``None``."""
         deadline = None

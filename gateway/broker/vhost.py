@@ -26,12 +26,13 @@ from .flow import ProducerGate
 from .message import MessageContainer
 from .queue_storage import QueueStorage
 from .queues import Queue
+from .service_calls import ServiceCaller, call_service
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
 
 if TYPE_CHECKING:
     from .broker import Broker
 
-__all__ = ["VirtualHost", "PublishResult", "ServiceNode", "PREDECLARED_EXCHANGES"]
+__all__ = ["VirtualHost", "PublishResult", "ServiceNode", "PREDECLARED_EXCHANGES", "INTERNAL_EXCHANGES"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,10 @@ PREDECLARED_EXCHANGES: dict[str, str] = {
     "amq.topic": "topic",
     "amq.match": "headers",
     "amq.headers": "headers",
+    "amq.rabbitmq.event": "topic",
 }
+#: pre-declared exchanges clients may bind to but not publish to (the broker's events)
+INTERNAL_EXCHANGES = frozenset({"amq.rabbitmq.event"})
 
 _DEFAULT_EXCHANGE_REFUSED = "operation not permitted on the default exchange"
 
@@ -107,7 +111,7 @@ class VirtualHost:
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():
             self.exchanges[xname] = exchange_class(xtype)(
-                xname, vhost_name=name, durable=True, predeclared=True
+                xname, vhost_name=name, durable=True, predeclared=True, internal=xname in INTERNAL_EXCHANGES
             )
 
     # ------------------------------------------------------------------ lookups
@@ -193,6 +197,8 @@ class VirtualHost:
                 arguments=arguments,
             )
             self.exchanges[name] = existing
+            if self.broker is not None:
+                self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
                 self.store.save_exchange(
                     ExchangeRecord(self.name, name, type, durable, auto_delete, internal, dict(existing.arguments))
@@ -230,6 +236,8 @@ class VirtualHost:
         self._inbound.pop((DestinationKind.EXCHANGE, exchange.name), None)
         if exchange.durable:
             self.store.delete_exchange(self.name, exchange.name)
+        if self.broker is not None:
+            self.broker.entity_event("exchange.deleted", self.name, exchange)
 
     # ------------------------------------------------------------------ queues
     def declare_queue(
@@ -279,6 +287,8 @@ class VirtualHost:
             now=now,
         )
         self.queues[name] = queue
+        if self.broker is not None:
+            self.broker.entity_event("queue.created", self.name, queue)
         if exclusive:
             self._exclusive.setdefault(owner, {})[name] = None
         return queue
@@ -336,7 +346,10 @@ class VirtualHost:
                 self._remove_binding(source, binding, cascade=True, store=False)
         if queue.storable:
             self.store.delete_queue(self.name, queue.name)
-        return queue.tear_down(reason)
+        count = queue.tear_down(reason)
+        if self.broker is not None:
+            self.broker.entity_event("queue.deleted", self.name, queue)
+        return count
 
     def consume(self, queue_name: str, consumer: Consumer, *, owner: Any = None, now: float) -> Queue:
         """Attach ``consumer`` to a queue usable by ``owner`` and dispatch. Raises
@@ -443,6 +456,7 @@ class VirtualHost:
             raise self._no_exchange(exchange)
         if source.internal:
             raise AccessRefused(f"cannot publish to internal {source.label}")
+        source.published_in += 1
         if message.routing_key != routing_key:
             message.routing_key = routing_key
         if message.exchange != exchange:
@@ -457,7 +471,7 @@ class VirtualHost:
                 node = self.service(routing_key) if self.broker is not None else None
                 if node is None:
                     return _NOTHING
-                node.publish(message, now)
+                call_service(node, message, now, ServiceCaller(None, self.name))
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
                 return queue.took_alone or _took_alone(queue)

@@ -82,6 +82,8 @@ class AcceptedConnection:
     tls_peer_subject: Optional[str] = None
     #: the listener's open-connection slots; the engine's registry must take one at open
     listener_slots: Optional[ListenerSlots] = None
+    #: the connection runs over TLS (management shows it)
+    tls: bool = False
 
 
 EngineFactory = Callable[[AcceptedConnection], object]
@@ -170,7 +172,8 @@ class ListenerFactory(Factory):
             connection_id=proto.connection_id, kind=kind, header=header,
             peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
             listener=self.listener, now=self.reactor.seconds(),
-            tls_peer_subject=tls_peer_subject, listener_slots=self.slots)
+            tls_peer_subject=tls_peer_subject, listener_slots=self.slots,
+            tls=bool(getattr(proto, "in_tls", False)))
         return self.engine_factory(ctx)
 
     def connection_started(self, proto: SniffingProtocol) -> None:

@@ -45,7 +45,7 @@ METRICS_ENDPOINT = PortRole(
     "or a second amqp-gateway", "--metrics HOST:PORT", "metrics")
 MANAGEMENT_ENDPOINT = PortRole(
     "the management API", "RabbitMQ's management plugin (15672) or a second amqp-gateway",
-    None, None)
+    "--management HOST:PORT", "management")
 
 _CAUSES = {
     errno.EADDRINUSE: "the port is already in use, probably by {holder}",

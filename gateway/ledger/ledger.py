@@ -100,6 +100,8 @@ class Ledger:
         self.contexts: dict[int, Any] = {}
         #: (vhost, protocol) -> the context of what queues record in that vhost
         self._queue_contexts: dict[tuple[str, str], int] = {}
+        #: remote container -> the context of what is forwarded to it
+        self._forward_contexts: dict[str, int] = {}
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
         self._encode_lines = msgspec.json.Encoder(enc_hook=_text).encode_lines
         self.records_taken = self.records_sampled_out = 0
@@ -239,6 +241,40 @@ class Ledger:
         self._append(_Event(now, self.queue_context(now, vhost, message),
                             EventKind.DEAD_LETTERED._value_, message.gateway_id, queue, None,
                             message.created_at, exchange, routing_key, None, reason))
+
+    # -- forwarding --------------------------------------------------------------------
+
+    def forward_context(self, now: float, remote: str) -> int:
+        """The context of what is forwarded to ``remote`` (its connection column names
+        the remote; no vhost or user: the outbox is the gateway's)."""
+        ctx = self._forward_contexts.get(remote)
+        if ctx is None:
+            ctx = self._forward_contexts[remote] = self.context(
+                now, None, None, r.Protocol.AMQP10.value, f"forward:{remote}", None)
+        return ctx
+
+    def forwarded(self, now: float, message: Any, remote: str) -> None:
+        """``message`` was sent on to the gateway or broker ``remote`` (again on a retry:
+        the report counts the message once)."""
+        self._append(_Event(now, self.forward_context(now, remote), EventKind.FORWARDED._value_,
+                            message.gateway_id, None, None, message.created_at, None, None,
+                            None, None, None, remote))
+
+    def forward_settled(self, now: float, message: Any, remote: str, outcome: str,
+                        reason: Optional[str] = None) -> None:
+        """``remote`` settled the forwarded ``message`` (``outcome``: an ``Outcome``
+        value; ``reason``: the remote's error)."""
+        self._append(_Event(now, self.forward_context(now, remote),
+                            EventKind.FORWARD_SETTLED._value_, message.gateway_id, None, None,
+                            message.created_at, None, None, None, reason, outcome, remote))
+
+    def arrived_forwarded(self, message: Any, origin_id: Any) -> None:
+        """The message just recorded as received came from another gateway, which gave
+        it ``origin_id`` (the id its ``forwarded`` events carry): set on its record, so
+        the report's reconciliation matches the two."""
+        records = self.records
+        if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
+            records[-1].origin_id = origin_id
 
     # -- the writer's side -------------------------------------------------------------
 

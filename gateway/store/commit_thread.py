@@ -68,11 +68,18 @@ class Op(enum.IntEnum):
     DELETE_QUEUE = 8     # id, vhost, name
     SAVE_BINDING = 9     # vhost, source, dest_kind, dest, routing_key, arguments
     DELETE_BINDING = 10  # vhost, source, dest_kind, dest, routing_key, arguments
+    INSERT_OUTBOX = 11   # id, remote, node, origin, properties, body, exchange, routing_key,
+    #                      created_at, size, priority, deaths, annotations, attempts
+    DELETE_OUTBOX = 12   # id
+    UPDATE_OUTBOX = 13   # id, attempts
+    INSERT_SEEN = 14     # origin, gateway_id, seen_at
+    DELETE_SEEN = 15     # before (seen_at older than this)
 
 
 _MESSAGE_OPS = 5  # kinds below this are grouped; the others run in order
 #: operations kept after a failed transaction (a lost insert only costs a nack)
-_KEPT_ON_FAILURE = frozenset(Op) - {Op.INSERT_MESSAGE, Op.INSERT_ENTRY}
+_KEPT_ON_FAILURE = frozenset(Op) - {Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.INSERT_OUTBOX,
+                                    Op.INSERT_SEEN}
 
 #: rows in one multi-row statement (then 32, 16 ... 1 for the rest)
 MULTI_ROW = 64
@@ -317,6 +324,18 @@ class CommitThread:
             db.execute("DELETE FROM bindings WHERE vhost=? AND source=? AND dest_kind=? AND "
                        "dest=? AND routing_key=? AND arguments=?",
                        (*op[1:6], self._encoded(self._encode_table, op[6]) or b""))
+        elif kind == Op.INSERT_OUTBOX:
+            db.execute("INSERT OR REPLACE INTO outbox VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (*op[1:12], self._encoded(self._encode_table, op[12]),
+                        self._encoded(self._encode_annotations, op[13]), op[14]))
+        elif kind == Op.DELETE_OUTBOX:
+            db.execute("DELETE FROM outbox WHERE id=?", (op[1],))
+        elif kind == Op.UPDATE_OUTBOX:
+            db.execute("UPDATE outbox SET attempts=? WHERE id=?", (op[2], op[1]))
+        elif kind == Op.INSERT_SEEN:
+            db.execute("INSERT OR REPLACE INTO forwarded_ids VALUES (?,?,?)", op[1:4])
+        elif kind == Op.DELETE_SEEN:
+            db.execute("DELETE FROM forwarded_ids WHERE seen_at < ?", (op[1],))
         else:  # pragma: no cover - every kind is listed above
             raise ValueError(f"unknown store operation {kind!r}")
 

@@ -37,6 +37,8 @@ __all__ = [
     "StoredEntry",
     "StoreSnapshot",
     "StoreCodecs",
+    "OutboxRow",
+    "ForwardedId",
     "Store",
     "NullStore",
 ]
@@ -126,6 +128,29 @@ class StoredEntry(NamedTuple):
     priority: Optional[int]
 
 
+class OutboxRow(NamedTuple):
+    """One message waiting to be forwarded to ``remote`` (its node part ``node``):
+    ``entry_id`` is unique for the store's life (the forwarding gateway's id), ``message``
+    the message as accepted, ``annotations`` the forwarding annotations (a 1.0 map),
+    ``attempts`` how often the remote released it."""
+
+    entry_id: int
+    remote: str
+    node: str
+    message: MessageRow
+    annotations: Optional[dict]
+    attempts: int
+
+
+class ForwardedId(NamedTuple):
+    """A forwarded message this gateway took in: its origin container and that
+    container's gateway id, and when it arrived (seconds)."""
+
+    origin: str
+    gateway_id: int
+    seen_at: float
+
+
 @dataclass(frozen=True, slots=True)
 class StoreSnapshot:
     """Everything durable. ``entries`` maps ``(vhost, queue)`` to entries in queue order."""
@@ -194,6 +219,23 @@ class Store(Protocol):
 
     def after_commit(self, callback: Callback) -> None: ...
 
+    # forwarding: the outbox per remote and the ids of forwarded messages received
+    def add_outbox(self, row: OutboxRow) -> None: ...
+
+    def update_outbox(self, entry_id: int, attempts: int) -> None: ...
+
+    def remove_outbox(self, entry_id: int) -> None: ...
+
+    def load_outbox(self) -> list[OutboxRow]:
+        """Every outbox row, in ``entry_id`` order."""
+
+    def remember_forwarded(self, seen: ForwardedId) -> None: ...
+
+    def forget_forwarded(self, before: float) -> None:
+        """Drop the ids that arrived before ``before``."""
+
+    def load_forwarded(self) -> list[ForwardedId]: ...
+
     def load(self) -> StoreSnapshot: ...
 
     def flush(self, now: float = 0.0) -> None:
@@ -247,6 +289,27 @@ class NullStore:
 
     def after_commit(self, callback: Callback) -> None:
         callback(None)
+
+    def add_outbox(self, row: OutboxRow) -> None:
+        pass
+
+    def update_outbox(self, entry_id: int, attempts: int) -> None:
+        pass
+
+    def remove_outbox(self, entry_id: int) -> None:
+        pass
+
+    def load_outbox(self) -> list[OutboxRow]:
+        return []
+
+    def remember_forwarded(self, seen: ForwardedId) -> None:
+        pass
+
+    def forget_forwarded(self, before: float) -> None:
+        pass
+
+    def load_forwarded(self) -> list[ForwardedId]:
+        return []
 
     def load(self) -> StoreSnapshot:
         return StoreSnapshot()

@@ -42,6 +42,7 @@ from .commit_thread import CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
 from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
                         StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
 
 __all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX"]
@@ -84,7 +85,7 @@ class StoreRef:
         self.acquired = acquired
 
 
-class SqliteStore:
+class SqliteStore(ForwardingTables):
     """See the module docstring. Raises :class:`StoreUnusable` from the constructor.
 
     ``call_in_loop(fn, *args)`` runs ``fn`` on the event loop's thread (the reactor's
@@ -131,6 +132,7 @@ class SqliteStore:
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
         self.bytes_stored = 0
+        self._init_forwarding()
         self._closed = False
         self._thread = CommitThread(db, call_in_loop=call_in_loop, on_done=self._committed,
                                     encode_table=codecs.encode_table,

@@ -1,6 +1,7 @@
 """The SQLite file: schema, version, opening and the checks made before anything is read.
 
-Layout (schema version 1, kept in ``PRAGMA user_version``)::
+Layout (schema version 2, kept in ``PRAGMA user_version``; a version 1 file gets the two
+forwarding tables when opened)::
 
     exchanges(vhost, name, type, auto_delete, internal, arguments)   durable exchanges
     queues(id, vhost, name, arguments)                               durable queues
@@ -9,6 +10,12 @@ Layout (schema version 1, kept in ``PRAGMA user_version``)::
              created_at, size, priority, deaths)                     one row per message
     queue_messages(queue, seq, message, expires_at, delivery_count,
                    redelivered, acquired, annotations)               one row per queue entry
+    outbox(id, remote, node, origin, properties, body, exchange,
+           routing_key, created_at, size, priority, deaths,
+           annotations, attempts)                                    one row per message
+                                                                     waiting to be forwarded
+    forwarded_ids(origin, gateway_id, seen_at)                       forwarded messages
+                                                                     received (dedupe window)
 
 A message routed to several durable queues is written once (``messages``) and referenced
 from each queue (``queue_messages``), as RabbitMQ's message store keeps one copy with
@@ -50,7 +57,7 @@ from .errors import StoreUnusable
 
 __all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: ``store.sync`` -> PRAGMA synchronous (in WAL mode FULL syncs the log at every commit)
 SYNC_MODES = {"full": "FULL", "normal": "NORMAL"}
@@ -78,10 +85,22 @@ CREATE TABLE queue_messages(
     expires_at REAL, delivery_count INTEGER NOT NULL, redelivered INTEGER NOT NULL,
     acquired INTEGER NOT NULL, annotations BLOB,
     PRIMARY KEY (queue, seq)) WITHOUT ROWID;
+""" + """
+CREATE TABLE outbox(
+    id INTEGER PRIMARY KEY, remote TEXT NOT NULL, node TEXT NOT NULL, origin TEXT NOT NULL,
+    properties BLOB, body BLOB NOT NULL, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,
+    created_at REAL NOT NULL, size INTEGER NOT NULL, priority INTEGER, deaths BLOB,
+    annotations BLOB, attempts INTEGER NOT NULL);
+CREATE TABLE forwarded_ids(
+    origin TEXT NOT NULL, gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL,
+    PRIMARY KEY (origin, gateway_id)) WITHOUT ROWID;
 """
 
 #: the tables a store of this version has (a file with other tables is not ours)
-_TABLES = {"exchanges", "queues", "bindings", "messages", "queue_messages"}
+_TABLES = {"exchanges", "queues", "bindings", "messages", "queue_messages", "outbox",
+           "forwarded_ids"}
+#: what version 1 lacks (added, in one transaction, when a version 1 file is opened)
+_VERSION_1_TABLES = _TABLES - {"outbox", "forwarded_ids"}
 
 #: the log is cut back to this size after a checkpoint (it grows under a backlog)
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -131,6 +150,11 @@ def open_store(path: str, *, sync: str = "full", check: str = "quick") -> sqlite
         elif version == 0:
             raise StoreUnusable(path, f"it is an SQLite database but not a gateway store "
                                       f"(tables: {', '.join(sorted(tables))})")
+        elif version == 1 and _VERSION_1_TABLES <= tables:
+            forwarding = _SCHEMA[_SCHEMA.index("CREATE TABLE outbox"):]
+            db.executescript(f"BEGIN IMMEDIATE;{forwarding}PRAGMA user_version={SCHEMA_VERSION};"
+                             "COMMIT;")
+            tables |= _TABLES
         elif version != SCHEMA_VERSION:
             raise StoreUnusable(path, f"its schema version is {version}; this gateway reads "
                                       f"version {SCHEMA_VERSION} only (was it written by a "

@@ -23,7 +23,13 @@ VALID = [
     ("/topic/", TopicAddress(""), TopicAddress("")),
     # /queue/Q and a bare Q declare a missing queue (RabbitMQ's plugin: both are {queue, Q})
     ("/queue/Q", QueueAddress("Q", True), QueueAddress("Q", True)),
-    ("/queue/a@b", QueueAddress("a@b", True), QueueAddress("a@b", True)),
+    # split at the last '@' (issue 33); a local name with '@' through the v2 forms
+    ("/queue/a@b", GlobalAddress("/queue/a", "b"), GlobalAddress("/queue/a", "b")),
+    ("/exchange/X/k@org-b", GlobalAddress("/exchange/X/k", "org-b"),
+     GlobalAddress("/exchange/X/k", "org-b")),
+    ("/exchange/x@y/k", ExchangeAddress("x@y", "k"), ExchangeAddress("x@y", "k")),
+    ("/queues/a%40b", QueueAddress("a@b"), QueueAddress("a@b")),
+    ("a@b@c", GlobalAddress("a@b", "c"), GlobalAddress("a@b", "c")),
     ("/queue/a%20b", QueueAddress("a%20b", True), QueueAddress("a%20b", True)),  # v1: no decoding
     ("/amq/queue/Q", QueueAddress("Q"), QueueAddress("Q")),
     ("/queue", QueueAddress(None), None),
@@ -95,7 +101,6 @@ INVALID = [
     ("/exchanges//rk", "empty exchange name (segment 2)"),
     ("/exchanges/%00%", "bad percent-encoding"),
     ("/exchanges/X/a/b", "too many segments: unexpected 'b'"),
-    ("a@b@c", "exactly one '@'"),
     ("@remote", "empty node name"),
     ("orders@", "empty container name"),
     ("@", "empty node name"),
@@ -150,7 +155,8 @@ def test_percent_decode_plain_segment_unchanged():
 
 @pytest.mark.parametrize("name, expected", [
     ("orders@remote", GlobalAddress("orders", "remote")),
-    ("orders", None), ("a@b@c", None), ("@b", None), ("a@", None), ("/queue/a@b", None),
+    ("orders", None), ("a@b@c", GlobalAddress("a@b", "c")), ("@b", None), ("a@", None),
+    ("/queue/a@b", GlobalAddress("/queue/a", "b")), ("/exchange/x@y/k", None),
 ])
 def test_parse_global(name, expected):
     assert parse_global(name) == expected

@@ -17,6 +17,8 @@ class FakeDirectory:
     exchanges: set[str] = field(default_factory=lambda: {"", "amq.topic", "amq.direct", "X"})
     queues: set[str] = field(default_factory=lambda: {"q", "orders", "a/b"})
     services: set[str] = field(default_factory=lambda: {"amqp$transfer", "amqp$management"})
+    #: containers the transfer service has a route to (it answers for ``x@container``)
+    remotes: set[str] = field(default_factory=lambda: {"remote"})
     #: queues declared through ``declare_queue``, in order
     declared: list[str] = field(default_factory=list)
 
@@ -27,6 +29,8 @@ class FakeDirectory:
         return name in self.queues
 
     def has_service(self, name: str) -> bool:
+        if "@" in name:
+            return name.rpartition("@")[2] in self.remotes
         return name in self.services
 
     def declare_queue(self, name: str) -> None:
@@ -68,6 +72,9 @@ def source(address, directory=DIR):
     ("orders@gw-1", LocalPublish("", "orders")),
     ("amqp$management@gw-1", ServiceRoute("amqp$management")),
     ("orders@remote", Forward("remote", "orders")),
+    ("/queue/orders@gw-1", LocalPublish("", "orders")),
+    ("/exchange/X/k@gw-1", LocalPublish("X", "k")),
+    ("/exchange/X/k@remote", Forward("remote", "/exchange/X/k")),
     ("amqp$transfer", ServiceRoute("amqp$transfer")),
     (ExchangeAddress("X", "k"), LocalPublish("X", "k")),
 ])
@@ -172,6 +179,13 @@ def test_forward_needs_transfer_service():
     assert "amqp$transfer" in info.value.text
 
 
+def test_forward_to_a_container_without_a_route_is_not_found_naming_it():
+    with pytest.raises(AddressError) as info:
+        link_target("orders@unknown")
+    assert info.value.kind is AddressErrorKind.NOT_FOUND
+    assert info.value.text == "unknown container 'unknown': no forwarding route to it"
+
+
 def test_source_from_remote_container_is_invalid():
     with pytest.raises(AddressError) as info:
         source("orders@remote")
@@ -222,4 +236,4 @@ def test_route_message():
 
 def test_global_address_object_local_and_remote():
     assert link_target(GlobalAddress("q", US)) == LocalPublish("", "q")
-    assert link_target(GlobalAddress("q", "other")) == Forward("other", "q")
+    assert link_target(GlobalAddress("q", "remote")) == Forward("remote", "q")

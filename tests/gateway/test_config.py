@@ -443,3 +443,65 @@ def test_amqp10_unroutable_takes_each_outcome(value):
 def test_amqp10_unroutable_defaults_to_accept():
     assert GatewayConfig().amqp10.unroutable is UnroutablePolicy.ACCEPT
     assert load_config(EXAMPLE).amqp10.unroutable is UnroutablePolicy.ACCEPT
+
+
+@pytest.mark.parametrize("forwarding, path, words", [
+    ("  remotes:\n    - container: org-b\n      host: h\n      kind: smtp\n",
+     "forwarding.remotes[0].kind", "not one of: gateway, amqp10, amqp091"),
+    ("  remotes:\n    - container: org-b\n      host: h\n      kind: amqp10\n",
+     "forwarding.remotes[0].address", "needs an address template with {node}"),
+    ("  remotes:\n    - container: org-b\n      host: h\n      password_file: /nonexistent/pw\n",
+     "forwarding.remotes[0].password_file", "/nonexistent/pw"),
+    ("  remotes:\n    - container: org-b\n      host: h\n  default_remote: org-z\n",
+     "forwarding.default_remote", "'org-z' is not the container of a remote"),
+    ("  remotes:\n    - {container: org-b, host: h}\n    - {container: org-b, host: i}\n",
+     "forwarding.remotes[1].container", "listed twice"),
+    ("  shovels:\n    - {name: s, queue: q, remote: org-q, node: n}\n",
+     "forwarding.shovels[0].remote", "'org-q' is not the container of a remote"),
+])
+def test_forwarding_errors_name_the_key(forwarding, path, words):
+    with pytest.raises(ConfigError) as info:
+        load_config_text("forwarding:\n" + forwarding)
+    assert info.value.key_path == path and words in info.value.message
+
+
+def test_forwarding_remote_settings_and_shovels_parse():
+    cfg = load_config_text(
+        "container_id: org-a\nforwarding:\n  remotes:\n"
+        "    - {container: org-b, host: gw.b, port: 5671, kind: amqp091, address: \"/queue/{node}\","
+        " tls: on, sasl_mechanism: AMQPLAIN, credit: 10}\n"
+        "  default_remote: org-b\n  dedupe_window: 30\n"
+        "  shovels:\n    - {name: out, queue: outbound.orders, remote: org-b, node: orders}\n")
+    remote = cfg.forwarding.remotes[0]
+    assert (remote.container, remote.port, remote.kind, remote.tls, remote.credit) == (
+        "org-b", 5671, "amqp091", True, 10)
+    assert cfg.forwarding.remote("org-b") is remote and cfg.forwarding.dedupe_window == 30.0
+    assert cfg.forwarding.shovels[0].queue == "outbound.orders"
+
+
+def test_a_remote_with_our_own_container_id_is_refused():
+    with pytest.raises(ConfigError, match="this gateway's own container_id"):
+        load_config_text("container_id: org-a\nforwarding:\n  remotes:\n"
+                         "    - {container: org-a, host: h}\n")
+
+
+def test_amqp10_rabbitmq_version_is_off_by_default_and_checked():
+    assert GatewayConfig().amqp10.rabbitmq_version == ""
+    assert load_config(EXAMPLE).amqp10.rabbitmq_version == ""
+    assert load_config_text('amqp10:\n  rabbitmq_version: "4.1.0"\n').amqp10.rabbitmq_version == "4.1.0"
+    with pytest.raises(ConfigError, match="amqp10.rabbitmq_version.*not a version"):
+        load_config_text('amqp10:\n  rabbitmq_version: "four"\n')
+
+
+def test_management_alerts():
+    assert GatewayConfig().management.alerts.queue_depth == 0
+    cfg = load_config_text("management:\n  alerts:\n    queue_depth: 1000\n    queue_age: 30\n"
+                           "    queues:\n      - pattern: '^orders\\.'\n        queue_depth: 10\n")
+    alerts = cfg.management.alerts
+    assert (alerts.queue_depth, alerts.queue_age) == (1000, 30.0)
+    assert (alerts.queues[0].pattern, alerts.queues[0].queue_depth, alerts.queues[0].queue_age) == (
+        r"^orders\.", 10, None)
+    with pytest.raises(ConfigError, match="management.alerts.queue_depth"):
+        load_config_text("management:\n  alerts:\n    queue_depth: -1\n")
+    with pytest.raises(ConfigError, match="pattern"):
+        load_config_text("management:\n  alerts:\n    queues:\n      - pattern: '('\n")

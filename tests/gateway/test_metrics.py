@@ -1,4 +1,4 @@
-from gateway.broker import Broker, Encoding, MessageContainer
+from gateway.broker import Broker, DestinationKind, Encoding, MessageContainer
 from gateway.metrics import GatewayMetrics
 
 
@@ -12,7 +12,7 @@ def test_model_gauges_are_read_at_scrape_time():
         vhost.publish("", "q1", MessageContainer(Encoding.AMQP091, (b"", b"x" * 10), size=10), 0.0)
     text = metrics.render().decode()
     assert 'amqp_gateway_queue_messages_ready{queue="q1",vhost="/"} 3.0' in text
-    assert 'amqp_gateway_queue_messages_unacknowledged{queue="q1",vhost="/"} 0.0' in text
+    assert 'amqp_gateway_queue_messages_unacked{queue="q1",vhost="/"} 0.0' in text
     assert 'amqp_gateway_queue_consumers{queue="q1",vhost="/"} 0.0' in text
     assert "amqp_gateway_memory_queued_bytes 30.0" in text
     assert "amqp_gateway_memory_blocked 0.0" in text
@@ -75,3 +75,65 @@ def test_store_metrics_are_read_at_scrape_time(tmp_path):
         assert size and float(size[0].split()[1]) > 0
     finally:
         store.close()
+
+
+class _Consumer:
+    """A consumer with room for ``credit`` deliveries, keeping what it is given."""
+
+    exclusive = False
+    acquires = True
+    tag = "c1"
+
+    def __init__(self, credit: int) -> None:
+        from gateway.broker import CreditWindow
+
+        self.credit = CreditWindow(credit)
+        self.entries: list = []
+
+    def deliver(self, entry, now: float) -> None:
+        self.entries.append(entry)
+
+    def cancelled_by_broker(self, reason: str) -> None:
+        pass
+
+
+def _samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple], float]:
+    from gateway.metrics import parse_exposition
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for s in parse_exposition(metrics.render().decode())}
+
+
+def test_per_queue_and_exchange_totals_and_long_unsettled_deliveries():
+    broker = Broker(container_id="t")
+    now = [1000.0]
+    metrics = GatewayMetrics()
+    metrics.watch_broker(broker, lambda: now[0])
+    vhost = broker.vhost("/")
+    queue = vhost.declare_queue("q1")
+    vhost.declare_exchange("x", "fanout")
+    vhost.bind(DestinationKind.QUEUE, "q1", "x")
+    for exchange in ("", "x", "x"):
+        vhost.publish(exchange, "q1", MessageContainer(Encoding.AMQP091, (b"", b"m"), size=1), now[0])
+    consumer = _Consumer(2)
+    queue.add_consumer(consumer, now[0])          # two delivered at t=1000
+    now[0] = 1100.0
+    queue.settle(consumer.entries[0])
+    got = queue.get(now[0], ack=True)             # the third, by basic.get at t=1100
+    assert got is not None
+    q = (("queue", "q1"), ("vhost", "/"))
+    s = _samples(metrics)
+    assert s[("amqp_gateway_queue_messages_published_total", q)] == 3
+    assert s[("amqp_gateway_queue_messages_delivered_total", q)] == 3
+    assert s[("amqp_gateway_queue_messages_acked_total", q)] == 1
+    assert s[("amqp_gateway_queue_messages_unacked", q)] == 2
+    assert s[("amqp_gateway_queue_messages", q)] == 2
+    assert s[("amqp_gateway_exchange_messages_published_total", (("exchange", "x"), ("vhost", "/")))] == 2
+    assert s[("amqp_gateway_exchange_messages_published_total", (("exchange", ""), ("vhost", "/")))] == 1
+    # one delivery 100 s old (older than 60), the basic.get one just made
+    assert s[("amqp_gateway_deliveries_unsettled_older_than", (("seconds", "60"),))] == 1
+    assert s[("amqp_gateway_deliveries_unsettled_older_than", (("seconds", "300"),))] == 0
+    now[0] = 1500.0
+    s = _samples(metrics)
+    assert s[("amqp_gateway_deliveries_unsettled_older_than", (("seconds", "300"),))] == 2
+    assert s[("amqp_gateway_deliveries_unsettled_older_than", (("seconds", "1800"),))] == 0

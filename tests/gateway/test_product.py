@@ -23,3 +23,9 @@ def test_product_properties():
     }
     assert PRODUCT == "amqp-gateway"
     assert product_properties()["platform"].startswith("Python 3.")
+
+
+def test_product_properties_announcing_rabbitmq():
+    props = product_properties("4.1.0")
+    assert (props["product"], props["version"]) == ("RabbitMQ", "4.1.0")
+    assert props["information"].startswith(f"{PRODUCT} {__version__}")

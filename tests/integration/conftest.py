@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.reference import ReferenceUnavailable, rabbit_installed
 from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
+from tests.support.partner_broker import start_partner
 
 
 @pytest.fixture
@@ -33,3 +35,28 @@ def amqp10(gateway):
     connection = proton_connection(gateway)
     yield connection
     connection.close()
+
+
+@pytest.fixture(scope="session")
+def partner_rabbit():
+    """A partner's RabbitMQ (private node, vhost ``partner``, user ``org-a``), one per
+    session and worker; tests that stop it start it again."""
+    if not rabbit_installed():
+        pytest.skip("needs Debian's rabbitmq-server (.ci/run installs it)")
+    try:
+        node = start_partner()
+    except ReferenceUnavailable as exc:
+        pytest.fail(f"the private RabbitMQ did not start: {exc}")
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def management_gw():
+    """A gateway of the module's own serving the management API, with users of each kind
+    (``tests.support.management_http``) and a second vhost ``other``."""
+    from tests.support.management_http import management_gateway
+
+    gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
+    yield gw
+    gw.stop()

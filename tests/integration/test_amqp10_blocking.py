@@ -133,7 +133,7 @@ def test_queue_target_takes_the_subject_as_routing_key(conn):
     ("/exchange/no-such-exchange/rk",
      "no exchange 'no-such-exchange' in vhost '/' (address '/exchange/no-such-exchange/rk')"),
     ("node@other-container",
-     "no service 'amqp$transfer' in vhost '/' (address 'node@other-container')"),
+     "unknown container 'other-container': no forwarding route to it (address 'node@other-container')"),
 ])
 def test_unresolvable_target_is_not_found(conn, address, description):
     with pytest.raises(LinkDetached) as info:

@@ -68,3 +68,23 @@ def test_a_busy_metrics_port_stops_the_started_listener_and_says_so(held_port, t
                      r"already in use, probably by another Prometheus exporter .*; choose "
                      r"another with --metrics HOST:PORT$", line)
     assert "stopped" in r.stderr   # the AMQP listener bound first was closed properly
+
+
+def test_a_busy_management_port_names_the_flag(held_port, tmp_path):
+    r = start_gateway(default_config(), tmp_path, "--listen", "127.0.0.1:0",
+                      "--metrics", "127.0.0.1:0", "--management", f"127.0.0.1:{held_port}")
+    assert r.returncode == 1
+    [line] = error_lines(r)
+    assert re.search(rf"cannot listen for the management API on 127\.0\.0\.1:{held_port}: the "
+                     r"port is already in use, probably by RabbitMQ's management plugin \(15672\) "
+                     r"or a second amqp-gateway; choose another with --management HOST:PORT$", line)
+
+
+def test_a_busy_management_port_from_the_config_names_the_key_and_its_line(held_port, tmp_path):
+    text = default_config(extra=f"management:\n  enabled: true\n  port: {held_port}\n")
+    line_no = text.splitlines().index(f"  port: {held_port}") + 1
+    r = start_gateway(text, tmp_path, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
+    assert r.returncode == 1
+    [line] = error_lines(r)
+    assert line.endswith(f"choose another with --management HOST:PORT or management.port "
+                         f"({tmp_path / 'gw.yaml'}:{line_no})")

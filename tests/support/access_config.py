@@ -24,7 +24,7 @@ def write_users_file(directory: str, users: Mapping[str, Mapping[str, Any]]) -> 
     entries = []
     for name, spec in users.items():
         entry: dict[str, Any] = {"name": name, "password_hash": password_hash(spec["password"])}
-        for key in ("permissions", "max_connections", "max_channels", "loopback_only"):
+        for key in ("permissions", "max_connections", "max_channels", "loopback_only", "tags"):
             if key in spec:
                 entry[key] = spec[key]
         entries.append(entry)

@@ -9,7 +9,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 
@@ -24,9 +24,12 @@ _ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-ne
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1280, height: int = 900) -> Iterator[object]:
+def chromium_page(width: int = 1280, height: int = 900,
+                  http_credentials: Optional[dict] = None) -> Iterator[object]:
     """A Playwright page in headless Chromium; skips the test when either is missing
-    (``apt-get install chromium``; ``pip install 'amqp-gateway[test]'``)."""
+    (``apt-get install chromium``; ``pip install 'amqp-gateway[test]'``).
+    ``http_credentials`` (``{"username": ..., "password": ...}``) answer HTTP basic
+    authentication challenges, as a person would in the browser's dialog."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} missing (apt-get install chromium)")
@@ -35,7 +38,7 @@ def chromium_page(width: int = 1280, height: int = 900) -> Iterator[object]:
         with sync_api.sync_playwright() as playwright:
             context = playwright.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, args=_ARGS,
-                viewport={"width": width, "height": height})
+                viewport={"width": width, "height": height}, http_credentials=http_credentials)
             try:
                 yield context.new_page()
             finally:

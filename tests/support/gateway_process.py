@@ -23,6 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 _LISTEN = re.compile(r"listening on (\S+):(\d+)")
 _METRICS = re.compile(r"metrics on http://(\S+?):(\d+)(/\S*)")
+_MANAGEMENT = re.compile(r"management API on http://(\S+?):(\d+)/")
 _READY = re.compile(r"gateway \S+ ready")
 
 # Hashes are slow to make on purpose; compute the test users' once per process.
@@ -38,17 +39,32 @@ def password_hash(password: str) -> str:
 DEFAULT_USERS = {"guest": ("guest", True), "alice": ("secret", False)}
 
 
+def free_port() -> int:
+    """A port nothing listens on now (a remote that is down, or one a gateway will take
+    with ``--listen`` so that peers know it before it starts)."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: str = "",
-                   listener_extra: str = "", users: Mapping[str, tuple[str, bool]] | None = None) -> str:
+                   listener_extra: str = "",
+                   users: Mapping[str, tuple[str, bool] | tuple[str, bool, tuple[str, ...]]] | None = None
+                   ) -> str:
+    """``users``: name -> (password, loopback_only[, tags])."""
     users = DEFAULT_USERS if users is None else users
     user_yaml = "".join(
         textwrap.dedent(f"""\
           - name: {name}
             password_hash: "{password_hash(pw)}"
             loopback_only: {str(loopback).lower()}
+            tags: [{", ".join(tags)}]
             permissions:
               /: {{configure: ".*", write: ".*", read: ".*"}}
-        """) for name, (pw, loopback) in users.items())
+        """) for name, (pw, loopback, *more) in users.items() for tags in [more[0] if more else ()])
     return (
         "listeners:\n"
         f"  - host: 127.0.0.1\n    port: 0\n    sniff_timeout: {sniff_timeout}\n{listener_extra}"
@@ -71,6 +87,8 @@ class GatewayProcess:
     amqp_port: int = 0
     metrics_port: int = 0
     metrics_path: str = "/metrics"
+    #: set when the gateway serves the management API (``extra_args`` with --management)
+    management_port: int = 0
     proc: Optional[subprocess.Popen] = None
     log_lines: list[str] = field(default_factory=list)
     _tmp: Optional[tempfile.TemporaryDirectory] = None
@@ -108,9 +126,17 @@ class GatewayProcess:
             m = _METRICS.search(line)
             if m:
                 self.metrics_port, self.metrics_path = int(m.group(2)), m.group(3)
+            m = _MANAGEMENT.search(line)
+            if m:
+                self.management_port = int(m.group(2))
             if _READY.search(line):
                 ready.set()
         ready.set()
+
+    @property
+    def management_url(self) -> str:
+        assert self.management_port, "started without --management"
+        return f"http://{self.host}:{self.management_port}"
 
     @property
     def log(self) -> str:

@@ -222,3 +222,39 @@ def test_body_at_names_a_body_a_rendering_can_take_without_scanning():
                      []):
         assert inspect_amqp10(encode_sections(sections)).body_at is None, sections
     assert inspect_amqp10(encode_sections([data])).body_at == 0  # a body with nothing before
+
+
+def test_with_to_fills_a_missing_to_and_keeps_every_other_section() -> None:
+    from proton import Message as _Message
+
+    from translators.amqp10_sections import with_to
+    from translators.section_scan import SectionCode, scan_sections
+
+    m = _Message(body=b"payload", id="m-1", subject="s", properties={"k": 1},
+                 annotations={"x-opt-a": "b"})
+    m.durable = True
+    encoded = m.encode()
+    filled = with_to(encoded, "orders@org-b")
+    out = _Message()
+    out.decode(filled)
+    assert (out.address, out.id, out.subject, out.properties, out.annotations, out.durable) == (
+        "orders@org-b", "m-1", "s", {"k": 1}, {"x-opt-a": "b"}, True)
+    old = {s.code: encoded[s.start:s.end] for s in scan_sections(encoded)}
+    new = {s.code: filled[s.start:s.end] for s in scan_sections(filled)}
+    for code in (SectionCode.HEADER, SectionCode.MESSAGE_ANNOTATIONS,
+                 SectionCode.APPLICATION_PROPERTIES):
+        assert new[code] == old[code]
+    assert filled.endswith(encoded[[s for s in scan_sections(encoded)][-1].start:])
+
+
+def test_with_to_inserts_properties_and_leaves_a_present_to_alone() -> None:
+    from proton import Message as _Message
+
+    from translators.amqp10_sections import with_to
+
+    bare = _Message(body="x").encode()
+    out = _Message()
+    out.decode(with_to(bare, "a@b"))
+    assert (out.address, out.body) == ("a@b", "x")
+    addressed = _Message(body="x", address="q@c").encode()
+    assert with_to(addressed, "other@d") is addressed

@@ -70,3 +70,27 @@ def test_annotated_messages_are_not_cached(monkeypatch):
     encoded = bytes(Message(body=b"x", annotations={symbol("x-opt-a"): 1}).encode())
     assert message_mapping._render_amqp10(encoded) == _uncached(encoded)
     assert message_mapping._RENDERED == {}
+
+
+def test_a_forwarded_message_carries_the_forwarding_annotations_as_headers():
+    from gateway.amqp091.content import decode_properties
+    from gateway.broker.message import Encoding, MessageContainer
+    from translators.basic_properties import BasicProperties
+
+    annotations = {symbol("x-opt-origin-container"): "org-a", "x-opt-hops": ["org-a"], "x-k": 7}
+    raw = encode_properties(BasicProperties(content_type="text/plain", headers={"app": "v", "x-k": 1}))
+    from_091 = MessageContainer(Encoding.AMQP091, (raw, b"body"), "", "orders@org-b")
+    props_bytes, body = message_mapping.forwarded_payload(from_091, annotations)
+    props = decode_properties(props_bytes)
+    assert body == b"body" and props.content_type == "text/plain"
+    assert props.headers == {"app": "v", "x-k": 1, "x-opt-origin-container": "org-a", "x-opt-hops": ["org-a"]}
+    assert message_mapping.forwarded_payload(from_091, {}) == (raw, b"body")   # sent as published
+    # a 1.0 message: what a 0-9-1 consumer of ours gets, plus the headers
+    encoded = bytes(Message(body=b"x", inferred=True, id="m-1", properties={"p": 2}).encode())
+    from_10 = MessageContainer(Encoding.AMQP10, encoded)
+    expected_props, expected_body = _uncached(encoded)
+    props_bytes, body = message_mapping.forwarded_payload(from_10, annotations)
+    props = decode_properties(props_bytes)
+    assert body == expected_body and props.message_id == "m-1"
+    assert props.headers == {**decode_properties(expected_props).headers, "x-opt-origin-container": "org-a",
+                             "x-opt-hops": ["org-a"], "x-k": 7}

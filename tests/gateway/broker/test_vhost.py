@@ -36,8 +36,10 @@ def test_predeclared_exchanges_exist() -> None:
         "amq.topic": "topic",
         "amq.match": "headers",
         "amq.headers": "headers",
+        "amq.rabbitmq.event": "topic",
     }
     assert all(x.durable for x in v.exchanges.values())
+    assert [n for n, x in v.exchanges.items() if x.internal] == ["amq.rabbitmq.event"]
 
 
 def test_declare_exchange_and_redeclare(vhost) -> None:

@@ -36,11 +36,12 @@ def test_an_address_from_the_command_line_is_moved_with_the_flag_only():
     assert line.endswith("; choose another with --metrics HOST:PORT")
 
 
-def test_the_management_port_has_a_key_and_no_flag():
+def test_the_management_port_has_a_key_and_a_flag():
     line = unavailable(MANAGEMENT_ENDPOINT, errno.EADDRINUSE, port=15672,
                        key="management.port").describe("gw.yaml", 12)
     assert "RabbitMQ's management plugin (15672)" in line
-    assert line.endswith("; choose another with management.port (gw.yaml:12)")
+    assert line.endswith("; choose another with --management HOST:PORT or management.port "
+                         "(gw.yaml:12)")
 
 
 @pytest.mark.parametrize("code,words", [

@@ -40,7 +40,7 @@ def test_rendered_status_lines():
         'amqp_gateway_connections_accepted_total{protocol="amqp091"} 7\n'
         'amqp_gateway_queue_messages_ready{vhost="/",queue="q1"} 5\n'
         'amqp_gateway_queue_messages_ready{vhost="/",queue="q2"} 1\n'
-        'amqp_gateway_queue_messages_unacknowledged{vhost="/",queue="q1"} 2\n'
+        'amqp_gateway_queue_messages_unacked{vhost="/",queue="q1"} 2\n'
         "amqp_gateway_memory_queued_bytes 600\n"
         "amqp_gateway_memory_blocked 1\n"))
     lines = render_status(Target("127.0.0.1", 5672), reply, figures, "http://m/metrics", None,

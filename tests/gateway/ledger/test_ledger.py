@@ -156,3 +156,23 @@ def test_any_text_survives_as_one_line_each(items):
     for event, (user, mid, size, headers) in zip(events, items):
         assert event["container"] == "gw-\n\"" and event["user"] == user
         assert event.get("message_id") == mid and event["size"] == size
+
+
+def test_forwarding_events_share_a_context_per_remote_and_arrivals_carry_the_origin_id():
+    ledger = Ledger(container_id="gw")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    ledger.forwarded(T0, message(), "org-b")
+    ledger.forward_settled(T0 + 1, message(), "org-b", "rejected", "amqp:not-found: no queue")
+    link = ledger.context(T0, "/", "org-a", "1.0", "c9", "l")
+    arrived = message(gid=8)
+    ledger.received(T0 + 2, link, arrived, EventKind.ROUTED, [queue("q")])
+    ledger.arrived_forwarded(arrived, 7)
+    assert lines(ledger) == [
+        ["c", T0, 100, "gw", None, None, "1.0", "forward:org-b", None, None],
+        ["e", T0, 100, "forwarded", 7, None, None, T0, None, None, None, None, None, "org-b"],
+        ["e", T0 + 1, 100, "forward_settled", 7, None, None, T0, None, None, None,
+         "amqp:not-found: no queue", "rejected", "org-b"],
+        ["c", T0, 101, "gw", "/", "org-a", "1.0", "c9", "l", None],
+        ["m", T0 + 2, 101, 8, "x", "k", "m", None, 12, "routed", ["q"], None, None, None, 7],
+    ]

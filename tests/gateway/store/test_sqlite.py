@@ -294,7 +294,7 @@ def test_an_unknown_schema_version_is_refused(path, loop) -> None:
     db = sqlite3.connect(path)
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     db.close()
-    with pytest.raises(StoreUnusable, match="schema version is 2"):
+    with pytest.raises(StoreUnusable, match=f"schema version is {SCHEMA_VERSION + 1}"):
         open_store(path, loop)
 
 

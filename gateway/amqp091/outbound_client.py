@@ -1,0 +1,220 @@
+"""The outbound 0-9-1 connection of a forwarder (``kind: amqp091``), sans-I/O.
+
+``OutboundAmqp091`` is what the edge's ``RemoteLink`` drives for a partner's 0-9-1 broker,
+as ``OutboundAmqp10`` is for 1.0: the engine surface (over the ``ClientConnection``
+client role) plus ``send``/``close``/``report_down``. It turns the client's events into
+what the forwarder hears (``OutboundEvents``):
+
+    ChannelReady               -> connection_up, then credit
+    PublishSettled accepted    -> settled(ACCEPTED)
+    PublishSettled refused     -> settled(REJECTED, the broker's reply code and text)
+    ChannelLost                -> connection_down (a new channel follows: connection_up)
+    ConnectionLost             -> connection_down (once; the edge reconnects)
+    FlowChanged                -> credit(0) while blocked, else credit again
+
+Credit is the remote's ``credit`` setting less the unconfirmed publishes, reported after
+each batch of input that changed it. Each message goes where ``OutboundMessage.address``
+says, read with our address grammar as a target at the partner (``partner_route``:
+``/exchange/X/RK`` is X with key RK; ``/queue/Q`` and ``Q`` the default exchange with key
+Q; ``/topic/RK`` ``amq.topic``; ``/exchange/X`` X with the message's routing key), its
+properties rendered as for a 0-9-1 consumer of ours plus the forwarding annotations as
+headers (``forwarded_payload``). An address or a message that cannot be published is
+REJECTED with the reason, on the next ``tick`` (never from inside the forwarder's
+``send``).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from addressing import (AddressError, AddressErrorKind, LocalPublish, SubjectPublish, resolve_link_target,
+                        route_message)
+from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
+                                    PublishSettled)
+from gateway.amqp091.errors import AmqpException
+from gateway.amqp091.message_mapping import forwarded_payload
+from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
+                                      Settlement)
+from translators import TranslationError
+
+__all__ = ["OutboundAmqp091", "partner_route"]
+
+log = logging.getLogger(__name__)
+
+_ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
+_ROUTES_MAX = 1024
+
+
+class _PartnerNodes:
+    """The partner's vhost as our resolver sees it: every exchange and queue may exist
+    (the partner decides, and says so by a return or a channel error); no services."""
+
+    def has_exchange(self, name: str) -> bool:
+        return True
+
+    def has_queue(self, name: str) -> bool:
+        return True
+
+    def has_service(self, name: str) -> bool:
+        return False
+
+    def declare_queue(self, name: str) -> None:
+        return None
+
+
+_PARTNER_NODES = _PartnerNodes()
+
+
+def partner_route(address: str) -> LocalPublish | SubjectPublish:
+    """The publish ``address`` stands for at a 0-9-1 partner. Raises ``AddressError``
+    naming the problem (malformed, a service, or a ``node@container``)."""
+    route = resolve_link_target(address, our_container="", directory=_PARTNER_NODES,
+                                vhost="of the partner")
+    if not isinstance(route, (LocalPublish, SubjectPublish)):
+        raise AddressError(AddressErrorKind.INVALID,
+                           f"address '{address}' is no exchange or queue a 0-9-1 broker can take")
+    return route
+
+
+class OutboundAmqp091:
+    """See the module docstring. ``password`` is read by the edge from ``password_file``;
+    ``now`` starts the client's clock (None: the first ``tick`` does)."""
+
+    def __init__(self, settings: RemoteSettings, password: str, container_id: str,
+                 events: OutboundEvents, *, now: Optional[float] = None, heartbeat: int = 60) -> None:
+        self.settings = settings
+        self.events = events
+        self.where = f"remote '{settings.container}' ({settings.host}:{settings.port})"
+        self.on_output: Optional[Callable[[], None]] = None
+        self.client = ClientConnection(
+            user=settings.user, password=password, vhost=settings.vhost, mechanism=settings.sasl_mechanism,
+            now=now, peer=f"{settings.host}:{settings.port}", heartbeat=heartbeat,
+            connection_name=f"amqp-gateway {container_id} forwarding to {settings.container}")
+        self._up = False
+        self._down = False
+        self._routes: dict[str, LocalPublish | SubjectPublish] = {}
+        self._refused: list[Settlement] = []
+
+    # ---- OutboundConnection ----------------------------------------------------------------
+    def send(self, message: OutboundMessage) -> None:
+        if not self.client.ready:
+            self._refuse(Settlement(message.entry_id, _RELEASED, f"{self.where}: not connected"))
+            return
+        try:
+            route = self._route(message.address)
+            if isinstance(route, SubjectPublish):
+                route = route_message(route, message.message.routing_key or None)
+            properties, body = forwarded_payload(message.message, message.annotations)
+        except AddressError as exc:
+            self._refuse(Settlement(message.entry_id, _REJECTED, f"cannot publish to {self.where}: {exc.text}"))
+            return
+        except (ValueError, AmqpException, TranslationError) as exc:
+            self._refuse(Settlement(message.entry_id, _REJECTED,
+                                    f"cannot render message {message.entry_id} for {self.where}: {exc}"))
+            return
+        self.client.publish(message.entry_id, route.exchange, route.routing_key, properties, body)
+        self._output_ready()
+
+    def close(self, reason: str) -> None:
+        self._down = True  # a close of ours: no connection_down
+        self.client.close(reason)
+        self._output_ready()
+
+    def report_down(self, error: str) -> None:
+        """The socket went (the edge calls it with a line naming why): tell the forwarder
+        once, if the client did not already."""
+        if not self.client.closed:
+            self.client.transport_lost(error)
+        self._dispatch()
+        self._lost(error)
+
+    # ---- the engine surface ----------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.client.closed
+
+    @property
+    def wants_input(self) -> bool:
+        return self.client.wants_input
+
+    def receive_data(self, data: bytes) -> None:
+        self.client.receive_data(data)
+        self._dispatch()
+
+    def receive_eof(self) -> None:
+        self.client.receive_eof()
+        self._dispatch()
+
+    def data_to_send(self) -> bytes:
+        return self.client.data_to_send()
+
+    def tick(self, now: float) -> Optional[float]:
+        deadline = self.client.tick(now)
+        self._dispatch()
+        return deadline
+
+    def shutdown(self, reason: str) -> None:
+        self.close(reason)
+
+    # ---- events ----------------------------------------------------------------------------
+    @property
+    def available(self) -> int:
+        client = self.client
+        if not client.ready or client.blocked:
+            return 0
+        return max(0, self.settings.credit - client.unconfirmed)
+
+    def _output_ready(self) -> None:
+        if self.on_output is not None:
+            self.on_output()
+
+    def _refuse(self, settlement: Settlement) -> None:
+        self._refused.append(settlement)
+        self._output_ready()   # the edge's flush ticks us: the settlement goes out then
+
+    def _dispatch(self) -> None:
+        events = self.client.take_events()
+        if self._refused:
+            refused, self._refused = self._refused, []
+            for settlement in refused:
+                self.events.settled(settlement)
+        if not events:
+            return
+        credit_changed = False
+        for event in events:
+            kind = type(event)
+            if kind is PublishSettled:
+                self.events.settled(Settlement(event.token, _ACCEPTED if event.accepted else _REJECTED,
+                                               event.error))
+                credit_changed = True
+            elif kind is ChannelReady:
+                self._up = True
+                self.events.connection_up()
+                credit_changed = True
+            elif kind is ChannelLost:
+                self._up = False
+                self.events.connection_down(f"{self.where}: {event.error}")
+            elif kind is FlowChanged:
+                log.warning("%s: %s publishing (%s)", self.where, "stopped" if event.blocked else "resumed",
+                            event.reason)
+                credit_changed = True
+            elif kind is ConnectionLost:
+                self._lost(f"{self.where}: {event.error}")
+                return
+        if credit_changed and self._up:
+            self.events.credit(self.available)
+
+    def _lost(self, error: str) -> None:
+        self._up = False
+        if not self._down:
+            self._down = True
+            self.events.connection_down(error)
+
+    def _route(self, address: str) -> LocalPublish | SubjectPublish:
+        route = self._routes.get(address)
+        if route is None:
+            route = partner_route(address)
+            if len(self._routes) >= _ROUTES_MAX:
+                self._routes.clear()
+            self._routes[address] = route
+        return route

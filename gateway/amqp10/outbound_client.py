@@ -1,0 +1,250 @@
+"""The outbound 1.0 connection of a forwarder, in the client role (sans-I/O).
+
+Proton's engine as the inbound side uses it, but as a client: ``Transport(CLIENT)`` with
+proton's own SASL client (PLAIN, ANONYMOUS, EXTERNAL; proton's bundled SASL has no
+SCRAM), one session and one sending link to the remote's ``amqp$transfer``
+(``kind: gateway``) or to the address the remote's template makes (``kind: amqp10``;
+one link per address, opened on first use). It has the engine surface the edge's
+``EngineDriver`` drives (``receive_data``, ``data_to_send``, ``tick``, ``closed``...) and
+reports to the forwarder through ``OutboundEvents``: ``connection_up`` once the first
+link is attached, the link's ``credit``, each remote settlement, and ``connection_down``
+once (a refused login, a refused attach, a close, a lost socket).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
+
+from gateway.forward.forwarder import TRANSFER_ADDRESS
+from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage,
+                                      RemoteSettings, Settlement)
+from gateway.forward.rendering import amqp10_payload
+from translators.errors import TranslationError
+
+__all__ = ["OutboundAmqp10"]
+
+log = logging.getLogger(__name__)
+
+#: seconds of silence after which the remote may be taken for gone (heartbeats at half)
+_IDLE_TIMEOUT = 60.0
+
+
+def _text(condition: Any, default: str) -> str:
+    if condition is None:
+        return default
+    name = getattr(condition, "name", None) or str(condition)
+    description = getattr(condition, "description", None)
+    return f"{name}: {description}" if description else str(name)
+
+
+class OutboundAmqp10:
+    """See the module docstring. ``password`` is read by the edge from the remote's
+    ``password_file``."""
+
+    def __init__(self, settings: RemoteSettings, password: str, container_id: str,
+                 events: OutboundEvents) -> None:
+        self.settings = settings
+        self.events = events
+        self.closed = False
+        self.wants_input = True
+        self.on_output: Optional[Callable[[], None]] = None
+        self._down = False
+        self._up = False
+        transport = self._transport = Transport(Transport.CLIENT)
+        transport.idle_timeout = _IDLE_TIMEOUT
+        mech = settings.sasl_mechanism
+        if mech != "EXTERNAL" or not settings.tls:
+            sasl = transport.sasl()
+            sasl.allowed_mechs(mech)
+            sasl.allow_insecure_mechs = True  # PLAIN without TLS: the operator chose it
+        connection = self._connection = Connection()
+        connection.container = container_id
+        connection.hostname = f"vhost:{settings.vhost}"
+        if mech != "ANONYMOUS":
+            connection.user = settings.user
+            connection.password = password
+        self._collector = Collector()
+        connection.collect(self._collector)
+        transport.bind(connection)
+        connection.open()
+        self._session = connection.session()
+        self._session.open()
+        self._links: dict[str, Link] = {}
+        #: entries sent on each link and not settled yet (by link name)
+        self._unsettled: dict[str, set[int]] = {}
+        self._primary: Optional[Link] = None
+        if settings.kind == "gateway":  # the one link, to the remote's amqp$transfer
+            self._primary = self.open_link(TRANSFER_ADDRESS)
+
+    # -- the forwarder's side (OutboundConnection) -------------------------------------------
+    def open_link(self, address: str) -> Link:
+        link = self._links.get(address)
+        if link is None:
+            link = self._session.sender(f"forward-{self.settings.container}-{len(self._links)}")
+            link.target.address = address
+            link.snd_settle_mode = Link.SND_UNSETTLED
+            link.rcv_settle_mode = Link.RCV_FIRST
+            link.open()
+            self._links[address] = link
+            self._unsettled[link.name] = set()
+        return link
+
+    def send(self, message: OutboundMessage) -> None:
+        link = self.open_link(message.address)
+        try:
+            encoded = amqp10_payload(message, fill_to=self.settings.kind == "gateway")
+        except TranslationError as exc:
+            self.events.settled(Settlement(message.entry_id, ForwardOutcome.REJECTED,
+                                           f"cannot render the message for 1.0: {exc}"))
+            return
+        link.delivery(str(message.entry_id))
+        self._unsettled[link.name].add(message.entry_id)
+        link.send(encoded)
+        link.advance()
+        self._output_ready()
+
+    def close(self, reason: str) -> None:
+        if not self._connection.state & Endpoint.LOCAL_CLOSED:
+            self._connection.close()
+        self._down = True  # a close of ours: no connection_down
+        self._output_ready()
+
+    # -- the engine surface -------------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        transport = self._transport
+        while data:
+            capacity = transport.capacity()
+            if capacity < 0:
+                break
+            chunk, data = data[:capacity or len(data)], data[capacity or len(data):]
+            transport.push(chunk)
+        self._process()
+
+    def receive_eof(self) -> None:
+        self._transport.close_tail()
+        self._process()
+        self.report_down("connection lost")
+
+    def data_to_send(self) -> bytes:
+        transport = self._transport
+        out = []
+        while True:
+            pending = transport.pending()
+            if pending <= 0:
+                if pending < 0:
+                    self.closed = True
+                break
+            out.append(bytes(transport.peek(pending)))
+            transport.pop(pending)
+        return b"".join(out)
+
+    def tick(self, now: float) -> Optional[float]:
+        deadline = self._transport.tick(now)
+        self._process()
+        return deadline or None
+
+    # -- events -------------------------------------------------------------------------------
+    def _output_ready(self) -> None:
+        if self.on_output is not None:
+            self.on_output()
+
+    def _process(self) -> None:
+        collector = self._collector
+        while True:
+            event = collector.peek()
+            if event is None:
+                break
+            try:
+                self._handle(event)
+            finally:
+                collector.pop()
+
+    def _handle(self, event: Any) -> None:
+        kind = event.type
+        if kind == Event.CONNECTION_REMOTE_OPEN:
+            if self._primary is None and not self._up:  # amqp10: links open on demand, and
+                self._up = True  # proton holds a transfer until its link has credit
+                self.events.connection_up()
+                self.events.credit(self.settings.credit)
+        elif kind == Event.LINK_REMOTE_OPEN:
+            link = event.link
+            if not self._is_primary(link) or link.remote_target is None \
+                    or link.remote_target.address is None:
+                return  # refused: its detach follows with the reason
+            if not self._up:
+                self._up = True
+                self.events.connection_up()
+            self.events.credit(link.credit)
+        elif kind == Event.LINK_FLOW:
+            if self._up and self._is_primary(event.link):
+                self.events.credit(event.link.credit)
+        elif kind == Event.DELIVERY:
+            self._settled(event.delivery)
+        elif kind == Event.LINK_REMOTE_CLOSE and not self._is_primary(event.link):
+            self._link_refused(event.link)
+        elif kind in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE,
+                      Event.CONNECTION_REMOTE_CLOSE):
+            if kind == Event.LINK_REMOTE_CLOSE:
+                endpoint, what = event.link, "link"
+            elif kind == Event.SESSION_REMOTE_CLOSE:
+                endpoint, what = event.session, "session"
+            else:
+                endpoint, what = event.connection, "connection"
+            self.report_down(f"the remote closed the {what}: "
+                             f"{_text(endpoint.remote_condition, 'no reason given')}")
+            if not self._connection.state & Endpoint.LOCAL_CLOSED:
+                self._connection.close()
+        elif kind == Event.TRANSPORT_ERROR:
+            self.report_down(_text(self._transport.condition, "transport error"))
+        elif kind == Event.TRANSPORT_CLOSED:
+            self.report_down(_text(self._transport.condition, "connection closed"))
+
+    def _is_primary(self, link: Link) -> bool:
+        # proton hands out a new wrapper per event: compare the names
+        return self._primary is not None and link.name == self._primary.name
+
+    def _link_refused(self, link: Link) -> None:
+        """An ``amqp10`` remote refused or closed the link of one address: what was sent
+        on it is rejected with the remote's reason (dead-lettered, not retried forever);
+        the next message for that address opens a new link."""
+        error = _text(link.remote_condition, "the remote closed the link")
+        self._links.pop(link.target.address, None)
+        entries = self._unsettled.pop(link.name, set())
+        link.close()
+        for entry_id in sorted(entries):
+            self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
+                                           f"link to '{link.target.address}': {error}"))
+
+    def _settled(self, delivery: Delivery) -> None:
+        if not delivery.updated and not delivery.remote_state:
+            return
+        state = delivery.remote_state
+        try:
+            entry_id = int(delivery.tag)
+        except (TypeError, ValueError):
+            delivery.settle()
+            return
+        if state == Delivery.ACCEPTED:
+            outcome, error = ForwardOutcome.ACCEPTED, None
+        elif state == Delivery.REJECTED:
+            outcome = ForwardOutcome.REJECTED
+            error = _text(delivery.remote.condition, "rejected by the remote")
+        elif state in (Delivery.RELEASED, Delivery.MODIFIED):
+            outcome, error = ForwardOutcome.RELEASED, None
+        elif delivery.remote_state is None and delivery.settled:
+            outcome, error = ForwardOutcome.RELEASED, None  # settled with no outcome
+        else:
+            return  # e.g. RECEIVED: progress only
+        self._unsettled.get(delivery.link.name, set()).discard(entry_id)
+        delivery.settle()
+        self.events.settled(Settlement(entry_id, outcome, error))
+
+    def report_down(self, error: str) -> None:
+        """Tell the forwarder once that this connection is gone (the edge calls it too,
+        when the socket goes)."""
+        if self._down:
+            return
+        self._down = True
+        self.events.connection_down(error)

@@ -1,0 +1,67 @@
+"""The per-message rules of links whose route is ``amqp$transfer`` or one of its aliases.
+
+- A link to ``node@container`` (a ``Forward`` route) carries messages for that address
+  only: a message whose ``to`` is another address is rejected with
+  ``amqp:precondition-failed`` naming both; one without ``to`` goes as if it had the
+  link's address (the forwarder writes it into the forwarded copy).
+- A link to ``amqp$transfer`` itself reads each message's ``to`` (required) and resolves
+  it like the anonymous relay: a container that is this gateway delivers locally, another
+  one forwards. A message another gateway forwarded (it carries the forwarding
+  annotations) is dropped as a duplicate when its (origin container, gateway id) is in
+  the dedupe window: accepted, not routed again.
+
+Only these routes come here; a local publish route never does (one class check in
+``links``).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from addressing import AddressError, AddressErrorKind, Forward, ServiceRoute, TRANSFER_SERVICE
+from addressing import resolve_target
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition as Cond
+from gateway.forward.annotations import Forwarded, forwarded_of
+from translators.amqp10_sections import Amqp10Summary
+from translators.errors import TranslationError
+
+__all__ = ["DUPLICATE", "transfer_route", "global_address"]
+
+#: the route of a duplicate: accept it and do nothing else
+DUPLICATE = object()
+
+
+def global_address(route: Forward) -> str:
+    return f"{route.node}@{route.container}"
+
+
+def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional[str],
+                   summary: Amqp10Summary, encoded: bytes) -> tuple[Any, Optional[Forwarded]]:
+    """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
+    ``ServiceRoute``), and the forwarding identity it carries (to remember once it is
+    taken in). Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
+    if route.__class__ is Forward:
+        to = summary.to
+        if to is not None and to != link_address:
+            raise Amqp10Error(Cond.PRECONDITION_FAILED,
+                              f"message 'to' is '{to}', but this link only carries messages "
+                              f"for '{link_address}'")
+        return route, None
+    if route.__class__ is not ServiceRoute or route.name != TRANSFER_SERVICE:
+        return route, None
+    if summary.to is None:
+        raise AddressError(AddressErrorKind.INVALID,
+                           f"{TRANSFER_SERVICE}: the message has no 'to' address")
+    try:
+        forwarded = forwarded_of(encoded)
+    except TranslationError as exc:
+        raise Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}") from None
+    if forwarded is not None:
+        transfer = host.vhost.service(TRANSFER_SERVICE)
+        if transfer.is_duplicate(forwarded):
+            return DUPLICATE, None
+    resolved = resolve_target(summary.to, our_container=host.container_id, directory=directory,
+                              subject=summary.subject, vhost=host.vhost.name)
+    if resolved.__class__ is ServiceRoute and resolved.name == TRANSFER_SERVICE:
+        raise AddressError(AddressErrorKind.INVALID,
+                           f"{TRANSFER_SERVICE}: 'to' must name a node, not '{summary.to}'")
+    return resolved, forwarded

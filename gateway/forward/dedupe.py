@@ -1,0 +1,57 @@
+"""The receiving side's memory of forwarded messages it took in, for ``dedupe_window``
+seconds, kept in the store (as Artemis persists its duplicate-id caches): a sender that
+crashed before it heard our ``accepted`` sends the message again, and the copy is
+accepted and dropped, even across our own restart.
+
+An id is remembered in the same store generation as the message it came with, so the
+``accepted`` that waits for that commit covers both.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from gateway.store.interface import ForwardedId
+
+__all__ = ["DedupeWindow"]
+
+
+class DedupeWindow:
+    def __init__(self, store: Any, window: float) -> None:
+        self._store = store
+        self.window = window
+        self._seen: dict[tuple[str, int], float] = {}
+        self._order: deque[ForwardedId] = deque()
+        self.dropped = 0
+
+    def restore(self, now: float) -> int:
+        """Load the ids the store kept (those still inside the window); returns how many."""
+        for seen in sorted(self._store.load_forwarded(), key=lambda s: s.seen_at):
+            if seen.seen_at >= now - self.window:
+                self._seen[(seen.origin, seen.gateway_id)] = seen.seen_at
+                self._order.append(seen)
+        return len(self._seen)
+
+    def seen(self, origin: str, gateway_id: int) -> bool:
+        return (origin, gateway_id) in self._seen
+
+    def remember(self, origin: str, gateway_id: int, now: float) -> None:
+        seen = ForwardedId(origin, gateway_id, now)
+        self._seen[(origin, gateway_id)] = now
+        self._order.append(seen)
+        self._store.remember_forwarded(seen)
+
+    def expire(self, now: float) -> None:
+        """Forget ids older than the window (memory now, the store in the same batch)."""
+        horizon = now - self.window
+        order = self._order
+        if not order or order[0].seen_at >= horizon:
+            return
+        while order and order[0].seen_at < horizon:
+            old = order.popleft()
+            if self._seen.get((old.origin, old.gateway_id)) == old.seen_at:
+                del self._seen[(old.origin, old.gateway_id)]
+        self._store.forget_forwarded(horizon)
+
+    def __len__(self) -> int:
+        return len(self._seen)

@@ -1,0 +1,119 @@
+"""The ``forwarding:`` section of the config, as the config walker builds it.
+
+``RemoteSettings`` (one ``forwarding.remotes[]`` entry) lives with the outbound contract
+(``outbound.py``); the rest is here: the section itself and the static routes
+(``shovels``). The key names are the interface (issue 33); ``config.example.yaml``
+documents each with its default.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from gateway.forward.outbound import RemoteSettings
+
+__all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "SASL_MECHANISMS", "read_password",
+           "PasswordFileError", "remote_problems", "forwarding_problems"]
+
+#: ``kind`` of a remote
+KINDS = ("gateway", "amqp10", "amqp091")
+#: ``sasl_mechanism`` of a remote (AMQPLAIN for ``amqp091`` only)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "EXTERNAL", "ANONYMOUS", "AMQPLAIN")
+
+
+@dataclass(frozen=True, slots=True)
+class ShovelSettings:
+    """A static route: local queue ``queue`` is drained to node ``node`` of ``remote``."""
+
+    name: str
+    queue: str
+    remote: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardingSettings:
+    remotes: tuple[RemoteSettings, ...] = ()
+    #: container through which unknown containers are reached; "" = refuse them
+    default_remote: str = ""
+    #: seconds a receiving gateway remembers forwarded ids
+    dedupe_window: float = 600.0
+    shovels: tuple[ShovelSettings, ...] = ()
+
+    def remote(self, container: str) -> Optional[RemoteSettings]:
+        for remote in self.remotes:
+            if remote.container == container:
+                return remote
+        return None
+
+
+class PasswordFileError(Exception):
+    """A remote's ``password_file`` cannot be read (the text names the file)."""
+
+
+def read_password(remote: RemoteSettings) -> str:
+    """The remote's password: the first line of ``password_file`` ("" without one)."""
+    if not remote.password_file:
+        return ""
+    try:
+        with open(remote.password_file, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise PasswordFileError(f"cannot read password_file {remote.password_file!r} of remote "
+                                f"'{remote.container}': {exc.strerror}") from None
+
+
+def remote_problems(remote: RemoteSettings,
+                    file_problem: Callable[[Optional[str]], Optional[str]]) -> list[tuple[str, str]]:
+    """``(key, problem)`` of one remote's settings (``file_problem`` checks a file path)."""
+    out: list[tuple[str, str]] = []
+    if not remote.container or "@" in remote.container:
+        out.append(("container", "a remote needs a container name without '@'"))
+    if not remote.host:
+        out.append(("host", "a remote needs a host"))
+    if not 0 < remote.port <= 65535:
+        out.append(("port", f"{remote.port} is not a valid port (1-65535)"))
+    if remote.kind not in KINDS:
+        out.append(("kind", f"{remote.kind!r} is not one of: {', '.join(KINDS)}"))
+    elif remote.kind != "gateway" and "{node}" not in remote.address:
+        out.append(("address", f"kind {remote.kind} needs an address template with {{node}}, "
+                               "e.g. \"/queues/{node}\""))
+    if remote.sasl_mechanism not in SASL_MECHANISMS or (
+            remote.sasl_mechanism == "AMQPLAIN" and remote.kind != "amqp091"):
+        out.append(("sasl_mechanism", f"{remote.sasl_mechanism!r} is not one of: PLAIN, "
+                                      "SCRAM-SHA-256, EXTERNAL, ANONYMOUS (AMQPLAIN: amqp091 only)"))
+    for key in ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+        problem = file_problem(getattr(remote, key))
+        if problem:
+            out.append((key, problem))
+    if remote.credit <= 0:
+        out.append(("credit", f"{remote.credit} is not a positive number of messages"))
+    if remote.reconnect_initial <= 0 or remote.reconnect_max < remote.reconnect_initial:
+        out.append(("reconnect_max", "needs 0 < reconnect_initial <= reconnect_max"))
+    return out
+
+
+def forwarding_problems(settings: ForwardingSettings) -> list[tuple[str, str, str]]:
+    """``(key, key path below forwarding, problem)`` across the section's entries."""
+    out: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for i, remote in enumerate(settings.remotes):
+        if remote.container in seen:
+            out.append(("remotes", f"remotes[{i}].container",
+                        f"remote container '{remote.container}' is listed twice"))
+        seen.add(remote.container)
+    if settings.default_remote and settings.default_remote not in seen:
+        out.append(("default_remote", "default_remote",
+                    f"'{settings.default_remote}' is not the container of a remote"))
+    if settings.dedupe_window <= 0:
+        out.append(("dedupe_window", "dedupe_window",
+                    f"{settings.dedupe_window} is not a positive number of seconds"))
+    names: set[str] = set()
+    for i, shovel in enumerate(settings.shovels):
+        if shovel.remote not in seen:
+            out.append(("shovels", f"shovels[{i}].remote",
+                        f"'{shovel.remote}' is not the container of a remote"))
+        if shovel.name in names:
+            out.append(("shovels", f"shovels[{i}].name", f"shovel '{shovel.name}' is listed twice"))
+        names.add(shovel.name)
+    return out

@@ -1,0 +1,179 @@
+"""``amqp$transfer``: the service node every ``node@container`` address is an alias of.
+
+Registered by the service as the node ``amqp$transfer`` and as the broker's resolver for
+``x@container`` names whose container is a configured remote (or any container when
+``default_remote`` is set). Unknown containers get no node, so the protocols refuse them
+their own way (a 1.0 attach or relayed message: ``amqp:not-found`` naming the container;
+0-9-1: unroutable, ``basic.return`` 312 NO_ROUTE when mandatory).
+
+:meth:`TransferService.publish` takes a message whose routing key is its global address
+(the 1.0 link sets it from the link address or the ``to``; 0-9-1 publishes it so),
+writes it to the durable outbox of its remote and hands it to that remote's forwarder.
+The write joins the store's open generation, so the protocol's confirm (0-9-1
+basic.ack, 1.0 ``accepted``) waits for its commit, as for a persistent message on a
+durable queue. The receiving side (a link to ``amqp$transfer`` whose messages carry
+``to``) resolves ``to`` locally through the address grammar; duplicates are dropped by
+the ``DedupeWindow``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from gateway.broker.errors import NotAllowed, NotFound
+from gateway.broker.message import MessageContainer
+from gateway.broker.queued_message import message_row
+from gateway.forward import annotations as fa
+from gateway.forward.dedupe import DedupeWindow
+from gateway.forward.forwarder import Forwarder, OutboxEntry
+from gateway.forward.ledger_events import ForwardLedger
+from gateway.forward.outbound import OutboundMessage
+from gateway.forward.rendering import amqp10_payload
+from gateway.forward.settings import ForwardingSettings
+from gateway.store.interface import OutboxRow, StoredMessage
+from translators.errors import TranslationError
+
+__all__ = ["TransferService", "dead_letter_queue"]
+
+log = logging.getLogger(__name__)
+
+
+def dead_letter_queue(container: str) -> str:
+    """The local queue where messages ``container`` rejected go."""
+    return f"forward.dead-letter.{container}"
+
+
+class TransferService:
+    """See the module docstring. ``broker``: the ``Broker`` (store, vhosts, gateway ids,
+    message loader); ``clock()``: the loop's time; messages a remote rejects go to
+    ``dead_letter_queue(remote)`` in vhost ``dead_letter_vhost``."""
+
+    def __init__(self, broker: Any, settings: ForwardingSettings, clock: Callable[[], float],
+                 dead_letter_vhost: str = "/",
+                 from_amqp10: Optional[Callable[[bytes, float], MessageContainer]] = None) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.container_id: str = broker.container_id
+        self._store = broker.store
+        self._clock = clock
+        self._dead_letter_vhost = dead_letter_vhost
+        #: encoded 1.0 message, receive time -> a container (the 1.0 engine's); dead
+        #: letters are made 1.0 messages so the remote's error is in their bytes
+        self._from_amqp10 = from_amqp10
+        self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
+        ledger = ForwardLedger(broker)
+        self.forwarders: dict[str, Forwarder] = {
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
+            for r in settings.remotes}
+        self.refused_loops = 0
+
+    # -- the broker's view -----------------------------------------------------------------
+    def resolve(self, name: str) -> Optional["TransferService"]:
+        """The broker's service resolver: this node for ``x@remote``, else None."""
+        if "@" not in name:
+            return None
+        container = name.rpartition("@")[2]
+        return self if self.forwarder_for(container) is not None else None
+
+    def forwarder_for(self, container: str) -> Optional[Forwarder]:
+        """The forwarder that reaches ``container`` (its own, or the default remote's);
+        None for this gateway's own container and for an unknown one."""
+        if container == self.container_id:
+            return None
+        forwarder = self.forwarders.get(container)
+        if forwarder is None and self.settings.default_remote:
+            forwarder = self.forwarders.get(self.settings.default_remote)
+        return forwarder
+
+    def publish(self, message: MessageContainer, now: float) -> None:
+        """Write ``message`` (routing key: its global address) to its remote's outbox.
+        Raises ``NotFound`` (no route to the container) or ``NotAllowed`` (a loop)."""
+        address = message.routing_key
+        node, _, container = address.rpartition("@")
+        forwarder = self.forwarder_for(container) if node else None
+        if forwarder is None:
+            raise NotFound(f"unknown container '{container}': no forwarding route to it "
+                           f"(address '{address}')")
+        if container != forwarder.container:
+            node = address  # through the hub: it resolves the whole address
+        came_from = None
+        if message.origin.value == "amqp10" and message.payload is not None:
+            came_from = fa.forwarded_of(message.payload)
+        if not message.gateway_id:
+            message.gateway_id = self.broker.next_gateway_id()
+        try:
+            annotations = fa.forward_annotations(self.container_id, message.gateway_id, came_from)
+        except fa.LoopError as exc:
+            self.refused_loops += 1
+            raise NotAllowed(str(exc)) from None
+        entry = OutboxEntry(message.gateway_id, node, message, annotations)
+        self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
+                                         message_row(message), annotations, 0))
+        forwarder.add(entry)
+
+    # -- the receiving side ----------------------------------------------------------------
+    def is_duplicate(self, forwarded: fa.Forwarded) -> bool:
+        duplicate = self.dedupe.seen(forwarded.origin, forwarded.gateway_id)
+        if duplicate:
+            self.dedupe.dropped += 1
+        return duplicate
+
+    def took_in(self, forwarded: fa.Forwarded, now: float) -> None:
+        self.dedupe.remember(forwarded.origin, forwarded.gateway_id, now)
+
+    # -- start, time -----------------------------------------------------------------------
+    def restore(self, now: float) -> int:
+        """Refill the forwarders from the store's outbox and the dedupe window from its
+        ids (before any listener opens); declare the dead-letter queues. Returns the
+        number of outbox entries restored."""
+        self.dedupe.restore(now)
+        vhost = self.broker.vhost(self._dead_letter_vhost)
+        for container in self.forwarders:
+            vhost.declare_queue(dead_letter_queue(container), durable=True, now=now)
+        count = 0
+        for row in self._store.load_outbox():
+            forwarder = self.forwarders.get(row.remote)
+            if forwarder is None:
+                log.warning("outbox: message %d for remote '%s', which is no longer "
+                            "configured, goes to its dead-letter queue", row.entry_id, row.remote)
+            message = self.broker.message_loader(StoredMessage(row.message, None))
+            entry = OutboxEntry(row.entry_id, row.node, message, row.annotations or {},
+                                row.attempts)
+            if forwarder is None:
+                self._dead_letter(row.remote, entry, f"remote '{row.remote}' is not configured",
+                                  now)
+                self._store.remove_outbox(row.entry_id)
+                continue
+            forwarder.add(entry)
+            count += 1
+        return count
+
+    def tick(self, now: float) -> None:
+        for forwarder in self.forwarders.values():
+            forwarder.tick(now)
+        self.dedupe.expire(now)
+
+    def status(self) -> list[dict]:
+        """Each remote's state, outbox and counts (for metrics, the log and management)."""
+        return [f.status() for f in self.forwarders.values()]
+
+    # -- dead letters ----------------------------------------------------------------------
+    def _dead_letter(self, container: str, entry: OutboxEntry, error: str, now: float) -> None:
+        queue = dead_letter_queue(container)
+        vhost = self.broker.vhost(self._dead_letter_vhost)
+        if vhost.queue(queue) is None:
+            vhost.declare_queue(queue, durable=True, now=now)
+        annotations = {**entry.annotations, fa.ERROR: error, fa.REMOTE: container}
+        copy = None
+        if self._from_amqp10 is not None:
+            try:  # the annotations inside the bytes: they survive a restart with the message
+                encoded = amqp10_payload(OutboundMessage(entry.entry_id, entry.node, "",
+                                                         entry.message, annotations),
+                                         fill_to=False)
+                copy = self._from_amqp10(encoded, entry.message.created_at)
+            except TranslationError as exc:
+                log.warning("dead letter of message %d kept as it is: %s", entry.entry_id, exc)
+        if copy is None:
+            copy = entry.message.with_annotations(annotations)
+        copy.durable = True
+        vhost.publish("", queue, copy, now)

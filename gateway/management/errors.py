@@ -1,0 +1,80 @@
+"""Management errors: each carries an HTTP-like status and a text naming the problem.
+
+The three faces of management (AMQP Management's ``statusCode``, RabbitMQ 4's
+``/management`` node, the HTTP API) all answer with these statuses, so a refusal reads
+the same everywhere. Broker and auth errors become these in :func:`from_broker` (the one
+mapping). ``EntityNotFound`` is not called ``NotFound``: that name is the broker's.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from gateway.auth.errors import PermissionRefused
+from gateway.broker.errors import BrokerError, ErrorKind
+
+__all__ = ["BadRequest", "Conflict", "EntityNotFound", "Forbidden", "ManagementError",
+           "NotImplementedHere", "from_broker"]
+
+
+class ManagementError(Exception):
+    """Base class: ``status`` (class attribute, an HTTP status) and ``text``."""
+
+    status: ClassVar[int] = 500
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.status}, {self.text!r})"
+
+
+class BadRequest(ManagementError):
+    """Malformed or invalid input: a missing field, a bad argument, an unknown type."""
+
+    status = 400
+
+
+class Forbidden(ManagementError):
+    """The user lacks a tag or a permission; the text names which."""
+
+    status = 403
+
+
+class EntityNotFound(ManagementError):
+    """The named vhost, queue, exchange, binding or connection does not exist."""
+
+    status = 404
+
+
+class Conflict(ManagementError):
+    """A redeclare with other properties, or a precondition (if-unused, if-empty,
+    another connection's exclusive queue) that does not hold."""
+
+    status = 409
+
+
+class NotImplementedHere(ManagementError):
+    """An operation the gateway does not offer."""
+
+    status = 501
+
+
+_BY_KIND: dict[ErrorKind, type[ManagementError]] = {
+    ErrorKind.NOT_FOUND: EntityNotFound,
+    ErrorKind.ACCESS_REFUSED: Forbidden,
+    ErrorKind.PRECONDITION_FAILED: Conflict,
+    ErrorKind.RESOURCE_LOCKED: Conflict,
+    ErrorKind.RESOURCE_LIMIT_EXCEEDED: Conflict,
+    ErrorKind.NOT_ALLOWED: BadRequest,
+    ErrorKind.NOT_IMPLEMENTED: NotImplementedHere,
+    ErrorKind.INVALID_ARGUMENT: BadRequest,
+    ErrorKind.COMMAND_INVALID: BadRequest,
+}
+
+
+def from_broker(exc: BrokerError | PermissionRefused) -> ManagementError:
+    """The management error for a broker or auth error (its text kept)."""
+    if isinstance(exc, PermissionRefused):
+        return Forbidden(exc.text)
+    return _BY_KIND[exc.kind](exc.text)

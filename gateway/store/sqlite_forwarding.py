@@ -1,0 +1,90 @@
+"""The forwarding tables of ``SqliteStore``: the outbox per remote and the ids of forwarded
+messages received (the receiving side's dedupe window).
+
+Their writes join the same generations as message writes (``SqliteStore._append``), so a
+forwarded message's outbox row is committed, and its publisher confirmed, with one sync
+shared by every connection. An outbox row removed while its insert is still in the open
+generation is never written at all, as for queue entries.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from .commit_thread import Op
+from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
+
+__all__ = ["ForwardingTables"]
+
+_INSERT_OUTBOX = Op.INSERT_OUTBOX
+
+
+class ForwardingTables:
+    """Mixed into ``SqliteStore``: uses its ``_append``, ``_gen``, ``_reader`` and
+    ``_codecs``."""
+
+    _append: Callable[[list], None]
+    _gen: int
+    _reader: Any
+    _codecs: StoreCodecs
+
+    def _init_forwarding(self) -> None:
+        #: pending insert operations of the open generation, by entry id
+        self._outbox_ops: dict[int, tuple[int, list]] = {}
+        self.outbox_rows = 0
+
+    def add_outbox(self, row: OutboxRow) -> None:
+        m = row.message
+        op = [_INSERT_OUTBOX, row.entry_id, row.remote, row.node, m.origin, m.properties, m.body,
+              m.exchange, m.routing_key, m.created_at, m.size, m.priority, m.deaths,
+              row.annotations, row.attempts]
+        self._outbox_ops[row.entry_id] = (self._gen, op)
+        self.outbox_rows += 1
+        self._append(op)
+
+    def _pending_insert(self, entry_id: int) -> Optional[list]:
+        pending = self._outbox_ops.pop(entry_id, None)
+        if pending is None:
+            return None
+        gen, op = pending
+        return op if gen == self._gen and op and op[0] is _INSERT_OUTBOX else None
+
+    def update_outbox(self, entry_id: int, attempts: int) -> None:
+        op = self._pending_insert(entry_id)
+        if op is not None:
+            op[14] = attempts
+            self._outbox_ops[entry_id] = (self._gen, op)
+            return
+        self._append([Op.UPDATE_OUTBOX, entry_id, attempts])
+
+    def remove_outbox(self, entry_id: int) -> None:
+        self.outbox_rows -= 1
+        op = self._pending_insert(entry_id)
+        if op is not None:
+            op[0] = None  # never written: nothing to delete
+            return
+        self._append([Op.DELETE_OUTBOX, entry_id])
+
+    def load_outbox(self) -> list[OutboxRow]:
+        decode_table, decode_annotations = self._codecs.decode_table, self._codecs.decode_annotations
+        rows = []
+        for (entry_id, remote, node, origin, properties, body, exchange, routing_key, created_at,
+             size, priority, deaths, annotations, attempts) in self._reader.execute(
+                "SELECT * FROM outbox ORDER BY id"):
+            message = MessageRow(entry_id, origin, properties, body, exchange, routing_key,
+                                 created_at, size, priority,
+                                 decode_table(deaths) if deaths else None)
+            rows.append(OutboxRow(entry_id, remote, node, message,
+                                  decode_annotations(annotations) if annotations else None,
+                                  attempts))
+        self.outbox_rows = len(rows)
+        return rows
+
+    def remember_forwarded(self, seen: ForwardedId) -> None:
+        self._append([Op.INSERT_SEEN, seen.origin, seen.gateway_id, seen.seen_at])
+
+    def forget_forwarded(self, before: float) -> None:
+        self._append([Op.DELETE_SEEN, before])
+
+    def load_forwarded(self) -> list[ForwardedId]:
+        return [ForwardedId(*row) for row in self._reader.execute(
+            "SELECT origin, gateway_id, seen_at FROM forwarded_ids")]

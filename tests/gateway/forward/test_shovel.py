@@ -1,0 +1,125 @@
+"""Shovels on a real broker model and transfer service, without sockets: the local entry
+is acknowledged only once the outbox write is committed, the outbox holds at most the
+backlog, and what the transfer service refuses is rejected locally."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gateway.broker import Broker
+from gateway.broker.message import Encoding, MessageContainer
+from gateway.forward import annotations as fa
+from gateway.forward.outbound import ForwardOutcome, RemoteSettings, Settlement
+from gateway.forward.settings import ForwardingSettings, ShovelSettings
+from gateway.forward.shovel import Shovel
+from gateway.forward.transfer import TransferService
+from gateway.store.interface import NullStore
+
+NOW = 100.0
+
+
+class CommitLater(NullStore):
+    """A store whose commits complete when the test says so (as the commit thread's do)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Any] = []
+        self.outbox: list[Any] = []
+
+    def after_commit(self, callback) -> None:
+        self.waiting.append(callback)
+
+    def add_outbox(self, row) -> None:
+        self.outbox.append(row)
+
+    def commit(self, error: Optional[Exception] = None) -> None:
+        callbacks, self.waiting = self.waiting, []
+        for callback in callbacks:
+            callback(error)
+
+
+class Sent:
+    """The forwarder's outbound connection: records what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    def send(self, message) -> None:
+        self.messages.append(message)
+
+    def close(self, reason: str) -> None:
+        pass
+
+
+def _setup(store=None, backlog: int = 4, credit: int = 2):
+    broker = Broker(container_id="org-a", store=store)
+    remote = RemoteSettings(container="org-b", host="gw.org-b", kind="amqp091", address="/queue/{node}",
+                            credit=credit)
+    shovel_settings = ShovelSettings(name="orders-out", queue="outbound.orders", remote="org-b", node="orders")
+    transfer = TransferService(broker, ForwardingSettings(remotes=(remote,), shovels=(shovel_settings,)),
+                               lambda: NOW)
+    vhost = broker.vhost("/")
+    shovel = Shovel(shovel_settings, transfer, vhost, broker.store, backlog=backlog)
+    shovel.start(NOW)
+    forwarder = transfer.forwarders["org-b"]
+    forwarder.connection = Sent()
+    return vhost, shovel, forwarder
+
+
+def _publish(vhost, count: int, start: int = 0) -> None:
+    for n in range(start, start + count):
+        message = MessageContainer(Encoding.AMQP091, (b"\x00\x00", f"m{n}".encode()), "", "outbound.orders")
+        vhost.publish("", "outbound.orders", message, NOW)
+
+
+def test_the_local_entry_is_acknowledged_once_the_outbox_write_is_committed():
+    store = CommitLater()
+    vhost, shovel, forwarder = _setup(store, backlog=10)
+    queue = vhost.queue("outbound.orders")
+    assert queue.durable                        # declared by the shovel
+    _publish(vhost, 3)
+    assert forwarder.depth == 3 and len(store.outbox) == 3
+    assert [row.node for row in store.outbox] == ["orders"] * 3
+    assert queue.acquired_count == 3            # not acknowledged before the commit
+    store.commit()
+    assert queue.acquired_count == 0 and queue.message_count == 0
+    assert shovel.moved == 3
+
+
+def test_a_failed_outbox_write_puts_the_message_back():
+    store = CommitLater()
+    vhost, shovel, forwarder = _setup(store, backlog=10)
+    queue = vhost.queue("outbound.orders")
+    _publish(vhost, 1)
+    shovel.stop(NOW)                            # no redelivery to the shovel right away
+    store.commit(OSError("disk full"))
+    assert queue.message_count == 1 and queue.acquired_count == 0
+
+
+def test_the_outbox_holds_at_most_the_backlog_and_the_shovel_follows_the_remote():
+    vhost, shovel, forwarder = _setup(backlog=4, credit=2)
+    queue = vhost.queue("outbound.orders")
+    _publish(vhost, 10)
+    assert forwarder.depth == 4 and queue.message_count == 6
+    forwarder.connection_up()
+    forwarder.credit(2)
+    sent = forwarder.connection.messages
+    assert [m.address for m in sent] == ["/queue/orders"] * 2
+    assert {m.annotations[fa.ORIGIN] for m in sent} == {"org-a"}   # forwarded like any message
+    for message in sent[:2]:
+        forwarder.settled(Settlement(message.entry_id, ForwardOutcome.ACCEPTED))
+    shovel.tick(NOW)
+    assert forwarder.depth == 4 and queue.message_count == 4
+    assert len({m.entry_id for m in sent}) == len(sent)
+
+
+def test_a_message_the_transfer_service_refuses_is_rejected_locally(monkeypatch):
+    vhost, shovel, forwarder = _setup(backlog=10)
+    queue = vhost.queue("outbound.orders")
+
+    def refuse(message, now):
+        from gateway.broker.errors import NotAllowed
+        raise NotAllowed("forwarding loop: org-a already on the hop trace")
+
+    monkeypatch.setattr(shovel._transfer, "publish", refuse)
+    _publish(vhost, 1)
+    assert shovel.refused == 1 and queue.message_count == 0 and queue.acquired_count == 0
+    assert forwarder.depth == 0

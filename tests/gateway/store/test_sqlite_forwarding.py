@@ -1,0 +1,69 @@
+"""The forwarding tables of SqliteStore: outbox rows and forwarded ids survive reopening,
+share generations with message writes, and a row removed before its commit is never
+written; a version 1 file gets the tables when opened."""
+from __future__ import annotations
+
+import sqlite3
+
+from gateway.store.interface import ForwardedId, OutboxRow
+from gateway.store.sqlite_schema import SCHEMA_VERSION
+from tests.gateway.store.test_sqlite import commit, open_store, path, row  # noqa: F401 - path: a fixture
+
+
+def outbox_row(entry_id: int, body: bytes = b"body", attempts: int = 0) -> OutboxRow:
+    return OutboxRow(entry_id, "org-b", "orders", row(entry_id, body),
+                     {"x-opt-forward-origin": "org-a"}, attempts)
+
+
+def test_outbox_rows_survive_reopening_in_order(path, loop) -> None:
+    store = open_store(path, loop)
+    for i in (3, 1, 2):
+        store.add_outbox(outbox_row(i, b"m%d" % i))
+    commit(store, loop)
+    store.update_outbox(2, 5)
+    store.remove_outbox(3)
+    commit(store, loop)
+    store.close()
+    again = open_store(path, loop)
+    rows = again.load_outbox()
+    assert [(r.entry_id, r.message.body, r.attempts) for r in rows] == [(1, b"m1", 0), (2, b"m2", 5)]
+    assert rows[0].annotations == {"x-opt-forward-origin": "org-a"} and rows[0].node == "orders"
+    assert rows[0].message.origin == "amqp091" and again.outbox_rows == 2
+    again.close()
+
+
+def test_a_row_removed_before_its_commit_is_never_written(path, loop) -> None:
+    store = open_store(path, loop)
+    store.add_outbox(outbox_row(7))
+    store.update_outbox(7, 1)
+    store.remove_outbox(7)
+    commit(store, loop)
+    assert store.stats.operations == 0
+    store.close()
+    assert open_store(path, loop).load_outbox() == []
+
+
+def test_forwarded_ids_survive_and_are_forgotten_by_age(path, loop) -> None:
+    store = open_store(path, loop)
+    store.remember_forwarded(ForwardedId("org-a", 10, 100.0))
+    store.remember_forwarded(ForwardedId("org-a", 11, 200.0))
+    commit(store, loop)
+    store.forget_forwarded(150.0)
+    commit(store, loop)
+    store.close()
+    assert open_store(path, loop).load_forwarded() == [ForwardedId("org-a", 11, 200.0)]
+
+
+def test_a_version_1_store_gets_the_forwarding_tables(path, loop) -> None:
+    open_store(path, loop).close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE outbox; DROP TABLE forwarded_ids; PRAGMA user_version=1;")
+    db.close()
+    store = open_store(path, loop)
+    store.add_outbox(outbox_row(1))
+    commit(store, loop)
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("SELECT count(*) FROM outbox").fetchone()[0] == 1
+    db.close()

@@ -1,0 +1,110 @@
+"""Broadcast events on amq.rabbitmq.event and threshold alerts, against a real gateway."""
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pika
+import pytest
+from proton.utils import BlockingConnection
+
+from tests.support.amqp091_clients import pika_params
+from tests.support.gateway_process import GatewayProcess, default_config
+
+pytestmark = pytest.mark.integration
+
+ALERTS = ("management:\n  alerts:\n    queue_depth: 3\n"
+          "    queues:\n      - pattern: '^aged\\.'\n        queue_depth: 0\n        queue_age: 1.0\n")
+
+
+@pytest.fixture(scope="module")
+def gw():
+    gateway = GatewayProcess(config_text=default_config(extra=ALERTS)).start()
+    yield gateway
+    gateway.stop()
+
+
+def proton_to(gw) -> BlockingConnection:
+    return BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest", password="guest",
+                              virtual_host="vhost:/", allowed_mechs="PLAIN", allow_insecure_mechs=True,
+                              timeout=10)
+
+
+def events_of(channel, queue: str, count: int, timeout: float = 10.0) -> list[tuple[str, dict]]:
+    out: list[tuple[str, dict]] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        method, props, _body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            time.sleep(0.05)
+            continue
+        out.append((method.routing_key, props.headers or {}))
+    return out
+
+
+def test_a_bound_consumer_sees_a_connection_open_and_close(gw) -> None:
+    watcher = pika.BlockingConnection(pika_params(gw))
+    ch = watcher.channel()
+    queue = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(queue, "amq.rabbitmq.event", "connection.*")
+    conn = proton_to(gw)
+    conn.close()
+    (created, closed) = events_of(ch, queue, 2)
+    assert created[0] == "connection.created"
+    assert created[1]["user"] == "guest" and created[1]["vhost"] == "/"
+    assert created[1]["protocol"] == "AMQP 1.0" and created[1]["timestamp_in_ms"] > 0
+    assert closed == ("connection.closed", {**closed[1], "name": created[1]["name"]})
+    watcher.close()
+
+
+def test_queue_events_reach_a_1_0_consumer(gw) -> None:
+    conn = proton_to(gw)
+    receiver = conn.create_receiver("/exchanges/amq.rabbitmq.event/queue.%2A", credit=10)
+    setup = pika.BlockingConnection(pika_params(gw))
+    ch = setup.channel()
+    ch.queue_declare("evq.one", durable=True)
+    ch.queue_delete("evq.one")
+    setup.close()
+    seen = [receiver.receive(timeout=10) for _ in range(2)]
+    receiver.accept()
+    conn.close()
+    created, deleted = seen
+    assert created.properties["name"] == "evq.one"
+    assert created.properties["durable"] is True and "arguments" in created.properties
+    assert deleted.properties == {"name": "evq.one", "vhost": "/", "timestamp_in_ms": deleted.properties["timestamp_in_ms"]}
+
+
+def test_the_event_exchange_refuses_publishers(gw) -> None:
+    conn = pika.BlockingConnection(pika_params(gw))
+    ch = conn.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        ch.basic_publish("amq.rabbitmq.event", "connection.created", b"forged")
+        ch.queue_declare("", exclusive=True)
+    assert info.value.reply_code == 403 and "internal" in info.value.reply_text
+    conn.close()
+
+
+def test_queue_depth_and_age_alerts_become_events_log_lines_and_metrics(gw) -> None:
+    watcher = pika.BlockingConnection(pika_params(gw))
+    ch = watcher.channel()
+    events = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(events, "amq.rabbitmq.event", "alert.*")
+    ch.queue_declare("deep.q")
+    ch.queue_declare("aged.q")
+    for i in range(3):
+        ch.basic_publish("", "deep.q", b"x")
+    ch.basic_publish("", "aged.q", b"old")
+    raised = sorted(events_of(ch, events, 2, timeout=15), key=lambda e: e[1]["alert"])
+    assert [(k, h["alert"], h["queue"]) for k, h in raised] == [
+        ("alert.raised", "queue_age", "aged.q"), ("alert.raised", "queue_depth", "deep.q")]
+    assert raised[1][1]["value"] == 3 and raised[1][1]["threshold"] == 3
+    assert gw.wait_for_log(r"alert raised: queue_depth of queue 'deep.q' in vhost '/' is 3 \(threshold 3\)")
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read()
+    assert b'amqp_gateway_alert_active{alert="queue_depth",queue="deep.q",vhost="/"} 1.0' in scrape
+    ch.queue_purge("deep.q")
+    cleared = events_of(ch, events, 1, timeout=15)
+    assert [(k, h["alert"], h["queue"]) for k, h in cleared] == [("alert.cleared", "queue_depth", "deep.q")]
+    scrape = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read()
+    assert b'alert="queue_depth",queue="deep.q"' not in scrape
+    assert b'amqp_gateway_alerts_raised_total{alert="queue_depth"} 1.0' in scrape
+    watcher.close()
