@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from bench.report import GATEWAY, REFERENCE, Measurement, Spread, spread
-from bench.workloads import Kind, Protocol, Workload
+from bench.workloads import ClientProtocol, Kind, Workload
 
 __all__ = ["FIXED_RATE", "LEDGER_OFF", "P99_LEDGER_FACTOR", "FixedRateRow", "fixed_rate_rows",
            "fixed_rate_workloads", "format_fixed_rate", "fixed_rate_verdicts", "run_fixed_rate"]
@@ -32,7 +32,7 @@ _TARGETS = (GATEWAY, LEDGER_OFF, REFERENCE)
 
 
 def fixed_rate_workloads() -> list[Workload]:
-    p091, p10 = Protocol.AMQP091, Protocol.AMQP10
+    p091, p10 = ClientProtocol.AMQP091, ClientProtocol.AMQP10
     label = f"100B {FIXED_RATE}/s"
     return [Workload("F", f"W3 {label}", Kind.FLOW, p091, p091, rate=FIXED_RATE),
             Workload("F", f"W4 {label}", Kind.FLOW, p10, p10, rate=FIXED_RATE)]

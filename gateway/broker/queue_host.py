@@ -28,7 +28,7 @@ class QueueHost(Protocol):
 
     @property
     def ledger(self) -> Any:
-        """The broker's ledger buffer (``gateway.broker.ledger_events``), or None."""
+        """The broker's ledger (``gateway.ledger.Ledger``), or None."""
 
     def queue_storage(self, queue: "Queue") -> Optional["QueueStorage"]:
         """Write the record of ``queue`` (storable: durable, neither exclusive nor

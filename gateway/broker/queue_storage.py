@@ -101,7 +101,7 @@ class QueueStorage:
         message = entry.message
         queue = self.queue
         if message.payload is not None or (queue.args.dead_letter_exchange is None
-                                           and queue._ledger() is None):
+                                           and queue.host.ledger is None):
             return message
         return self._read([entry]).get(entry.seq)
 

@@ -5,7 +5,7 @@ from bench.fixed_rate import (FIXED_RATE, LEDGER_OFF, fixed_rate_rows, fixed_rat
                               fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
 from bench.report import GATEWAY, REFERENCE, Measurement
 from bench.run import Target, _producer_argv
-from bench.workloads import Protocol, select_workloads
+from bench.workloads import ClientProtocol, select_workloads
 
 
 def _m(key: str, target: str, rnd: int, p99: float, **kw) -> Measurement:
@@ -15,8 +15,8 @@ def _m(key: str, target: str, rnd: int, p99: float, **kw) -> Measurement:
 def test_rows_pace_both_protocols_at_the_fixed_rate():
     rows = fixed_rate_workloads()
     assert [(r.key, r.producer, r.consumer, r.size, r.rate) for r in rows] == [
-        ("F W3 100B 5000/s", Protocol.AMQP091, Protocol.AMQP091, 100, FIXED_RATE),
-        ("F W4 100B 5000/s", Protocol.AMQP10, Protocol.AMQP10, 100, FIXED_RATE)]
+        ("F W3 100B 5000/s", ClientProtocol.AMQP091, ClientProtocol.AMQP091, 100, FIXED_RATE),
+        ("F W4 100B 5000/s", ClientProtocol.AMQP10, ClientProtocol.AMQP10, 100, FIXED_RATE)]
     target = Target(GATEWAY, "gw", "127.0.0.1", 5672, 5672)
     for row in rows:
         argv = _producer_argv(target, row, 10, "q", "p.")
