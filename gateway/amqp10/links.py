@@ -100,30 +100,47 @@ from addressing import (
     resolve_target,
     route_message,
 )
-from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_from_broker
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.durable_accepts import DurableAccepts
+from gateway.amqp10.link_context import (
+    INCOMING_CREDIT,
+    QUEUE_FULL,
+    _ROUTED,
+    _WRITE,
+    _address_error,
+    _broker_error,
+    _condition,
+    _end_ledger_context,
+    _ledger_context,
+    _naming,
+)
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.payloads import container_from_transfer, delivery_parts, service_request_container
-from gateway.amqp10.proton_calls import (PN_EOS, ffi as _ffi, lib as _lib, pn_delivery_aborted,
-                                         pn_delivery_partial, pn_delivery_pending,
-                                         pn_delivery_remote_state, pn_delivery_settle,
-                                         pn_delivery_settled, pn_delivery_update,
-                                         pn_delivery_updated, pn_link_advance, pn_link_credit,
-                                         send_parts)
+from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.payloads import container_from_transfer, service_request_container
+from gateway.amqp10.proton_calls import (
+    PN_EOS,
+    ffi as _ffi,
+    lib as _lib,
+    pn_delivery_aborted,
+    pn_delivery_partial,
+    pn_delivery_pending,
+    pn_delivery_settle,
+    pn_delivery_settled,
+    pn_delivery_update,
+    pn_link_advance,
+    pn_link_credit,
+)
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy, settle_unroutable
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind, ExchangeType
-from gateway.broker.flow import CreditWindow
 from gateway.broker.message import Encoding, MessageContainer
-from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
-from gateway.broker.queues import Queue, QueuedMessage
+from gateway.broker.queues import Queue
 from gateway.broker.service_calls import ServiceCaller, call_service
 from gateway.broker.unroutable import UnroutablePolicy
-from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
-from translators.amqp10_sections import owned_value
+from gateway.ledger import EventKind
 from translators.errors import TranslationError
 
 __all__ = [
@@ -137,73 +154,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: credit window granted to a client's sending link (messages)
-INCOMING_CREDIT = 256
-
-_P10 = WireProtocol.AMQP10.value
-# read on every message: a module global is four times cheaper to reach
-_ROUTED = EventKind.ROUTED
-_ACCEPTED, _RELEASED = LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value
-_WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
-#: proton's terminal delivery states -> the ledger's settlement outcome (anything else:
-#: released)
-_LEDGER_OUTCOME = {
-    Delivery.ACCEPTED: _ACCEPTED,
-    Delivery.REJECTED: LedgerOutcome.REJECTED.value,
-    Delivery.RELEASED: _RELEASED,
-    Delivery.MODIFIED: LedgerOutcome.MODIFIED.value,
-}
-#: ledger reasons
-LINK_CLOSED = "link closed"
-QUEUE_FULL = "queue full"
-UNTRANSLATABLE = "cannot translate"
-
-
-def _ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Optional[int]:
-    """A link's ledger context (None: no ledger), for its life."""
-    ledger = host.broker.ledger
-    if ledger is None:
-        return None
-    return ledger.context(host.now, host.vhost.name, host.user.name, _P10, host.connection_id,
-                          name, address)
-
-
-def _end_ledger_context(host: LinkHost, ctx: Optional[int]) -> None:
-    ledger = host.broker.ledger
-    if ledger is not None:
-        ledger.close_context(host.now, ctx)
-
-
-def _naming(text: str, address: Optional[str]) -> str:
-    """``text`` plus the address the client used, unless the text already names it: the
-    node a resolver names (``amqp$transfer`` for ``x@elsewhere``, ``q`` for
-    ``/amq/queue/q``) is not always what the client wrote."""
-    if address is None or f"address '{address}'" in text:
-        return text
-    return f"{text} (address '{address}')"
-
-
-def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
-    condition = (ErrorCondition.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND
-                 else ErrorCondition.INVALID_FIELD)
-    return Amqp10Error(condition, _naming(exc.text, address))
-
-
-def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
-    error = error_from_broker(exc, scope)
-    if error.condition is ErrorCondition.NOT_FOUND:
-        error = Amqp10Error(error.condition, _naming(error.description, address), scope)
-    return error
-
-
-# Outcomes that end a delivery (proton's DispositionType values, as ints).
-_TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
-
-
-def _condition(cond: ErrorCondition, text: str) -> Condition:
-    return Condition(cond.value, text)
-
-
-# --------------------------------------------------------------------- incoming
 
 
 class IncomingLink:
@@ -505,201 +455,6 @@ class IncomingLink:
 
 
 # --------------------------------------------------------------------- outgoing
-
-
-class OutgoingLink:
-    """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
-
-    exclusive = False
-
-    def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
-                 temporary: bool) -> None:
-        self.host = host
-        self.link = link
-        self.queue = queue
-        self.tag = link.name
-        self.acquires = acquires
-        self.temporary = temporary
-        #: the receiving half of a link pair with a service node (``/management``)
-        self.service_reply = False
-        self.credit = CreditWindow.link_credit(0)
-        self._presettled = link.snd_settle_mode == Link.SND_SETTLED
-        #: the client's max-message-size from its attach (0: no limit); fixed for the link
-        self._peer_max_message_size = link.remote_max_message_size
-        #: our deliveries the client has not settled, by their C delivery (cffi pointers
-        #: compare and hash by address; proton frees a delivery only once it is settled)
-        self._unsettled: dict[Any, QueuedMessage] = {}
-        self._next_tag = 0
-        self.closed = False
-        self._ledger_ctx = _ledger_context(host, self.tag, link.source.address)
-
-    @property
-    def unsettled_count(self) -> int:
-        return len(self._unsettled)
-
-    # -- Consumer protocol ----------------------------------------------------------
-    def deliver(self, entry: QueuedMessage, now: float) -> None:
-        """Send ``entry`` on the link at ``now`` (called synchronously by the queue's
-        dispatch, with its time)."""
-        message = entry.message
-        try:
-            # first-acquirer: acquired here, and by no link before (see payloads)
-            header, data, rest = delivery_parts(
-                message, delivery_count=entry.delivery_count,
-                first_acquirer=self.acquires and not entry.redelivered)
-        except TranslationError as exc:
-            log.warning("cannot translate %r for link %r: %s; rejecting it", message, self.tag, exc)
-            if self.acquires:
-                ledger = self.host.broker.ledger
-                if ledger is not None:
-                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name,
-                                   LedgerOutcome.REJECTED.value, UNTRANSLATABLE)
-                self.queue.reject(entry, requeue=False, now=now)
-            return
-        limit = self._peer_max_message_size
-        size = len(header) + len(data) - rest
-        if limit and size > limit:
-            self._refuse_oversized(entry, size, limit, now)
-            return
-        tag = b"%d" % self._next_tag
-        self._next_tag += 1
-        link = self.link
-        impl = link._impl
-        # the C delivery and C calls only: a Python Delivery wrapper per message costs
-        # more than the send itself, and cproton's wrappers (tag and buffer conversion,
-        # Sender.stream) were a microsecond of it
-        d = _lib.pn_delivery(impl, (len(tag), _ffi.from_buffer(tag)))
-        sent = send_parts(impl, header, data, rest)
-        if sent < 0:
-            link._check(sent)  # raises proton's LinkException naming the error
-        pn_link_advance(impl)
-        ledger = self.host.broker.ledger
-        if ledger is not None:
-            ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
-        if self._presettled or not self.acquires:
-            pn_delivery_settle(d)
-            if self.acquires:
-                if ledger is not None:
-                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
-                self.queue.settle(entry)
-        else:
-            self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
-        self.host.output_ready()
-
-    def _refuse_oversized(self, entry: QueuedMessage, size: int, limit: int,
-                          now: float) -> None:
-        """A message larger than the client's max-message-size: nothing is sent, the
-        message goes back to its place in the queue (not counted as a delivery), and the
-        link is detached with ``amqp:link:message-size-exceeded`` (spec 2.7.3; what
-        RabbitMQ 4 does, with its text). Called from the queue's dispatch: the entry is
-        put back before this consumer leaves, so the dispatch goes on with the others."""
-        text = f"message size ({size} bytes) > maximum message size ({limit} bytes)"
-        log.info("1.0 link %r on %s: %s; detaching", self.tag, self.host.connection_id, text)
-        if self.acquires:
-            self.queue.release(entry, redelivered=False, count_delivery=False, now=now)
-        self.teardown()
-        self.link.condition = _condition(ErrorCondition.MESSAGE_SIZE_EXCEEDED, text)
-        self.link.close()
-        self.host.link_gone(self)
-        self.host.output_ready()
-
-    def cancelled_by_broker(self, reason: str) -> None:
-        """The queue went away: detach the link with ``amqp:link:detach-forced`` (unless
-        the whole connection is going, e.g. taking its own temporary queues along)."""
-        _end_ledger_context(self.host, self._ledger_ctx)
-        if self.closed or self.host.closing:
-            self.closed = True
-            self._unsettled.clear()
-            return
-        self.closed = True
-        self._unsettled.clear()
-        self.link.condition = _condition(ErrorCondition.DETACH_FORCED, reason)
-        self.link.close()
-        self.host.link_gone(self)
-        self.host.output_ready()
-
-    # -- events ---------------------------------------------------------------------
-    def on_flow(self) -> None:
-        """The client changed credit or drain: take the new credit now; the engine calls
-        :meth:`dispatch` once the whole batch of events is handled, so dispositions that
-        arrived with the flow (a release before new credit) are applied first."""
-        if self.closed:
-            return
-        credit = self.link.credit
-        self.credit.grant(credit if credit > 0 else 0, drain=bool(self.link.drain_mode))
-
-    def dispatch(self) -> None:
-        """Let the queue deliver within the credit, then drain what is left if asked."""
-        if self.closed:
-            return
-        link = self.link
-        if link.credit > 0 and not self.queue.deleted:
-            self.queue.dispatch(self.host.now)
-        if self.closed:
-            return
-        if link.drain_mode and link.credit > 0:
-            link.drained()
-            self.credit.drain_all()
-
-    def on_delivery(self, d: Any) -> None:
-        """A disposition from the client for one of our deliveries. ``d`` is proton's C
-        delivery (see :meth:`IncomingLink.on_delivery`)."""
-        settled = pn_delivery_settled(d)
-        if not settled and not pn_delivery_updated(d):
-            return
-        state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
-        if not settled and state not in _TERMINAL:
-            return  # e.g. a RECEIVED state: progress only
-        entry = self._unsettled.pop(d, None)
-        pn_delivery_settle(d)
-        if entry is None or not self.acquires:
-            return
-        self._apply_outcome(entry, state, d)
-
-    def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
-        queue, now = self.queue, self.host.now
-        ledger = self.host.broker.ledger
-        if ledger is not None:  # before the queue acts on it
-            ledger.settled(now, self._ledger_ctx, entry, queue.name,
-                           _LEDGER_OUTCOME.get(state, _RELEASED))
-        if state == Delivery.MODIFIED:
-            remote = Delivery.wrap(d).remote
-            # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
-            annotations = owned_value(dict(remote.annotations or {}))
-            outcome = modified(bool(remote.failed), bool(remote.undeliverable), annotations)
-        else:
-            # released, or settled without an outcome (our default outcome: released)
-            outcome = (ACCEPTED if state == Delivery.ACCEPTED
-                       else REJECTED if state == Delivery.REJECTED else RELEASED)
-        apply_outcome(queue, entry, outcome, now)
-
-    def teardown(self) -> None:
-        """Stop consuming, return unsettled messages, drop a temporary queue."""
-        if self.closed and not self._unsettled and not self.temporary:
-            return
-        self.closed = True
-        queue, now = self.queue, self.host.now
-        if not queue.deleted:
-            queue.remove_consumer(self, now)
-        entries = sorted(self._unsettled.values(), key=lambda e: e.seq)
-        self._unsettled.clear()
-        if not queue.deleted:
-            ledger = self.host.broker.ledger
-            for entry in entries:
-                if ledger is not None and self.acquires:
-                    ledger.settled(now, self._ledger_ctx, entry, queue.name, _RELEASED,
-                                   LINK_CLOSED)
-                queue.release(entry, redelivered=True, count_delivery=False, now=now)
-        _end_ledger_context(self.host, self._ledger_ctx)
-        if self.temporary and not queue.deleted:
-            try:
-                self.host.vhost.delete_queue(queue.name, owner=self.host.owner)
-            except BrokerError as exc:  # pragma: no cover - our own exclusive queue
-                log.warning("could not delete temporary %s: %s", queue.label, exc)
-        self.temporary = False
-
-
-# --------------------------------------------------------------------- attach
 
 
 def _copy_terminus_basics(local: Terminus, remote: Terminus, address: Optional[str]) -> None:

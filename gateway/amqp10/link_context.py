@@ -1,0 +1,86 @@
+"""What an incoming and an outgoing link share: the link's ledger context, the ledger's
+outcome and reason names, and the error texts that name the address the client used.
+
+It exists so that ``links.py`` (incoming links and attaching) and ``outgoing_link.py``
+can each be read alone without importing one another."""
+from __future__ import annotations
+
+from typing import Optional
+
+from proton import Condition, Delivery
+
+from addressing import AddressError, AddressErrorKind
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_from_broker
+from gateway.amqp10.link_host import LinkHost
+from gateway.auth import Action
+from gateway.broker.errors import BrokerError
+from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
+
+INCOMING_CREDIT = 256
+
+_P10 = WireProtocol.AMQP10.value
+# read on every message: a module global is four times cheaper to reach
+_ROUTED = EventKind.ROUTED
+_ACCEPTED, _RELEASED = LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value
+_WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
+#: proton's terminal delivery states -> the ledger's settlement outcome (anything else:
+#: released)
+_LEDGER_OUTCOME = {
+    Delivery.ACCEPTED: _ACCEPTED,
+    Delivery.REJECTED: LedgerOutcome.REJECTED.value,
+    Delivery.RELEASED: _RELEASED,
+    Delivery.MODIFIED: LedgerOutcome.MODIFIED.value,
+}
+#: ledger reasons
+LINK_CLOSED = "link closed"
+QUEUE_FULL = "queue full"
+UNTRANSLATABLE = "cannot translate"
+
+
+def _ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Optional[int]:
+    """A link's ledger context (None: no ledger), for its life."""
+    ledger = host.broker.ledger
+    if ledger is None:
+        return None
+    return ledger.context(host.now, host.vhost.name, host.user.name, _P10, host.connection_id,
+                          name, address)
+
+
+def _end_ledger_context(host: LinkHost, ctx: Optional[int]) -> None:
+    ledger = host.broker.ledger
+    if ledger is not None:
+        ledger.close_context(host.now, ctx)
+
+
+def _naming(text: str, address: Optional[str]) -> str:
+    """``text`` plus the address the client used, unless the text already names it: the
+    node a resolver names (``amqp$transfer`` for ``x@elsewhere``, ``q`` for
+    ``/amq/queue/q``) is not always what the client wrote."""
+    if address is None or f"address '{address}'" in text:
+        return text
+    return f"{text} (address '{address}')"
+
+
+def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
+    condition = (ErrorCondition.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND
+                 else ErrorCondition.INVALID_FIELD)
+    return Amqp10Error(condition, _naming(exc.text, address))
+
+
+def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
+    error = error_from_broker(exc, scope)
+    if error.condition is ErrorCondition.NOT_FOUND:
+        error = Amqp10Error(error.condition, _naming(error.description, address), scope)
+    return error
+
+
+# Outcomes that end a delivery (proton's DispositionType values, as ints).
+_TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
+
+
+def _condition(cond: ErrorCondition, text: str) -> Condition:
+    return Condition(cond.value, text)
+
+
+# --------------------------------------------------------------------- incoming
+
