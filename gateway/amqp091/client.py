@@ -46,6 +46,7 @@ from gateway.amqp091.frames import (HEARTBEAT_FRAME, BodyFrame, FrameReader, Hea
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ReplyCode
 from gateway.amqp091.tuning import CHANNEL_MAX_LIMIT
 from gateway.auth import amqplain_response, plain_response
+from gateway.forward.settings import MECHANISMS_BY_KIND
 from gateway.product import product_properties
 
 __all__ = ["ChannelLost", "ChannelReady", "ClientConnection", "ClientState", "ConnectionLost",
@@ -54,7 +55,7 @@ __all__ = ["ChannelLost", "ChannelReady", "ClientConnection", "ClientState", "Co
 log = logging.getLogger(__name__)
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-CLIENT_MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
+CLIENT_MECHANISMS = MECHANISMS_BY_KIND["amqp091"]
 _PUBLISH_IDS = (int(ClassId.BASIC), m.BasicPublish.METHOD_ID)
 _MAX_RETURNED_BODY = 512 * 1024 * 1024
 

@@ -1,8 +1,9 @@
 """The outbound 1.0 connection of a forwarder, in the client role (sans-I/O).
 
 Proton's engine as the inbound side uses it, but as a client: ``Transport(CLIENT)`` with
-proton's own SASL client (PLAIN, ANONYMOUS, EXTERNAL; proton's bundled SASL has no
-SCRAM), one session and one sending link to the remote's ``amqp$transfer``
+proton's own SASL client for PLAIN, ANONYMOUS and EXTERNAL, and ours
+(``sasl_client.ScramSaslClient``) in front of a SASL-less proton for SCRAM-SHA-256, which
+proton's bundled SASL lacks; one session and one sending link to the remote's ``amqp$transfer``
 (``kind: gateway``) or to the address the remote's template makes (``kind: amqp10``;
 one link per address, opened on first use). It has the engine surface the edge's
 ``EngineDriver`` drives (``receive_data``, ``data_to_send``, ``tick``, ``closed``...) and
@@ -17,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
+from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
 from gateway.forward.forwarder import TRANSFER_ADDRESS
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage,
                                       RemoteSettings, Settlement)
@@ -55,14 +57,19 @@ class OutboundAmqp10:
         transport = self._transport = Transport(Transport.CLIENT)
         transport.idle_timeout = _IDLE_TIMEOUT
         mech = settings.sasl_mechanism
-        if mech != "EXTERNAL" or not settings.tls:
+        hostname = f"vhost:{settings.vhost}"
+        #: SCRAM's SASL, until it is done (proton then sees the bytes after it)
+        self._scram: Optional[ScramSaslClient] = None
+        if mech == SCRAM_SHA_256:
+            self._scram = ScramSaslClient(settings.user, password, hostname)
+        elif mech != "EXTERNAL" or not settings.tls:
             sasl = transport.sasl()
             sasl.allowed_mechs(mech)
             sasl.allow_insecure_mechs = True  # PLAIN without TLS: the operator chose it
         connection = self._connection = Connection()
         connection.container = container_id
-        connection.hostname = f"vhost:{settings.vhost}"
-        if mech != "ANONYMOUS":
+        connection.hostname = hostname
+        if mech not in ("ANONYMOUS", SCRAM_SHA_256):  # a user makes proton add its SASL
             connection.user = settings.user
             connection.password = password
         self._collector = Collector()
@@ -113,6 +120,10 @@ class OutboundAmqp10:
 
     # -- the engine surface -------------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
+        if self._scram is not None:
+            data = self._scram_step(data)
+            if not data:
+                return
         transport = self._transport
         while data:
             capacity = transport.capacity()
@@ -128,6 +139,12 @@ class OutboundAmqp10:
         self.report_down("connection lost")
 
     def data_to_send(self) -> bytes:
+        scram = self._scram
+        if scram is not None:  # proton speaks once the login is done
+            out = scram.data_to_send()
+            if scram.state is ScramClientState.FAILED:
+                self.closed = True
+            return out
         transport = self._transport
         out = []
         while True:
@@ -144,6 +161,19 @@ class OutboundAmqp10:
         deadline = self._transport.tick(now)
         self._process()
         return deadline or None
+
+    def _scram_step(self, data: bytes) -> bytes:
+        """Feed the SCRAM login; return the bytes that are proton's once it is done."""
+        scram = self._scram
+        assert scram is not None
+        scram.receive_data(data)
+        if scram.state is ScramClientState.FAILED:
+            self.report_down(f"login to the remote failed: {scram.failure}")
+        elif scram.state is ScramClientState.DONE:
+            self._scram = None
+            return scram.leftover
+        self._output_ready()
+        return b""
 
     # -- events -------------------------------------------------------------------------------
     def _output_ready(self) -> None:

@@ -12,12 +12,18 @@ from typing import Callable, Optional
 
 from gateway.forward.outbound import RemoteSettings
 
-__all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "SASL_MECHANISMS", "read_password",
+__all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "SASL_MECHANISMS", "MECHANISMS_BY_KIND", "read_password",
            "PasswordFileError", "remote_problems", "forwarding_problems"]
 
 #: ``kind`` of a remote
 KINDS = ("gateway", "amqp10", "amqp091")
-#: ``sasl_mechanism`` of a remote (AMQPLAIN for ``amqp091`` only)
+_AMQP10_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "EXTERNAL", "ANONYMOUS")
+#: the ``sasl_mechanism`` a remote of each kind can log in with: the 1.0 client (proton's
+#: SASL, and ours for SCRAM) and the 0-9-1 client role (``amqp091/client.py`` takes its list
+#: from here)
+MECHANISMS_BY_KIND = {"gateway": _AMQP10_MECHANISMS, "amqp10": _AMQP10_MECHANISMS,
+                      "amqp091": ("PLAIN", "AMQPLAIN", "EXTERNAL")}
+#: every ``sasl_mechanism`` of a remote
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "EXTERNAL", "ANONYMOUS", "AMQPLAIN")
 
 
@@ -78,10 +84,10 @@ def remote_problems(remote: RemoteSettings,
     elif remote.kind != "gateway" and "{node}" not in remote.address:
         out.append(("address", f"kind {remote.kind} needs an address template with {{node}}, "
                                "e.g. \"/queues/{node}\""))
-    if remote.sasl_mechanism not in SASL_MECHANISMS or (
-            remote.sasl_mechanism == "AMQPLAIN" and remote.kind != "amqp091"):
-        out.append(("sasl_mechanism", f"{remote.sasl_mechanism!r} is not one of: PLAIN, "
-                                      "SCRAM-SHA-256, EXTERNAL, ANONYMOUS (AMQPLAIN: amqp091 only)"))
+    allowed = MECHANISMS_BY_KIND.get(remote.kind, SASL_MECHANISMS)
+    if remote.sasl_mechanism not in allowed:
+        out.append(("sasl_mechanism", f"{remote.sasl_mechanism!r} is not one of: "
+                                      f"{', '.join(allowed)} (for kind {remote.kind})"))
     for key in ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
         problem = file_problem(getattr(remote, key))
         if problem:

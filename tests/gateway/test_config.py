@@ -458,6 +458,12 @@ def test_amqp10_unroutable_defaults_to_accept():
      "forwarding.remotes[1].container", "listed twice"),
     ("  shovels:\n    - {name: s, queue: q, remote: org-q, node: n}\n",
      "forwarding.shovels[0].remote", "'org-q' is not the container of a remote"),
+    ("  remotes:\n    - {container: org-b, host: h, kind: amqp091, address: '/queue/{node}',"
+     " sasl_mechanism: SCRAM-SHA-256}\n", "forwarding.remotes[0].sasl_mechanism",
+     "'SCRAM-SHA-256' is not one of: PLAIN, AMQPLAIN, EXTERNAL (for kind amqp091)"),
+    ("  remotes:\n    - {container: org-b, host: h, sasl_mechanism: AMQPLAIN}\n",
+     "forwarding.remotes[0].sasl_mechanism",
+     "'AMQPLAIN' is not one of: PLAIN, SCRAM-SHA-256, EXTERNAL, ANONYMOUS (for kind gateway)"),
 ])
 def test_forwarding_errors_name_the_key(forwarding, path, words):
     with pytest.raises(ConfigError) as info:
