@@ -12,9 +12,9 @@ from ``src``'s queue to ``dst``'s with ``ack-mode: on-confirm`` (a message leave
 source only once the destination confirmed it, as our outbox entry does). The same
 producer publishes to ``src``, the same consumer reads ``dst``.
 
-Both sides use the C load generators of ``bench/run.py`` (``amqp091_load``): throughput is
-received / (last receipt - producer start), p50/p99 the end-to-end latency stamped in the
-body. Sizes 100 B and 4 KiB; rounds alternate gateway and RabbitMQ so that drift on a
+Both sides use the C load generators (``amqp091_load``, see ``bench/load_generators.py``):
+throughput is received / (last receipt - producer start), p50/p99 the end-to-end latency
+stamped in the body. Sizes 100 B and 4 KiB; rounds alternate gateway and RabbitMQ so that drift on a
 shared machine hits both; the table gives the median with [min-max] and the ratio
 gateway/RabbitMQ per round.
 
@@ -41,7 +41,9 @@ if REPO not in sys.path:
 
 from bench.reference import PrivateRabbit, ReferenceUnavailable, rabbit_installed, rabbit_version  # noqa: E402
 from bench.report import GATEWAY, REFERENCE, Measurement, format_table, summarize, write_json  # noqa: E402
-from bench.run import GEN091, RESULTS, SILENCE_TIMEOUT, GenProcess, ensure_loadgens  # noqa: E402
+from bench.load_generators import GEN091, GenProcess, ensure_loadgens  # noqa: E402
+from bench.run import RESULTS  # noqa: E402
+from bench.workload_run import SILENCE_TIMEOUT  # noqa: E402
 from bench.workloads import ACK_EVERY, CONFIRM_WINDOW, PREFETCH  # noqa: E402
 
 log = logging.getLogger("bench.forwarding")

@@ -13,18 +13,13 @@ the harness itself could not run (no load generators, no target at all).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
-import queue
 import resource
-import shutil
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,281 +27,25 @@ REPO = os.path.dirname(HERE)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench.reference import (PrivateRabbit, ReferenceUnavailable, rabbit_installed,  # noqa: E402
-                             rabbit_version)
-from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_table,  # noqa: E402
-                          generator_notes, summarize, target_verdicts, write_json)
 from bench.fixed_rate import (LEDGER_OFF, fixed_rate_rows, fixed_rate_verdicts,  # noqa: E402
                               fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
-from bench.workloads import (ACK_EVERY, CONFIRM_WINDOW, PREFETCH, Kind, ClientProtocol,  # noqa: E402
-                             Workload, all_workloads, ledger_workloads, select_workloads)
+from bench.load_generators import GenProcess, ensure_loadgens  # noqa: E402
+from bench.report import (GATEWAY, REFERENCE, Measurement, draw_chart, format_table,  # noqa: E402
+                          generator_notes, summarize, target_verdicts, write_json)
+from bench.targets import Target, _start_gateway, _start_reference  # noqa: E402
+from bench.workload_run import close_idle, run_idle, run_messages  # noqa: E402
+from bench.workloads import (Kind, Workload, all_workloads, ledger_workloads,  # noqa: E402
+                             select_workloads)
 
 log = logging.getLogger("bench")
 
-BUILD = os.path.join(HERE, "build")
-LOADGEN_SRC = os.path.join(HERE, "loadgen")
-GEN091 = os.path.join(BUILD, "amqp091_load")
-GEN10 = os.path.join(BUILD, "amqp10_load")
 RESULTS = os.path.join(HERE, "results")
-APT_BUILD_PACKAGES = ("gcc", "pkg-config", "librabbitmq-dev", "libqpid-proton11-dev")
 #: rounds of the ledger on/off rows. Their difference (about 10%) is the size of a single
 #: round's spread on a busy 2-core machine: on one day, with the same code, single rounds
 #: of L W3 4KiB ran from 0.67 to 1.22, and medians of 4 to 10 rounds from 0.78 to 0.93.
 #: The median of 9 pairs spreads about a quarter less than that of 5 (sqrt(5/9)).
 LEDGER_ROUNDS = 9
 MIN_SECONDS = 5.0        # a measured run shorter than this re-sizes the later rounds
-SILENCE_TIMEOUT = 15.0   # a receiver gives up after this many seconds without a message
-
-
-@dataclass
-class Target:
-    """A broker under test.  A port of None means the protocol is not benchmarked there."""
-
-    name: str                 # GATEWAY or REFERENCE
-    label: str                # shown in the output, e.g. "RabbitMQ 3.10.8"
-    host: str
-    port091: Optional[int]
-    port10: Optional[int]
-    pid: Optional[int] = None  # for W6 (VmRSS); None: W6 is skipped
-    user: str = "guest"
-    password: str = "guest"
-
-    def serves(self, w: Workload) -> bool:
-        ports = {ClientProtocol.AMQP091: self.port091, ClientProtocol.AMQP10: self.port10}
-        return bool(ports[w.producer] and ports[w.consumer]) and (w.kind is not Kind.IDLE or bool(self.pid))
-
-
-# ---- building the load generators -----------------------------------------------------
-
-def _sources_newer() -> bool:
-    if not (os.path.exists(GEN091) and os.path.exists(GEN10)):
-        return True
-    built = min(os.path.getmtime(GEN091), os.path.getmtime(GEN10))
-    return any(os.path.getmtime(os.path.join(LOADGEN_SRC, f)) > built for f in os.listdir(LOADGEN_SRC))
-
-
-def _apt_install(packages: tuple[str, ...]) -> None:
-    """Install missing Debian packages when we are root; otherwise only say what is missing."""
-    missing = [p for p in packages
-               if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
-    if not missing:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        log.warning("missing Debian packages (install them as root): %s", " ".join(missing))
-        return
-    log.info("apt-get install %s", " ".join(missing))
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update"], env=env, capture_output=True)
-    subprocess.run(["apt-get", "install", "-y", *missing], env=env, capture_output=True)
-
-
-def ensure_loadgens() -> None:
-    """Build bench/build/amqp091_load and amqp10_load when missing or older than their sources."""
-    if not _sources_newer():
-        return
-    _apt_install(APT_BUILD_PACKAGES)
-    out = subprocess.run(["sh", os.path.join(LOADGEN_SRC, "build.sh"), BUILD],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit("building the load generators failed:\n" + out.stdout + out.stderr)
-    log.info("%s", out.stdout.strip())
-
-
-# ---- running one generator process -------------------------------------------------------
-
-class GenProcess:
-    """A load-generator process whose stdout JSON lines are collected by a thread."""
-
-    def __init__(self, argv: list[str], keep_stdin: bool = False) -> None:
-        self.argv = argv
-        self.lines: "queue.Queue[dict]" = queue.Queue()
-        self.records: list[dict] = []
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.PIPE if keep_stdin else subprocess.DEVNULL)
-        self.stderr = ""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            self.records.append(rec)
-            self.lines.put(rec)
-
-    def wait_event(self, event: str, timeout: float) -> Optional[dict]:
-        """The first record with ``"event": event`` within timeout seconds, else None."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                rec = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.proc.poll() is not None and self.lines.empty():
-                    return None
-                continue
-            if rec.get("event") == event:
-                return rec
-        return None
-
-    def result(self, timeout: float) -> dict:
-        """The process' result record (waits for exit; kills it after timeout seconds)."""
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stderr is not None:
-            self.stderr = self.proc.stderr.read()[-2000:]
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and not any("role" in r for r in self.records):
-            time.sleep(0.02)
-        for rec in reversed(self.records):
-            if "role" in rec:
-                return rec
-        return {"errors": 1, "error": f"no result (exit {self.proc.returncode}) {self.stderr.strip()[-300:]}"}
-
-    def close_stdin(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-
-
-def _conn_args(target: Target, proto: ClientProtocol) -> list[str]:
-    port = target.port091 if proto is ClientProtocol.AMQP091 else target.port10
-    return ["--host", target.host, "--port", str(port), "--user", target.user,
-            "--password", target.password]
-
-
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _queue_cmd(target: Target, mode: str, queue_name: str, durable: bool = False) -> Optional[dict]:
-    if not target.port091:
-        return None
-    out = subprocess.run([GEN091, mode, *_conn_args(target, ClientProtocol.AMQP091), "--queue", queue_name,
-                          *(["--durable"] if durable else [])],
-                         capture_output=True, text=True, timeout=60)
-    try:
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        return {"ok": False, "error": out.stderr.strip()[-300:]}
-
-
-def _amqp10_address(w: Workload, queue_name: str) -> str:
-    """``/queue/Q``; for a durable queue ``/amq/queue/Q``, which names the queue ``setup``
-    declared (RabbitMQ's ``/queue/Q`` declares it again, non-durable: 406)."""
-    return f"/amq/queue/{queue_name}" if w.durable else f"/queue/{queue_name}"
-
-
-def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.consumer is ClientProtocol.AMQP10:
-        return [GEN10, "recv", *_conn_args(target, w.consumer), "--address", _amqp10_address(w, queue_name),
-                "--count", str(count), "--credit", str(PREFETCH), "--size", str(w.size),
-                "--timeout", str(SILENCE_TIMEOUT)]
-    argv = [GEN091, "recv", *_conn_args(target, w.consumer), "--count", str(count),
-            "--prefetch", str(PREFETCH), "--ack-every", str(ACK_EVERY), "--timeout", str(SILENCE_TIMEOUT)]
-    if w.kind is Kind.TOPIC:
-        return argv + ["--exchange", "amq.topic", "--topics", str(w.topics), "--key-prefix", prefix,
-                       "--subscribers", str(w.subscribers)]
-    return argv + ["--queue", queue_name]
-
-
-def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
-    if w.producer is ClientProtocol.AMQP10:
-        argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", _amqp10_address(w, queue_name),
-                "--count", str(count), "--size", str(w.size)]
-        argv += ["--durable"] if w.durable else []
-        if w.unsettled:
-            argv += ["--unsettled"] + (["--window", str(w.window)] if w.window else [])
-        return argv + (["--rate", str(w.rate)] if w.rate else [])
-    argv = [GEN091, "send", *_conn_args(target, w.producer), "--count", str(count), "--size", str(w.size)]
-    if w.durable:
-        argv += ["--durable"]
-    if w.confirms:
-        argv += ["--confirms", "--confirm-window", str(w.window or CONFIRM_WINDOW)]
-    if w.rate:
-        argv += ["--rate", str(w.rate)]
-    if w.kind is Kind.TOPIC:
-        return argv + ["--exchange", "amq.topic", "--topics", str(w.topics), "--key-prefix", prefix,
-                       "--hot-topics", str(w.hot_topics), "--hot-share", str(w.hot_share)]
-    return argv + ["--queue", queue_name]
-
-
-def run_messages(target: Target, w: Workload, count: int, tag: str, round_no: int,
-                 expected_seconds: float) -> Measurement:
-    """One producer/consumer run; value = received / (last receipt - producer start)."""
-    queue_name, prefix = f"bench-{tag}", f"{tag}."
-    if w.kind is Kind.FLOW:
-        setup = _queue_cmd(target, "setup", queue_name, w.durable)
-        if setup is not None and not setup.get("ok"):
-            return Measurement(w.key, target.name, round_no, 0.0, errors=1,
-                               error=f"queue setup: {setup.get('error')}")
-    cpu0, t0 = _children_cpu(), time.monotonic()
-    consumer = GenProcess(_consumer_argv(target, w, count, queue_name, prefix))
-    if consumer.wait_event("ready", 120) is None:
-        rec = consumer.result(5)
-        return Measurement(w.key, target.name, round_no, 0.0, errors=1,
-                           error=f"consumer not ready: {rec.get('error', '')}")
-    producer = GenProcess(_producer_argv(target, w, count, queue_name, prefix))
-    limit = max(120.0, 5 * expected_seconds)
-    sent = producer.result(limit)
-    got = consumer.result(limit)
-    wall = time.monotonic() - t0
-    cpu = _children_cpu() - cpu0
-    if w.kind is Kind.FLOW:
-        _queue_cmd(target, "delete", queue_name)
-    received = int(got.get("received", 0))
-    span = (got.get("t_last_ns", 0) - sent.get("t_start_ns", 0)) / 1e9
-    rate = received / span if received and span > 0 else 0.0
-    error = sent.get("error") or got.get("error") or ""
-    return Measurement(w.key, target.name, round_no, rate, "msgs/s", got.get("p50_us"),
-                       got.get("p99_us"), int(sent.get("sent", 0)), received,
-                       int(sent.get("errors", 0)) + int(got.get("errors", 0)), error,
-                       cpu / wall if wall > 0 else None, span)
-
-
-def _vm_rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def run_idle(target: Target, w: Workload, round_no: int, holders: list[GenProcess],
-             settle: float = 3.0) -> Measurement:
-    """Open w.connections more idle connections; value = VmRSS growth / connections, KiB.
-
-    The generator holding them is appended to ``holders`` and left running: connections
-    of earlier rounds stay open, so every round measures memory the broker has to take
-    anew instead of reusing what the previous round freed.  The caller closes them.
-    """
-    assert target.pid is not None
-    gen = GEN091 if w.producer is ClientProtocol.AMQP091 else GEN10
-    before = _vm_rss_kib(target.pid)
-    proc = GenProcess([gen, "idle", *_conn_args(target, w.producer), "--connections",
-                       str(w.connections)], keep_stdin=True)
-    holders.append(proc)
-    ready = proc.wait_event("ready", 300)
-    opened = int(ready.get("opened", 0)) if ready else 0
-    error = (ready or {}).get("error", "") if opened == w.connections else \
-        f"opened {opened} of {w.connections} {(ready or {}).get('error', '')}".strip()
-    time.sleep(settle)
-    after = _vm_rss_kib(target.pid)
-    per_conn = (after - before) / opened if opened else 0.0
-    return Measurement(w.key, target.name, round_no, per_conn, "KiB/conn", sent=opened,
-                       received=opened, errors=0 if opened == w.connections else 1, error=error)
-
-
-def close_idle(holders: list[GenProcess]) -> None:
-    for proc in holders:
-        proc.close_stdin()
-    for proc in holders:
-        proc.result(60)
-    holders.clear()
 
 
 # ---- the whole run ------------------------------------------------------------------------
@@ -412,21 +151,6 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return args
 
 
-def _start_gateway(args: argparse.Namespace, stack: list, *, ledger: bool = True,
-                   name: str = GATEWAY, label: str = "amqp-gateway") -> Optional[Target]:
-    from tests.support.gateway_process import GatewayProcess, default_config
-    extra = "" if ledger else "ledger:\n  enabled: false\n"
-    try:
-        gw = GatewayProcess(config_text=default_config(extra=extra)).start()
-    except Exception as exc:  # the harness reports and goes on with the reference alone
-        log.error("gateway did not start: %s", exc)
-        return None
-    stack.append(gw.stop)
-    protos = {x.strip() for x in args.gateway_protocols.split(",")}
-    return Target(name, label, gw.host, gw.amqp_port if "0-9-1" in protos else None,
-                  gw.amqp_port if "1.0" in protos else None, gw.proc.pid if gw.proc else None)
-
-
 def run_ledger_overhead(args: argparse.Namespace,
                         start: Optional[Callable[..., Optional[Target]]] = None,
                         run: Optional[Callable[..., list[Measurement]]] = None
@@ -465,26 +189,6 @@ def run_ledger_overhead(args: argparse.Namespace,
             for stop in reversed(stack):
                 stop()
     return results
-
-
-def _start_reference(args: argparse.Namespace, stack: list) -> Optional[Target]:
-    if args.reference or args.reference_amqp091 or args.reference_amqp10:
-        a091 = args.reference_amqp091 or args.reference
-        a10 = args.reference_amqp10 or args.reference
-        host = (a091 or a10)[0]
-        return Target(REFERENCE, f"reference {host}", host, a091[1] if a091 else None,
-                      a10[1] if a10 else None, args.reference_pid, args.reference_user,
-                      args.reference_password)
-    if not rabbit_installed():
-        _apt_install(("rabbitmq-server",))
-    try:
-        rabbit = PrivateRabbit().start()
-    except ReferenceUnavailable as exc:
-        log.error("no reference broker: %s", exc)
-        return None
-    stack.append(rabbit.stop)
-    return Target(REFERENCE, f"RabbitMQ {rabbit_version()}", rabbit.host, rabbit.port, rabbit.port,
-                  rabbit.os_pid())
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -40,6 +40,11 @@ Ledger (``broker.ledger``, a ``gateway.ledger.Ledger``): received, the routing v
 (ack: accepted; reject/nack: rejected or, with requeue, released; no-ack: accepted at
 once; unacked at channel close: released) are recorded here, under the channel's context
 (``link`` the channel number, ``connection`` the edge's connection id).
+
+Where: the channel's life, consumers, deliveries, basic.get and channel.flow are here;
+its other methods are mixins of ``BrokerChannel``: exchanges and queues in
+``channel_topology``, publish and confirms in ``channel_publish``, ack/nack/reject/recover
+in ``channel_settlement``, tx in ``channel_transactions``.
 """
 from __future__ import annotations
 
@@ -49,50 +54,30 @@ import secrets
 from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.channel_publish import ChannelPublishing
+from gateway.amqp091.channel_settlement import _ACCEPTED, _RELEASED, ChannelSettlement
 from gateway.amqp091.channel_topology import ChannelTopology
+from gateway.amqp091.channel_transactions import ChannelTransactions
 from gateway.amqp091.connection_scope import ConnectionScope, scope_for
-from gateway.amqp091.consumer import ChannelConsumer, Unacked, UnackedDeliveries, UnknownDeliveryTag
+from gateway.amqp091.consumer import ChannelConsumer, Unacked, UnackedDeliveries
 from gateway.amqp091.content import Content
 from gateway.amqp091.error_map import access_refused, amqp_error
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
-from gateway.amqp091.message_mapping import container_from_publish, delivery_payload
+from gateway.amqp091.message_mapping import delivery_payload
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import (
-    OUTCOME_OF,
-    ConfirmTracker,
-    PendingPublish,
-    PendingSettle,
-    PublishMode,
-    SettleKind,
-    TxBuffer,
-)
+from gateway.amqp091.transactions import ConfirmTracker, PublishMode, TxBuffer
 from gateway.auth.permissions import Action
-from gateway.broker.errors import AccessRefused, BrokerError, ResourceLocked
+from gateway.broker.errors import BrokerError, ResourceLocked
 from gateway.broker.flow import CreditWindow
-from gateway.broker.message import MessageContainer
-from gateway.broker.outcomes import apply_outcome
-from gateway.broker.queues import Queue, QueuedMessage
-from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
+from gateway.broker.queues import QueuedMessage
+from gateway.ledger import Protocol as WireProtocol
 
 __all__ = ["BrokerChannel"]
 
 log = logging.getLogger(__name__)
 
-NO_ROUTE_TEXT = "NO_ROUTE"
-"""reply-text of basic.return for an unroutable mandatory message (RabbitMQ's)."""
-QUEUE_FULL_TEXT = "queue full"
-"""Ledger reason of a publish every target queue refused (``reject-publish`` overflow)."""
-
 _P091 = WireProtocol.AMQP091.value
-# read on every publish: a module global is four times cheaper to reach
-_ROUTED = EventKind.ROUTED
-# members the per-message paths compare with (a read through the enum class is a lookup)
-_WRITE, _TX, _CONFIRM = Action.WRITE, PublishMode.TX, PublishMode.CONFIRM
-_ACK, _REQUEUE, _REJECT = SettleKind.ACK, SettleKind.REQUEUE, SettleKind.REJECT
-# the ledger's settlement outcomes
-_ACCEPTED, _RELEASED, _REJECTED = (LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value,
-                                   LedgerOutcome.REJECTED.value)
 CLOSED_WITH_UNACKED = "channel closed"
 """Ledger reason of the release of deliveries still unacked when a channel closes."""
 
@@ -102,7 +87,7 @@ def _consumer_tag() -> str:
     return f"amq.ctag-{token}"
 
 
-class BrokerChannel(ChannelTopology):
+class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, ChannelTransactions):
     """One open 0-9-1 channel; see the module docstring for the contract."""
 
     def __init__(self, context: ConnectionContext, channel_id: int, broker: Any,
@@ -224,14 +209,6 @@ class BrokerChannel(ChannelTopology):
 
     # ---- shared checks -------------------------------------------------------------------
 
-    def _permit_global(self, method: m.Method) -> None:
-        """A publish to ``node@container`` through the default exchange forwards when the
-        container is another one: it needs WRITE on the whole address as well (RabbitMQ-
-        style patterns match ``node@container``)."""
-        key = method.routing_key
-        if key.rpartition("@")[2] != self.broker.container_id:
-            self._permit(_WRITE, key, method)
-
     def _permit(self, action: Action, resource: str, method: m.Method) -> None:
         refusal = self.scope.check(action, resource)
         if refusal is not None:
@@ -317,105 +294,8 @@ class BrokerChannel(ChannelTopology):
             if not queue.deleted:
                 queue.dispatch(now)
 
-    # ---- basic: publish ------------------------------------------------------------------
 
-    def _basic_publish(self, method: m.Method, content: Content | None) -> None:
-        assert content is not None
-        if method.immediate:
-            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
-                                      method.METHOD_ID)
-        now = self.context.now
-        ledger = self.broker.ledger
-        try:
-            self._permit(_WRITE, method.exchange, method)
-            if "@" in method.routing_key and not method.exchange:
-                self._permit_global(method)
-            message = container_from_publish(method, content, now=now, user_name=self._user_name)
-        except ChannelException as exc:
-            if ledger is not None:  # before it was taken in: no gateway id
-                ledger.refused(now, self._ledger_ctx, exc.reply_text, exchange=method.exchange,
-                               routing_key=method.routing_key)
-            raise
-        if ledger is not None:
-            message.gateway_id = self.broker.next_gateway_id()
-        if self.mode is _TX:
-            if ledger is not None:  # routed (or not) at commit
-                ledger.received(now, self._ledger_ctx, message)
-            try:
-                exchange = self.vhost.checked_exchange(method.exchange)  # 404 now, not at commit
-                if exchange.internal:
-                    raise AccessRefused(f"cannot publish to internal {exchange.label}")
-            except BrokerError as exc:
-                if ledger is not None:
-                    ledger.verdict(now, self._ledger_ctx, message, EventKind.REFUSED,
-                                   reason=exc.text)
-                raise
-            assert self.tx is not None
-            self.tx.add(PendingPublish(method, content, message))
-            return
-        self._route(method, content, message, received=True)
-
-    def _route(self, method: m.Method, content: Content, message: MessageContainer,
-               received: bool = False) -> None:
-        """Route a publish; ``received``: the message is recorded here, with its routing
-        verdict (else it was at publish, in a transaction, and the verdict is recorded alone)."""
-        now = self.context.now
-        ledger = self.broker.ledger
-        record = None if ledger is None else ledger.received if received else ledger.verdict
-        writes = self._store.write_count
-        try:
-            result = self.vhost.publish(method.exchange, method.routing_key, message, now)
-        except BrokerError as exc:
-            if record is not None:
-                record(now, self._ledger_ctx, message, EventKind.REFUSED, None, exc.text)
-            raise
-        if record is not None:
-            if result.queues or result.service is not None:
-                event, reason = _ROUTED, None
-            elif result.rejected:
-                event, reason = EventKind.REFUSED, QUEUE_FULL_TEXT
-            elif method.mandatory:
-                event, reason = EventKind.RETURNED, NO_ROUTE_TEXT
-            else:
-                event, reason = EventKind.UNROUTABLE, None
-            record(now, self._ledger_ctx, message, event, result.queues, reason)
-        if not result.queues and not result.routed:  # (``queues`` first: no property call)
-            if method.mandatory:
-                self.broker.unroutable.returned_amqp091 += 1
-                self.writer.send_content(
-                    m.BasicReturn(reply_code=ReplyCode.NO_ROUTE, reply_text=NO_ROUTE_TEXT,
-                                  exchange=method.exchange, routing_key=method.routing_key),
-                    content.properties_bytes, content.body)
-            else:
-                self.broker.unroutable.dropped_amqp091 += 1
-        if self.mode is _CONFIRM:
-            confirms = self.confirms
-            seq = confirms.next_seq()
-            if result.rejected:
-                self._flush_confirms()
-                self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
-            elif confirms.hold(seq) if self._store.write_count != writes else confirms.add_ack(seq):
-                self.writer.at_batch_end(self._flush_confirms)
-
-    def _flush_confirms(self) -> None:
-        """Send the pending run of acks as one basic.ack, and hand the held tags to the
-        store (an end-of-batch hook)."""
-        confirms = self.confirms
-        ack = confirms.take_ack()
-        if ack is not None:
-            self.writer.send_method(ack)
-        if confirms.held:
-            upto = confirms.take_held()
-            self._store.after_commit(lambda error: self._confirm_durable(upto, error))
-
-    def _confirm_durable(self, upto: int, error: Exception | None) -> None:
-        """The store committed (or failed) the writes of the publishes up to ``upto``."""
-        if self.is_open:
-            if error is not None:
-                log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
-            self.writer.send_method(self.confirms.answer(upto, error))
-
-    # ---- basic: get and settlement ---------------------------------------------------------
+    # ---- basic: get ------------------------------------------------------------------------
 
     def _basic_get(self, method: m.Method, _: Content | None) -> None:
         name = self._queue_name(method.queue, method)
@@ -441,123 +321,6 @@ class BrokerChannel(ChannelTopology):
                          routing_key=message.routing_key, message_count=queue.message_count),
             props, body)
 
-    def _take(self, tag: int, multiple: bool, method: m.Method) -> list[Unacked]:
-        try:
-            return self.unacked.take(tag, multiple)
-        except UnknownDeliveryTag:
-            raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {tag}",
-                                   method.CLASS_ID, method.METHOD_ID) from None
-
-    def _settle_or_buffer(self, kind: SettleKind, items: list[Unacked]) -> None:
-        if self.tx is not None:
-            self.tx.add(PendingSettle(kind, items))
-        else:
-            self._settle(kind, items)
-
-    def _basic_ack(self, method: m.Method, _: Content | None) -> None:
-        self._settle_or_buffer(_ACK, self._take(method.delivery_tag, method.multiple, method))
-
-    def _basic_nack(self, method: m.Method, _: Content | None) -> None:
-        kind = _REQUEUE if method.requeue else _REJECT
-        self._settle_or_buffer(kind, self._take(method.delivery_tag, method.multiple, method))
-
-    def _basic_reject(self, method: m.Method, _: Content | None) -> None:
-        kind = _REQUEUE if method.requeue else _REJECT
-        self._settle_or_buffer(kind, self._take(method.delivery_tag, False, method))
-
-    def _settle(self, kind: SettleKind, items: list[Unacked]) -> None:
-        """Give credit back first (a release dispatches at once), then settle in tag order,
-        then let the touched queues dispatch to the freed windows."""
-        now = self.context.now
-        for item in items:
-            if item.window is not None:
-                item.window.settle_one()
-        queues: dict[Queue, None] = {}
-        ledger = self.broker.ledger
-        # ack: accepted; nack/reject with requeue: released; without: rejected
-        outcome = (_ACCEPTED if kind is _ACK else _RELEASED if kind is _REQUEUE else _REJECTED)
-        settled_as = OUTCOME_OF[kind]
-        for item in items:
-            entry = item.entry
-            queue = entry.queue
-            if queue is None:
-                continue
-            if ledger is not None:  # before the queue acts on it (a requeue redelivers)
-                ledger.settled(now, self._ledger_ctx, entry, queue.name, outcome)
-            apply_outcome(queue, entry, settled_as, now)
-            queues[queue] = None
-        if self.global_window.limit:
-            self._dispatch_all()
-        for queue in queues:
-            if not queue.deleted and queue.consumers:
-                queue.dispatch(now)
-
-    def _recover(self, method: m.Method, sync: bool) -> None:
-        if not method.requeue:
-            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "requeue=false", method.CLASS_ID,
-                                      method.METHOD_ID)
-        if sync:
-            self.writer.send_method(m.BasicRecoverOk())
-        self._settle(SettleKind.REQUEUE, self.unacked.take_all())
-
-    def _basic_recover(self, method: m.Method, _: Content | None) -> None:
-        self._recover(method, True)
-
-    def _basic_recover_async(self, method: m.Method, _: Content | None) -> None:
-        self._recover(method, False)
-
-    # ---- confirm / tx ----------------------------------------------------------------------
-
-    def _confirm_select(self, method: m.Method, _: Content | None) -> None:
-        if self.mode is PublishMode.TX:
-            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from tx to confirm mode",
-                                   method.CLASS_ID, method.METHOD_ID)
-        self.mode = PublishMode.CONFIRM
-        if not method.nowait:
-            self.writer.send_method(m.ConfirmSelectOk())
-
-    def _tx_select(self, method: m.Method, _: Content | None) -> None:
-        if self.mode is PublishMode.CONFIRM:
-            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from confirm to tx mode",
-                                   method.CLASS_ID, method.METHOD_ID)
-        self.mode = PublishMode.TX
-        if self.tx is None:
-            self.tx = TxBuffer()
-        self.writer.send_method(m.TxSelectOk())
-
-    def _transaction(self, method: m.Method) -> TxBuffer:
-        if self.tx is None:
-            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "channel is not transactional",
-                                   method.CLASS_ID, method.METHOD_ID)
-        return self.tx
-
-    def _tx_commit(self, method: m.Method, _: Content | None) -> None:
-        writes = self._store.write_count
-        for work in self._transaction(method).take():
-            if isinstance(work, PendingPublish):
-                self._route(work.method, work.content, work.message)
-            else:
-                self._settle(work.kind, work.items)
-        if self._store.write_count == writes:
-            self.writer.send_method(m.TxCommitOk())
-        else:
-            self._store.after_commit(self._tx_durable)
-
-    def _tx_durable(self, error: Exception | None) -> None:
-        """The store committed (or failed) what a tx.commit wrote: answer it."""
-        if not self.is_open:
-            return
-        if error is None:
-            self.writer.send_method(m.TxCommitOk())
-        else:
-            self.context.close_connection(
-                ReplyCode.INTERNAL_ERROR, f"tx.commit failed, its messages may not be stored: {error}")
-
-    def _tx_rollback(self, method: m.Method, _: Content | None) -> None:
-        tx = self._transaction(method)
-        self.unacked.restore(tx.settled_items())
-        tx.take()
-        self.writer.send_method(m.TxRollbackOk())
 
 
 _HANDLERS: dict[type, Callable[[BrokerChannel, Any, Content | None], None]] = {

@@ -1,9 +1,8 @@
 """The exchange and queue methods of a 0-9-1 channel (declare, bind, unbind, purge,
 delete), as a mixin of ``BrokerChannel``.
 
-They only change the broker's topology and reply; publishing, consuming, settling,
-confirms and transactions stay in ``channel.py``, which this keeps under the size where
-one reader can hold it."""
+They only change the broker's topology and reply; the channel's other methods are in
+``channel.py`` and its other mixins (publish, settlement, transactions)."""
 from __future__ import annotations
 
 from gateway.amqp091 import methods as m

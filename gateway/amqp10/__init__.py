@@ -6,7 +6,9 @@ to the shared broker model.
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, SaslCode, Scope, from_broker_error
 from gateway.amqp10.directory import VhostDirectory
 from gateway.amqp10.engine import Amqp10Engine, EngineState
-from gateway.amqp10.links import INCOMING_CREDIT, IncomingLink, OutgoingLink
+from gateway.amqp10.incoming_link import IncomingLink
+from gateway.amqp10.link_context import INCOMING_CREDIT
+from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.sasl import SaslResult, SaslServer, SaslState
 
 __all__ = [

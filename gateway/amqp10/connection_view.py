@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Endpoint
 
-from gateway.amqp10.links import OutgoingLink
+from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.broker.connection_views import (AMQP10_PROTOCOL, ChannelView, ConnectionView, LinkView,
                                              connection_name, plain)
 

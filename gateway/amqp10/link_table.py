@@ -14,7 +14,8 @@ from typing import Any, Union
 
 from proton import Link
 
-from gateway.amqp10.links import IncomingLink, OutgoingLink
+from gateway.amqp10.incoming_link import IncomingLink
+from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.proton_calls import c_pointer
 
 __all__ = ["LinkTable", "LinkHandler"]

@@ -2,8 +2,8 @@
 the client's credit, and applies the client's dispositions through the broker's one outcome
 operation.
 
-It lives apart from ``links.py`` (incoming links and attaching) because the two directions
-share only the link context (``link_context.py``)."""
+It lives apart from ``incoming_link.py`` and from attaching (``links.py``) because the two
+directions share only the link context (``link_context.py``)."""
 from __future__ import annotations
 
 import logging

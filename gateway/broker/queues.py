@@ -25,6 +25,10 @@ kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, pu
 
 Time is always the caller's ``now`` (seconds). The queue never reads a clock.
 
+Where: enqueue, dispatch and ``get`` are here; settlement (settle, release, reject,
+modify) is ``queue_settlement.QueueSettlement``; expiry, dead-lettering, purge and
+deletion are ``queue_lifetime.QueueLifetime``, both mixins of ``Queue``.
+
 The queue reaches its vhost only through ``host`` (a :class:`~.queue_host.QueueHost`):
 its name, the memory gate, the ledger, the store, dead-lettering and its own deletion.
 
@@ -41,13 +45,14 @@ entry is handed out, expired with a record, or dead-lettered.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .consumers import Consumer, ConsumerSet
-from .errors import PreconditionFailed
 from .flow import ProducerGate
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
+from .queue_lifetime import QueueLifetime
+from .queue_settlement import QueueSettlement
 from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage
 from .ready_list import ReadyList
 
@@ -60,7 +65,7 @@ __all__ = ["MessageState", "QueuedMessage", "Queue"]
 log = logging.getLogger(__name__)
 
 
-class Queue:
+class Queue(QueueSettlement, QueueLifetime):
     """A queue in a vhost. Usually created by ``VirtualHost.declare_queue``.
 
     Raises :class:`InvalidArgument` / :class:`PreconditionFailed` /
@@ -346,174 +351,6 @@ class Queue:
                 cursor = browsers.get(browser)
         return sent
 
-    # ------------------------------------------------------------------ settlement
-    def settle(self, entry: QueuedMessage) -> bool:
-        """ACQUIRED -> GONE (0-9-1 ack, 1.0 accepted). False if ``entry`` is not acquired
-        from this queue (already settled, queue deleted, a browsed entry)."""
-        if self._acquired.pop(entry.seq, None) is not entry:
-            return False
-        self._finish(entry)
-        self.acked += 1
-        return True
-
-    def unsettled_since(self, cutoff: float) -> int:
-        """Deliveries acquired at or before ``cutoff`` and still unsettled. Cheap: the
-        acquired entries are kept in the order they were acquired (a released entry is
-        re-added when acquired again), so this stops at the first younger one."""
-        count = 0
-        for entry in self._acquired.values():
-            if entry.acquired_at > cutoff:
-                break
-            count += 1
-        return count
-
-    def release(
-        self,
-        entry: QueuedMessage,
-        *,
-        redelivered: bool = True,
-        count_delivery: bool = True,
-        now: Optional[float] = None,
-    ) -> bool:
-        """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
-        ``now``, or the last time the queue saw). False if not acquired here."""
-        if not self._put_back(entry, redelivered, count_delivery):
-            return False
-        if self.consumers:
-            self.dispatch(self._now if now is None else now)
-        return True
-
-    def release_many(
-        self,
-        entries: Iterable[QueuedMessage],
-        *,
-        redelivered: bool = True,
-        count_delivery: bool = True,
-        now: Optional[float] = None,
-    ) -> int:
-        """Release several entries, then dispatch once, so they are redelivered in queue
-        order whatever order they come in (channel close, ``basic.recover``, nack
-        multiple). Returns how many were acquired here and released."""
-        count = 0
-        for entry in entries:
-            if self._put_back(entry, redelivered, count_delivery):
-                count += 1
-        if count and self.consumers:
-            self.dispatch(self._now if now is None else now)
-        return count
-
-    def _put_back(self, entry: QueuedMessage, redelivered: bool, count_delivery: bool) -> bool:
-        if self._acquired.pop(entry.seq, None) is not entry:
-            return False
-        if redelivered:
-            entry.redelivered = True
-        if count_delivery:
-            entry.delivery_count += 1
-        entry.state = _AVAILABLE
-        entry.holder = None
-        self.ready.put_back(entry)
-        if entry.stored is not None:
-            self.storage.requeued(entry)  # type: ignore[union-attr]
-        return True
-
-    def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
-        """0-9-1 reject/nack and 1.0 rejected: ``requeue`` -> :meth:`release`; else the
-        entry is dead-lettered (reason ``rejected``) or discarded. False if not acquired."""
-        if requeue:
-            return self.release(entry, now=now)
-        if self._acquired.pop(entry.seq, None) is not entry:
-            return False
-        self._finish(entry)
-        self.dead_letter(entry.message, DeathReason.REJECTED, now)
-        return True
-
-    def modify(
-        self,
-        entry: QueuedMessage,
-        *,
-        delivery_failed: bool = False,
-        undeliverable_here: bool = False,
-        annotations: Optional[dict] = None,
-        now: Optional[float] = None,
-    ) -> bool:
-        """1.0 ``modified``: merge ``annotations`` into the message, never offer it again
-        to the holding consumer if ``undeliverable_here``, count a failed delivery if
-        ``delivery_failed``, and release it. False if not acquired."""
-        if entry.seq not in self._acquired or self._acquired[entry.seq] is not entry:
-            return False
-        if annotations:
-            entry.message = entry.message.with_annotations(annotations)
-        if undeliverable_here and entry.holder is not None:
-            if entry.undeliverable_to is None:
-                entry.undeliverable_to = set()
-            entry.undeliverable_to.add(entry.holder)
-        return self.release(entry, redelivered=True, count_delivery=delivery_failed, now=now)
-
-    # ------------------------------------------------------------------ expiry / purge
-    def expire(self, now: float) -> int:
-        """Remove expired entries from the head of every priority level (dead-lettering
-        them with reason ``expired`` if configured); returns how many."""
-        self._now = now
-        expired = self.ready.expire_heads(now)
-        for entry in expired:
-            self._expire_entry(entry, now)
-        return len(expired)
-
-    def next_deadline(self) -> Optional[float]:
-        """The earliest time (seconds) at which ``tick``/``expire`` has work: a head
-        message expiry or the ``x-expires`` deadline; ``None`` if none."""
-        deadline = self.ready.deadline()
-        exp = self.expires_at()
-        if exp is not None and (deadline is None or exp < deadline):
-            deadline = exp
-        return deadline
-
-    def expires_at(self) -> Optional[float]:
-        """When an unused queue with ``x-expires`` will be deleted; ``None`` if in use or
-        no ``x-expires``."""
-        if self.args.expires_ms is None or self.consumers:
-            return None
-        return self.last_used + self.args.expires_ms / 1000.0
-
-    def purge(self) -> int:
-        """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
-        entries = self.ready.clear()
-        for entry in entries:
-            self._finish(entry)
-        return len(entries)
-
-    # ------------------------------------------------------------------ deletion
-    def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
-        """Delete the queue; returns the number of AVAILABLE messages it held.
-
-        Raises :class:`PreconditionFailed` if ``if_unused`` and it has consumers, or
-        ``if_empty`` and it has available messages (RabbitMQ's texts).
-        """
-        if if_unused and self.consumers:
-            raise PreconditionFailed(f"{self.label} in use")
-        if if_empty and self.ready.count:
-            raise PreconditionFailed(f"{self.label} not empty")
-        return self._delete_now(f"{self.label} was deleted")
-
-    def _delete_now(self, reason: str) -> int:
-        return self.host.forget_queue(self, reason)
-
-    def tear_down(self, reason: str) -> int:
-        """Cancel consumers and drop all entries; returns the available count it had.
-        Called by the host once it forgot the queue (``QueueHost.forget_queue``)."""
-        if self.deleted:
-            return 0
-        self.deleted = True
-        self.took_alone = None  # holds this queue: a cycle, collected rarely (cli.py)
-        count = self.ready.count
-        for consumer in self.consumers.clear():
-            consumer.cancelled_by_broker(reason)
-        self.purge()
-        for entry in list(self._acquired.values()):
-            self._finish(entry)
-        self._acquired.clear()
-        return count
-
     # ------------------------------------------------------------------ internals
     def _head(self, now: float) -> Optional[QueuedMessage]:
         """The head entry (highest priority, oldest); expired heads are dropped."""
@@ -543,37 +380,6 @@ class Queue:
         self.ready.remove(entry)
         self._finish(entry)
         return False
-
-    def _expire_entry(self, entry: QueuedMessage, now: float) -> None:
-        message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
-        self._finish(entry)
-        if message is None:
-            return
-        ledger = self.host.ledger
-        if ledger is not None:
-            ledger.expired(now, self.vhost_name, message, entry.delivery_count, self.name)
-        self.dead_letter(message, DeathReason.EXPIRED, now)
-
-    def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
-        """Publish a copy of ``message`` (gone from here) to the dead-letter exchange, if
-        the queue has one; also used by management for poison messages."""
-        dlx = self.args.dead_letter_exchange
-        if dlx is None:
-            return
-        key = self.args.dead_letter_routing_key
-        routing_key = message.routing_key if key is None else key
-        ledger = self.host.ledger
-        if ledger is not None:
-            ledger.dead_lettered(now, self.vhost_name, message, self.name, dlx, routing_key,
-                                 reason.value)
-        dead = message.with_death(
-            queue=self.name,
-            reason=reason,
-            time=now,
-            exchange=dlx,
-            routing_key=routing_key,
-        )
-        self.host.dead_letter(dead, now)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r}, available={self.ready.count}, acquired={len(self._acquired)})"

@@ -9,7 +9,9 @@ import pytest
 from bench.report import (GATEWAY, REFERENCE, Interval, Measurement, Spread, _t95, draw_chart,
                           format_size, format_table, generator_notes, mean_interval, spread,
                           summarize, target_verdicts, write_json)
-from bench.run import Target, _parse_hostport, _producer_argv, parse_args, run_ledger_overhead
+from bench.run import _parse_hostport, parse_args, run_ledger_overhead
+from bench.targets import Target
+from bench.workload_run import _producer_argv
 from bench.workloads import Kind, ClientProtocol, all_workloads, ledger_workloads, select_workloads
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from bench.fixed_rate import (FIXED_RATE, LEDGER_OFF, fixed_rate_rows, fixed_rate_verdicts,
                               fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
 from bench.report import GATEWAY, REFERENCE, Measurement
-from bench.run import Target, _producer_argv
+from bench.targets import Target
+from bench.workload_run import _producer_argv
 from bench.workloads import ClientProtocol, select_workloads
 
 

@@ -278,7 +278,7 @@ def test_duplicate_user_in_the_users_file_names_that_file_and_line(tmp_path):
 def test_unreadable_users_file_names_the_key_and_line(tmp_path, monkeypatch):
     import builtins
 
-    import gateway.config as config_module
+    import gateway.config.loading as loading_module
 
     users = tmp_path / "users.yaml"
     users.write_text("users: []\n")
@@ -288,7 +288,7 @@ def test_unreadable_users_file_names_the_key_and_line(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(path))
         return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(config_module, "open", no_permission, raising=False)
+    monkeypatch.setattr(loading_module, "open", no_permission, raising=False)
     err = error_of(f"\nusers_file: {users}\n")
     assert (err.source, err.key_path, err.line) == ("gw.yaml", "users_file", 2)
     assert "cannot read users file: Permission denied" in err.message
@@ -419,7 +419,7 @@ def test_container_id_must_not_contain_at():
 
 def test_directory_problem_reports_a_directory_it_cannot_write(tmp_path, monkeypatch):
     """The not-writable branch, also when the tests run as root (who may write anywhere)."""
-    import gateway.config as config_module
+    import gateway.config.checks as checks_module
     from gateway.config import directory_problem
 
     (tmp_path / "exists").mkdir()
@@ -427,7 +427,7 @@ def test_directory_problem_reports_a_directory_it_cannot_write(tmp_path, monkeyp
     assert directory_problem(str(tmp_path / "new" / "deeper")) is None
     denied = {str(tmp_path / "exists"), str(tmp_path)}
     real_access = os.access
-    monkeypatch.setattr(config_module.os, "access",
+    monkeypatch.setattr(checks_module.os, "access",
                         lambda p, mode: False if str(p) in denied else real_access(p, mode))
     assert "directory" in directory_problem(str(tmp_path / "exists"))
     assert "is not writable" in directory_problem(str(tmp_path / "exists"))

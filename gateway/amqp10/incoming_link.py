@@ -1,0 +1,381 @@
+"""An incoming link: the client sends on a proton receiver; every complete transfer
+becomes a ``MessageContainer`` published to the vhost (or handed to a service node, or
+routed through ``amqp$transfer``) and is settled with the outcome.
+
+How a link is attached, its permissions, ledger records and address errors are described
+in ``links.py``; the outgoing direction is ``outgoing_link.py``.
+
+Credit (client senders): windows of ``INCOMING_CREDIT``, withheld while the broker's
+producer gate is blocked (memory alarm), and bounded by the room left in the queues the
+target reaches (``Queue.capacity_left``: ``x-max-length`` and ``x-max-length-bytes`` of
+a ``reject-publish`` queue), so a full queue stops a 1.0 sender instead of growing
+memory; the engine polls a link left without credit. Known before any message only for
+a fixed routing key: ``/queue/Q`` (and its forms) and ``/exchange/X/RK`` or
+``/topic/RK`` whose bindings lead straight to queues (the largest room among them: a
+message is taken if any queue takes it; a ``drop-head`` queue never rejects, so it
+leaves the credit unbounded). Subject-keyed targets, the anonymous relay, headers
+exchanges and exchange-to-exchange bindings keep the full window; there a message whose
+every queue is full and rejects publishes is settled ``rejected`` with
+``amqp:resource-limit-exceeded`` naming the queues, and is not kept (so memory does not
+grow either).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from proton import Condition, Delivery, Link
+
+from addressing import (
+    AddressError,
+    AddressErrorKind,
+    Forward,
+    LocalPublish,
+    ServiceRoute,
+    SubjectPublish,
+    TRANSFER_SERVICE,
+    resolve_target,
+    route_message,
+)
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.directory import VhostDirectory
+from gateway.amqp10.durable_accepts import DurableAccepts
+from gateway.amqp10.link_context import (
+    INCOMING_CREDIT,
+    QUEUE_FULL,
+    _ROUTED,
+    _WRITE,
+    _address_error,
+    _broker_error,
+    _condition,
+    _end_ledger_context,
+    _ledger_context,
+    _naming,
+)
+from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.payloads import container_from_transfer, service_request_container
+from gateway.amqp10.proton_calls import (
+    PN_EOS,
+    ffi as _ffi,
+    lib as _lib,
+    pn_delivery_aborted,
+    pn_delivery_partial,
+    pn_delivery_pending,
+    pn_delivery_settle,
+    pn_delivery_settled,
+    pn_delivery_update,
+    pn_link_advance,
+    pn_link_credit,
+)
+from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
+from gateway.amqp10.unroutable_outcome import settle_unroutable
+from gateway.auth import Action
+from gateway.broker.errors import BrokerError
+from gateway.broker.exchanges import ExchangeType
+from gateway.broker.message import Encoding, MessageContainer
+from gateway.broker.queues import Queue
+from gateway.broker.service_calls import ServiceCaller, call_service
+from gateway.broker.unroutable import UnroutablePolicy
+from gateway.ledger import EventKind
+from translators.errors import TranslationError
+
+log = logging.getLogger(__name__)
+
+
+class IncomingLink:
+    """The client sends on ``link`` (a proton receiver); see the module docstring."""
+
+    def __init__(self, host: LinkHost, link: Link, route: Any, *,
+                 unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
+                 directory: Optional[VhostDirectory] = None) -> None:
+        self.host = host
+        self.link = link
+        #: None for the anonymous relay
+        self.route = route
+        #: the outcome of a message no queue takes (``unroutable_outcome``)
+        self.unroutable = unroutable
+        #: resolves a relayed message's ``to``
+        self._directory = directory or VhostDirectory(host)
+        #: a routing-key-only message that finds the queues a fixed-key route reaches
+        self._probe: Optional[MessageContainer] = None
+        if isinstance(route, LocalPublish):
+            self._probe = MessageContainer(Encoding.AMQP10, b"", exchange=route.exchange,
+                                           routing_key=route.routing_key)
+        self._buffer = bytearray()
+        self.closed = False
+        self._store = host.broker.store
+        self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
+        self._address = link.target.address
+        self._ledger_ctx = _ledger_context(host, link.name, self._address)
+
+    @property
+    def starving(self) -> bool:
+        """True when the client has no credit and we could not give it any."""
+        return not self.closed and self.link.credit <= 0
+
+    def _room(self) -> Optional[int]:
+        """How many more messages the route takes before every queue it reaches rejects
+        them; None when nothing bounds it (see "Credit" in the module docstring).
+
+        A message is taken if any of its queues takes it, so the room is the largest
+        room among the queues; a queue that never rejects makes it unbounded. Only a
+        fixed routing key through the default exchange, or an exchange whose bindings
+        lead straight to queues, can be known before the message: subject-keyed
+        targets, the relay, headers exchanges and exchange-to-exchange bindings are
+        left to the per-message ``rejected`` outcome.
+        """
+        probe = self._probe
+        if probe is None:
+            return None
+        vhost = self.host.vhost
+        if probe.exchange == "":
+            queue = vhost.queue(probe.routing_key)
+            return None if queue is None else queue.capacity_left()
+        exchange = vhost.exchange(probe.exchange)
+        if exchange is None or exchange.type is ExchangeType.HEADERS:
+            return None
+        room = None
+        for destination in exchange.route(probe):
+            if not isinstance(destination, Queue):
+                return None
+            left = destination.capacity_left()
+            if left is None:
+                return None
+            room = left if room is None else max(room, left)
+        return room
+
+    def _wanted_credit(self) -> int:
+        if self.host.producers_blocked():
+            return 0
+        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
+        room = self._room()
+        return window if room is None or room > window else room
+
+    def refill(self) -> bool:
+        """Top the client's credit up to the window when it fell below half; True if a
+        flow was issued."""
+        if self.closed:
+            return False
+        have = pn_link_credit(self.link._impl)
+        if have * 2 > INCOMING_CREDIT:
+            return False  # no window could ask for more: skip the room lookup
+        want = self._wanted_credit()
+        if want > have and (have * 2 <= want or have == 0):
+            self.link.flow(want - have)
+            return True
+        return False
+
+    def on_delivery(self, d: Any) -> None:
+        """Collect a (possibly multi-frame) transfer; publish it once complete.
+
+        ``d`` is proton's C delivery (``pn_delivery_t``, a ``Delivery``'s ``_impl``):
+        the common path works on it directly, with no Python wrapper per transfer.
+        Raises :class:`Amqp10Error` (link scope) if it exceeds ``max_message_size``.
+        """
+        link = self.link
+        if pn_delivery_aborted(d):
+            self._buffer.clear()
+            pn_delivery_settle(d)
+            pn_link_advance(link._impl)
+            return
+        pending = pn_delivery_pending(d)
+        chunk = None
+        if pending > 0:  # Receiver.recv, without its two wrappers and its copy of the read
+            chunk = bytearray(pending)
+            got = _lib.pn_link_recv(link._impl, _ffi.from_buffer(chunk), pending)
+            if got != pending:
+                if got < 0 and got != PN_EOS:
+                    link._check(got)
+                chunk = chunk[:got] if got > 0 else None
+        if not self._buffer and chunk and not pn_delivery_partial(d):
+            # the whole message in one transfer (the usual case): no reassembly copies
+            if not (self.host.max_message_size and len(chunk) > self.host.max_message_size):
+                pn_link_advance(link._impl)
+                self._finish(d, chunk)
+                return
+        if chunk:
+            self._buffer += chunk
+        limit = self.host.max_message_size
+        if limit and len(self._buffer) > limit:
+            self._buffer.clear()
+            error = Amqp10Error(
+                ErrorCondition.MESSAGE_SIZE_EXCEEDED,
+                f"message larger than the maximum message size of {limit} bytes",
+            )
+            ledger = self.host.broker.ledger
+            if ledger is not None:
+                ledger.refused(self.host.now, self._ledger_ctx, error.description)
+            raise error
+        if pn_delivery_partial(d):
+            return
+        encoded = bytes(self._buffer)
+        self._buffer.clear()
+        pn_link_advance(link._impl)
+        self._finish(d, encoded)
+
+    def _finish(self, d: Any, encoded: bytes) -> None:
+        """Publish a complete message and settle its transfer with the outcome (an
+        accepted one the store wrote once it is on disk)."""
+        writes = self._store.write_count
+        outcome, condition = self._publish(encoded, d)
+        if not pn_delivery_settled(d):
+            if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
+                self._durable.hold(d)
+                self.refill()
+                return
+            if condition is not None:
+                delivery = Delivery.wrap(d)
+                delivery.local.condition = condition
+                delivery.update(outcome)
+            else:  # what Delivery.update does when there is no condition/data
+                pn_delivery_update(d, outcome)
+        pn_delivery_settle(d)
+        self.refill()
+
+    def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
+        host = self.host
+        now = host.now
+        ledger = host.broker.ledger
+        route = self.route
+        try:
+            message, summary = container_from_transfer(encoded, now)
+        except TranslationError as exc:
+            if not isinstance(route, ServiceRoute) or route.name == TRANSFER_SERVICE:
+                return self._refuse(ledger, None, now, self._address,
+                                    Amqp10Error(ErrorCondition.DECODE_ERROR, f"malformed message: {exc}"))
+            # a service node decodes its requests itself, as tolerantly as proton does:
+            # RabbitMQ 4's clients put a body-less request's amqp-value before its properties
+            message, summary = service_request_container(encoded, now), None
+        address = self._address if route is not None else summary.to  # type: ignore[union-attr]
+        if message.user_id is not None and message.user_id != host.user.name:
+            return self._refuse(ledger, message, now, address, Amqp10Error(
+                ErrorCondition.UNAUTHORIZED_ACCESS,
+                f"user-id '{message.user_id}' does not match the authenticated user "
+                f"'{host.user.name}'"))
+        if ledger is not None:
+            message.gateway_id = host.broker.next_gateway_id()
+        try:
+            if route is None:
+                if summary.to is None:
+                    raise AddressError(AddressErrorKind.INVALID,
+                                       "anonymous relay: the message has no 'to' address")
+                route = resolve_target(summary.to, our_container=host.container_id,
+                                       directory=self._directory,
+                                       subject=summary.subject, vhost=host.vhost.name)
+            elif isinstance(route, SubjectPublish):
+                route = route_message(route, summary.subject)
+            elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+                if route.__class__ is ServiceRoute and summary is not None:
+                    address = summary.to  # errors name the message's address
+                route, forwarded = transfer_route(host, self._directory, route, self._address,
+                                                  summary, encoded)
+                if route is DUPLICATE:
+                    return Delivery.ACCEPTED, None
+                if forwarded is not None:
+                    verdict = self._route(route, message, now, ledger, address, d)
+                    if verdict[0] == Delivery.ACCEPTED:
+                        host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
+                        if ledger is not None:
+                            ledger.arrived_forwarded(message, forwarded.gateway_id)
+                    return verdict
+            return self._route(route, message, now, ledger, address, d)
+        except AddressError as exc:
+            error = _address_error(exc, address)
+        except BrokerError as exc:
+            error = _broker_error(exc, address)
+        except Amqp10Error as exc:
+            error = exc
+        return self._refuse(ledger, message, now, address, error, received=True)
+
+    def _refuse(self, ledger: Any, message: Optional[MessageContainer], now: float,
+                address: Optional[str], error: Amqp10Error,
+                received: bool = False) -> tuple[int, Optional[Condition]]:
+        """The rejected outcome for ``error``, recorded as ``refused`` (after ``received``
+        when the message had been taken in)."""
+        if ledger is not None:
+            if received:
+                self._record(ledger, EventKind.REFUSED, message, now, address,
+                             reason=error.description)
+            else:
+                ledger.refused(now, self._ledger_ctx, error.description, message,
+                               address=self._own(address))
+        return Delivery.REJECTED, _condition(error.condition, error.description)
+
+    def _own(self, address: Optional[str]) -> Optional[str]:
+        """The message's address when it is not the link's (the anonymous relay's ``to``)."""
+        return None if address == self._address else address
+
+    def _record(self, ledger: Any, event: EventKind, message: MessageContainer, now: float,
+                address: Optional[str], *, reason: Optional[str] = None,
+                queues: Optional[tuple] = None) -> None:
+        """A message taken in and a verdict reached before or without routing it to a
+        queue: its exchange and routing key are recorded only when routing set them."""
+        ledger.received(now, self._ledger_ctx, message, event, queues, reason,
+                        self._own(address), routed=False)
+
+    def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
+               address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
+        vhost = self.host.vhost
+        if isinstance(route, LocalPublish):
+            self.host.permit(_WRITE, route.exchange)
+            result = vhost.publish(route.exchange, route.routing_key, message, now)
+            if result.rejected and not result.queues:
+                names = ", ".join(f"'{q.name}'" for q in result.rejected)
+                if ledger is not None:
+                    self._record(ledger, EventKind.REFUSED, message, now, address, reason=QUEUE_FULL)
+                return Delivery.REJECTED, _condition(
+                    ErrorCondition.RESOURCE_LIMIT_EXCEEDED, f"queue {names} in vhost '{vhost.name}' is full")
+            if not result.queues and not result.routed:  # (``queues`` first: no property call)
+                return self._unroutable(message, now, ledger, address, d)
+            if ledger is not None:
+                ledger.received(now, self._ledger_ctx, message, _ROUTED, result.queues, None,
+                                None if address == self._address else address)
+            return Delivery.ACCEPTED, None
+        if isinstance(route, Forward):
+            name = TRANSFER_SERVICE
+            message.routing_key = resource = global_address(route)
+        elif isinstance(route, ServiceRoute):
+            name = resource = route.name
+        else:
+            raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED, f"cannot publish to {route!r}")
+        node = vhost.service(name)
+        if node is None:
+            raise Amqp10Error(ErrorCondition.NOT_FOUND,
+                              _naming(f"no service '{name}' in vhost '{vhost.name}'", address))
+        self.host.permit(Action.WRITE, resource)
+        host = self.host
+        call_service(node, message, now, ServiceCaller(host.user, vhost.name, host.connection_id,
+                                                       self.reply_queue, host.owner))
+        if ledger is not None:
+            self._record(ledger, _ROUTED, message, now, address, queues=())
+        return Delivery.ACCEPTED, None
+
+    def _unroutable(self, message: MessageContainer, now: float, ledger: Any,
+                    address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
+        """No queue took ``message``: settle it by the link's policy, counted, and
+        recorded ``unroutable`` (``reason``: the outcome when it was not accepted)."""
+        host = self.host
+        outcome, condition, reason = settle_unroutable(
+            self.unroutable, bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
+            message.exchange, message.routing_key)
+        if ledger is not None:
+            self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason)
+        return outcome, condition
+
+    @property
+    def reply_queue(self) -> Optional[str]:
+        """The queue of this link's pair (the receiving link of the same name whose
+        source is a service node), where the node's replies to ``$me`` go."""
+        for handler in self.host.link_handlers():
+            if isinstance(handler, OutgoingLink) and handler.service_reply and handler.tag == self.link.name:
+                return handler.queue.name
+        return None
+
+    def teardown(self) -> None:
+        """The link or connection went away (nothing to give back for incoming links;
+        transfers waiting for the store are left unsettled)."""
+        self.closed = True
+        self._durable.close()
+        self._buffer.clear()
+        _end_ledger_context(self.host, self._ledger_ctx)

@@ -1,0 +1,56 @@
+"""The whole file: ``GatewayConfig``, one field per top-level key, and the command-line overrides."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from gateway.config.checks import _checked, _existing_file, _fraction, _positive
+from gateway.config.listeners import ListenerConfig
+from gateway.config.monitoring import LoggingConfig, ManagementConfig, MetricsConfig
+from gateway.config.protocols import Amqp10Config, LimitsConfig
+from gateway.config.storage import LedgerConfig, StoreConfig
+from gateway.config.users import UserConfig
+from gateway.forward.settings import ForwardingSettings
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
+                                 "(it would make node@container ambiguous)" if "@" in v else None)
+    state_dir: str = "var"
+    listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
+    metrics: MetricsConfig = MetricsConfig()
+    management: ManagementConfig = ManagementConfig()
+    vhosts: tuple[str, ...] = ("/",)
+    users: tuple[UserConfig, ...] = ()
+    users_file: Optional[str] = _checked(None, check=_existing_file)
+    amqp10: Amqp10Config = Amqp10Config()
+    limits: LimitsConfig = LimitsConfig()
+    memory_high_watermark: int = _checked(1073741824, check=_positive)
+    memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
+    shutdown_timeout: float = _checked(10.0, check=_positive)
+    ledger: LedgerConfig = LedgerConfig()
+    store: StoreConfig = StoreConfig()
+    logging: LoggingConfig = LoggingConfig()
+    forwarding: ForwardingSettings = ForwardingSettings()
+    management: ManagementConfig = ManagementConfig()
+    source: str = ""
+
+    def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
+                       metrics: tuple[str, int] | None = None,
+                       management: tuple[str, int] | None = None) -> "GatewayConfig":
+        """Apply ``--listen``/``--metrics``/``--management``: each ``--listen`` replaces the listener list
+        (the first configured listener's other settings are kept as the template)."""
+        cfg = self
+        if listen:
+            template = self.listeners[0] if self.listeners else ListenerConfig()
+            cfg = dataclasses.replace(cfg, listeners=tuple(
+                dataclasses.replace(template, host=h, port=p, name=f"{h}:{p}") for h, p in listen))
+        if metrics:
+            cfg = dataclasses.replace(cfg, metrics=dataclasses.replace(
+                cfg.metrics, enabled=True, host=metrics[0], port=metrics[1]))
+        if management:
+            cfg = dataclasses.replace(cfg, management=dataclasses.replace(
+                cfg.management, enabled=True, host=management[0], port=management[1]))
+        return cfg
