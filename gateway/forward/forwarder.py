@@ -4,9 +4,12 @@ and calls it back through ``OutboundEvents``).
 
 Theory of operation
 -------------------
-Entries wait in ``ready`` (entry id order) until the connection is up and has credit
-(the remote's link credit, at most ``credit`` in flight); each is sent once and kept in
-``in_flight`` until the remote settles it:
+A new entry (``stage``) is sent only once its outbox row is committed: the store reports
+the commit of each generation once, and every entry of that generation becomes ``ready``
+together (a failed commit drops them: their publishers are refused, and the remote never
+sees a message the outbox does not hold). Entries wait in ``ready`` (entry id order) until
+the connection is up and has credit (the remote's link credit, at most ``credit`` in
+flight); each is sent once and kept in ``in_flight`` until the remote settles it:
 
 - ``accepted`` (a confirm ack): the outbox row is removed;
 - ``released`` (``modified`` delivery-failed): counted as an attempt and retried after a
@@ -17,7 +20,9 @@ Entries wait in ``ready`` (entry id order) until the connection is up and has cr
   with the remote's error, and the stream goes on.
 
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
-the remote never said no). States for operators: ``connecting``, ``up``, ``backing off``
+the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per turn of the
+loop and goes on at the next turn (``defer``), so the remote works on the first while the
+next are rendered. States for operators: ``connecting``, ``up``, ``backing off``
 (with the last error) and ``blocked`` (up, messages waiting, no credit).
 """
 from __future__ import annotations
@@ -39,6 +44,10 @@ log = logging.getLogger(__name__)
 MAX_RELEASES = 20
 #: where ``kind: gateway`` sends: the remote's transfer service
 TRANSFER_ADDRESS = "amqp$transfer"
+#: entries sent per turn of the loop at most: the remote starts on the first ones while
+#: the next are rendered (one turn sending the whole credit window left both sides
+#: waiting for each other in turn)
+SEND_SLICE = 32
 
 
 class OutboxEntry:
@@ -82,7 +91,16 @@ class Forwarder:
         self._dead_letter = dead_letter
         self._clock = clock
         self.connection: Optional[OutboundConnection] = None
+        #: ``defer(fn)`` runs ``fn`` on the loop's next turn (the edge's); None: ``pump``
+        #: sends all that credit allows at once (tests)
+        self.defer: Optional[Callable[[Callable[[], None]], None]] = None
+        self._pump_deferred = False
         self.ready: list[OutboxEntry] = []          # a heap by entry id
+        #: new entries of the store's open generation, waiting for its commit (and how
+        #: many wait in all generations)
+        self._staged: Optional[list[OutboxEntry]] = None
+        self._staged_gen = -1
+        self.staged = 0
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
@@ -97,16 +115,54 @@ class Forwarder:
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:
-        """A new (or restored) entry; sent at once if the connection has credit."""
-        self.bytes += entry.message.size
-        if self._gate is not None:
-            self._gate.add(entry.message.size)
+        """An entry whose outbox row is committed (restored at start); sent at once if the
+        connection has credit."""
+        self._hold(entry.message.size)
         heapq.heappush(self.ready, entry)
         self.pump()
 
+    def stage(self, entry: OutboxEntry) -> None:
+        """A new entry whose outbox row the caller just wrote: it is sent once the store
+        has committed that row (see the module docstring)."""
+        self._hold(entry.message.size)
+        self.staged += 1
+        store = self._store
+        gen = store.latest_generation
+        batch = self._staged
+        if batch is not None and gen == self._staged_gen:
+            batch.append(entry)
+            return
+        batch = self._staged = [entry]
+        self._staged_gen = gen
+        store.after_commit(lambda error: self._committed(batch, error))  # may run at once
+
+    def _committed(self, batch: list[OutboxEntry], error: Optional[Exception]) -> None:
+        if self._staged is batch:
+            self._staged = None
+        self.staged -= len(batch)
+        if error is not None:  # not in the outbox: the publishers hear of it, nothing goes
+            for entry in batch:
+                self._release(entry.message.size)
+            return
+        ready = self.ready
+        for entry in batch:
+            heapq.heappush(ready, entry)
+        self.pump()
+
+    def _hold(self, size: int) -> None:
+        """Outbox bodies count against the memory high watermark like queued ones."""
+        self.bytes += size
+        if self._gate is not None:
+            self._gate.add(size)
+
+    def _release(self, size: int) -> None:
+        self.bytes -= size
+        if self._gate is not None:
+            self._gate.sub(size)
+
     @property
     def depth(self) -> int:
-        return len(self.ready) + len(self.retrying) + len(self.in_flight)
+        return len(self.ready) + len(self.retrying) + len(self.in_flight) + self.staged
 
     def oldest_created_at(self) -> Optional[float]:
         times = [e.message.created_at for e in self.in_flight.values()]
@@ -122,12 +178,19 @@ class Forwarder:
         return s.address.replace("{node}", node)
 
     def pump(self) -> None:
-        """Send what credit allows."""
+        """Send what credit allows, at most ``SEND_SLICE`` entries per turn of the loop
+        when ``defer`` is set (the rest on the next turns)."""
         connection = self.connection
-        if not self.up or connection is None:
-            return
+        if not self.up or connection is None or self._pump_deferred:
+            return  # (a continuation is due: it sends the next slice)
         ready = self.ready
+        budget = SEND_SLICE if self.defer is not None else -1
         while ready and self.available > 0:
+            if budget == 0:
+                self._pump_deferred = True
+                self.defer(self._deferred_pump)
+                break
+            budget -= 1
             entry = heapq.heappop(ready)
             self.available -= 1
             self.in_flight[entry.entry_id] = entry
@@ -137,6 +200,10 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if ready and self.available <= 0 else "up"
+
+    def _deferred_pump(self) -> None:
+        self._pump_deferred = False
+        self.pump()
 
     def tick(self, now: float) -> None:
         """Retries whose backoff is over go back to ``ready``."""
@@ -205,9 +272,7 @@ class Forwarder:
 
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:
-        self.bytes -= entry.message.size
-        if self._gate is not None:
-            self._gate.sub(entry.message.size)
+        self._release(entry.message.size)
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:

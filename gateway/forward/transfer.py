@@ -109,7 +109,7 @@ class TransferService:
         entry = OutboxEntry(message.gateway_id, node, message, annotations)
         self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
                                          message_row(message), annotations, 0))
-        forwarder.add(entry)
+        forwarder.stage(entry)
 
     # -- the receiving side ----------------------------------------------------------------
     def is_duplicate(self, forwarded: fa.Forwarded) -> bool:
