@@ -104,7 +104,8 @@ class Forwarder:
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
-        self.available = 0
+        #: what the remote lets us send (its link credit, less what went since it said so)
+        self.remote_credit = 0
         self.state = "connecting"
         self.last_error: Optional[str] = None
         self.bytes = 0
@@ -185,14 +186,14 @@ class Forwarder:
             return  # (a continuation is due: it sends the next slice)
         ready = self.ready
         budget = SEND_SLICE if self.defer is not None else -1
-        while ready and self.available > 0:
+        while ready and self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
             if budget == 0:
                 self._pump_deferred = True
                 self.defer(self._deferred_pump)
                 break
             budget -= 1
             entry = heapq.heappop(ready)
-            self.available -= 1
+            self.remote_credit -= 1
             self.in_flight[entry.entry_id] = entry
             self.forwarded += 1
             connection.send(OutboundMessage(entry.entry_id, entry.node, self.address_for(entry.node),
@@ -200,6 +201,12 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if ready and self.available <= 0 else "up"
+
+    @property
+    def available(self) -> int:
+        """How many more may be sent now: the remote's credit, and the ``credit``
+        setting less what is in flight (which every settlement lowers)."""
+        return max(0, min(self.remote_credit, self.settings.credit - len(self.in_flight)))
 
     def _deferred_pump(self) -> None:
         self._pump_deferred = False
@@ -230,7 +237,8 @@ class Forwarder:
             log.warning("forwarding to '%s': %s; %d message(s) wait", self.container, error,
                         self.depth)
         self.up = False
-        self.available = 0
+        #: what the remote lets us send (its link credit, less what went since it said so)
+        self.remote_credit = 0
         self.state = "backing off"
         self.last_error = error
         for entry in self.in_flight.values():
@@ -241,7 +249,7 @@ class Forwarder:
         self.state = "connecting"
 
     def credit(self, available: int) -> None:
-        self.available = max(0, min(available, self.settings.credit - len(self.in_flight)))
+        self.remote_credit = max(0, available)
         self.pump()
 
     def settled(self, settlement: Settlement) -> None:

@@ -239,3 +239,20 @@ def test_a_large_window_is_sent_a_slice_per_turn_of_the_loop() -> None:
     assert len(conn.sent) == 2 * SEND_SLICE and len(turns) == 1
     turns.pop()()
     assert [m.entry_id for m in conn.sent] == [*range(1, 2 * SEND_SLICE + 6), 1000] and turns == []
+
+
+def test_a_settlement_frees_room_under_the_credit_setting_without_new_remote_credit() -> None:
+    """A remote that grants more credit than the ``credit`` setting says so once: each
+    settlement must let the next entry go, or forwarding stalls at ``credit`` messages."""
+    f, _, conn, _, _ = make(credit=2)
+    f.connection_up()
+    f.credit(1000)                            # e.g. a broker granting a large window
+    for i in range(1, 6):
+        f.add(entry(i))
+    assert [m.entry_id for m in conn.sent] == [1, 2] and f.available == 0
+    f.settled(Settlement(1, ForwardOutcome.ACCEPTED))
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3]
+    f.settled(Settlement(2, ForwardOutcome.ACCEPTED))
+    f.settled(Settlement(3, ForwardOutcome.ACCEPTED))
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.available == 0
+    assert f.remote_credit == 995
