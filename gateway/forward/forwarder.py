@@ -19,6 +19,12 @@ flight); each is sent once and kept in ``in_flight`` until the remote settles it
 - ``rejected`` (a nack, a return): moved to the local dead-letter queue of this remote
   with the remote's error, and the stream goes on.
 
+Memory: with a persistent store, at most ``credit`` ready entries keep their bodies in
+memory (and what is in flight); newer committed entries wait in ``paged`` with their
+bodies on disk only, and are read back (``store.read_outbox``) as the ready ones go. So
+only the bodies near the head of the outbox count against the memory high watermark,
+and a long outage of a remote does not block publishers by memory.
+
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
 the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per turn of the
 loop and goes on at the next turn (``defer``), so the remote works on the first while the
@@ -29,12 +35,14 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections import deque
 from typing import Any, Callable, Optional
 
 from gateway.broker.message import MessageContainer
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
+from gateway.store.interface import StoredMessage
 
 __all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS"]
 
@@ -53,13 +61,17 @@ SEND_SLICE = 32
 class OutboxEntry:
     """One message waiting for ``remote``; ``node`` is what the remote resolves."""
 
-    __slots__ = ("entry_id", "node", "message", "annotations", "attempts", "not_before")
+    __slots__ = ("entry_id", "node", "message", "annotations", "attempts", "not_before", "size",
+                 "created_at")
 
     def __init__(self, entry_id: int, node: str, message: MessageContainer, annotations: dict,
                  attempts: int = 0) -> None:
         self.entry_id = entry_id
         self.node = node
-        self.message = message
+        #: None while the body is on disk only (``Forwarder.paged``)
+        self.message: Optional[MessageContainer] = message
+        self.size = message.size
+        self.created_at = message.created_at
         self.annotations = annotations
         self.attempts = attempts
         self.not_before = 0.0
@@ -78,8 +90,14 @@ class Forwarder:
     moves an entry to the local dead-letter queue; ``clock()`` is the loop's time."""
 
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
-                 clock: Callable[[], float], ledger: Any = None, gate: Any = None) -> None:
+                 clock: Callable[[], float], ledger: Any = None, gate: Any = None,
+                 load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None) -> None:
         self.settings = settings
+        #: rebuilds a body read back from the store (the broker's message loader); with a
+        #: persistent store, bodies beyond ``credit`` ready entries stay on disk only
+        self._load = load_message if getattr(store, "persistent", False) else None
+        #: committed entries whose bodies are on disk only, oldest first
+        self.paged: deque[OutboxEntry] = deque()
         #: the broker's ``ProducerGate``: outbox bodies count against the memory high
         #: watermark like queued ones (a long outage blocks publishers, it does not
         #: exhaust memory); None in tests
@@ -118,14 +136,49 @@ class Forwarder:
     def add(self, entry: OutboxEntry) -> None:
         """An entry whose outbox row is committed (restored at start); sent at once if the
         connection has credit."""
-        self._hold(entry.message.size)
-        heapq.heappush(self.ready, entry)
+        self._hold(entry)
+        self._ready(entry)
         self.pump()
+
+    def _ready(self, entry: OutboxEntry) -> None:
+        """A committed entry joins ``ready``, or ``paged`` (its body dropped from memory)
+        once ``credit`` entries are ready or older ones wait on disk."""
+        if self._load is not None and (self.paged or len(self.ready) >= self.settings.credit):
+            if self._gate is not None:
+                self._gate.sub(entry.size)
+            entry.message = None
+            self.paged.append(entry)
+        else:
+            heapq.heappush(self.ready, entry)
+
+    def _page_in(self) -> None:
+        """Read back the bodies of the oldest paged entries, up to ``credit`` ready."""
+        paged = self.paged
+        entries = [paged[i] for i in range(min(len(paged), self.settings.credit - len(self.ready)))]
+        if not entries:
+            return
+        try:
+            rows = self._store.read_outbox([e.entry_id for e in entries])
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: they wait, the next pump retries
+            log.error("forwarding to '%s': cannot read the outbox back: %s", self.container, exc)
+            return
+        for entry in entries:
+            paged.popleft()
+            row = rows.get(entry.entry_id)
+            if row is None:  # the row is gone: nothing to send (never expected)
+                log.error("forwarding to '%s': outbox row %d is missing", self.container,
+                          entry.entry_id)
+                self.bytes -= entry.size
+                continue
+            entry.message = self._load(StoredMessage(row, None))
+            if self._gate is not None:
+                self._gate.add(entry.size)
+            heapq.heappush(self.ready, entry)
 
     def stage(self, entry: OutboxEntry) -> None:
         """A new entry whose outbox row the caller just wrote: it is sent once the store
         has committed that row (see the module docstring)."""
-        self._hold(entry.message.size)
+        self._hold(entry)
         self.staged += 1
         store = self._store
         gen = store.latest_generation
@@ -143,33 +196,36 @@ class Forwarder:
         self.staged -= len(batch)
         if error is not None:  # not in the outbox: the publishers hear of it, nothing goes
             for entry in batch:
-                self._release(entry.message.size)
+                self._release(entry)
             return
-        ready = self.ready
         for entry in batch:
-            heapq.heappush(ready, entry)
+            self._ready(entry)
         self.pump()
 
-    def _hold(self, size: int) -> None:
-        """Outbox bodies count against the memory high watermark like queued ones."""
-        self.bytes += size
+    def _hold(self, entry: OutboxEntry) -> None:
+        """Outbox bodies in memory count against the memory high watermark like queued
+        ones (``bytes`` counts every body, on disk or not)."""
+        self.bytes += entry.size
         if self._gate is not None:
-            self._gate.add(size)
+            self._gate.add(entry.size)
 
-    def _release(self, size: int) -> None:
-        self.bytes -= size
-        if self._gate is not None:
-            self._gate.sub(size)
+    def _release(self, entry: OutboxEntry) -> None:
+        self.bytes -= entry.size
+        if self._gate is not None and entry.message is not None:
+            self._gate.sub(entry.size)
 
     @property
     def depth(self) -> int:
-        return len(self.ready) + len(self.retrying) + len(self.in_flight) + self.staged
+        return (len(self.ready) + len(self.paged) + len(self.retrying) + len(self.in_flight)
+                + self.staged)
 
     def oldest_created_at(self) -> Optional[float]:
-        times = [e.message.created_at for e in self.in_flight.values()]
+        times = [e.created_at for e in self.in_flight.values()]
         if self.ready:
-            times.append(min(e.message.created_at for e in self.ready))
-        times.extend(e.message.created_at for _, _, e in self.retrying)
+            times.append(min(e.created_at for e in self.ready))
+        if self.paged:
+            times.append(self.paged[0].created_at)
+        times.extend(e.created_at for _, _, e in self.retrying)
         return min(times) if times else None
 
     def address_for(self, node: str) -> str:
@@ -185,8 +241,15 @@ class Forwarder:
         if not self.up or connection is None or self._pump_deferred:
             return  # (a continuation is due: it sends the next slice)
         ready = self.ready
+        if self.paged and len(ready) <= self.settings.credit // 2:
+            self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
-        while ready and self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
+        while self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
+            if not ready:
+                if self.paged:
+                    self._page_in()
+                if not ready:
+                    break
             if budget == 0:
                 self._pump_deferred = True
                 self.defer(self._deferred_pump)
@@ -200,7 +263,7 @@ class Forwarder:
                                             entry.message, entry.annotations))
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
-        self.state = "blocked" if ready and self.available <= 0 else "up"
+        self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
 
     @property
     def available(self) -> int:
@@ -280,7 +343,7 @@ class Forwarder:
 
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:
-        self._release(entry.message.size)
+        self._release(entry)
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:

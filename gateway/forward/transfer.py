@@ -63,7 +63,8 @@ class TransferService:
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
         ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
-            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate,
+                                   broker.message_loader)
             for r in settings.remotes}
         self.refused_loops = 0
 

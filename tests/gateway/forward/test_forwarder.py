@@ -256,3 +256,41 @@ def test_a_settlement_frees_room_under_the_credit_setting_without_new_remote_cre
     f.settled(Settlement(3, ForwardOutcome.ACCEPTED))
     assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.available == 0
     assert f.remote_credit == 995
+
+
+def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:
+    """A remote down for long: at most ``credit`` ready bodies stay in memory (and count
+    against the memory watermark); the rest are read back from the store as they go,
+    in order and intact."""
+    from gateway.broker import Broker
+    from gateway.forward.settings import ForwardingSettings
+    from gateway.forward.transfer import TransferService
+    from gateway.store_codecs import load_stored_message
+    from tests.support.store_loop import ManualLoop, commit_now, open_test_store
+
+    loop = ManualLoop()
+    store = open_test_store(str(tmp_path), loop)
+    broker = Broker(container_id="org-a", store=store, message_loader=load_stored_message)
+    transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
+                               lambda: 100.0)
+    forwarder = transfer.forwarders["org-b"]
+    used = broker.gate.used
+    for i in range(10):
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    assert forwarder.depth == 10 and forwarder.bytes == 60
+    assert broker.gate.used - used == 3 * 6                 # three bodies in memory
+    conn = RecordingConnection()
+    forwarder.connection = conn
+    forwarder.connection_up()
+    forwarder.credit(100)
+    for _ in range(4):  # what was sent is settled, the next are read back
+        for m in list(conn.sent):
+            if m.entry_id in forwarder.in_flight:
+                forwarder.settled(Settlement(m.entry_id, ForwardOutcome.ACCEPTED))
+        assert broker.gate.used - used <= 6 * 6          # in flight + ready, at most
+    assert [m.message.payload[1] for m in conn.sent] == [b"body-%d" % i for i in range(10)]
+    assert forwarder.depth == 0 and forwarder.bytes == 0 and broker.gate.used == used
+    commit_now(store, loop)
+    assert store.load_outbox() == []
+    store.close()

@@ -114,3 +114,15 @@ def test_outbox_rows_of_several_generations_go_as_few_multi_row_statements(path,
     assert all(rows[i] == (4 if i % 3 == 2 else 0) for i in rows)
     assert len(again.load_forwarded()) == 300
     again.close()
+
+
+def test_read_outbox_gives_the_committed_messages_asked_for(path, loop) -> None:
+    store = open_store(path, loop)
+    for i in (1, 2, 3):
+        store.add_outbox(outbox_row(i, b"m%d" % i))
+    commit(store, loop)
+    store.add_outbox(outbox_row(4))            # not committed yet: not readable
+    rows = store.read_outbox([3, 1, 4, 9])
+    assert sorted(rows) == [1, 3] and rows[3].body == b"m3" and rows[3].message_id == 3
+    assert rows[1] == store.load_outbox()[0].message
+    store.close()
