@@ -98,9 +98,8 @@ class Forwarder:
         self._load = load_message if getattr(store, "persistent", False) else None
         #: committed entries whose bodies are on disk only, oldest first
         self.paged: deque[OutboxEntry] = deque()
-        #: the broker's ``ProducerGate``: outbox bodies count against the memory high
-        #: watermark like queued ones (a long outage blocks publishers, it does not
-        #: exhaust memory); None in tests
+        #: the broker's ``ProducerGate``: outbox bodies in memory count against the memory
+        #: high watermark like queued ones (see "Memory" above); None in tests
         self._gate = gate
         #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
         self._ledger = ledger
