@@ -12,13 +12,18 @@ from ``src``'s queue to ``dst``'s with ``ack-mode: on-confirm`` (a message leave
 source only once the destination confirmed it, as our outbox entry does). The same
 producer publishes to ``src``, the same consumer reads ``dst``.
 
+With ``--kind amqp091`` the gateway side is one gateway, org-a, forwarding with ``kind:
+amqp091`` (``basic.publish`` with publisher confirms) to the same private RabbitMQ, into
+the durable queue ``fwd-gw`` of vhost ``dst``, where the consumer reads it: our sending
+side against the shovel's, with the same broker receiving both.
+
 Both sides use the C load generators (``amqp091_load``, see ``bench/load_generators.py``):
 throughput is received / (last receipt - producer start), p50/p99 the end-to-end latency
 stamped in the body. Sizes 100 B and 4 KiB; rounds alternate gateway and RabbitMQ so that drift on a
 shared machine hits both; the table gives the median with [min-max] and the ratio
 gateway/RabbitMQ per round.
 
-Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R]``; results go to
+Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R] [--kind K]``; results go to
 ``bench/results/forwarding-<time>.json``.
 """
 from __future__ import annotations
@@ -50,6 +55,8 @@ log = logging.getLogger("bench.forwarding")
 
 SIZES = (100, 4096)
 QUEUE = "fwd"
+#: the queue of vhost dst a kind amqp091 forwarder fills (apart from the shovel's)
+GATEWAY_QUEUE = "fwd-gw"
 SHOVEL_PARAMETER = {
     "src-protocol": "amqp091", "src-uri": "amqp:///src", "src-queue": QUEUE,
     "dest-protocol": "amqp091", "dest-uri": "amqp:///dst", "dest-queue": QUEUE,
@@ -82,6 +89,7 @@ class Route:
     source: Endpoint
     key: str
     destination: Endpoint
+    queue: str = QUEUE
 
 
 def workload_key(size: int) -> str:
@@ -100,7 +108,7 @@ def setup_queue(endpoint: Endpoint, queue: str) -> dict:
 def run_route(route: Route, size: int, count: int, round_no: int) -> Measurement:
     """One producer/consumer run through ``route``."""
     key = workload_key(size)
-    consumer = GenProcess([GEN091, "recv", *route.destination.argv(), "--queue", QUEUE, "--count", str(count),
+    consumer = GenProcess([GEN091, "recv", *route.destination.argv(), "--queue", route.queue, "--count", str(count),
                            "--prefetch", str(PREFETCH), "--ack-every", str(ACK_EVERY),
                            "--timeout", str(SILENCE_TIMEOUT)])
     if consumer.wait_event("ready", 120) is None:
@@ -149,6 +157,30 @@ def start_gateways(stack: list[Callable[[], object]]) -> Route:
                  f"{QUEUE}@org-b", destination)
 
 
+def start_gateway_to_rabbit(stack: list[Callable[[], object]], rabbit: Endpoint) -> Route:
+    """org-a forwarding with kind amqp091 to vhost ``dst`` of the private RabbitMQ."""
+    from tests.support.gateway_process import GatewayProcess, default_config
+    state = tempfile.mkdtemp(prefix="bench-forward-")
+    stack.append(lambda: subprocess.run(["rm", "-rf", state]))
+    destination = Endpoint(rabbit.host, rabbit.port, "dst")
+    setup = setup_queue(destination, GATEWAY_QUEUE)
+    if not setup.get("ok"):
+        raise RuntimeError(f"queue setup in vhost dst failed: {setup.get('error')}")
+    password = os.path.join(state, "partner.password")
+    with open(password, "w") as f:
+        f.write(f"{rabbit.password}\n")
+    org_a = GatewayProcess(config_text=default_config(extra=(
+        f"container_id: org-a\nstate_dir: {state}/org-a\nledger:\n  enabled: false\n"
+        "forwarding:\n  remotes:\n"
+        f"    - container: partner\n      host: {rabbit.host}\n      port: {rabbit.port}\n"
+        f"      kind: amqp091\n      address: /queue/{{node}}\n      vhost: dst\n"
+        f"      user: {rabbit.user}\n      password_file: {password}\n"
+        "      credit: 500\n      reconnect_initial: 0.2\n      reconnect_max: 2.0\n"))).start()
+    stack.append(org_a.stop)
+    return Route(GATEWAY, "amqp-gateway org-a -> RabbitMQ dst (kind amqp091)",
+                 Endpoint("127.0.0.1", org_a.amqp_port), f"{GATEWAY_QUEUE}@partner", destination, GATEWAY_QUEUE)
+
+
 def start_rabbit_shovel(stack: list[Callable[[], object]]) -> Route:
     """A private RabbitMQ with vhosts src and dst and a dynamic shovel between them."""
     rabbit = PrivateRabbit(plugins=("rabbitmq_amqp1_0", "rabbitmq_shovel")).start()
@@ -169,17 +201,22 @@ def start_rabbit_shovel(stack: list[Callable[[], object]]) -> Route:
                  Endpoint(rabbit.host, rabbit.port, "src"), QUEUE, Endpoint(rabbit.host, rabbit.port, "dst"))
 
 
-def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES) -> tuple[list[Measurement], list[Route]]:
+def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
+        kind: str = "gateway") -> tuple[list[Measurement], list[Route]]:
     ensure_loadgens()
     stack: list[Callable[[], object]] = []
     measurements: list[Measurement] = []
     try:
-        routes = [start_gateways(stack)]
-        if rabbit_installed():
-            try:
-                routes.append(start_rabbit_shovel(stack))
-            except ReferenceUnavailable as exc:
-                log.error("no RabbitMQ shovel to compare with: %s", exc)
+        if kind == "amqp091":  # the partner is the reference broker itself
+            shovel = start_rabbit_shovel(stack)
+            routes = [start_gateway_to_rabbit(stack, shovel.destination), shovel]
+        else:
+            routes = [start_gateways(stack)]
+            if rabbit_installed():
+                try:
+                    routes.append(start_rabbit_shovel(stack))
+                except ReferenceUnavailable as exc:
+                    log.error("no RabbitMQ shovel to compare with: %s", exc)
         for round_no in range(rounds):
             for size in sizes:
                 order = routes if round_no % 2 == 0 else list(reversed(routes))
@@ -209,14 +246,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20000, help="messages per run (default 20000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side and size (default 3)")
+    parser.add_argument("--kind", choices=("gateway", "amqp091"), default="gateway",
+                        help="gateway: org-a -> org-b (default); amqp091: org-a -> the RabbitMQ")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    measurements, routes = run(args.count, args.rounds)
+    measurements, routes = run(args.count, args.rounds, kind=args.kind)
     text = report(measurements, routes)
     print(text)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, time.strftime("forwarding-%Y%m%d-%H%M%S.json"))
-    write_json(path, {"count": args.count, "rounds": args.rounds,
+    write_json(path, {"count": args.count, "rounds": args.rounds, "kind": args.kind,
                       "routes": [{"name": r.name, "label": r.label} for r in routes],
                       "measurements": [asdict(m) for m in measurements], "table": text})
     print(f"results: {path}")

@@ -23,7 +23,7 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
-from gateway.amqp091.content import Content, decode_properties, encode_properties
+from gateway.amqp091.content import Content, decode_properties, encode_properties, with_headers
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
@@ -176,6 +176,9 @@ def forwarded_payload(message: MessageContainer, annotations: dict) -> tuple[byt
     properties_bytes, body = delivery_payload(message)
     if not annotations:
         return properties_bytes, body
+    added = with_headers(properties_bytes, {str(key): value for key, value in annotations.items()})
+    if added is not None:  # the usual case: a message without headers of its own
+        return added, body
     props = decode_properties(properties_bytes)
     headers = {str(key): value for key, value in annotations.items()}
     headers.update(props.headers or {})

@@ -10,6 +10,11 @@ one link per address, opened on first use). It has the engine surface the edge's
 reports to the forwarder through ``OutboundEvents``: ``connection_up`` once the first
 link is attached, the link's ``credit``, each remote settlement, and ``connection_down``
 once (a refused login, a refused attach, a close, a lost socket).
+
+Per message it works on proton's C objects (``proton_calls``), as the inbound engine
+does: a transfer is made and sent with ``pn_delivery``/``pn_link_send``, and a
+disposition is read from the C delivery, with no ``Delivery`` or ``Event`` wrapper (those
+were a quarter of a forwarder's time); every other event is wrapped and handled as usual.
 """
 from __future__ import annotations
 
@@ -18,6 +23,11 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
+from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, c_pointer, ffi, lib, pn_collector_peek,
+                                         pn_collector_pop, pn_delivery_link, pn_delivery_remote_state,
+                                         pn_delivery_settle, pn_delivery_settled, pn_delivery_tag,
+                                         pn_delivery_updated, pn_event_delivery, pn_event_type,
+                                         pn_link_advance, raise_link_error, send_parts)
 from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
 from gateway.forward.forwarder import TRANSFER_ADDRESS
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage,
@@ -79,8 +89,10 @@ class OutboundAmqp10:
         self._session = connection.session()
         self._session.open()
         self._links: dict[str, Link] = {}
-        #: entries sent on each link and not settled yet (by link name)
+        #: entries sent on each link and not settled yet (by link name), and the link
+        #: names by C link
         self._unsettled: dict[str, set[int]] = {}
+        self._names: dict[Any, str] = {}
         self._primary: Optional[Link] = None
         if settings.kind == "gateway":  # the one link, to the remote's amqp$transfer
             self._primary = self.open_link(TRANSFER_ADDRESS)
@@ -96,6 +108,7 @@ class OutboundAmqp10:
             link.open()
             self._links[address] = link
             self._unsettled[link.name] = set()
+            self._names[c_pointer(link)] = link.name
         return link
 
     def send(self, message: OutboundMessage) -> None:
@@ -106,10 +119,14 @@ class OutboundAmqp10:
             self.events.settled(Settlement(message.entry_id, ForwardOutcome.REJECTED,
                                            f"cannot render the message for 1.0: {exc}"))
             return
-        link.delivery(str(message.entry_id))
+        impl = c_pointer(link)
+        tag = b"%d" % message.entry_id
+        lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
         self._unsettled[link.name].add(message.entry_id)
-        link.send(encoded)
-        link.advance()
+        sent = send_parts(impl, b"", encoded, 0)
+        if sent < 0:
+            raise_link_error(link, sent)
+        pn_link_advance(impl)
         self._output_ready()
 
     def close(self, reason: str) -> None:
@@ -181,15 +198,18 @@ class OutboundAmqp10:
             self.on_output()
 
     def _process(self) -> None:
-        collector = self._collector
+        impl = c_pointer(self._collector)
         while True:
-            event = collector.peek()
-            if event is None:
+            ev = pn_collector_peek(impl)
+            if ev == NULL:
                 break
             try:
-                self._handle(event)
+                if pn_event_type(ev) == PN_DELIVERY:
+                    self._settled(pn_event_delivery(ev))
+                else:
+                    self._handle(Event.wrap(ev))
             finally:
-                collector.pop()
+                pn_collector_pop(impl)
 
     def _handle(self, event: Any) -> None:
         kind = event.type
@@ -210,8 +230,6 @@ class OutboundAmqp10:
         elif kind == Event.LINK_FLOW:
             if self._up and self._is_primary(event.link):
                 self.events.credit(event.link.credit)
-        elif kind == Event.DELIVERY:
-            self._settled(event.delivery)
         elif kind == Event.LINK_REMOTE_CLOSE and not self._is_primary(event.link):
             self._link_refused(event.link)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE,
@@ -241,34 +259,39 @@ class OutboundAmqp10:
         the next message for that address opens a new link."""
         error = _text(link.remote_condition, "the remote closed the link")
         self._links.pop(link.target.address, None)
+        self._names.pop(c_pointer(link), None)
         entries = self._unsettled.pop(link.name, set())
         link.close()
         for entry_id in sorted(entries):
             self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
                                            f"link to '{link.target.address}': {error}"))
 
-    def _settled(self, delivery: Delivery) -> None:
-        if not delivery.updated and not delivery.remote_state:
+    def _settled(self, d: Any) -> None:
+        """A disposition from the remote on C delivery ``d`` (a ``pn_delivery_t``)."""
+        state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
+        if not state and not pn_delivery_updated(d):
             return
-        state = delivery.remote_state
         try:
-            entry_id = int(delivery.tag)
+            entry_id = int(pn_delivery_tag(d))
         except (TypeError, ValueError):
-            delivery.settle()
+            pn_delivery_settle(d)
             return
+        error = None
         if state == Delivery.ACCEPTED:
-            outcome, error = ForwardOutcome.ACCEPTED, None
+            outcome = ForwardOutcome.ACCEPTED
         elif state == Delivery.REJECTED:
             outcome = ForwardOutcome.REJECTED
-            error = _text(delivery.remote.condition, "rejected by the remote")
+            error = _text(Delivery.wrap(d).remote.condition, "rejected by the remote")
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
-            outcome, error = ForwardOutcome.RELEASED, None
-        elif delivery.remote_state is None and delivery.settled:
-            outcome, error = ForwardOutcome.RELEASED, None  # settled with no outcome
+            outcome = ForwardOutcome.RELEASED
+        elif not state and pn_delivery_settled(d):
+            outcome = ForwardOutcome.RELEASED  # settled with no outcome
         else:
             return  # e.g. RECEIVED: progress only
-        self._unsettled.get(delivery.link.name, set()).discard(entry_id)
-        delivery.settle()
+        name = self._names.get(pn_delivery_link(d))
+        if name is not None:
+            self._unsettled.get(name, set()).discard(entry_id)
+        pn_delivery_settle(d)
         self.events.settled(Settlement(entry_id, outcome, error))
 
     def report_down(self, error: str) -> None:

@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
                      pn_delivery_aborted, pn_delivery_link, pn_delivery_partial,
                      pn_delivery_pending, pn_delivery_remote_state, pn_delivery_settle,
-                     pn_delivery_settled, pn_delivery_update, pn_delivery_updated,
+                     pn_delivery_settled, pn_delivery_tag, pn_delivery_update, pn_delivery_updated,
                      pn_event_delivery, pn_event_link, pn_event_type, pn_link_advance,
                      pn_link_credit)
 from cproton_ffi import ffi, lib
@@ -42,7 +42,8 @@ __all__ = [
     "NULL", "PN_DELIVERY", "PN_EOS", "PN_LINK_FLOW", "c_pointer", "ffi", "lib",
     "pn_collector_peek", "pn_collector_pop", "pn_delivery_aborted", "pn_delivery_link",
     "pn_delivery_partial", "pn_delivery_pending", "pn_delivery_remote_state",
-    "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_update", "pn_delivery_updated",
+    "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_tag", "pn_delivery_update",
+    "pn_delivery_updated",
     "pn_event_delivery", "pn_event_link", "pn_event_type", "pn_link_advance", "pn_link_credit",
     "raise_link_error", "send_parts",
 ]

@@ -83,6 +83,7 @@ class RemoteLink:
         #: called after the remote settled messages (the shovels of this remote top up)
         self.on_settled: Optional[Callable[[], None]] = None
         forwarder.connection = self
+        forwarder.defer = lambda fn: reactor.callLater(0, fn)
 
     # -- OutboundConnection -------------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from translators.amqp10_sections import decode_section
+from translators.amqp10_sections import decode_section_fast
 from translators.errors import TranslationError
 from translators.section_scan import SectionCode, scan_sections
 
@@ -47,7 +47,7 @@ def forwarded_of(encoded: bytes) -> Optional[Forwarded]:
     encoding."""
     for span in scan_sections(encoded):
         if span.code is SectionCode.MESSAGE_ANNOTATIONS:
-            annotations = decode_section(encoded, span)
+            annotations = decode_section_fast(encoded, span)
             if not isinstance(annotations, dict):
                 raise TranslationError("message-annotations", "must be a map")
             origin, gid = annotations.get(ORIGIN), annotations.get(GATEWAY_ID)

@@ -4,9 +4,12 @@ and calls it back through ``OutboundEvents``).
 
 Theory of operation
 -------------------
-Entries wait in ``ready`` (entry id order) until the connection is up and has credit
-(the remote's link credit, at most ``credit`` in flight); each is sent once and kept in
-``in_flight`` until the remote settles it:
+A new entry (``stage``) is sent only once its outbox row is committed: the store reports
+the commit of each generation once, and every entry of that generation becomes ``ready``
+together (a failed commit drops them: their publishers are refused, and the remote never
+sees a message the outbox does not hold). Entries wait in ``ready`` (entry id order) until
+the connection is up and has credit (the remote's link credit, at most ``credit`` in
+flight); each is sent once and kept in ``in_flight`` until the remote settles it:
 
 - ``accepted`` (a confirm ack): the outbox row is removed;
 - ``released`` (``modified`` delivery-failed): counted as an attempt and retried after a
@@ -16,20 +19,30 @@ Entries wait in ``ready`` (entry id order) until the connection is up and has cr
 - ``rejected`` (a nack, a return): moved to the local dead-letter queue of this remote
   with the remote's error, and the stream goes on.
 
+Memory: with a persistent store, at most ``credit`` ready entries keep their bodies in
+memory (and what is in flight); newer committed entries wait in ``paged`` with their
+bodies on disk only, and are read back (``store.read_outbox``) as the ready ones go. So
+only the bodies near the head of the outbox count against the memory high watermark,
+and a long outage of a remote does not block publishers by memory.
+
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
-the remote never said no). States for operators: ``connecting``, ``up``, ``backing off``
+the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per turn of the
+loop and goes on at the next turn (``defer``), so the remote works on the first while the
+next are rendered. States for operators: ``connecting``, ``up``, ``backing off``
 (with the last error) and ``blocked`` (up, messages waiting, no credit).
 """
 from __future__ import annotations
 
 import heapq
 import logging
+from collections import deque
 from typing import Any, Callable, Optional
 
 from gateway.broker.message import MessageContainer
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
+from gateway.store.interface import StoredMessage
 
 __all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS"]
 
@@ -39,18 +52,26 @@ log = logging.getLogger(__name__)
 MAX_RELEASES = 20
 #: where ``kind: gateway`` sends: the remote's transfer service
 TRANSFER_ADDRESS = "amqp$transfer"
+#: entries sent per turn of the loop at most: the remote starts on the first ones while
+#: the next are rendered (one turn sending the whole credit window left both sides
+#: waiting for each other in turn)
+SEND_SLICE = 32
 
 
 class OutboxEntry:
     """One message waiting for ``remote``; ``node`` is what the remote resolves."""
 
-    __slots__ = ("entry_id", "node", "message", "annotations", "attempts", "not_before")
+    __slots__ = ("entry_id", "node", "message", "annotations", "attempts", "not_before", "size",
+                 "created_at")
 
     def __init__(self, entry_id: int, node: str, message: MessageContainer, annotations: dict,
                  attempts: int = 0) -> None:
         self.entry_id = entry_id
         self.node = node
-        self.message = message
+        #: None while the body is on disk only (``Forwarder.paged``)
+        self.message: Optional[MessageContainer] = message
+        self.size = message.size
+        self.created_at = message.created_at
         self.annotations = annotations
         self.attempts = attempts
         self.not_before = 0.0
@@ -69,11 +90,16 @@ class Forwarder:
     moves an entry to the local dead-letter queue; ``clock()`` is the loop's time."""
 
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
-                 clock: Callable[[], float], ledger: Any = None, gate: Any = None) -> None:
+                 clock: Callable[[], float], ledger: Any = None, gate: Any = None,
+                 load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None) -> None:
         self.settings = settings
-        #: the broker's ``ProducerGate``: outbox bodies count against the memory high
-        #: watermark like queued ones (a long outage blocks publishers, it does not
-        #: exhaust memory); None in tests
+        #: rebuilds a body read back from the store (the broker's message loader); with a
+        #: persistent store, bodies beyond ``credit`` ready entries stay on disk only
+        self._load = load_message if getattr(store, "persistent", False) else None
+        #: committed entries whose bodies are on disk only, oldest first
+        self.paged: deque[OutboxEntry] = deque()
+        #: the broker's ``ProducerGate``: outbox bodies in memory count against the memory
+        #: high watermark like queued ones (see "Memory" above); None in tests
         self._gate = gate
         #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
         self._ledger = ledger
@@ -82,11 +108,21 @@ class Forwarder:
         self._dead_letter = dead_letter
         self._clock = clock
         self.connection: Optional[OutboundConnection] = None
+        #: ``defer(fn)`` runs ``fn`` on the loop's next turn (the edge's); None: ``pump``
+        #: sends all that credit allows at once (tests)
+        self.defer: Optional[Callable[[Callable[[], None]], None]] = None
+        self._pump_deferred = False
         self.ready: list[OutboxEntry] = []          # a heap by entry id
+        #: new entries of the store's open generation, waiting for its commit (and how
+        #: many wait in all generations)
+        self._staged: Optional[list[OutboxEntry]] = None
+        self._staged_gen = -1
+        self.staged = 0
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
-        self.available = 0
+        #: what the remote lets us send (its link credit, less what went since it said so)
+        self.remote_credit = 0
         self.state = "connecting"
         self.last_error: Optional[str] = None
         self.bytes = 0
@@ -97,22 +133,98 @@ class Forwarder:
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:
-        """A new (or restored) entry; sent at once if the connection has credit."""
-        self.bytes += entry.message.size
-        if self._gate is not None:
-            self._gate.add(entry.message.size)
-        heapq.heappush(self.ready, entry)
+        """An entry whose outbox row is committed (restored at start); sent at once if the
+        connection has credit."""
+        self._hold(entry)
+        self._ready(entry)
         self.pump()
+
+    def _ready(self, entry: OutboxEntry) -> None:
+        """A committed entry joins ``ready``, or ``paged`` (its body dropped from memory)
+        once ``credit`` entries are ready or older ones wait on disk."""
+        if self._load is not None and (self.paged or len(self.ready) >= self.settings.credit):
+            if self._gate is not None:
+                self._gate.sub(entry.size)
+            entry.message = None
+            self.paged.append(entry)
+        else:
+            heapq.heappush(self.ready, entry)
+
+    def _page_in(self) -> None:
+        """Read back the bodies of the oldest paged entries, up to ``credit`` ready."""
+        paged = self.paged
+        entries = [paged[i] for i in range(min(len(paged), self.settings.credit - len(self.ready)))]
+        if not entries:
+            return
+        try:
+            rows = self._store.read_outbox([e.entry_id for e in entries])
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: they wait, the next pump retries
+            log.error("forwarding to '%s': cannot read the outbox back: %s", self.container, exc)
+            return
+        for entry in entries:
+            paged.popleft()
+            row = rows.get(entry.entry_id)
+            if row is None:  # the row is gone: nothing to send (never expected)
+                log.error("forwarding to '%s': outbox row %d is missing", self.container,
+                          entry.entry_id)
+                self.bytes -= entry.size
+                continue
+            entry.message = self._load(StoredMessage(row, None))
+            if self._gate is not None:
+                self._gate.add(entry.size)
+            heapq.heappush(self.ready, entry)
+
+    def stage(self, entry: OutboxEntry) -> None:
+        """A new entry whose outbox row the caller just wrote: it is sent once the store
+        has committed that row (see the module docstring)."""
+        self._hold(entry)
+        self.staged += 1
+        store = self._store
+        gen = store.latest_generation
+        batch = self._staged
+        if batch is not None and gen == self._staged_gen:
+            batch.append(entry)
+            return
+        batch = self._staged = [entry]
+        self._staged_gen = gen
+        store.after_commit(lambda error: self._committed(batch, error))  # may run at once
+
+    def _committed(self, batch: list[OutboxEntry], error: Optional[Exception]) -> None:
+        if self._staged is batch:
+            self._staged = None
+        self.staged -= len(batch)
+        if error is not None:  # not in the outbox: the publishers hear of it, nothing goes
+            for entry in batch:
+                self._release(entry)
+            return
+        for entry in batch:
+            self._ready(entry)
+        self.pump()
+
+    def _hold(self, entry: OutboxEntry) -> None:
+        """Outbox bodies in memory count against the memory high watermark like queued
+        ones (``bytes`` counts every body, on disk or not)."""
+        self.bytes += entry.size
+        if self._gate is not None:
+            self._gate.add(entry.size)
+
+    def _release(self, entry: OutboxEntry) -> None:
+        self.bytes -= entry.size
+        if self._gate is not None and entry.message is not None:
+            self._gate.sub(entry.size)
 
     @property
     def depth(self) -> int:
-        return len(self.ready) + len(self.retrying) + len(self.in_flight)
+        return (len(self.ready) + len(self.paged) + len(self.retrying) + len(self.in_flight)
+                + self.staged)
 
     def oldest_created_at(self) -> Optional[float]:
-        times = [e.message.created_at for e in self.in_flight.values()]
+        times = [e.created_at for e in self.in_flight.values()]
         if self.ready:
-            times.append(min(e.message.created_at for e in self.ready))
-        times.extend(e.message.created_at for _, _, e in self.retrying)
+            times.append(min(e.created_at for e in self.ready))
+        if self.paged:
+            times.append(self.paged[0].created_at)
+        times.extend(e.created_at for _, _, e in self.retrying)
         return min(times) if times else None
 
     def address_for(self, node: str) -> str:
@@ -122,21 +234,45 @@ class Forwarder:
         return s.address.replace("{node}", node)
 
     def pump(self) -> None:
-        """Send what credit allows."""
+        """Send what credit allows, at most ``SEND_SLICE`` entries per turn of the loop
+        when ``defer`` is set (the rest on the next turns)."""
         connection = self.connection
-        if not self.up or connection is None:
-            return
+        if not self.up or connection is None or self._pump_deferred:
+            return  # (a continuation is due: it sends the next slice)
         ready = self.ready
-        while ready and self.available > 0:
+        if self.paged and len(ready) <= self.settings.credit // 2:
+            self._page_in()
+        budget = SEND_SLICE if self.defer is not None else -1
+        while self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
+            if not ready:
+                if self.paged:
+                    self._page_in()
+                if not ready:
+                    break
+            if budget == 0:
+                self._pump_deferred = True
+                self.defer(self._deferred_pump)
+                break
+            budget -= 1
             entry = heapq.heappop(ready)
-            self.available -= 1
+            self.remote_credit -= 1
             self.in_flight[entry.entry_id] = entry
             self.forwarded += 1
             connection.send(OutboundMessage(entry.entry_id, entry.node, self.address_for(entry.node),
                                             entry.message, entry.annotations))
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
-        self.state = "blocked" if ready and self.available <= 0 else "up"
+        self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+
+    @property
+    def available(self) -> int:
+        """How many more may be sent now: the remote's credit, and the ``credit``
+        setting less what is in flight (which every settlement lowers)."""
+        return max(0, min(self.remote_credit, self.settings.credit - len(self.in_flight)))
+
+    def _deferred_pump(self) -> None:
+        self._pump_deferred = False
+        self.pump()
 
     def tick(self, now: float) -> None:
         """Retries whose backoff is over go back to ``ready``."""
@@ -163,7 +299,8 @@ class Forwarder:
             log.warning("forwarding to '%s': %s; %d message(s) wait", self.container, error,
                         self.depth)
         self.up = False
-        self.available = 0
+        #: what the remote lets us send (its link credit, less what went since it said so)
+        self.remote_credit = 0
         self.state = "backing off"
         self.last_error = error
         for entry in self.in_flight.values():
@@ -174,7 +311,7 @@ class Forwarder:
         self.state = "connecting"
 
     def credit(self, available: int) -> None:
-        self.available = max(0, min(available, self.settings.credit - len(self.in_flight)))
+        self.remote_credit = max(0, available)
         self.pump()
 
     def settled(self, settlement: Settlement) -> None:
@@ -205,9 +342,7 @@ class Forwarder:
 
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:
-        self.bytes -= entry.message.size
-        if self._gate is not None:
-            self._gate.sub(entry.message.size)
+        self._release(entry)
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:

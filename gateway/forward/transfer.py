@@ -63,7 +63,8 @@ class TransferService:
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
         ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
-            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate)
+            r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate,
+                                   broker.message_loader)
             for r in settings.remotes}
         self.refused_loops = 0
 
@@ -109,7 +110,7 @@ class TransferService:
         entry = OutboxEntry(message.gateway_id, node, message, annotations)
         self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
                                          message_row(message), annotations, 0))
-        forwarder.add(entry)
+        forwarder.stage(entry)
 
     # -- the receiving side ----------------------------------------------------------------
     def is_duplicate(self, forwarded: fa.Forwarded) -> bool:

@@ -229,6 +229,9 @@ class Store(Protocol):
     def load_outbox(self) -> list[OutboxRow]:
         """Every outbox row, in ``entry_id`` order."""
 
+    def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
+        """The committed messages of outbox rows ``entry_ids`` (missing ones left out)."""
+
     def remember_forwarded(self, seen: ForwardedId) -> None: ...
 
     def forget_forwarded(self, before: float) -> None:
@@ -301,6 +304,9 @@ class NullStore:
 
     def load_outbox(self) -> list[OutboxRow]:
         return []
+
+    def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
+        return {}
 
     def remember_forwarded(self, seen: ForwardedId) -> None:
         pass

@@ -16,6 +16,8 @@ from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
 __all__ = ["ForwardingTables"]
 
 _INSERT_OUTBOX = Op.INSERT_OUTBOX
+#: an outbox row's message, in ``MessageRow`` order after its id
+_MESSAGE_COLUMNS = "origin, properties, body, exchange, routing_key, created_at, size, priority, deaths"
 
 
 class ForwardingTables:
@@ -65,19 +67,33 @@ class ForwardingTables:
         self._append([Op.DELETE_OUTBOX, entry_id])
 
     def load_outbox(self) -> list[OutboxRow]:
-        decode_table, decode_annotations = self._codecs.decode_table, self._codecs.decode_annotations
+        decode_annotations = self._codecs.decode_annotations
         rows = []
-        for (entry_id, remote, node, origin, properties, body, exchange, routing_key, created_at,
-             size, priority, deaths, annotations, attempts) in self._reader.execute(
-                "SELECT * FROM outbox ORDER BY id"):
-            message = MessageRow(entry_id, origin, properties, body, exchange, routing_key,
-                                 created_at, size, priority,
-                                 decode_table(deaths) if deaths else None)
-            rows.append(OutboxRow(entry_id, remote, node, message,
+        for (entry_id, remote, node, *message, annotations, attempts) in self._reader.execute(
+                f"SELECT id, remote, node, {_MESSAGE_COLUMNS}, annotations, attempts FROM outbox "
+                "ORDER BY id"):
+            rows.append(OutboxRow(entry_id, remote, node, self._message_row(entry_id, message),
                                   decode_annotations(annotations) if annotations else None,
                                   attempts))
         self.outbox_rows = len(rows)
         return rows
+
+    def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
+        """The committed messages of outbox rows ``entry_ids`` (the forwarder reads back
+        the bodies it did not keep in memory). Raises ``sqlite3.Error`` on a read error."""
+        out: dict[int, MessageRow] = {}
+        for start in range(0, len(entry_ids), 500):
+            chunk = entry_ids[start:start + 500]
+            for entry_id, *message in self._reader.execute(
+                    f"SELECT id, {_MESSAGE_COLUMNS} FROM outbox WHERE id IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                out[entry_id] = self._message_row(entry_id, message)
+        return out
+
+    def _message_row(self, entry_id: int, columns: list) -> MessageRow:
+        """The ``MessageRow`` of an outbox row's ``_MESSAGE_COLUMNS``."""
+        *fields, deaths = columns
+        return MessageRow(entry_id, *fields, self._codecs.decode_table(deaths) if deaths else None)
 
     def remember_forwarded(self, seen: ForwardedId) -> None:
         self._append([Op.INSERT_SEEN, seen.origin, seen.gateway_id, seen.seen_at])

@@ -4,13 +4,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proton import Message, symbol
+from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, ulong
 
 from tests.support.amqp_message_strategies import (amqp10_sections, bodies, encode_sections, outcome,
                                                    with_other_body)
 from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091
 from translators import amqp10_sections as sections_module
-from translators.amqp10_sections import with_message_annotations
+from translators.amqp10_sections import decode_section, with_message_annotations
 from translators.to_amqp091 import plain_body
 from translators.section_scan import BODY_CODES, SectionCode, scan_sections
 
@@ -179,6 +179,29 @@ def test_with_message_annotations_rewrites_only_that_section(sections, added):
     expected.update({symbol(k): v for k, v in added.items()})
     assert annotations == expected
     assert all(type(annotations_key) is symbol for annotations_key in annotations if annotations_key in added)
+
+
+@settings(max_examples=200, deadline=None)
+@given(amqp10_sections(), st.dictionaries(st.text(st.characters(max_codepoint=127), min_size=1, max_size=10),
+                                          st.one_of(st.integers(-2**40, 2**40), st.text(max_size=20),
+                                                    st.lists(st.text(max_size=8), max_size=3)),
+                                          min_size=1))
+def test_the_spliced_section_is_proton_s_octets(sections, added):
+    """The pure-Python encoder writes the section; it must be what proton writes."""
+    encoded = encode_sections(sections)
+    merged = with_message_annotations(encoded, added)
+    [span] = [s for s in scan_sections(merged) if s.code is SectionCode.MESSAGE_ANNOTATIONS]
+    value = decode_section(merged, span)
+    data = Data()
+    data.put_object(Described(ulong(SectionCode.MESSAGE_ANNOTATIONS), value))
+    assert merged[span.start:span.end] == bytes(data.encode())
+
+
+def test_a_value_the_pure_encoder_leaves_to_proton_is_still_spliced():
+    encoded = bytes(Message(body="x").encode())
+    merged = with_message_annotations(encoded, {"x-opt-array": Array(UNDESCRIBED, Data.INT, 1, 2, 3)})
+    [annotations] = [v for c, v in decode_sections(merged) if c is SectionCode.MESSAGE_ANNOTATIONS]
+    assert list(annotations[symbol("x-opt-array")].elements) == [1, 2, 3]
 
 
 def test_with_message_annotations_inserts_after_header_and_delivery_annotations():

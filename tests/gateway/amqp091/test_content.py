@@ -253,3 +253,21 @@ def test_content_of_a_whole_publish_is_checked_as_frame_by_frame(frame, body) ->
     asm = ContentAssembler(10)
     assert outcome(lambda: asm.content_of(PUBLISH, frame, body)) == outcome(by_frames)
     assert not asm.busy
+
+
+@given(basic_properties)
+def test_with_headers_is_the_encoding_of_the_list_with_those_headers(props) -> None:
+    """The splice forwarding uses: the same octets as encoding the whole list again, or
+    None when the list has headers of its own (the caller merges)."""
+    import dataclasses
+
+    from gateway.amqp091.content import with_headers
+
+    raw = encode_properties(props)
+    added = {"x-opt-forward-origin": "org-a", "x-opt-forward-id": 1 << 60, "x-opt-forward-hops": ["org-a"]}
+    spliced = with_headers(raw, added)
+    if props.headers is not None:
+        assert spliced is None
+    else:
+        assert spliced == encode_properties(dataclasses.replace(props, headers=added))
+        assert decode_properties(spliced).headers == added

@@ -96,6 +96,7 @@ def test_credit_flow_and_a_transfer_through_the_c_calls(linked):
 
     [(etype, got)] = [e for e in pair.events(1) if e[0] == pc.PN_DELIVERY]
     assert pc.pn_delivery_link(got) == pc.c_pointer(receiver)
+    assert pc.pn_delivery_tag(got) == "t-1"   # the tag as text (a forwarder's entry id)
     assert not pc.pn_delivery_partial(got) and not pc.pn_delivery_aborted(got)
     pending = pc.pn_delivery_pending(got)
     chunk = bytearray(pending)

@@ -155,3 +155,142 @@ def test_outbox_bodies_count_against_the_memory_watermark() -> None:
     for i in (1, 2, 3):
         f.settled(Settlement(i, ForwardOutcome.ACCEPTED))
     assert gate.used == 0 and not gate.blocked
+
+
+# -- commit, then send (a real store and transfer service) -----------------------------------
+
+def _transfer_with_a_real_store(tmp_path):
+    from gateway.broker import Broker
+    from gateway.forward.settings import ForwardingSettings
+    from gateway.forward.transfer import TransferService
+    from tests.support.store_loop import ManualLoop, open_test_store
+
+    loop = ManualLoop()
+    store = open_test_store(str(tmp_path), loop)
+    broker = Broker(container_id="org-a", store=store)
+    transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h"),)),
+                               lambda: 100.0)
+    forwarder = transfer.forwarders["org-b"]
+    conn = RecordingConnection()
+    forwarder.connection = conn
+    forwarder.connection_up()
+    forwarder.credit(10)
+    return loop, store, transfer, forwarder, conn
+
+
+def _message(body: bytes) -> MessageContainer:
+    return MessageContainer(Encoding.AMQP091, (b"\x00\x00", body), "", "orders@org-b", size=len(body))
+
+
+def test_a_new_entry_is_sent_only_once_its_outbox_row_is_committed(tmp_path) -> None:
+    from tests.support.store_loop import commit_now
+
+    loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
+    transfer.publish(_message(b"one"), 100.0)
+    transfer.publish(_message(b"two"), 100.0)
+    assert conn.sent == [] and forwarder.depth == 2 and forwarder.bytes == 6
+    commit_now(store, loop)
+    assert [m.message.payload[1] for m in conn.sent] == [b"one", b"two"]
+    assert [m.node for m in conn.sent] == ["orders", "orders"] and forwarder.depth == 2
+    store.close()
+
+
+def test_an_entry_whose_outbox_commit_fails_is_never_sent(tmp_path) -> None:
+    """SQLite's own page limit makes the commit fail with SQLITE_FULL, as a full disk
+    does: the publisher is told, and the remote never gets what the outbox does not hold."""
+    from gateway.store.errors import StoreWriteFailed
+    from tests.support.store_loop import commit_now
+
+    loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
+    transfer.publish(_message(b"small"), 100.0)
+    commit_now(store, loop)
+    assert len(conn.sent) == 1
+    db = store._thread._db   # the commit thread is idle: nothing waits
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count={pages}")
+    transfer.publish(_message(b"x" * 200_000), 100.0)
+    publisher: list = []
+    store.after_commit(publisher.append)   # what a publisher's confirm waits for
+    store.flush()
+    loop.run_until(lambda: bool(publisher))
+    assert isinstance(publisher[0], StoreWriteFailed) and publisher[0].full
+    assert len(conn.sent) == 1                   # the big one never left
+    assert forwarder.depth == 1 and forwarder.bytes == 5   # only the small one, in flight
+    assert store.load_outbox()[0].message.body == b"small" and len(store.load_outbox()) == 1
+    store.close()
+
+
+def test_a_large_window_is_sent_a_slice_per_turn_of_the_loop() -> None:
+    """The remote starts on the first messages while the next are rendered: with the
+    edge's ``defer``, one turn sends at most SEND_SLICE and the next turn goes on."""
+    from gateway.forward.forwarder import SEND_SLICE
+
+    f, _, conn, _, _ = make(credit=1000)
+    turns: list = []
+    f.defer = turns.append
+    f.connection_up()
+    for i in range(1, 2 * SEND_SLICE + 6):
+        f.add(entry(i))
+    f.credit(1000)
+    assert len(conn.sent) == SEND_SLICE and len(turns) == 1
+    f.add(entry(1000))                       # no second continuation while one is pending
+    assert len(turns) == 1
+    turns.pop()()
+    assert len(conn.sent) == 2 * SEND_SLICE and len(turns) == 1
+    turns.pop()()
+    assert [m.entry_id for m in conn.sent] == [*range(1, 2 * SEND_SLICE + 6), 1000] and turns == []
+
+
+def test_a_settlement_frees_room_under_the_credit_setting_without_new_remote_credit() -> None:
+    """A remote that grants more credit than the ``credit`` setting says so once: each
+    settlement must let the next entry go, or forwarding stalls at ``credit`` messages."""
+    f, _, conn, _, _ = make(credit=2)
+    f.connection_up()
+    f.credit(1000)                            # e.g. a broker granting a large window
+    for i in range(1, 6):
+        f.add(entry(i))
+    assert [m.entry_id for m in conn.sent] == [1, 2] and f.available == 0
+    f.settled(Settlement(1, ForwardOutcome.ACCEPTED))
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3]
+    f.settled(Settlement(2, ForwardOutcome.ACCEPTED))
+    f.settled(Settlement(3, ForwardOutcome.ACCEPTED))
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.available == 0
+    assert f.remote_credit == 995
+
+
+def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:
+    """A remote down for long: at most ``credit`` ready bodies stay in memory (and count
+    against the memory watermark); the rest are read back from the store as they go,
+    in order and intact."""
+    from gateway.broker import Broker
+    from gateway.forward.settings import ForwardingSettings
+    from gateway.forward.transfer import TransferService
+    from gateway.store_codecs import load_stored_message
+    from tests.support.store_loop import ManualLoop, commit_now, open_test_store
+
+    loop = ManualLoop()
+    store = open_test_store(str(tmp_path), loop)
+    broker = Broker(container_id="org-a", store=store, message_loader=load_stored_message)
+    transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
+                               lambda: 100.0)
+    forwarder = transfer.forwarders["org-b"]
+    used = broker.gate.used
+    for i in range(10):
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    assert forwarder.depth == 10 and forwarder.bytes == 60
+    assert broker.gate.used - used == 3 * 6                 # three bodies in memory
+    conn = RecordingConnection()
+    forwarder.connection = conn
+    forwarder.connection_up()
+    forwarder.credit(100)
+    for _ in range(4):  # what was sent is settled, the next are read back
+        for m in list(conn.sent):
+            if m.entry_id in forwarder.in_flight:
+                forwarder.settled(Settlement(m.entry_id, ForwardOutcome.ACCEPTED))
+        assert broker.gate.used - used <= 6 * 6          # in flight + ready, at most
+    assert [m.message.payload[1] for m in conn.sent] == [b"body-%d" % i for i in range(10)]
+    assert forwarder.depth == 0 and forwarder.bytes == 0 and broker.gate.used == used
+    commit_now(store, loop)
+    assert store.load_outbox() == []
+    store.close()

@@ -4,6 +4,7 @@ written; a version 1 file gets the tables when opened."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 from gateway.store.interface import ForwardedId, OutboxRow
 from gateway.store.sqlite_schema import SCHEMA_VERSION
@@ -67,3 +68,61 @@ def test_a_version_1_store_gets_the_forwarding_tables(path, loop) -> None:
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert db.execute("SELECT count(*) FROM outbox").fetchone()[0] == 1
     db.close()
+
+
+def test_outbox_rows_of_several_generations_go_as_few_multi_row_statements(path, loop) -> None:
+    """Inserts, updates and deletions of outbox rows (and forwarded ids) from generations
+    committed in one transaction are grouped: the final state is right (an insert runs
+    before the later generation's update and deletion of the same row) and 300 rows cost
+    a handful of statements, not one each (updates are rare: one per release)."""
+    store = open_store(path, loop)
+    gate = threading.Event()
+    real_execute = store._thread._execute
+
+    def held(ops):  # hold the first transaction until every generation is queued
+        gate.wait(5)
+        return real_execute(ops)
+
+    store._thread._execute = held
+    statements: list[str] = []
+    store._thread._db.set_trace_callback(statements.append)
+    done: list = []
+    store.add_outbox(outbox_row(1))
+    store.after_commit(done.append)
+    store.flush()                                 # the first transaction, held
+    for i in range(2, 302):
+        store.add_outbox(outbox_row(i))
+        store.remember_forwarded(ForwardedId("org-z", i, 100.0))
+    store.after_commit(done.append)
+    store.flush()
+    for i in range(2, 302, 3):
+        store.update_outbox(i, 4)
+    for i in range(3, 302, 3):
+        store.remove_outbox(i)
+    store.after_commit(done.append)
+    store.flush()
+    gate.set()
+    loop.run_until(lambda: len(done) == 3)
+    assert done == [None] * 3
+    grouped = [s for s in statements if s.startswith(("INSERT", "DELETE"))
+               and ("outbox" in s or "forwarded_ids" in s)]
+    assert len(grouped) < 30, len(grouped)       # 700 rows: 300 + 300 inserts, 100 deletions
+    store.close()
+    again = open_store(path, loop)
+    rows = {r.entry_id: r.attempts for r in again.load_outbox()}
+    assert sorted(rows) == [i for i in range(1, 302) if i < 3 or i % 3 != 0]
+    assert all(rows[i] == (4 if i % 3 == 2 else 0) for i in rows)
+    assert len(again.load_forwarded()) == 300
+    again.close()
+
+
+def test_read_outbox_gives_the_committed_messages_asked_for(path, loop) -> None:
+    store = open_store(path, loop)
+    for i in (1, 2, 3):
+        store.add_outbox(outbox_row(i, b"m%d" % i))
+    commit(store, loop)
+    store.add_outbox(outbox_row(4))            # not committed yet: not readable
+    rows = store.read_outbox([3, 1, 4, 9])
+    assert sorted(rows) == [1, 3] and rows[3].body == b"m3" and rows[3].message_id == 3
+    assert rows[1] == store.load_outbox()[0].message
+    store.close()
