@@ -27,6 +27,7 @@ from typing import Sequence
 from gateway.config import (
     ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
+from gateway.connection_log import TextFormatter
 from gateway.product import PRODUCT, __version__
 
 log = logging.getLogger("gateway")
@@ -134,9 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
+    with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
+    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"}))
+    else:
+        handler.setFormatter(TextFormatter())
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],
+                        force=True)
 
 
 def _bridge_twisted_logging() -> None:
@@ -374,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
-    setup_logging(cfg.logging.level)
+    setup_logging(cfg.logging.level, cfg.logging.format)
     _bridge_twisted_logging()
     from twisted.internet import reactor
 

@@ -16,6 +16,16 @@ shares::
 
     handshake timeout: 127.0.0.1:40412 stalled in phase '1.0 SASL' for 10.0s; closed
 
+``ConnectionTrail`` is the one home of the lines about one accepted connection, in the
+same words for 0-9-1 and 1.0: opened (peer, listener, protocol, TLS version and SNI
+name), authenticated (user, vhost, mechanism) and closed (by whom, code, reason, duration,
+messages in and out), each at INFO and each carrying the connection's id. The edge makes
+the trail when it recognises the protocol and writes the close line when the socket is
+gone (so there is exactly one, whoever ended it); the engine says who closed and why, and
+counts messages (an integer each; nothing is logged per message). Other lines about a
+connection carry its id through ``ConnectionLogger``: a field ``connection_id`` in JSON
+logs, a ``[#N]`` prefix in text (``TextFormatter``).
+
 Pure code: time enters as ``now`` (seconds, any monotonic origin), nothing here reads a
 clock or touches a socket.
 """
@@ -26,7 +36,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 __all__ = ["RateLimitedLog", "HandshakeTimeout", "log_handshake_timeout", "peer_name",
-           "DEFAULT_INTERVAL", "HANDSHAKE_TIMEOUT_KIND"]
+           "DEFAULT_INTERVAL", "HANDSHAKE_TIMEOUT_KIND", "CONNECTION_ID", "about_connection",
+           "ConnectionLogger", "ConnectionTrail", "TextFormatter", "TEXT_FORMAT"]
+
+log = logging.getLogger(__name__)
+
+#: the attribute (``extra`` key) naming the connection a line is about
+CONNECTION_ID = "connection_id"
+#: the text log's layout; ``connection`` is ``[#N] `` on lines about a connection
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(connection)s%(message)s"
 
 #: seconds between two lines of one kind
 DEFAULT_INTERVAL = 10.0
@@ -115,3 +133,111 @@ def log_handshake_timeout(limit: RateLimitedLog, logger: logging.Logger, timeout
     return limit.warning(logger, HANDSHAKE_TIMEOUT_KIND, now,
                          "handshake timeout: %s stalled in phase '%s' for %.1fs; closed",
                          peer, timeout.phase, timeout.seconds, tally=timeout.phase)
+
+
+def about_connection(connection_id: int | None) -> dict[str, int] | None:
+    """The ``extra`` of a log call about connection ``connection_id`` (None: none)."""
+    return {CONNECTION_ID: connection_id} if connection_id is not None else None
+
+
+class ConnectionLogger(logging.LoggerAdapter):
+    """A module's logger for the lines about one connection: each carries its id (and
+    keeps the ``extra`` a call adds)."""
+
+    def __init__(self, logger: logging.Logger, connection_id: int) -> None:
+        super().__init__(logger, {CONNECTION_ID: connection_id})
+
+    def process(self, msg, kwargs):  # type: ignore[override]
+        extra = kwargs.get("extra")
+        kwargs["extra"] = {**self.extra, **extra} if extra else self.extra
+        return msg, kwargs
+
+
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT``: a line about a connection starts with ``[#N]``, the id the
+    management API shows in the connection's name (``127.0.0.1:50432 #N``)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API
+        cid = getattr(record, CONNECTION_ID, None)
+        record.connection = f"[#{cid}] " if cid is not None else ""
+        return super().formatMessage(record)
+
+
+#: who ended a connection, as the close line says it
+CLOSED_BY_CLIENT = "client"
+CLOSED_BY_SERVER = "server"
+CLOSED_BY_SHUTDOWN = "shutdown"
+CLOSED_BY_PEER_LOST = "peer lost"
+
+
+class ConnectionTrail:
+    """The three INFO lines about one connection, and what they say. See the module
+    docstring. ``messages_in`` / ``messages_out``: publishes/transfers taken from the
+    client and deliveries sent to it, counted by the engine."""
+
+    __slots__ = ("connection_id", "peer", "listener", "protocol", "opened_at", "tls_version",
+                 "sni", "user", "vhost", "mechanism", "closed_by", "close_code", "close_reason",
+                 "messages_in", "messages_out", "_closed", "_extra")
+
+    def __init__(self, connection_id: int, *, peer: str, listener: str, protocol: str,
+                 opened_at: float, tls_version: str | None = None, sni: str | None = None) -> None:
+        self.connection_id = connection_id
+        self.peer, self.listener, self.protocol = peer, listener, protocol
+        self.opened_at = opened_at
+        self.tls_version, self.sni = tls_version, sni
+        self.user: str | None = None
+        self.vhost: str | None = None
+        self.mechanism: str | None = None
+        self.closed_by: str | None = None
+        self.close_code: object = None
+        self.close_reason = ""
+        self.messages_in = 0
+        self.messages_out = 0
+        self._closed = False
+        self._extra = {CONNECTION_ID: connection_id}
+
+    def opened(self) -> None:
+        tls = f"TLS {self.tls_version}" if self.tls_version else "no TLS"
+        if self.sni:
+            tls += f", SNI {self.sni}"
+        log.info("connection opened: %s on listener %s, %s, %s", self.peer, self.listener,
+                 self.protocol, tls, extra={**self._extra, "event": "connection.opened",
+                                            "peer": self.peer, "listener": self.listener,
+                                            "protocol": self.protocol,
+                                            "tls_version": self.tls_version, "sni": self.sni})
+
+    def authenticated(self, user: str, vhost: str, mechanism: str | None) -> None:
+        self.user, self.vhost, self.mechanism = user, vhost, mechanism
+        log.info("connection authenticated: user '%s', vhost '%s', mechanism %s (%s, %s)",
+                 user, vhost, mechanism or "none", self.protocol, self.peer,
+                 extra={**self._extra, "event": "connection.authenticated", "user": user,
+                        "vhost": vhost, "mechanism": mechanism, "peer": self.peer,
+                        "protocol": self.protocol})
+
+    def closing(self, by: str, code: object, reason: str) -> None:
+        """Who ended the connection and why; the first word on it stands (a client's
+        close, then the socket going, is a close by the client)."""
+        if self.closed_by is None:
+            self.closed_by, self.close_code, self.close_reason = by, code, reason
+
+    def closed(self, now: float) -> None:
+        """The one close line (the edge calls it when the socket is gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        by = self.closed_by or CLOSED_BY_PEER_LOST
+        reason = self.close_reason or ("connection lost" if by == CLOSED_BY_PEER_LOST else "")
+        code = self.close_code
+        duration = max(0.0, now - self.opened_at)
+        log.info("connection closed by %s: %s%s; %s, user '%s', open %.1fs, messages in %d, "
+                 "out %d", by, f"{code} " if code is not None else "", reason or "no reason given",
+                 self.peer, self.user or "", duration, self.messages_in, self.messages_out,
+                 extra={**self._extra, "event": "connection.closed", "closed_by": by,
+                        "code": code if code is None or isinstance(code, int) else str(code),
+                        "reason": reason, "duration_s": round(duration, 3),
+                        "messages_in": self.messages_in, "messages_out": self.messages_out,
+                        "peer": self.peer, "protocol": self.protocol, "user": self.user,
+                        "vhost": self.vhost})

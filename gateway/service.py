@@ -286,7 +286,8 @@ class GatewayService(service.MultiService):
                 tls_peer_subject=ctx.tls_peer_subject,
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
-                connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls)
+                connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
+                trail=ctx.trail)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -300,7 +301,7 @@ class GatewayService(service.MultiService):
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
-            rabbitmq_version=amqp10.rabbitmq_version)
+            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

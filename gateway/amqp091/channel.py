@@ -183,6 +183,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         """basic.deliver for ``entry`` (already acquired for ``consumer``) at ``now``."""
         message = entry.message
         tag = self.unacked.next_tag()
+        self.context.trail.messages_out += 1
         ledger = self.broker.ledger
         if ledger is not None:
             ledger.delivered(now, self._ledger_ctx, entry, consumer.queue.name)
@@ -306,6 +307,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
             self.writer.send_method(m.BasicGetEmpty())
             return
         tag = self.unacked.next_tag()
+        self.context.trail.messages_out += 1
         if not method.no_ack:
             self.unacked.add(Unacked(tag, entry, None))
         message = entry.message

@@ -51,7 +51,9 @@ class ChannelPublishing:
         if method.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
                                       method.METHOD_ID)
-        now = self.context.now
+        context = self.context
+        context.trail.messages_in += 1
+        now = context.now
         ledger = self.broker.ledger
         try:
             self._permit(_WRITE, method.exchange, method)

@@ -29,6 +29,7 @@ from gateway.amqp091.frames import BodyFrame, Frame, HeaderFrame, MethodFrame
 from gateway.amqp091.handlers import (ChannelHandler, ChannelHandlerFactory, CloseInitiator,
                                       CloseReason, ConnectionContext)
 from gateway.amqp091.spec import ClassId, Direction, ReplyCode
+from gateway.connection_log import about_connection
 
 if TYPE_CHECKING:
     from gateway.amqp091.connection import ServerConnection
@@ -153,7 +154,8 @@ class ChannelTable:
         conn.flush_channel(ch.id)  # e.g. confirms of publishes before the failing method
         ch.state = ChannelState.CLOSING
         ch.assembler = ContentAssembler(self._max_message_size)
-        log.info("closing channel %d of %s: %s %s", ch.id, conn.peer_host, code, text)
+        log.info("closing channel %d of %s: %s %s", ch.id, conn.peer_host, code, text,
+                 extra=about_connection(conn.trail.connection_id))
         conn.send_method(ch.id, m.ChannelClose(reply_code=int(code), reply_text=text,
                                                class_id=class_id, method_id=method_id))
         _notify_closed(ch, CloseReason(CloseInitiator.LOCAL, int(code), text))

@@ -73,11 +73,15 @@ from gateway.amqp091.tuning import TuneParameters, negotiate
 from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
 from gateway.amqp091.connection_view import connection_view
 from gateway.broker.connection_views import ConnectionView
-from gateway.connection_log import HandshakeTimeout, peer_name
+from gateway.connection_log import (CLOSED_BY_CLIENT, CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER,
+                                    CLOSED_BY_SHUTDOWN, ConnectionLogger, ConnectionTrail,
+                                    HandshakeTimeout, peer_name)
 
 __all__ = ["ServerConnection", "ConnectionState", "DEFAULT_MAX_MESSAGE_SIZE"]
 
 log = logging.getLogger(__name__)
+
+_PROTOCOL_NAME = {ProtocolVersion.AMQP_0_9_1: "AMQP 0-9-1", ProtocolVersion.AMQP_0_9: "AMQP 0-9"}
 
 DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
@@ -149,6 +153,7 @@ class ServerConnection:
         login_throttle: Any = None,
         peer_port: int = 0,
         tls: bool = False,
+        trail: ConnectionTrail | None = None,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
@@ -162,6 +167,11 @@ class ServerConnection:
         #: set when the handshake deadline closed the connection (the edge logs it)
         self.timed_out: HandshakeTimeout | None = None
         self.connection_id = connection_id  # the edge's id, for logs; opaque here
+        #: the INFO lines about this connection (the edge's; a bare one without an edge)
+        self.trail = trail if trail is not None else ConnectionTrail(
+            connection_id or 0, peer=self.peer, listener="", protocol=_PROTOCOL_NAME[protocol_version],
+            opened_at=now)
+        self._log = ConnectionLogger(log, self.trail.connection_id)
         self.protocol_version = protocol_version
         self.now = now
         self.user: Any = None
@@ -193,6 +203,8 @@ class ServerConnection:
         self._open_received = False
         self._timers = ConnectionTimers(now, handshake_timeout)
         self._rx_seen = False  # something was read since tick last looked
+        #: who a close of ours is by, for the close line (a gateway shutdown says so)
+        self._closing_by = CLOSED_BY_SERVER
         self.send_method(0, self._handshake.start_method(server_properties))
 
     # ---- engine surface ------------------------------------------------------------------
@@ -242,9 +254,10 @@ class ServerConnection:
         if self._state is not ConnectionState.CLOSED:
             if self._state is ConnectionState.AWAIT_START_OK:
                 # a health check (``amqp-gateway ping``, a load balancer): not worth a line
-                log.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
+                self._log.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
             elif self._state is not ConnectionState.CLOSING:
-                log.info("0-9-1 client %s closed the socket without connection.close", self.peer_host)
+                self._log.debug("0-9-1 client %s closed the socket without connection.close", self.peer_host)
+            self.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without connection.close")
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
 
     def data_to_send(self) -> bytes:
@@ -276,14 +289,17 @@ class ServerConnection:
             elif due is Due.HANDSHAKE_TIMEOUT:
                 self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
                                                   timers.handshake_timeout)
+                self.trail.closing(CLOSED_BY_SERVER, None, "handshake timeout")
                 self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
                                            due.value))
             else:  # close-ok timeout, or the peer missed two heartbeats
                 if due is Due.CLOSE_OK_TIMEOUT:
-                    log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
+                    self._log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
                 else:
-                    log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
-                              2 * timers.heartbeat)
+                    self._log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
+                                    2 * timers.heartbeat)
+                    self.trail.closing(CLOSED_BY_SERVER, None,
+                                       f"missed heartbeats for {2 * timers.heartbeat}s")
                 self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
                                            due.value))
             if self._state is ConnectionState.CLOSED:
@@ -312,6 +328,7 @@ class ServerConnection:
 
     def shutdown(self, reason: str) -> None:
         """Graceful close for a gateway shutdown: connection.close 320 CONNECTION_FORCED."""
+        self._closing_by = CLOSED_BY_SHUTDOWN if reason == "shutdown" else CLOSED_BY_SERVER
         self.close(ReplyCode.CONNECTION_FORCED, reason)
 
     def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker forced connection closure") -> None:
@@ -555,7 +572,8 @@ class ServerConnection:
 
     def _login_refused(self, exc: AuthenticationFailed) -> None:
         self.login_failed = True
-        text, answer_at = self._handshake.refusal(exc, self.now, self._timers.handshake_at)
+        text, answer_at = self._handshake.refusal(exc, self.now, self._timers.handshake_at,
+                                                  self.trail.connection_id)
         if answer_at > self.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
             self._refusal_text = text
@@ -565,6 +583,7 @@ class ServerConnection:
         self._answer_login_refusal(text)
 
     def _answer_login_refusal(self, text: str) -> None:
+        self.trail.closing(CLOSED_BY_SERVER, int(ReplyCode.ACCESS_REFUSED), text)
         if self.capabilities.get("authentication_failure_close") is True:
             self._begin_close(ConnectionException(ReplyCode.ACCESS_REFUSED, text, ClassId.CONNECTION,
                                                   m.ConnectionStartOk.METHOD_ID))
@@ -586,13 +605,16 @@ class ServerConnection:
             self.add_close_callback(release)
         self.vhost, self.vhost_name = vhost, method.virtual_host
         self._handshake.end()
+        self.trail.authenticated(getattr(self.user, "name", str(self.user)), method.virtual_host,
+                                 self._handshake.mechanism)
         self.send_method(0, m.ConnectionOpenOk())
         self._timers.handshake_at = None
         return ConnectionState.OPEN
 
     def _on_close(self, method: m.Method) -> ConnectionState:
-        log.info("0-9-1 client %s closed the connection: %s %s", self.peer_host, method.reply_code,
-                 method.reply_text)
+        self._log.debug("0-9-1 client %s closed the connection: %s %s", self.peer_host,
+                        method.reply_code, method.reply_text)
+        self.trail.closing(CLOSED_BY_CLIENT, method.reply_code, str(method.reply_text))
         if self._state is ConnectionState.OPEN and self._batch_end:
             self._end_batch()
         self.send_method(0, m.ConnectionCloseOk())
@@ -612,11 +634,12 @@ class ServerConnection:
     def _fail(self, exc: ConnectionException) -> None:
         if self._state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
             if self._state is ConnectionState.CLOSING:
-                log.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
+                self._log.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
                 self._shutdown(None)
             return
         silent = not exc.send_close or (self._state in _HANDSHAKE and not self._open_received)
-        log.info("0-9-1 connection from %s failed: %s", self.peer_host, exc)
+        self._log.debug("0-9-1 connection from %s failed: %s", self.peer_host, exc)
+        self.trail.closing(self._closing_by, int(exc.code), exc.text)
         if silent:
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, exc.code, exc.text))
         else:

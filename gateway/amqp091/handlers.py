@@ -103,10 +103,12 @@ class ChannelWriter:
 class ConnectionContext:
     """The read-only facts of an open connection plus the few actions a handler may take."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "trail")
 
     def __init__(self, conn: "ServerConnection") -> None:
         self._conn = conn
+        #: the connection's log trail: channels count its messages in and out
+        self.trail = conn.trail
 
     @property
     def user(self) -> Any:

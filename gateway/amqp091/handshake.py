@@ -118,15 +118,15 @@ class Handshake:
         self._clock[0] = now
         return self._step(response)
 
-    def refusal(self, exc: AuthenticationFailed, now: float,
-                answer_by: Optional[float]) -> tuple[str, float]:
+    def refusal(self, exc: AuthenticationFailed, now: float, answer_by: Optional[float],
+                connection_id: int | None = None) -> tuple[str, float]:
         """The connection.close text of a refused login and the time (seconds) it is due:
         ``now``, or later for a likely password guesser, but never after ``answer_by``."""
         mechanism = self.mechanism[:40]
         answer_at = refuse_login(self._throttle, exc, address=self._peer_host, peer=self._peer,
                                  user=self._sasl.claimed_user if self._sasl is not None else None,
                                  protocol="AMQP 0-9-1", mechanism=mechanism, now=now,
-                                 answer_by=answer_by)
+                                 answer_by=answer_by, connection_id=connection_id)
         text = f"Login was refused using authentication mechanism {mechanism}. " + (
             exc.reason if isinstance(exc, LoginThrottled) else "For details see the broker logfile.")
         return text, answer_at

@@ -71,7 +71,9 @@ from gateway.auth import (
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
-from gateway.connection_log import HandshakeTimeout, peer_name
+from gateway.connection_log import (CLOSED_BY_CLIENT, CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER,
+                                    CLOSED_BY_SHUTDOWN, ConnectionLogger, ConnectionTrail,
+                                    HandshakeTimeout, peer_name)
 
 __all__ = ["Amqp10Engine", "EngineState", "VHOST_PREFIX", "CREDIT_POLL_INTERVAL"]
 
@@ -128,6 +130,7 @@ class Amqp10Engine:
         peer_port: int = 0,
         unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
         tls: bool = False,
+        trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
     ) -> None:
         self.broker = broker
@@ -159,6 +162,12 @@ class Amqp10Engine:
         self.owner = f"amqp10-{next(_owner_ids)}"
         #: the ledger's ``connection`` column: the edge's id when given, else ``owner``
         self.connection_id: str = self.owner if connection_id is None else str(connection_id)
+        #: the INFO lines about this connection (the edge's; a bare one without an edge)
+        self.trail = trail if trail is not None else ConnectionTrail(
+            connection_id or 0, peer=self.peer, listener="", protocol="AMQP 1.0", opened_at=now)
+        self._log = ConnectionLogger(log, self.trail.connection_id)
+        #: the SASL mechanism of the login ("" without SASL)
+        self._mechanism = ""
         self.closed = False
         self.wants_input = True
         self.on_output: Optional[Callable[[], None]] = None
@@ -183,13 +192,15 @@ class Amqp10Engine:
         if header == SASL_HEADER:
             self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
                                     allow_anonymous=allow_anonymous,
-                                    tls_peer_subject=tls_peer_subject, throttle=login_throttle)
+                                    tls_peer_subject=tls_peer_subject, throttle=login_throttle,
+                                    connection_id=self.trail.connection_id)
             self._out += self._login.greeting()
             return
         user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
         if user is None:
             # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
-            log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
+            self._log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
+            self.trail.closing(CLOSED_BY_SERVER, None, "1.0 without SASL and no default user")
             self._out += SASL_HEADER
             self._finish()
             return
@@ -291,6 +302,8 @@ class Amqp10Engine:
         """Close the connection with ``amqp:connection:forced`` (SIGTERM drain)."""
         if self.closed:
             return
+        self.trail.closing(CLOSED_BY_SHUTDOWN if reason == "shutdown" else CLOSED_BY_SERVER,
+                           ErrorCondition.CONNECTION_FORCED.value, reason)
         if self._proton is None:
             self._finish()
             return
@@ -359,8 +372,10 @@ class Amqp10Engine:
         sasl = login.server
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None
+            self._mechanism = sasl.result.mechanism
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
+            self.trail.closing(CLOSED_BY_SERVER, "sasl-outcome", sasl.failure or "login refused")
             self.state = EngineState.CLOSED
             if login.release_at is not None:
                 self._handshake_deadline = None
@@ -484,10 +499,14 @@ class Amqp10Engine:
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
-        log.debug("1.0 connection %s: user %r, vhost %r", self.owner,
-                  self.user.name if self.user else None, name)
+        self.trail.authenticated(user.name, name, self._mechanism or None)
 
     def _on_connection_close(self, event: Event) -> None:
+        condition = event.connection.remote_condition
+        if condition is not None:
+            self.trail.closing(CLOSED_BY_CLIENT, condition.name, str(condition.description or ""))
+        else:
+            self.trail.closing(CLOSED_BY_CLIENT, None, "close")
         self._teardown()
         event.connection.close()
 
@@ -500,8 +519,13 @@ class Amqp10Engine:
 
     def _on_transport_error(self, event: Event) -> None:
         condition = event.transport.condition
-        log.info("1.0 connection from %s failed: %s", self.peer_host,
-                 condition.name + ": " + str(condition.description) if condition else "?")
+        text = condition.name + ": " + str(condition.description) if condition else "?"
+        self._log.debug("1.0 connection from %s failed: %s", self.peer_host, text)
+        if self._eof:
+            self.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without close")
+        else:
+            self.trail.closing(CLOSED_BY_SERVER, condition.name if condition else None,
+                               str(condition.description) if condition else "transport error")
         self._teardown()
 
     def _on_transport_closed(self, event: Event) -> None:
@@ -515,7 +539,7 @@ class Amqp10Engine:
             return
         if connection.state & Connection.LOCAL_CLOSED:
             return
-        log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
+        self._log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
         raise Amqp10Error(ErrorCondition.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, event: Event) -> None:
@@ -550,7 +574,7 @@ class Amqp10Engine:
         condition = Condition(error.condition.value, error.description)
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
-            log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
+            self._log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
             handler = self._links.drop(link)
             if handler is not None:
                 handler.teardown()
@@ -563,7 +587,8 @@ class Amqp10Engine:
             event.session.condition = condition
             event.session.close()
         else:
-            log.info("1.0 connection %s closed: %s", self.owner, error)
+            self._log.debug("1.0 connection %s closed: %s", self.owner, error)
+            self.trail.closing(CLOSED_BY_SERVER, error.condition.value, error.description)
             self._close_connection(error.condition, error.description)
 
     def _close_connection(self, condition: ErrorCondition, description: str) -> None:
@@ -596,6 +621,7 @@ class Amqp10Engine:
         else:
             phase = "1.0 open"
         self.timed_out = HandshakeTimeout(phase, self._handshake_timeout)
+        self.trail.closing(CLOSED_BY_SERVER, None, "handshake timeout")
         if self.state is EngineState.SASL or self._proton is None:
             self._finish()
         else:

@@ -218,6 +218,7 @@ class IncomingLink:
         """Publish a complete message and settle its transfer with the outcome (an
         accepted one the store wrote once it is on disk)."""
         writes = self._store.write_count
+        self.host.trail.messages_in += 1
         outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if self._store.write_count != writes and outcome == Delivery.ACCEPTED:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from gateway.auth import Action, User
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.broker.vhost import VirtualHost
+from gateway.connection_log import ConnectionTrail
 
 __all__ = ["LinkHost"]
 
@@ -29,6 +30,8 @@ class LinkHost(Protocol):
     closing: bool
     #: the operator's outcome for unroutable messages (a link's target may choose another)
     unroutable: UnroutablePolicy
+    #: the connection's log trail: links count its messages in and out
+    trail: ConnectionTrail
 
     @property
     def now(self) -> float: ...

@@ -102,6 +102,7 @@ class OutgoingLink:
             return
         tag = b"%d" % self._next_tag
         self._next_tag += 1
+        self.host.trail.messages_out += 1
         link = self.link
         impl = link._impl
         # the C delivery and C calls only: a Python Delivery wrapper per message costs

@@ -21,12 +21,14 @@ __all__ = ["SaslLogin"]
 class SaslLogin:
     """See the module docstring. ``peer`` is ``host:port`` for logs."""
 
-    __slots__ = ("server", "release_at", "_held", "_throttle", "_peer_host", "_peer", "_clock")
+    __slots__ = ("server", "release_at", "_held", "_throttle", "_peer_host", "_peer", "_clock",
+                 "_connection_id")
 
     def __init__(self, authenticator: Authenticator, *, peer_host: str, peer: str,
                  allow_anonymous: bool, tls_peer_subject: Optional[str],
-                 throttle: Optional[LoginThrottle]) -> None:
+                 throttle: Optional[LoginThrottle], connection_id: Optional[int] = None) -> None:
         self._throttle = throttle
+        self._connection_id = connection_id
         self._peer_host = peer_host
         self._peer = peer
         #: the time of the current input, for the gate (a list the gate shares: a gate that
@@ -64,7 +66,7 @@ class SaslLogin:
             answer_at = refuse_login(
                 self._throttle, sasl.refusal, address=self._peer_host, peer=self._peer,
                 user=sasl.claimed_user, protocol="AMQP 1.0", mechanism=sasl.mechanism_name,
-                now=now, answer_by=answer_by)
+                now=now, answer_by=answer_by, connection_id=self._connection_id)
             if answer_at > now:
                 # answer a suspected password guesser late (a timer, never a sleep)
                 self._held += out

@@ -64,7 +64,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from gateway.auth.errors import AuthenticationFailed, LoginThrottled
-from gateway.connection_log import RateLimitedLog
+from gateway.connection_log import RateLimitedLog, about_connection
 
 __all__ = ["LoginThrottle", "LoginRefusal", "address_key", "log_refused_login", "refuse_login",
            "THROTTLED_KIND"]
@@ -280,7 +280,8 @@ class LoginThrottle:
 
 
 def log_refused_login(*, protocol: str, mechanism: str, user: str | None, peer: str,
-                      reason: str, refusal: LoginRefusal | None, now: float) -> None:
+                      reason: str, refusal: LoginRefusal | None, now: float,
+                      connection_id: int | None = None) -> None:
     """The one line each checked, refused login gets (both protocols)."""
     if refusal is None or refusal.answer_at <= now:
         answer = "answered at once"
@@ -293,12 +294,13 @@ def log_refused_login(*, protocol: str, mechanism: str, user: str | None, peer: 
         counts = (f"; failures in the window: {refusal.address_failures} from the address, "
                   f"{refusal.user_failures} for the user")
     log.warning("login refused: user %r from %s (%s, %s): %s; %s%s",
-                user, peer, protocol, mechanism or "no mechanism", reason, answer, counts)
+                user, peer, protocol, mechanism or "no mechanism", reason, answer, counts,
+                extra=about_connection(connection_id))
 
 
 def refuse_login(throttle: LoginThrottle | None, exc: AuthenticationFailed, *, address: str,
                  peer: str, user: str | None, protocol: str, mechanism: str, now: float,
-                 answer_by: float | None) -> float:
+                 answer_by: float | None, connection_id: int | None = None) -> float:
     """What both engines do with a refused login: record it (unless the throttle refused
     it unchecked, which it logged itself), log it once, and return when to answer it
     (``now`` for at once). ``answer_by`` is the engine's handshake deadline."""
@@ -308,5 +310,5 @@ def refuse_login(throttle: LoginThrottle | None, exc: AuthenticationFailed, *, a
     if throttle is not None:
         refusal = throttle.refused(address, user, now, answer_by=answer_by)
     log_refused_login(protocol=protocol, mechanism=mechanism, user=user, peer=peer,
-                      reason=exc.reason, refusal=refusal, now=now)
+                      reason=exc.reason, refusal=refusal, now=now, connection_id=connection_id)
     return refusal.answer_at if refusal is not None else now

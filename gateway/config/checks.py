@@ -106,6 +106,10 @@ def _log_level(v: str) -> str | None:
     return None if v.upper() in ok else f"{v!r} is not one of {', '.join(ok)}"
 
 
+def _log_format(v: str) -> str | None:
+    return None if v in ("text", "json") else f"{v!r} is not one of text, json"
+
+
 def _fraction(v: float) -> str | None:
     return None if 0.0 < v <= 1.0 else f"{v} is not a fraction above 0.0 and at most 1.0"
 

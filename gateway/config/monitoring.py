@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import _checked, _host, _log_level, _non_negative, _port, _regex
+from gateway.config.checks import _checked, _host, _log_format, _log_level, _non_negative, _port, _regex
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +18,8 @@ class MetricsConfig:
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: str = _checked("INFO", check=_log_level)
+    #: ``text`` (a line per record) or ``json`` (an object per line, for a log pipeline)
+    format: str = _checked("text", check=_log_format)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,29 @@
 """The HTTP side: ``/metrics`` in Prometheus' text format, served by twisted.web."""
 from __future__ import annotations
 
+import logging
+
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 
-__all__ = ["MetricsResource", "make_site"]
+__all__ = ["MetricsResource", "QuietSite", "make_site"]
+
+log = logging.getLogger(__name__)
+
+
+class QuietSite(Site):
+    """A twisted.web site whose access log is at DEBUG: a scrape every few seconds, or
+    the dashboard's refresh, is no news to an operator (Twisted writes each at INFO)."""
+
+    noisy = False
+
+    def log(self, request) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s %s from %s", request.method.decode("ascii", "replace"),
+                      request.uri.decode("ascii", "replace"), request.code,
+                      getattr(request.getClientAddress(), "host", "?"))
 
 
 class MetricsResource(Resource):
@@ -30,6 +47,4 @@ def make_site(metrics: GatewayMetrics, path: str = "/metrics") -> Site:
         node.putChild(part.encode(), child)
         node = child
     node.putChild((parts[-1] if parts else "metrics").encode(), MetricsResource(metrics))
-    site = Site(root)
-    site.noisy = False
-    return site
+    return QuietSite(root)

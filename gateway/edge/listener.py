@@ -42,9 +42,10 @@ from twisted.internet.protocol import Factory
 from gateway.auth.limits import ListenerSlots
 from gateway.auth.throttle import LoginThrottle
 from gateway.config import ListenerConfig, TlsMode
-from gateway.connection_log import RateLimitedLog, peer_name
+from gateway.connection_log import ConnectionTrail, RateLimitedLog, peer_name
 from gateway.edge.sniffer import SniffingProtocol
 from gateway.edge.sockets import prepare_connection
+from gateway.edge.tls import tls_session
 from gateway.metrics import GatewayMetrics
 from gateway.protocol_header import HeaderKind
 
@@ -84,6 +85,8 @@ class AcceptedConnection:
     listener_slots: Optional[ListenerSlots] = None
     #: the connection runs over TLS (management shows it)
     tls: bool = False
+    #: the lines about this connection (opened, authenticated, closed)
+    trail: Optional[ConnectionTrail] = None
 
 
 EngineFactory = Callable[[AcceptedConnection], object]
@@ -93,6 +96,15 @@ _PROTOCOL_LABEL = {
     HeaderKind.AMQP09: "amqp09",
     HeaderKind.AMQP10_SASL: "amqp10",
     HeaderKind.AMQP10_PLAIN: "amqp10",
+}
+
+
+#: a protocol as the connection lines name it (management's names for 0-9-1 and 1.0)
+_PROTOCOL_NAME = {
+    HeaderKind.AMQP091: "AMQP 0-9-1",
+    HeaderKind.AMQP09: "AMQP 0-9",
+    HeaderKind.AMQP10_SASL: "AMQP 1.0",
+    HeaderKind.AMQP10_PLAIN: "AMQP 1.0",
 }
 
 
@@ -168,13 +180,26 @@ class ListenerFactory(Factory):
     def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol,
                     tls_peer_subject: Optional[str] = None) -> object:
         peer = proto.transport.getPeer()
+        trail = self.trail(proto, kind)
         ctx = AcceptedConnection(
             connection_id=proto.connection_id, kind=kind, header=header,
             peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
             listener=self.listener, now=self.reactor.seconds(),
             tls_peer_subject=tls_peer_subject, listener_slots=self.slots,
-            tls=bool(getattr(proto, "in_tls", False)))
+            tls=bool(getattr(proto, "in_tls", False)), trail=trail)
         return self.engine_factory(ctx)
+
+    def trail(self, proto: SniffingProtocol, kind: HeaderKind) -> ConnectionTrail:
+        """The connection's trail, its open line written."""
+        transport = proto.transport
+        version, sni = tls_session(transport) if getattr(proto, "in_tls", False) else (None, None)
+        local = transport.getHost()
+        listener = self.listener.name or peer_name(getattr(local, "host", ""), getattr(local, "port", 0))
+        trail = ConnectionTrail(proto.connection_id, peer=self.peer_text(proto), listener=listener,
+                                protocol=_PROTOCOL_NAME.get(kind, kind.value),
+                                opened_at=self.reactor.seconds(), tls_version=version, sni=sni)
+        trail.opened()
+        return trail
 
     def connection_started(self, proto: SniffingProtocol) -> None:
         prepare_connection(proto.transport)
@@ -192,6 +217,9 @@ class ListenerFactory(Factory):
             served = proto.effective
             if served.driver is not None and served.kind is not None:
                 self.metrics.connections_open.labels(_PROTOCOL_LABEL.get(served.kind, served.kind.value)).dec()
+                trail = getattr(served.driver.engine, "trail", None)
+                if trail is not None:
+                    trail.closed(self.reactor.seconds())
         if not self.connections and self._drained is not None and not self._drained.called:
             self._drained.callback(None)
 

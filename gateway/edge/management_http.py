@@ -17,6 +17,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from gateway.auth import Authenticator
+from gateway.edge.http import QuietSite
 from gateway.management.http_api import ApiRequest, ApiResponse, HttpApi, handle, split_path
 from gateway.management.http_auth import REALM, BasicAuthenticator
 from gateway.management.http_errors import HttpError
@@ -115,7 +116,6 @@ class ManagementResource(Resource):
 
 
 def make_management_site(api: HttpApi, authenticator: Authenticator) -> Site:
-    site = Site(ManagementResource(api, BasicAuthenticator(authenticator)))
-    site.noisy = False
+    site = QuietSite(ManagementResource(api, BasicAuthenticator(authenticator)))
     site.displayTracebacks = False
     return site

@@ -168,6 +168,17 @@ def peer_subject(transport) -> Optional[str]:
     return cert.subject.rfc4514_string()
 
 
+def tls_session(transport) -> tuple[Optional[str], Optional[str]]:
+    """The negotiated TLS version (``TLSv1.3``) and the client's SNI name of a TLS
+    transport, for the connection's open line; (None, None) without TLS."""
+    get = getattr(transport, "getHandle", None)
+    conn = get() if get is not None else None
+    if not isinstance(conn, SSL.Connection):
+        return None, None
+    name = conn.get_servername()
+    return conn.get_protocol_version_name(), name.decode("ascii", "replace") if name else None
+
+
 def end_connection(transport) -> None:
     """Close a connection once what was written to it is sent; over TLS, our close_notify
     and then the TCP connection under it at once.

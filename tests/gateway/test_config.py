@@ -511,3 +511,10 @@ def test_management_alerts():
         load_config_text("management:\n  alerts:\n    queue_depth: -1\n")
     with pytest.raises(ConfigError, match="pattern"):
         load_config_text("management:\n  alerts:\n    queues:\n      - pattern: '('\n")
+
+
+def test_logging_format_is_text_or_json():
+    assert GatewayConfig().logging.format == "text"
+    assert load_config_text("logging:\n  format: json\n").logging.format == "json"
+    with pytest.raises(ConfigError, match="logging.format.*'xml' is not one of text, json"):
+        load_config_text("logging:\n  format: xml\n")

@@ -78,3 +78,64 @@ def test_handshake_timeout_wording(lines):
         "handshake timeout: 10.0.0.1:4000 stalled in phase '1.0 SASL init' for 10.0s; closed",
         f"{HANDSHAKE_TIMEOUT_KIND}: 1 more in the last 10s not logged: 1 protocol header",
     ]
+
+
+# -- the lines about one connection -------------------------------------------------------
+
+from gateway.connection_log import (CONNECTION_ID, ConnectionLogger,  # noqa: E402
+                                    ConnectionTrail, TextFormatter)
+
+
+@pytest.fixture
+def trail_records(caplog):
+    caplog.set_level(logging.INFO, logger="gateway.connection_log")
+    return lambda: [r for r in caplog.records if r.name == "gateway.connection_log"]
+
+
+def _trail() -> ConnectionTrail:
+    return ConnectionTrail(7, peer="127.0.0.1:50432", listener="127.0.0.1:5672",
+                           protocol="AMQP 1.0", opened_at=100.0, tls_version="TLSv1.3",
+                           sni="gw.example.org")
+
+
+def test_the_trail_tells_open_login_and_close_with_its_id(trail_records):
+    trail = _trail()
+    trail.opened()
+    trail.authenticated("app", "/", "PLAIN")
+    trail.messages_in, trail.messages_out = 10, 5
+    trail.closing("client", "amqp:connection:forced", "bye")
+    trail.closing("server", 320, "later words do not replace the first")
+    trail.closed(103.25)
+    trail.closed(104.0)  # once only
+    opened, login, closed = trail_records()
+    assert [getattr(r, CONNECTION_ID) for r in (opened, login, closed)] == [7, 7, 7]
+    assert opened.getMessage() == ("connection opened: 127.0.0.1:50432 on listener 127.0.0.1:5672, "
+                                   "AMQP 1.0, TLS TLSv1.3, SNI gw.example.org")
+    assert login.getMessage() == ("connection authenticated: user 'app', vhost '/', mechanism PLAIN "
+                                  "(AMQP 1.0, 127.0.0.1:50432)")
+    assert closed.getMessage() == ("connection closed by client: amqp:connection:forced bye; "
+                                   "127.0.0.1:50432, user 'app', open 3.2s, messages in 10, out 5")
+    assert (closed.closed_by, closed.duration_s, closed.messages_in) == ("client", 3.25, 10)
+
+
+def test_a_connection_nobody_closed_was_lost(trail_records):
+    trail = _trail()
+    trail.closed(101.0)
+    [closed] = trail_records()
+    assert closed.closed_by == "peer lost" and closed.reason == "connection lost"
+
+
+def test_text_lines_about_a_connection_start_with_its_id():
+    formatter = TextFormatter()
+    about = logging.LogRecord("x", logging.INFO, __file__, 1, "hello %s", ("you",), None)
+    setattr(about, CONNECTION_ID, 7)
+    plain = logging.LogRecord("x", logging.INFO, __file__, 1, "plain", (), None)
+    assert formatter.format(about).endswith(" INFO x: [#7] hello you")
+    assert formatter.format(plain).endswith(" INFO x: plain")
+
+
+def test_a_connection_logger_adds_the_id_and_keeps_the_call_s_extra(caplog):
+    caplog.set_level(logging.INFO, logger="tests.connection_log")
+    ConnectionLogger(log, 9).info("x", extra={"event": "e"})
+    [record] = [r for r in caplog.records if r.name == "tests.connection_log"]
+    assert (getattr(record, CONNECTION_ID), record.event) == (9, "e")

@@ -22,7 +22,7 @@ from gateway.auth import hash_password
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _LISTEN = re.compile(r"listening on (\S+):(\d+)")
-_METRICS = re.compile(r"metrics on http://(\S+?):(\d+)(/\S*)")
+_METRICS = re.compile(r"metrics on http://(\S+?):(\d+)(/[^\s\"]*)")  # also inside a JSON log line
 _MANAGEMENT = re.compile(r"management API on http://(\S+?):(\d+)/")
 _READY = re.compile(r"gateway \S+ ready")
 
