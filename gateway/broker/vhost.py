@@ -514,15 +514,22 @@ class VirtualHost:
 
     def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
         """Publish a dead-lettered copy (made by ``MessageContainer.with_death``) to its
-        ``exchange`` with its ``routing_key``. A missing dead-letter exchange drops it.
-        Like RabbitMQ, a queue already in the message's x-death is skipped unless some
-        death was a rejection (a cycle of automatic dead-lettering would never end).
-        The copy gets a new ``gateway_id``; its routing verdict goes to the ledger
-        (routed / unroutable / refused, ``reason`` = the death reason)."""
+        ``exchange`` with its ``routing_key``: ``publish_own`` as a dead-letter copy."""
+        return self.publish_own(message, now, dead_letter=True)
+
+    def publish_own(self, message: MessageContainer, now: float, *, dead_letter: bool = False) -> PublishResult:
+        """The broker publishes a message of its own (a dead-lettered copy, a broadcast
+        event) to its ``exchange`` with its ``routing_key``: internal exchanges take it,
+        it gets a new ``gateway_id``, and its routing verdict goes to the ledger as what
+        it was (``dead_letter``: a copy, ``reason`` = the death reason; else the
+        broker's event). A missing exchange drops it. For a dead-letter copy, like
+        RabbitMQ, a queue already in the message's x-death is skipped unless some death
+        was a rejection (a cycle of automatic dead-lettering would never end)."""
         source = self.exchanges.get(message.exchange)
         if source is None:
-            log.debug("dead-letter exchange %r missing in vhost %r: message dropped", message.exchange, self.name)
-            self._record_dead_letter_verdict(message, _NOTHING, now, copied=False)
+            log.debug("exchange %r of the broker's own message missing in vhost %r: dropped",
+                      message.exchange, self.name)
+            self._record_own_verdict(message, _NOTHING, now, dead_letter, copied=False)
             return _NOTHING
         if self.broker is not None:
             message.gateway_id = self.broker.next_gateway_id()
@@ -532,15 +539,15 @@ class VirtualHost:
         else:
             queues = self.route(source, message)
         deaths = message.deaths or ()
-        if queues and not any(d.get("reason") == "rejected" for d in deaths):
+        if dead_letter and queues and not any(d.get("reason") == "rejected" for d in deaths):
             seen = {d.get("queue") for d in deaths}
             queues = [q for q in queues if q.name not in seen]
         result = self._deliver(queues, message, now)
-        self._record_dead_letter_verdict(message, result, now)
+        self._record_own_verdict(message, result, now, dead_letter)
         return result
 
-    def _record_dead_letter_verdict(self, message: MessageContainer, result: PublishResult,
-                                    now: float, copied: bool = True) -> None:
+    def _record_own_verdict(self, message: MessageContainer, result: PublishResult, now: float,
+                            dead_letter: bool, copied: bool = True) -> None:
         ledger = self.ledger
         if ledger is None:
             return
@@ -550,6 +557,10 @@ class VirtualHost:
             event = EventKind.REFUSED
         else:
             event = EventKind.UNROUTABLE
+        if not dead_letter:
+            if copied:
+                ledger.broker_message(now, self.name, message, event, result.queues)
+            return
         deaths = message.deaths
         ledger.dead_letter_copy(now, self.name, message, event, result.queues,
                                 str(deaths[0].get("reason")) if deaths else None, copied)

@@ -11,8 +11,9 @@ vhost), ``queue.created`` / ``queue.deleted``, ``exchange.created`` /
 ``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
 while no one is bound, so an idle event exchange costs a dict lookup per event.
 
-The event is published the way the broker publishes its own messages (the path of
-dead-lettered copies: to internal exchanges too, with a gateway id and a ledger row).
+The event is published as the broker's own message (``VirtualHost.publish_own``: to
+internal exchanges too, with a gateway id and a ledger verdict of its own, not a
+dead-letter copy's).
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class EventPublisher:
             headers = {**plain(properties), "timestamp_in_ms": int(now * 1000)}
             message = event_container(headers, now)
             message.exchange, message.routing_key = EVENT_EXCHANGE, kind
-            target.dead_letter(message, now)  # the broker's own publish (see the docstring)
+            target.publish_own(message, now)
             sent += 1
         return sent
 
