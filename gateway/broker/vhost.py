@@ -399,6 +399,8 @@ class VirtualHost:
         self._inbound.setdefault((destination_kind, destination), {})[binding] = None
         if source.durable and _stored(dest):
             self.store.save_binding(_binding_record(self.name, binding))
+        if self.broker is not None:
+            self.broker.entity_event("binding.created", self.name, binding)
         return True
 
     def unbind(
@@ -434,6 +436,8 @@ class VirtualHost:
                 del self._inbound[(binding.destination_kind, binding.destination)]
         if store and source.durable and _stored(dest):
             self.store.delete_binding(_binding_record(self.name, binding))
+        if self.broker is not None:
+            self.broker.entity_event("binding.deleted", self.name, binding)
         if cascade and source.auto_delete and not source.bindings and not source.deleted:
             self._drop_exchange(source)
 

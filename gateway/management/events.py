@@ -7,8 +7,10 @@ event arrives as a message whose routing key names it and whose headers (1.0
 application-properties) carry its properties and ``timestamp_in_ms``; the body is
 empty. Events: ``connection.created`` / ``connection.closed`` (in the connection's
 vhost), ``queue.created`` / ``queue.deleted``, ``exchange.created`` /
-``exchange.deleted``, ``alarm.set`` / ``alarm.cleared`` and the threshold alerts'
-``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
+``exchange.deleted``, ``binding.created`` / ``binding.deleted`` (RabbitMQ's headers:
+``source_name``, ``source_kind``, ``destination_name``, ``destination_kind``,
+``routing_key``, ``arguments``, ``vhost``), ``alarm.set`` / ``alarm.cleared`` and the
+threshold alerts' ``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
 while no one is bound, so an idle event exchange costs a dict lookup per event.
 
 The event is published as the broker's own message (``VirtualHost.publish_own``: to
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from gateway.broker import Broker, Exchange, Queue
+from gateway.broker import Binding, Broker, Exchange, Queue
 from gateway.broker.connection_views import plain
 
 from .messages import event_container
@@ -77,6 +79,13 @@ class EventPublisher:
             props = {"name": entity.name, "vhost": vhost, "type": entity.type.value,
                      "durable": entity.durable, "auto_delete": entity.auto_delete,
                      "internal": entity.internal, "arguments": entity.arguments}
+        elif isinstance(entity, Binding):
+            self.emit(kind, vhost, {"source_name": entity.source, "source_kind": "exchange",
+                                    "destination_name": entity.destination,
+                                    "destination_kind": entity.destination_kind.value,
+                                    "routing_key": entity.routing_key,
+                                    "arguments": entity.arguments, "vhost": vhost})
+            return
         else:
             return
         if kind.endswith(".deleted"):
