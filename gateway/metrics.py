@@ -176,14 +176,18 @@ class GatewayMetrics:
         self.add_model_collector(lambda: _unroutable_samples(broker), counters=True)
         self.add_model_collector(lambda: _entity_totals(broker), counters=True)
 
-    def watch_alerts(self, monitor: Any) -> None:
-        """The threshold alerts (``gateway.management.alerts``): one sample per raised
-        alert, and the alerts raised so far."""
+    def watch_alerts(self, monitor: Any, remotes: Any = None) -> None:
+        """The threshold alerts (``gateway.management.alerts``, and the per-remote ones of
+        ``remote_alerts`` when forwarding is on): one sample per raised alert, and the
+        alerts raised so far."""
 
         def active():
             for (alert, vhost, queue), _value in list(monitor.active.items()):
                 yield ("amqp_gateway_alert_active", "1 while a queue is over an alert threshold "
                        "(management.alerts)", {"alert": alert, "vhost": vhost, "queue": queue}, 1)
+            for (alert, remote), _value in list(remotes.active.items()) if remotes is not None else ():
+                yield ("amqp_gateway_remote_alert_active", "1 while a forwarding remote is over "
+                       "an alert threshold (management.alerts)", {"alert": alert, "remote": remote}, 1)
 
         def raised():
             for alert, count in monitor.raised_total.items():
