@@ -334,7 +334,7 @@ class GatewayService(service.MultiService):
         mg = self.config.management
         if mg.enabled:
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
-            site = make_management_site(api, self.authenticator)
+            site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
                 mg.host, mg.port, "management.port")
