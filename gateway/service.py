@@ -157,6 +157,7 @@ class GatewayService(service.MultiService):
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker, reactor.seconds)
+        self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
