@@ -1,7 +1,6 @@
 """Broadcast events on amq.rabbitmq.event and threshold alerts, against a real gateway."""
 from __future__ import annotations
 
-import time
 import urllib.request
 
 import pika
@@ -9,6 +8,7 @@ import pytest
 from proton.utils import BlockingConnection
 
 from tests.support.amqp091_clients import pika_params
+from tests.support.event_exchange import events_of
 from tests.support.gateway_process import GatewayProcess, default_config
 
 pytestmark = pytest.mark.integration
@@ -28,18 +28,6 @@ def proton_to(gw) -> BlockingConnection:
     return BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest", password="guest",
                               virtual_host="vhost:/", allowed_mechs="PLAIN", allow_insecure_mechs=True,
                               timeout=10)
-
-
-def events_of(channel, queue: str, count: int, timeout: float = 10.0) -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < count and time.monotonic() < deadline:
-        method, props, _body = channel.basic_get(queue, auto_ack=True)
-        if method is None:
-            time.sleep(0.05)
-            continue
-        out.append((method.routing_key, props.headers or {}))
-    return out
 
 
 def test_a_bound_consumer_sees_a_connection_open_and_close(gw) -> None:

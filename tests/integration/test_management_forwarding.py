@@ -13,6 +13,7 @@ import pytest
 
 from tests.integration.test_forwarding_two_gateways import Pair, metrics
 from tests.support.amqp091_clients import pika_params
+from tests.support.event_exchange import events_of
 from tests.support.management_http import call, management_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,18 +82,6 @@ def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
 REMOTE_ALERTS = "management:\n  alerts:\n    remote_down_time: 1.0\n    remote_outbox_depth: 2\n"
 
 
-def _events(ch, queue: str, count: int, timeout: float = 30.0) -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < count and time.monotonic() < deadline:
-        method, props, _body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            time.sleep(0.05)
-            continue
-        out.append((method.routing_key, props.headers or {}))
-    return out
-
-
 def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(tmp_path):
     pair = Pair(tmp_path, a_extra=REMOTE_ALERTS).start()
     try:
@@ -103,21 +92,21 @@ def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(t
         for pattern in ("remote.*", "alert.*"):
             ch.queue_bind(events, "amq.rabbitmq.event", pattern)
         pair.b.kill()
-        down = _events(ch, events, 2)
+        down = events_of(ch, events, 2, timeout=30)
         assert [(k, h.get("name") or h.get("alert")) for k, h in down] == [
             ("remote.down", "org-b"), ("alert.raised", "remote_down_time")]
         assert down[0][1]["last_error"] and down[0][1]["node"] == "org-a"
         assert down[1][1]["remote"] == "org-b" and down[1][1]["threshold"] == 1.0
         for i in range(2):  # waiting in org-a's outbox while org-b is down
             ch.basic_publish("", "orders@org-b", b"m %d" % i, pika.BasicProperties(delivery_mode=2))
-        [deep] = _events(ch, events, 1)
+        [deep] = events_of(ch, events, 1, timeout=30)
         assert (deep[0], deep[1]["alert"], deep[1]["value"]) == ("alert.raised", "remote_outbox_depth", 2)
         assert pair.a.wait_for_log(r"alert raised: remote_down_time of remote 'org-b' is \d+\.\ds "
                                    r"\(threshold 1\.0s\)")
         scrape = dict(metrics(pair.a))
         assert scrape[("amqp_gateway_remote_alert_active", ("alert", "remote_down_time"), ("remote", "org-b"))] == 1
         pair.b = pair.make_b().start()
-        up = _events(ch, events, 3)
+        up = events_of(ch, events, 3, timeout=30)
         assert sorted((k, h.get("name") or h.get("alert")) for k, h in up) == [
             ("alert.cleared", "remote_down_time"), ("alert.cleared", "remote_outbox_depth"),
             ("remote.up", "org-b")]
