@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.connection_log import peer_name
 from gateway.product import __version__
+from translators.carried_counts import CARRIED
 
 __all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST", "Sample", "parse_exposition"]
 
@@ -176,14 +177,32 @@ class GatewayMetrics:
         self.add_model_collector(lambda: _unroutable_samples(broker), counters=True)
         self.add_model_collector(lambda: _entity_totals(broker), counters=True)
 
-    def watch_alerts(self, monitor: Any) -> None:
-        """The threshold alerts (``gateway.management.alerts``): one sample per raised
-        alert, and the alerts raised so far."""
+    def watch_conversions(self) -> None:
+        """Cross-protocol conversions that carried a field the other protocol has no
+        place for, by direction and the reserved name it went under
+        (``translators.carried_counts``)."""
+
+        def carried():
+            for (direction, name), count in list(CARRIED.items()):
+                yield ("amqp_gateway_lossy_conversions", "Messages converted across the "
+                       "protocols that carried a field the other protocol cannot represent, "
+                       "by direction and the reserved name it was carried under",
+                       {"direction": direction, "carried": name}, count)
+
+        self.add_model_collector(carried, counters=True)
+
+    def watch_alerts(self, monitor: Any, remotes: Any = None) -> None:
+        """The threshold alerts (``gateway.management.alerts``, and the per-remote ones of
+        ``remote_alerts`` when forwarding is on): one sample per raised alert, and the
+        alerts raised so far."""
 
         def active():
             for (alert, vhost, queue), _value in list(monitor.active.items()):
                 yield ("amqp_gateway_alert_active", "1 while a queue is over an alert threshold "
                        "(management.alerts)", {"alert": alert, "vhost": vhost, "queue": queue}, 1)
+            for (alert, remote), _value in list(remotes.active.items()) if remotes is not None else ():
+                yield ("amqp_gateway_remote_alert_active", "1 while a forwarding remote is over "
+                       "an alert threshold (management.alerts)", {"alert": alert, "remote": remote}, 1)
 
         def raised():
             for alert, count in monitor.raised_total.items():

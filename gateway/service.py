@@ -49,6 +49,7 @@ from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
@@ -156,6 +157,7 @@ class GatewayService(service.MultiService):
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)
         self.metrics.watch_broker(self.broker, reactor.seconds)
+        self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
@@ -173,10 +175,11 @@ class GatewayService(service.MultiService):
             self.broker, self.connection_registry, self.authenticator, self.users, clock=reactor.seconds,
             forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
-            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues])
+            rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues],
+            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time))
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
-        self.metrics.watch_alerts(self.management_plane.alerts)
+        self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
         self.login_throttle = LoginThrottle(
@@ -333,7 +336,7 @@ class GatewayService(service.MultiService):
         mg = self.config.management
         if mg.enabled:
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
-            site = make_management_site(api, self.authenticator)
+            site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
                 mg.host, mg.port, "management.port")

@@ -20,6 +20,7 @@ from translators.carried_sections import (MISSING, carried_application, carried_
                                           property_candidate, restored_application)
 from translators.property_forms import (CARRIED_PROPERTIES, amqp10_field_value, expiration_ttl,
                                         same_typed)
+from translators.carried_counts import TO_AMQP10, count_carried
 from translators.delivery_header import with_delivery_header
 from translators.section_scan import SectionCode, binary_section_head
 from translators.typed_values import from_field_value, map_from_field
@@ -59,9 +60,12 @@ _APPLICATION_PROPERTIES_CODE = int(SectionCode.APPLICATION_PROPERTIES)
 _FOOTER_CODE = int(SectionCode.FOOTER)
 
 
-#: the encoded sections before the body, by (properties, exchange, routing key), for
-#: property lists that recur (see to_amqp10)
-_PREFIXES: dict[tuple, bytes] = {}
+#: the encoded sections before the body and the annotations they carry, by (properties,
+#: exchange, routing key), for property lists that recur (see to_amqp10)
+_PREFIXES: dict[tuple, tuple[bytes, tuple[str, ...]]] = {}
+#: the annotations that carry what 1.0 has no field for (``carried_counts``)
+_CARRYING = frozenset(str(a) for a in vars(Annotation).values()
+                      if isinstance(a, symbol) and a.startswith("x-amqp-0-9-1-"))
 PREFIXES_MAX = 256
 
 
@@ -99,31 +103,40 @@ def to_amqp10(
             and properties.type != AMQP10_BODY_TYPE):
         key = (properties if raw_properties is None else raw_properties, exchange,
                routing_key, first_delivery)
-        prefix = _PREFIXES.get(key)
-        if prefix is None:
-            prefix = _sections_before_body(properties, exchange, routing_key)
+        kept = _PREFIXES.get(key)
+        if kept is None:
+            kept = _sections_before_body(properties, exchange, routing_key)
             if first_delivery:
-                prefix = with_delivery_header(prefix, delivery_count=0, first_acquirer=True)
+                kept = with_delivery_header(kept[0], delivery_count=0, first_acquirer=True), kept[1]
             if len(_PREFIXES) >= PREFIXES_MAX:
                 _PREFIXES.clear()
-            _PREFIXES[key] = prefix
+            _PREFIXES[key] = kept
+        prefix, carried = kept
+        if carried:
+            count_carried(TO_AMQP10, carried)
         return b"".join((prefix, binary_section_head(SectionCode.DATA, len(body)), body))
-    encoded = _to_amqp10(properties, body, exchange, routing_key)
+    encoded, carried = _to_amqp10(properties, body, exchange, routing_key)
+    if carried:
+        count_carried(TO_AMQP10, carried)
     if first_delivery:
         return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
     return encoded
 
 
-def _sections_before_body(properties: BasicProperties, exchange: str, routing_key: str) -> bytes:
+def _sections_before_body(properties: BasicProperties, exchange: str,
+                          routing_key: str) -> tuple[bytes, tuple[str, ...]]:
     """What ``_to_amqp10`` writes before the body for properties without headers (and so
-    without a footer): its output for an empty body, less the empty body's section."""
+    without a footer): its output for an empty body, less the empty body's section; and
+    the annotations that carry fields."""
     empty_body = body_to_amqp10(b"", False)
-    encoded = _to_amqp10(properties, b"", exchange, routing_key)
+    encoded, carried = _to_amqp10(properties, b"", exchange, routing_key)
     assert encoded.endswith(empty_body)
-    return encoded[:len(encoded) - len(empty_body)]
+    return encoded[:len(encoded) - len(empty_body)], carried
 
 
-def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str, routing_key: str) -> bytes:
+def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str,
+               routing_key: str) -> tuple[bytes, tuple[str, ...]]:
+    """The encoded message, and the names of the annotations carrying 0-9-1-only fields."""
     headers = properties.headers
     if headers:
         headers = dict(headers)
@@ -203,12 +216,13 @@ def _to_amqp10(properties: BasicProperties, body: bytes, exchange: str, routing_
                 (_MESSAGE_ANNOTATIONS_CODE, annotations), (_PROPERTIES_CODE, props),
                 (_APPLICATION_PROPERTIES_CODE, application))
     encoded_body = body_to_amqp10(body, as_sections)
+    carried = tuple(str(k) for k in annotations if k in _CARRYING)
     try:
-        return _encode(sections, encoded_body, footer)
+        return _encode(sections, encoded_body, footer), carried
     except Unencodable:
         pass  # an array somewhere, say: proton encodes this one
     try:
-        return _encode_with_proton(sections, encoded_body, footer)
+        return _encode_with_proton(sections, encoded_body, footer), carried
     except (DataException, KeyError, TypeError, UnicodeEncodeError) as exc:
         raise TranslationError("encoding", f"cannot encode: {exc!r}") from None
 

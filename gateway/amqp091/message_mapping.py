@@ -31,6 +31,7 @@ from gateway.broker.message import Encoding, MessageContainer
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
+from translators.carried_counts import TO_AMQP091, count_carried, headers_carried
 from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
                                      with_added_annotations)
 from translators.field_types import Timestamp
@@ -123,6 +124,9 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
             elif not message.deaths:
                 return _render_amqp10(encoded, message.body_at)
             props, body = to_amqp091(encoded)
+            carried = headers_carried(props.headers)
+            if carried:
+                count_carried(TO_AMQP091, carried)
         except TranslationError as exc:
             log.warning("cannot translate 1.0 message #%s for 0-9-1: %s; sent without properties",
                         message.gateway_id, exc)
@@ -132,9 +136,10 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
     return encode_properties(props), body
 
 
-#: encoded 0-9-1 properties by ``(prefix, labelled)`` of a 1.0 message
+#: encoded 0-9-1 properties and the reserved headers carrying 1.0-only fields
+#: (``carried_counts``) by ``(prefix, labelled)`` of a 1.0 message
 #: (``properties_source``); at most ``RENDERED_MAX``, forgotten at once when full
-_RENDERED: dict[tuple[bytes, bool], bytes] = {}
+_RENDERED: dict[tuple[bytes, bool], tuple[bytes, tuple[str, ...]]] = {}
 RENDERED_MAX = 256
 
 
@@ -143,20 +148,29 @@ def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes
     from ``_RENDERED`` when an earlier message had the same sections before its body;
     with the message's ``body_at`` a hit needs no scan at all. Raises ``TranslationError``."""
     if body_at is not None:
-        rendered = _RENDERED.get((encoded[:body_at], False))
-        if rendered is not None:
-            return rendered, plain_body(encoded, body_at)
+        kept = _RENDERED.get((encoded[:body_at], False))
+        if kept is not None:
+            if kept[1]:
+                count_carried(TO_AMQP091, kept[1])
+            return kept[0], plain_body(encoded, body_at)
     prefix, labelled, body, spans = properties_source(encoded)
     if prefix is None:
-        return encode_properties(amqp091_properties(encoded, spans, body, labelled)), body
+        props = amqp091_properties(encoded, spans, body, labelled)
+        carried = headers_carried(props.headers)
+        if carried:
+            count_carried(TO_AMQP091, carried)
+        return encode_properties(props), body
     key = (prefix, labelled)
-    rendered = _RENDERED.get(key)
-    if rendered is None:  # scanned once and the body made once, hit or miss
-        rendered = encode_properties(amqp091_properties(encoded, spans, body, labelled))
+    kept = _RENDERED.get(key)
+    if kept is None:  # scanned once and the body made once, hit or miss
+        props = amqp091_properties(encoded, spans, body, labelled)
+        kept = encode_properties(props), headers_carried(props.headers)
         if len(_RENDERED) >= RENDERED_MAX:
             _RENDERED.clear()
-        _RENDERED[key] = rendered
-    return rendered, body
+        _RENDERED[key] = kept
+    if kept[1]:
+        count_carried(TO_AMQP091, kept[1])
+    return kept[0], body
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

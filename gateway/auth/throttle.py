@@ -217,6 +217,13 @@ class LoginThrottle:
         record = self._addresses.get(address_key(address))
         return 0 if record is None else self._count(record.holds, now, horizon=now)
 
+    def slot_free_at(self, address: str, now: float) -> float:
+        """When ``address`` next has a free slot: ``now`` if it has one (what an answer
+        that cannot be held, HTTP's 429, gives as ``Retry-After``)."""
+        if self.pending(address, now) < self.max_pending:
+            return now
+        return self._addresses[address_key(address)].holds[0]
+
     def prune(self, now: float) -> None:
         """Drop every entry with nothing left inside the window (call from a timer)."""
         horizon = now - self.window

@@ -239,8 +239,10 @@ class Broker:
 
     # ------------------------------------------------------------------ entity events
     def add_entity_listener(self, listener: EntityListener) -> None:
-        """Tell ``listener`` of queues and exchanges created and deleted (kinds
-        ``queue.created``, ``queue.deleted``, ``exchange.created``, ``exchange.deleted``);
+        """Tell ``listener`` of queues, exchanges and bindings created and deleted (kinds
+        ``queue.created``, ``queue.deleted``, ``exchange.created``, ``exchange.deleted``,
+        ``binding.created``, ``binding.deleted``: a queue's or exchange's deletion tells
+        of each binding it took with it first);
         management publishes them as events. Never called on the message path."""
         self._entity_listeners.append(listener)
 

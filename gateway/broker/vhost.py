@@ -1,9 +1,8 @@
 """VirtualHost: the namespace of exchanges, queues and bindings.
 
 Declares, deletes and equivalence checks follow RabbitMQ 3.x (error kinds and texts that
-name the entity and the vhost). Publishing routes through the exchange graph with a
-visited set (exchange-to-exchange bindings may form cycles; each queue gets a message at
-most once), falling back to an exchange's ``alternate-exchange`` when it routes nothing.
+name the entity and the vhost). Bindings are ``vhost_bindings.VhostBindings``'s,
+publishing ``vhost_publish.VhostPublishing``'s (mixins of ``VirtualHost``).
 
 Decisions where RabbitMQ and the brief differ: redeclaring a queue of the *same* owner
 with a different ``exclusive`` flag is PreconditionFailed naming ``exclusive`` (RabbitMQ
@@ -14,10 +13,9 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
-from gateway.ledger import EventKind
-from gateway.store.interface import BindingRecord, ExchangeRecord, NullStore, QueueRecord, Store
+from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
@@ -26,8 +24,9 @@ from .flow import ProducerGate
 from .message import MessageContainer
 from .queue_storage import QueueStorage
 from .queues import Queue
-from .service_calls import ServiceCaller, call_service
+from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, VhostBindings
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
+from .vhost_publish import PublishResult, VhostPublishing
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -48,8 +47,6 @@ PREDECLARED_EXCHANGES: dict[str, str] = {
 #: pre-declared exchanges clients may bind to but not publish to (the broker's events)
 INTERNAL_EXCHANGES = frozenset({"amq.rabbitmq.event"})
 
-_DEFAULT_EXCHANGE_REFUSED = "operation not permitted on the default exchange"
-
 
 class ServiceNode(Protocol):
     """A node that is not a queue (``amqp$transfer``, ``amqp$management``, forwarders),
@@ -58,42 +55,7 @@ class ServiceNode(Protocol):
     def publish(self, message: MessageContainer, now: float) -> None: ...
 
 
-class PublishResult(NamedTuple):
-    """What a publish did.
-
-    ``queues``: queues that took the message; ``rejected``: queues that refused it
-    (``reject-publish`` overflow: 0-9-1 nacks the confirm); ``service``: the service node
-    name it was handed to, if any. ``routed`` is False for an unroutable message
-    (0-9-1 ``mandatory`` returns it).
-
-    A named tuple, not a frozen dataclass: one is made per publish, and a frozen
-    dataclass's ``__init__`` costs twice as much.
-    """
-
-    queues: tuple[Queue, ...] = ()
-    rejected: tuple[Queue, ...] = ()
-    service: Optional[str] = None
-
-    @property
-    def routed(self) -> bool:
-        return bool(self.queues or self.rejected or self.service is not None)
-
-    @property
-    def count(self) -> int:
-        """Number of queues that took the message."""
-        return len(self.queues)
-
-
-_NOTHING = PublishResult()
-
-
-def _took_alone(queue: Queue) -> PublishResult:
-    """``queue``'s result for a message it alone took, made on first use."""
-    result = queue.took_alone = PublishResult((queue,))
-    return result
-
-
-class VirtualHost:
+class VirtualHost(VhostBindings, VhostPublishing):
     """See the module docstring. ``broker`` supplies the memory gate, the store, the
     service registry and gateway ids; without one (tests) the vhost makes its own."""
 
@@ -183,7 +145,7 @@ class VirtualHost:
             return self.checked_exchange(name)
         cls = exchange_class(type)
         if name == "":
-            raise AccessRefused(_DEFAULT_EXCHANGE_REFUSED)
+            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
         existing = self.exchanges.get(name)
         if existing is None:
             if name.startswith("amq."):
@@ -212,7 +174,7 @@ class VirtualHost:
         an error (RabbitMQ). Raises AccessRefused for the default and pre-declared
         exchanges, PreconditionFailed if ``if_unused`` and it is a binding source."""
         if name == "":
-            raise AccessRefused(_DEFAULT_EXCHANGE_REFUSED)
+            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
         exchange = self.exchanges.get(name)
         if exchange is None:
             return
@@ -368,192 +330,6 @@ class VirtualHost:
                 self.forget_queue(queue, f"{queue.label}: its owner closed")
         return names
 
-    # ------------------------------------------------------------------ bindings
-    def _destination(self, kind: DestinationKind, name: str, owner: Any) -> Any:
-        if kind is DestinationKind.QUEUE:
-            return self.checked_queue(name, owner)
-        if name == "":
-            raise AccessRefused(_DEFAULT_EXCHANGE_REFUSED)
-        return self.checked_exchange(name)
-
-    def bind(
-        self,
-        destination_kind: DestinationKind,
-        destination: str,
-        source_exchange: str,
-        routing_key: str = "",
-        arguments: Optional[Mapping[str, Any]] = None,
-        *,
-        owner: Any = None,
-    ) -> bool:
-        """Bind ``destination`` (a queue or exchange name) to ``source_exchange``;
-        returns False if the binding existed. Raises AccessRefused (default exchange),
-        NotFound, ResourceLocked, InvalidArgument (headers ``x-match``)."""
-        if source_exchange == "":
-            raise AccessRefused(_DEFAULT_EXCHANGE_REFUSED)
-        source = self.checked_exchange(source_exchange)
-        dest = self._destination(destination_kind, destination, owner)
-        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
-        if not source.add_binding(binding, dest):
-            return False
-        self._inbound.setdefault((destination_kind, destination), {})[binding] = None
-        if source.durable and _stored(dest):
-            self.store.save_binding(_binding_record(self.name, binding))
-        return True
-
-    def unbind(
-        self,
-        destination_kind: DestinationKind,
-        destination: str,
-        source_exchange: str,
-        routing_key: str = "",
-        arguments: Optional[Mapping[str, Any]] = None,
-        *,
-        owner: Any = None,
-    ) -> bool:
-        """Remove a binding; returns False if there was none (not an error, like
-        RabbitMQ). Raises AccessRefused, NotFound, ResourceLocked."""
-        if source_exchange == "":
-            raise AccessRefused(_DEFAULT_EXCHANGE_REFUSED)
-        source = self.checked_exchange(source_exchange)
-        self._destination(destination_kind, destination, owner)
-        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
-        if binding not in source.bindings:
-            return False
-        self._remove_binding(source, binding, cascade=True)
-        return True
-
-    def _remove_binding(self, source: Exchange, binding: Binding, *, cascade: bool, store: bool = True) -> None:
-        dest = source.remove_binding(binding)
-        if dest is None:
-            return
-        inbound = self._inbound.get((binding.destination_kind, binding.destination))
-        if inbound is not None:
-            inbound.pop(binding, None)
-            if not inbound:
-                del self._inbound[(binding.destination_kind, binding.destination)]
-        if store and source.durable and _stored(dest):
-            self.store.delete_binding(_binding_record(self.name, binding))
-        if cascade and source.auto_delete and not source.bindings and not source.deleted:
-            self._drop_exchange(source)
-
-    def bindings(self) -> list[Binding]:
-        """Every explicit binding in the vhost (for management and tests)."""
-        return [b for x in self.exchanges.values() for b in x.bindings]
-
-    # ------------------------------------------------------------------ publish
-    def publish(self, exchange: str, routing_key: str, message: MessageContainer, now: float) -> PublishResult:
-        """Route ``message`` from ``exchange`` and enqueue it.
-
-        ``exchange``/``routing_key`` are written into the message if they differ (the
-        container is new at publish time). A ``gateway_id`` is assigned if unset.
-        Raises NotFound (unknown exchange), AccessRefused (internal exchange).
-        Through the default exchange, a key naming a registered service node (and no
-        queue) hands the message to that node.
-        """
-        source = self.exchanges.get(exchange)
-        if source is None:
-            raise self._no_exchange(exchange)
-        if source.internal:
-            raise AccessRefused(f"cannot publish to internal {source.label}")
-        source.published_in += 1
-        if message.routing_key != routing_key:
-            message.routing_key = routing_key
-        if message.exchange != exchange:
-            message.exchange = exchange
-        if not message.gateway_id and self.broker is not None:
-            message.gateway_id = self.broker.next_gateway_id()
-        if exchange == "":
-            queue = self.queues.get(routing_key)
-            if queue is None and "@" in routing_key:
-                queue = self._queue_for_key(routing_key)
-            if queue is None:
-                node = self.service(routing_key) if self.broker is not None else None
-                if node is None:
-                    return _NOTHING
-                call_service(node, message, now, ServiceCaller(None, self.name))
-                return PublishResult(service=routing_key)
-            if queue.enqueue(message, now):
-                return queue.took_alone or _took_alone(queue)
-            return PublishResult(rejected=(queue,))
-        return self._deliver(self.route(source, message), message, now)
-
-    def route(self, source: Exchange, message: MessageContainer) -> list[Queue]:
-        """The queues ``message`` reaches from ``source``, each once, following
-        exchange-to-exchange bindings and alternate exchanges; cycle-safe."""
-        queues: dict[Queue, None] = {}
-        seen = {source}
-        stack = [source]
-        while stack:
-            exchange = stack.pop()
-            hit = False
-            for dest in exchange.route(message):
-                hit = True
-                if isinstance(dest, Queue):
-                    queues[dest] = None
-                elif dest not in seen:
-                    seen.add(dest)
-                    stack.append(dest)
-            if not hit and exchange.alternate_exchange is not None:
-                alt = self.exchanges.get(exchange.alternate_exchange)
-                if alt is not None and alt not in seen:
-                    seen.add(alt)
-                    stack.append(alt)
-        return list(queues)
-
-    def _deliver(self, queues: list[Queue], message: MessageContainer, now: float) -> PublishResult:
-        if not queues:
-            return _NOTHING
-        took: list[Queue] = []
-        refused: list[Queue] = []
-        for queue in queues:
-            (took if queue.enqueue(message, now) else refused).append(queue)
-        if len(took) == 1 and not refused:
-            return took[0].took_alone or _took_alone(took[0])
-        return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
-
-    def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
-        """Publish a dead-lettered copy (made by ``MessageContainer.with_death``) to its
-        ``exchange`` with its ``routing_key``. A missing dead-letter exchange drops it.
-        Like RabbitMQ, a queue already in the message's x-death is skipped unless some
-        death was a rejection (a cycle of automatic dead-lettering would never end).
-        The copy gets a new ``gateway_id``; its routing verdict goes to the ledger
-        (routed / unroutable / refused, ``reason`` = the death reason)."""
-        source = self.exchanges.get(message.exchange)
-        if source is None:
-            log.debug("dead-letter exchange %r missing in vhost %r: message dropped", message.exchange, self.name)
-            self._record_dead_letter_verdict(message, _NOTHING, now, copied=False)
-            return _NOTHING
-        if self.broker is not None:
-            message.gateway_id = self.broker.next_gateway_id()
-        if source is self.default_exchange:
-            queue = self.queues.get(message.routing_key)
-            queues = [queue] if queue is not None else []
-        else:
-            queues = self.route(source, message)
-        deaths = message.deaths or ()
-        if queues and not any(d.get("reason") == "rejected" for d in deaths):
-            seen = {d.get("queue") for d in deaths}
-            queues = [q for q in queues if q.name not in seen]
-        result = self._deliver(queues, message, now)
-        self._record_dead_letter_verdict(message, result, now)
-        return result
-
-    def _record_dead_letter_verdict(self, message: MessageContainer, result: PublishResult,
-                                    now: float, copied: bool = True) -> None:
-        ledger = self.ledger
-        if ledger is None:
-            return
-        if result.queues:
-            event = EventKind.ROUTED
-        elif result.rejected:
-            event = EventKind.REFUSED
-        else:
-            event = EventKind.UNROUTABLE
-        deaths = message.deaths
-        ledger.dead_letter_copy(now, self.name, message, event, result.queues,
-                                str(deaths[0].get("reason")) if deaths else None, copied)
-
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:
         """Expire messages and delete queues unused past ``x-expires``; returns the next
@@ -574,21 +350,3 @@ class VirtualHost:
 
     def __repr__(self) -> str:
         return f"VirtualHost({self.name!r}, exchanges={len(self.exchanges)}, queues={len(self.queues)})"
-
-
-def _stored(destination: Any) -> bool:
-    """A binding's destination is in the store: a durable exchange, a storable queue."""
-    if isinstance(destination, Queue):
-        return destination.storable
-    return bool(destination.durable)
-
-
-def _binding_record(vhost: str, binding: Binding) -> BindingRecord:
-    return BindingRecord(
-        vhost,
-        binding.source,
-        binding.destination_kind.value,
-        binding.destination,
-        binding.routing_key,
-        dict(binding.arguments),
-    )

@@ -34,10 +34,13 @@ class QueueAlertConfig:
 
 @dataclass(frozen=True, slots=True)
 class AlertsConfig:
-    """Threshold alerts per queue (``gateway.management.alerts``); 0 turns one off."""
+    """Threshold alerts per queue (``gateway.management.alerts``) and per remote
+    (``gateway.management.remote_alerts``); 0 turns one off."""
 
     queue_depth: int = _checked(0, check=_non_negative)
     queue_age: float = _checked(0.0, check=_non_negative)
+    remote_outbox_depth: int = _checked(0, check=_non_negative)
+    remote_down_time: float = _checked(0.0, check=_non_negative)
     queues: tuple[QueueAlertConfig, ...] = ()
 
 

@@ -11,12 +11,13 @@ import base64
 import json
 import logging
 from importlib import resources
-from typing import Any
+import time
+from typing import Any, Callable, Optional
 
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, LoginThrottle
 from gateway.edge.http import QuietSite
 from gateway.management.http_api import ApiRequest, ApiResponse, HttpApi, handle, split_path
 from gateway.management.http_auth import REALM, BasicAuthenticator
@@ -84,7 +85,7 @@ class ManagementResource(Resource):
                 headers={k.decode("latin-1").lower(): vs[0].decode("latin-1")
                          for k, vs in request.requestHeaders.getAllRawHeaders() if vs}))
         except HttpError as exc:
-            response = ApiResponse(exc.status, exc.body())
+            response = ApiResponse(exc.status, exc.body(), exc.headers)
         except Exception:  # noqa: BLE001 - a bug answers 500, never kills the listener
             log.exception("management API request %s %r failed", request.method, request.uri)
             response = ApiResponse(500, HttpError(500, None, "internal error; see the "
@@ -115,7 +116,11 @@ class ManagementResource(Resource):
         return json.dumps(response.body, default=_jsonable).encode()
 
 
-def make_management_site(api: HttpApi, authenticator: Authenticator) -> Site:
-    site = QuietSite(ManagementResource(api, BasicAuthenticator(authenticator)))
+def make_management_site(api: HttpApi, authenticator: Authenticator,
+                         login_throttle: Optional[LoginThrottle] = None,
+                         clock: Callable[[], float] = time.monotonic) -> Site:
+    """``login_throttle``: the AMQP listeners' one (failures count across protocols),
+    with the clock it is used with."""
+    site = QuietSite(ManagementResource(api, BasicAuthenticator(authenticator, login_throttle, clock)))
     site.displayTracebacks = False
     return site

@@ -98,8 +98,8 @@ class Ledger:
         self._append = self.records.append
         #: the contexts still open (ctx id -> record): replayed to a new writer
         self.contexts: dict[int, Any] = {}
-        #: (vhost, protocol) -> the context of what queues record in that vhost
-        self._queue_contexts: dict[tuple[str, str], int] = {}
+        #: (vhost, protocol, exchange or None) -> the context of what the broker records there
+        self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
         #: remote container -> the context of what is forwarded to it
         self._forward_contexts: dict[str, int] = {}
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
@@ -130,11 +130,18 @@ class Ledger:
     def queue_context(self, now: float, vhost: str, message: Any) -> int:
         """The context of what a queue of ``vhost`` records about ``message`` (expiry,
         dead-lettering): the vhost and the message's protocol, nobody's connection."""
+        return self._broker_context(now, vhost, message, None)
+
+    def _broker_context(self, now: float, vhost: str, message: Any, address: Optional[str]) -> int:
+        """The context of the broker acting in ``vhost`` on ``message`` (nobody's
+        connection): a queue's (``address`` None) or the broker's own publishes to the
+        exchange ``address`` (events)."""
         proto = _PROTOCOL_OF_ORIGIN[message.origin._value_]
-        ctx = self._queue_contexts.get((vhost, proto))
+        key = (vhost, proto, address)
+        ctx = self._queue_contexts.get(key)
         if ctx is None:
-            ctx = self._queue_contexts[(vhost, proto)] = self.context(now, vhost, None, proto,
-                                                                      None, None)
+            ctx = self._queue_contexts[key] = self.context(now, vhost, None, proto, None, None,
+                                                           address)
         return ctx
 
     def context_lines(self) -> bytes:
@@ -187,6 +194,14 @@ class Ledger:
         else:
             self._append(_Event(now, ctx, event._value_, message.gateway_id, None, None, None,
                                 message.exchange, message.routing_key, _names(queues), reason))
+
+    def broker_message(self, now: float, vhost: str, message: Any, event: EventKind,
+                       queues: Sequence[Any]) -> None:
+        """A message the broker published of its own (a broadcast event, not a dead-letter
+        copy: no death reason) and its routing verdict, in the context of the broker's
+        publishes to its exchange (the context's ``address``)."""
+        ctx = self._broker_context(now, vhost, message, message.exchange)
+        self._append(self._message(_Verdict, now, ctx, message, event, queues, None, None, True))
 
     def _message(self, kind: type, now: float, ctx: int, message: Any, event: Any,
                  queues: Optional[Sequence[Any]], reason: Optional[str],

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 from gateway.broker import Broker, Queue
 
-__all__ = ["AlertMonitor", "QueueThresholds", "ThresholdRule"]
+__all__ = ["AlertMonitor", "QueueThresholds", "ThresholdRule", "shown_threshold"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class AlertMonitor:
         self.active[key] = value
         self.raised_total[alert] += 1
         log.warning("alert raised: %s of queue '%s' in vhost '%s' is %s (threshold %s)",
-                    alert, queue, vhost, _shown(value), _shown(limit))
+                    alert, queue, vhost, shown_threshold(value), shown_threshold(limit))
         if self.events is not None:
             self.events.emit("alert.raised", vhost, {"alert": alert, "queue": queue, "vhost": vhost,
                                                      "value": value, "threshold": limit})
@@ -114,5 +114,5 @@ class AlertMonitor:
             self.events.emit("alert.cleared", vhost, {"alert": alert, "queue": queue, "vhost": vhost})
 
 
-def _shown(value: float) -> str:
+def shown_threshold(value: float) -> str:
     return f"{value:.1f}s" if isinstance(value, float) else str(value)

@@ -7,19 +7,22 @@ event arrives as a message whose routing key names it and whose headers (1.0
 application-properties) carry its properties and ``timestamp_in_ms``; the body is
 empty. Events: ``connection.created`` / ``connection.closed`` (in the connection's
 vhost), ``queue.created`` / ``queue.deleted``, ``exchange.created`` /
-``exchange.deleted``, ``alarm.set`` / ``alarm.cleared`` and the threshold alerts'
-``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
+``exchange.deleted``, ``binding.created`` / ``binding.deleted`` (RabbitMQ's headers:
+``source_name``, ``source_kind``, ``destination_name``, ``destination_kind``,
+``routing_key``, ``arguments``, ``vhost``), ``alarm.set`` / ``alarm.cleared`` and the
+threshold alerts' ``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
 while no one is bound, so an idle event exchange costs a dict lookup per event.
 
-The event is published the way the broker publishes its own messages (the path of
-dead-lettered copies: to internal exchanges too, with a gateway id and a ledger row).
+The event is published as the broker's own message (``VirtualHost.publish_own``: to
+internal exchanges too, with a gateway id and a ledger verdict of its own, not a
+dead-letter copy's).
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable, Optional
 
-from gateway.broker import Broker, Exchange, Queue
+from gateway.broker import Binding, Broker, Exchange, Queue
 from gateway.broker.connection_views import plain
 
 from .messages import event_container
@@ -60,7 +63,7 @@ class EventPublisher:
             headers = {**plain(properties), "timestamp_in_ms": int(now * 1000)}
             message = event_container(headers, now)
             message.exchange, message.routing_key = EVENT_EXCHANGE, kind
-            target.dead_letter(message, now)  # the broker's own publish (see the docstring)
+            target.publish_own(message, now)
             sent += 1
         return sent
 
@@ -76,6 +79,13 @@ class EventPublisher:
             props = {"name": entity.name, "vhost": vhost, "type": entity.type.value,
                      "durable": entity.durable, "auto_delete": entity.auto_delete,
                      "internal": entity.internal, "arguments": entity.arguments}
+        elif isinstance(entity, Binding):
+            self.emit(kind, vhost, {"source_name": entity.source, "source_kind": "exchange",
+                                    "destination_name": entity.destination,
+                                    "destination_kind": entity.destination_kind.value,
+                                    "routing_key": entity.routing_key,
+                                    "arguments": entity.arguments, "vhost": vhost})
+            return
         else:
             return
         if kind.endswith(".deleted"):

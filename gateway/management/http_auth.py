@@ -11,6 +11,15 @@ iterations by default, possibly many more), and a dashboard or a script sends th
 ``Authorization`` header many times a minute. A verified header is remembered (by a
 SHA-256 of it, never the password) for as long as the same user record is configured:
 a reload that replaces or removes the user forgets it.
+
+Failed logins are throttled by the AMQP listeners' ``LoginThrottle`` (one set of rules,
+one count per address across protocols; ``gateway.auth.throttle``). HTTP cannot hold an
+answer back as the AMQP handshakes do, so where those would delay a refusal the API
+answers 429 at once with ``Retry-After`` the delay; the delay still holds one of the
+address's slots, and while all are held every request from it gets 429 (with
+``Retry-After`` until a slot frees) without its password being checked, even a
+correct one, as over AMQP. Each refusal the password check makes is logged as the AMQP
+ones are (``login refused: ... (HTTP, basic) ...``).
 """
 from __future__ import annotations
 
@@ -18,9 +27,11 @@ import base64
 import binascii
 import hashlib
 from collections import OrderedDict
-from typing import Optional
+import math
+from typing import Callable, Optional
 
-from gateway.auth import AuthenticationFailed, Authenticator, User, is_loopback
+from gateway.auth import (AuthenticationFailed, Authenticator, LoginThrottle, LoginThrottled, User,
+                          is_loopback, refuse_login)
 from gateway.management.access import MANAGEMENT_TAGS
 from gateway.management.http_errors import HttpError
 
@@ -39,11 +50,20 @@ def unauthorised(reason: str) -> HttpError:
     return HttpError(401, "not_authorised", reason)
 
 
-class BasicAuthenticator:
-    """``Authorization`` header + peer address -> the ``User``, or ``HttpError`` 401."""
+def too_many(reason: str, now: float, until: float) -> HttpError:
+    return HttpError(429, None, f"Login failed: {reason}",
+                     {"Retry-After": str(max(1, math.ceil(until - now)))})
 
-    def __init__(self, authenticator: Authenticator, cache_size: int = CACHE_SIZE) -> None:
+
+class BasicAuthenticator:
+    """``Authorization`` header + peer address -> the ``User``, or ``HttpError`` 401
+    (429 when throttled). ``throttle`` and ``clock``: see the module docstring."""
+
+    def __init__(self, authenticator: Authenticator, throttle: Optional[LoginThrottle] = None,
+                 clock: Optional[Callable[[], float]] = None, cache_size: int = CACHE_SIZE) -> None:
         self._auth = authenticator
+        self._throttle = throttle
+        self._clock = clock if clock is not None else (lambda: 0.0)
         self._cache: OrderedDict[bytes, User] = OrderedDict()
         self._cache_size = cache_size
 
@@ -57,6 +77,13 @@ class BasicAuthenticator:
         if scheme.lower() != b"basic":
             raise unauthorised("Login failed: only the Basic authentication scheme is supported")
         key = hashlib.sha256(encoded.strip()).digest()
+        throttle = self._throttle
+        now = self._clock()
+        if throttle is not None and not throttle.admits(peer_host, now):
+            try:
+                throttle.check_attempt(peer_host, None, peer_host, now)
+            except LoginThrottled as exc:
+                raise too_many(exc.reason, now, throttle.slot_free_at(peer_host, now)) from None
         user = self._cache.get(key)
         if user is not None and self._auth.users.get(user.name) is user:
             self._cache.move_to_end(key)
@@ -65,8 +92,14 @@ class BasicAuthenticator:
             name, password = _credentials(encoded.strip())
             try:
                 user = self._auth.check_password(name, password)
-            except AuthenticationFailed:
+            except AuthenticationFailed as exc:
+                answer_at = refuse_login(throttle, exc, address=peer_host, peer=peer_host, user=name,
+                                         protocol="HTTP", mechanism="basic", now=now, answer_by=None)
+                if answer_at > now:
+                    raise too_many("too many failed logins from this address", now, answer_at) from None
                 raise unauthorised("Login failed") from None
+            if throttle is not None:
+                throttle.succeeded(peer_host, name, now)
             self._cache[key] = user
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)

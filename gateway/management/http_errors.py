@@ -18,6 +18,7 @@ ERROR_KINDS = {
     405: "Method Not Allowed",
     409: "conflict",
     415: "Unsupported Media Type",
+    429: "too_many_requests",
     500: "internal_error",
 }
 
@@ -25,9 +26,12 @@ ERROR_KINDS = {
 class HttpError(Exception):
     """An answer other than success; ``body()`` is its JSON object."""
 
-    def __init__(self, status: int, error: str | None, reason: str) -> None:
+    def __init__(self, status: int, error: str | None, reason: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(f"{status} {reason}")
         self.status = status
+        #: response headers the answer needs (``Retry-After`` of a 429)
+        self.headers = headers or {}
         self.error = error or ERROR_KINDS.get(status, "error")
         self.reason = reason
 

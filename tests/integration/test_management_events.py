@@ -1,7 +1,6 @@
 """Broadcast events on amq.rabbitmq.event and threshold alerts, against a real gateway."""
 from __future__ import annotations
 
-import time
 import urllib.request
 
 import pika
@@ -9,6 +8,7 @@ import pytest
 from proton.utils import BlockingConnection
 
 from tests.support.amqp091_clients import pika_params
+from tests.support.event_exchange import events_of
 from tests.support.gateway_process import GatewayProcess, default_config
 
 pytestmark = pytest.mark.integration
@@ -28,18 +28,6 @@ def proton_to(gw) -> BlockingConnection:
     return BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest", password="guest",
                               virtual_host="vhost:/", allowed_mechs="PLAIN", allow_insecure_mechs=True,
                               timeout=10)
-
-
-def events_of(channel, queue: str, count: int, timeout: float = 10.0) -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < count and time.monotonic() < deadline:
-        method, props, _body = channel.basic_get(queue, auto_ack=True)
-        if method is None:
-            time.sleep(0.05)
-            continue
-        out.append((method.routing_key, props.headers or {}))
-    return out
 
 
 def test_a_bound_consumer_sees_a_connection_open_and_close(gw) -> None:
@@ -108,3 +96,34 @@ def test_queue_depth_and_age_alerts_become_events_log_lines_and_metrics(gw) -> N
     assert b'alert="queue_depth",queue="deep.q"' not in scrape
     assert b'amqp_gateway_alerts_raised_total{alert="queue_depth"} 1.0' in scrape
     watcher.close()
+
+
+def test_binding_events_reach_a_0_9_1_and_a_1_0_consumer(gw) -> None:
+    conn = proton_to(gw)
+    receiver = conn.create_receiver("/exchanges/amq.rabbitmq.event/binding.%2A", credit=20)
+    watcher = pika.BlockingConnection(pika_params(gw))
+    ch = watcher.channel()
+    events = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(events, "amq.rabbitmq.event", "binding.#")
+    ch.queue_declare("bq", auto_delete=False)
+    ch.queue_bind("bq", "amq.direct", "k1", arguments={"x-note": "one"})
+    ch.queue_unbind("bq", "amq.direct", "k1", arguments={"x-note": "one"})
+    ch.queue_bind("bq", "amq.topic", "t.#")
+    ch.queue_delete("bq")  # takes its binding with it: binding.deleted
+    expected = [("binding.created", "amq.direct", "k1"), ("binding.deleted", "amq.direct", "k1"),
+                ("binding.created", "amq.topic", "t.#"), ("binding.deleted", "amq.topic", "t.#")]
+    got = [e for e in events_of(ch, events, 6) if e[1]["destination_name"] == "bq"]
+    assert [(k, h["source_name"], h["routing_key"]) for k, h in got] == expected
+    headers = {k: v for k, v in got[0][1].items() if not k.startswith("x-amqp-")}  # a map carried
+    assert headers == {"source_name": "amq.direct", "source_kind": "exchange", "destination_name": "bq",
+                         "destination_kind": "queue", "routing_key": "k1", "arguments": {"x-note": "one"},
+                         "vhost": "/", "timestamp_in_ms": got[0][1]["timestamp_in_ms"]}
+    seen = []
+    while len(seen) < 4:
+        message = receiver.receive(timeout=10)
+        if message.properties["destination_name"] == "bq":
+            seen.append((message.subject or message.properties.get("routing_key"), message.properties))
+    receiver.accept()
+    assert [(p["source_name"], p["routing_key"]) for _, p in seen] == [(x, k) for _, x, k in expected]
+    watcher.close()
+    conn.close()

@@ -8,8 +8,12 @@ import subprocess
 import sys
 import time
 
+import pika
 import pytest
 
+from tests.integration.test_forwarding_two_gateways import Pair, metrics
+from tests.support.amqp091_clients import pika_params
+from tests.support.event_exchange import events_of
 from tests.support.management_http import call, management_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,3 +77,40 @@ def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
         capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert [r["container"] for r in json.loads(out.stdout)] == ["org-b"]
+
+
+REMOTE_ALERTS = "management:\n  alerts:\n    remote_down_time: 1.0\n    remote_outbox_depth: 2\n"
+
+
+def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(tmp_path):
+    pair = Pair(tmp_path, a_extra=REMOTE_ALERTS).start()
+    try:
+        assert pair.a.wait_for_log(r"remote 'org-b' is up", timeout=30)
+        watcher = pika.BlockingConnection(pika_params(pair.a))
+        ch = watcher.channel()
+        events = ch.queue_declare("", exclusive=True).method.queue
+        for pattern in ("remote.*", "alert.*"):
+            ch.queue_bind(events, "amq.rabbitmq.event", pattern)
+        pair.b.kill()
+        down = events_of(ch, events, 2, timeout=30)
+        assert [(k, h.get("name") or h.get("alert")) for k, h in down] == [
+            ("remote.down", "org-b"), ("alert.raised", "remote_down_time")]
+        assert down[0][1]["last_error"] and down[0][1]["node"] == "org-a"
+        assert down[1][1]["remote"] == "org-b" and down[1][1]["threshold"] == 1.0
+        for i in range(2):  # waiting in org-a's outbox while org-b is down
+            ch.basic_publish("", "orders@org-b", b"m %d" % i, pika.BasicProperties(delivery_mode=2))
+        [deep] = events_of(ch, events, 1, timeout=30)
+        assert (deep[0], deep[1]["alert"], deep[1]["value"]) == ("alert.raised", "remote_outbox_depth", 2)
+        assert pair.a.wait_for_log(r"alert raised: remote_down_time of remote 'org-b' is \d+\.\ds "
+                                   r"\(threshold 1\.0s\)")
+        scrape = dict(metrics(pair.a))
+        assert scrape[("amqp_gateway_remote_alert_active", ("alert", "remote_down_time"), ("remote", "org-b"))] == 1
+        pair.b = pair.make_b().start()
+        up = events_of(ch, events, 3, timeout=30)
+        assert sorted((k, h.get("name") or h.get("alert")) for k, h in up) == [
+            ("alert.cleared", "remote_down_time"), ("alert.cleared", "remote_outbox_depth"),
+            ("remote.up", "org-b")]
+        assert pair.a.wait_for_log(r"alert cleared: remote_down_time of remote 'org-b'")
+        watcher.close()
+    finally:
+        pair.kill()

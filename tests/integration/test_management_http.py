@@ -11,7 +11,8 @@ import pika
 import pytest
 
 from tests.support.amqp091_clients import pika_connection, unique
-from tests.support.management_http import call
+from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +195,27 @@ def test_the_metrics_page_has_the_per_entity_figures(gw):
                  f"amqp_gateway_queue_messages_acked_total{labels} 1.0"):
         assert line in page.splitlines()
     assert 'amqp_gateway_deliveries_unsettled_older_than{seconds="60"} 0.0' in page
+
+
+THROTTLE_LIMITS = ("limits:\n  failed_logins_before_delay: 2\n  failed_login_max_delay: 3.0\n"
+                   "  failed_login_max_pending: 2\n")
+
+
+def test_repeated_failed_logins_from_a_peer_get_429_for_a_while():
+    gw = GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS).replace("limits:\n", THROTTLE_LIMITS),
+                        extra_args=("--management", "127.0.0.1:0")).start()
+    try:
+        assert call(gw, "GET", "/api/overview", password="nope").status == 401
+        second = call(gw, "GET", "/api/overview", password="nope")  # the rules delay it: 429
+        assert second.status == 429 and second.headers["Retry-After"] == "2"
+        assert second.body["error"] == "too_many_requests"
+        assert call(gw, "GET", "/api/overview", password="nope").headers["Retry-After"] == "3"
+        blocked = call(gw, "GET", "/api/overview")  # both slots held: even a right password
+        assert blocked.status == 429 and "refused logins from this address are still pending" in blocked.body["reason"]
+        with pytest.raises(pika.exceptions.AMQPConnectionError):  # one count for both protocols
+            pika_connection(gw).close()
+        assert gw.wait_for_log(r"login refused: user 'admin' from 127\.0\.0\.1 \(HTTP, basic\)")
+        time.sleep(int(blocked.headers["Retry-After"]) + 0.2)
+        assert call(gw, "GET", "/api/overview").status == 200
+    finally:
+        gw.stop()

@@ -4,8 +4,10 @@ from __future__ import annotations
 from proton import Message
 
 from gateway.auth import ConnectionRegistry
-from gateway.broker import Broker, DestinationKind
+from gateway.broker import Broker, DestinationKind, Encoding, MessageContainer
+from gateway.ledger import Ledger
 from gateway.management.events import EVENT_EXCHANGE, EventPublisher
+from tests.support.ledger_files import events_of_lines
 
 
 def bound_queue(broker: Broker, pattern: str, name: str = "events"):
@@ -58,3 +60,27 @@ def test_alarm_events_go_to_every_vhost() -> None:
         got = drained(queue)
         assert [(k, h["source"]) for k, h in got] == [("alarm.set", "disk"), ("alarm.cleared", "disk")]
         assert got[0][1]["reason"] == "free disk space below the limit"
+
+
+def test_an_event_is_the_brokers_own_message_in_the_ledger_not_a_dead_letter_copy() -> None:
+    broker = Broker(container_id="gw")
+    ledger = Ledger(container_id="gw")
+    broker.use_ledger(ledger)
+    events = EventPublisher(broker, lambda: 3.0)
+    events.attach(ConnectionRegistry())
+    vhost = broker.vhost("/")
+    bound_queue(broker, "queue.*")
+    vhost.declare_queue("dlq")  # an event: queue.created
+    vhost.declare_queue("src", arguments={"x-max-length": 1, "x-dead-letter-exchange": "",
+                                          "x-dead-letter-routing-key": "dlq"})
+    events.emit("queue.created", "/", {"name": "by-hand"})
+    for body in (b"1", b"2"):  # the second pushes the first out: dead-lettered (maxlen)
+        vhost.publish("", "src", MessageContainer(Encoding.AMQP091, body, "", "src", None, False, 4,
+                                                  None, 3.0, len(body)), 3.0)
+    rows = events_of_lines(ledger.take_lines(10 ** 6))
+    routed = [row for row in rows if row["event"] == "routed" and row.get("exchange") == EVENT_EXCHANGE]
+    assert len(routed) == 3 and all(row["routed_to"] == ["events"] for row in routed)  # dlq, src, by hand
+    for row in routed:  # recorded as the broker's publish to the event exchange, no death
+        assert row["address"] == EVENT_EXCHANGE and "reason" not in row and row["gateway_id"]
+    copy = [row for row in rows if row["event"] == "routed" and row.get("routed_to") == ["dlq"]]
+    assert len(copy) == 1 and copy[0]["reason"] == "maxlen" and "address" not in copy[0]

@@ -1,0 +1,185 @@
+"""Publishing in a vhost, as a mixin of ``VirtualHost``: routing through the exchange
+graph (a visited set, since exchange-to-exchange bindings may form cycles; each queue
+gets a message at most once; an exchange's ``alternate-exchange`` when it routes
+nothing), enqueueing, and the broker's own publishes (dead-lettered copies, events)
+with their ledger verdicts."""
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple, Optional
+
+from gateway.ledger import EventKind
+
+from .errors import AccessRefused
+from .exchanges import Exchange
+from .message import MessageContainer
+from .queues import Queue
+from .service_calls import ServiceCaller, call_service
+
+__all__ = ["PublishResult", "VhostPublishing"]
+
+log = logging.getLogger(__name__)
+
+
+class PublishResult(NamedTuple):
+    """What a publish did.
+
+    ``queues``: queues that took the message; ``rejected``: queues that refused it
+    (``reject-publish`` overflow: 0-9-1 nacks the confirm); ``service``: the service node
+    name it was handed to, if any. ``routed`` is False for an unroutable message
+    (0-9-1 ``mandatory`` returns it).
+
+    A named tuple, not a frozen dataclass: one is made per publish, and a frozen
+    dataclass's ``__init__`` costs twice as much.
+    """
+
+    queues: tuple[Queue, ...] = ()
+    rejected: tuple[Queue, ...] = ()
+    service: Optional[str] = None
+
+    @property
+    def routed(self) -> bool:
+        return bool(self.queues or self.rejected or self.service is not None)
+
+    @property
+    def count(self) -> int:
+        """Number of queues that took the message."""
+        return len(self.queues)
+
+
+_NOTHING = PublishResult()
+
+
+def _took_alone(queue: Queue) -> PublishResult:
+    """``queue``'s result for a message it alone took, made on first use."""
+    result = queue.took_alone = PublishResult((queue,))
+    return result
+
+
+class VhostPublishing:
+    """Publish methods of ``VirtualHost``; they use its ``name``, ``broker``,
+    ``exchanges``, ``queues``, ``default_exchange``, ``ledger``, ``service``,
+    ``_queue_for_key`` and ``_no_exchange``."""
+
+    def publish(self, exchange: str, routing_key: str, message: MessageContainer, now: float) -> PublishResult:
+        """Route ``message`` from ``exchange`` and enqueue it.
+
+        ``exchange``/``routing_key`` are written into the message if they differ (the
+        container is new at publish time). A ``gateway_id`` is assigned if unset.
+        Raises NotFound (unknown exchange), AccessRefused (internal exchange).
+        Through the default exchange, a key naming a registered service node (and no
+        queue) hands the message to that node.
+        """
+        source = self.exchanges.get(exchange)
+        if source is None:
+            raise self._no_exchange(exchange)
+        if source.internal:
+            raise AccessRefused(f"cannot publish to internal {source.label}")
+        source.published_in += 1
+        if message.routing_key != routing_key:
+            message.routing_key = routing_key
+        if message.exchange != exchange:
+            message.exchange = exchange
+        if not message.gateway_id and self.broker is not None:
+            message.gateway_id = self.broker.next_gateway_id()
+        if exchange == "":
+            queue = self.queues.get(routing_key)
+            if queue is None and "@" in routing_key:
+                queue = self._queue_for_key(routing_key)
+            if queue is None:
+                node = self.service(routing_key) if self.broker is not None else None
+                if node is None:
+                    return _NOTHING
+                call_service(node, message, now, ServiceCaller(None, self.name))
+                return PublishResult(service=routing_key)
+            if queue.enqueue(message, now):
+                return queue.took_alone or _took_alone(queue)
+            return PublishResult(rejected=(queue,))
+        return self._deliver(self.route(source, message), message, now)
+
+    def route(self, source: Exchange, message: MessageContainer) -> list[Queue]:
+        """The queues ``message`` reaches from ``source``, each once, following
+        exchange-to-exchange bindings and alternate exchanges; cycle-safe."""
+        queues: dict[Queue, None] = {}
+        seen = {source}
+        stack = [source]
+        while stack:
+            exchange = stack.pop()
+            hit = False
+            for dest in exchange.route(message):
+                hit = True
+                if isinstance(dest, Queue):
+                    queues[dest] = None
+                elif dest not in seen:
+                    seen.add(dest)
+                    stack.append(dest)
+            if not hit and exchange.alternate_exchange is not None:
+                alt = self.exchanges.get(exchange.alternate_exchange)
+                if alt is not None and alt not in seen:
+                    seen.add(alt)
+                    stack.append(alt)
+        return list(queues)
+
+    def _deliver(self, queues: list[Queue], message: MessageContainer, now: float) -> PublishResult:
+        if not queues:
+            return _NOTHING
+        took: list[Queue] = []
+        refused: list[Queue] = []
+        for queue in queues:
+            (took if queue.enqueue(message, now) else refused).append(queue)
+        if len(took) == 1 and not refused:
+            return took[0].took_alone or _took_alone(took[0])
+        return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
+
+    def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
+        """Publish a dead-lettered copy (made by ``MessageContainer.with_death``) to its
+        ``exchange`` with its ``routing_key``: ``publish_own`` as a dead-letter copy."""
+        return self.publish_own(message, now, dead_letter=True)
+
+    def publish_own(self, message: MessageContainer, now: float, *, dead_letter: bool = False) -> PublishResult:
+        """The broker publishes a message of its own (a dead-lettered copy, a broadcast
+        event) to its ``exchange`` with its ``routing_key``: internal exchanges take it,
+        it gets a new ``gateway_id``, and its routing verdict goes to the ledger as what
+        it was (``dead_letter``: a copy, ``reason`` = the death reason; else the
+        broker's event). A missing exchange drops it. For a dead-letter copy, like
+        RabbitMQ, a queue already in the message's x-death is skipped unless some death
+        was a rejection (a cycle of automatic dead-lettering would never end)."""
+        source = self.exchanges.get(message.exchange)
+        if source is None:
+            log.debug("exchange %r of the broker's own message missing in vhost %r: dropped",
+                      message.exchange, self.name)
+            self._record_own_verdict(message, _NOTHING, now, dead_letter, copied=False)
+            return _NOTHING
+        if self.broker is not None:
+            message.gateway_id = self.broker.next_gateway_id()
+        if source is self.default_exchange:
+            queue = self.queues.get(message.routing_key)
+            queues = [queue] if queue is not None else []
+        else:
+            queues = self.route(source, message)
+        deaths = message.deaths or ()
+        if dead_letter and queues and not any(d.get("reason") == "rejected" for d in deaths):
+            seen = {d.get("queue") for d in deaths}
+            queues = [q for q in queues if q.name not in seen]
+        result = self._deliver(queues, message, now)
+        self._record_own_verdict(message, result, now, dead_letter)
+        return result
+
+    def _record_own_verdict(self, message: MessageContainer, result: PublishResult, now: float,
+                            dead_letter: bool, copied: bool = True) -> None:
+        ledger = self.ledger
+        if ledger is None:
+            return
+        if result.queues:
+            event = EventKind.ROUTED
+        elif result.rejected:
+            event = EventKind.REFUSED
+        else:
+            event = EventKind.UNROUTABLE
+        if not dead_letter:
+            if copied:
+                ledger.broker_message(now, self.name, message, event, result.queues)
+            return
+        deaths = message.deaths
+        ledger.dead_letter_copy(now, self.name, message, event, result.queues,
+                                str(deaths[0].get("reason")) if deaths else None, copied)
