@@ -268,13 +268,19 @@ class Ledger:
                             EventKind.FORWARD_SETTLED._value_, message.gateway_id, None, None,
                             message.created_at, None, None, None, reason, outcome, remote))
 
-    def arrived_forwarded(self, message: Any, origin_id: Any) -> None:
-        """The message just recorded as received came from another gateway, which gave
-        it ``origin_id`` (the id its ``forwarded`` events carry): set on its record, so
-        the report's reconciliation matches the two."""
+    def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
+                          peer: str) -> None:
+        """The message just recorded as received came from the gateway ``peer``; the
+        gateway where it entered forwarding, ``origin_container``, gave it ``origin_id``
+        (what that gateway's ``forwarded`` events carry, and a hub's ``forwarded``
+        events through their message): set on its record, so the report's
+        reconciliation matches the two by origin container and id, leg by leg."""
         records = self.records
         if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
-            records[-1].origin_id = origin_id
+            record = records[-1]
+            record.origin_id = origin_id
+            record.origin_container = origin_container
+            record.peer_container = peer
 
     # -- the writer's side -------------------------------------------------------------
 
