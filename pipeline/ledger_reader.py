@@ -95,7 +95,8 @@ def _v2_events(lines: DataFrame) -> DataFrame:
     context_fields = ["file"] + [n for n, _ in RECORDS[CONTEXT]]
     contexts = (records.filter(F.col("tag") == CONTEXT).select(*context_fields)
                 .dropDuplicates(["file", "ctx"]))
-    message_fields = ["gateway_id", "exchange", "routing_key", "message_id", "correlation_id", "size"]
+    message_fields = ["gateway_id", "exchange", "routing_key", "message_id", "correlation_id", "size",
+                      "origin_id", "origin_container"]
     messages = (records.filter(F.col("tag").isin(MESSAGE, VERDICT) & F.col("gateway_id").isNotNull())
                 .select("file", "ctx", *message_fields)
                 .join(contexts.select("file", "ctx", "container", "proto"), ["file", "ctx"], "left")

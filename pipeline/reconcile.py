@@ -5,9 +5,12 @@ A message *left* gateway A for gateway B when A's ledger has a ``forwarded`` eve
 two are matched by a key:
 
 - ``gateway_id`` (default): A's key is ``coalesce(origin_id, gateway_id)`` (the id the
-  first gateway gave the message; a chain A->B->C keeps it), B's key is its
-  ``origin_id`` (the forwarder carries the id over, and B records it). This cannot be
-  fooled by applications reusing message ids.
+  first gateway gave the message; a chain A->B->C keeps it, and a hub B's forward takes
+  it from the message's received record), B's key is its ``origin_id`` (the forwarder
+  carries the id over, and B records it). The key is qualified by the container that
+  gave it (``origin``: A's ``coalesce(origin_container, A)``, B's ``origin_container``;
+  an arrival recorded without one matches any), since gateway ids are unique per
+  container only. This cannot be fooled by applications reusing message ids.
 - ``message_id``: the application's message-id on both sides, for gateways that do not
   carry the id over (or a partner that is not one of ours).
 
@@ -42,35 +45,42 @@ class MatchBy(enum.Enum):
 
 def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: MatchBy,
                    late_after: float) -> DataFrame:
-    """One row per forwarded message: source, destination, key, message_id, sent_us,
+    """One row per forwarded message: source, destination, origin (the container that
+    gave ``key``; null matching by message id), key, message_id, sent_us,
     attempts, copies (arrivals, 0 if lost), first_received_us, delay_us, status
     (``ok``, ``lost``, ``duplicated``, ``late``, ``duplicated+late``, ``unverified``);
     plus one row per ``unexpected`` arrival (no sent_us, attempts 0)."""
     if match_by is MatchBy.GATEWAY_ID:
         sent_key = F.coalesce(F.col("origin_id"), F.col("gateway_id"))
         recv_key = F.col("origin_id")
+        sent_origin = F.coalesce(F.col("origin_container"), F.col("container"))
+        recv_origin = F.col("origin_container")
     else:
         sent_key = recv_key = F.col("message_id")
+        sent_origin = recv_origin = F.lit(None).cast("string")
     sent = (events.filter((F.col("event") == "forwarded") & F.col("peer_container").isNotNull())
             .select(F.col("container").alias("source"), F.col("peer_container").alias("destination"),
-                    sent_key.alias("key"), "message_id", "ts_us")
+                    sent_origin.alias("origin"), sent_key.alias("key"), "message_id", "ts_us")
             .filter(F.col("key").isNotNull())
-            .groupBy("source", "destination", "key")
+            .groupBy("source", "destination", "origin", "key")
             .agg(F.min("ts_us").alias("sent_us"), F.count(F.lit(1)).alias("attempts"),
                  F.min("message_id").alias("message_id")))
     arrived = (events.filter(F.col("event") == "received")
                .select(F.col("container").alias("destination"), F.col("peer_container").alias("arrived_from"),
-                       recv_key.alias("key"), "message_id", "ts_us")
+                       recv_origin.alias("origin"), recv_key.alias("key"), "message_id", "ts_us")
                .filter(F.col("key").isNotNull())
-               .groupBy("destination", "arrived_from", "key")
+               .groupBy("destination", "arrived_from", "origin", "key")
                .agg(F.count(F.lit(1)).alias("copies"), F.min("ts_us").alias("first_received_us"),
                     F.min("message_id").alias("arrived_message_id")))
     known = list(containers)
     s, a = sent.alias("s"), arrived.alias("a")
     same_source = F.col("a.arrived_from").isNull() | (F.col("a.arrived_from") == F.col("s.source"))
-    on = (F.col("s.destination") == F.col("a.destination")) & (F.col("s.key") == F.col("a.key")) & same_source
+    same_origin = F.col("a.origin").isNull() | F.col("a.origin").eqNullSafe(F.col("s.origin"))
+    on = ((F.col("s.destination") == F.col("a.destination")) & (F.col("s.key") == F.col("a.key"))
+          & same_source & same_origin)
     matched = (s.join(a, on, "left")
-               .groupBy("s.source", "s.destination", "s.key", "s.message_id", "s.sent_us", "s.attempts")
+               .groupBy("s.source", "s.destination", "s.origin", "s.key", "s.message_id", "s.sent_us",
+                        "s.attempts")
                .agg(F.sum("a.copies").alias("copies"), F.min("a.first_received_us").alias("first_received_us")))
     copies = F.coalesce(F.col("copies"), F.lit(0)).cast("long")
     delay = F.col("first_received_us") - F.col("sent_us")
@@ -81,13 +91,18 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
               .when(copies > 1, F.lit("duplicated"))
               .when(late, F.lit("late"))
               .otherwise(F.lit("ok")))
-    forwards = matched.select("source", "destination", "key", "message_id", "sent_us", "attempts",
+    forwards = matched.select("source", "destination", "origin", "key", "message_id", "sent_us", "attempts",
                               copies.alias("copies"), "first_received_us", delay.alias("delay_us"),
                               status.alias("status"))
-    sources = sent.select(F.col("source").alias("arrived_from"), F.col("destination"), "key")
+    sources = sent.select(F.col("source").alias("arrived_from"), "destination",
+                          F.col("origin").alias("sent_origin"), F.col("key").alias("sent_key"))
+    explained = ((F.col("arrived_from") == F.col("s_from")) & (F.col("destination") == F.col("s_to"))
+                 & (F.col("key") == F.col("sent_key"))
+                 & (F.col("origin").isNull() | F.col("origin").eqNullSafe(F.col("sent_origin"))))
     unexpected = (arrived.filter(F.col("arrived_from").isin(*known))
-                  .join(sources, ["arrived_from", "destination", "key"], "left_anti")
-                  .select(F.col("arrived_from").alias("source"), "destination", "key",
+                  .join(sources.withColumnRenamed("arrived_from", "s_from").withColumnRenamed("destination", "s_to"),
+                        explained, "left_anti")
+                  .select(F.col("arrived_from").alias("source"), "destination", "origin", "key",
                           F.col("arrived_message_id").alias("message_id"),
                           F.lit(None).cast("long").alias("sent_us"), F.lit(0).cast("long").alias("attempts"),
                           F.col("copies").cast("long").alias("copies"), "first_received_us",

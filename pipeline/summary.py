@@ -221,7 +221,8 @@ def _reconciliation_sections(recon_rows: Sequence[Any], recon_samples: Mapping[s
         return []
     sections = [Section(
         "Across gateways: lost, duplicated, late", "A forward (source gateway) is matched with its "
-        "arrival at the destination by the origin gateway id and the gateway it came from. Lost: no "
+        "arrival at the destination by the origin gateway id, the container that gave it (origin) and "
+        "the gateway it came from. Lost: no "
         f"arrival; duplicated: more than one; late: first arrival more than {late_after:g} s after the "
         "forward; unverified: no ledger of the destination was given; unexpected: an arrival no "
         "forward of its source explains.", level=3, anchor="summary-reconciliation",
@@ -232,9 +233,10 @@ def _reconciliation_sections(recon_rows: Sequence[Any], recon_samples: Mapping[s
         if found:
             sections.append(Section(
                 f"Samples: {status}", level=3, anchor=f"samples-{status.replace('+', '-')}",
-                headers=("source", "destination", "gateway id (origin)", "message id", "forwarded at",
-                         "first arrival", "copies", "delay (s)"),
-                rows=[(r["source"], r["destination"], r["key"], r["message_id"], utc_text(r["sent_us"]),
+                headers=("source", "destination", "origin", "gateway id (origin)", "message id",
+                         "forwarded at", "first arrival", "copies", "delay (s)"),
+                rows=[(r["source"], r["destination"], r["origin"], r["key"], r["message_id"],
+                       utc_text(r["sent_us"]),
                        utc_text(r["first_received_us"]), r["copies"],
                        None if r["delay_us"] is None else r["delay_us"] / 1e6) for r in found]))
     return sections

@@ -278,7 +278,8 @@ class IncomingLink:
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
                         if ledger is not None:
-                            ledger.arrived_forwarded(message, forwarded.gateway_id)
+                            ledger.arrived_forwarded(message, forwarded.gateway_id,
+                                                     forwarded.origin, forwarded.sender)
                     return verdict
             return self._route(route, message, now, ledger, address, d)
         except AddressError as exc:

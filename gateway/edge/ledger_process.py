@@ -2,7 +2,8 @@
 process (spawned, fed, stopped and restarted here) or to a ``LedgerWriter`` in this
 process.
 
-``LedgerShipping`` takes the ``Ledger``'s records every ``SHIP_INTERVAL`` and encodes
+``LedgerShipping`` takes the ``Ledger``'s records every ``SHIP_INTERVAL`` (and on the
+next turn when the ledger wakes it: forwarding's records) and encodes
 them ``SLICE`` at a time, one slice per turn of the reactor (the next slice waits for
 the next turn, behind whatever I/O is ready): no turn does much, so deliveries are not
 held up behind the ledger (at 5,000 msgs/s a tenth of a second's records took the loop
@@ -67,9 +68,11 @@ class LedgerShipping:
 
     def start(self) -> None:
         self._loop.start(self._interval, now=False)
+        self.ledger.wake = self.ship_soon
 
     def stop(self) -> None:
         """Stop the timer and ship everything left at once (the gateway is stopping)."""
+        self.ledger.wake = None
         if self._loop.running:
             self._loop.stop()
         if self._next is not None and self._next.active():
@@ -87,6 +90,14 @@ class LedgerShipping:
         except Exception:  # noqa: BLE001 - a timer must never stop the reactor
             log.exception("ledger shipment failed")
         if self.ledger.pending:
+            self._next = self.reactor.callLater(0, self.ship)
+
+    def ship_soon(self) -> None:
+        """The ledger's ``wake``: ship on the next turn, not an interval later, records
+        that must reach the writer before what they record is settled (a forwarded
+        message's, so that a gateway killed just after does not leave the other
+        gateway's ledger alone with it: a false loss in the reconciliation)."""
+        if self._loop.running and (self._next is None or not self._next.active()):
             self._next = self.reactor.callLater(0, self.ship)
 
     def ship_slice(self) -> None:

@@ -36,6 +36,11 @@ class Forwarded(NamedTuple):
     gateway_id: int
     hops: tuple[str, ...]
 
+    @property
+    def sender(self) -> str:
+        """The container that sent it on to us: the last hop (the origin without hops)."""
+        return self.hops[-1] if self.hops else self.origin
+
 
 class LoopError(Exception):
     """The message passed too many containers, or this one already (the text says)."""

@@ -227,6 +227,12 @@ class Forwarder:
         times.extend(e.created_at for _, _, e in self.retrying)
         return min(times) if times else None
 
+    def holds(self, entry_id: int) -> bool:
+        """Whether entry ``entry_id`` is in this outbox (a linear look: for a shovel's
+        redelivered entry, which the outbox may have from before a crash)."""
+        return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
+                or any(e.entry_id == entry_id for _, _, e in self.retrying))
+
     def address_for(self, node: str) -> str:
         s = self.settings
         if s.kind == "gateway":

@@ -20,12 +20,22 @@ long queue into it. Its window is link credit (``CreditWindow.link_credit``) set
 the rest, paged as usual. The edge calls ``tick`` often (a fraction of a second); the
 shovel also ticks itself when its acknowledgements come back.
 
+Identity: a shovelled copy's gateway id (its outbox entry id and the forwarded
+``x-opt-forward-id``) is derived from the queue entry's stored identity (vhost, queue and
+the message's gateway id, under which the store keeps it), not drawn from the counter.
+After a crash between the two commits the queue gives the entry again and the copy
+gets the same id: the forwarder already holding it, the entry is only acknowledged; the
+remote having had it, its dedupe window drops the second copy. (A new id each time let
+that duplicate through.) Derived ids have bit 62 set: the counter's ids (boot
+microseconds x 1000) stay below it.
+
 A message the transfer service refuses (a forwarding loop, the remote gone from the
 config) is rejected in the local queue: dead-lettered if the queue has a dead-letter
 exchange, else dropped, with a warning naming the shovel and the reason.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from functools import partial
 from typing import Any, Optional
@@ -34,12 +44,22 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.flow import CreditWindow
 from gateway.forward.settings import ShovelSettings
 
-__all__ = ["Shovel", "DEFAULT_BACKLOG"]
+__all__ = ["Shovel", "DEFAULT_BACKLOG", "shovelled_id"]
 
 log = logging.getLogger(__name__)
 
 #: messages a shovel keeps in its remote's outbox at most (at least twice the credit)
 DEFAULT_BACKLOG = 1000
+
+
+_DERIVED = 1 << 62
+
+
+def shovelled_id(vhost: str, queue: str, gateway_id: int) -> int:
+    """The gateway id of the copy a shovel makes of message ``gateway_id`` in ``queue``
+    of ``vhost``: the same on every delivery of that queue entry, across restarts."""
+    digest = hashlib.blake2b(f"{vhost}\0{queue}\0{gateway_id}".encode(), digest_size=8).digest()
+    return _DERIVED | (int.from_bytes(digest, "big") & (_DERIVED - 1))
 
 
 class Shovel:
@@ -111,11 +131,13 @@ class Shovel:
 
     def deliver(self, entry: Any, now: float) -> None:
         self._now = now
-        # a copy addressed to node@remote, with an id of its own: the same message may
-        # sit in several queues (a fanout), and each outbox entry needs its own id
-        message = entry.message.copy(exchange="", routing_key=self.address, gateway_id=0)
+        # a copy addressed to node@remote, with an id of its own (the same message may sit
+        # in several queues, a fanout) that is the same on each delivery of this entry
+        gid = shovelled_id(self._vhost.name, self.settings.queue, entry.message.gateway_id)
         try:
-            self._transfer.publish(message, now)
+            if not (entry.redelivered and self._forwarder.holds(gid)):  # else: in the outbox
+                self._transfer.publish(entry.message.copy(exchange="", routing_key=self.address,
+                                                          gateway_id=gid), now)
         except BrokerError as exc:
             self.refused += 1
             log.warning("shovel '%s': message refused for %s, rejected in queue '%s': %s",

@@ -105,6 +105,9 @@ class Ledger:
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
         self._encode_lines = msgspec.json.Encoder(enc_hook=_text).encode_lines
         self.records_taken = self.records_sampled_out = 0
+        #: set by the edge: called when a record should be shipped at once, not at the
+        #: next interval (forwarding's: the other gateway settles on them)
+        self.wake: Optional[Callable[[], None]] = None
 
     def use_gateway_ids(self, next_id: Callable[[], int]) -> None:
         """Number contexts from ``next_id`` (the broker's ``next_gateway_id``)."""
@@ -270,10 +273,13 @@ class Ledger:
 
     def forwarded(self, now: float, message: Any, remote: str) -> None:
         """``message`` was sent on to the gateway or broker ``remote`` (again on a retry:
-        the report counts the message once)."""
+        the report counts the message once). Wakes the shipping: the remote may settle
+        it, and the outbox forget it, before the next interval."""
         self._append(_Event(now, self.forward_context(now, remote), EventKind.FORWARDED._value_,
                             message.gateway_id, None, None, message.created_at, None, None,
                             None, None, None, remote))
+        if self.wake is not None:
+            self.wake()
 
     def forward_settled(self, now: float, message: Any, remote: str, outcome: str,
                         reason: Optional[str] = None) -> None:
@@ -283,13 +289,21 @@ class Ledger:
                             EventKind.FORWARD_SETTLED._value_, message.gateway_id, None, None,
                             message.created_at, None, None, None, reason, outcome, remote))
 
-    def arrived_forwarded(self, message: Any, origin_id: Any) -> None:
-        """The message just recorded as received came from another gateway, which gave
-        it ``origin_id`` (the id its ``forwarded`` events carry): set on its record, so
-        the report's reconciliation matches the two."""
+    def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
+                          peer: str) -> None:
+        """The message just recorded as received came from the gateway ``peer``; the
+        gateway where it entered forwarding, ``origin_container``, gave it ``origin_id``
+        (what that gateway's ``forwarded`` events carry, and a hub's ``forwarded``
+        events through their message): set on its record, so the report's
+        reconciliation matches the two by origin container and id, leg by leg."""
         records = self.records
         if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
-            records[-1].origin_id = origin_id
+            record = records[-1]
+            record.origin_id = origin_id
+            record.origin_container = origin_container
+            record.peer_container = peer
+        if self.wake is not None:
+            self.wake()
 
     # -- the writer's side -------------------------------------------------------------
 

@@ -5,7 +5,8 @@ An *event* is one thing that happened to a message: received, routed (to which q
 unroutable, returned, delivered, settled (with an outcome), expired, dead-lettered,
 forwarded and forward-settled, refused. ``COLUMNS`` lists the ``events`` table's columns;
 ``pipeline/`` builds its Spark schema from it and imports nothing else from the gateway.
-Adding a nullable column is compatible; renaming, removing or retyping one bumps
+Adding a nullable column is compatible, and so is appending a field to a v2 record (a
+shorter line written before reads it as null); renaming, removing or retyping one bumps
 ``LEDGER_SCHEMA_VERSION``.
 
 **v2** (written since this version). The gateway writes what its message path already
@@ -132,7 +133,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("correlation_id", "string"),      # as the application set it
     ("gateway_id", "string"),          # gateway-assigned id, unique per message and gateway
     ("origin_id", "string"),           # gateway_id given by the first gateway, carried over forwarding
-    ("peer_container", "string"),      # other gateway: destination (FORWARDED) or source
+    ("origin_container", "string"),    # the container of that first gateway (with origin_id: the key)
+    ("peer_container", "string"),      # other gateway: destination (FORWARDED) or the one it came from (RECEIVED)
     ("size", "long"),                  # bytes
     ("delivery_count", "int"),         # failed delivery attempts before this one
     ("outcome", "string"),             # Outcome value (SETTLED, FORWARD_SETTLED)
@@ -160,7 +162,7 @@ _MESSAGE_FIELDS = (
     ("routing_key", "string"), ("message_id", "string"), ("correlation_id", "string"),
     ("size", "long"), ("event", "string"), ("routed_to", "array<string>"),
     ("reason", "string"), ("address", "string"), ("headers", "map<string,string>"),
-    ("origin_id", "string"))
+    ("origin_id", "string"), ("origin_container", "string"), ("peer_container", "string"))
 
 #: tag -> (field, Spark type) in record order, after the tag: positions are the format.
 #: ``ctx`` refers to a context record of the same segment, ``gateway_id`` to a message
@@ -192,7 +194,8 @@ RECORDS: dict[str, tuple[tuple[str, str], ...]] = {
 # when the record has ``received_at``; an event whose ``event`` comes out null is none.
 _PUBLISH = {"proto_in": ("ctx.proto",), "address": ("rec.address", "ctx.address"),
             **{c: ("rec." + c,) for c in ("exchange", "routing_key", "message_id",
-                                           "correlation_id", "gateway_id", "size", "origin_id")}}
+                                           "correlation_id", "gateway_id", "size", "origin_id",
+                                           "origin_container", "peer_container")}}
 _MESSAGE_SIDE = {c: ("msg." + c,) for c in ("message_id", "correlation_id", "size")}
 _DELIVERY = {"proto_in": ("msg.proto",), "proto_out": ("ctx.proto",),
              "address": ("ctx.address",), **_MESSAGE_SIDE,
@@ -213,6 +216,7 @@ EVENTS_OF: dict[str, tuple[dict[str, tuple[str, ...]], ...]] = {
              "address": ("ctx.address",), **_MESSAGE_SIDE,
              "exchange": ("rec.exchange", "msg.exchange"),
              "routing_key": ("rec.routing_key", "msg.routing_key"),
+             "origin_id": ("msg.origin_id",), "origin_container": ("msg.origin_container",),
              **{c: ("rec." + c,) for c in ("gateway_id", "queue", "delivery_count", "routed_to",
                                            "reason", "outcome", "peer_container")}},),
 }
@@ -244,6 +248,7 @@ class LedgerRecord:
     correlation_id: Optional[str] = None
     gateway_id: Optional[str] = None
     origin_id: Optional[str] = None
+    origin_container: Optional[str] = None
     peer_container: Optional[str] = None
     size: Optional[int] = None
     delivery_count: Optional[int] = None

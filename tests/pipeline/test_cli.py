@@ -17,31 +17,16 @@ from pipeline.environment import find_java
 from pipeline.report import TABLES
 from pipeline.spark_session import LOG4J2_PROPERTIES
 from tests.support.ledgers import small_ledger
+from tests.support.report_command import REPO, child_env, table_rows
 from tests.support.spark_cluster import SparkStandalone
 
 pytestmark = [pytest.mark.pipeline,
               pytest.mark.skipif(find_java() is None, reason="no Java runtime for Spark"),
               pytest.mark.timeout(1500)]
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECEIVED, DELIVERED, SIZE = 7, 4, 10
 #: a driver's and an executor's memory on the test cluster (the worker offers 1g)
 SMALL = ("--conf", "spark.executor.memory=512m", "--conf", "spark.driver.memory=512m")
-
-
-def child_env(extra: dict | None = None) -> dict[str, str]:
-    """This interpreter for Spark's Python (driver and workers), no inherited Py4J port."""
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")])))
-    env.update(extra or {})
-    return env
-
-
-def table_rows(out, table: str) -> list[dict]:
-    """A Parquet table of the report, read without Spark, in a stable order."""
-    parquet = pytest.importorskip("pyarrow.parquet")
-    return sorted(parquet.read_table(str(out / "tables" / table)).to_pylist(), key=repr)
 
 
 def assert_report(proc: subprocess.CompletedProcess, progress: str, out) -> None:

@@ -133,3 +133,37 @@ def test_spark_joins_v2_records_as_the_python_reader_does(spark, tmp_path):
     [relayed] = [e for e in expected if e["event"] == "received" and e.get("vhost") == "v"]
     assert (relayed["address"], relayed.get("exchange"), relayed["headers"]) == \
         ("/amq/queue/nope", None, {"tenant": "acme"})
+
+
+def test_a_hub_records_where_an_arrival_came_from_and_its_forward_keeps_the_origin(spark, tmp_path):
+    """A hub's ledger: a message forwarded by org-a (its id 7 there) arrives and goes on to
+    org-b. The arrival names org-a as origin and sender; the hub's ``forwarded`` event
+    takes the origin from its message, so org-b's arrival (origin org-a, 7) matches it.
+    A message line of the layout written before (no origin container, no peer) reads
+    with both null."""
+    directory = str(tmp_path / "hub")
+    ledger = Ledger(container_id="hub")
+    writer = LedgerWriter(directory, container_id="hub")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    link = ledger.context(T0, "/", "org-a", "1.0", "c1", "l")
+    m = _message(50, exchange="", routing_key="orders@org-b")
+    ledger.forwarded(T0 + 1, m, "org-b")  # the forwarder sends before the link records
+    ledger.received(T0 + 1, link, m, EventKind.ROUTED, [])
+    ledger.arrived_forwarded(m, 7, "org-a", "org-a")
+    old = ledger.take_lines(10 ** 6)
+    older = '["m",%r,%d,51,"","k","m-51",null,12,"routed",[],null,null,null,9]\n' % (T0 + 2, link)
+    writer.add(old + older.encode())
+    writer.close(T0 + 3)
+    events, malformed = _rows(spark, directory)
+    assert malformed == []
+    assert sorted(map(_key, events)) == sorted(map(_key, read_events(directory)))
+    got = {(e["event"], e["gateway_id"]): e for e in events}
+    arrival, forward = got[("received", "50")], got[("forwarded", "50")]
+    assert (arrival["origin_id"], arrival["origin_container"], arrival["peer_container"]) == \
+        ("7", "org-a", "org-a")
+    assert (forward["origin_id"], forward["origin_container"], forward["peer_container"]) == \
+        ("7", "org-a", "org-b")
+    before = got[("received", "51")]
+    assert before["origin_id"] == "9" and "origin_container" not in before \
+        and "peer_container" not in before

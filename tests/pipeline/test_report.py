@@ -192,8 +192,8 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
             "Across gateways: 100 messages forwarded, 3 lost, 2 duplicated (2 extra copies), 2 late") in summary
     assert "<td>gw-A</td><td>gw-B</td><td>100</td><td>97</td><td>3</td><td>2</td><td>2</td><td>2</td>" in summary
     lost = _section(summary, "Samples: lost")
-    key = "a-50" if match_by == "gateway-id" else "msg-50"
-    assert f"<td>gw-A</td><td>gw-B</td><td>{key}</td><td>msg-50</td><td>2023-11-14 22:14:10.100</td><td></td><td>0</td>" in lost
+    origin, key = ("gw-A", "a-50") if match_by == "gateway-id" else ("", "msg-50")
+    assert f"<td>gw-A</td><td>gw-B</td><td>{origin}</td><td>{key}</td><td>msg-50</td><td>2023-11-14 22:14:10.100</td><td></td><td>0</td>" in lost
     late = _section(summary, "Samples: late")
     assert f"<td>{'a-40' if match_by == 'gateway-id' else 'msg-40'}</td>" in late and "<td>119.90</td>" in late
     assert "<td>2</td>" in _section(summary, "Samples: duplicated")

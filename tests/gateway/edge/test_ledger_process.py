@@ -77,6 +77,29 @@ def test_shipping_takes_one_slice_a_turn_and_a_backlog_an_eighth_at_a_time():
     assert ledger.pending == 0 and sum(x.count(b"\n") for x in shipped) == 4600
 
 
+def test_forwarding_records_are_shipped_on_the_next_turn_not_an_interval_later():
+    """A forwarded message's records wake the shipping: the other gateway settles on
+    them, so a kill -9 an interval later must not find them still in memory."""
+    clock = _Turns()
+    ledger = Ledger(container_id="gw")
+    ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
+    shipped: list[bytes] = []
+    shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
+    shipping.start()
+    ledger.received(1.0, ctx, message(1))
+    clock.turn()
+    assert shipped == []  # local traffic waits for the timer
+    arrived = message(2)
+    ledger.received(1.0, ctx, arrived)
+    ledger.arrived_forwarded(arrived, 7, "org-a", "org-a")
+    ledger.forwarded(1.0, message(3), "org-b")
+    clock.turn()
+    assert sum(x.count(b"\n") for x in shipped) == 5 and ledger.pending == 0
+    shipping.stop()
+    ledger.forwarded(1.0, message(4), "org-b")  # stopped: nothing scheduled
+    assert clock.calls == []
+
+
 @pytest_twisted.ensureDeferred
 async def test_events_reach_the_files_and_stop_waits_for_the_child(tmp_path: Path) -> None:
     lp = _process(tmp_path)

@@ -10,7 +10,7 @@ from gateway.broker.message import Encoding, MessageContainer
 from gateway.forward import annotations as fa
 from gateway.forward.outbound import ForwardOutcome, RemoteSettings, Settlement
 from gateway.forward.settings import ForwardingSettings, ShovelSettings
-from gateway.forward.shovel import Shovel
+from gateway.forward.shovel import Shovel, shovelled_id
 from gateway.forward.transfer import TransferService
 from gateway.store.interface import NullStore
 
@@ -123,3 +123,37 @@ def test_a_message_the_transfer_service_refuses_is_rejected_locally(monkeypatch)
     _publish(vhost, 1)
     assert shovel.refused == 1 and queue.message_count == 0 and queue.acquired_count == 0
     assert forwarder.depth == 0
+
+
+def test_an_entry_given_again_is_forwarded_once_under_the_same_id():
+    """What a crash between the outbox commit and the queue's acknowledgement does (here
+    a failed commit, which gives the entry back at once): the entry comes to the shovel
+    again; its copy gets the same gateway id, which the outbox already holds, so it is
+    only acknowledged. (With a new id the remote could not tell it was a duplicate.)"""
+    store = CommitLater()
+    vhost, shovel, forwarder = _setup(store, backlog=10)
+    queue = vhost.queue("outbound.orders")
+    _publish(vhost, 1)
+    [row] = store.outbox
+    store.commit(OSError("disk full"))          # given back, and delivered again at once
+    assert queue.acquired_count == 1 and forwarder.depth == 1 and len(store.outbox) == 1
+    store.commit()
+    assert queue.message_count == 0 and queue.acquired_count == 0 and forwarder.depth == 1
+    forwarder.connection_up()
+    forwarder.credit(5)
+    [sent] = forwarder.connection.messages
+    assert sent.entry_id == row.entry_id == sent.annotations[fa.GATEWAY_ID]
+
+
+def test_a_shovelled_id_is_the_entry_s_own_across_restarts_and_above_the_counter():
+    vhost, shovel, forwarder = _setup(backlog=10)
+    _publish(vhost, 1)
+    [entry] = forwarder.ready
+    gid = entry.message.gateway_id
+    assert gid == entry.entry_id == shovelled_id("/", "outbound.orders", 1)  # the queue's message: id 1
+    assert gid >= 1 << 62 and gid < 1 << 63  # a signed 64-bit integer, above boot us x 1000
+    assert len({gid, shovelled_id("/", "outbound.other", 1), shovelled_id("v", "outbound.orders", 1),
+                shovelled_id("/", "outbound.orders", 2)}) == 4
+    vhost2, _, forwarder2 = _setup(backlog=10)  # another run, the same queue entry: the same id
+    _publish(vhost2, 1)
+    assert [e.entry_id for e in forwarder2.ready] == [gid]

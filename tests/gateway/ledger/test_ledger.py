@@ -47,7 +47,8 @@ def test_each_call_writes_one_record_of_its_kind():
     assert lines(ledger) == [
         ["c", T0, 100, "gw", "/", "ann", "0-9-1", "c1", 1, None],
         ["c", T0, 101, "gw", "/", "bob", "1.0", "c2", "r", "/queues/q"],
-        ["m", T0, 100, 7, "x", "k", "m", None, 12, "routed", ["q", "q2"], None, None, None, None],
+        ["m", T0, 100, 7, "x", "k", "m", None, 12, "routed", ["q", "q2"], None, None, None, None,
+         None, None],
         ["d", T0 + 1, 101, 7, "q", 1, T0],
         ["s", T0 + 2, 101, 7, "q", 1, T0, "rejected", "why"],
         ["e", T0 + 3, 100, "refused", None, None, None, None, "secret", "k", None,
@@ -167,12 +168,13 @@ def test_forwarding_events_share_a_context_per_remote_and_arrivals_carry_the_ori
     link = ledger.context(T0, "/", "org-a", "1.0", "c9", "l")
     arrived = message(gid=8)
     ledger.received(T0 + 2, link, arrived, EventKind.ROUTED, [queue("q")])
-    ledger.arrived_forwarded(arrived, 7)
+    ledger.arrived_forwarded(arrived, 7, "org-x", "org-a")
     assert lines(ledger) == [
         ["c", T0, 100, "gw", None, None, "1.0", "forward:org-b", None, None],
         ["e", T0, 100, "forwarded", 7, None, None, T0, None, None, None, None, None, "org-b"],
         ["e", T0 + 1, 100, "forward_settled", 7, None, None, T0, None, None, None,
          "amqp:not-found: no queue", "rejected", "org-b"],
         ["c", T0, 101, "gw", "/", "org-a", "1.0", "c9", "l", None],
-        ["m", T0 + 2, 101, 8, "x", "k", "m", None, 12, "routed", ["q"], None, None, None, 7],
+        ["m", T0 + 2, 101, 8, "x", "k", "m", None, 12, "routed", ["q"], None, None, None, 7,
+         "org-x", "org-a"],
     ]

@@ -1,0 +1,210 @@
+"""The ledger report's reconciliation on real forwarded traffic: gateway processes
+forwarding to each other (``kind: gateway``), real clients (proton, pika), then the report
+run on their ledger directories as an operator runs it (``amqp-gateway report --ledger
+... --ledger ...``, its own Spark), its tables read back.
+
+- Through a hub (org-a -> hub -> org-b, the hub is org-a's ``default_remote``): with a
+  loss, a duplicate and a late arrival planted in org-b's ledger (the report's input), the
+  report finds exactly those three on the leg hub -> org-b, keyed by org-a's gateway id
+  and origin container, and nothing else on either leg.
+- kill -9 of org-b, and of org-a, mid-stream, restarted, the stream finished: every
+  message the consumer got once is ``ok`` or ``late`` (re-sent after the crash), none is
+  lost; a duplicate is flagged only where the consumer really got one.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pika
+import pytest
+
+from gateway.ledger import records as r
+from pipeline.environment import find_java
+from tests.integration.test_forwarding_two_gateways import (Pair, declare, drain_bodies, gateway, remote,
+                                                            send_numbered)
+from tests.support.cross_protocol_clients import pika_channel, unique
+from tests.support.gateway_process import free_port
+from tests.support.ledger_files import read_events
+from tests.support.report_command import run_report_command, table_rows
+
+pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(1200),
+              pytest.mark.skipif(find_java() is None, reason="no Java runtime for Spark")]
+
+_GID = {tag: [n for n, _ in fields].index("gateway_id") + 1
+        for tag, fields in r.RECORDS.items() if "gateway_id" in dict(fields)}
+_M = {name: i + 1 for i, (name, _) in enumerate(r.RECORDS[r.MESSAGE])}
+
+
+def segment_files(directory) -> list[str]:
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if ".jsonl" in n)
+
+
+def rewrite_segments(directory, edit) -> None:
+    """Each segment's records through ``edit(record) -> [records]`` (v2 lines only)."""
+    for path in segment_files(directory):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        out = []
+        for line in lines:
+            if line.startswith("["):
+                out += [json.dumps(rec) for rec in edit(json.loads(line))]
+            else:
+                out.append(line)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(x + "\n" for x in out))
+
+
+def received_gid(directory, message_id: str) -> int:
+    """The gateway id under which a gateway took in the message ``message_id``."""
+    [event] = [e for e in read_events(str(directory))
+               if e["event"] == "received" and e.get("message_id") == message_id]
+    return int(event["gateway_id"])
+
+
+def forwarded_ids(directory) -> dict[str, str]:
+    """message id -> the gateway id of its ``forwarded`` events in this ledger."""
+    return {e["message_id"]: e["gateway_id"] for e in read_events(str(directory))
+            if e["event"] == "forwarded"}
+
+
+def plant_loss(directory, message_id: str) -> None:
+    """Every record of the message at this gateway removed: as if it never arrived."""
+    gid = received_gid(directory, message_id)
+    rewrite_segments(directory, lambda rec: [] if rec[0] in _GID and rec[_GID[rec[0]]] == gid
+                     else [rec])
+
+
+def plant_duplicate(directory, message_id: str) -> None:
+    """A second copy taken in (its message record again, under a gateway id of its own, a
+    millisecond later): what a receiver that failed to drop a re-sent message records."""
+    gid = received_gid(directory, message_id)
+
+    def edit(rec):
+        if rec[0] != r.MESSAGE or rec[_M["gateway_id"]] != gid:
+            return [rec]
+        copy = list(rec)
+        copy[_M["gateway_id"]], copy[_M["ts"]] = gid + 1_000_000, rec[_M["ts"]] + 0.001
+        return [rec, copy]
+    rewrite_segments(directory, edit)
+
+
+def plant_late(directory, message_id: str, seconds: float) -> None:
+    """The message's receipt moved ``seconds`` later: as if it had arrived that late."""
+    gid = received_gid(directory, message_id)
+
+    def edit(rec):
+        if rec[0] == r.MESSAGE and rec[_M["gateway_id"]] == gid:
+            rec[_M["ts"]] += seconds
+        return [rec]
+    rewrite_segments(directory, edit)
+
+
+def by_pair(rows: list[dict]) -> dict[tuple, dict]:
+    return {(x["source"], x["destination"]): {k: v for k, v in x.items() if k not in ("source", "destination")}
+            for x in rows}
+
+
+def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hub(tmp_path) -> None:
+    a_port, hub_port, b_port = free_port(), free_port(), free_port()
+    b = gateway("org-b", tmp_path / "b", b_port, "")
+    hub = gateway("hub", tmp_path / "hub", hub_port, remote("org-b", b_port, "{pw}"))
+    a = gateway("org-a", tmp_path / "a", a_port, remote("hub", hub_port, "{pw}"), "  default_remote: hub\n")
+    procs = [b, hub, a]
+    try:
+        for p in procs:
+            p.start()
+        q = unique("orders")
+        declare(b, q)
+        send_numbered(a, f"{q}@org-b", range(20))  # proton, ids n-0 .. n-19
+        conn, ch = pika_channel(a)
+        ch.confirm_delivery()
+        for i in range(10):
+            ch.basic_publish("", f"{q}@org-b", b"p %d" % i,
+                             pika.BasicProperties(message_id=f"p-{i}", delivery_mode=2), mandatory=True)
+        conn.close()
+        got = drain_bodies(b, q, 30)
+        assert sorted(got) == sorted([f"n {i}" for i in range(20)] + [f"p {i}" for i in range(10)])
+    finally:
+        for p in procs:
+            p.stop()  # each flushes its ledger
+    ledgers = {name: tmp_path / name / "ledger" for name in ("a", "hub", "b")}
+    sent = forwarded_ids(ledgers["a"])  # org-a's ids: the keys on both legs
+    assert len(sent) == 30
+    plant_loss(ledgers["b"], "n-3")
+    plant_duplicate(ledgers["b"], "p-4")
+    plant_late(ledgers["b"], "n-9", 120.0)
+
+    out = tmp_path / "report"
+    proc = run_report_command([str(ledgers[n]) for n in ("a", "hub", "b")], str(out), "--late-after", "60")
+    assert "[report 7/7" in proc.stderr
+
+    summary = by_pair(table_rows(out, "reconciliation_summary"))
+    assert summary == {
+        ("org-a", "hub"): {"forwarded": 30, "arrived": 30, "lost": 0, "duplicated": 0, "extra_copies": 0,
+                           "late": 0, "unverified": 0, "unexpected": 0},
+        ("hub", "org-b"): {"forwarded": 30, "arrived": 29, "lost": 1, "duplicated": 1, "extra_copies": 1,
+                           "late": 1, "unverified": 0, "unexpected": 0}}
+    findings = {(x["source"], x["status"]): x for x in table_rows(out, "reconciliation") if x["status"] != "ok"}
+    assert set(findings) == {("hub", "lost"), ("hub", "duplicated"), ("hub", "late")}
+    for status, message_id, copies in (("lost", "n-3", 0), ("duplicated", "p-4", 2), ("late", "n-9", 1)):
+        row = findings[("hub", status)]
+        assert (row["origin"], row["key"], row["message_id"], row["copies"]) == \
+            ("org-a", sent[message_id], message_id, copies), status
+    assert findings[("hub", "late")]["delay_us"] > 120_000_000
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert ("Across gateways: 60 messages forwarded, 1 lost, 1 duplicated (1 extra copies), 1 late "
+            "(more than 60 s), 0 unverified") in html
+    for status, message_id in (("lost", "n-3"), ("duplicated", "p-4"), ("late", "n-9")):
+        sample = html[html.index(f">Samples: {status}</h"):]
+        sample = sample[:sample.index("</table>")]
+        assert f"<td>hub</td><td>org-b</td><td>org-a</td><td>{sent[message_id]}</td><td>{message_id}</td>" \
+            in sample, status
+
+
+def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
+    """org-a streams 150 messages to org-b; ``crash`` ("org-a" or "org-b") is killed with
+    kill -9 (the gateway process: its ledger writer writes what it was sent, as it does
+    when the gateway dies) after the first 100 were accepted by org-a, restarted, and
+    the stream finished. Returns what org-b's consumer got, and the stopped pair."""
+    p = Pair(tmp_path).start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", range(0, 100))
+        if crash == "org-b":
+            p.b.kill(children=False)  # forwarded messages in flight or just stored
+            send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
+            p.b = p.make_b().start()
+        else:
+            p.a.kill(children=False)  # its outbox mid-flight
+            p.a = p.make_a().start()
+            send_numbered(p.a, f"{q}@org-b", range(100, 150))
+        got = drain_bodies(p.b, q, 150)
+    finally:
+        p.a.stop()
+        p.b.stop()
+    return got, p
+
+
+@pytest.mark.parametrize("crash", ["org-b", "org-a"])
+def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash) -> None:
+    got, _ = finish_after_crash(tmp_path, crash)
+    assert sorted(set(got)) == sorted(f"n {i}" for i in range(150))
+    extra = {body for body in got if got.count(body) > 1}  # what really got through twice
+    out = tmp_path / "report"
+    run_report_command([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
+                       "--late-after", "2")
+    rows = table_rows(out, "reconciliation")
+    assert all((x["source"], x["destination"], x["origin"]) == ("org-a", "org-b", "org-a") for x in rows)
+    by_status: dict[str, list] = {}
+    for x in rows:
+        by_status.setdefault(x["status"].replace("duplicated+late", "duplicated"), []).append(x)
+    assert set(by_status) <= {"ok", "late", "duplicated"}, {s: [x["message_id"] for x in v]
+                                                            for s, v in by_status.items()}
+    assert sorted(x["message_id"] for x in rows) == sorted(f"n-{i}" for i in range(150))
+    assert {x["message_id"].replace("-", " ") for x in by_status.get("duplicated", [])} == extra
+    # late: only a message sent before the crash and sent again after it
+    assert all(x["attempts"] >= 2 for x in by_status.get("late", []))
+    [summary] = table_rows(out, "reconciliation_summary")
+    assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == (150, 150, 0, 0)
