@@ -231,6 +231,8 @@ class Forwarder:
         """Whether entry ``entry_id`` is in this outbox (a linear look: for a shovel's
         redelivered entry, which the outbox may have from before a crash)."""
         return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
+                or any(e.entry_id == entry_id for e in self.paged)
+                or any(e.entry_id == entry_id for e in self._staged or ())
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
 
     def address_for(self, node: str) -> str:

@@ -23,15 +23,21 @@ class CommitLater(NullStore):
     def __init__(self) -> None:
         self.waiting: list[Any] = []
         self.outbox: list[Any] = []
+        self._uncommitted: list[Any] = []
 
     def after_commit(self, callback) -> None:
         self.waiting.append(callback)
 
     def add_outbox(self, row) -> None:
         self.outbox.append(row)
+        self._uncommitted.append(row)
 
     def commit(self, error: Optional[Exception] = None) -> None:
+        """Complete the pending commit; a failed one rolls its rows back, as SQLite's does."""
         callbacks, self.waiting = self.waiting, []
+        rows, self._uncommitted = self._uncommitted, []
+        if error is not None:
+            self.outbox = [r for r in self.outbox if not any(r is x for x in rows)]
         for callback in callbacks:
             callback(error)
 
@@ -126,10 +132,11 @@ def test_a_message_the_transfer_service_refuses_is_rejected_locally(monkeypatch)
 
 
 def test_an_entry_given_again_is_forwarded_once_under_the_same_id():
-    """What a crash between the outbox commit and the queue's acknowledgement does (here
-    a failed commit, which gives the entry back at once): the entry comes to the shovel
-    again; its copy gets the same gateway id, which the outbox already holds, so it is
-    only acknowledged. (With a new id the remote could not tell it was a duplicate.)"""
+    """An entry given back to the queue (here by a failed outbox commit, which rolls its
+    row back and gives the entry back at once; after a crash, by the restart) comes to the
+    shovel again: its copy gets the same gateway id, so the outbox holds it once, and a
+    remote that already had it would drop it as a duplicate. (With a new id it could not
+    tell.)"""
     store = CommitLater()
     vhost, shovel, forwarder = _setup(store, backlog=10)
     queue = vhost.queue("outbound.orders")
