@@ -40,7 +40,9 @@ COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently droppe
 
 What each step checks (SASL login with throttling, the tune proposal, the vhost and the
 user's connection limit at open) is ``handshake.Handshake``'s; how channels open, close and
-get their frames is ``channel_table.ChannelTable``'s.
+get their frames is ``channel_table.ChannelTable``'s. The table's actions and closing are
+the mixin ``connection_methods.ConnectionMethods``; parsing, batches and held input the
+mixin ``connection_input.ConnectionInput``; the states are ``connection_state``'s.
 
 Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
 CLOSING state (we wait ``close_timeout`` seconds for close-ok), except: before the client
@@ -56,12 +58,14 @@ two silent intervals from the peer close the socket without handshake.
 """
 from __future__ import annotations
 
-import enum
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_table import ChannelState, ChannelTable
+from gateway.amqp091.connection_input import ConnectionInput, _HeldInput
+from gateway.amqp091.connection_methods import ConnectionMethods
+from gateway.amqp091.connection_state import ConnectionState
 from gateway.amqp091.connection_timers import ConnectionTimers, Due
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, FrameReader, HeartbeatFrame, MethodFrame
@@ -69,13 +73,12 @@ from gateway.amqp091.handlers import ChannelHandlerFactory, CloseInitiator, Clos
 from gateway.amqp091.handshake import Handshake
 from gateway.amqp091.output_buffer import OutputBuffer
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ProtocolVersion, ReplyCode
-from gateway.amqp091.tuning import TuneParameters, negotiate
-from gateway.auth import AuthenticationFailed, Authenticated, may_access_vhost
+from gateway.amqp091.tuning import TuneParameters
+from gateway.auth import may_access_vhost
 from gateway.amqp091.connection_view import connection_view
 from gateway.broker.connection_views import ConnectionView
-from gateway.connection_log import (CLOSED_BY_CLIENT, CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER,
-                                    CLOSED_BY_SHUTDOWN, ConnectionLogger, ConnectionTrail,
-                                    HandshakeTimeout, peer_name)
+from gateway.connection_log import (CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER, CLOSED_BY_SHUTDOWN,
+                                    ConnectionLogger, ConnectionTrail, HandshakeTimeout, peer_name)
 
 __all__ = ["ServerConnection", "ConnectionState", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -87,37 +90,11 @@ DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 
 
-class ConnectionState(enum.Enum):
-    AWAIT_START_OK = "await start-ok"
-    AWAIT_SECURE_OK = "await secure-ok"
-    AWAIT_TUNE_OK = "await tune-ok"
-    AWAIT_OPEN = "await open"
-    OPEN = "open"
-    CLOSING = "closing"  # we sent connection.close and wait for close-ok
-    CLOSED = "closed"
-
-
-_HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
-              ConnectionState.AWAIT_TUNE_OK, ConnectionState.AWAIT_OPEN)
-
 # read on every delivery and publish (a member read through its enum class is a lookup)
 _CHANNEL_OPEN, _OPEN = ChannelState.OPEN, ConnectionState.OPEN
 
 
-class _HeldInput:
-    """Input held back while a publishing client is blocked by the memory alarm: parsed
-    frames (from the publish on), a framing error that followed them, and octets read
-    afterwards (still unparsed, so frame-max applies when they are replayed)."""
-
-    __slots__ = ("frames", "error", "data")
-
-    def __init__(self, frames: list[Frame], error: ConnectionException | None) -> None:
-        self.frames = frames
-        self.error = error
-        self.data = bytearray()
-
-
-class ServerConnection:
+class ServerConnection(ConnectionInput, ConnectionMethods):
     """One 0-9-1 server connection. See the module docstring for the contract.
 
     ``authenticator`` follows ``gateway.auth.Authenticator``; ``broker`` has
@@ -415,87 +392,6 @@ class ServerConnection:
 
     # ---- input dispatch -------------------------------------------------------------------
 
-    def _guarded(self, work: Callable[..., None], *args: Any) -> None:
-        """Run ``work`` as one batch of input, then the end-of-batch hooks; every error
-        becomes a close (an unexpected one 541 and a log entry)."""
-        try:
-            self._in_batch = True
-            try:
-                work(*args)
-            finally:
-                self._in_batch = False
-            if self._batch_end:
-                self._end_batch()
-        except ConnectionException as exc:
-            self._fail(exc)
-        except Exception:  # a bug: close only this connection
-            log.exception("internal error on 0-9-1 connection from %s", self.peer_host)
-            self._fail(ConnectionException(ReplyCode.INTERNAL_ERROR, "internal error"))
-
-    def _process(self, data: bytes) -> None:
-        """Parse ``data`` and dispatch its frames in order; frames before a framing error
-        are still dispatched, then the error is raised."""
-        try:
-            frames = self._reader.feed(data)
-        except ConnectionException as exc:
-            self._run(getattr(exc, "frames", ()), exc)
-            return
-        self._run(frames, None)
-
-    def _run(self, frames: Sequence[Frame], error: ConnectionException | None) -> None:
-        """Dispatch ``frames`` in order, then raise ``error`` (the framing error that ended
-        them), unless a publish arrives while blocked: then it and the rest are held."""
-        i, count = 0, len(frames)
-        while i < count:
-            frame = frames[i]
-            if (type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
-                    and self._state is ConnectionState.OPEN):
-                if self.blocked:
-                    # RabbitMQ stops reading a connection that publishes while the alarm is
-                    # on: this publish and everything after it wait until connection.unblocked
-                    self._held = _HeldInput(list(frames[i:]), error)
-                    log.info("0-9-1 client %s published while blocked; input held until "
-                             "unblocked", self.peer_host)
-                    return
-                taken = (self._table.whole_publish(self, frames, i)
-                         if self._timers.refusal_at is None else 0)
-                if taken:
-                    i += taken
-                    if self._state is ConnectionState.CLOSED:
-                        return
-                    continue
-            self._dispatch(frame)
-            if self._state is ConnectionState.CLOSED:
-                return
-            i += 1
-        if error is not None:
-            raise error
-
-    def _may_release(self) -> bool:
-        """Held input may be replayed once the alarm is over or we are closing (the
-        client's close-ok must be read)."""
-        return not self.blocked or self._state is not ConnectionState.OPEN
-
-    def _release_held(self) -> None:
-        """Dispatch the input held back by the memory alarm, then the octets read after it;
-        either may be held again if the alarm came back meanwhile."""
-        held = self._held
-        assert held is not None
-        self._held = None
-        self._rx_seen = True  # the heartbeat monitor restarts now
-        self._run(held.frames, held.error)
-        if self._state is ConnectionState.CLOSED or not held.data:
-            return
-        if self._held is not None:
-            self._held.data += held.data
-        else:
-            self._process(bytes(held.data))
-
-    def _end_batch(self) -> None:
-        hooks, self._batch_end = self._batch_end, {}
-        for hook in hooks.values():
-            hook()
-
     def _dispatch(self, frame: Frame) -> None:
         if self._timers.refusal_at is not None:
             return  # a refused login's answer is being held back: ignore the rest
@@ -540,139 +436,6 @@ class ServerConnection:
         if state is not None:
             assert state in next_states, f"{method.NAME}: {state} is not in the table"
             self._state = state
-
-    # ---- connection-class actions (values of _TRANSITIONS) ---------------------------------
-
-    def _on_start_ok(self, method: m.Method) -> ConnectionState | None:
-        props = method.client_properties
-        self.client_properties = props if isinstance(props, dict) else {}
-        try:
-            outcome = self._handshake.start(method.mechanism, method.response, self.now)
-        except AuthenticationFailed as exc:
-            return self._login_refused(exc)
-        return self._login_step(outcome)
-
-    def _on_secure_ok(self, method: m.Method) -> ConnectionState | None:
-        try:
-            outcome = self._handshake.respond(method.response, self.now)
-        except AuthenticationFailed as exc:
-            return self._login_refused(exc)
-        return self._login_step(outcome)
-
-    def _login_step(self, outcome: Any) -> ConnectionState:
-        if isinstance(outcome, Authenticated):
-            self.user = outcome.user
-            # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
-            t = self._handshake.server_tune
-            self.send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
-                                                 heartbeat=t.heartbeat))
-            return ConnectionState.AWAIT_TUNE_OK
-        self.send_method(0, m.ConnectionSecure(challenge=outcome.data))
-        return ConnectionState.AWAIT_SECURE_OK
-
-    def _login_refused(self, exc: AuthenticationFailed) -> None:
-        self.login_failed = True
-        text, answer_at = self._handshake.refusal(exc, self.now, self._timers.handshake_at,
-                                                  self.trail.connection_id)
-        if answer_at > self.now:
-            # a likely password guesser: answer late, by the tick deadline (never a sleep)
-            self._refusal_text = text
-            self._timers.refusal_at = answer_at
-            self._timers.handshake_at = None
-            return
-        self._answer_login_refusal(text)
-
-    def _answer_login_refusal(self, text: str) -> None:
-        self.trail.closing(CLOSED_BY_SERVER, int(ReplyCode.ACCESS_REFUSED), text)
-        if self.capabilities.get("authentication_failure_close") is True:
-            self._begin_close(ConnectionException(ReplyCode.ACCESS_REFUSED, text, ClassId.CONNECTION,
-                                                  m.ConnectionStartOk.METHOD_ID))
-        else:
-            self._shutdown(CloseReason(CloseInitiator.LOCAL, ReplyCode.ACCESS_REFUSED, text))
-
-    def _on_tune_ok(self, method: m.Method) -> ConnectionState:
-        client = TuneParameters(method.channel_max, method.frame_max, method.heartbeat)
-        self._tune = negotiate(self._handshake.server_tune, client)
-        self._reader.frame_max = self._output.frame_max = self._tune.frame_max
-        self._timers.start_heartbeats(self._tune.heartbeat, self.now)
-        return ConnectionState.AWAIT_OPEN
-
-    def _on_open(self, method: m.Method) -> ConnectionState:
-        self._open_received = True  # from here on the client expects a close handshake
-        self.vhost_name = method.virtual_host  # admitted with its vhost known (management's view)
-        vhost, release = self._handshake.open_vhost(method, self.user, connection=self)
-        if release is not None:
-            self.add_close_callback(release)
-        self.vhost, self.vhost_name = vhost, method.virtual_host
-        self._handshake.end()
-        self.trail.authenticated(getattr(self.user, "name", str(self.user)), method.virtual_host,
-                                 self._handshake.mechanism)
-        self.send_method(0, m.ConnectionOpenOk())
-        self._timers.handshake_at = None
-        return ConnectionState.OPEN
-
-    def _on_close(self, method: m.Method) -> ConnectionState:
-        self._log.debug("0-9-1 client %s closed the connection: %s %s", self.peer_host,
-                        method.reply_code, method.reply_text)
-        self.trail.closing(CLOSED_BY_CLIENT, method.reply_code, str(method.reply_text))
-        if self._state is ConnectionState.OPEN and self._batch_end:
-            self._end_batch()
-        self.send_method(0, m.ConnectionCloseOk())
-        self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
-        return ConnectionState.CLOSED
-
-    def _on_close_ok(self, method: m.Method) -> ConnectionState:
-        self._shutdown(None)
-        return ConnectionState.CLOSED
-
-    def _on_update_secret(self, method: m.Method) -> None:
-        raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "connection.update-secret is not supported",
-                                  method.CLASS_ID, method.METHOD_ID)
-
-    # ---- closing --------------------------------------------------------------------------
-
-    def _fail(self, exc: ConnectionException) -> None:
-        if self._state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
-            if self._state is ConnectionState.CLOSING:
-                self._log.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
-                self._shutdown(None)
-            return
-        silent = not exc.send_close or (self._state in _HANDSHAKE and not self._open_received)
-        self._log.debug("0-9-1 connection from %s failed: %s", self.peer_host, exc)
-        self.trail.closing(self._closing_by, int(exc.code), exc.text)
-        if silent:
-            self._shutdown(CloseReason(CloseInitiator.TRANSPORT, exc.code, exc.text))
-        else:
-            self._begin_close(exc)
-
-    def _begin_close(self, exc: ConnectionException) -> None:
-        if self._state is ConnectionState.OPEN and self._batch_end:
-            try:  # what the channels owe (confirms) goes out before the close
-                self._end_batch()
-            except Exception:  # closing anyway; never raise out of an error path
-                log.exception("end-of-batch hook failed while closing 0-9-1 connection from %s",
-                              self.peer_host)
-        self.send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
-                                               class_id=exc.class_id, method_id=exc.method_id))
-        self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
-        self._state = ConnectionState.CLOSING
-        self._timers.handshake_at = None
-        self._timers.close_at = self.now + self._close_timeout
-
-    def _shutdown(self, reason: CloseReason | None) -> None:
-        if reason is not None:
-            self._table.close_all(reason)
-        self._state = ConnectionState.CLOSED
-        self._timers.stop()
-        self._held = None
-        self._handshake.end()
-        self._batch_end.clear()
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("close callback failed on 0-9-1 connection from %s", self.peer_host)
 
 
 _S = ConnectionState
