@@ -135,24 +135,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+def log_formatter(fmt: str = "text") -> logging.Formatter:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
     with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
     (``connection_id``, ``event``... see ``connection_log``), by python-json-logger."""
-    handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         from pythonjsonlogger.json import JsonFormatter
 
-        handler.setFormatter(JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"}))
-    else:
-        handler.setFormatter(TextFormatter())
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],
-                        force=True)
+        return JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"})
+    return TextFormatter()
 
 
-def _bridge_twisted_logging() -> None:
+def log_level(level: str) -> int:
+    return getattr(logging, level.upper(), logging.INFO)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Every line of the process to stderr, in the ``log_formatter(fmt)`` layout."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(log_formatter(fmt))
+    logging.basicConfig(level=log_level(level), handlers=[handler], force=True)
+
+
+def bridge_twisted_logging() -> None:
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
     globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
@@ -379,16 +385,26 @@ def reset_inherited_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
 
+def run_config(args: argparse.Namespace) -> GatewayConfig:
+    """``run``'s config: the file with ``--listen``/``--metrics``/``--management`` applied,
+    then checked (endpoints, TLS files, directories); raises ``ConfigError``.
+
+    The tests' in-process gateway (``tests/support/in_process_gateway.py``) builds its
+    config here too, so that it is the gateway this command runs."""
+    cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
+                                                 management=args.management)
+    check_loaded_config(cfg, overridden=bool(args.listen))
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
-                                                     management=args.management)
-        check_loaded_config(cfg, overridden=bool(args.listen))
+        cfg = run_config(args)
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
     setup_logging(cfg.logging.level, cfg.logging.format)
-    _bridge_twisted_logging()
+    bridge_twisted_logging()
     from twisted.internet import reactor
 
     from gateway.edge.sockets import raise_open_files_limit

@@ -1,10 +1,13 @@
-"""Shared fixtures: a real gateway process on ephemeral ports."""
+"""Shared fixtures: a real gateway on ephemeral ports (in this process or as a process), and
+the test process's one reactor thread."""
 from __future__ import annotations
 
 import pytest
+from _pytest.python import pytest_pyfunc_call as run_test_function
 from hypothesis import HealthCheck, settings
 
-from tests.support.gateway_process import GatewayProcess
+from tests.support import reactor_thread
+from tests.support.gateway_process import make_gateway
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
 # too-slow health check only measure how loaded the machine is (2 shared cores).
@@ -13,21 +16,50 @@ settings.register_profile("gateway", deadline=None,
 settings.load_profile("gateway")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """pytest-twisted uses our reactor thread (``tests/support/reactor_thread.py``)."""
+    reactor_thread.adopt_pytest_twisted()
+
+
+def pytest_unconfigure(config):
+    reactor_thread.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """pytest-twisted's tests run on the reactor thread; every other test runs here, in
+    the main thread, as pytest runs it (pytest-twisted would run it on the reactor)."""
+    if reactor_thread.runs_on_reactor(pyfuncitem.obj):
+        reactor_thread.start()
+        return None
+    return run_test_function(pyfuncitem)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    """pytest-twisted's async fixtures are set up on the reactor thread: start it."""
+    if reactor_thread.runs_on_reactor(fixturedef.func):
+        reactor_thread.start()
+
+
 @pytest.fixture(scope="session")
 def gateway():
-    """One gateway for the whole session (per xdist worker), default test config."""
-    gw = GatewayProcess().start()
+    """One gateway for the whole session (per xdist worker), default test config, in
+    this process."""
+    gw = make_gateway().start()
     yield gw
     gw.stop()
 
 
 @pytest.fixture
 def fresh_gateway():
-    """A gateway of the test's own, for tests that change or stop it."""
-    started: list[GatewayProcess] = []
+    """A gateway of the test's own, for tests that change or stop it: in this process,
+    or with ``process=True`` (or ``env``/``preexec_fn``) a ``GatewayProcess``."""
+    started: list = []
 
-    def make(**kwargs) -> GatewayProcess:
-        gw = GatewayProcess(**kwargs).start()
+    def make(**kwargs):
+        gw = make_gateway(**kwargs).start()
         started.append(gw)
         return gw
 

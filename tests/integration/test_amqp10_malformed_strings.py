@@ -234,6 +234,6 @@ def test_invalid_utf8_and_malformed_values_in_open_begin_attach(fresh_gateway):
         assert receiver.receive(timeout=TIMEOUT).body == "still here"
     finally:
         conn.close()
-    assert gw.proc.poll() is None
+    assert gw.alive
     assert "Traceback" not in gw.log and "internal error" not in gw.log, gw.log[-3000:]
 

@@ -14,19 +14,19 @@ import pytest
 from proton import Message
 
 from tests.support.cross_protocol_clients import pika_connection, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def gw():
-    g = GatewayProcess(config_text=default_config(extra="logging:\n  format: json\n")).start()
+    g = make_gateway(config_text=default_config(extra="logging:\n  format: json\n")).start()
     yield g
-    g.kill()
+    g.stop()
 
 
-def records(gw: GatewayProcess, start: int = 0) -> list[dict]:
+def records(gw: Gateway, start: int = 0) -> list[dict]:
     """The JSON objects of the log from line ``start`` on (every line must be one)."""
     out = []
     for line in list(gw.log_lines)[start:]:
@@ -34,7 +34,7 @@ def records(gw: GatewayProcess, start: int = 0) -> list[dict]:
     return out
 
 
-def wait_for(gw: GatewayProcess, start: int, predicate, timeout: float = 10.0) -> list[dict]:
+def wait_for(gw: Gateway, start: int, predicate, timeout: float = 10.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         got = [r for r in records(gw, start) if predicate(r)]
@@ -43,7 +43,7 @@ def wait_for(gw: GatewayProcess, start: int, predicate, timeout: float = 10.0) -
         time.sleep(0.05)
 
 
-def story(gw: GatewayProcess, start: int, protocol: str) -> dict[str, dict]:
+def story(gw: Gateway, start: int, protocol: str) -> dict[str, dict]:
     """The opened, authenticated and closed records of the one ``protocol`` connection
     opened since line ``start``."""
     [opened] = wait_for(gw, start, lambda r: r.get("event") == "connection.opened"

@@ -69,7 +69,7 @@ def test_rss_returns_to_the_first_rounds_after_rounds_of_concurrent_connections(
     # the gateway inherits the limit: it needs a descriptor per client socket, too
     if not raise_fd_limit(CONNECTIONS + 512):
         pytest.skip(f"cannot open {CONNECTIONS + 512} files")
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)  # the resident size of the gateway's own process
     assert _open_files_limit(gw) >= CONNECTIONS + 512
     rss: list[int] = []
     for _ in range(ROUNDS):

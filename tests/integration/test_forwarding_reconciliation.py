@@ -1,5 +1,5 @@
-"""The ledger report's reconciliation on real forwarded traffic: gateway processes
-forwarding to each other (``kind: gateway``), real clients (proton, pika), then the report
+"""The ledger report's reconciliation on real forwarded traffic: gateways (in the test
+process; processes where one is killed with kill -9) forwarding to each other (``kind: gateway``), real clients (proton, pika), then the report
 run on their ledger directories as an operator runs it (``amqp-gateway report --ledger
 ... --ledger ...``, its own Spark), its tables read back.
 
@@ -167,7 +167,7 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
     kill -9 (the gateway process: its ledger writer writes what it was sent, as it does
     when the gateway dies) after the first 100 were accepted by org-a, restarted, and
     the stream finished. Returns what org-b's consumer got, and the stopped pair."""
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, process=True).start()
     try:
         q = unique("orders")
         declare(p.b, q)

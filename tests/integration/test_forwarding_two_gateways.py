@@ -1,8 +1,11 @@
-"""Two gateway processes, org-a forwarding to org-b (``kind: gateway``) and to org-b
+"""Two gateways, org-a forwarding to org-b (``kind: gateway``) and to org-b
 addressed as a plain 1.0 broker (``kind: amqp10``): messages sent at org-a to
 ``orders@org-b`` over 1.0 and 0-9-1 reach org-b's queue with their properties unchanged;
 RPC across the two; kill -9 of either side loses nothing and duplicates nothing; a
-message org-b rejects is dead-lettered at org-a and the stream goes on."""
+message org-b rejects is dead-lettered at org-a and the stream goes on.
+
+Both gateways run in the test process, except where a test kills one with kill -9
+(``Pair(..., process=True)``: gateway processes)."""
 from __future__ import annotations
 
 import time
@@ -20,7 +23,7 @@ from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sy
 from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
                                                  proton_connection, unique)
 from tests.support.ledger_files import read_events
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import Gateway, default_config, free_port, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -33,62 +36,69 @@ def remote(container: str, port: int, password_file, extra: str = "") -> str:
             "      reconnect_initial: 0.2\n      reconnect_max: 1.0\n" + extra)
 
 
-def gateway(container: str, state_dir, port: int, remotes: str, extra: str = "") -> GatewayProcess:
+def gateway(container: str, state_dir, port: int, remotes: str, extra: str = "",
+            process: bool = False) -> Gateway:
     """A gateway that also listens on the fixed ``port`` (where its peers point, across
-    restarts), forwarding to ``remotes``."""
+    restarts), forwarding to ``remotes``; a process if ``process``."""
     state_dir.mkdir(exist_ok=True)
     pw = state_dir / "remote.password"
     pw.write_text("guest\n")
     section = f"forwarding:\n  remotes:\n{remotes.replace('{pw}', str(pw))}" if remotes else ""
-    return GatewayProcess(
+    return make_gateway(
         config_text=default_config(extra=f"container_id: {container}\nstate_dir: {state_dir}\n"
                                          f"{section}{extra}"),
-        extra_args=("--listen", f"127.0.0.1:{port}"))
+        extra_args=("--listen", f"127.0.0.1:{port}"), process=process)
 
 
 class Pair:
-    """org-a and org-b, each a remote of the other (kind gateway)."""
+    """org-a and org-b, each a remote of the other (kind gateway); gateway processes if
+    ``process`` (a test that kills one)."""
 
-    def __init__(self, root, a_extra: str = "", b_remotes: str = "") -> None:
+    def __init__(self, root, a_extra: str = "", b_remotes: str = "", process: bool = False) -> None:
         self.root = root
+        self.process = process
         self.a_port, self.b_port = free_port(), free_port()
         self.a_extra = a_extra
         self.b_remotes = b_remotes
         self.a = self.make_a()
         self.b = self.make_b()
 
-    def make_a(self) -> GatewayProcess:
+    def make_a(self) -> Gateway:
         return gateway("org-a", self.root / "a", self.a_port,
-                       remote("org-b", self.b_port, "{pw}"), self.a_extra)
+                       remote("org-b", self.b_port, "{pw}"), self.a_extra, self.process)
 
-    def make_b(self) -> GatewayProcess:
+    def make_b(self) -> Gateway:
         return gateway("org-b", self.root / "b", self.b_port,
-                       remote("org-a", self.a_port, "{pw}") + self.b_remotes)
+                       remote("org-a", self.a_port, "{pw}") + self.b_remotes, self.process)
 
     def start(self) -> "Pair":
         self.b.start()
         self.a.start()
         return self
 
-    def kill(self) -> None:
-        self.a.kill()
-        self.b.kill()
+    def end(self) -> None:
+        """Both gone: killed (processes) or stopped."""
+        for gw in (self.a, self.b):
+            if self.process:
+                gw.kill()
+            else:
+                gw.stop()
 
 
 @pytest.fixture
 def pair(tmp_path):
     p = Pair(tmp_path).start()
     yield p.a, p.b
-    p.kill()
+    p.end()
 
 
-def declare(gw: GatewayProcess, queue: str) -> None:
+def declare(gw: Gateway, queue: str) -> None:
     conn, ch = pika_channel(gw)
     ch.queue_declare(queue, durable=True)
     conn.close()
 
 
-def receive_all(gw: GatewayProcess, queue: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
+def receive_all(gw: Gateway, queue: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
     c = proton_connection(gw)
     try:
         receiver = c.create_receiver(queue, credit=count)
@@ -174,14 +184,14 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         ca.close()
 
 
-def metrics(gw: GatewayProcess) -> dict[tuple, float]:
+def metrics(gw: Gateway) -> dict[tuple, float]:
     """``{(name, labels...): value}`` of the gateway's /metrics page."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
                                   timeout=5).read().decode()
     return {(s.name, *sorted(s.labels.items())): s.value for s in parse_exposition(text)}
 
 
-def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = True) -> None:
+def send_numbered(gw: Gateway, address: str, numbers, durable: bool = True) -> None:
     c = proton_connection(gw)
     try:
         sender = c.create_sender(address)
@@ -193,7 +203,7 @@ def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = Tru
         c.close()
 
 
-def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
+def drain_bodies(gw: Gateway, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
     """Every message of ``queue`` until ``expected`` arrived and then a quiet second."""
     c = proton_connection(gw)
     got: list[str] = []
@@ -216,7 +226,7 @@ def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float =
 
 
 def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, process=True).start()
     try:
         q = unique("orders")
         declare(p.b, q)
@@ -228,11 +238,11 @@ def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> No
         assert sorted(got, key=lambda b: int(b.split()[1])) == [f"n {i}" for i in range(150)]
         assert len(got) == len(set(got)) == 150
     finally:
-        p.kill()
+        p.end()
 
 
 def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
-    p = Pair(tmp_path)
+    p = Pair(tmp_path, process=True)
     try:
         p.a.start()  # org-b is not running: everything waits in org-a's outbox
         q = unique("orders")
@@ -255,7 +265,7 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         got = drain_bodies(p.b, q, 80)
         assert sorted(int(t.split()[1]) for t in got) == list(range(80))
     finally:
-        p.kill()
+        p.end()
 
 
 def ledger_records(directory) -> list[dict]:
@@ -313,13 +323,13 @@ def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
         assert got[0].address is None  # a plain broker: the bare message as sent, no 'to' added
         assert got[0].annotations["x-opt-forward-origin"] == "org-a"
     finally:
-        p.kill()
+        p.end()
 
 
 def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
     """What a sender that crashed before it heard accepted does: the same forwarded
     message (same origin and id) arrives twice; the second is accepted and dropped."""
-    p = Pair(tmp_path)
+    p = Pair(tmp_path, process=True)
     p.b.start()
     try:
         q = unique("orders")
@@ -344,7 +354,7 @@ def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_pat
         forward_once()
         assert drain_bodies(p.b, q, 1) == ["once"]
     finally:
-        p.kill()
+        p.end()
 
 
 def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -> None:
@@ -363,7 +373,7 @@ def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -
         assert "forwarding loop" in dead.annotations["x-opt-forward-error"]
         assert list(dead.annotations["x-opt-forward-hops"]) == ["org-a", "org-b"]
     finally:
-        p.kill()
+        p.end()
 
 
 def test_the_node_part_is_any_target_address(pair) -> None:
@@ -433,13 +443,13 @@ def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) ->
         error = dead.annotations["x-opt-forward-error"]
         assert "amqp:unauthorized-access" in error and "amq.topic" in error and "orga" in error
     finally:
-        p.kill()
+        p.end()
 
 
 def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
     """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
     bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, process=True).start()
     try:
         conn, ch = pika_channel(p.a)
         ch.confirm_delivery()
@@ -461,4 +471,4 @@ def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
         finally:
             conn.close()
     finally:
-        p.kill()
+        p.end()

@@ -395,7 +395,8 @@ def _parseable_lines(directory: str) -> tuple[int, int]:
 
 
 def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
-    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash")
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash",
+                                                               process=True)
     connection.close()
 
     stop, sent = threading.Event(), [0]
@@ -447,10 +448,10 @@ def _received_message_ids(directory: str) -> set[str]:
             if rec["event"] == "received" and "message_id" in rec}
 
 
-def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str):
+def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str, **kwargs):
     """A gateway writing its ledger to ``tmp_path/ledger``, a pika channel, a new queue."""
     ledger_dir = str(tmp_path / "ledger")
-    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir), **kwargs)
     connection, ch = pika_channel(gw)
     queue = unique(prefix)
     ch.queue_declare(queue)
@@ -459,7 +460,8 @@ def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str):
 
 def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gateway, tmp_path):
     flush_interval = 0.2
-    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1")
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1",
+                                                               process=True)
     writers = gw.child_pids()
     assert writers, "the ledger is written by a child process by default"
     ch.confirm_delivery()

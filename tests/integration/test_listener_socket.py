@@ -234,7 +234,7 @@ def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
     import pika
     from proton.utils import BlockingConnection
 
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     half_open = open_socket(gw, timeout=10)
     half_open.sendall(AMQP091_HEADER)
     read_frame_091(half_open)                          # connection.start, never answered
@@ -268,7 +268,7 @@ def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
 
 
 def test_sigint_also_stops_gracefully(fresh_gateway):
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     gw.signal(signal.SIGINT)
     try:
         status = gw.proc.wait(15)
@@ -302,7 +302,7 @@ def _signal_masks(pid: int) -> str:
 
 
 def test_sighup_is_logged_and_the_gateway_keeps_serving(fresh_gateway):
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     gw.signal(signal.SIGHUP)
     assert gw.wait_for_log("SIGHUP received")
     with open_socket(gw) as s:

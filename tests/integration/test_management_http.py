@@ -11,7 +11,7 @@ import pika
 import pytest
 
 from tests.support.amqp091_clients import pika_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
@@ -202,7 +202,7 @@ THROTTLE_LIMITS = ("limits:\n  failed_logins_before_delay: 2\n  failed_login_max
 
 
 def test_repeated_failed_logins_from_a_peer_get_429_for_a_while():
-    gw = GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS).replace("limits:\n", THROTTLE_LIMITS),
+    gw = make_gateway(config_text=default_config(users=MANAGEMENT_USERS).replace("limits:\n", THROTTLE_LIMITS),
                         extra_args=("--management", "127.0.0.1:0")).start()
     try:
         assert call(gw, "GET", "/api/overview", password="nope").status == 401

@@ -50,7 +50,7 @@ def _rewrite(gw, text: str) -> None:
 
 
 def test_sighup_reloads_users_and_keeps_them_when_the_new_ones_are_broken(fresh_gateway):
-    gw = fresh_gateway(config_text=default_config(
+    gw = fresh_gateway(process=True, config_text=default_config(
         users={"guest": ("guest", True), "alice": ("secret", False)}))
     _login_091(gw, "alice", "secret")
     _refused_091(gw, "bob", "bob-pw")

@@ -245,7 +245,7 @@ def test_sighup_reloads_certificate_for_new_connections_only(fresh_gateway, pki,
     shutil.copy(pki["server"].key_file, key_file)
     from tests.support.certificates import Issued
     live = Issued(str(cert_file), str(key_file), "")
-    gw = fresh_gateway(config_text=tls_config(pki, cert=live))
+    gw = fresh_gateway(config_text=tls_config(pki, cert=live), process=True)  # SIGHUP
     old = tls_socket(gw, client_context(pki))
     assert peer_cn(old) == "gateway.test"
     renewed = pki["ca"].issue("renewed.test", names=("renewed.test",))

@@ -24,7 +24,7 @@ from tests.support.access_config import access_config, tls_listener
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import TestPKI
 from tests.support.connection_storm import reset_socket
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import Gateway
 
 pytestmark = pytest.mark.integration
 
@@ -42,10 +42,11 @@ def pki(tmp_path_factory):
 
 
 @pytest.fixture
-def gw(pki, fresh_gateway) -> GatewayProcess:
+def gw(pki, fresh_gateway) -> Gateway:
     # a long shutdown_timeout: a drain that waits for it is not hidden by a quick abort
     config = access_config(listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto"))
-    return fresh_gateway(config_text=config.replace("shutdown_timeout: 5.0", "shutdown_timeout: 60.0"))
+    return fresh_gateway(process=True,  # SIGTERM
+                         config_text=config.replace("shutdown_timeout: 5.0", "shutdown_timeout: 60.0"))
 
 
 def _client_context(pki) -> ssl.SSLContext:

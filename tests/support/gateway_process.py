@@ -2,6 +2,12 @@
 
 The process writes ``listening on HOST:PORT`` and ``metrics on http://HOST:PORT/...``
 to its log; we read those lines back, so no test ever uses a fixed port.
+
+``make_gateway`` is the switch most tests use: the same gateway built in the test
+process (``tests/support/in_process_gateway.py``, no process start), or with
+``process=True`` (or anything only a process has: ``env``, ``preexec_fn``) a
+``GatewayProcess``. ``TEST_GATEWAYS=process`` in the environment makes every gateway a
+process, to run any test both ways.
 """
 from __future__ import annotations
 
@@ -15,9 +21,12 @@ import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Union
 
 from gateway.auth import hash_password
+
+if TYPE_CHECKING:
+    from tests.support.in_process_gateway import InProcessGateway
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -169,6 +178,16 @@ class GatewayProcess:
             time.sleep(0.05)
         return False
 
+    @property
+    def pid(self) -> int:
+        """The process that holds the gateway's sockets."""
+        assert self.proc, "not started"
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def signal(self, sig: int) -> None:
         assert self.proc
         self.proc.send_signal(sig)
@@ -217,6 +236,25 @@ class GatewayProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+#: ``TEST_GATEWAYS=process``: every gateway a test starts is a process
+ALWAYS_PROCESS = os.environ.get("TEST_GATEWAYS", "in-process") == "process"
+
+
+#: what ``make_gateway`` gives: either kind, the same API (``InProcessGateway`` has no process)
+Gateway = Union["GatewayProcess", "InProcessGateway"]
+
+
+def make_gateway(*, process: bool = False, **kwargs) -> Gateway:
+    """An unstarted gateway: a ``GatewayProcess`` when ``process`` (or ``env`` or
+    ``preexec_fn``, which only a process has, or ``TEST_GATEWAYS=process``), else an
+    ``InProcessGateway``; both take ``config_text`` and ``extra_args``."""
+    if process or ALWAYS_PROCESS or kwargs.get("env") or kwargs.get("preexec_fn"):
+        return GatewayProcess(**kwargs)
+    from tests.support.in_process_gateway import InProcessGateway
+
+    return InProcessGateway(**kwargs)
 
 
 def _children_of(pid: int) -> list[int]:
