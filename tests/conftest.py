@@ -66,3 +66,28 @@ def fresh_gateway():
     yield make
     for gw in started:
         gw.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The test process's one local Spark session (a JVM start and a SparkContext take
+    seconds to tens of seconds on a busy machine): every test that runs a report in this
+    process shares it. Skips without PySpark or Java."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    from pipeline.environment import find_java
+
+    if find_java() is None:
+        pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
+    session = (pyspark_sql.SparkSession.builder.master("local[2]")
+               .appName("pipeline-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
+               # tiny inputs: compiling generated code for every plan costs more than it
+               # saves (a third of a test report's time); results are the same
+               .config("spark.sql.codegen.wholeStage", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

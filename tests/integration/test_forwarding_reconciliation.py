@@ -9,10 +9,13 @@ run on their ledger directories as an operator runs it (``amqp-gateway report --
   and origin container, and nothing else on either leg.
 - kill -9 of org-b, and of org-a, mid-stream, restarted, the stream finished: every
   message the consumer got once is ``ok`` or ``late`` (re-sent after the crash), none is
-  lost; a duplicate is flagged only where the consumer really got one.
+  lost; a duplicate is flagged only where the consumer really got one. These two run the
+  same report in the test process's Spark session (``run_report``, what the command
+  calls), so that each does not start a JVM of its own.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -167,7 +170,7 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
     kill -9 (the gateway process: its ledger writer writes what it was sent, as it does
     when the gateway dies) after the first 100 were accepted by org-a, restarted, and
     the stream finished. Returns what org-b's consumer got, and the stopped pair."""
-    p = Pair(tmp_path, process=True).start()
+    p = Pair(tmp_path, processes="b" if crash == "org-b" else "a").start()
     try:
         q = unique("orders")
         declare(p.b, q)
@@ -175,10 +178,10 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
         if crash == "org-b":
             p.b.kill(children=False)  # forwarded messages in flight or just stored
             send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
-            p.b = p.make_b().start()
+            p.b = p.make_b(process=False).start()
         else:
             p.a.kill(children=False)  # its outbox mid-flight
-            p.a = p.make_a().start()
+            p.a = p.make_a(process=False).start()
             send_numbered(p.a, f"{q}@org-b", range(100, 150))
         got = drain_bodies(p.b, q, 150)
     finally:
@@ -188,13 +191,16 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
 
 
 @pytest.mark.parametrize("crash", ["org-b", "org-a"])
-def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash) -> None:
+def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash, spark) -> None:
+    from pipeline.progress import Progress
+    from pipeline.report import run_report
+
     got, _ = finish_after_crash(tmp_path, crash)
     assert sorted(set(got)) == sorted(f"n {i}" for i in range(150))
     extra = {body for body in got if got.count(body) > 1}  # what really got through twice
     out = tmp_path / "report"
-    run_report_command([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
-                       "--late-after", "2")
+    run_report([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
+               spark=spark, late_after=2.0, progress=Progress(7, stream=io.StringIO()))
     rows = table_rows(out, "reconciliation")
     assert all((x["source"], x["destination"], x["origin"]) == ("org-a", "org-b", "org-a") for x in rows)
     by_status: dict[str, list] = {}

@@ -4,8 +4,8 @@ addressed as a plain 1.0 broker (``kind: amqp10``): messages sent at org-a to
 RPC across the two; kill -9 of either side loses nothing and duplicates nothing; a
 message org-b rejects is dead-lettered at org-a and the stream goes on.
 
-Both gateways run in the test process, except where a test kills one with kill -9
-(``Pair(..., process=True)``: gateway processes)."""
+Both gateways run in the test process, except one that a test kills with kill -9
+(``Pair(..., processes="b")``: a gateway process; restarted in the test process)."""
 from __future__ import annotations
 
 import time
@@ -23,7 +23,7 @@ from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sy
 from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
                                                  proton_connection, unique)
 from tests.support.ledger_files import read_events
-from tests.support.gateway_process import Gateway, default_config, free_port, make_gateway
+from tests.support.gateway_process import Gateway, GatewayProcess, default_config, free_port, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -51,25 +51,27 @@ def gateway(container: str, state_dir, port: int, remotes: str, extra: str = "",
 
 
 class Pair:
-    """org-a and org-b, each a remote of the other (kind gateway); gateway processes if
-    ``process`` (a test that kills one)."""
+    """org-a and org-b, each a remote of the other (kind gateway); those named in
+    ``processes`` (``"a"``, ``"b"``, ``"ab"``) are gateway processes, to kill."""
 
-    def __init__(self, root, a_extra: str = "", b_remotes: str = "", process: bool = False) -> None:
+    def __init__(self, root, a_extra: str = "", b_remotes: str = "", processes: str = "") -> None:
         self.root = root
-        self.process = process
+        self.processes = processes
         self.a_port, self.b_port = free_port(), free_port()
         self.a_extra = a_extra
         self.b_remotes = b_remotes
         self.a = self.make_a()
         self.b = self.make_b()
 
-    def make_a(self) -> Gateway:
-        return gateway("org-a", self.root / "a", self.a_port,
-                       remote("org-b", self.b_port, "{pw}"), self.a_extra, self.process)
+    def make_a(self, process: bool | None = None) -> Gateway:
+        """org-a (a process if ``process``, by default if named in ``processes``)."""
+        return gateway("org-a", self.root / "a", self.a_port, remote("org-b", self.b_port, "{pw}"),
+                       self.a_extra, process="a" in self.processes if process is None else process)
 
-    def make_b(self) -> Gateway:
+    def make_b(self, process: bool | None = None) -> Gateway:
         return gateway("org-b", self.root / "b", self.b_port,
-                       remote("org-a", self.a_port, "{pw}") + self.b_remotes, self.process)
+                       remote("org-a", self.a_port, "{pw}") + self.b_remotes,
+                       process="b" in self.processes if process is None else process)
 
     def start(self) -> "Pair":
         self.b.start()
@@ -79,7 +81,7 @@ class Pair:
     def end(self) -> None:
         """Both gone: killed (processes) or stopped."""
         for gw in (self.a, self.b):
-            if self.process:
+            if isinstance(gw, GatewayProcess):
                 gw.kill()
             else:
                 gw.stop()
@@ -226,14 +228,14 @@ def drain_bodies(gw: Gateway, queue: str, expected: int, timeout: float = 30.0) 
 
 
 def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
-    p = Pair(tmp_path, process=True).start()
+    p = Pair(tmp_path, processes="b").start()
     try:
         q = unique("orders")
         declare(p.b, q)
         send_numbered(p.a, f"{q}@org-b", range(0, 100))
         p.b.kill()  # org-b dies with forwarded messages in flight or just stored
         send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
-        p.b = p.make_b().start()
+        p.b = p.make_b(process=False).start()
         got = drain_bodies(p.b, q, 150)
         assert sorted(got, key=lambda b: int(b.split()[1])) == [f"n {i}" for i in range(150)]
         assert len(got) == len(set(got)) == 150
@@ -242,7 +244,7 @@ def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> No
 
 
 def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
-    p = Pair(tmp_path, process=True)
+    p = Pair(tmp_path, processes="a")
     try:
         p.a.start()  # org-b is not running: everything waits in org-a's outbox
         q = unique("orders")
@@ -260,7 +262,7 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         p.a.kill()
         p.b.start()
         declare(p.b, q)
-        p.a = p.make_a().start()
+        p.a = p.make_a(process=False).start()
         assert p.a.wait_for_log(r"restored 80 message\(s\) waiting to be forwarded")
         got = drain_bodies(p.b, q, 80)
         assert sorted(int(t.split()[1]) for t in got) == list(range(80))
@@ -329,7 +331,7 @@ def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
 def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
     """What a sender that crashed before it heard accepted does: the same forwarded
     message (same origin and id) arrives twice; the second is accepted and dropped."""
-    p = Pair(tmp_path, process=True)
+    p = Pair(tmp_path, processes="b")
     p.b.start()
     try:
         q = unique("orders")
@@ -350,7 +352,7 @@ def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_pat
         forward_once()
         forward_once()
         p.b.kill()
-        p.b = p.make_b().start()
+        p.b = p.make_b(process=False).start()
         forward_once()
         assert drain_bodies(p.b, q, 1) == ["once"]
     finally:
@@ -449,7 +451,7 @@ def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) ->
 def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
     """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
     bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""
-    p = Pair(tmp_path, process=True).start()
+    p = Pair(tmp_path, processes="a").start()
     try:
         conn, ch = pika_channel(p.a)
         ch.confirm_delivery()
@@ -458,7 +460,7 @@ def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
         conn.close()
         assert p.a.wait_for_log("message .* dead-lettered: amqp:not-found")
         p.a.kill()
-        p.a = p.make_a().start()
+        p.a = p.make_a(process=False).start()
         conn, ch = pika_channel(p.a)
         try:
             method, props, body = pika_get(ch, "forward.dead-letter.org-b", timeout=TIMEOUT)

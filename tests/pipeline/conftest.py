@@ -1,5 +1,5 @@
-"""One local Spark session for all pipeline tests (starting one takes ~10 s), and the
-report of ``single_gateway_ledger`` that several test files read."""
+"""The report of ``single_gateway_ledger`` that several test files read (the local Spark
+session, ``spark``, is the test process's one: ``tests/conftest.py``)."""
 from __future__ import annotations
 
 import io
@@ -11,28 +11,6 @@ from tests.support.ledgers import single_gateway_ledger
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "pipeline: needs PySpark and Java (local Spark)")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("pipeline-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

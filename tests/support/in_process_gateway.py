@@ -85,8 +85,10 @@ class GatewayLog(logging.Handler):
             return cls._installed
 
     def add(self, gw: "InProcessGateway") -> None:
+        """``gw`` runs from now on (what it logs while it builds its service is its own)."""
         with self._guard:
             self.gateways.append(gw)
+            self.owners[id(gw)] = gw
             self._levels()
 
     def own(self, gw: "InProcessGateway", service: Any) -> None:
@@ -142,9 +144,12 @@ class GatewayLog(logging.Handler):
 
 
 def _parts(service: Any) -> list[Any]:
-    """The service and what it holds (one level down, lists and dicts opened)."""
+    """The service and what it holds (one level down, lists and dicts opened), but the
+    reactor, which every gateway shares."""
     found = [service]
-    for value in vars(service).values():
+    for name, value in vars(service).items():
+        if name == "reactor":
+            continue
         if isinstance(value, (list, tuple)):
             found.extend(v for v in value if v is not None)
         elif isinstance(value, dict):
