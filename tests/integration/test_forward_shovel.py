@@ -97,7 +97,9 @@ def test_rabbitmq_stopped_the_shovel_keeps_taking_and_nothing_is_lost(partner_ra
     try:
         bodies = [f"while-down-{n}".encode() for n in range(100)]
         _publish(gateway_to_partner, "outbound.orders", bodies)     # confirmed by the gateway
-        time.sleep(2.0)
+        deadline = time.monotonic() + 30
+        while _local_depth(gateway_to_partner, "outbound.orders") and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert _local_depth(gateway_to_partner, "outbound.orders") == 0   # all in the outbox
     finally:
         partner_rabbit.start_app()
