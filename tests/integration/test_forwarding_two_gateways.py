@@ -9,19 +9,18 @@ Both gateways run in the test process, except one that a test kills with kill -9
 from __future__ import annotations
 
 import time
-import urllib.request
 import uuid
 
 import pika
 import pytest
 from proton import Message, Timeout
 
-from gateway.metrics import parse_exposition
 from translators import scan_sections
 from tests.support.access_config import write_users_file
 from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sym32, vbin32
 from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
                                                  proton_connection, unique)
+from tests.support.gateway_metrics import metric_samples
 from tests.support.ledger_files import read_events
 from tests.support.gateway_process import Gateway, GatewayProcess, default_config, free_port, make_gateway
 
@@ -186,13 +185,6 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         ca.close()
 
 
-def metrics(gw: Gateway) -> dict[tuple, float]:
-    """``{(name, labels...): value}`` of the gateway's /metrics page."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
-                                  timeout=5).read().decode()
-    return {(s.name, *sorted(s.labels.items())): s.value for s in parse_exposition(text)}
-
-
 def send_numbered(gw: Gateway, address: str, numbers, durable: bool = True) -> None:
     c = proton_connection(gw)
     try:
@@ -254,7 +246,7 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         for i in range(60, 80):
             ch.basic_publish("", f"{q}@org-b", b"n %d" % i, pika.BasicProperties(delivery_mode=2))
         conn.close()
-        seen = metrics(p.a)
+        seen = metric_samples(p.a)
         remote = ("remote", "org-b")
         assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 80
         assert seen[("amqp_gateway_forward_state", remote, ("state", "backing off"))] == 1
@@ -286,7 +278,7 @@ def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair,
     assert dead.body == "n 2" and dead.id == "n-2"
     assert "amqp:not-found" in dead.annotations["x-opt-forward-error"]
     assert dead.annotations["x-opt-forward-remote"] == "org-b"
-    seen = metrics(a)
+    seen = metric_samples(a)
     remote = ("remote", "org-b")
     assert seen[("amqp_gateway_forward_dead_lettered_total", remote)] == 1
     assert seen[("amqp_gateway_forward_acked_total", remote)] == 2

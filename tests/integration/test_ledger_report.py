@@ -545,7 +545,10 @@ def test_deliveries_to_waiting_consumers_are_written_with_their_publish_fields(f
     ch.basic_consume(to_091, take)
     amqp10 = proton_connection(gw)
     receiver = amqp10.create_receiver(f"/queue/{to_10}", credit=5)
-    connection.sleep(0.3)  # the consumers' credit reaches the gateway before the publishes
+    # the consumers' credit reaches the gateway before the publishes: a link attached
+    # after the credit is answered once the gateway handled it (a connection's frames are
+    # handled in order); 0-9-1's basic.consume above waited for its consume-ok
+    amqp10.create_sender(f"/queue/{to_10}").close()
     publisher, pch = pika_channel(gw)
     pch.confirm_delivery()
     for i in range(5):

@@ -92,8 +92,6 @@ def start() -> None:
 
 
 def _install_reaping(reactor) -> None:
-    global _reaper
-
     def on_sigchld(signum, frame) -> None:
         reactor.callFromThread(process.reapAllProcesses)
 
