@@ -6,7 +6,7 @@ import pytest
 from _pytest.python import pytest_pyfunc_call as run_test_function
 from hypothesis import HealthCheck, settings
 
-from tests.support import reactor_thread
+from tests.support import reactor_thread, small_spark
 from tests.support.gateway_process import make_gateway
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
@@ -78,16 +78,14 @@ def spark():
 
     if find_java() is None:
         pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
+    builder = (pyspark_sql.SparkSession.builder.master("local[2]")
                .appName("pipeline-tests")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in small_spark.session_conf().items():  # tiny inputs
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
