@@ -6,7 +6,7 @@ import pytest
 from _pytest.python import pytest_pyfunc_call as run_test_function
 from hypothesis import HealthCheck, settings
 
-from tests.support import reactor_thread, small_spark
+from tests.support import gateway_process, reactor_thread, small_spark
 from tests.support.gateway_process import make_gateway
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
@@ -34,6 +34,33 @@ def pytest_pyfunc_call(pyfuncitem):
         reactor_thread.start()
         return None
     return run_test_function(pyfuncitem)
+
+
+#: fixtures that stand up a real cluster: a test using one is ``slow``
+CLUSTERS = ("spark", "partner_rabbit")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests on a real cluster are ``slow``, and grouped for ``--dist loadgroup``: the
+    Spark session's in group ``spark`` (one JVM, its compiled code warm, for all of them)
+    and the RabbitMQ node's in group ``clusters`` (one node), as is the standalone Spark
+    cluster's test (``tests/pipeline/test_cli.py``). pytest-xdist hands out the largest
+    groups first, one to each worker, so the longest work starts at once and the single
+    tests fill in around it."""
+    for item in items:
+        names = item.fixturenames
+        if not any(name in names for name in CLUSTERS):
+            continue
+        item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("clusters" if "partner_rabbit" in names else "spark"))
+
+
+def pytest_runtest_setup(item):
+    """Before the test's fixtures: a gateway process started for it is checked against
+    its ``process`` marker (``gateway_process.UnmarkedProcessTest``)."""
+    gateway_process.current_test = item
 
 
 @pytest.hookimpl(tryfirst=True)

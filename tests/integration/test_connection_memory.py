@@ -24,7 +24,7 @@ import pytest
 from tests.support.connection_storm import Ending, Protocol, raise_fd_limit, run_round
 from tests.support.gateway_metrics import wait_open_connections
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.process]
 
 CONNECTIONS = 1000
 ROUNDS = 4

@@ -30,6 +30,9 @@ from tests.support.confirmed_publisher import ConfirmLedger, publish_confirmed
 from tests.support.cross_protocol_clients import proton_connection
 from tests.support.gateway_process import REPO, Gateway, default_config, make_gateway
 
+# every test here kills, limits, signals or measures a gateway process, or runs the CLI
+pytestmark = [pytest.mark.integration, pytest.mark.process]
+
 
 def store_gateway(state_dir, extra: str = "", **kwargs) -> Gateway:
     """A gateway whose state (store, ledger) lives in ``state_dir`` across restarts

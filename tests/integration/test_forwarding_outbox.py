@@ -105,6 +105,7 @@ def test_a_to_other_than_the_link_address_is_rejected(gw) -> None:
         c.close()
 
 
+@pytest.mark.process
 def test_outbox_accepts_while_the_remote_is_down_and_survives_kill_9(tmp_path) -> None:
     port = free_port()
     gw = org_a(tmp_path, port, process=True).start()

@@ -108,6 +108,7 @@ def by_pair(rows: list[dict]) -> dict[tuple, dict]:
             for x in rows}
 
 
+@pytest.mark.slow  # the report command: a Spark of its own
 def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hub(tmp_path) -> None:
     a_port, hub_port, b_port = free_port(), free_port(), free_port()
     b = gateway("org-b", tmp_path / "b", b_port, "")
@@ -190,6 +191,7 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
     return got, p
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("crash", ["org-b", "org-a"])
 def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash, spark) -> None:
     from pipeline.progress import Progress

@@ -219,6 +219,7 @@ def drain_bodies(gw: Gateway, queue: str, expected: int, timeout: float = 30.0) 
         c.close()
 
 
+@pytest.mark.process
 def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
     p = Pair(tmp_path, processes="b").start()
     try:
@@ -235,6 +236,7 @@ def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> No
         p.end()
 
 
+@pytest.mark.process
 def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
     p = Pair(tmp_path, processes="a")
     try:
@@ -320,6 +322,7 @@ def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
         p.end()
 
 
+@pytest.mark.process
 def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
     """What a sender that crashed before it heard accepted does: the same forwarded
     message (same origin and id) arrives twice; the second is accepted and dropped."""
@@ -440,6 +443,7 @@ def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) ->
         p.end()
 
 
+@pytest.mark.process
 def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
     """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
     bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""

@@ -37,7 +37,7 @@ from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
 
-KINDS = ["in-process", "process"]
+KINDS = ["in-process", pytest.param("process", marks=pytest.mark.process)]
 
 
 def _config(state_dir, users_file: str) -> str:

@@ -377,6 +377,7 @@ def _parseable_lines(directory: str) -> tuple[int, int]:
     return len(read_events(directory)), bad
 
 
+@pytest.mark.process
 def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
     ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash",
                                                                process=True)
@@ -441,6 +442,7 @@ def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str, **kwargs):
     return ledger_dir, gw, connection, ch, queue
 
 
+@pytest.mark.process
 def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gateway, tmp_path):
     flush_interval = 0.2
     ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1",

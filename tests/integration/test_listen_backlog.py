@@ -123,6 +123,7 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
 
 
+@pytest.mark.process
 def test_2000_clients_connecting_at_once_need_no_syn_retry(fresh_gateway):
     if raise_open_files_limit() < CLIENTS + 200:
         pytest.skip(f"this process cannot open {CLIENTS} sockets")
@@ -150,6 +151,7 @@ def test_2000_clients_connecting_at_once_need_no_syn_retry(fresh_gateway):
         storm.close()
 
 
+@pytest.mark.process
 def test_the_gateway_lifts_its_own_open_files_limit(fresh_gateway):
     gw = fresh_gateway(preexec_fn=_as_started_from_a_shell)
     soft, hard = _open_files_limits(gw.proc.pid)

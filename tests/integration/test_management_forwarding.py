@@ -83,6 +83,7 @@ def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
 REMOTE_ALERTS = "management:\n  alerts:\n    remote_down_time: 1.0\n    remote_outbox_depth: 2\n"
 
 
+@pytest.mark.process
 def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(tmp_path):
     pair = Pair(tmp_path, a_extra=REMOTE_ALERTS, processes="b").start()  # org-b killed
     try:

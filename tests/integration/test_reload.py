@@ -49,6 +49,7 @@ def _rewrite(gw, text: str) -> None:
         f.write(text)
 
 
+@pytest.mark.process
 def test_sighup_reloads_users_and_keeps_them_when_the_new_ones_are_broken(fresh_gateway):
     gw = fresh_gateway(process=True, config_text=default_config(
         users={"guest": ("guest", True), "alice": ("secret", False)}))

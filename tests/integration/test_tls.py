@@ -239,6 +239,7 @@ def test_amqp10_tls_header_refused_without_tls(gateway):
         assert read_all(s) == AMQP10_SASL_HEADER
 
 
+@pytest.mark.process
 def test_sighup_reloads_certificate_for_new_connections_only(fresh_gateway, pki, tmp_path):
     cert_file, key_file = tmp_path / "live.crt", tmp_path / "live.key"
     shutil.copy(pki["server"].cert_file, cert_file)

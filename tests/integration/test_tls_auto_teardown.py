@@ -24,7 +24,7 @@ from tests.support.connection_storm import reset_socket
 from tests.support.gateway_metrics import wait_open_connections
 from tests.support.gateway_process import Gateway
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 TIMEOUT = 10
 #: what the gateway logs when a drain did not finish in ``shutdown_timeout``

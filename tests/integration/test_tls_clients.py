@@ -129,6 +129,7 @@ def test_proton_via_the_amqp_tls_header(gw, pki):
         client.close()
 
 
+@pytest.mark.process
 def test_pika_connection_survives_a_certificate_reload(fresh_gateway, pki, tmp_path):
     cert_file, key_file = tmp_path / "live.crt", tmp_path / "live.key"
     shutil.copy(pki["server"].cert_file, cert_file)

@@ -20,6 +20,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Union
 
@@ -103,6 +104,7 @@ class GatewayProcess:
     _tmp: Optional[tempfile.TemporaryDirectory] = None
 
     def start(self, timeout: float = 30.0) -> "GatewayProcess":
+        _check_process_marker()
         self._tmp = tempfile.TemporaryDirectory(prefix="gw-test-")
         cfg = os.path.join(self._tmp.name, "gateway.yaml")
         with open(cfg, "w") as f:
@@ -236,6 +238,22 @@ class GatewayProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class UnmarkedProcessTest(UserWarning):
+    """A test started a gateway process without ``@pytest.mark.process``, so ``make
+    test-fast`` (which deselects that marker) runs it."""
+
+
+#: the test being run (``tests/conftest.py`` sets it before its fixtures are set up)
+current_test: Optional[object] = None
+
+
+def _check_process_marker() -> None:
+    node = current_test
+    if node is not None and node.get_closest_marker("process") is None:  # type: ignore[attr-defined]
+        warnings.warn(f"{node.nodeid} starts a gateway process: mark it @pytest.mark.process",  # type: ignore[attr-defined]
+                      UnmarkedProcessTest, stacklevel=3)
 
 
 #: ``TEST_GATEWAYS=process``: every gateway a test starts is a process
