@@ -129,9 +129,10 @@ def _timers_of(svc) -> list:
     owned = {id(p) for p in _parts(svc)}
 
     def belongs(call) -> bool:
-        holders = [getattr(call.func, "__self__", None), *call.args]
-        looping = getattr(holders[0], "f", None)
-        holders.append(getattr(looping, "__self__", None))
+        # a method of the gateway's, or a LoopingCall (the call's func itself) of one
+        func = call.func
+        looping = getattr(func, "f", None)
+        holders = [func, getattr(func, "__self__", None), getattr(looping, "__self__", None), *call.args]
         for h in holders:
             if h is None:
                 continue
@@ -144,11 +145,13 @@ def _timers_of(svc) -> list:
 
 def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> None:
     config = default_config(extra=f"state_dir: {tmp_path}\n")
+    before = set(threading.enumerate())
     gw = make_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
     svc = gw.service
     ports = (gw.amqp_port, gw.metrics_port, gw.management_port)
     [writer] = gw.child_pids()
-    store_threads = [t for t in threading.enumerate() if t.name == "store-commit"]
+    store_threads = [t for t in threading.enumerate() if t not in before and t.name == "store-commit"]
+    assert store_threads
     conn, ch = pika_channel(gw)          # a connection open at the stop
     ch.queue_declare("q", durable=True)
     half_open = socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=5)  # sniffing
