@@ -141,7 +141,7 @@ class Link:
 
     def __init__(self, a: Any, b: Any, remote: str) -> None:
         from gateway.amqp10.outbound_client import OutboundAmqp10  # noqa: PLC0415
-        from hotpath import ENGINE_CALLS, Metered  # noqa: PLC0415
+        from hotpath import Edge  # noqa: PLC0415
         forwarder = a.transfer.forwarders[remote]
         self._deferred: list[Callable[[], None]] = []
         forwarder.defer = self._deferred.append
@@ -150,9 +150,11 @@ class Link:
         client = OutboundAmqp10(settings, PASSWORD, a.container, forwarder)
         forwarder.connection = client
         forwarder.connecting()
-        self.client = Metered(client, a.meter, ENGINE_CALLS)
-        self._b_factory = lambda header: Metered(b.amqp10_factory(header), b.meter, ENGINE_CALLS)
+        self.client = Edge(client, a.meter)
+        self._b_factory = lambda header: Edge(b.amqp10_factory(header), b.meter)
         self.server: Any = None
+        #: the client's output of its last read, for the next round
+        self._pending = b""
 
     def pump(self) -> None:
         for _ in range(10000):
@@ -160,16 +162,22 @@ class Link:
             while self._deferred:
                 self.a_meter.wrap(self._deferred.pop(0))()
                 moved = True
-            out = self.client.data_to_send()
+            out = self.client.flush() if self.client.flush_wanted or self.server is None else b""
+            out += self._pending
+            self._pending = b""
             if out and self.server is None:
                 self.server = self._b_factory(out[:8])
                 out = out[8:]
+                back = self.server.flush()
+            else:
+                back = b""
             if out:
-                self.server.receive_data(out)
+                back += self.server.data_received(out)
                 moved = True
-            back = self.server.data_to_send() if self.server is not None else b""
+            elif self.server is not None and self.server.flush_wanted:
+                back += self.server.flush()
             if back:
-                self.client.receive_data(back)
+                self._pending = self.client.data_received(back)
                 moved = True
             if not moved:
                 return
