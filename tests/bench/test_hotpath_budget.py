@@ -4,6 +4,11 @@ in ``bench/hotpath_budget.json`` (Python calls and tracemalloc blocks held per m
 The counts are deterministic (the meter fixes the hash seed, warms each path up and
 counts one same batch), so a path that got dearer fails here, not in a wall-clock bench
 on a busy machine. The meter runs once, in its own process, for all the paths.
+
+Calls are held to 2 %. Blocks held in flight are the same on every run too, but they
+move with the order in which the interpreter reuses freed blocks (its free lists), so a
+change elsewhere in the path can shift them by a tenth either way: their guard is 25 %,
+which still catches a message that holds more objects.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
-TOLERANCE = 1.02
+TOLERANCE = {"calls": 1.02, "blocks": 1.25}
 BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
 
 
@@ -36,6 +41,7 @@ def test_every_path_of_the_meter_has_a_budget(counts: dict) -> None:
 @pytest.mark.parametrize("path", sorted(BUDGETS))
 @pytest.mark.parametrize("what", ["calls", "blocks"])
 def test_path_within_its_budget(counts: dict, path: str, what: str) -> None:
-    count, budget = counts[path][what], BUDGETS[path][what]
-    assert count <= budget * TOLERANCE, (
-        f"{path}: {count} {what} per message, budget {budget} (+2% = {budget * TOLERANCE:.2f})")
+    count, budget, tolerance = counts[path][what], BUDGETS[path][what], TOLERANCE[what]
+    assert count <= budget * tolerance, (
+        f"{path}: {count} {what} per message, budget {budget} "
+        f"(+{round(100 * (tolerance - 1))}% = {budget * tolerance:.2f})")
