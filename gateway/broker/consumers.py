@@ -28,7 +28,7 @@ from .errors import ResourceLocked
 from .flow import CreditWindow
 
 if TYPE_CHECKING:
-    from .queues import QueuedMessage
+    from .queued_message import QueuedMessage
 
 __all__ = ["Consumer", "ConsumerSet"]
 

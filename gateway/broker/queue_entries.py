@@ -41,15 +41,15 @@ __all__ = ["QueueEntries"]
 
 
 class QueueEntries:
-    """The entries of one queue (``queue`` is stored on each entry, for the protocols'
-    settlement); ``gate`` counts the bodies held in memory; ``storage`` is set by the
-    queue once the vhost gave it one (a stored queue)."""
+    """The entries of one queue; ``gate`` counts the bodies held in memory; ``storage`` is
+    set by the queue once the vhost gave it one (a stored queue). It keeps no reference to
+    its queue (the queue holds it: a cycle would keep a deleted queue, and the connection
+    owning it, until a full collection); each new entry is given it instead."""
 
-    __slots__ = ("queue", "ready", "acquired", "seq", "gate", "storage", "published", "delivered",
+    __slots__ = ("ready", "acquired", "seq", "gate", "storage", "published", "delivered",
                  "acked", "expired", "head")
 
-    def __init__(self, queue: Any, max_priority: Optional[int], gate: Optional["ProducerGate"]) -> None:
-        self.queue = queue
+    def __init__(self, max_priority: Optional[int], gate: Optional["ProducerGate"]) -> None:
         self.ready = ReadyList(max_priority)
         #: ACQUIRED entries by ``seq``, in the order they were acquired
         self.acquired: dict[int, QueuedMessage] = {}
@@ -68,14 +68,14 @@ class QueueEntries:
         self.head: Callable[[float], Optional[QueuedMessage]] = partial(self.ready.head, expired=self.expired)
 
     # ------------------------------------------------------------------ -> AVAILABLE
-    def add(self, message: MessageContainer, expires_at: Optional[float]) -> QueuedMessage:
-        """A new AVAILABLE entry at the tail of its level (written to the store when the
-        queue is stored and the message persistent)."""
+    def add(self, message: MessageContainer, expires_at: Optional[float], queue: Any) -> QueuedMessage:
+        """A new AVAILABLE entry of ``queue`` at the tail of its level (written to the store
+        when the queue is stored and the message persistent)."""
         self.seq = seq = self.seq + 1
         ready = self.ready
         priority = message.priority
         level = 0 if not ready.max_level else ready.level_of(priority)
-        entry = QueuedMessage(message, seq, expires_at, level, self.queue)
+        entry = QueuedMessage(message, seq, expires_at, level, queue)
         ready.append(entry)
         self.published += 1
         gate = self.gate
@@ -86,10 +86,10 @@ class QueueEntries:
         return entry
 
     def restore(self, message: MessageContainer, seq: int, expires_at: Optional[float],
-                redelivered: bool, delivery_count: int, ref: Any) -> QueuedMessage:
+                redelivered: bool, delivery_count: int, ref: Any, queue: Any) -> QueuedMessage:
         """An entry loaded from the store at start-up (in ``seq`` order), not written again."""
         self.seq = max(self.seq, seq)
-        entry = QueuedMessage(message, seq, expires_at, self.ready.level_of(message.priority), self.queue)
+        entry = QueuedMessage(message, seq, expires_at, self.ready.level_of(message.priority), queue)
         entry.redelivered = redelivered
         entry.delivery_count = delivery_count
         entry.stored = ref

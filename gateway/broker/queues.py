@@ -103,7 +103,7 @@ class Queue:
         self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
         self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
         #: the entries, their states, the memory count and the store's records
-        self.entries = QueueEntries(self, self.args.max_priority, host.gate)
+        self.entries = QueueEntries(self.args.max_priority, host.gate)
         #: AVAILABLE entries in order (the entries' ready list: read here, changed there)
         self.ready: "ReadyList" = self.entries.ready
         #: ``settle(entry) -> bool``: ACQUIRED -> GONE (0-9-1 ack, 1.0 accepted); False if
@@ -189,7 +189,7 @@ class Queue:
         mttl = message.ttl_ms
         if mttl is not None and (ttl is None or mttl < ttl):
             ttl = mttl
-        entry = self.entries.add(message, None if ttl is None else now + ttl / 1000.0)
+        entry = self.entries.add(message, None if ttl is None else now + ttl / 1000.0, self)
         if self.consumers.acquiring or self.consumers.browsers:
             self.dispatch(now)
         if ttl == 0 and entry.state is _AVAILABLE:
@@ -211,7 +211,7 @@ class Queue:
         """Put back an entry loaded from the store at start-up (in ``seq`` order) with its
         expiry and delivery state; ``message`` is a stand-in (``queue_storage``). Not
         written again, not dispatched (consumers attach later)."""
-        return self.entries.restore(message, seq, expires_at, redelivered, delivery_count, ref)
+        return self.entries.restore(message, seq, expires_at, redelivered, delivery_count, ref, self)
 
     def _full(self, size: int) -> bool:
         args = self.args

@@ -14,7 +14,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .queues import QueuedMessage
+    from .queued_message import QueuedMessage
 
 __all__ = ["ReadyList"]
 
