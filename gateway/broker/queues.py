@@ -351,7 +351,8 @@ class Queue:
         ``now``, or the last time the queue saw). False if not acquired here."""
         if not self.entries.put_back(entry, redelivered, count_delivery):
             return False
-        if self.consumers:
+        consumers = self.consumers
+        if consumers.acquiring or consumers.browsers:
             self.dispatch(self._now if now is None else now)
         return True
 
