@@ -67,7 +67,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 #: the measured batch of every message path, and the warm-up before it
-BATCH = 100
+BATCH = 50
 WARMUP_BATCHES = 1
 CHUNK = 10           # messages per read of input, and per multiple-ack
 PREFETCH = 300       # 0-9-1 prefetch and 1.0 credit of the consumers
