@@ -178,6 +178,7 @@ class QueueEntries:
         if self.acquired.pop(entry.seq, None) is not entry:
             return False
         self.acked += 1
+        # finish()'s lines, inline: this runs once per ack and accepted outcome
         entry.state = _GONE
         entry.holder = None
         if entry.stored is not None:
