@@ -4,7 +4,9 @@ Theory of operation. The edge accepts the 8-octet protocol header, then construc
 ``ServerConnection``, which immediately queues connection.start. From then on the edge
 feeds bytes (``receive_data``), writes what ``data_to_send()`` returns, calls ``tick(now)``
 at (or before) the deadline the previous call returned, and closes the socket once
-``closed`` is True (after writing the last ``data_to_send()``). ``wants_input`` False asks
+``closed`` is True (after writing the last ``data_to_send()``); after a close-ok of ours
+(``linger_on_close``) it leaves that to the client, as RabbitMQ does, discarding what the
+client still sends. ``wants_input`` False asks
 the edge to pause reading (the output buffer is above its high-water mark, or input is held
 by the memory alarm, below). Nothing here reads a clock or touches a socket; time arrives
 through the constructor and ``tick``.
@@ -157,6 +159,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self.client_properties: dict[str, Any] = {}
         self.blocked = False
         self.login_failed = False
+        #: close-ok was sent: the client closes the socket next (``engine_protocol``)
+        self.linger_on_close = False
         self._handshake = Handshake(
             authenticator, broker, peer_host=peer_host, peer=self.peer,
             server_tune=TuneParameters(channel_max, frame_max, heartbeat),

@@ -109,6 +109,7 @@ class ConnectionMethods:
         if self._state is ConnectionState.OPEN and self._batch_end:
             self._end_batch()
         self.send_method(0, m.ConnectionCloseOk())
+        self.linger_on_close = True
         self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
         return ConnectionState.CLOSED
 

@@ -15,7 +15,8 @@ incoming link waits for queue capacity.
 
 States: SASL (negotiating) -> AMQP (proton) -> closed. ``closed`` becomes True once the
 final output has been handed out (proton's head is closed, or SASL failed); the edge
-then drops the socket.
+then drops the socket, or after a ``close`` of ours (``linger_on_close``) leaves that to
+the peer, discarding what it still sends.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
 close with the carried condition (a received string that is not UTF-8 included:
@@ -200,6 +201,15 @@ class Amqp10Engine(EngineEvents):
         self._start_amqp(user, header)
 
     # ------------------------------------------------------------------ engine surface
+    @property
+    def linger_on_close(self) -> bool:
+        """Once ``closed``: a ``close`` of ours went out (our own, or the answer to the
+        peer's), so the peer closes the socket next; the edge discards what it still
+        sends until then (``engine_protocol``). Not after a handshake timeout or EOF."""
+        proton = self._proton
+        return (proton is not None and not self._eof and self.timed_out is None
+                and bool(proton.connection.state & Connection.LOCAL_CLOSED))
+
     @property
     def now(self) -> float:
         """The latest time the engine was given (seconds)."""

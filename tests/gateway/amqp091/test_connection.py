@@ -536,6 +536,29 @@ def test_client_close(driver) -> None:
     assert driver.handlers[1].closed_reasons[0].initiator is CloseInitiator.PEER
 
 
+def test_after_close_ok_the_client_closes_the_socket(driver) -> None:
+    """close-ok sent: the edge leaves closing the socket to the client (RabbitMQ's way),
+    and publishes the client had queued behind its close are not answered."""
+    driver.open_channel(1)
+    assert not driver.conn.linger_on_close
+    out = driver.send(driver.frames.method(0, m.ConnectionClose(reply_code=200))
+                      + driver.frames.content(1, m.BasicPublish(routing_key="q"), b"late"))
+    assert out == [MethodFrame(0, m.ConnectionCloseOk())]
+    assert driver.conn.closed and driver.conn.linger_on_close
+    assert driver.send(driver.frames.content(1, m.BasicPublish(routing_key="q"), b"later")) == []
+    assert driver.handlers[1].handled == []
+
+
+def test_closes_without_a_close_ok_of_ours_close_the_socket_at_once(driver) -> None:
+    driver.conn.close(ReplyCode.CONNECTION_FORCED, "shutdown")
+    driver.send(driver.frames.method(0, m.ConnectionCloseOk()))
+    assert driver.conn.closed and not driver.conn.linger_on_close
+    eof = ConnectionDriver(now=T0)
+    eof.handshake()
+    eof.conn.receive_eof()
+    assert eof.conn.closed and not eof.conn.linger_on_close
+
+
 def test_server_close_waits_for_close_ok_and_discards_the_rest(driver) -> None:
     driver.open_channel(1)
     driver.conn.close(ReplyCode.CONNECTION_FORCED, "shutdown")
