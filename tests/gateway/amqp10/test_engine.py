@@ -174,10 +174,31 @@ def test_internal_failure_closes_with_internal_error_and_never_raises(connect, m
 
 def test_client_close_is_answered(connect):
     pump = connect()
+    assert not pump.engine.linger_on_close
     pump.connection.close()
     pump.pump()
     assert pump.engine.closed
     assert pump.connection.state & Endpoint.REMOTE_CLOSED
+    assert pump.engine.linger_on_close      # the client closes the socket next
+
+
+def test_a_close_of_ours_leaves_closing_the_socket_to_the_peer(connect):
+    pump = connect(hostname="vhost:nowhere")
+    assert pump.engine.closed and pump.engine.linger_on_close
+
+
+def test_eof_and_handshake_timeout_close_the_socket_at_once(connect, broker, authenticator):
+    pump = connect()
+    pump.engine.receive_eof()
+    assert pump.engine.closed and not pump.engine.linger_on_close
+    engine = Amqp10Engine(header=AMQP_HEADER, broker=broker, authenticator=authenticator,
+                          peer_host="10.0.0.1", now=0.0, container_id="c", allow_anonymous=False,
+                          anonymous_user=None, default_user="guest", default_vhost="/",
+                          handshake_timeout=5.0)
+    engine.data_to_send()
+    engine.tick(5.0)                        # no open came
+    engine.data_to_send()
+    assert engine.closed and not engine.linger_on_close
 
 
 def test_eof_returns_unsettled_messages(connect, broker):
