@@ -36,7 +36,7 @@ COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently droppe
     AWAIT_TUNE_OK    connection.tune-ok        -> AWAIT_OPEN
     AWAIT_OPEN       connection.open           -> OPEN (open-ok sent)
     OPEN             connection.close          -> CLOSED (close-ok sent)
-    OPEN             connection.update-secret  -> - (540 NOT_IMPLEMENTED)
+    OPEN             connection.update-secret  -> OPEN (update-secret-ok; a wrong secret: 403)
     CLOSING          connection.close          -> CLOSED (close-ok sent: simultaneous close)
     CLOSING          connection.close-ok       -> CLOSED
 
@@ -453,7 +453,7 @@ _TRANSITIONS: dict[tuple[ConnectionState, type],
     (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): (ServerConnection._on_tune_ok, (_S.AWAIT_OPEN,)),
     (_S.AWAIT_OPEN, m.ConnectionOpen): (ServerConnection._on_open, (_S.OPEN,)),
     (_S.OPEN, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
-    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, ()),
+    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, (_S.OPEN,)),
     (_S.CLOSING, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
     (_S.CLOSING, m.ConnectionCloseOk): (ServerConnection._on_close_ok, (_S.CLOSED,)),
 }

@@ -117,9 +117,13 @@ class ConnectionMethods:
         self._shutdown(None)
         return ConnectionState.CLOSED
 
-    def _on_update_secret(self, method: m.Method) -> None:
-        raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "connection.update-secret is not supported",
-                                  method.CLASS_ID, method.METHOD_ID)
+    def _on_update_secret(self, method: m.Method) -> ConnectionState:
+        # a refused secret raises 403: connection.close (RabbitMQ closes the connection too)
+        self.user = self._handshake.renew_secret(self.user, method)
+        self._log.info("0-9-1 connection from %s: user '%s' updated its secret (reason: %s)",
+                       self.peer, self.user.name, str(method.reason)[:200])
+        self.send_method(0, m.ConnectionUpdateSecretOk())
+        return ConnectionState.OPEN
 
     # ---- closing --------------------------------------------------------------------------
 
