@@ -304,7 +304,8 @@ class GatewayService(service.MultiService):
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
-            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail)
+            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail,
+            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

@@ -54,8 +54,9 @@ from gateway.amqp10.engine_events import VHOST_PREFIX, EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.links import IncomingLink, OutgoingLink
 from gateway.amqp10.proton_transport import ProtonTransport
-from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslState
+from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
+from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
     AdmissionToken,
@@ -90,8 +91,8 @@ class Amqp10Engine(EngineEvents):
     """One 1.0 connection; the engine surface of ``gateway.edge.engine_protocol``.
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
-    logs in as ``default_user`` (refused, by answering the SASL header and closing, when
-    there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
+    logs in as ``default_user`` where ``allow_without_sasl`` (the listener's setting), and
+    is otherwise refused with our open and a close naming the setting (``without_sasl``). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
     names the connection in the message ledger (``broker.ledger``); without it the
     engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
@@ -126,6 +127,7 @@ class Amqp10Engine(EngineEvents):
         tls: bool = False,
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
+        allow_without_sasl: bool = False,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -190,15 +192,15 @@ class Amqp10Engine(EngineEvents):
                                     connection_id=self.trail.connection_id)
             self._out += self._login.greeting()
             return
-        user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
-        if user is None:
-            # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
-            self._log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
-            self.trail.closing(CLOSED_BY_SERVER, None, "1.0 without SASL and no default user")
-            self._out += SASL_HEADER
-            self._finish()
-            return
+        user, refusal = login_without_sasl(authenticator.users, default_user,
+                                           allowed=allow_without_sasl)
         self._start_amqp(user, header)
+        if refusal is not None:
+            # our open, then a close naming the setting (``without_sasl``)
+            self._log.info("refusing 1.0 without SASL from %s: %s", peer_host, refusal)
+            self.trail.closing(CLOSED_BY_SERVER, REFUSAL_CONDITION.value, refusal)
+            self._close_connection(REFUSAL_CONDITION, refusal)
+            self._process_events()
 
     # ------------------------------------------------------------------ engine surface
     @property
@@ -383,11 +385,12 @@ class Amqp10Engine(EngineEvents):
             if login.release_at is not None:
                 self._handshake_deadline = None
 
-    def _start_amqp(self, user: User, initial: bytes) -> None:
+    def _start_amqp(self, user: Optional[User], initial: bytes) -> None:
+        """Hand over to proton as ``user`` (None: a refused connection, closed at once)."""
         self.user = user
         self.state = EngineState.AMQP
         channel_max = self.channel_max
-        if self._registry is not None:
+        if self._registry is not None and user is not None:
             sessions = self._registry.limits_for(user.name).max_channels
             if sessions > 0:
                 # channel numbers 0..channel_max: N sessions means channel-max N-1

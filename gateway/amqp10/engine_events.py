@@ -88,6 +88,8 @@ class EngineEvents:
     # the values of _EVENT_HANDLERS: one proton event each
     def _on_connection_open(self, event: Event) -> None:
         connection = event.connection
+        if connection.state & Connection.LOCAL_CLOSED:
+            return  # refused before it came (``without_sasl``): proton now sends our close
         self._handshake_deadline = None
         check_open(connection)
         hostname = connection.remote_hostname or ""

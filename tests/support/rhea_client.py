@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from typing import Any
 
-__all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management"]
+__all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management", "rhea_without_sasl"]
 
 RHEA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rhea")
 
@@ -41,3 +41,16 @@ def rhea_management(port: int, user: str, password: str, requests: list[dict[str
         raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stderr.strip()}")
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return sorted(replies, key=lambda r: int(str(r["correlation_id"]).split("-")[1]))
+
+
+def rhea_without_sasl(port: int) -> dict[str, Any]:
+    """Connect with rhea without SASL and return what it saw by the time the socket
+    closed: ``opened``, ``error`` (the close's ``condition`` and ``description``, or None)
+    and ``closed`` (a close came)."""
+    ensure_node_clients()
+    done = subprocess.run(["node", "without_sasl_client.js", str(port)], cwd=RHEA_DIR,
+                          capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stdout.strip()} "
+                           f"{done.stderr.strip()}")
+    return json.loads(done.stdout.splitlines()[-1])
