@@ -151,7 +151,7 @@ class Amqp10Engine(EngineEvents):
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
-        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        #: announced as RabbitMQ's version when set (config ``rabbitmq_version``)
         self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._admission: Optional[AdmissionToken] = None
