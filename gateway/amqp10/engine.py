@@ -207,9 +207,12 @@ class Amqp10Engine(EngineEvents):
     def linger_on_close(self) -> bool:
         """Once ``closed``: a ``close`` of ours went out (our own, or the answer to the
         peer's), so the peer closes the socket next; the edge discards what it still
-        sends until then (``engine_protocol``). Not after a handshake timeout or EOF."""
+        sends until then (``engine_protocol``). Not after EOF, a handshake timeout, or a
+        transport error (proton's idle timeout, undecodable input): that peer is gone or
+        broken, and its socket is closed at once."""
         proton = self._proton
         return (proton is not None and not self._eof and self.timed_out is None
+                and proton.transport.condition is None
                 and bool(proton.connection.state & Connection.LOCAL_CLOSED))
 
     @property

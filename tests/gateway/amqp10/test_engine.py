@@ -121,6 +121,7 @@ def test_silent_peer_is_closed_after_idle_timeout(connect):
     engine.tick(4.5)
     out = engine.data_to_send()
     assert engine.closed
+    assert not engine.linger_on_close       # a silent peer's socket is closed at once
     pump.transport.push(out)
     pump.pump()
     assert _close_condition(pump).name == "amqp:resource-limit-exceeded"
