@@ -6,10 +6,10 @@ feeds bytes (``receive_data``), writes what ``data_to_send()`` returns, calls ``
 at (or before) the deadline the previous call returned, and closes the socket once
 ``closed`` is True (after writing the last ``data_to_send()``); after a close-ok of ours
 (``linger_on_close``) it leaves that to the client, as RabbitMQ does, discarding what the
-client still sends. ``wants_input`` False asks
-the edge to pause reading (the output buffer is above its high-water mark, or input is held
-by the memory alarm, below). Nothing here reads a clock or touches a socket; time arrives
-through the constructor and ``tick``.
+client still sends. ``wants_input`` False asks the edge to pause reading (the output
+buffer is above its high-water mark, or input is held by the memory alarm, below).
+Nothing here reads a clock or touches a socket; time arrives through the constructor and
+``tick``.
 
 Memory alarm (RabbitMQ 3.x). ``block_publishers`` sends connection.blocked (to clients with
 the capability) and reading goes on, so a consumer can still ack; the first basic.publish

@@ -92,9 +92,10 @@ class Amqp10Engine(EngineEvents):
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
     logs in as ``default_user`` where ``allow_without_sasl`` (the listener's setting), and
-    is otherwise refused with our open and a close naming the setting (``without_sasl``). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
-    names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    is otherwise refused with our open and a close naming the setting (``without_sasl``).
+    Times are seconds; sizes bytes. ``connection_id`` (the edge's id) names the
+    connection in the message ledger (``broker.ledger``); without it the engine's
+    ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
     ``proton_transport.connection_properties()``.
     """

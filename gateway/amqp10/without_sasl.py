@@ -6,8 +6,8 @@ is refused unless the listener says ``allow_amqp10_without_sasl: true``, and the
 in as ``amqp10.default_user``. The refused client gets our ``open`` and a ``close`` with
 ``amqp:unauthorized-access`` whose description names the setting (the engine sends them:
 the spec's way to refuse a connection is an open followed at once by a close with the
-error), so whoever reads the client's error knows what to change; a client that reconnects in a
-loop says so on every attempt.
+error), so whoever reads the client's error knows what to change; a client that
+reconnects in a loop says so on every attempt.
 """
 from __future__ import annotations
 
