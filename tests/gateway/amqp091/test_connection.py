@@ -362,6 +362,7 @@ def test_update_secret_with_the_right_password_is_answered_and_re_reads_the_user
     authenticator = Authenticator(UserDirectory([guest]))   # its own: the users change
     d = ConnectionDriver(now=T0, authenticator=authenticator)
     d.handshake()
+    d.open_channel(1)
     before = d.conn.user
     rotated = User("guest", hash_password("rotated", iterations=4096),
                    permissions={"/": Permission("", "", "")})
@@ -370,6 +371,7 @@ def test_update_secret_with_the_right_password_is_answered_and_re_reads_the_user
     assert methods_of(out) == [m.ConnectionUpdateSecretOk()]
     assert d.conn.state is ConnectionState.OPEN
     assert before is guest and d.conn.user is rotated      # permissions re-read
+    assert d.handlers[1].user_changes == 1                  # and the channels told
 
 
 @pytest.mark.parametrize("secret", [b"wrong", b"\xff"])
