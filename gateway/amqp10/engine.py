@@ -210,7 +210,7 @@ class Amqp10Engine:
             # our open, then a close naming the setting (``without_sasl``)
             self._log.info("refusing 1.0 without SASL from %s: %s", peer_host, refusal)
             self.trail.closing(CLOSED_BY_SERVER, REFUSAL_CONDITION.value, refusal)
-            self._close_connection(REFUSAL_CONDITION, refusal)
+            self._events.close_connection(REFUSAL_CONDITION, refusal)
             self._process_events()
 
     # ------------------------------------------------------------------ engine surface
@@ -222,7 +222,7 @@ class Amqp10Engine:
         transport error (proton's idle timeout, undecodable input): that peer is gone or
         broken, and its socket is closed at once."""
         proton = self._proton
-        return (proton is not None and not self._eof and self.timed_out is None
+        return (proton is not None and not self.eof_received and self.timed_out is None
                 and proton.transport.condition is None
                 and bool(proton.connection.state & Connection.LOCAL_CLOSED))
 
