@@ -522,9 +522,10 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        # the SASL layer holds the login gate, a bound method of the login: a cycle that
-        # only a full collection would free
+        # the SASL layer holds the login gate, a bound method of the login, and the event
+        # handlers hold their host: cycles that only a full collection would free
         self._login = None
+        self._events = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False
