@@ -170,7 +170,7 @@ class BrokerChannel:
     def user_changed(self) -> None:
         """The user record was re-read (update-secret): its grants are asked again (the
         scope's ``PermissionCache`` follows the record by itself)."""
-        self.may_publish.clear()
+        self.publishing.user_changed()
 
     def closed(self, reason: CloseReason) -> None:
         """The channel is gone: cancel its consumers and requeue what it did not ack."""

@@ -75,6 +75,10 @@ class ChannelPublishing:
         self._user_name = user_name
         self._ledger_ctx = ledger_ctx
 
+    def user_changed(self) -> None:
+        """The user record was re-read (update-secret): ask its WRITE grants again."""
+        self.may_publish.clear()
+
     def close(self) -> list[Unacked]:
         """The channel closed: drop the open transaction; returns the deliveries it had
         acknowledged (the channel releases them with the rest)."""
