@@ -12,10 +12,11 @@ The connection's state machine (``connection.py``) decides when; this decides wh
   ``connection_registry`` the user's ``max_channels`` lowers the channel-max.
 * update-secret, once open: the new secret is checked as the login's mechanism checks
   its credential (``Authenticator.renew_secret``), and the user record re-read;
-* open: the vhost connection.open names must exist (530 "vhost 'x' not found") and the
-  user must have access to it (530); with a ``connection_registry`` the user's connection
-  is admitted (over the user's limit: 530 "connection limit (N) for user 'x' reached"),
-  and released by the callback :meth:`Handshake.open_vhost` returns.
+* open: the vhost connection.open names is admitted by ``gateway.auth.admit_to_vhost``
+  (the rule both protocols share): each refusal is 530 with its text ("vhost 'x' not
+  found", "access to vhost 'x' refused for user 'u'", "connection limit (N) for user 'u'
+  reached"); the user's slot is released by the callback :meth:`Handshake.open_vhost`
+  returns.
 
 It keeps no reference to its connection, and its SASL step none to it (no cycle to wait
 for a full collection); the SASL exchange is dropped once the login is over (:meth:`end`).
@@ -34,6 +35,9 @@ from gateway.auth import (
     Challenge,
     ConnectionLimitReached,
     LoginThrottled,
+    VhostAccessRefused,
+    VhostNotFound,
+    admit_to_vhost,
     cap_channel_max,
     refuse_login,
 )
@@ -139,24 +143,15 @@ class Handshake:
         the release of the user's connection slot (None without a registry); the registry
         keeps ``connection`` for management. Raises ``ConnectionException`` 530 naming what
         refused it."""
-        name = method.virtual_host
-        vhost = self._broker.vhost(name)
-        if vhost is None:
-            raise ConnectionException(ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found",
-                                      method.CLASS_ID, method.METHOD_ID)
-        if not self._vhost_access(user, name):
-            raise ConnectionException(ReplyCode.NOT_ALLOWED,
-                                      f"access to vhost '{name}' refused for user '{user.name}'",
-                                      method.CLASS_ID, method.METHOD_ID)
-        registry = self._registry
-        if registry is None:
-            return vhost, None
         try:
-            token = registry.admit(user.name, connection=connection)
-        except ConnectionLimitReached as exc:
+            vhost, token = admit_to_vhost(self._broker.vhost, user, method.virtual_host,
+                                          registry=self._registry, connection=connection,
+                                          may_access=self._vhost_access)
+        except (VhostNotFound, VhostAccessRefused, ConnectionLimitReached) as exc:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                       method.CLASS_ID, method.METHOD_ID) from None
-        return vhost, lambda: registry.release(token)
+        registry = self._registry
+        return vhost, (None if token is None else lambda: registry.release(token))
 
     def renew_secret(self, user: Any, method: m.ConnectionUpdateSecret) -> Any:
         """connection.update-secret from the logged-in ``user``: the user record as the

@@ -69,7 +69,9 @@ from gateway.auth import (
     LoginThrottle,
     PermissionCache,
     User,
-    may_access_vhost,
+    VhostAccessRefused,
+    VhostNotFound,
+    admit_to_vhost,
 )
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
@@ -365,23 +367,22 @@ class Amqp10Engine:
         check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
-        vhost = self.broker.vhost(name)
         connection.open()
-        if vhost is None:
-            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
         user = self.user
         assert user is not None
-        if not may_access_vhost(user, name):
-            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{name}' refused for user '{user.name}'",
-                              Scope.CONNECTION)
         self.vhost_name = name  # admitted with its vhost known (management's view)
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(user.name, connection=self)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
+        try:
+            vhost, self._admission = admit_to_vhost(self.broker.vhost, user, name,
+                                                    registry=self._registry, connection=self)
+        except VhostNotFound:
+            self.vhost_name = None
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION) from None
+        except VhostAccessRefused as exc:
+            self.vhost_name = None
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, exc.text, Scope.CONNECTION) from None
+        except ConnectionLimitReached as exc:
+            raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                              Scope.CONNECTION) from None
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
