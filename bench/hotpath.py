@@ -60,6 +60,7 @@ import json
 import os
 import sys
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -88,10 +89,16 @@ class Meter:
         self.on = False
         self._held_base: Optional[int] = None
         self.held = 0
+        #: calls by function (``--functions``; None: not counted)
+        self.functions: Optional[Counter] = None
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             self.calls += 1
+            if self.functions is not None:
+                code = frame.f_code
+                self.functions[f"{code.co_filename.replace(str(ROOT) + '/', '')}:"
+                               f"{code.co_firstlineno} {code.co_qualname}"] += 1
         elif event == "c_call":
             self.c_calls += 1
 
@@ -118,6 +125,8 @@ class Meter:
 
     def reset(self) -> None:
         self.calls = self.c_calls = 0
+        if self.functions is not None:
+            self.functions.clear()
 
     # -- memory held in flight ------------------------------------------------------------
     def begin_batch(self, tracing: bool) -> None:
@@ -571,8 +580,9 @@ def all_paths() -> list[Path_]:
 
 
 # --------------------------------------------------------------------------- running
-def measure(path: Path_) -> dict[str, Any]:
-    """Warm ``path`` up, then count one batch; ``{"calls", "c_calls", "blocks"}`` per message."""
+def measure(path: Path_, functions: bool = False) -> dict[str, Any]:
+    """Warm ``path`` up, then count one batch; ``{"calls", "c_calls", "blocks"}`` per message
+    (with ``functions``, also ``"functions"``: calls per message by function)."""
     meter = Meter()
     gc.collect()
     gc.disable()
@@ -591,12 +601,18 @@ def measure(path: Path_) -> dict[str, Any]:
             tracemalloc.stop()
         held = meter.held
         gc.collect()
+        if functions:
+            meter.functions = Counter()
         meter.reset()
         meter.begin_batch(tracing=False)
         path.batch(path.messages, meter)
         n = path.messages
-        return {"calls": round(meter.calls / n, 2), "c_calls": round(meter.c_calls / n, 2),
-                "blocks": round(held / n, 2)}
+        result: dict[str, Any] = {"calls": round(meter.calls / n, 2),
+                                  "c_calls": round(meter.c_calls / n, 2), "blocks": round(held / n, 2)}
+        if functions:
+            result["functions"] = {name: round(count / n, 2)
+                                   for name, count in meter.functions.most_common()}
+        return result
     finally:
         sys.setprofile(None)
         path.close()
@@ -615,11 +631,11 @@ def select(names: Optional[str]) -> list[Path_]:
     return [known[n] for n in wanted]
 
 
-def run(names: Optional[str] = None) -> dict[str, dict[str, Any]]:
+def run(names: Optional[str] = None, functions: bool = False) -> dict[str, dict[str, Any]]:
     results = {}
     for path in select(names):
         try:
-            results[path.name] = measure(path)
+            results[path.name] = measure(path, functions)
         except _compat().NotInThisTree as exc:
             results[path.name] = {"missing": str(exc)}
     return results
@@ -659,11 +675,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--paths", help="comma-separated path names (default: all)")
     parser.add_argument("--json", help="write the counts here as JSON")
     parser.add_argument("--tree", help="measure this checkout instead of the one holding bench/")
+    parser.add_argument("--functions", type=int, default=0, metavar="N",
+                        help="also list each path's N most called functions (calls per message)")
     args = parser.parse_args(argv)
     _reexec_with_fixed_hash_seed(argv)
     _use_tree(args.tree)
-    results = run(args.paths)
+    results = run(args.paths, functions=bool(args.functions))
     print(format_table(results))
+    for name, r in results.items():
+        if "functions" in r:
+            print(f"\n{name}: calls per message by function")
+            for function, count in list(r.pop("functions").items())[:args.functions]:
+                print(f"{count:>8.2f}  {function}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0

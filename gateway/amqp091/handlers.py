@@ -84,11 +84,8 @@ class ChannelWriter:
                      body: bytes) -> bool:
         """``send_content`` of a basic.deliver with these fields (the per-delivery path:
         no method object is made)."""
-        if not self._conn.channel_is_open(self.channel_id):
-            return False
-        self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
-                                exchange, routing_key, properties_bytes, body)
-        return True
+        return self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
+                                       exchange, routing_key, properties_bytes, body)
 
     def at_batch_end(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once the connection has handled the current batch of input (one

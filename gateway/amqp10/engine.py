@@ -189,6 +189,9 @@ class Amqp10Engine:
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
+        # the edge was asked for a flush and has not taken the output since: asking again
+        # does nothing there, and was a call per delivery to another connection's consumer
+        self._flush_asked = False
         #: proton's engine, once SASL is done
         self._proton: Optional[ProtonTransport] = None
         #: proton's events dispatched (made with ``_proton``)
@@ -270,6 +273,7 @@ class Amqp10Engine:
         frames of a large transfer only after a ``pop``), so this loops until it is empty:
         otherwise the rest of a big message would wait for the next input or timer.
         """
+        self._flush_asked = False
         out = bytearray(self._out)
         self._out.clear()
         if self._proton is not None and not self.closed:
@@ -349,7 +353,8 @@ class Amqp10Engine:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
-        if not self._in_call and self.on_output is not None:
+        if not self._in_call and not self._flush_asked and self.on_output is not None:
+            self._flush_asked = True
             self.on_output()
 
     def link_handlers(self) -> list[LinkHandler]:
