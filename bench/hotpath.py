@@ -20,10 +20,11 @@ bytes and no sockets:
   batch's messages. (``tracemalloc`` sees live blocks, not freed ones, so a block
   allocated and dropped within a message shows in ``calls``, not here.)
 
-Counts are deterministic: each path is warmed up (caches, first-use allocations) with
-the same traffic first, the cyclic collector is off while counting, the hash seed is
-fixed (the script re-executes itself with ``PYTHONHASHSEED=0``), and each measured batch
-is the same sequence of bytes. A path's figure is its batch's count divided by the
+Counts are deterministic: each path runs in a process of its own, forked before any
+path ran (so module-level caches start the same whatever ran before), and is warmed up
+(caches, first-use allocations) with the same traffic first; the cyclic collector is off
+while counting, the hash seed is fixed (the script re-executes itself with
+``PYTHONHASHSEED=0``), and each measured batch is the same sequence of bytes. A path's figure is its batch's count divided by the
 batch's messages.
 
 Paths (each message 100 B or 4 KiB of body; the 0-9-1 consumer has prefetch 300 and acks
@@ -632,13 +633,45 @@ def select(names: Optional[str]) -> list[Path_]:
 
 
 def run(names: Optional[str] = None, functions: bool = False) -> dict[str, dict[str, Any]]:
+    """Each path measured in a child process forked from this one before any path ran.
+    Why: module-level caches (decoded 1.0 summaries, basic.publish methods, property
+    lists ...) that one path fills and clears changed another path's count with the order
+    of the run (``fwd-recv`` read 313.52 alone and 276.52 after ``fwd-send``); a fork
+    gives every path the same starting state."""
     results = {}
     for path in select(names):
-        try:
-            results[path.name] = measure(path, functions)
-        except _compat().NotInThisTree as exc:
-            results[path.name] = {"missing": str(exc)}
+        results[path.name] = _in_child(path, functions)
     return results
+
+
+def _in_child(path: Path_, functions: bool) -> dict[str, Any]:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: measure, hand the result back, leave at once
+        code = 0
+        try:
+            os.close(read_end)
+            try:
+                result = measure(path, functions)
+            except _compat().NotInThisTree as exc:
+                result = {"missing": str(exc)}
+            with os.fdopen(write_end, "w") as out:
+                json.dump(result, out)
+        except BaseException:  # noqa: BLE001 - reported through the exit status
+            import traceback  # noqa: PLC0415
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as src:
+        text = src.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or not text:
+        raise SystemExit(f"measuring {path.name} failed (see above)")
+    return json.loads(text)
 
 
 def _reexec_with_fixed_hash_seed(argv: list[str]) -> None:
