@@ -139,7 +139,7 @@ class GatewayService(service.MultiService):
         self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
-        self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
+        self.broker = Broker(container_id=self.container_id, vhosts=config.local_vhosts,
                              memory_high_watermark=config.memory_high_watermark,
                              memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
@@ -160,7 +160,7 @@ class GatewayService(service.MultiService):
         self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
-                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+                                         shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
@@ -249,7 +249,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
