@@ -32,6 +32,7 @@ from gateway.auth import (
     UserDirectory,
     UserLimits,
 )
+from gateway.backend.nodes import Backends
 from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
@@ -41,6 +42,7 @@ from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
+from gateway.edge.backend import EdgeProxy
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
@@ -163,7 +165,11 @@ class GatewayService(service.MultiService):
                                          shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
-        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
+        self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
+        self.vhost_proxy = EdgeProxy(reactor, self.backends) if self.backends.proxied else None
+        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
+                                           passthrough=self.backends.passthrough)
         limits = config.limits
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
@@ -290,7 +296,7 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
-                trail=ctx.trail)
+                trail=ctx.trail, vhost_proxy=self.vhost_proxy)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
