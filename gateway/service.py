@@ -170,6 +170,8 @@ class GatewayService(service.MultiService):
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
         self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
                             else None)
+        if self.backends.proxied:
+            self.metrics.watch_backends(self.backends.status)
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
                                            passthrough=self.backends.passthrough)
         limits = config.limits
@@ -184,7 +186,8 @@ class GatewayService(service.MultiService):
             forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
             rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues],
-            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time))
+            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time),
+            backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)

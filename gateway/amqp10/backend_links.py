@@ -366,6 +366,10 @@ class BackendOutgoingLink:
         session.links[self.key] = self
         session.bridge.open_consumer(self.key, queue, self._prefetch)
 
+    @property
+    def unsettled_count(self) -> int:
+        return len(self._unsettled)
+
     def _wanted_prefetch(self) -> int:
         credit = max(0, self.link.credit)
         return max(1, min(self.session.settings.prefetch, len(self._unsettled) + credit))
