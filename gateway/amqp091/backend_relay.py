@@ -20,6 +20,11 @@ frame larger than what the backend took is split; a channel number above the bac
 channel-max is refused (504). A backend connection.close caused by the client's own frame
 (a hard error such as 503 or 504) is passed on with its code and text; any other end of
 the backend connection closes the client's with 320 "backend NAME lost: ...".
+
+With a service account the gateway's own permissions apply: the client's methods are
+decoded (method frames only) and checked (``relay_permissions``); a refused one is not
+carried, its channel is closed with 403 to the client and plainly at the backend, and the
+frames of that channel are dropped on both sides until each close-ok.
 """
 from __future__ import annotations
 
@@ -28,10 +33,14 @@ from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client import ClientConnection, ConnectionLost, ConnectionOpened, FlowChanged
-from gateway.amqp091.errors import ConnectionException
+from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frame_splitter import FrameSplitter, split_body_frame
+from gateway.amqp091.frames import encode_method_frame
+from gateway.amqp091.methods import decode_method
+from gateway.amqp091.relay_permissions import needed
 from gateway.amqp091.spec import FrameType, ReplyCode
 from gateway.backend.contract import BackendFailure, BackendLogin, FailureKind, backend_login, lost_text
+from gateway.auth import PermissionCache
 from gateway.backend.nodes import BackendNode, BackendNodes
 from gateway.forward.settings import PasswordFileError, read_password
 
@@ -44,7 +53,7 @@ CLIENT_CAUSED = frozenset((ReplyCode.ACCESS_REFUSED, ReplyCode.FRAME_ERROR, Repl
                            ReplyCode.COMMAND_INVALID, ReplyCode.CHANNEL_ERROR,
                            ReplyCode.UNEXPECTED_FRAME, ReplyCode.NOT_ALLOWED,
                            ReplyCode.NOT_IMPLEMENTED))
-_BODY = FrameType.BODY.value
+_BODY, _METHOD = FrameType.BODY.value, FrameType.METHOD.value
 #: a refused backend login or vhost -> the client's reply code
 _REFUSAL_CODES = {FailureKind.LOGIN_REFUSED: ReplyCode.ACCESS_REFUSED,
                   FailureKind.ACCESS_REFUSED: ReplyCode.NOT_ALLOWED,
@@ -96,6 +105,11 @@ class RelaySession:
         self._splitter = FrameSplitter(connection.frame_max)
         self._frame_max = 0
         self._channel_max = 0
+        #: a service account: the gateway's own permissions are checked (``relay_permissions``)
+        self._permissions = None if backend.settings.passthrough else PermissionCache()
+        #: channels a refused method closed: waiting for the client's / the backend's close-ok
+        self._closing_client: set[int] = set()
+        self._closing_backend: set[int] = set()
         self.handle: Any = None
         connection.backend_session = self
         connection.add_close_callback(self._client_gone)
@@ -152,6 +166,11 @@ class RelaySession:
                 raise ConnectionException(ReplyCode.CHANNEL_ERROR,
                                           f"channel {channel} is above backend {self.name}'s "
                                           f"channel-max {self._channel_max}")
+            if self._closing_client and channel in self._closing_client:
+                self._while_closing(ftype, channel, frame)
+                continue
+            if ftype == _METHOD and self._permissions is not None and self._refused(channel, frame):
+                continue
             if ftype == _BODY and self._frame_max and len(frame) > self._frame_max:
                 out += split_body_frame(frame, channel, self._frame_max)
             else:
@@ -166,7 +185,49 @@ class RelaySession:
             engine.output_ready()
 
     def _from_backend(self, frames: bytes) -> None:
+        if self._closing_backend:  # rare: a refused method's channel is closing there
+            kept = []
+            for ftype, channel, frame in FrameSplitter(0).feed(frames):
+                if channel not in self._closing_backend:
+                    kept.append(frame)
+                elif ftype == _METHOD and decode_method(frame[7:-1]).__class__ is m.ChannelCloseOk:
+                    self._closing_backend.discard(channel)
+            frames = b"".join(kept)
         self.connection.relay_out(frames)
+
+    # ---- the gateway's own permissions (a service account) ---------------------------------
+    def _refused(self, channel: int, frame: bytes) -> bool:
+        """Check a client's method; a refused one closes its channel on both sides (403
+        to the client, a plain close to the backend) and is not carried."""
+        method = decode_method(frame[7:-1])
+        conn = self.connection
+        for action, resource in needed(method):
+            refusal = self._permissions.refusal(conn.user, conn.vhost_name, action, resource)
+            if refusal is None:
+                continue
+            text = ChannelException(ReplyCode.ACCESS_REFUSED, refusal).reply_text
+            conn.relay_out(encode_method_frame(channel, m.ChannelClose(
+                reply_code=int(ReplyCode.ACCESS_REFUSED), reply_text=text, class_id=method.CLASS_ID,
+                method_id=method.METHOD_ID)))
+            self._closing_client.add(channel)
+            self._closing_backend.add(channel)
+            self._to_backend(self.engine, [encode_method_frame(channel, m.ChannelClose(
+                reply_code=int(ReplyCode.REPLY_SUCCESS), reply_text="refused by the gateway",
+                class_id=0, method_id=0))])
+            return True
+        return False
+
+    def _while_closing(self, ftype: int, channel: int, frame: bytes) -> None:
+        """The client's frames on a channel we closed: dropped until its close-ok (a close
+        of its own crossing ours is answered)."""
+        if ftype != _METHOD:
+            return
+        kind = decode_method(frame[7:-1]).__class__
+        if kind is m.ChannelCloseOk:
+            self._closing_client.discard(channel)
+        elif kind is m.ChannelClose:
+            self.connection.relay_out(encode_method_frame(channel, m.ChannelCloseOk()))
+            self._closing_client.discard(channel)
 
     def _client_gone(self) -> None:
         engine = self.engine
