@@ -46,6 +46,8 @@ class EngineEvents:
         or connection (``_fail``).
         """
         assert self._proton is not None
+        if self._held_for_backend:
+            return  # edge mode: the client's frames wait until its backend opened
         impl = c_pointer(self._proton.collector)
         by_pointer = self._links.by_pointer
         while True:
