@@ -27,11 +27,12 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.backend_relay import backend_failure
 from gateway.amqp091.client import ClientConnection, ConnectionLost, ConnectionOpened, FlowChanged
+from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.client_confirms import UnconfirmedPublishes
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.error_map import broker_error_for
@@ -77,7 +78,7 @@ class _Channel:
         self.consumer_tag = ""
 
 
-class BackendBridge:
+class BackendBridge(ClientEngine):
     """See the module docstring: the engine surface the edge drives, and the operations of
     ``BridgeConnection`` (``key``: the link's)."""
 
@@ -93,54 +94,12 @@ class BackendBridge:
         self.client.on_channel_frame = self._frame
         #: the proxy's connector: ``engine_opened``, ``engine_failed``, ``engine_lost``
         self.listener: Any = None
-        self.on_output: Optional[Callable[[], None]] = None
         self.opened = False
         self.frame_max = 0
         self.channel_max = 0
         self._channels: dict[int, _Channel] = {}
         self._by_key: dict[Any, _Channel] = {}
         self._last_number = 0
-
-    # ---- the engine surface ----------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.client.closed
-
-    @property
-    def wants_input(self) -> bool:
-        return self.client.wants_input
-
-    def receive_data(self, data: bytes) -> None:
-        self.client.receive_data(data)
-        self._dispatch()
-
-    def receive_eof(self) -> None:
-        self.client.receive_eof()
-        self._dispatch()
-
-    def data_to_send(self) -> bytes:
-        return self.client.data_to_send()
-
-    def tick(self, now: float) -> Optional[float]:
-        deadline = self.client.tick(now)
-        self._dispatch()
-        return deadline
-
-    def report_down(self, error: str) -> None:
-        if not self.client.closed:
-            self.client.transport_lost(error)
-        self._dispatch()
-
-    def close(self, reason: str) -> None:
-        self.client.close(reason)
-        self.output_ready()
-
-    def shutdown(self, reason: str) -> None:
-        self.close(reason)
-
-    def output_ready(self) -> None:
-        if self.on_output is not None:
-            self.on_output()
 
     # ---- BridgeConnection ------------------------------------------------------------------
     def open_publisher(self, key: Any) -> None:

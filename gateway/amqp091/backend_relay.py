@@ -29,10 +29,11 @@ frames of that channel are dropped on both sides until each close-ok.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client import ClientConnection, ConnectionLost, ConnectionOpened, FlowChanged
+from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frame_splitter import FrameSplitter, split_body_frame
 from gateway.amqp091.frames import encode_method_frame
@@ -237,7 +238,7 @@ class RelaySession:
             self.handle.close("the client's connection closed")
 
 
-class BackendRelay:
+class BackendRelay(ClientEngine):
     """One attempt at a backend connection for a ``RelaySession``: the engine surface the
     edge drives on the socket, and what the proxy's connector hears (``listener``)."""
 
@@ -253,52 +254,9 @@ class BackendRelay:
             open_channel=False, channel_max=channel_max)
         #: the proxy's connector: ``engine_opened``, ``engine_failed``, ``engine_lost``
         self.listener: Any = None
-        self.on_output: Optional[Callable[[], None]] = None
         self.opened = False
         self.frame_max = 0
         self.channel_max = 0
-
-    # ---- the engine surface ----------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.client.closed
-
-    @property
-    def wants_input(self) -> bool:
-        return self.client.wants_input
-
-    def receive_data(self, data: bytes) -> None:
-        self.client.receive_data(data)
-        self._dispatch()
-
-    def receive_eof(self) -> None:
-        self.client.receive_eof()
-        self._dispatch()
-
-    def data_to_send(self) -> bytes:
-        return self.client.data_to_send()
-
-    def tick(self, now: float) -> Optional[float]:
-        deadline = self.client.tick(now)
-        self._dispatch()
-        return deadline
-
-    def report_down(self, error: str) -> None:
-        """The socket went (the edge names why)."""
-        if not self.client.closed:
-            self.client.transport_lost(error)
-        self._dispatch()
-
-    def close(self, reason: str) -> None:
-        self.client.close(reason)
-        self.output_ready()
-
-    def shutdown(self, reason: str) -> None:
-        self.close(reason)
-
-    def output_ready(self) -> None:
-        if self.on_output is not None:
-            self.on_output()
 
     def _dispatch(self) -> None:
         for event in self.client.take_events():

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client_confirms import PublishSettled, UnconfirmedPublishes
+from gateway.amqp091.client_events import ChannelLost, ChannelReady, ConnectionLost, ConnectionOpened, FlowChanged
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.frame_splitter import FrameSplitter
@@ -80,52 +80,6 @@ class _ChannelPhase(enum.Enum):
     OPENING = "opening"
     SELECTING = "selecting"    # confirm.select sent
     READY = "ready"
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelReady:
-    """The channel is in confirm mode: publishes may go."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionOpened:
-    """connection.open-ok arrived (edge mode); the negotiated limits (0: none)."""
-
-    frame_max: int
-    channel_max: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelLost:
-    """The broker closed the channel (``error``); the publishes still unsettled (their
-    ``tokens``) are in doubt. A new channel is being opened."""
-
-    error: str
-    tokens: tuple
-
-
-@dataclass(frozen=True, slots=True)
-class FlowChanged:
-    """The broker stopped (``blocked``) or resumed taking publishes."""
-
-    blocked: bool
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLost:
-    """The connection is over (``error`` says why); ``tokens`` were unsettled. When the
-    server closed it with connection.close: its ``reply_code`` (else 0), ``reply_text``
-    and the class and method ids, and whether the handshake was still going
-    (``in_handshake``: a refused login or vhost)."""
-
-    error: str
-    tokens: tuple
-    reply_code: int = field(default=0, compare=False)
-    reply_text: str = field(default="", compare=False)
-    class_id: int = field(default=0, compare=False)
-    method_id: int = field(default=0, compare=False)
-    in_handshake: bool = field(default=False, compare=False)
 
 
 class ClientNotReady(RuntimeError):

@@ -25,11 +25,12 @@ REJECTED with the reason, on the next ``tick`` (never from inside the forwarder'
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
                                     PublishSettled)
+from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
 from gateway.amqp091.message_mapping import forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
@@ -50,7 +51,7 @@ def partner_route(address: str) -> LocalPublish | SubjectPublish:
     return resolve_remote_target(address)
 
 
-class OutboundAmqp091:
+class OutboundAmqp091(ClientEngine):
     """See the module docstring. ``password`` is read by the edge from ``password_file``;
     ``now`` starts the client's clock (None: the first ``tick`` does)."""
 
@@ -87,48 +88,18 @@ class OutboundAmqp091:
                                     f"cannot render message {message.entry_id} for {self.where}: {exc}"))
             return
         self.client.publish(message.entry_id, route.exchange, route.routing_key, properties, body)
-        self._output_ready()
+        self.output_ready()
 
     def close(self, reason: str) -> None:
         self._down = True  # a close of ours: no connection_down
         self.client.close(reason)
-        self._output_ready()
+        self.output_ready()
 
     def report_down(self, error: str) -> None:
         """The socket went (the edge calls it with a line naming why): tell the forwarder
         once, if the client did not already."""
-        if not self.client.closed:
-            self.client.transport_lost(error)
-        self._dispatch()
+        super().report_down(error)
         self._lost(error)
-
-    # ---- the engine surface ----------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.client.closed
-
-    @property
-    def wants_input(self) -> bool:
-        return self.client.wants_input
-
-    def receive_data(self, data: bytes) -> None:
-        self.client.receive_data(data)
-        self._dispatch()
-
-    def receive_eof(self) -> None:
-        self.client.receive_eof()
-        self._dispatch()
-
-    def data_to_send(self) -> bytes:
-        return self.client.data_to_send()
-
-    def tick(self, now: float) -> Optional[float]:
-        deadline = self.client.tick(now)
-        self._dispatch()
-        return deadline
-
-    def shutdown(self, reason: str) -> None:
-        self.close(reason)
 
     # ---- events ----------------------------------------------------------------------------
     @property
@@ -138,13 +109,9 @@ class OutboundAmqp091:
             return 0
         return max(0, self.settings.credit - client.unconfirmed)
 
-    def _output_ready(self) -> None:
-        if self.on_output is not None:
-            self.on_output()
-
     def _refuse(self, settlement: Settlement) -> None:
         self._refused.append(settlement)
-        self._output_ready()   # the edge's flush ticks us: the settlement goes out then
+        self.output_ready()   # the edge's flush ticks us: the settlement goes out then
 
     def _dispatch(self) -> None:
         events = self.client.take_events()

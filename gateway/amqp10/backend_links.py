@@ -206,6 +206,13 @@ def _address_error(exc: AddressError) -> Amqp10Error:
                        else ErrorCondition.INVALID_FIELD, exc.text)
 
 
+def _detach(link: Link, error: Any) -> None:
+    """Detach ``link`` with the condition of a backend's broker error."""
+    failure = error_from_broker(error)
+    link.condition = Condition(failure.condition.value, failure.description)
+    link.close()
+
+
 def _answer_terminus(ours: Any, theirs: Any, other: Any, other_remote: Any, link: Link) -> None:
     ours.type = theirs.type
     ours.address = theirs.address
@@ -329,9 +336,7 @@ class BackendIncomingLink:
             if token is not None:
                 self._settle(token, Delivery.RELEASED, None)
         self.closed = True
-        failure = error_from_broker(error)
-        self.link.condition = Condition(failure.condition.value, failure.description)
-        self.link.close()
+        _detach(self.link, error)
 
     def teardown(self) -> None:
         if self.closed:
@@ -466,9 +471,7 @@ class BackendOutgoingLink:
         self.closed = True
         self._waiting.clear()
         self._unsettled.clear()
-        failure = error_from_broker(error)
-        self.link.condition = Condition(failure.condition.value, failure.description)
-        self.link.close()
+        _detach(self.link, error)
 
     def teardown(self) -> None:
         """The link went: its channel closes and the backend requeues the unsettled."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
 
@@ -23,31 +22,20 @@ import pytest
 from pika.exceptions import AMQPConnectionError, ConnectionClosedByBroker
 
 from tests.support.gateway_process import REPO, GatewayProcess, default_config, free_port, password_hash
+from tests.support.edge_mode import edge_yaml
 from tests.support.management_http import call
-from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, drain_queue,
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, drain_queue,
                                           partner_pika)
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
 
-def _edge_config(nodes: list[str], *, credentials: str = "credentials: passthrough", extra_users: str = "",
+def _edge_config(nodes: list[str], *, credentials: str = "credentials: passthrough",
                  frame_max: int = 131072) -> str:
-    extra = textwrap.dedent(f"""\
-        vhosts:
-          - /
-          - name: edge
-            backend: rabbit
-        backends:
-          - name: rabbit
-            kind: amqp091
-            nodes: [{", ".join(f'"{n}"' for n in nodes)}]
-            vhost: {PARTNER_VHOST}
-            heartbeat: 30
-            connect_timeout: 5
-        """) + f"    {credentials}\n".replace("\n", "\n    ").rstrip(" ")
-    config = default_config(extra=extra)
-    return config.replace("limits:\n", f"limits:\n  frame_max: {frame_max}\n") + extra_users
+    config = default_config(extra=edge_yaml(nodes, settings=(
+        "kind: amqp091", "heartbeat: 30", "connect_timeout: 5", credentials)))
+    return config.replace("limits:\n", f"limits:\n  frame_max: {frame_max}\n")
 
 
 def _edge(gw: GatewayProcess, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD,

@@ -14,7 +14,6 @@ refused with the backend's reason; and a backend connection cut in the middle cl
 """
 from __future__ import annotations
 
-import textwrap
 import time
 from typing import Callable
 
@@ -23,6 +22,7 @@ import pytest
 from proton import Message, Timeout
 from proton.utils import BlockingConnection, ConnectionClosed, SendException
 
+from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, partner_pika
 from tests.support.tcp_cutter import TcpCutter
@@ -31,18 +31,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
 
 def _config(port: int, prefetch: int = 1000) -> str:
-    return default_config(extra=textwrap.dedent(f"""\
-        vhosts:
-          - /
-          - name: edge
-            backend: rabbit
-        backends:
-          - name: rabbit
-            nodes: ["127.0.0.1:{port}"]
-            vhost: {PARTNER_VHOST}
-            credentials: passthrough
-            prefetch: {prefetch}
-        """))
+    return default_config(extra=edge_yaml([f"127.0.0.1:{port}"], settings=(
+        "credentials: passthrough", f"prefetch: {prefetch}")))
 
 
 def _connect(gw: GatewayProcess, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD) -> BlockingConnection:

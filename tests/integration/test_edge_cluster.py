@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import json
 import subprocess
-import textwrap
 import threading
 import time
 
@@ -25,8 +24,9 @@ import pytest
 from proton import Message, ProtonException
 from proton.utils import BlockingConnection
 
+from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
-from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST
+from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER
 from tests.support.rabbit_cluster import Haproxy, RabbitCluster, haproxy_installed
 from tests.support.rhea_client import RHEA_DIR, ensure_rhea
 
@@ -194,20 +194,8 @@ def _consume(port: int, counts: collections.Counter, lock: threading.Lock, quiet
 
 
 def _config(cluster: RabbitCluster) -> str:
-    nodes = ", ".join(f'"127.0.0.1:{p}"' for p in cluster.ports)
-    return default_config(extra=textwrap.dedent(f"""\
-        vhosts:
-          - /
-          - name: edge
-            backend: rabbit
-        backends:
-          - name: rabbit
-            nodes: [{nodes}]
-            vhost: {PARTNER_VHOST}
-            credentials: passthrough
-            heartbeat: 10
-            connect_timeout: 3
-        """))
+    return default_config(extra=edge_yaml([f"127.0.0.1:{p}" for p in cluster.ports], settings=(
+        "credentials: passthrough", "heartbeat: 10", "connect_timeout: 3")))
 
 
 @pytest.mark.timeout(600)
