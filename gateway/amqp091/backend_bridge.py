@@ -30,9 +30,8 @@ import logging
 from typing import Any, Optional
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.backend_relay import backend_failure
-from gateway.amqp091.client import ClientConnection, ConnectionLost, ConnectionOpened, FlowChanged
-from gateway.amqp091.client_engine import ClientEngine
+from gateway.amqp091.backend_relay import BackendEngine
+from gateway.amqp091.client import ClientConnection, ConnectionLost, FlowChanged
 from gateway.amqp091.client_confirms import UnconfirmedPublishes
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.error_map import broker_error_for
@@ -78,25 +77,18 @@ class _Channel:
         self.consumer_tag = ""
 
 
-class BackendBridge(ClientEngine):
+class BackendBridge(BackendEngine):
     """See the module docstring: the engine surface the edge drives, and the operations of
     ``BridgeConnection`` (``key``: the link's)."""
 
     def __init__(self, node: BackendNode, settings: BackendSettings, login: BackendLogin,
                  events: Any) -> None:
-        self.node = node
-        self.name = settings.name
         self.events: BridgeEvents = events
-        self.client = ClientConnection(
+        super().__init__(node, settings.name, ClientConnection(
             user=login.user, password=login.password, vhost=login.vhost, mechanism=login.mechanism,
             peer=node.address, heartbeat=settings.heartbeat, handshake_timeout=settings.connect_timeout,
-            connection_name=login.connection_name, open_channel=False)
+            connection_name=login.connection_name, open_channel=False))
         self.client.on_channel_frame = self._frame
-        #: the proxy's connector: ``engine_opened``, ``engine_failed``, ``engine_lost``
-        self.listener: Any = None
-        self.opened = False
-        self.frame_max = 0
-        self.channel_max = 0
         self._channels: dict[int, _Channel] = {}
         self._by_key: dict[Any, _Channel] = {}
         self._last_number = 0
@@ -271,18 +263,8 @@ class BackendBridge(ClientEngine):
         return ResourceLimitExceeded(f"backend {self.name}: {text}")
 
     # ---- the connection's events -----------------------------------------------------------
-    def _dispatch(self) -> None:
-        for event in self.client.take_events():
-            kind = type(event)
-            if kind is ConnectionOpened:
-                self.opened = True
-                self.frame_max, self.channel_max = event.frame_max, event.channel_max
-                self.listener.engine_opened(self)
-            elif kind is FlowChanged:
-                self.events.flow(event.blocked)
-            elif kind is ConnectionLost:
-                if self.opened:
-                    self.listener.engine_lost(self, event.error)
-                    self.events.lost(event.error)
-                else:
-                    self.listener.engine_failed(self, backend_failure(self.name, event))
+    def _flow(self, event: FlowChanged) -> None:
+        self.events.flow(event.blocked)
+
+    def _lost(self, event: ConnectionLost) -> None:
+        self.events.lost(event.error)

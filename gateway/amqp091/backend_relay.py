@@ -45,7 +45,7 @@ from gateway.auth import PermissionCache
 from gateway.backend.nodes import BackendNode, BackendNodes
 from gateway.forward.settings import PasswordFileError, read_password
 
-__all__ = ["BackendRelay", "RelaySession", "open_proxied", "backend_failure", "CLIENT_CAUSED"]
+__all__ = ["BackendEngine", "BackendRelay", "RelaySession", "open_proxied", "backend_failure", "CLIENT_CAUSED"]
 
 log = logging.getLogger(__name__)
 
@@ -238,21 +238,17 @@ class RelaySession:
             self.handle.close("the client's connection closed")
 
 
-class BackendRelay(ClientEngine):
-    """One attempt at a backend connection for a ``RelaySession``: the engine surface the
-    edge drives on the socket, and what the proxy's connector hears (``listener``)."""
+class BackendEngine(ClientEngine):
+    """One attempt at a backend connection (edge mode) with ``client`` (no channel of its
+    own): the engine surface the edge drives on the socket, and what the proxy's connector
+    hears (``listener``: ``engine_opened``, ``engine_failed`` with ``backend_failure``,
+    ``engine_lost``). What the backend's flow and a loss after the open mean for the client
+    is the subclass's (``_flow``, ``_lost``)."""
 
-    def __init__(self, session: RelaySession, node: BackendNode, login: BackendLogin, *,
-                 frame_max: int, channel_max: int) -> None:
-        settings = session.backend.settings
-        self.session = session
+    def __init__(self, node: BackendNode, name: str, client: ClientConnection) -> None:
         self.node = node
-        self.client = ClientConnection(
-            user=login.user, password=login.password, vhost=login.vhost, mechanism=login.mechanism,
-            peer=node.address, heartbeat=settings.heartbeat, frame_max=frame_max,
-            handshake_timeout=settings.connect_timeout, connection_name=login.connection_name,
-            open_channel=False, channel_max=channel_max)
-        #: the proxy's connector: ``engine_opened``, ``engine_failed``, ``engine_lost``
+        self.name = name
+        self.client = client
         self.listener: Any = None
         self.opened = False
         self.frame_max = 0
@@ -266,10 +262,36 @@ class BackendRelay(ClientEngine):
                 self.frame_max, self.channel_max = event.frame_max, event.channel_max
                 self.listener.engine_opened(self)
             elif kind is FlowChanged:
-                self.session.flow(event)
+                self._flow(event)
             elif kind is ConnectionLost:
                 if self.opened:
                     self.listener.engine_lost(self, event.error)
-                    self.session.lost(event)
+                    self._lost(event)
                 else:
-                    self.listener.engine_failed(self, backend_failure(self.session.name, event))
+                    self.listener.engine_failed(self, backend_failure(self.name, event))
+
+    def _flow(self, event: FlowChanged) -> None:
+        raise NotImplementedError
+
+    def _lost(self, event: ConnectionLost) -> None:
+        raise NotImplementedError
+
+
+class BackendRelay(BackendEngine):
+    """A ``BackendEngine`` for a ``RelaySession`` (a 0-9-1 client's channels)."""
+
+    def __init__(self, session: RelaySession, node: BackendNode, login: BackendLogin, *,
+                 frame_max: int, channel_max: int) -> None:
+        settings = session.backend.settings
+        self.session = session
+        super().__init__(node, session.name, ClientConnection(
+            user=login.user, password=login.password, vhost=login.vhost, mechanism=login.mechanism,
+            peer=node.address, heartbeat=settings.heartbeat, frame_max=frame_max,
+            handshake_timeout=settings.connect_timeout, connection_name=login.connection_name,
+            open_channel=False, channel_max=channel_max))
+
+    def _flow(self, event: FlowChanged) -> None:
+        self.session.flow(event)
+
+    def _lost(self, event: ConnectionLost) -> None:
+        self.session.lost(event)

@@ -125,6 +125,9 @@ class BackendConnector:
     # ---- what the engine reports -----------------------------------------------------------
     def engine_opened(self, engine: Any) -> None:
         node = self._node_of(engine)
+        if self._closed:  # the client went while this connection was opening
+            engine.close("the client's connection closed")
+            return
         self.engine, self.node = engine, node
         self.backend.reached(node, self.reactor.seconds())
         log.debug("backend %s: connection open on %s", self.backend.name, node.address)
@@ -133,6 +136,8 @@ class BackendConnector:
     def engine_failed(self, engine: Any, failure: BackendFailure) -> None:
         node = self._node_of(engine)
         self._drop(engine)
+        if self._closed:  # our own close of an attempt the client no longer needs
+            return
         if failure.kind in (FailureKind.LOGIN_REFUSED, FailureKind.ACCESS_REFUSED):
             self.backend.refused_login(node, failure.text, self.reactor.seconds())
             self._events.failed(failure)
@@ -142,6 +147,8 @@ class BackendConnector:
     def engine_lost(self, engine: Any, error: str) -> None:
         node = self._node_of(engine)
         self._drop(engine)
+        if engine is not self.engine:
+            return  # opened after the client went, and closed by us at once
         self.backend.released(node)
         if not self._closed:  # the backend's doing, not the client's
             self.backend.lost += 1

@@ -207,3 +207,25 @@ def test_management_shows_each_proxied_connection_with_its_node_and_each_backend
                                  cwd=REPO, capture_output=True, text=True, timeout=30)
             assert ctl.returncode == 0, ctl.stderr
             assert "rabbit" in ctl.stdout and f"127.0.0.1:{down} down" in ctl.stdout
+
+
+def test_the_backends_connection_blocked_reaches_the_client(rabbit):
+    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
+        with _edge(gw) as conn:
+            seen: list[str] = []
+            conn.add_on_connection_blocked_callback(lambda _conn, frame: seen.append("blocked"))
+            conn.add_on_connection_unblocked_callback(lambda _conn, frame: seen.append("unblocked"))
+            ch = conn.channel()
+            ch.queue_declare("edge.blocked", durable=True)
+            try:
+                rabbit.ctl("set_vm_memory_high_watermark", "0.000001")   # RabbitMQ's memory alarm
+                ch.basic_publish("", "edge.blocked", b"x")   # RabbitMQ blocks a connection that publishes
+                deadline = time.monotonic() + 20
+                while "blocked" not in seen and time.monotonic() < deadline:
+                    conn.process_data_events(time_limit=0.2)
+            finally:
+                rabbit.ctl("set_vm_memory_high_watermark", "0.6")
+            deadline = time.monotonic() + 20
+            while "unblocked" not in seen and time.monotonic() < deadline:
+                conn.process_data_events(time_limit=0.2)
+            assert seen == ["blocked", "unblocked"]
