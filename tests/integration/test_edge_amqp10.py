@@ -14,6 +14,8 @@ refused with the backend's reason; and a backend connection cut in the middle cl
 """
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from typing import Callable
 
@@ -25,6 +27,7 @@ from proton.utils import BlockingConnection, ConnectionClosed, SendException
 from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, partner_pika
+from tests.support.rhea_client import RHEA_DIR, ensure_rhea
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
@@ -176,3 +179,19 @@ def test_a_refused_login_and_a_cut_backend_close_the_client_clearly(rabbit):
             bodies.append(got[2])
     assert [b"before-%d" % i for i in range(5)] == bodies[:5]
     assert all(b.startswith(b"before-") for b in bodies)   # after the cut, nothing was accepted
+
+
+def test_a_client_that_attaches_before_its_open_is_answered_waits_for_the_backend(rabbit):
+    """rhea sends open, begin and attach at once: they wait, all of them, until the backend
+    connection opened (frames handled before it would find no backend)."""
+    ensure_rhea()
+    _queues(rabbit, "edge10.rhea")
+    with GatewayProcess(config_text=_config(rabbit.port)) as gw:
+        for run in range(3):
+            ids = [f"r{run}-{i}" for i in range(5)]
+            done = subprocess.run(["node", "sender.js", str(gw.amqp_port), PARTNER_USER, PARTNER_PASSWORD,
+                                   "vhost:edge", "/queue/edge10.rhea"], cwd=RHEA_DIR, input=json.dumps(ids),
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            assert sorted(line.split()[1] for line in done.stdout.splitlines()
+                          if line.startswith("accepted")) == ids
