@@ -27,7 +27,7 @@ from proton.utils import BlockingConnection, ConnectionClosed, SendException
 from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, partner_pika
-from tests.support.rhea_client import RHEA_DIR, ensure_rhea
+from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
@@ -184,7 +184,7 @@ def test_a_refused_login_and_a_cut_backend_close_the_client_clearly(rabbit):
 def test_a_client_that_attaches_before_its_open_is_answered_waits_for_the_backend(rabbit):
     """rhea sends open, begin and attach at once: they wait, all of them, until the backend
     connection opened (frames handled before it would find no backend)."""
-    ensure_rhea()
+    ensure_node_clients()
     _queues(rabbit, "edge10.rhea")
     with GatewayProcess(config_text=_config(rabbit.port)) as gw:
         for run in range(3):

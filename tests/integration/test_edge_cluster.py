@@ -28,7 +28,7 @@ from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER
 from tests.support.rabbit_cluster import Haproxy, RabbitCluster, haproxy_installed
-from tests.support.rhea_client import RHEA_DIR, ensure_rhea
+from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow]
 
@@ -200,7 +200,7 @@ def _config(cluster: RabbitCluster) -> str:
 
 @pytest.mark.timeout(600)
 def test_every_confirmed_message_reaches_a_consumer_through_a_killed_gateway_and_a_stopped_node(cluster):
-    ensure_rhea()
+    ensure_node_clients()
     cluster.quorum_queue(QUEUE)
     gateways = [GatewayProcess(config_text=_config(cluster)).start() for _ in range(2)]
     proxy = Haproxy([gw.amqp_port for gw in gateways]).start()
