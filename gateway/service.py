@@ -17,6 +17,7 @@ from twisted.internet import defer, task
 # Both engines are imported here, at start-up: imported on the first connection of each
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
+from gateway.amqp091.backend_bridge import BackendBridge
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -32,6 +33,7 @@ from gateway.auth import (
     UserDirectory,
     UserLimits,
 )
+from gateway.backend.nodes import Backends
 from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
@@ -41,6 +43,7 @@ from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
+from gateway.edge.backend import EdgeProxy
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
@@ -140,7 +143,7 @@ class GatewayService(service.MultiService):
         self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
-        self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
+        self.broker = Broker(container_id=self.container_id, vhosts=config.local_vhosts,
                              memory_high_watermark=config.memory_high_watermark,
                              memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
@@ -161,10 +164,17 @@ class GatewayService(service.MultiService):
         self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
-                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+                                         shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
-        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
+        self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+                            else None)
+        if self.backends.proxied:
+            self.metrics.watch_backends(self.backends.status)
+        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
+                                           passthrough=self.backends.passthrough)
         limits = config.limits
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
@@ -177,7 +187,8 @@ class GatewayService(service.MultiService):
             forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
             rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues],
-            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time))
+            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time),
+            backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
@@ -250,7 +261,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
@@ -291,7 +302,8 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
-                trail=ctx.trail, server_properties=product_properties(self.config.rabbitmq_version))
+                trail=ctx.trail, server_properties=product_properties(self.config.rabbitmq_version),
+                vhost_proxy=self.vhost_proxy)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -306,7 +318,7 @@ class GatewayService(service.MultiService):
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
             rabbitmq_version=self.config.rabbitmq_version, trail=ctx.trail,
-            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl)
+            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl, vhost_proxy=self.vhost_proxy)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
