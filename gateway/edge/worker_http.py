@@ -11,10 +11,12 @@ worker's counters, a connection listing a third of the connections.
 - the management API: each request goes to every running worker, with the client's
   address in ``X-Forwarded-For`` (``management_http.client_host``; each worker
   authenticates it as usual). A ``GET`` that every worker answers with a JSON list
-  (connections, channels, links...) is answered with the lists joined, each item
-  marked with its ``worker``; anything else with the first answer, in worker order, that
-  is not 404 (an object gets its ``worker``), so ``DELETE /api/connections/NAME`` reaches
-  the worker holding the connection.
+  of what each worker holds for itself (connections, channels, consumers, links,
+  nodes...) is answered with the lists joined, each item marked with its ``worker``;
+  lists that every worker has alike from the config (``SHARED``: users, vhosts,
+  permissions) come from the first worker. Anything else gets the first answer, in
+  worker order, that is not 404 (an object gets its ``worker``), so ``DELETE
+  /api/connections/NAME`` reaches the worker holding the connection.
 """
 from __future__ import annotations
 
@@ -37,12 +39,15 @@ from gateway.metrics import CONTENT_TYPE_LATEST, WORKER_LABEL, SupervisorMetrics
 
 log = logging.getLogger(__name__)
 
-__all__ = ["WorkerHttp", "make_metrics_site", "make_management_relay", "WORKER_TIMEOUT"]
+__all__ = ["WorkerHttp", "make_metrics_site", "make_management_relay", "combine", "SHARED",
+           "WORKER_TIMEOUT"]
 
 #: seconds a worker has to answer the parent
 WORKER_TIMEOUT = 5.0
 #: request headers relayed to the workers
 _RELAYED = (b"authorization", b"content-type", b"x-reason", b"accept")
+#: ``/api/NAME`` lists every worker has alike: answered by the first worker, not joined
+SHARED = frozenset({"users", "vhosts", "permissions", "whoami", "overview"})
 #: answer headers relayed back to the client
 _ANSWERED = (b"content-type", b"www-authenticate", b"retry-after", b"cache-control", b"location")
 
@@ -142,18 +147,20 @@ class _ManagementRelay(Resource):
                 headers.setRawHeaders(name, [value])
         body = request.content.read() if request.content is not None else b""
         d = self.http.ask_all(self.places(), "management", request.method, request.uri, headers, body)
-        d.addCallback(lambda results: _answer(request, combine(request.method, results)))
+        d.addCallback(lambda results: _answer(request, combine(request.method, request.uri, results)))
         d.addErrback(_failed, request)
         return NOT_DONE_YET
 
 
-def combine(method: bytes, results: Sequence[tuple[WorkerPlace, Any]]) -> tuple[int, Any, bytes]:
+def combine(method: bytes, path: bytes, results: Sequence[tuple[WorkerPlace, Any]]) -> tuple[int, Any, bytes]:
     """One answer ``(status, headers, body)`` from the workers' (see the module doc)."""
     answered = [(place, got) for place, got in results if got is not None]
     if not answered:
         body = json.dumps({"error": "bad_gateway", "reason": "no worker answered"}).encode()
         return 502, Headers({b"content-type": [b"application/json"]}), body
-    if method == b"GET" and all(got[0] == 200 for _, got in answered):
+    segments = path.split(b"?", 1)[0].strip(b"/").split(b"/")
+    shared = len(segments) > 1 and segments[1].decode("latin-1") in SHARED
+    if method == b"GET" and not shared and all(got[0] == 200 for _, got in answered):
         lists = [(place, _json(got)) for place, got in answered]
         if all(isinstance(items, list) for _, items in lists):
             joined = [_marked(item, place) for place, items in lists for item in items]

@@ -176,3 +176,25 @@ def _alive(pid: int) -> bool:
             return "State:\tZ" not in f.read()
     except FileNotFoundError:
         return False
+
+
+def test_the_parent_serves_every_workers_management_api():
+    from tests.support.management_http import MANAGEMENT_USERS, call
+
+    gw = GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS, extra="vhosts: []\nworkers: 2\n"),
+                        extra_args=("--management", "127.0.0.1:0")).start(timeout=60)
+    try:
+        assert gw.wait_for_log(READY, timeout=60), gw.log
+        nodes = call(gw, "GET", "/api/nodes")
+        assert nodes.status == 200 and sorted(n["worker"] for n in nodes.body) == [1, 2]
+        users = call(gw, "GET", "/api/users")
+        assert sorted(u["name"] for u in users.body) == sorted(MANAGEMENT_USERS)
+        # guest may log in from loopback only: the parent names the real client to the
+        # worker, and a client's own X-Forwarded-For is not believed
+        whoami = call(gw, "GET", "/api/whoami", user="guest", headers={"X-Forwarded-For": "203.0.113.9"})
+        assert (whoami.status, whoami.body["name"], whoami.body["worker"]) == (200, "guest", 1)
+        refused = call(gw, "GET", "/api/connections", password="wrong")
+        assert refused.status == 401 and "Basic" in refused.headers["WWW-Authenticate"]
+        assert call(gw, "DELETE", "/api/connections/nobody").status == 404
+    finally:
+        gw.stop()
