@@ -32,6 +32,7 @@ from gateway.auth import (
     UserDirectory,
     UserLimits,
 )
+from gateway.backend.nodes import Backends
 from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
@@ -41,6 +42,7 @@ from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
+from gateway.edge.backend import EdgeProxy
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
@@ -145,7 +147,7 @@ class GatewayService(service.MultiService):
         self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
-        self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
+        self.broker = Broker(container_id=self.container_id, vhosts=config.local_vhosts,
                              memory_high_watermark=config.memory_high_watermark,
                              memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
@@ -166,10 +168,14 @@ class GatewayService(service.MultiService):
         self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
-                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+                                         shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
         self.users = UserDirectory(users_from_config(config.users))
-        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
+        self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
+        self.vhost_proxy = EdgeProxy(reactor, self.backends) if self.backends.proxied else None
+        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
+                                           passthrough=self.backends.passthrough)
         limits = config.limits
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
@@ -255,7 +261,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
@@ -296,7 +302,7 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
-                trail=ctx.trail)
+                trail=ctx.trail, vhost_proxy=self.vhost_proxy)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
