@@ -120,7 +120,10 @@ class ListenerFactory(Factory):
         #: the rate limit of handshake-timeout lines, shared by every listener
         self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material
-        self.tls_from_start = listener.tls is TlsMode.ON
+        # ``tls: on`` behind a balancer: the PROXY header comes in clear before the TLS
+        # handshake, so TLS starts in the sniffer once the header is read
+        self.tls_after_proxy_header = listener.tls is TlsMode.ON and listener.proxy_protocol
+        self.tls_from_start = listener.tls is TlsMode.ON and not listener.proxy_protocol
         self.reactor = reactor
         self.metrics = metrics
         self.engine_factory = engine_factory

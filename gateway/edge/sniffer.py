@@ -14,7 +14,9 @@ PROXY protocol (``proxy_protocol: true``): the connection must begin with a PROX
 (``gateway.proxy_header``), read within the same deadline before the AMQP header; its
 client address then stands for the socket's everywhere (``peer``: logs, management,
 ``loopback_only``, login throttling). A connection without a valid one is closed
-(its log line names the socket's peer, the balancer, and what was wrong).
+(its log line names the socket's peer, the balancer, and what was wrong). With ``tls:
+on`` the header comes in clear before the TLS handshake, and TLS starts here once it is
+read.
 
 TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
 ``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
@@ -118,8 +120,14 @@ class SniffingProtocol(Protocol):
             return
         self._buffer += data
         try:
-            if self._awaiting_proxy_header and not self._read_proxy_header():
-                return
+            if self._awaiting_proxy_header:
+                if not self._read_proxy_header():
+                    return
+                if self.factory.tls_after_proxy_header:
+                    self._cancel_deadline()
+                    self._done = True
+                    self._start_tls(HeaderKind.TLS_CLIENT_HELLO)
+                    return
             self._sniff()
         except Exception:  # noqa: BLE001 - never into the reactor
             log.exception("sniffer failed; closing connection %d", self.connection_id)

@@ -115,3 +115,32 @@ def test_a_connection_without_a_proxy_header_is_closed_and_logged(balanced):
         assert sock.recv(64) == b""
     assert gw.wait_for_log(r"from 127\.0\.0\.1:\d+ refused: the listener expects a PROXY protocol "
                            r"header: no PROXY protocol header", timeout=TIMEOUT)
+
+
+def test_tls_on_behind_haproxy_starts_after_the_proxy_header(tmp_path):
+    import ssl
+
+    from tests.support.certificates import TestPKI
+    from tests.support.gateway_process import GatewayProcess, default_config
+
+    ca = TestPKI(str(tmp_path))
+    cert = ca.issue("gateway.test", names=("gateway.test", "localhost"))
+    gw = GatewayProcess(config_text=default_config(listener_extra=(
+        f"    proxy_protocol: true\n    tls: on\n    tls_cert_file: {cert.cert_file}\n"
+        f"    tls_key_file: {cert.key_file}\n")))
+    gw.start()
+    proxy = HaproxyProcess([("127.0.0.1", gw.amqp_port)]).start()
+    try:
+        ctx = ssl.create_default_context(cafile=ca.ca_file)
+        ctx.check_hostname = False
+        raw = bound_socket("127.0.0.5")
+        raw.settimeout(TIMEOUT)
+        raw.connect(("127.0.0.1", proxy.port))
+        with ctx.wrap_socket(raw) as tls:
+            tls.sendall(b"AMQP\x00\x00\x09\x01")
+            assert tls.recv(7)[:1] == b"\x01"          # connection.start, in TLS
+            port = tls.getsockname()[1]
+            assert gw.wait_for_log(rf"127\.0\.0\.5:{port}.*TLSv1\.[23]", timeout=TIMEOUT), gw.log
+    finally:
+        proxy.stop()
+        gw.stop()
