@@ -202,6 +202,16 @@ def test_systemd_hears_ready_and_stopping_from_the_parent_only(partner_rabbit):
             messages.append(systemd.recv(4096))
         ready = [m for m in messages if m.startswith(b"READY=1")]
         assert ready == [b"READY=1\nSTATUS=2 workers listening on 127.0.0.1:%d" % gw.amqp_port]
+        # a hung worker (stopped: its reactor pings no more) is killed and restarted,
+        # while the parent keeps pinging systemd
+        hung = worker_pids(gw)["2"]
+        os.kill(hung, signal.SIGSTOP)
+        assert gw.wait_for_log(rf"worker 2 \(pid {hung}\) sent no watchdog ping for \d+\.\ds: "
+                               r"killing it to restart it", timeout=TIMEOUT), gw.log
+        assert gw.wait_for_log(rf"worker 2 \(pid {hung}\) was killed by signal 9", timeout=TIMEOUT)
+        wait_until(lambda: worker_pids(gw)["2"] != hung and gw.count_log(
+            rf"worker 2 \(pid {worker_pids(gw)['2']}\) ready"), "worker 2 restarted")
+        assert systemd.recv(4096) == b"WATCHDOG=1"
         gw.signal(signal.SIGTERM)
         while (m := systemd.recv(4096)) != b"STOPPING=1":
             assert not m.startswith(b"READY"), m

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import ConfigError, load_config_text
+from gateway.config.root import VhostConfig
 from gateway.config.workers import worker_count, workers_problem
 
 
@@ -40,14 +41,9 @@ def test_bad_values_name_the_key_and_line(value, problem):
     assert problem in caught.value.message
 
 
-class Proxied:
-    def __init__(self, name, backend):
-        self.name, self.backend = name, backend
-
-
 def test_every_vhost_proxied_allows_any_number():
-    assert workers_problem(4, [Proxied("/", "rabbit"), Proxied("b", "rabbit")]) is None
-    assert workers_problem("auto", [Proxied("/", "rabbit"), Proxied("b", "")]).startswith(
+    assert workers_problem(4, [VhostConfig("/", "rabbit"), VhostConfig("b", "rabbit")]) is None
+    assert workers_problem("auto", [VhostConfig("/", "rabbit"), VhostConfig("b", "")]).startswith(
         "workers: auto runs several gateway processes, but vhost 'b' (vhosts[1])")
 
 
@@ -55,3 +51,18 @@ def test_auto_is_the_cpu_count():
     assert worker_count("auto", cpus=8) == 8
     assert worker_count("auto", cpus=0) == 1
     assert worker_count(3) == 3
+
+
+def test_check_config_refuses_and_says_why(tmp_path, capsys):
+    from gateway.cli import EXIT_CONFIG, main
+
+    path = tmp_path / "gw.yaml"
+    path.write_text("vhosts:\n  - /\n  - name: edge\n    backend: rabbit\nbackends:\n  - name: rabbit\n"
+                    "    kind: amqp091\n    nodes: [\"127.0.0.1:5672\"]\n    credentials: passthrough\n"
+                    "workers: auto\n")
+    assert main(["check-config", str(path)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"{path}:10: workers: workers: auto runs several gateway processes, but vhost '/' " \
+           "(vhosts[0], line 2) has no backend" in err
+    path.write_text(path.read_text().replace("  - /\n", ""))
+    assert main(["check-config", str(path)]) == 0
