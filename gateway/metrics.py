@@ -250,6 +250,40 @@ class GatewayMetrics:
         self.add_model_collector(gauges)
         self.add_model_collector(counters, counters=True)
 
+    def watch_backends(self, status: Callable[[], list[dict]]) -> None:
+        """Edge mode, per backend and node: its state (1 for the state it is in), the
+        proxied connections on it, its last error (as a label of an info gauge), and per
+        backend the connections it refused and lost, from ``status()`` (``Backends``'
+        accessor) at scrape time."""
+
+        def gauges():
+            for backend in status():
+                for node in backend["nodes"]:
+                    labels = {"backend": backend["name"], "node": node["node"]}
+                    for state in BACKEND_NODE_STATES:
+                        yield (BACKEND_NODE_STATE, "1 for the state each backend node is in (up: the "
+                               "last connection opened; down: it failed or was lost; unknown: not "
+                               "tried yet)", {**labels, "state": state}, 1 if node["state"] == state else 0)
+                    yield ("amqp_gateway_backend_connections", "Proxied client connections carried "
+                           "to each backend node now", labels, node["connections"])
+                    if node["last_error"]:
+                        yield ("amqp_gateway_backend_last_error_info", "The last error of each backend "
+                               "node (the label; the value is always 1)",
+                               {**labels, "error": node["last_error"][:200]}, 1)
+                yield ("amqp_gateway_backend_up", "1 while some node of each backend is up",
+                       {"backend": backend["name"]}, 1 if backend["state"] == "up" else 0)
+
+        def counters():
+            for backend in status():
+                labels = {"backend": backend["name"]}
+                yield ("amqp_gateway_backend_refused", "Client connections each backend refused (a "
+                       "login or vhost)", labels, backend["refused"])
+                yield ("amqp_gateway_backend_lost", "Open backend connections lost (each closed its "
+                       "client's connection)", labels, backend["lost"])
+
+        self.add_model_collector(gauges)
+        self.add_model_collector(counters, counters=True)
+
     def watch_store(self, store: Any, broker: Any, free_disk: Callable[[], Any] = lambda: None) -> None:
         """Store size, messages and bytes stored, commit batches, syncs, failures and
         commit latency, what left memory, free disk space and the resource alarms, read
@@ -277,6 +311,8 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
                {"protocol": protocol}, count)
 
 
+BACKEND_NODE_STATE = "amqp_gateway_backend_node_state"
+BACKEND_NODE_STATES = ("up", "down", "unknown")
 FORWARD_STATE = "amqp_gateway_forward_state"
 FORWARD_STATES = ("connecting", "up", "backing off", "blocked")
 _FORWARD_COUNTS = {

@@ -17,6 +17,7 @@ from twisted.internet import defer, task
 # Both engines are imported here, at start-up: imported on the first connection of each
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
+from gateway.amqp091.backend_bridge import BackendBridge
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -173,7 +174,10 @@ class GatewayService(service.MultiService):
         self.users = UserDirectory(users_from_config(config.users))
         #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
-        self.vhost_proxy = EdgeProxy(reactor, self.backends) if self.backends.proxied else None
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+                            else None)
+        if self.backends.proxied:
+            self.metrics.watch_backends(self.backends.status)
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
                                            passthrough=self.backends.passthrough)
         limits = config.limits
@@ -188,7 +192,8 @@ class GatewayService(service.MultiService):
             forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
             rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues],
-            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time))
+            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time),
+            backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
@@ -316,7 +321,7 @@ class GatewayService(service.MultiService):
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
-            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail)
+            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail, vhost_proxy=self.vhost_proxy)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks

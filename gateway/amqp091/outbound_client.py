@@ -27,8 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from addressing import (AddressError, AddressErrorKind, LocalPublish, SubjectPublish, resolve_link_target,
-                        route_message)
+from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
                                     PublishSettled)
 from gateway.amqp091.errors import AmqpException
@@ -45,35 +44,10 @@ _ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECT
 _ROUTES_MAX = 1024
 
 
-class _PartnerNodes:
-    """The partner's vhost as our resolver sees it: every exchange and queue may exist
-    (the partner decides, and says so by a return or a channel error); no services."""
-
-    def has_exchange(self, name: str) -> bool:
-        return True
-
-    def has_queue(self, name: str) -> bool:
-        return True
-
-    def has_service(self, name: str) -> bool:
-        return False
-
-    def declare_queue(self, name: str) -> None:
-        return None
-
-
-_PARTNER_NODES = _PartnerNodes()
-
-
 def partner_route(address: str) -> LocalPublish | SubjectPublish:
-    """The publish ``address`` stands for at a 0-9-1 partner. Raises ``AddressError``
-    naming the problem (malformed, a service, or a ``node@container``)."""
-    route = resolve_link_target(address, our_container="", directory=_PARTNER_NODES,
-                                vhost="of the partner")
-    if not isinstance(route, (LocalPublish, SubjectPublish)):
-        raise AddressError(AddressErrorKind.INVALID,
-                           f"address '{address}' is no exchange or queue a 0-9-1 broker can take")
-    return route
+    """The publish ``address`` stands for at a 0-9-1 partner (``addressing``'s rule for a
+    broker we are a client of). Raises ``AddressError``."""
+    return resolve_remote_target(address)
 
 
 class OutboundAmqp091:

@@ -125,6 +125,7 @@ class Amqp10Engine(EngineEvents):
         tls: bool = False,
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
+        vhost_proxy: Any = None,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -182,6 +183,13 @@ class Amqp10Engine(EngineEvents):
         #: outgoing links whose credit changed in this batch of events
         self._flowed: dict[OutgoingLink, None] = {}
         self._login: Optional[SaslLogin] = None
+        #: edge mode (``gateway.backend.VhostProxy``): a proxied vhost's open waits for its
+        #: backend connection (``backend_links``), holding the frames after it
+        self.vhost_proxy = vhost_proxy
+        self.backend_session: Any = None
+        self._held_for_backend = False
+        #: the password of a PLAIN login, kept for a passthrough backend only
+        self.login_password: Optional[str] = None
         if header == SASL_HEADER:
             self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
                                     allow_anonymous=allow_anonymous,
@@ -318,9 +326,10 @@ class Amqp10Engine(EngineEvents):
         connection's life, as RabbitMQ keeps them per channel (a publish on a link that
         names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
-        if user is None or vhost is None:
+        name = vhost.name if vhost is not None else self.vhost_name if self.backend_session else None
+        if user is None or name is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no authenticated user or vhost")
-        refusal = self._permissions.refusal(user, vhost.name, action, resource)
+        refusal = self._permissions.refusal(user, name, action, resource)
         if refusal is not None:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
@@ -357,6 +366,35 @@ class Amqp10Engine(EngineEvents):
         if self._refill_starving() is not None:
             self.output_ready()
 
+    # ------------------------------------------------------------------ edge mode
+    def resume_after_backend(self) -> None:
+        """The backend connection opened: answer the client's open, then handle the
+        frames held since."""
+        if self.closed or self._proton is None:
+            return
+        self._held_for_backend = False
+        self._proton.connection.open()
+        self.trail.authenticated(self.user.name if self.user else "", self.vhost_name or "",
+                                 self._mechanism or None)
+        self._after_backend_event()
+
+    def close_for_backend(self, condition: ErrorCondition, text: str) -> None:
+        """The backend refused or was lost: close the connection with ``condition``."""
+        if self.closed or self._proton is None:
+            return
+        self._held_for_backend = False
+        self.trail.closing(CLOSED_BY_SERVER, condition.value, text)
+        self._close_connection(condition, text)
+        self._after_backend_event()
+
+    def _after_backend_event(self) -> None:
+        try:
+            self._process_events()
+        except Exception:  # noqa: BLE001 - called from the backend's socket
+            log.exception("1.0 engine failure after a backend event for %s", self.peer_host)
+            self._internal_error()
+        self.output_ready()
+
     # ------------------------------------------------------------------ SASL, then proton
     def _receive_sasl(self, data: bytes) -> None:
         login = self._login
@@ -366,6 +404,7 @@ class Amqp10Engine(EngineEvents):
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None
             self._mechanism = sasl.result.mechanism
+            self.login_password = sasl.result.password
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.trail.closing(CLOSED_BY_SERVER, "sasl-outcome", sasl.failure or "login refused")
@@ -471,6 +510,8 @@ class Amqp10Engine(EngineEvents):
                 handler.teardown()
             except Exception:  # noqa: BLE001 - one bad link must not keep the rest
                 log.exception("1.0 link teardown failed on %s", self.owner)
+        if self.backend_session is not None:
+            self.backend_session.close()
         if self.vhost is not None:
             self.vhost.owner_closed(self.owner)
         if hasattr(self.broker, "remove_blocked_listener"):

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from proton import Condition, Connection, Event
 
+from gateway.amqp10.backend_links import BackendOutgoingLink, open_proxied
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.link_table import LinkHandler
 from gateway.amqp10.links import OutgoingLink, attach_link
@@ -70,6 +71,8 @@ class EngineEvents:
                     on_event = _EVENT_HANDLERS.get(etype)
                     if on_event is not None:
                         on_event(self, Event.wrap(ev))
+                        if self._held_for_backend:
+                            return  # the rest waits for the backend (edge mode)
             except Amqp10Error as exc:
                 self._fail(Event.wrap(ev), exc)
             except UnicodeDecodeError as exc:
@@ -81,7 +84,7 @@ class EngineEvents:
     def _on_link_flow(self, handler: LinkHandler | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
         events is handled (an incoming link's flow needs nothing)."""
-        if isinstance(handler, OutgoingLink):
+        if isinstance(handler, (OutgoingLink, BackendOutgoingLink)):
             handler.on_flow()
             self._flowed[handler] = None
 
@@ -92,6 +95,17 @@ class EngineEvents:
         check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
+        backend = self.vhost_proxy.backend_for(name) if self.vhost_proxy is not None else None
+        if backend is not None:  # edge mode: open once the backend opened
+            self.vhost_name = name
+            self._admit()
+            self._held_for_backend = True
+            try:
+                self.backend_session = open_proxied(self, name, backend)
+            except Amqp10Error:
+                self._held_for_backend = False
+                raise
+            return
         vhost = self.broker.vhost(name)
         connection.open()
         if vhost is None:
@@ -103,16 +117,20 @@ class EngineEvents:
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
         self.vhost_name = name  # admitted with its vhost known (management's view)
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(user.name, connection=self)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
+        self._admit()
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
         self.trail.authenticated(user.name, name, self._mechanism or None)
+
+    def _admit(self) -> None:
+        """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
+        if self._registry is not None:
+            try:
+                self._admission = self._registry.admit(self.user.name, connection=self)
+            except ConnectionLimitReached as exc:
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
 
     def _on_connection_close(self, event: Event) -> None:
         condition = event.connection.remote_condition
@@ -159,6 +177,10 @@ class EngineEvents:
         link = event.link
         if self._torn_down:
             return  # an attach behind a refused open: the close ends it
+        if self.backend_session is not None:
+            check_attach(link)
+            self._links.add(link, self.backend_session.attach(link))
+            return
         if self.vhost is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if self.max_links and len(self._links) >= self.max_links:

@@ -80,4 +80,47 @@ class VhostProxy(Protocol):
         ``opened(engine, node)`` or ``failed(BackendFailure)``, then ``lost(error)``.
         Returns a handle with ``close(reason)``."""
 
+    def connect_bridge(self, backend: BackendNodes, login: BackendLogin, events: Any) -> Any:
+        """``connect`` with the engine that carries a 1.0 client's links (``BridgeEvents``)."""
 
+
+
+
+class BridgeEvents(Protocol):
+    """What a 1.0 connection hears from its backend bridge (a 0-9-1 backend carrying 1.0
+    links; ``key`` is the link's own key, given when the channel was opened)."""
+
+    def published(self, key: Any, token: Any, accepted: bool, error: Any) -> None:
+        """The backend confirmed (``accepted``) or refused (nack, return, channel error:
+        ``error`` is a broker ``BrokerError`` naming why)."""
+
+    def delivered(self, key: Any, delivery_tag: int, redelivered: bool, message: Any) -> None:
+        """A message for the consumer of ``key`` (a broker ``MessageContainer``)."""
+
+    def channel_ready(self, key: Any) -> None:
+        """The link's channel is open (publisher: in confirm mode; consumer: consuming)."""
+
+    def channel_failed(self, key: Any, error: Any, in_doubt: tuple) -> None:
+        """The backend closed the link's channel (``error``: a ``BrokerError``; ``in_doubt``:
+        the tokens of publishes it never settled)."""
+
+    def drained(self, key: Any) -> None:
+        """The backend had its chance to fill the consumer's credit (a round trip)."""
+
+    def flow(self, blocked: bool) -> None:
+        """The backend stopped (connection.blocked) or resumed taking publishes."""
+
+    def lost(self, error: str) -> None:
+        """The open backend connection went away."""
+
+
+class BridgeConnection(Protocol):
+    """A backend connection that carries a 1.0 client's links (``amqp091.backend_bridge``)."""
+
+    def open_publisher(self, key: Any) -> None: ...
+    def open_consumer(self, key: Any, queue: str, prefetch: int) -> None: ...
+    def publish(self, key: Any, token: Any, exchange: str, routing_key: str, message: Any) -> None: ...
+    def set_prefetch(self, key: Any, prefetch: int) -> None: ...
+    def drain(self, key: Any) -> None: ...
+    def settle(self, key: Any, delivery_tag: int, disposition: Any) -> None: ...
+    def close_channel(self, key: Any) -> None: ...

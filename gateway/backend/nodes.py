@@ -135,6 +135,7 @@ class BackendNodes:
             "state": self.state.value, "last_error": last.last_error if last else "",
             "connections": sum(r.connections for r in self._records),
             "refused": self.refused, "lost": self.lost,
+            "node_states": ", ".join(f"{r.node.address} {r.state.value}" for r in self._records),
             "nodes": [{"node": r.node.address, "state": r.state.value, "last_error": r.last_error,
                        "since": r.changed_at, "connections": r.connections} for r in self._records],
         }

@@ -180,9 +180,11 @@ class BackendConnector:
 class EdgeProxy:
     """``gateway.backend.VhostProxy`` over Twisted (see the module docstring)."""
 
-    def __init__(self, reactor: Any, backends: Backends) -> None:
+    def __init__(self, reactor: Any, backends: Backends, bridge_factory: Any) -> None:
         self.reactor = reactor
         self.backends = backends
+        #: (node, settings, login, events) -> the engine that carries a 1.0 client's links
+        self._bridge_factory = bridge_factory
 
     def backend_for(self, vhost: str) -> Optional[BackendNodes]:
         return self.backends.for_vhost(vhost)
@@ -190,3 +192,8 @@ class EdgeProxy:
     def connect(self, backend: BackendNodes, login: BackendLogin,
                 make_engine: Callable[[BackendNode], Any], events: Any) -> BackendConnector:
         return BackendConnector(self.reactor, backend, make_engine, events).start()
+
+    def connect_bridge(self, backend: BackendNodes, login: BackendLogin, events: Any) -> BackendConnector:
+        """``connect`` with the bridge engine (a 1.0 client's links on a 0-9-1 backend)."""
+        factory, settings = self._bridge_factory, backend.settings
+        return self.connect(backend, login, lambda node: factory(node, settings, login, events), events)

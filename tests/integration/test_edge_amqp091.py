@@ -11,15 +11,19 @@ message the client saw confirmed is in the backend's queue, and nothing else was
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 import time
+import urllib.request
 
 import amqp
 import pika
 import pytest
 from pika.exceptions import AMQPConnectionError, ConnectionClosedByBroker
 
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import REPO, GatewayProcess, default_config, free_port, password_hash
+from tests.support.management_http import call
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, drain_queue,
                                           partner_pika)
 from tests.support.tcp_cutter import TcpCutter
@@ -122,7 +126,6 @@ def test_a_service_account_applies_the_gateways_own_users(rabbit, tmp_path):
     credentials = f"user: {PARTNER_USER}\npassword_file: {secret}"
     edge_alice = ("  - name: carol\n    password_hash: \"%s\"\n    permissions:\n"
                   "      edge: {configure: \".*\", write: \".*\", read: \".*\"}\n")
-    from tests.support.gateway_process import password_hash
     config = _edge_config([f"127.0.0.1:{rabbit.port}"], credentials=credentials)
     config = config.replace("users:\n", "users:\n" + edge_alice % password_hash("carol-pw"), 1)
     with GatewayProcess(config_text=config) as gw:
@@ -170,3 +173,32 @@ def test_a_cut_backend_connection_closes_the_client_and_confirms_only_what_the_b
         assert max(stored) <= i   # nothing the client never sent
     finally:
         cutter.close()
+
+
+def test_management_shows_each_proxied_connection_with_its_node_and_each_backends_state(rabbit):
+    down = free_port()
+    config = _edge_config([f"127.0.0.1:{down}", f"127.0.0.1:{rabbit.port}"])
+    config = config.replace("users:\n", "users:\n  - name: admin\n    password_hash: \"%s\"\n"
+                            "    tags: [administrator]\n" % password_hash("s3cret"), 1)
+    with GatewayProcess(config_text=config, extra_args=("--management", "127.0.0.1:0")) as gw:
+        with _edge(gw):
+            connections = call(gw, "GET", "/api/connections").body
+            assert [c["backend"] for c in connections] == [f"rabbit 127.0.0.1:{rabbit.port}"]
+            [backend] = call(gw, "GET", "/api/gateway/backends").body
+            assert (backend["name"], backend["state"], backend["connections"]) == ("rabbit", "up", 1)
+            nodes = {n["node"]: n for n in backend["nodes"]}
+            assert nodes[f"127.0.0.1:{down}"]["state"] == "down"
+            assert "cannot connect" in nodes[f"127.0.0.1:{down}"]["last_error"]
+            assert nodes[f"127.0.0.1:{rabbit.port}"]["state"] == "up"
+            metrics = urllib.request.urlopen(
+                f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read().decode()
+            assert (f'amqp_gateway_backend_node_state{{backend="rabbit",node="127.0.0.1:{down}",'
+                    f'state="down"}} 1.0') in metrics
+            assert (f'amqp_gateway_backend_connections{{backend="rabbit",node="127.0.0.1:{rabbit.port}"}} 1.0'
+                    in metrics)
+            assert 'amqp_gateway_backend_last_error_info{backend="rabbit"' in metrics
+            ctl = subprocess.run([sys.executable, "-m", "gateway.cli", "ctl", "--url", gw.management_url,
+                                  "-u", "admin", "-p", "s3cret", "list", "backends"],
+                                 cwd=REPO, capture_output=True, text=True, timeout=30)
+            assert ctl.returncode == 0, ctl.stderr
+            assert "rabbit" in ctl.stdout and f"127.0.0.1:{down} down" in ctl.stdout
