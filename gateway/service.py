@@ -48,6 +48,7 @@ from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.edge.workers import ReusePortEndpoint, WorkerPlace
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
@@ -131,10 +132,15 @@ class OfferedMechanisms:
 
 
 class GatewayService(service.MultiService):
-    def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None) -> None:
+    """``worker``: this gateway is one worker of ``workers: N`` (``edge.workers``): its
+    AMQP ports are shared (``SO_REUSEPORT``), its HTTP on unix sockets for the parent."""
+
+    def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None,
+                 worker: Optional[WorkerPlace] = None) -> None:
         super().__init__()
         self.config = config
         self.reactor = reactor
+        self.worker = worker
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
         self.ledger_process: Optional[LedgerProcess] = None
@@ -331,7 +337,9 @@ class GatewayService(service.MultiService):
                                       max_connections=self.config.limits.max_connections, tls=tls,
                                       login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
-            port = yield listen_on(listener_endpoint(self.reactor, listener), factory.wrap_for_tls(),
+            endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
+                        if self.worker else listener_endpoint(self.reactor, listener))
+            port = yield listen_on(endpoint, factory.wrap_for_tls(),
                                    AMQP_LISTENER, listener.host, listener.port, f"listeners[{i}].port")
             self.factories.append(factory)
             self.ports.append(port)
@@ -340,7 +348,9 @@ class GatewayService(service.MultiService):
             log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s; backlog %d)", addr.host,
                      addr.port, listener.tls.value, listener.backlog)
         m = self.config.metrics
-        if m.enabled:
+        if m.enabled and self.worker:
+            self.http_port = yield self._listen_for_parent("metrics", make_site(self.metrics, m.path))
+        elif m.enabled:
             self.http_port = yield listen_on(server_endpoint(self.reactor, m.host, m.port),
                                              make_site(self.metrics, m.path), METRICS_ENDPOINT,
                                              m.host, m.port, "metrics.port")
@@ -351,6 +361,9 @@ class GatewayService(service.MultiService):
         if mg.enabled:
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
+        if mg.enabled and self.worker:
+            self.management_port = yield self._listen_for_parent("management", site)
+        elif mg.enabled:
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
                 mg.host, mg.port, "management.port")
@@ -373,6 +386,17 @@ class GatewayService(service.MultiService):
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
+
+    def _listen_for_parent(self, serves: str, site) -> defer.Deferred:
+        """A worker's HTTP (``serves``: metrics, management) on its unix socket, which
+        the parent serves merged with the other workers' (``edge.worker_http``)."""
+        from twisted.internet.endpoints import UNIXServerEndpoint
+
+        path = self.worker.socket_path(serves)  # type: ignore[union-attr]
+        if os.path.exists(path):
+            os.unlink(path)  # left by this worker's previous life
+        log.info("%s for the supervisor on unix:%s", serves, path)
+        return UNIXServerEndpoint(self.reactor, path).listen(site)
 
     def _tick_broker(self) -> None:
         now = self.reactor.seconds()

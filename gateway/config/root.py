@@ -11,6 +11,7 @@ from gateway.config.monitoring import LoggingConfig, ManagementConfig, MetricsCo
 from gateway.config.protocols import Amqp10Config, LimitsConfig
 from gateway.config.storage import LedgerConfig, StoreConfig
 from gateway.config.users import UserConfig
+from gateway.config.workers import Workers, workers_value_problem
 from gateway.backend.settings import BackendSettings
 from gateway.forward.settings import ForwardingSettings
 
@@ -46,6 +47,8 @@ class GatewayConfig:
     memory_high_watermark: int = _checked(1073741824, check=_positive)
     memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
     shutdown_timeout: float = _checked(10.0, check=_positive)
+    # gateway processes sharing the listening ports (gateway/config/workers.py)
+    workers: Workers = _checked(1, check=workers_value_problem)
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()

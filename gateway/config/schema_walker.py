@@ -17,6 +17,7 @@ from gateway.config.checks import _existing_file
 from gateway.config.errors import ConfigError
 from gateway.config.listeners import ListenerConfig, TlsMode
 from gateway.config.root import GatewayConfig
+from gateway.config.workers import workers_problem
 from gateway.backend.settings import BackendSettings, backend_problems, backends_problems
 from gateway.forward.outbound import RemoteSettings
 from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems, tls_problems
@@ -86,6 +87,12 @@ class _Walker:
                 return None
             if isinstance(node, yaml.ScalarNode) and node.value == "none" and inner == [str]:
                 return None
+            if len(inner) > 1 and all(t in _TYPE_NAMES for t in inner):
+                value = self.scalar(node, path)   # one of several scalar types (workers)
+                if type(value) in inner:
+                    return value
+                wanted = " or ".join(_TYPE_NAMES[t] for t in inner)
+                raise self.fail(path, node, f"expected {wanted}, got {value!r}")
             return self.build(inner[0], node, path)
         if dataclasses.is_dataclass(tp):
             scalar_key = getattr(tp, "SCALAR_KEY", None)
@@ -183,6 +190,13 @@ class _Walker:
         if len(self.errors) > errors_before:
             raise self.errors[errors_before]
 
+    def _vhost_place(self, node: yaml.MappingNode, index: int) -> str:
+        """``vhosts[i], line N``; the default vhosts when the key is not given."""
+        item = self._item_node(node, "vhosts", index)
+        if item is node:
+            return "the default vhosts"
+        return f"vhosts[{index}], line {item.start_mark.line + 1}"
+
     def _item_node(self, node: yaml.MappingNode, key: str, index: int) -> yaml.Node:
         """Item ``index`` of the list under ``key`` (else the key, else ``node``)."""
         for knode, vnode in node.value:
@@ -227,6 +241,10 @@ class _Walker:
             at = self._key_node(item, key) if isinstance(item, yaml.MappingNode) else item
             with self._noting():
                 raise self.fail(key_path, at, message)
+        refused = workers_problem(obj.workers, obj.vhosts, lambda i: self._vhost_place(node, i))
+        if refused is not None:
+            with self._noting():
+                raise self.fail("workers", self._key_node(node, "workers"), refused)
         if obj.container_id and obj.forwarding.remote(obj.container_id) is not None:
             raise self.fail("forwarding.remotes", self._key_node(node, "forwarding"),
                             f"remote container '{obj.container_id}' is this gateway's own "
