@@ -20,6 +20,7 @@ import logging
 from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.backend_relay import open_proxied
 from gateway.amqp091.connection_input import ConnectionInput
 from gateway.amqp091.connection_state import ConnectionState, ConnectionStateMachine
 from gateway.amqp091.connection_timers import ConnectionTimers
@@ -91,6 +92,7 @@ class ConnectionMethods:
     def _login_step(self, conn: Any, outcome: Any) -> ConnectionState:
         if isinstance(outcome, Authenticated):
             conn.user = outcome.user
+            conn.login_password = outcome.password
             # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
             t = self.handshake.server_tune
             conn.send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
@@ -117,9 +119,16 @@ class ConnectionMethods:
         conn.apply_tune(negotiate(self.handshake.server_tune, client))
         return ConnectionState.AWAIT_OPEN
 
-    def _on_open(self, conn: Any, method: m.Method) -> ConnectionState:
+    def _on_open(self, conn: Any, method: m.Method) -> ConnectionState | None:
         self.open_received = True
         conn.vhost_name = method.virtual_host  # admitted with its vhost known (management's view)
+        if conn.vhost_proxy is not None:
+            backend = conn.vhost_proxy.backend_for(method.virtual_host)
+            if backend is not None:  # edge mode: open-ok once the backend opened
+                open_proxied(conn, method, backend)
+                if self._machine.state is not ConnectionState.AWAIT_OPEN:
+                    return None  # refused at once: the connection is closing already
+                return ConnectionState.AWAIT_BACKEND
         vhost, release = self.handshake.open_vhost(method, conn.user, connection=conn)
         if release is not None:
             conn.add_close_callback(release)

@@ -38,6 +38,7 @@ from gateway.auth import (
     VhostAccessRefused,
     VhostNotFound,
     admit_to_vhost,
+    check_vhost_access,
     cap_channel_max,
     refuse_login,
 )
@@ -144,14 +145,32 @@ class Handshake:
         keeps ``connection`` for management. Raises ``ConnectionException`` 530 naming what
         refused it."""
         try:
-            vhost, token = admit_to_vhost(self._broker.vhost, user, method.virtual_host,
-                                          registry=self._registry, connection=connection,
-                                          may_access=self._vhost_access)
-        except (VhostNotFound, VhostAccessRefused, ConnectionLimitReached) as exc:
-            raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
-                                      method.CLASS_ID, method.METHOD_ID) from None
+            vhost = admit_to_vhost(self._broker.vhost, user, method.virtual_host,
+                                   may_access=self._vhost_access)
+        except (VhostNotFound, VhostAccessRefused) as exc:
+            raise _not_allowed(method, exc.text) from None
+        return vhost, self.admit(method, user, connection=connection)
+
+    def check_access(self, method: m.ConnectionOpen, user: Any) -> None:
+        """Raise ``ConnectionException`` 530 unless ``user`` has access to the vhost (a
+        proxied one: it is not in our broker)."""
+        try:
+            check_vhost_access(user, method.virtual_host, may_access=self._vhost_access)
+        except VhostAccessRefused as exc:
+            raise _not_allowed(method, exc.text) from None
+
+    def admit(self, method: m.ConnectionOpen, user: Any, *,
+              connection: Any = None) -> Optional[Callable[[], None]]:
+        """Take the user's connection slot; the release callable (None without a
+        registry). Raises ``ConnectionException`` 530 over the user's limit."""
         registry = self._registry
-        return vhost, (None if token is None else lambda: registry.release(token))
+        if registry is None:
+            return None
+        try:
+            token = registry.admit(user.name, connection=connection)
+        except ConnectionLimitReached as exc:
+            raise _not_allowed(method, exc.text) from None
+        return lambda: registry.release(token)
 
     def renew_secret(self, user: Any, method: m.ConnectionUpdateSecret) -> Any:
         """connection.update-secret from the logged-in ``user``: the user record as the
@@ -192,3 +211,8 @@ class Handshake:
         def gate(user: str) -> None:
             throttle.check_attempt(peer_host, user, peer, clock[0])
         return gate
+
+
+def _not_allowed(method: m.ConnectionOpen, text: str) -> ConnectionException:
+    """connection.open refused: 530 with ``text``."""
+    return ConnectionException(ReplyCode.NOT_ALLOWED, text, method.CLASS_ID, method.METHOD_ID)

@@ -31,7 +31,7 @@ from gateway.auth.responses import (amqplain_response, common_name, parse_amqpla
 from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login, refuse_login
 from gateway.auth.users import Permission, User, UserDirectory
 from gateway.auth.vhost_admission import (VhostAccessRefused, VhostNotFound, admit_to_vhost,
-                                          vhost_access_refusal)
+                                          check_vhost_access, vhost_access_refusal)
 
 __all__ = [
     "PermissionRefused",
@@ -69,6 +69,7 @@ __all__ = [
     "VhostAccessRefused",
     "VhostNotFound",
     "admit_to_vhost",
+    "check_vhost_access",
     "vhost_access_refusal",
     "amqplain_response",
     "parse_amqplain",

@@ -1,21 +1,22 @@
 """Vhost admission: the one rule both protocols apply when a client opens a connection
 (0-9-1 connection.open, a 1.0 ``open``) and names a vhost.
 
-In order: the vhost must exist; the user must hold a permission entry for it
-(``permissions.may_access_vhost``, or the listener's own check); with a connection
-registry, the user's connection is counted under its limit. Each refusal is a typed,
-protocol-neutral exception whose ``text`` is meant for the peer; each protocol maps it to
-its own code (0-9-1 530 NOT_ALLOWED; 1.0 ``amqp:not-found``, ``amqp:unauthorized-access``,
-``amqp:resource-limit-exceeded``).
+In order: the vhost must exist (a proxied vhost, in edge mode, is not ours: only the
+access check applies); the user must hold a permission entry for it
+(``permissions.may_access_vhost``, or the listener's own check); then the protocol takes
+the user's connection slot (``limits.ConnectionRegistry.admit``). Each refusal is a
+typed, protocol-neutral exception whose ``text`` is meant for the peer; each protocol
+maps it to its own code (0-9-1 530 NOT_ALLOWED; 1.0 ``amqp:not-found``,
+``amqp:unauthorized-access``, ``amqp:resource-limit-exceeded``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
-from gateway.auth.limits import AdmissionToken
 from gateway.auth.permissions import may_access_vhost
 
-__all__ = ["VhostNotFound", "VhostAccessRefused", "admit_to_vhost", "vhost_access_refusal"]
+__all__ = ["VhostNotFound", "VhostAccessRefused", "admit_to_vhost", "check_vhost_access",
+           "vhost_access_refusal"]
 
 
 class VhostNotFound(Exception):
@@ -42,20 +43,21 @@ def vhost_access_refusal(vhost: str, user: str) -> str:
     return f"access to vhost '{vhost}' refused for user '{user}'"
 
 
+def check_vhost_access(user: Any, name: str, *,
+                       may_access: Callable[[Any, str], bool] = may_access_vhost) -> None:
+    """Raise ``VhostAccessRefused`` unless ``user`` may use the vhost ``name`` (the
+    listener's ``may_access`` check, by default a permission entry for it)."""
+    if not may_access(user, name):
+        raise VhostAccessRefused(name, user.name)
+
+
 def admit_to_vhost(vhost_of: Callable[[str], Any], user: Any, name: str, *,
-                   registry: Any = None, connection: object = None,
-                   may_access: Callable[[Any, str], bool] = may_access_vhost,
-                   ) -> tuple[Any, Optional[AdmissionToken]]:
-    """Admit ``user``'s connection to the vhost ``name``: the vhost (what ``vhost_of(name)``
-    returned) and the registry's token (None without a registry; give it back with
-    ``registry.release``), which keeps ``connection`` for management. Raises
-    ``VhostNotFound``, ``VhostAccessRefused`` or ``ConnectionLimitReached`` (nothing
-    counted then)."""
+                   may_access: Callable[[Any, str], bool] = may_access_vhost) -> Any:
+    """The vhost ``name`` (what ``vhost_of(name)`` returned) that ``user`` opens a
+    connection to. Raises ``VhostNotFound``, then ``VhostAccessRefused``. The user's
+    connection slot comes next, from the protocol's ``ConnectionRegistry.admit``."""
     vhost = vhost_of(name)
     if vhost is None:
         raise VhostNotFound(name)
-    if not may_access(user, name):
-        raise VhostAccessRefused(name, user.name)
-    if registry is None:
-        return vhost, None
-    return vhost, registry.admit(user.name, connection=connection)
+    check_vhost_access(user, name, may_access=may_access)
+    return vhost

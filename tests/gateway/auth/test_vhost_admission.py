@@ -1,26 +1,20 @@
-"""admit_to_vhost: the vhost admission both protocols share (existence, access, the
-user's connection limit), in that order, with nothing counted on a refusal."""
+"""admit_to_vhost / check_vhost_access: the vhost admission both protocols share (the
+vhost exists, then the user may use it), with the texts sent to the peer."""
 from __future__ import annotations
 
 import pytest
 
-from gateway.auth.limits import ConnectionLimitReached, ConnectionRegistry
 from gateway.auth.users import Permission, User
 from gateway.auth.vhost_admission import (VhostAccessRefused, VhostNotFound, admit_to_vhost,
-                                          vhost_access_refusal)
+                                          check_vhost_access, vhost_access_refusal)
 
 VHOSTS = {"/": "root vhost", "other": "other vhost"}
 BOB = User("bob", None, permissions={"/": Permission(".*", ".*", ".*")})
 
 
 def test_admits_to_an_existing_vhost_the_user_may_use() -> None:
-    assert admit_to_vhost(VHOSTS.get, BOB, "/") == ("root vhost", None)
-    registry = ConnectionRegistry()
-    vhost, token = admit_to_vhost(VHOSTS.get, BOB, "/", registry=registry, connection="conn")
-    assert vhost == "root vhost" and token is not None
-    assert registry.count("bob") == 1 and list(registry.connections()) == ["conn"]
-    registry.release(token)
-    assert registry.count("bob") == 0
+    assert admit_to_vhost(VHOSTS.get, BOB, "/") == "root vhost"
+    check_vhost_access(BOB, "/")
 
 
 def test_a_missing_vhost_is_refused_before_access_is_looked_at() -> None:
@@ -30,21 +24,16 @@ def test_a_missing_vhost_is_refused_before_access_is_looked_at() -> None:
     assert (info.value.name, info.value.text) == ("nope", "vhost 'nope' not found")
 
 
-def test_a_vhost_without_permissions_is_refused_and_nothing_counted() -> None:
-    registry = ConnectionRegistry()
+def test_a_vhost_without_permissions_is_refused() -> None:
     with pytest.raises(VhostAccessRefused) as info:
-        admit_to_vhost(VHOSTS.get, BOB, "other", registry=registry)
+        admit_to_vhost(VHOSTS.get, BOB, "other")
     assert info.value.text == "access to vhost 'other' refused for user 'bob'"
     assert info.value.text == vhost_access_refusal("other", "bob")
-    assert registry.count("bob") == 0
-    # the listener's own access check replaces the permission table's
-    assert admit_to_vhost(VHOSTS.get, BOB, "other", may_access=lambda user, name: True)[0] == "other vhost"
+    with pytest.raises(VhostAccessRefused):
+        check_vhost_access(BOB, "proxied")   # a proxied vhost: not ours, access still checked
 
 
-def test_the_connection_limit_comes_last() -> None:
-    registry = ConnectionRegistry(default_max_connections=1)
-    admit_to_vhost(VHOSTS.get, BOB, "/", registry=registry)
-    with pytest.raises(ConnectionLimitReached) as info:
-        admit_to_vhost(VHOSTS.get, BOB, "/", registry=registry)
-    assert info.value.text == "connection limit (1) for user 'bob' reached"
-    assert registry.count("bob") == 1
+def test_the_listeners_own_access_check_replaces_the_permission_table() -> None:
+    assert admit_to_vhost(VHOSTS.get, BOB, "other", may_access=lambda user, name: True) == "other vhost"
+    with pytest.raises(VhostAccessRefused):
+        check_vhost_access(BOB, "/", may_access=lambda user, name: False)
