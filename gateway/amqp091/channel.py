@@ -156,6 +156,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         if not self.is_open:
             return
         self.is_open = False
+        self.writer.drop_held()
         now = self.context.now
         consumers, self.consumers = list(self.consumers.values()), {}
         for consumer in consumers:

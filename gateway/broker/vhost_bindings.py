@@ -47,6 +47,9 @@ class VhostBindings:
         dest = self._destination(destination_kind, destination, owner)
         binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
         if not source.add_binding(binding, dest):
+            if source.durable and _stored(dest):
+                # writes nothing unless its first write is not committed yet (see declare_exchange)
+                self.store.save_binding(_binding_record(self.name, binding))
             return False
         self._inbound.setdefault((destination_kind, destination), {})[binding] = None
         if source.durable and _stored(dest):

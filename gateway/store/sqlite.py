@@ -42,6 +42,7 @@ from .commit_thread import CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
 from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
                         StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_entities import EntityWrites, binding_key
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
 
@@ -125,10 +126,7 @@ class SqliteStore(ForwardingTables):
         self.on_pending: Optional[Callable[[], None]] = None
         self.on_commit: Optional[Callable[[], None]] = None
         self.on_alarm: Optional[Callable[[Optional[str]], None]] = None
-        self._exchanges: dict[tuple[str, str], ExchangeRecord] = {}
-        self._queues: dict[tuple[str, str], tuple[int, QueueRecord]] = {}
-        self._bindings: set[tuple] = set()
-        self._next_queue_id = 1
+        self._entities = EntityWrites(self._append, lambda: self._gen)
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
         self.bytes_stored = 0
@@ -203,7 +201,9 @@ class SqliteStore(ForwardingTables):
             self.write_error = error
             if first and self.on_alarm is not None:
                 self.on_alarm(str(error))
-        elif self.write_error is not None:
+        else:
+            self._entities.committed(gen)
+        if error is None and self.write_error is not None:
             log.warning("store writes work again")
             self.write_error = None
             if self.on_alarm is not None:
@@ -317,60 +317,22 @@ class SqliteStore(ForwardingTables):
 
     # ------------------------------------------------------------------ entities
     def save_exchange(self, record: ExchangeRecord) -> None:
-        key = (record.vhost, record.name)
-        if self._exchanges.get(key) == record:
-            return
-        self._exchanges[key] = record
-        self._append([Op.SAVE_EXCHANGE, record.vhost, record.name, record.type,
-                      int(record.auto_delete), int(record.internal), record.arguments])
+        self._entities.save_exchange(record)
 
     def delete_exchange(self, vhost: str, name: str) -> None:
-        if self._exchanges.pop((vhost, name), None) is None:
-            return
-        self._bindings = {b for b in self._bindings
-                          if not (b[0] == vhost and (b[1] == name or (b[2] == "exchange" and b[3] == name)))}
-        self._append([Op.DELETE_EXCHANGE, vhost, name])
+        self._entities.delete_exchange(vhost, name)
 
     def save_queue(self, record: QueueRecord) -> int:
-        key = (record.vhost, record.name)
-        known = self._queues.get(key)
-        if known is not None and known[1].arguments == record.arguments:
-            return known[0]
-        qid = known[0] if known is not None else self._next_queue_id
-        if known is None:
-            self._next_queue_id += 1
-        self._queues[key] = (qid, record)
-        self._append([Op.SAVE_QUEUE, qid, record.vhost, record.name, record.arguments])
-        return qid
+        return self._entities.save_queue(record)
 
     def delete_queue(self, vhost: str, name: str) -> None:
-        known = self._queues.pop((vhost, name), None)
-        if known is None:
-            return
-        self._bindings = {b for b in self._bindings
-                          if not (b[0] == vhost and b[2] == "queue" and b[3] == name)}
-        self._append([Op.DELETE_QUEUE, known[0], vhost, name])
-
-    @staticmethod
-    def _binding_key(record: BindingRecord) -> tuple:
-        return (record.vhost, record.source, record.destination_kind, record.destination,
-                record.routing_key, repr(sorted(record.arguments.items(), key=repr)))
+        self._entities.delete_queue(vhost, name)
 
     def save_binding(self, record: BindingRecord) -> None:
-        key = self._binding_key(record)
-        if key in self._bindings:
-            return
-        self._bindings.add(key)
-        self._append([Op.SAVE_BINDING, record.vhost, record.source, record.destination_kind,
-                      record.destination, record.routing_key, record.arguments])
+        self._entities.save_binding(record)
 
     def delete_binding(self, record: BindingRecord) -> None:
-        key = self._binding_key(record)
-        if key not in self._bindings:
-            return
-        self._bindings.discard(key)
-        self._append([Op.DELETE_BINDING, record.vhost, record.source, record.destination_kind,
-                      record.destination, record.routing_key, record.arguments])
+        self._entities.delete_binding(record)
 
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:
@@ -401,16 +363,15 @@ class SqliteStore(ForwardingTables):
             record = QueueRecord(vhost, name, True, False, args(a), qid)
             queues.append(record)
             names[qid] = (vhost, name)
-            self._queues[(vhost, name)] = (qid, record)
-            self._next_queue_id = max(self._next_queue_id, qid + 1)
+            self._entities.loaded_queue(qid, record)
         bindings = tuple(
             BindingRecord(vhost, source, kind, dest, key, args(a))
             for vhost, source, kind, dest, key, a in db.execute(
                 "SELECT vhost, source, dest_kind, dest, routing_key, arguments FROM bindings"))
         for record in exchanges:
-            self._exchanges[(record.vhost, record.name)] = record
+            self._entities.exchanges[(record.vhost, record.name)] = record
         for record in bindings:
-            self._bindings.add(self._binding_key(record))
+            self._entities.bindings.add(binding_key(record))
         entries: dict[tuple[str, str], list[StoredEntry]] = {}
         bodies: dict[int, StoredBody] = {}
         current: Optional[int] = None
