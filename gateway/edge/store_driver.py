@@ -24,15 +24,11 @@ from typing import Any, Optional
 
 from twisted.internet import task
 
+from gateway.store.space_reserve import free_disk_bytes
+
 __all__ = ["StoreDriver", "free_disk_bytes"]
 
 log = logging.getLogger(__name__)
-
-
-def free_disk_bytes(directory: str) -> int:
-    """Bytes an unprivileged writer may still use on ``directory``'s file system."""
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize
 
 
 class StoreDriver:
@@ -55,6 +51,8 @@ class StoreDriver:
         store.on_pending = self._schedule_commit
         store.on_commit = self._committed
         store.on_alarm = self._store_alarm
+        if getattr(store, "write_error", None) is not None:  # it opened on a full disk
+            self._store_alarm(str(store.write_error))
 
     def start(self) -> None:
         self._disk_check.start(self._disk_check_interval, now=True)

@@ -53,7 +53,7 @@ import os
 import sqlite3
 from typing import Optional
 
-from .errors import StoreUnusable
+from .errors import StoreNoSpace, StoreUnusable
 
 __all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
 
@@ -101,6 +101,9 @@ _TABLES = {"exchanges", "queues", "bindings", "messages", "queue_messages", "out
            "forwarded_ids"}
 #: what version 1 lacks (added, in one transaction, when a version 1 file is opened)
 _VERSION_1_TABLES = _TABLES - {"outbox", "forwarded_ids"}
+
+#: SQLite's errors for a disk without room (the shared-memory file cannot grow either)
+_NO_SPACE = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
 
 #: the log is cut back to this size after a checkpoint (it grows under a backlog)
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -178,6 +181,8 @@ def open_store(path: str, *, sync: str = "full", check: str = "quick") -> sqlite
         raise
     except sqlite3.Error as exc:
         db.close()
+        if getattr(exc, "sqlite_errorname", "") in _NO_SPACE:
+            raise StoreNoSpace(path, _problem(exc)) from None
         raise StoreUnusable(path, _problem(exc)) from None
     return db
 
