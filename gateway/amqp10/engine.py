@@ -170,7 +170,9 @@ class Amqp10Engine(EngineEvents):
         #: this connection's permission answers (``permit``)
         self._permissions = PermissionCache()
         self.state = EngineState.SASL
-        self._now = now
+        #: the latest time the engine was given (seconds): a plain attribute, read by the
+        #: links on every message
+        self.now = now
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
@@ -200,11 +202,6 @@ class Amqp10Engine(EngineEvents):
         self._start_amqp(user, header)
 
     # ------------------------------------------------------------------ engine surface
-    @property
-    def now(self) -> float:
-        """The latest time the engine was given (seconds)."""
-        return self._now
-
     def receive_data(self, data: bytes) -> None:
         """Consume socket bytes. Never raises: internal failures close the connection
         with ``amqp:internal-error``."""
@@ -261,7 +258,7 @@ class Amqp10Engine(EngineEvents):
 
     def tick(self, now: float) -> Optional[float]:
         """Run timers at ``now``; return the next absolute deadline or None."""
-        self._now = now
+        self.now = now
         if self.closed:
             return None
         self._in_call = True
@@ -361,7 +358,7 @@ class Amqp10Engine(EngineEvents):
     def _receive_sasl(self, data: bytes) -> None:
         login = self._login
         assert login is not None
-        self._out += login.receive(data, self._now, self._handshake_deadline)
+        self._out += login.receive(data, self.now, self._handshake_deadline)
         sasl = login.server
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
+from typing import Any, Mapping, Optional, Protocol
 
 from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
@@ -28,8 +28,6 @@ from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, VhostBindings
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
 from .vhost_publish import PublishResult, VhostPublishing
 
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["VirtualHost", "PublishResult", "ServiceNode", "PREDECLARED_EXCHANGES", "INTERNAL_EXCHANGES"]
 
@@ -59,7 +57,7 @@ class VirtualHost(VhostBindings, VhostPublishing):
     """See the module docstring. ``broker`` supplies the memory gate, the store, the
     service registry and gateway ids; without one (tests) the vhost makes its own."""
 
-    def __init__(self, name: str, broker: Optional["Broker"] = None) -> None:
+    def __init__(self, name: str, broker: Any = None) -> None:
         self.name = name
         self.broker = broker
         self.gate: ProducerGate = broker.gate if broker is not None else ProducerGate()
