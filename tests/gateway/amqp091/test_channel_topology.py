@@ -84,7 +84,7 @@ def test_methods_after_a_declare_act_at_once_and_their_answers_wait_behind_it(st
     get = c.frames.method(1, m.BasicGet(queue="q", no_ack=True))
     assert methods_of(c.send(declare + publish + get)) == []
     queue = c.broker.vhost("/").queue("q")
-    assert queue.published == 1 and queue.message_count == 0  # routed, then taken by the get
+    assert queue.entries.published == 1 and queue.message_count == 0  # routed, then taken by the get
     out = reports(c, store, loop)
     assert [type(x) for x in out] == [m.QueueDeclareOk, m.BasicAck, m.BasicGetOk]
     # nothing waits now: answers go out at once again
