@@ -15,6 +15,7 @@ raising, since a missing reserve must never stop the store.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: the reserve file is the store's path with this suffix
 RESERVE_SUFFIX = ".reserve"
+#: errors that say the disk (or the user's quota) has no room
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def free_disk_bytes(directory: str) -> int:
@@ -38,6 +41,7 @@ class SpaceReserve:
     def __init__(self, path: str, size: int) -> None:
         self.path = path
         self.size = size
+        self._warned = False
 
     @property
     def present(self) -> bool:
@@ -59,7 +63,9 @@ class SpaceReserve:
 
     def make(self, margin: int = 0) -> bool:
         """Allocate the file (if it is not there) when the disk has room for it and
-        ``margin`` bytes more; False, with nothing left behind, when it has not."""
+        ``margin`` bytes more. False, with nothing left behind, only when the room is
+        not there; a reserve that cannot be made for another reason (a file-size limit,
+        a file system without the call) is logged once and not insisted on."""
         if self.present:
             return True
         try:
@@ -75,9 +81,13 @@ class SpaceReserve:
             finally:
                 os.close(fd)
         except OSError as exc:
-            log.debug("cannot set aside %d bytes in %s: %s", self.size, self.path, exc)
             self._remove()
-            return False
+            if exc.errno in _NO_ROOM:
+                return False
+            if not self._warned:
+                self._warned = True
+                log.warning("cannot set aside %d bytes in %s (going on without): %s", self.size,
+                            self.path, exc)
         return True
 
     def release(self) -> bool:

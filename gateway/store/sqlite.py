@@ -118,8 +118,8 @@ class SqliteStore(ForwardingTables):
         self.reserve = SpaceReserve(path + RESERVE_SUFFIX, reserve_bytes)
         # on a (nearly) full disk the reserve makes room to open the file and commit
         # deletions; the store then starts with writes failing (see below)
-        released = bool(reserve_bytes) and self.reserve.short() and self.reserve.release()
-        if released:
+        short = bool(reserve_bytes) and self.reserve.short()
+        if short and self.reserve.release():
             log.warning("store %s: less than %d bytes free on its disk: released the space reserve %s",
                         path, reserve_bytes, self.reserve.path)
         try:
@@ -149,7 +149,7 @@ class SqliteStore(ForwardingTables):
         self.bytes_stored = 0
         self._init_forwarding()
         self._closed = False
-        if reserve_bytes and (released or not self.reserve.make()):
+        if short or (reserve_bytes and not self.reserve.make()):
             self.write_error = StoreWriteFailed(
                 f"store write failed: less than {reserve_bytes} bytes free on the disk of {path} "
                 f"(the space reserve, store.disk_reserve): new messages are refused until space is freed",
