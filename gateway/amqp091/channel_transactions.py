@@ -8,6 +8,7 @@ from gateway.amqp091.content import Content
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import PendingPublish, PublishMode, TxBuffer
+from gateway.broker.store_marks import StoreMark
 
 
 class ChannelTransactions:
@@ -30,16 +31,13 @@ class ChannelTransactions:
         return self.tx
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
-        writes = self._store.write_count
+        mark = StoreMark(self._store)
         for work in self._transaction(method).take():
             if isinstance(work, PendingPublish):
                 self._route(work.method, work.content, work.message)
             else:
                 self._settle(work.kind, work.items)
-        if self._store.write_count == writes:
-            self.writer.send_method(m.TxCommitOk())
-        else:
-            self._store.after_commit(self._tx_durable)
+        mark.answer(self._tx_durable)
 
     def _tx_durable(self, error: Exception | None) -> None:
         """The store committed (or failed) what a tx.commit wrote: answer it."""

@@ -14,7 +14,8 @@ disk-space alarm and the store's write alarm.
   file system (``statvfs``: blocks available to this user) is compared with
   ``disk_free_limit``; below it the broker's producer gate raises the ``disk`` alarm
   (0-9-1 connection.blocked, no new 1.0 credit), cleared when space returns. A store
-  whose writes fail raises the ``store`` alarm until a write succeeds again.
+  whose writes fail raises the ``store`` alarm until its recovery checks pass (see
+  ``gateway/store/commit_thread.py``), also at start when it opens on a nearly full disk.
 """
 from __future__ import annotations
 

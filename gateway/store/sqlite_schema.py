@@ -17,6 +17,9 @@ forwarding tables when opened)::
     forwarded_ids(origin, gateway_id, seen_at)                       forwarded messages
                                                                      received (dedupe window)
 
+A ``messages`` row with id -1 is the commit thread's recovery probe (written and deleted
+again while writes fail; one left by a crash is removed at open with the other orphans).
+
 A message routed to several durable queues is written once (``messages``) and referenced
 from each queue (``queue_messages``), as RabbitMQ's message store keeps one copy with
 per-queue references. Measured with 4 KiB bodies on this machine's disk, the second table
