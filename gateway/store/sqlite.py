@@ -31,8 +31,8 @@ write of ``probe_bytes``, twice, and the ``reserve_bytes`` space reserve made ag
 merely one commit that happened to fit), and calls ``on_alarm`` with a reason (``None``
 once writes work again) so the service blocks publishers meanwhile; a store opened on a
 disk with less free space than its reserve starts that way. Which entries are on disk is
-known per generation (:meth:`is_durable`), so
-the broker never drops from memory a body that is not in the file.
+known per generation (:meth:`is_durable`), so the broker never drops from memory a body
+that is not in the file.
 """
 from __future__ import annotations
 
