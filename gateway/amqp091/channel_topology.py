@@ -1,8 +1,9 @@
-"""The exchange and queue methods of a 0-9-1 channel (declare, bind, unbind, purge,
-delete), as a mixin of ``BrokerChannel``.
+"""``ChannelTopology``: the exchange and queue methods of a 0-9-1 channel (declare, bind,
+unbind, purge, delete) over the channel's vhost.
 
-They change the broker's topology and reply; the channel's other methods are in
-``channel.py`` and its other mixins (publish, settlement, transactions).
+They change the broker's topology and reply. The one state they keep is the channel's
+last declared queue, which queue name ``""`` means in bind/consume/get/purge/delete
+(:meth:`ChannelTopology.queue_name`; the channel's consume and get ask it too).
 
 A method that wrote to the store (a durable entity, persistent messages purged) is
 answered once the store committed it (``broker.store_marks``). The channel handles the
@@ -14,22 +15,50 @@ naming the method and the problem (a nowait method's too: it has no reply to car
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.connection_scope import ConnectionScope
 from gateway.amqp091.content import Content
 from gateway.amqp091.error_map import access_refused
+from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.handlers import HeldReply
 from gateway.amqp091.spec import ReplyCode
 from gateway.auth.permissions import Action
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.store_marks import StoreMark, not_saved_text, store_full
 
+__all__ = ["ChannelTopology"]
+
 log = logging.getLogger(__name__)
 
 
 class ChannelTopology:
-    """Topology methods of ``BrokerChannel``; they use its ``vhost``, ``writer``,
-    ``_store``, ``context``, ``is_open``, ``_permit`` and ``_queue_name``."""
+    """The topology methods of one channel, on ``vhost`` for the connection ``scope``
+    (permissions, the owner of exclusive queues); replies go to ``writer`` once ``store``
+    committed what they wrote; ``context`` closes the connection when it could not."""
+
+    __slots__ = ("vhost", "scope", "owner", "writer", "connection", "last_queue", "store", "context",
+                 "is_open")
+
+    def __init__(self, vhost: Any, scope: ConnectionScope, writer: Any, connection: Any, store: Any,
+                 context: Any) -> None:
+        self.vhost = vhost
+        self.scope = scope
+        self.owner = scope.owner
+        self.writer = writer
+        #: the connection (its ``now`` stamps a declared queue)
+        self.connection = connection
+        self.last_queue = ""
+        self.store = store
+        self.context = context
+        #: False once the channel closed: late commit reports answer nothing
+        self.is_open = True
+
+    def close(self) -> None:
+        """The channel is gone: answer nothing more, drop what waits behind a reply."""
+        self.is_open = False
+        self.writer.drop_held()
 
     def _answer_saved(self, mark: StoreMark, method: m.Method, reply: m.Method | None, what: str) -> None:
         """Send ``reply`` (None: nowait) once what ``method`` wrote since ``mark`` is
@@ -50,7 +79,7 @@ class ChannelTopology:
                 self.writer.give(place, reply)
             return
         text = not_saved_text(f"{method.NAME} of {what}", error)
-        log.warning("channel %d: %s", self.channel_id, text)
+        log.warning("channel %d: %s", self.writer.channel_id, text)
         self.writer.drop_held()  # the connection closes: nothing after it goes out
         self.context.close_connection(
             ReplyCode.RESOURCE_ERROR if store_full(error) else ReplyCode.INTERNAL_ERROR, text)
@@ -58,39 +87,49 @@ class ChannelTopology:
     def _vhost_label(self) -> str:
         return f"in vhost '{self.vhost.name}'"
 
+    def queue_name(self, name: str, method: m.Method) -> str:
+        """``name``, or for ``""`` the last queue this channel declared (404 "no
+        previously declared queue" when none)."""
+        if name:
+            return name
+        if not self.last_queue:
+            raise ChannelException(ReplyCode.NOT_FOUND, "no previously declared queue",
+                                   method.CLASS_ID, method.METHOD_ID)
+        return self.last_queue
+
     # ---- exchange ------------------------------------------------------------------------
 
-    def _exchange_declare(self, method: m.Method, _: Content | None) -> None:
+    def exchange_declare(self, method: m.Method, _: Content | None) -> None:
         if not method.passive:
-            self._permit(Action.CONFIGURE, method.exchange, method)
-        mark = StoreMark(self._store)
+            self.scope.require(Action.CONFIGURE, method.exchange, method)
+        mark = StoreMark(self.store)
         self.vhost.declare_exchange(
             method.exchange, method.type, passive=method.passive, durable=method.durable,
             auto_delete=method.auto_delete, internal=method.internal, arguments=method.arguments or {})
         self._answer_saved(mark, method, None if method.nowait else m.ExchangeDeclareOk(),
                            f"exchange '{method.exchange}' {self._vhost_label()}")
 
-    def _exchange_delete(self, method: m.Method, _: Content | None) -> None:
-        self._permit(Action.CONFIGURE, method.exchange, method)
-        mark = StoreMark(self._store)
+    def exchange_delete(self, method: m.Method, _: Content | None) -> None:
+        self.scope.require(Action.CONFIGURE, method.exchange, method)
+        mark = StoreMark(self.store)
         self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
         self._answer_saved(mark, method, None if method.nowait else m.ExchangeDeleteOk(),
                            f"exchange '{method.exchange}' {self._vhost_label()}")
 
-    def _exchange_bind(self, method: m.Method, _: Content | None) -> None:
-        self._permit(Action.WRITE, method.destination, method)
-        self._permit(Action.READ, method.source, method)
-        mark = StoreMark(self._store)
+    def exchange_bind(self, method: m.Method, _: Content | None) -> None:
+        self.scope.require(Action.WRITE, method.destination, method)
+        self.scope.require(Action.READ, method.source, method)
+        mark = StoreMark(self.store)
         self.vhost.bind(DestinationKind.EXCHANGE, method.destination, method.source, method.routing_key,
                         method.arguments or {}, owner=self.owner)
         self._answer_saved(mark, method, None if method.nowait else m.ExchangeBindOk(),
                            f"the binding of exchange '{method.destination}' to exchange "
                            f"'{method.source}' {self._vhost_label()}")
 
-    def _exchange_unbind(self, method: m.Method, _: Content | None) -> None:
-        self._permit(Action.WRITE, method.destination, method)
-        self._permit(Action.READ, method.source, method)
-        mark = StoreMark(self._store)
+    def exchange_unbind(self, method: m.Method, _: Content | None) -> None:
+        self.scope.require(Action.WRITE, method.destination, method)
+        self.scope.require(Action.READ, method.source, method)
+        mark = StoreMark(self.store)
         self.vhost.unbind(DestinationKind.EXCHANGE, method.destination, method.source, method.routing_key,
                           method.arguments or {}, owner=self.owner)
         self._answer_saved(mark, method, None if method.nowait else m.ExchangeUnbindOk(),
@@ -99,11 +138,11 @@ class ChannelTopology:
 
     # ---- queue ---------------------------------------------------------------------------
 
-    def _queue_declare(self, method: m.Method, _: Content | None) -> None:
+    def queue_declare(self, method: m.Method, _: Content | None) -> None:
         name = method.queue
         if name and not method.passive:
-            self._permit(Action.CONFIGURE, name, method)
-        mark = StoreMark(self._store)
+            self.scope.require(Action.CONFIGURE, name, method)
+        mark = StoreMark(self.store)
         queue = self.vhost.declare_queue(
             name, passive=method.passive, durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments or {}, owner=self.owner,
@@ -120,42 +159,42 @@ class ChannelTopology:
             queue=queue.name, message_count=queue.message_count, consumer_count=queue.consumer_count)
         self._answer_saved(mark, method, reply, f"queue '{queue.name}' {self._vhost_label()}")
 
-    def _queue_bind(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
+    def queue_bind(self, method: m.Method, _: Content | None) -> None:
+        name = self.queue_name(method.queue, method)
         key = method.routing_key if (method.queue or method.routing_key) else name
-        self._permit(Action.WRITE, name, method)
-        self._permit(Action.READ, method.exchange, method)
-        mark = StoreMark(self._store)
+        self.scope.require(Action.WRITE, name, method)
+        self.scope.require(Action.READ, method.exchange, method)
+        mark = StoreMark(self.store)
         self.vhost.bind(DestinationKind.QUEUE, name, method.exchange, key, method.arguments or {},
                         owner=self.owner)
         self._answer_saved(mark, method, None if method.nowait else m.QueueBindOk(),
                            f"the binding of queue '{name}' to exchange '{method.exchange}' "
                            f"{self._vhost_label()}")
 
-    def _queue_unbind(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
+    def queue_unbind(self, method: m.Method, _: Content | None) -> None:
+        name = self.queue_name(method.queue, method)
         key = method.routing_key if (method.queue or method.routing_key) else name
-        self._permit(Action.WRITE, name, method)
-        self._permit(Action.READ, method.exchange, method)
-        mark = StoreMark(self._store)
+        self.scope.require(Action.WRITE, name, method)
+        self.scope.require(Action.READ, method.exchange, method)
+        mark = StoreMark(self.store)
         self.vhost.unbind(DestinationKind.QUEUE, name, method.exchange, key, method.arguments or {},
                           owner=self.owner)
         self._answer_saved(mark, method, m.QueueUnbindOk(),
                            f"the binding of queue '{name}' to exchange '{method.exchange}' "
                            f"{self._vhost_label()}")
 
-    def _queue_purge(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
-        self._permit(Action.READ, name, method)
-        mark = StoreMark(self._store)
+    def queue_purge(self, method: m.Method, _: Content | None) -> None:
+        name = self.queue_name(method.queue, method)
+        self.scope.require(Action.READ, name, method)
+        mark = StoreMark(self.store)
         count = self.vhost.purge_queue(name, owner=self.owner)
         self._answer_saved(mark, method, None if method.nowait else m.QueuePurgeOk(message_count=count),
                            f"queue '{name}' {self._vhost_label()}")
 
-    def _queue_delete(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
-        self._permit(Action.CONFIGURE, name, method)
-        mark = StoreMark(self._store)
+    def queue_delete(self, method: m.Method, _: Content | None) -> None:
+        name = self.queue_name(method.queue, method)
+        self.scope.require(Action.CONFIGURE, name, method)
+        mark = StoreMark(self.store)
         count = self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
                                         owner=self.owner)
         self._answer_saved(mark, method, None if method.nowait else m.QueueDeleteOk(message_count=count),
