@@ -22,13 +22,16 @@ import platform
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from gateway.config import (
     ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
 from gateway.connection_log import TextFormatter
 from gateway.product import PRODUCT, __version__
+
+if TYPE_CHECKING:
+    from gateway.edge.workers import WorkerPlace
 
 log = logging.getLogger("gateway")
 
@@ -115,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve metrics here instead of the config's address")
     run.add_argument("--management", type=_host_port, metavar="HOST:PORT",
                      help="serve the management API and dashboard here (turns them on)")
+    # set by the supervisor of ``workers: N`` for each worker it starts (edge/workers.py)
+    run.add_argument("--worker-id", type=int, help=argparse.SUPPRESS)
+    run.add_argument("--worker-dir", help=argparse.SUPPRESS)
+    run.add_argument("--worker-ports", type=lambda t: [int(p) for p in t.split(",") if p],
+                     help=argparse.SUPPRESS)
     chk = sub.add_parser("check-config", help="validate a config file and exit")
     chk.add_argument("config")
     rp = sub.add_parser("report", help="PySpark traffic report over ledger directories",
@@ -135,26 +143,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def log_formatter(fmt: str = "text") -> logging.Formatter:
+def log_formatter(fmt: str = "text", worker: int | None = None) -> logging.Formatter:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
     with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
-    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger."""
+    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger.
+    ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
     if fmt == "json":
         from pythonjsonlogger.json import JsonFormatter
 
         return JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
-                             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"})
-    return TextFormatter()
+                             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                             static_fields={"worker": worker} if worker is not None else None)
+    return TextFormatter(worker)
 
 
 def log_level(level: str) -> int:
     return getattr(logging, level.upper(), logging.INFO)
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
-    """Every line of the process to stderr, in the ``log_formatter(fmt)`` layout."""
+def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
+    """Every line of the process to stderr, in the ``log_formatter(fmt, worker)`` layout."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(log_formatter(fmt))
+    handler.setFormatter(log_formatter(fmt, worker))
     logging.basicConfig(level=log_level(level), handlers=[handler], force=True)
 
 
@@ -176,6 +186,8 @@ def check_config(path: str) -> int:
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
+    for warning in cfg.warnings:
+        print(f"amqp-gateway: warning: {warning}", file=sys.stderr)
     print(f"{path}: ok ({len(cfg.listeners)} listener(s), {len(cfg.users)} user(s))")
     return EXIT_OK
 
@@ -385,58 +397,111 @@ def reset_inherited_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
 
-def run_config(args: argparse.Namespace) -> GatewayConfig:
-    """``run``'s config: the file with ``--listen``/``--metrics``/``--management`` applied,
-    then checked (endpoints, TLS files, directories); raises ``ConfigError``.
+def run_config(args: argparse.Namespace) -> tuple[GatewayConfig, "WorkerPlace | None"]:
+    """``run``'s config and, in a worker of ``workers: N``, its place: the file with
+    ``--listen``/``--metrics``/``--management`` applied (and the worker's share), then
+    checked (endpoints, TLS files, directories); raises ``ConfigError``.
 
     The tests' in-process gateway (``tests/support/in_process_gateway.py``) builds its
     config here too, so that it is the gateway this command runs."""
+    place = None
     cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
                                                  management=args.management)
+    if getattr(args, "worker_id", None):
+        from gateway.edge.workers import WorkerPlace, worker_config
+
+        place = WorkerPlace(args.worker_id, args.worker_dir)
+        cfg = worker_config(cfg, place, args.worker_ports)
     check_loaded_config(cfg, overridden=bool(args.listen))
-    return cfg
+    return cfg, place
+
+
+def log_config_warnings(cfg: GatewayConfig) -> None:
+    """What the config allows but an operator should hear about, once logging is set up."""
+    for warning in cfg.warnings:
+        log.warning("config: %s", warning)
 
 
 def run(args: argparse.Namespace) -> int:
+    from gateway.config.workers import worker_count
+
     try:
-        cfg = run_config(args)
+        cfg, place = run_config(args)
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
-    setup_logging(cfg.logging.level, cfg.logging.format)
+    setup_logging(cfg.logging.level, cfg.logging.format, place.number if place else None)
     bridge_twisted_logging()
+    log_config_warnings(cfg)
     from twisted.internet import reactor
 
-    from gateway.edge.sockets import raise_open_files_limit
+    count = worker_count(cfg.workers)
+    if place is None and count > 1:
+        from gateway.edge.supervisor_service import SupervisorService
+
+        return _serve(reactor, SupervisorService(cfg, reactor, count, _run_args(args)), cfg, args)
     from gateway.service import GatewayService
 
     from gateway.store import StoreUnusable
 
     try:
-        svc = GatewayService(cfg, reactor)
+        svc = GatewayService(cfg, reactor, worker=place)
     except StoreUnusable as exc:
         log.error("gateway refused to start: %s", exc)
         return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - e.g. a file changed since the checks above
         log.error("gateway failed to start: %s: %s", type(exc).__name__, exc)
         return EXIT_FAILURE
+    if place is not None:
+        from gateway.edge.workers import ParentLink
+
+        ParentLink(reactor, reactor.stop).start()
+    return _serve(reactor, svc, cfg, args)
+
+
+def _run_args(args: argparse.Namespace) -> list[str]:
+    """``run`` and the options this process got, for its workers."""
+    out = ["run", "--config", args.config]
+    for host, port in args.listen or ():
+        out += ["--listen", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    for option in ("metrics", "management"):
+        address = getattr(args, option)
+        if address:
+            out += [f"--{option}", f"{address[0]}:{address[1]}"]
+    return out
+
+
+def _serve(reactor, svc, cfg: GatewayConfig, args: argparse.Namespace) -> int:
+    """Run ``svc`` (a gateway, or the supervisor of its workers) until it is stopped;
+    the exit status."""
+    from gateway.edge.sockets import raise_open_files_limit
+
     outcome = {"status": EXIT_OK}
 
     def failed(failure):
         from gateway.edge.ports import PortUnavailable
+        from gateway.edge.supervisor import WorkerStartFailed
 
         exc = failure.value
         if isinstance(exc, PortUnavailable):
             overridden = bool(exc.role.option and getattr(args, exc.role.option, None))
             line = 0 if overridden or not cfg.source else line_of(cfg.source, exc.key_path)
             log.error("%s", exc.describe(cfg.source, line, overridden))
+            outcome["status"] = EXIT_FAILURE
+        elif isinstance(exc, WorkerStartFailed):
+            log.error("gateway failed to start: %s", exc)
+            outcome["status"] = exc.status
         else:
             log.error("gateway failed to start: %s", failure.getErrorMessage())
-        outcome["status"] = EXIT_FAILURE
+            outcome["status"] = EXIT_FAILURE
         reactor.stop()
 
     def startup():
         svc.start().addErrback(failed)
+
+    def stopped(status):
+        if isinstance(status, int) and outcome["status"] == EXIT_OK:
+            outcome["status"] = status
 
     def on_sighup(signum, frame):
         reactor.callFromThread(svc.reload)
@@ -445,7 +510,7 @@ def run(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     tune_garbage_collector()
     reset_inherited_signals()
-    reactor.addSystemEventTrigger("before", "shutdown", svc.stop)
+    reactor.addSystemEventTrigger("before", "shutdown", lambda: svc.stop().addCallback(stopped))
     signal.signal(signal.SIGHUP, on_sighup)
     reactor.run()
     return outcome["status"]

@@ -6,16 +6,15 @@ channel number).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proton import Endpoint
 
 from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.backend_links import BackendOutgoingLink
 from gateway.broker.connection_views import (AMQP10_PROTOCOL, ChannelView, ConnectionView, LinkView,
-                                             connection_name, plain)
+                                             backend_label, connection_name, plain)
 
-if TYPE_CHECKING:
-    from gateway.amqp10.engine import Amqp10Engine
 
 __all__ = ["connection_view"]
 
@@ -31,7 +30,7 @@ def _sessions(connection: Any) -> list[Any]:
     return out
 
 
-def connection_view(engine: "Amqp10Engine") -> ConnectionView:
+def connection_view(engine: Any) -> ConnectionView:
     connection = engine.proton_connection
     sessions = _sessions(connection)
     number = {id(s): i for i, s in enumerate(sessions)}
@@ -44,6 +43,10 @@ def connection_view(engine: "Amqp10Engine") -> ConnectionView:
             view = LinkView(name=link.name, role="sender", address=link.source.address,
                             channel=channel, queue=handler.queue.name if handler.queue is not None else None,
                             credit=link.credit, unsettled=handler.credit.outstanding,
+                            ack_required=link.snd_settle_mode != link.SND_SETTLED)
+        elif isinstance(handler, BackendOutgoingLink):  # edge mode: the queue is the backend's
+            view = LinkView(name=link.name, role="sender", address=link.source.address, channel=channel,
+                            queue=handler.queue, credit=link.credit, unsettled=handler.unsettled_count,
                             ack_required=link.snd_settle_mode != link.SND_SETTLED)
         else:
             view = LinkView(name=link.name, role="receiver", address=link.target.address,
@@ -62,4 +65,4 @@ def connection_view(engine: "Amqp10Engine") -> ConnectionView:
         vhost=engine.vhost.name if engine.vhost is not None else engine.vhost_name or "",
         peer_host=engine.peer_host, peer_port=engine.peer_port, connected_at=engine.connected_at,
         ssl=engine.tls, client_properties=plain(dict(props or {})), channels=channels,
-        links=tuple(links))
+        links=tuple(links), backend=backend_label(engine.backend_session))

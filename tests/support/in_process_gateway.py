@@ -181,6 +181,7 @@ class InProcessGateway:
     def start(self, timeout: float = 30.0) -> "InProcessGateway":
         from gateway.cli import build_parser, log_formatter, log_level, run_config
         from gateway.config import ConfigError
+        from gateway.config.workers import worker_count
 
         self._tmp = tempfile.TemporaryDirectory(prefix="gw-test-")
         with open(self.config_path, "w") as f:
@@ -189,11 +190,14 @@ class InProcessGateway:
             ["run", "--config", self.config_path, "--listen", "127.0.0.1:0",
              "--metrics", "127.0.0.1:0", *self.extra_args])
         try:
-            cfg = reactor_thread.call(run_config, args)
+            cfg, _place = reactor_thread.call(run_config, args)
         except ConfigError as exc:
             self._cleanup()
             raise RuntimeError("gateway did not start:\n" + "\n".join(
                 f"amqp-gateway: invalid config: {e}" for e in exc.errors)) from None
+        if worker_count(cfg.workers) > 1:
+            self._cleanup()
+            raise NeedsProcess("workers: N (a supervisor and its worker processes)")
         self.level, self._formatter = log_level(cfg.logging.level), log_formatter(cfg.logging.format)
         self._log = GatewayLog.installed()
         self._log.add(self)
@@ -221,6 +225,9 @@ class InProcessGateway:
         # the environment of a gateway process the tests start (never the runner's systemd)
         environ = {k: v for k, v in os.environ.items()
                    if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
+        from gateway.cli import log_config_warnings
+
+        log_config_warnings(cfg)
         svc = GatewayService(cfg, reactor, environ)
         assert self._log is not None
         self._log.own(self, svc)
