@@ -148,5 +148,11 @@ def test_a_metrics_scrape_writes_no_info_line(gw) -> None:
     start = len(gw.log_lines)
     for _ in range(3):
         urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read()
-    time.sleep(0.5)
-    assert [r for r in records(gw, start) if r["level"] == "INFO"] == []
+    # a line the gateway writes after the scrapes' (a connection's): once it is in the
+    # log, so is anything the scrapes wrote
+    conn = pika_connection(gw)
+    conn.close()
+    [closed] = wait_for(gw, start, lambda r: r.get("event") == "connection.closed")
+    later = records(gw, start)
+    assert [r for r in later[:later.index(closed)] if r["level"] == "INFO"
+            and r.get("connection_id") != closed["connection_id"]] == []
