@@ -22,12 +22,9 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Union
+from typing import Callable, Mapping, Optional
 
 from gateway.auth import hash_password
-
-if TYPE_CHECKING:
-    from tests.support.in_process_gateway import InProcessGateway
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -87,21 +84,81 @@ def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: s
 
 
 @dataclass
-class GatewayProcess:
+class GatewayEndpoint:
+    """What a test sees of a running gateway, either kind: its config file, where it
+    listens, and its log lines as they come (``GatewayProcess``, ``InProcessGateway``)."""
+
     config_text: str = field(default_factory=default_config)
-    env: Optional[Mapping[str, str]] = None
     extra_args: tuple[str, ...] = ()
-    #: runs in the child before exec (to start the gateway as a parent would)
-    preexec_fn: Optional[Callable[[], None]] = None
     host: str = "127.0.0.1"
     amqp_port: int = 0
     metrics_port: int = 0
     metrics_path: str = "/metrics"
     #: set when the gateway serves the management API (``extra_args`` with --management)
     management_port: int = 0
-    proc: Optional[subprocess.Popen] = None
     log_lines: list[str] = field(default_factory=list)
     _tmp: Optional[tempfile.TemporaryDirectory] = None
+
+    @property
+    def management_url(self) -> str:
+        assert self.management_port, "started without --management"
+        return f"http://{self.host}:{self.management_port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.log_lines)
+
+    @property
+    def config_path(self) -> str:
+        """The config file the running gateway was started with (rewrite it, then SIGHUP)."""
+        assert self._tmp is not None, "not started"
+        return os.path.join(self._tmp.name, "gateway.yaml")
+
+    def count_log(self, pattern: str) -> int:
+        """How many log lines match ``pattern`` so far (to wait for the *next* one)."""
+        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
+
+    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
+        """Wait until at least ``count`` log lines match ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.count_log(pattern) >= count:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def start(self, timeout: float = 30.0):
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 15.0) -> int:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@dataclass
+class GatewayProcess(GatewayEndpoint):
+    env: Optional[Mapping[str, str]] = None
+    #: runs in the child before exec (to start the gateway as a parent would)
+    preexec_fn: Optional[Callable[[], None]] = None
+    proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 30.0) -> "GatewayProcess":
         _check_process_marker()
@@ -143,42 +200,6 @@ class GatewayProcess:
             if _READY.search(line):
                 ready.set()
         ready.set()
-
-    @property
-    def management_url(self) -> str:
-        assert self.management_port, "started without --management"
-        return f"http://{self.host}:{self.management_port}"
-
-    @property
-    def log(self) -> str:
-        return "".join(self.log_lines)
-
-    @property
-    def config_path(self) -> str:
-        """The config file the running gateway was started with (rewrite it, then SIGHUP)."""
-        assert self._tmp is not None, "not started"
-        return os.path.join(self._tmp.name, "gateway.yaml")
-
-    def count_log(self, pattern: str) -> int:
-        """How many log lines match ``pattern`` so far (to wait for the *next* one)."""
-        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
-
-    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
-        """Wait until at least ``count`` log lines match ``pattern``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.count_log(pattern) >= count:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.log):
-                return True
-            time.sleep(0.05)
-        return False
 
     @property
     def pid(self) -> int:
@@ -228,16 +249,6 @@ class GatewayProcess:
             self.proc.wait()
         self._cleanup()
 
-    def _cleanup(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> "GatewayProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 class UnmarkedProcessTest(UserWarning):
@@ -261,7 +272,7 @@ ALWAYS_PROCESS = os.environ.get("TEST_GATEWAYS", "in-process") == "process"
 
 
 #: what ``make_gateway`` gives: either kind, the same API (``InProcessGateway`` has no process)
-Gateway = Union["GatewayProcess", "InProcessGateway"]
+Gateway = GatewayEndpoint
 
 
 def make_gateway(*, process: bool = False, **kwargs) -> Gateway:

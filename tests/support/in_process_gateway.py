@@ -34,12 +34,11 @@ import re
 import sys
 import tempfile
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from tests.support import reactor_thread
-from tests.support.gateway_process import default_config
+from tests.support.gateway_process import GatewayEndpoint
 
 __all__ = ["InProcessGateway", "NeedsProcess", "GatewayLog"]
 
@@ -160,22 +159,13 @@ def _parts(service: Any) -> list[Any]:
 
 
 @dataclass
-class InProcessGateway:
+class InProcessGateway(GatewayEndpoint):
     """``start()`` the gateway on the reactor thread, ``stop()`` it as SIGTERM would."""
 
-    config_text: str = field(default_factory=default_config)
-    extra_args: tuple[str, ...] = ()
-    host: str = "127.0.0.1"
-    amqp_port: int = 0
-    metrics_port: int = 0
-    metrics_path: str = "/metrics"
-    management_port: int = 0
-    log_lines: list[str] = field(default_factory=list)
     #: the running ``GatewayService`` (for tests that look inside)
     service: Any = None
     level: int = logging.INFO
     _formatter: Optional[logging.Formatter] = None
-    _tmp: Optional[tempfile.TemporaryDirectory] = None
     _log: Optional[GatewayLog] = None
 
     def start(self, timeout: float = 30.0) -> "InProcessGateway":
@@ -259,40 +249,7 @@ class InProcessGateway:
         if record.levelno >= self.level and self._formatter is not None:
             self.log_lines.append(self._formatter.format(record) + "\n")
 
-    # -- GatewayProcess's API -------------------------------------------------------
-    @property
-    def management_url(self) -> str:
-        assert self.management_port, "started without --management"
-        return f"http://{self.host}:{self.management_port}"
-
-    @property
-    def log(self) -> str:
-        return "".join(self.log_lines)
-
-    @property
-    def config_path(self) -> str:
-        assert self._tmp is not None, "not started"
-        return os.path.join(self._tmp.name, "gateway.yaml")
-
-    def count_log(self, pattern: str) -> int:
-        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
-
-    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.count_log(pattern) >= count:
-                return True
-            time.sleep(0.02)
-        return False
-
-    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.log):
-                return True
-            time.sleep(0.02)
-        return False
-
+    # -- what a process has, or nothing -------------------------------------------------
     def stop(self, timeout: float = 15.0) -> int:
         """What SIGTERM does to ``amqp-gateway run``: ``GatewayService.stop`` (no new
         connections, the open ones closed, store and ledger flushed and closed, every
@@ -308,11 +265,6 @@ class InProcessGateway:
                 self._log.remove(self)
                 self._cleanup()
         return 0
-
-    def _cleanup(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     @property
     def pid(self) -> int:
@@ -339,9 +291,3 @@ class InProcessGateway:
     @property
     def proc(self):
         raise NeedsProcess("the process object")
-
-    def __enter__(self) -> "InProcessGateway":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
