@@ -30,7 +30,7 @@ from proton.utils import BlockingConnection
 from tests.support import reactor_thread
 from tests.support.access_config import write_users_file
 from tests.support.cross_protocol_clients import pika_channel, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config, make_gateway
+from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.in_process_gateway import InProcessGateway, NeedsProcess
 from tests.support.ledger_files import read_events
 from tests.support.management_http import MANAGEMENT_USERS, call
@@ -49,8 +49,9 @@ def _config(state_dir, users_file: str) -> str:
 
 
 def _start(kind: str, state_dir, users_file: str):
-    return make_gateway(config_text=_config(state_dir, users_file), process=kind == "process",
-                        extra_args=("--management", "127.0.0.1:0")).start()
+    gateway = GatewayProcess if kind == "process" else InProcessGateway
+    return gateway(config_text=_config(state_dir, users_file),
+                   extra_args=("--management", "127.0.0.1:0")).start()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -146,7 +147,7 @@ def _timers_of(svc) -> list:
 def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> None:
     config = default_config(extra=f"state_dir: {tmp_path}\n")
     before = set(threading.enumerate())
-    gw = make_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
+    gw = InProcessGateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
     svc = gw.service
     ports = (gw.amqp_port, gw.metrics_port, gw.management_port)
     [writer] = gw.child_pids()
@@ -162,7 +163,7 @@ def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> No
     assert [t for t in store_threads if t.is_alive()] == []
     assert _timers_of(svc) == []
     half_open.close()
-    again = make_gateway(config_text=config).start()   # the store is not held
+    again = InProcessGateway(config_text=config).start()   # the store is not held
     try:
         conn, ch = pika_channel(again)
         assert ch.queue_declare("q", durable=True, passive=True)
@@ -173,13 +174,13 @@ def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> No
 
 def test_each_gateway_keeps_its_own_log_lines(tmp_path) -> None:
     config = default_config(extra=f"state_dir: {tmp_path}\n")
-    first = make_gateway(config_text=config).start()
+    first = InProcessGateway(config_text=config).start()
     conn, ch = pika_channel(first)
     ch.queue_declare("kept", durable=True)
     conn.close()
     first.stop()
-    two = make_gateway().start()
-    one = make_gateway(config_text=config).start()   # restores while two runs
+    two = InProcessGateway().start()
+    one = InProcessGateway(config_text=config).start()   # restores while two runs
     try:
         conn, _ch = pika_channel(one)
         conn.close()
@@ -196,7 +197,7 @@ def test_each_gateway_keeps_its_own_log_lines(tmp_path) -> None:
 
 
 def test_what_needs_a_process_says_so() -> None:
-    gw = make_gateway()
+    gw = InProcessGateway()
     with pytest.raises(NeedsProcess, match="fresh_gateway\\(process=True"):
         gw.kill()
     with pytest.raises(NeedsProcess, match="signal 1"):

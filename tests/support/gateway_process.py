@@ -262,7 +262,7 @@ current_test: Optional[object] = None
 
 def _check_process_marker() -> None:
     node = current_test
-    if node is not None and node.get_closest_marker("process") is None:  # type: ignore[attr-defined]
+    if node is not None and not ALWAYS_PROCESS and node.get_closest_marker("process") is None:  # type: ignore[attr-defined]
         warnings.warn(f"{node.nodeid} starts a gateway process: mark it @pytest.mark.process",  # type: ignore[attr-defined]
                       UnmarkedProcessTest, stacklevel=3)
 
