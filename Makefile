@@ -45,7 +45,7 @@ test: $(STAMP) $(RHEA) lint
 	$(PYTEST)
 
 # the unit tests and the in-process integration tests: no Spark, no RabbitMQ, no crash
-# loop or backlog (marker slow), no gateway process (marker process)
+# loop or backlog (marker slow), no gateway or CLI process (marker process)
 test-fast: $(STAMP) $(RHEA) lint
 	$(PYTEST) -m "not slow and not process"
 

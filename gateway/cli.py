@@ -407,7 +407,7 @@ def run_config(args: argparse.Namespace) -> tuple[GatewayConfig, "WorkerPlace | 
     place = None
     cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
                                                  management=args.management)
-    if getattr(args, "worker_id", None):
+    if args.worker_id:
         from gateway.edge.workers import WorkerPlace, worker_config
 
         place = WorkerPlace(args.worker_id, args.worker_dir)

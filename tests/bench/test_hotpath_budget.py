@@ -24,6 +24,9 @@ BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
 TOLERANCE = {"calls": 1.02, "blocks": 1.25}
 BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
 
+# one worker of pytest-xdist runs them all, so that the meter runs once
+pytestmark = pytest.mark.xdist_group("hotpath")
+
 
 @pytest.fixture(scope="module")
 def counts(tmp_path_factory: pytest.TempPathFactory) -> dict:

@@ -180,6 +180,7 @@ def test_a_cut_backend_connection_closes_the_client_and_confirms_only_what_the_b
         cutter.close()
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_management_shows_each_proxied_connection_with_its_node_and_each_backends_state(rabbit):
     down = free_port()
     config = _edge_config([f"127.0.0.1:{down}", f"127.0.0.1:{rabbit.port}"])

@@ -53,6 +53,7 @@ def _remotes(gw):
     return answer.body
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
     deadline = time.monotonic() + 30
     while True:

@@ -268,6 +268,7 @@ def test_sighup_reloads_certificate_for_new_connections_only(fresh_gateway, pki,
         assert peer_cn(s) == "renewed.test"
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_reports_a_bad_certificate(tmp_path, pki):
     import sys
     from tests.support.gateway_process import REPO
