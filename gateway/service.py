@@ -246,7 +246,8 @@ class GatewayService(service.MultiService):
         path = store_path(self.config)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return SqliteStore(path, call_in_loop=self.reactor.callFromThread, codecs=STORE_CODECS,
-                           sync=sc.sync_mode, check=sc.integrity_check, batch_max=sc.commit_batch)
+                           sync=sc.sync_mode, check=sc.integrity_check, batch_max=sc.commit_batch,
+                           reserve_bytes=sc.disk_reserve)
 
     def _restore(self) -> None:
         """Rebuild what the store holds, before any listener opens; messages that expired

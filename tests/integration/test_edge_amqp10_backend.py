@@ -12,13 +12,15 @@ Shown: publishes with confirms land in the backend's queue (read back over its o
 without requeue is rejected there; declares and binds the backend cannot do are refused
 with 540 naming it, and a declare of a queue the backend does not have gets its 404
 reason; a backend connection cut in the middle (a TCP proxy the test controls) closes
-the client with 320 "backend rabbit lost", and no publish is confirmed after the cut.
+the client with 320 "backend rabbit lost", and every confirmed publish is in the backend; a
+1.0 client on such a vhost is refused with amqp:not-implemented (not carried yet).
 """
 from __future__ import annotations
 
 import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
+from proton.utils import BlockingConnection, ConnectionClosed
 
 from tests.support.edge_mode import edge_yaml
 from tests.support.gateway_process import GatewayProcess, default_config
@@ -145,3 +147,11 @@ def test_a_cut_backend_connection_closes_the_client_with_320(partner_rabbit):
         assert set(range(confirmed)) <= stored   # every confirmed publish is in the backend
     finally:
         cutter.close()
+
+
+def test_a_1_0_client_on_an_amqp10_backend_is_refused_as_not_implemented(partner_rabbit):
+    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
+        with pytest.raises(ConnectionClosed) as info:
+            BlockingConnection(f"amqp://{PARTNER_USER}:{PARTNER_PASSWORD}@127.0.0.1:{gw.amqp_port}",
+                               virtual_host="vhost:edge", timeout=15, allowed_mechs="PLAIN")
+    assert "amqp:not-implemented" in str(info.value) and "backend rabbit (kind amqp10)" in str(info.value)
