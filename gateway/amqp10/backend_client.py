@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 
 from proton import SASL, Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
+from gateway.amqp10.client_transport import push_input, take_output
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.backend.addresses import ACCEPTED, REJECTED, RELEASED
 from gateway.backend.contract import BackendFailure, BackendLogin, FailureKind, LinkEvents
@@ -209,13 +210,7 @@ class BackendLinkClient:
             self.on_output()
 
     def receive_data(self, data: bytes) -> None:
-        transport = self._transport
-        while data:
-            capacity = transport.capacity()
-            if capacity < 0:
-                break
-            chunk, data = data[:capacity or len(data)], data[capacity or len(data):]
-            transport.push(chunk)
+        push_input(self._transport, data)
         self._process()
 
     def receive_eof(self) -> None:
@@ -224,17 +219,10 @@ class BackendLinkClient:
         self.report_down(f"connection to {self.node.address} lost")
 
     def data_to_send(self) -> bytes:
-        transport = self._transport
-        out = []
-        while True:
-            pending = transport.pending()
-            if pending <= 0:
-                if pending < 0:
-                    self.closed = True
-                break
-            out.append(bytes(transport.peek(pending)))
-            transport.pop(pending)
-        return b"".join(out)
+        out, ended = take_output(self._transport)
+        if ended:
+            self.closed = True
+        return out
 
     def tick(self, now: float) -> Optional[float]:
         self._now = now
