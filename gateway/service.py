@@ -18,6 +18,7 @@ from twisted.internet import defer, task
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.backend_bridge import BackendBridge
+from gateway.amqp10.backend_client import BackendLinkClient
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -175,7 +176,7 @@ class GatewayService(service.MultiService):
         self.users = UserDirectory(users_from_config(config.users))
         #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
-        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge, BackendLinkClient) if self.backends.proxied
                             else None)
         if self.backends.proxied:
             self.metrics.watch_backends(self.backends.status)
