@@ -93,7 +93,7 @@ class ChannelTopology:
     def _queue_purge(self, method: m.Method, _: Content | None) -> None:
         name = self._queue_name(method.queue, method)
         self._permit(Action.READ, name, method)
-        count = self.vhost.purge_queue(name, owner=self.owner)
+        count = self.vhost.purge_queue(name, owner=self.owner, now=self.context.now)
         if not method.nowait:
             self.writer.send_method(m.QueuePurgeOk(message_count=count))
 
@@ -101,7 +101,7 @@ class ChannelTopology:
         name = self._queue_name(method.queue, method)
         self._permit(Action.CONFIGURE, name, method)
         count = self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
-                                        owner=self.owner)
+                                        owner=self.owner, now=self.context.now)
         if not method.nowait:
             self.writer.send_method(m.QueueDeleteOk(message_count=count))
 

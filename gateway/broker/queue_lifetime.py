@@ -4,7 +4,9 @@ own ``x-expires``), dead-lettering, purge and deletion, as a mixin of ``Queue``.
 The expiry rules (lazy, from the head; TTL 0) are described in ``queues.py``."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
+
+from gateway.ledger import EventKind
 
 from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
@@ -40,20 +42,49 @@ class QueueLifetime:
             return None
         return self.last_used + self.args.expires_ms / 1000.0
 
-    def purge(self) -> int:
+    def purge(self, now: Optional[float] = None) -> int:
         """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
+        if now is not None:
+            self._now = now
         entries = self.ready.clear()
+        self._record_end(entries, EventKind.PURGED)
         for entry in entries:
             self._finish(entry)
         return len(entries)
 
+    def _record_end(self, entries: Iterable[QueuedMessage], event: EventKind,
+                    reason: Optional[str] = None) -> None:
+        """The ledger's ``event`` for each of ``entries`` (leaving the queue, or going
+        with it), before they are finished."""
+        ledger = self.host.ledger
+        if ledger is not None:
+            for entry in entries:
+                ledger.queue_event(self._now, self.vhost_name, entry.message, self.name, event,
+                                   reason)
+
+    def record_shutdown(self, now: float) -> int:
+        """The gateway stops: the entries the store does not keep are recorded as dropped
+        (reason ``transient queue``: a queue without storage, which includes every queue
+        of a gateway without a store; ``transient message``: a stored queue's entry of a
+        transient message); returns how many."""
+        self._now = now
+        entries = [e for level in self.ready.levels for e in level]
+        lost = [e for e in (*entries, *self._acquired.values())
+                if self.storage is None or e.stored is None]
+        self._record_end(lost, EventKind.DROPPED,
+                         "transient queue" if self.storage is None else "transient message")
+        return len(lost)
+
     # ------------------------------------------------------------------ deletion
-    def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
+    def delete(self, *, if_unused: bool = False, if_empty: bool = False,
+               now: Optional[float] = None) -> int:
         """Delete the queue; returns the number of AVAILABLE messages it held.
 
         Raises :class:`PreconditionFailed` if ``if_unused`` and it has consumers, or
         ``if_empty`` and it has available messages (RabbitMQ's texts).
         """
+        if now is not None:
+            self._now = now
         if if_unused and self.consumers:
             raise PreconditionFailed(f"{self.label} in use")
         if if_empty and self.ready.count:
@@ -73,10 +104,11 @@ class QueueLifetime:
         count = self.ready.count
         for consumer in self.consumers.clear():
             consumer.cancelled_by_broker(reason)
-        self.purge()
-        for entry in list(self._acquired.values()):
-            self._finish(entry)
+        entries = [*self.ready.clear(), *self._acquired.values()]
         self._acquired.clear()
+        self._record_end(entries, EventKind.DELETED)
+        for entry in entries:
+            self._finish(entry)
         return count
 
     def _expire_entry(self, entry: QueuedMessage, now: float) -> None:

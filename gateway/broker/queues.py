@@ -34,7 +34,10 @@ its name, the memory gate, the ledger, the store, dead-lettering and its own del
 
 Ledger: with ``host.ledger`` set, an expiry is recorded as ``expired`` and a
 dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
-(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``).
+(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``);
+every other way an entry ends here is recorded too: ``purged``, ``deleted`` with the
+queue, ``dropped`` (overflow without a dead-letter exchange, or at a stop when the store
+does not keep it).
 
 Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``
 (from ``host.queue_storage``);
@@ -46,6 +49,8 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from gateway.ledger import EventKind
 
 from .consumers import Consumer, ConsumerSet
 from .flow import ProducerGate
@@ -168,6 +173,9 @@ class Queue(QueueSettlement, QueueLifetime):
         if args.bounded and args.overflow is not Overflow.DROP_HEAD and self._full(message.size):
             if args.overflow is Overflow.REJECT_PUBLISH_DLX:
                 self.dead_letter(message, DeathReason.MAXLEN, now)
+            elif self.host.ledger is not None:
+                self.host.ledger.queue_event(now, self.vhost_name, message, self.name,
+                                             EventKind.DROPPED, "reject-publish")
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
@@ -231,7 +239,9 @@ class Queue(QueueSettlement, QueueLifetime):
             entry = ready.pop_lowest()  # lowest priority first
             message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
             self._finish(entry)
-            if message is not None:
+            if args.dead_letter_exchange is None:
+                self._record_end((entry,), EventKind.DROPPED, DeathReason.MAXLEN.value)
+            elif message is not None:
                 self.dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
