@@ -245,7 +245,7 @@ def _headline(numbers: Mapping[str, Any], redelivered: int, containers: Sequence
     if recon["forwarded"] or recon["unexpected"]:
         lines.append(f"Across gateways: {_plural(recon['forwarded'], 'message')} forwarded, "
                      f"{recon['lost']:,} lost, {recon['dead_lettered']:,} dead-lettered at the source, "
-                     f"{recon['still_queued']:,} still in the source's outbox, {recon['duplicated']:,} duplicated "
+                     f"{recon['still_queued']:,} still queued at the source, {recon['duplicated']:,} duplicated "
                      f"({recon['extra_copies']:,} extra copies), {recon['late']:,} late "
                      f"(more than {late_after:g} s), {recon['unverified']:,} unverified (no ledger of the "
                      f"destination), {recon['unexpected']:,} unexpected (arrived, no forward recorded).")

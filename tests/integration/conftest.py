@@ -60,3 +60,28 @@ def management_gw():
     gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
     yield gw
     gw.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for a module of ledger report tests (starting one takes
+    seconds)."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    pytest.importorskip("matplotlib")
+    from pipeline.environment import find_java
+
+    if find_java() is None:
+        pytest.skip("no Java runtime for local Spark")
+    session = (pyspark_sql.SparkSession.builder.master("local[2]")
+               .appName("ledger-integration")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
+               # tiny inputs: compiling generated code for every plan costs more than it
+               # saves (a third of a test report's time); results are the same
+               .config("spark.sql.codegen.wholeStage", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

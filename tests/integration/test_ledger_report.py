@@ -35,30 +35,6 @@ from tests.support.ledger_files import read_events, segment_lines
 pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(600)]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for the module (starting one takes seconds)."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    pytest.importorskip("matplotlib")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime for local Spark")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("ledger-integration")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def ledger_config(directory: str) -> str:
     return default_config(extra=f"ledger:\n  directory: {directory}\n  flush_interval: 0.2\n")
 

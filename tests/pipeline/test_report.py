@@ -190,11 +190,11 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
     # the summary says it, with samples keyed by origin gateway id and source gateway
     html = (tmp_path / "out" / "report.html").read_text()
     summary = _section(html, "Summary", until="<h2>")
-    assert ("Across gateways: 105 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still in "
-            "the source's outbox, 2 duplicated (2 extra copies), 2 late (more than 60 s), 5 unverified"
+    assert ("Across gateways: 105 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still "
+            "queued at the source, 2 duplicated (2 extra copies), 2 late (more than 60 s), 5 unverified"
             if match_by == "gateway-id" else
-            "Across gateways: 100 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still in "
-            "the source's outbox, 2 duplicated (2 extra copies), 2 late") in summary
+            "Across gateways: 100 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still "
+            "queued at the source, 2 duplicated (2 extra copies), 2 late") in summary
     assert ("<td>gw-A</td><td>gw-B</td><td>100</td><td>97</td><td>3</td><td>0</td><td>0</td><td>2</td>"
             "<td>2</td><td>2</td>") in summary
     lost = _section(summary, "Samples: lost")
