@@ -37,7 +37,7 @@ from tests.support.ledger_files import read_events
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 settings.register_profile(
-    "ledger-model", max_examples=4, derandomize=True, deadline=None, database=None,
+    "ledger-model", max_examples=5, derandomize=True, deadline=None, database=None,
     phases=(Phase.explicit, Phase.generate),
     suppress_health_check=(HealthCheck.too_slow, HealthCheck.function_scoped_fixture))
 
@@ -246,11 +246,12 @@ class Run:
         self.gw = None
 
 
-#: one step: (operation, queue index, flag)
+#: one step: (operation, queue index, flag); publishes and takes weigh most, so that
+#: settlements find deliveries to settle
 STEPS = st.tuples(
-    st.sampled_from(("publish", "publish", "publish", "take", "take", "ack", "reject", "requeue",
-                     "purge", "delete", "expire", "stop", "crash")),
-    st.integers(0, len(QUEUES) - 1), st.booleans())
+    st.sampled_from(("publish",) * 5 + ("take",) * 4 + ("ack", "ack", "reject", "requeue", "purge",
+                                                         "delete", "expire", "stop", "crash")),
+    st.sampled_from((0, 0, 1, 1, 2, 3, 3, 4, 4)), st.booleans())
 
 
 def run_steps(run: Run, steps) -> None:
@@ -287,7 +288,7 @@ def check(run: Run) -> list[dict]:
 
 
 @settings(settings.get_profile("ledger-model"))
-@given(steps=st.lists(STEPS, min_size=4, max_size=12))
+@given(steps=st.lists(STEPS, min_size=6, max_size=14))
 def test_every_message_ends_where_the_model_says(tmp_path_factory, steps) -> None:
     run = Run(tmp_path_factory.mktemp("model"))
     try:
