@@ -7,6 +7,7 @@ import pytest
 from bench.reference import ReferenceUnavailable, rabbit_installed
 from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
+from tests.support.local_spark import local_session
 from tests.support.partner_broker import start_partner
 
 
@@ -66,22 +67,7 @@ def management_gw():
 def spark():
     """One local Spark session for a module of ledger report tests (starting one takes
     seconds)."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
     pytest.importorskip("matplotlib")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime for local Spark")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("ledger-integration")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("ledger-integration")
     yield session
     session.stop()
