@@ -237,10 +237,20 @@ class Ledger:
         exchange, routing_key = message.exchange, message.routing_key
         if not routed:
             exchange, routing_key = exchange or None, routing_key or None
+        stored = None
+        if queues is None:
+            names = None
+        elif len(queues) == 1:  # (per message: _names's and _stored's usual case, no call)
+            queue = queues[0]
+            names = queue.routed_to
+            if message.durable and queue.storage is not None:
+                stored = names
+        else:
+            names = _names(queues)
+            stored = _stored(message, queues)
         return kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
-                    message.size, None if event is None else event._value_,
-                    None if queues is None else _names(queues), reason, address, headers,
-                    None, None, None, _stored(message, queues))
+                    message.size, None if event is None else event._value_, names, reason,
+                    address, headers, None, None, None, stored)
 
     # -- deliveries --------------------------------------------------------------------
 
