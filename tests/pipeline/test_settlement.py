@@ -52,6 +52,10 @@ EXPECTED = {
     21: (None, "delivered", "to a service node"),
     22: (None, "dropped", "no routing verdict (a transaction that was not committed)"),
     23: ("t", "dropped", "by the queue: transient queue"),
+    # generated names: one latency row each
+    30: ("amq.gen-Xx3Cq7w7FBKHFxB4vjRMcA", "delivered", "settled accepted"),
+    31: ("amq.gen-1pZ0a8G2xZq0F0sbWk4R2Q", "delivered", "settled accepted"),
+    32: ("reply-5f0d5b3e-2c1a-4f5e-9b7d-0a1b2c3d4e5f", "delivered", "settled accepted"),
 }
 
 
@@ -116,6 +120,9 @@ def story(directory: str) -> None:
     ledger.dead_lettered(T0 + 52, "/", m4, "q", "dlx", "dead", "rejected")
     ledger.dead_letter_copy(T0 + 52, "/", _message(104), K.ROUTED, [dlq], "rejected")
     routed(23, T0 + 53, t)
+    for gid in (30, 31, 32):
+        name = EXPECTED[gid][0]
+        take(routed(gid, T0 + 53, _queue(name)), T0 + 53.5, name, "accepted")
     ledger.queue_event(T0 + 54, "/", _message(23), "t", K.DROPPED, "transient queue")
     writer.add(ledger.context_lines() + ledger.take_lines(10 ** 6))
     writer.close(T0 + 55)
@@ -145,3 +152,8 @@ def test_spark_gives_every_message_the_state_python_gives(spark, tmp_path):
     python_rows = final_states(read_events(str(tmp_path)))
     assert sorted(map(_comparable, spark_rows)) == sorted(map(_comparable, python_rows))
     assert len(spark_rows) == len(EXPECTED)
+    # latency by queue: generated names grouped, not a row each
+    from pipeline.tables import latency_by_queue
+
+    settled = {r["queue"]: r["settled"] for r in latency_by_queue(events).collect()}
+    assert settled == {"q": 3, "q2": 1, "amq.gen-*": 2, "reply-*": 1}
