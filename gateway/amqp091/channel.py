@@ -157,6 +157,11 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         except BrokerError as exc:
             raise amqp_error(exc, method) from None
 
+    def user_changed(self) -> None:
+        """The user record was re-read (update-secret): its grants are asked again (the
+        scope's ``PermissionCache`` follows the record by itself)."""
+        self.may_publish.clear()
+
     def closed(self, reason: CloseReason) -> None:
         """The channel is gone: cancel its consumers and requeue what it did not ack."""
         if not self.is_open:

@@ -42,6 +42,10 @@ class ChannelHandler(Protocol):
 
     def closed(self, reason: CloseReason) -> None: ...
 
+    def user_changed(self) -> None:
+        """The connection's user record was read again (connection.update-secret): forget
+        what was granted to the old one."""
+
 
 class ChannelHandlerFactory(Protocol):
     def __call__(self, context: "ConnectionContext", channel_id: int) -> ChannelHandler: ...

@@ -18,7 +18,8 @@ incoming link waits for queue capacity.
 
 States: SASL (negotiating) -> AMQP (proton) -> closed. ``closed`` becomes True once the
 final output has been handed out (proton's head is closed, or SASL failed); the edge
-then drops the socket.
+then drops the socket, or after a ``close`` of ours (``linger_on_close``) leaves that to
+the peer, discarding what it still sends.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
 close with the carried condition (a received string that is not UTF-8 included:
@@ -56,8 +57,9 @@ from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.received_strings import check_open
 from gateway.amqp10.proton_transport import ProtonTransport
-from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslState
+from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
+from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
     AdmissionToken,
@@ -96,10 +98,11 @@ class Amqp10Engine:
     """One 1.0 connection; the engine surface of ``gateway.edge.engine_protocol``.
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
-    logs in as ``default_user`` (refused, by answering the SASL header and closing, when
-    there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
-    names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    logs in as ``default_user`` where ``allow_without_sasl`` (the listener's setting), and
+    is otherwise refused with our open and a close naming the setting (``without_sasl``).
+    Times are seconds; sizes bytes. ``connection_id`` (the edge's id) names the
+    connection in the message ledger (``broker.ledger``); without it the engine's
+    ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
     ``proton_transport.connection_properties()``.
     """
@@ -132,6 +135,7 @@ class Amqp10Engine:
         tls: bool = False,
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
+        allow_without_sasl: bool = False,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -155,7 +159,7 @@ class Amqp10Engine:
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
-        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        #: announced as RabbitMQ's version when set (config ``rabbitmq_version``)
         self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._admission: Optional[AdmissionToken] = None
@@ -199,17 +203,29 @@ class Amqp10Engine:
                                     connection_id=self.trail.connection_id)
             self._out += self._login.greeting()
             return
-        user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
-        if user is None:
-            # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
-            self._log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
-            self.trail.closing(CLOSED_BY_SERVER, None, "1.0 without SASL and no default user")
-            self._out += SASL_HEADER
-            self._finish()
-            return
+        user, refusal = login_without_sasl(authenticator.users, default_user,
+                                           allowed=allow_without_sasl)
         self._start_amqp(user, header)
+        if refusal is not None:
+            # our open, then a close naming the setting (``without_sasl``)
+            self._log.info("refusing 1.0 without SASL from %s: %s", peer_host, refusal)
+            self.trail.closing(CLOSED_BY_SERVER, REFUSAL_CONDITION.value, refusal)
+            self._events.close_connection(REFUSAL_CONDITION, refusal)
+            self._process_events()
 
     # ------------------------------------------------------------------ engine surface
+    @property
+    def linger_on_close(self) -> bool:
+        """Once ``closed``: a ``close`` of ours went out (our own, or the answer to the
+        peer's), so the peer closes the socket next; the edge discards what it still
+        sends until then (``engine_protocol``). Not after EOF, a handshake timeout, or a
+        transport error (proton's idle timeout, undecodable input): that peer is gone or
+        broken, and its socket is closed at once."""
+        proton = self._proton
+        return (proton is not None and not self.eof_received and self.timed_out is None
+                and proton.transport.condition is None
+                and bool(proton.connection.state & Connection.LOCAL_CLOSED))
+
     def receive_data(self, data: bytes) -> None:
         """Consume socket bytes. Never raises: internal failures close the connection
         with ``amqp:internal-error``."""
@@ -343,6 +359,8 @@ class Amqp10Engine:
         default), check the user may use it, and admit the connection under the user's
         connection limit. Raises ``Amqp10Error`` (connection scope): ``amqp:not-found``,
         ``amqp:unauthorized-access`` or ``amqp:resource-limit-exceeded``."""
+        if connection.state & Connection.LOCAL_CLOSED:
+            return  # refused before it came (``without_sasl``): proton now sends our close
         self._handshake_deadline = None
         check_open(connection)
         hostname = connection.remote_hostname or ""
@@ -410,11 +428,12 @@ class Amqp10Engine:
             if login.release_at is not None:
                 self._handshake_deadline = None
 
-    def _start_amqp(self, user: User, initial: bytes) -> None:
+    def _start_amqp(self, user: Optional[User], initial: bytes) -> None:
+        """Hand over to proton as ``user`` (None: a refused connection, closed at once)."""
         self.user = user
         self.state = EngineState.AMQP
         channel_max = self.channel_max
-        if self._registry is not None:
+        if self._registry is not None and user is not None:
             sessions = self._registry.limits_for(user.name).max_channels
             if sessions > 0:
                 # channel numbers 0..channel_max: N sessions means channel-max N-1
@@ -503,9 +522,10 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        # the SASL layer holds the login gate, a bound method of the login: a cycle that
-        # only a full collection would free
+        # the SASL layer holds the login gate, a bound method of the login, and the event
+        # handlers hold their host: cycles that only a full collection would free
         self._login = None
+        self._events = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False
