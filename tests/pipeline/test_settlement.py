@@ -142,6 +142,7 @@ def test_python_final_states_follow_the_story(tmp_path):
 
 
 @pytest.mark.pipeline
+@pytest.mark.timeout(600)  # local Spark's start and jobs, on 2 loaded cores
 def test_spark_gives_every_message_the_state_python_gives(spark, tmp_path):
     from pipeline.ledger_reader import read_ledgers
     from pipeline.settlement import final_states as spark_final_states
