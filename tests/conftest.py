@@ -6,8 +6,9 @@ import pytest
 from _pytest.python import pytest_pyfunc_call as run_test_function
 from hypothesis import HealthCheck, settings
 
-from tests.support import gateway_process, reactor_thread, small_spark
+from tests.support import gateway_process, reactor_thread
 from tests.support.gateway_process import make_gateway
+from tests.support.local_spark import local_session
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
 # too-slow health check only measure how loaded the machine is (2 shared cores).
@@ -100,19 +101,6 @@ def spark():
     """The test process's one local Spark session (a JVM start and a SparkContext take
     seconds to tens of seconds on a busy machine): every test that runs a report in this
     process shares it. Skips without PySpark or Java."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
-    builder = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("pipeline-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in small_spark.session_conf().items():  # tiny inputs
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("tests")
     yield session
     session.stop()

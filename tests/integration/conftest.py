@@ -60,3 +60,11 @@ def management_gw():
     gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
     yield gw
     gw.stop()
+
+
+@pytest.fixture
+def spark(spark):
+    """The test process's Spark session (``tests/conftest.py``); the ledger reports these
+    tests run draw charts too."""
+    pytest.importorskip("matplotlib")
+    return spark
