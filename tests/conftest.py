@@ -44,18 +44,21 @@ CLUSTERS = ("spark", "partner_rabbit")
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests on a real cluster are ``slow``, and grouped for ``--dist loadgroup``: the
-    Spark session's in group ``spark`` (one JVM, its compiled code warm, for all of them)
-    and the RabbitMQ node's in group ``clusters`` (one node), as is the standalone Spark
-    cluster's test (``tests/pipeline/test_cli.py``). pytest-xdist hands out the largest
-    groups first, one to each worker, so the longest work starts at once and the single
-    tests fill in around it."""
+    RabbitMQ node's in group ``clusters`` (one node), as is the standalone Spark cluster's
+    test (``tests/pipeline/test_cli.py``); the Spark session's in two groups, the
+    pipeline's and the integration tests' (``spark-pipeline``, ``spark-integration``),
+    each group on one worker, its session's compiled code warm for all of its tests.
+    pytest-xdist hands out the largest groups first, so the long work starts at once on
+    both workers and the single tests fill in around it."""
     for item in items:
         names = item.fixturenames
         if not any(name in names for name in CLUSTERS):
             continue
         item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group("clusters" if "partner_rabbit" in names else "spark"))
+            where = item.nodeid.split("/")[1]  # tests/<where>/...
+            group = "clusters" if "partner_rabbit" in names else f"spark-{where}"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_runtest_setup(item):
