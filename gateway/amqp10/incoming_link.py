@@ -261,6 +261,7 @@ class IncomingLink:
                 f"'{host.user.name}'"))
         if ledger is not None:
             message.gateway_id = host.broker.next_gateway_id()
+        message.publisher = host.connection_id  # for no-local filters
         try:
             if route is None:
                 if summary.to is None:
