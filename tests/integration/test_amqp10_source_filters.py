@@ -206,3 +206,54 @@ def test_unsupported_or_malformed_filter_refuses_the_attach(channel, amqp10, opt
             assert word in remote.description
     finally:
         channel.queue_delete(queue)
+
+
+# ------------------------------------------------------------------ rhea
+
+def test_rhea_selector_helper_on_a_queue_source(gateway, channel, amqp10):
+    """rhea's ``filter.selector`` sends Qpid's numeric descriptor."""
+    from tests.support.rhea_client import rhea_filtered_receive
+
+    queue = unique("rhea-sel")
+    channel.queue_declare(queue)
+    try:
+        sender = amqp10.create_sender(f"/queue/{queue}")
+        for i in range(4):
+            sender.send(Message(body=f"m{i}", properties={"n": i}))
+        lines = rhea_filtered_receive(gateway.amqp_port, f"/queue/{queue}", "selector",
+                                      "n >= 2", 2)
+        assert lines[0] == {"echoed": ["jms-selector"]}
+        assert [line["body"] for line in lines[1:]] == ["m2", "m3"]
+        assert channel.queue_declare(queue, passive=True).method.message_count == 2
+    finally:
+        channel.queue_delete(queue)
+
+
+def test_rhea_raw_filter_map_topic_binding_and_refusal(gateway, amqp10):
+    from tests.support.rhea_client import rhea_filtered_receive
+
+    refused = rhea_filtered_receive(gateway.amqp_port, "/exchange/amq.topic", "raw",
+                                    {"odd": ["example.org:nope", "x"]}, 1)
+    error = [line["error"] for line in refused if "error" in line][0]
+    assert error["condition"] == "amqp:not-implemented"
+    assert "odd" in error["description"] and "example.org:nope" in error["description"]
+
+    import threading
+    result: list = []
+    worker = threading.Thread(target=lambda: result.extend(rhea_filtered_receive(
+        gateway.amqp_port, "/exchange/amq.topic", "raw",
+        {"b": ["apache.org:legacy-amqp-topic-binding:string", "news.#"]}, 1)))
+    worker.start()
+    sender = amqp10.create_sender("/exchange/amq.topic")
+    try:
+        # until the rhea receiver is bound, a message goes nowhere: keep sending both
+        import time
+        deadline = time.monotonic() + TIMEOUT * 2
+        while worker.is_alive() and time.monotonic() < deadline:
+            sender.send(Message(body="sport", subject="sport.x"))
+            sender.send(Message(body="news", subject="news.world.x"))
+            worker.join(0.1)
+    finally:
+        worker.join(TIMEOUT)
+    assert result[0] == {"echoed": ["b"]}
+    assert result[1] == {"body": "news"}
