@@ -51,6 +51,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _id_text(value: Any) -> Any:
+    """A message or correlation id as a selector sees it: text (a uuid or ulong as its
+    string form)."""
+    if value is None:
+        return None
+    return _plain(value) if isinstance(value, (str, bytes)) else str(value)
+
+
 def _properties(message: MessageContainer) -> dict:
     """The message's 1.0 properties fields (``PROPERTY_FIELDS`` values), from either
     encoding."""
@@ -90,11 +98,9 @@ def selector_lookup(message: MessageContainer) -> Callable[[str], Any]:
             if name == "JMSPriority":
                 return _DEFAULT_PRIORITY if message.priority is None else int(message.priority)
             if name == "JMSMessageID":
-                v = message.message_id
-                return None if v is None else _plain(v) if isinstance(v, (str, bytes)) else str(v)
+                return _id_text(message.message_id)
             if name == "JMSCorrelationID":
-                v = message.correlation_id
-                return None if v is None else _plain(v) if isinstance(v, (str, bytes)) else str(v)
+                return _id_text(message.correlation_id)
             if name == "JMSTimestamp":
                 v = field("creation_time")
                 return None if v is None else int(v)
