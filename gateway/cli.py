@@ -27,7 +27,7 @@ from typing import Sequence
 from gateway.config import (
     ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
-from gateway.connection_log import TextFormatter
+from gateway.connection_log import TextFormatter, json_formatter
 from gateway.product import PRODUCT, __version__
 
 log = logging.getLogger("gateway")
@@ -141,11 +141,7 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     (``connection_id``, ``event``... see ``connection_log``), by python-json-logger."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        handler.setFormatter(JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"}))
+        handler.setFormatter(json_formatter())
     else:
         handler.setFormatter(TextFormatter())
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],
