@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
+from .entity_names import GlobalNames, check_new_name
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
@@ -78,14 +79,20 @@ class VirtualHost(VhostBindings, VhostPublishing):
 
     # ------------------------------------------------------------------ lookups
     def _queue_for_key(self, routing_key: str) -> "Optional[Queue]":
-        """The default exchange's lookup: a queue name, or ``node@container`` naming this
-        gateway's own container (DESIGN.md: 0-9-1 reaches global addresses this way)."""
-        queue = self.queues.get(routing_key)
-        if queue is None and "@" in routing_key:
-            node, _, container = routing_key.rpartition("@")
-            if self.broker is not None and container == self.broker.container_id:
-                queue = self.queues.get(node)
-        return queue
+        """The default exchange's lookup: a queue name; a global address
+        (``entity_names``) always means its node: the node itself for this gateway's own
+        container, no local queue for a forwarded one (the transfer service takes it;
+        DESIGN.md: 0-9-1 reaches global addresses this way)."""
+        if "@" in routing_key:
+            found = self.global_names.resolve(routing_key) if self.global_names is not None else None
+            if found is not None:
+                node, _container, own = found
+                return self.queues.get(node) if own else None
+        return self.queues.get(routing_key)
+
+    @property
+    def global_names(self) -> Optional[GlobalNames]:
+        return self.broker.global_names if self.broker is not None else None
 
     def exchange(self, name: str) -> Optional[Exchange]:
         return self.exchanges.get(name)
@@ -134,12 +141,15 @@ class VirtualHost(VhostBindings, VhostPublishing):
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
+        restored: bool = False,
     ) -> Exchange:
-        """Declare (or with ``passive`` only look up) an exchange.
+        """Declare (or with ``passive`` only look up) an exchange; ``restored``: from the
+        store, its name not checked again.
 
         Raises NotFound (passive, missing), CommandInvalid (unknown type),
         AccessRefused (the default exchange, a new ``amq.*`` name), PreconditionFailed
-        (inequivalent redeclare, naming the field).
+        (inequivalent redeclare, naming the field), InvalidArgument (a new name that
+        breaks a rule of ``entity_names``).
         """
         if passive:
             return self.checked_exchange(name)
@@ -150,6 +160,8 @@ class VirtualHost(VhostBindings, VhostPublishing):
         if existing is None:
             if name.startswith("amq."):
                 raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
+            if not restored:
+                check_new_name("exchange", name, self.global_names)
             existing = cls(
                 name,
                 vhost_name=self.name,
@@ -213,14 +225,17 @@ class VirtualHost(VhostBindings, VhostPublishing):
         arguments: Optional[Mapping[str, Any]] = None,
         owner: Any = None,
         now: float = 0.0,
+        restored: bool = False,
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``.
+        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name not
+        checked again.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed
-        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments).
+        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments, or a
+        new name that breaks a rule of ``entity_names``).
         """
         if passive:
             queue = self.checked_queue(name, owner)
@@ -239,6 +254,8 @@ class VirtualHost(VhostBindings, VhostPublishing):
             check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments or {})
             existing.touch(now)
             return existing
+        if not restored:
+            check_new_name("queue", name, self.global_names)
         queue = Queue(
             name,
             self,

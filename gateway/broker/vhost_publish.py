@@ -83,9 +83,8 @@ class VhostPublishing:
         if not message.gateway_id and self.broker is not None:
             message.gateway_id = self.broker.next_gateway_id()
         if exchange == "":
-            queue = self.queues.get(routing_key)
-            if queue is None and "@" in routing_key:
-                queue = self._queue_for_key(routing_key)
+            # a global address always means its node, never a local queue of its name
+            queue = self._queue_for_key(routing_key) if "@" in routing_key else self.queues.get(routing_key)
             if queue is None:
                 node = self.service(routing_key) if self.broker is not None else None
                 if node is None:
