@@ -13,9 +13,9 @@ does for its connection limits. A client refused at TCP level would only see a r
 Against floods there is still a hard cap on sockets (handshakes included): beyond
 ``hard_cap()`` a new TCP connection is closed at once, without a word.
 
-Login throttling: a new connection from an address whose refused logins hold every slot
-the shared ``LoginThrottle`` gives it is closed at accept, before any protocol work (the
-rules and their rate-limited log line are the throttle's, ``gateway.auth.throttle``).
+Login throttling is the engines' (the shared ``LoginThrottle``, ``gateway.auth.throttle``):
+no connection is closed at accept for its address's failed logins, since everyone behind
+a NAT would be locked out by one guesser.
 Handshake timeouts (the sniffer's, and those an engine records in ``timed_out``) are
 logged through the one shared ``RateLimitedLog`` (``connection_log``).
 
@@ -148,13 +148,6 @@ class ListenerFactory(Factory):
                         self.slots.limit, addr)
             self.metrics.sniff_failures.labels("connection-limit").inc()
             return None
-        throttle = self.login_throttle
-        if throttle is not None:
-            host = getattr(addr, "host", "")
-            if not throttle.admit_connection(host, peer_name(host, getattr(addr, "port", 0)),
-                                             self.reactor.seconds()):
-                self.metrics.sniff_failures.labels("login-throttled").inc()
-                return None
         self.metrics.tcp_connections.inc()
         p = SniffingProtocol(self, next(_ids))
         p.factory = self

@@ -225,21 +225,16 @@ def test_engines_get_the_listener_slots_and_the_listener_cap_wins(env):
 
 # ------------------------------------------------------------------ login throttle, timeouts
 
-def test_an_address_with_every_throttle_slot_held_is_closed_at_accept(env, caplog):
+def test_failed_logins_never_close_a_connection_at_accept(env):
+    """Issue 41: everyone behind a NAT was closed at accept while one guesser failed."""
     reactor, _, engines, metrics = env
     throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
     factory = ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0), reactor, metrics,
                               lambda ctx: None, login_throttle=throttle)
-    throttle.refused("127.0.0.1", "u", reactor.seconds())
-    caplog.set_level("WARNING", logger="gateway.auth.throttle")
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40001)) is None
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.2", 40002)) is not None
-    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) == 1
-    assert [r.getMessage() for r in caplog.records] == [
-        "login throttled: connection from 127.0.0.1:40001 closed at accept: 1 refused logins "
-        "from this address are pending (limit 1)"]
-    reactor.advance(5.0)                                  # the slot came back
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40003)) is not None
+    for _ in range(20):
+        throttle.refused("127.0.0.1", "u", reactor.seconds())
+    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40001)) is not None
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) in (None, 0)
 
 
 def test_sniff_timeouts_are_logged_once_per_interval_with_a_count(env, caplog):
