@@ -25,8 +25,8 @@ import pytest
 from proton import Data, Described, Message, char, symbol, timestamp, ubyte, uint, ulong, ushort
 
 from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SASL_INIT, encode_sasl_frame
-from tests.support.amqp10_socket_client import parse_performatives, read_exactly, read_sasl_frames
-from tests.support.cross_protocol_clients import proton_connection
+from tests.support.amqp10_socket_client import error_conditions, parse_performatives, read_exactly, read_sasl_frames
+from tests.support.cross_protocol_clients import check_serves_after_fuzz, proton_connection
 from tests.support.gateway_process import default_config
 
 pytestmark = pytest.mark.integration
@@ -38,8 +38,6 @@ CONNECTIONS = 300
 DEADLINE = 10.0
 OPEN, BEGIN, ATTACH, FLOW, TRANSFER, DISPOSITION, DETACH, END, CLOSE = range(0x10, 0x19)
 SOURCE, TARGET, ACCEPTED = 0x28, 0x29, 0x24
-#: where each performative carries its error (detach, end, close)
-_ERROR_FIELD = {DETACH: 2, END: 0, CLOSE: 0}
 
 ADDRESSES = ["/queue/fuzz-q", "fuzz-q2", "$management", "amqp$management", "/exchange/amq.topic/k",
              "/topic/fuzz", "fuzz@elsewhere", "/amq/queue/missing", "", "/exchange/none/x"]
@@ -209,15 +207,6 @@ def _connection_frames(rng: random.Random, number: int) -> tuple[bytes, bytes, i
     return out[:split], out[split:], len(handles), broken
 
 
-def _errors(frames: list[tuple[int, list]]) -> list[tuple[int, str, str]]:
-    found = []
-    for descriptor, fields in frames:
-        index = _ERROR_FIELD.get(descriptor)
-        if index is not None and len(fields) > index and fields[index] is not None:
-            error = fields[index].value
-            found.append((descriptor, str(error[0]), str(error[1]) if len(error) > 1 else ""))
-    return found
-
 
 def _run(port: int, handshake: bytes, rest: bytes, attaches: int) -> tuple[list[tuple[int, list]], bool]:
     """Log in, send ``handshake`` after the AMQP header, wait for the gateway's answers to
@@ -283,18 +272,11 @@ def test_seeded_fuzz_of_amqp10_frames(fresh_gateway):
         handshake, rest, attaches, broken = _connection_frames(rng, number)
         frames_sent += (handshake + rest).count(b"\x02\x00\x00")  # about one per frame header
         answers, ended = _run(gw.amqp_port, handshake, rest, attaches)
-        errors = _errors(answers)
+        errors = error_conditions(answers)
         case = f"connection {number} (seed {SEED}; broken: {', '.join(broken) or 'types only'})"
         assert ended, f"{case}: the gateway neither closed nor hung up within {DEADLINE}s"
         assert all(condition != "amqp:internal-error" for _p, condition, _d in errors), (case, errors)
         refused += any(p == CLOSE and condition for p, condition, _d in errors)
         assert gw.proc.poll() is None, f"{case}: the gateway exited"
     assert frames_sent > 2000 and refused > CONNECTIONS // 10, (frames_sent, refused)
-    conn = proton_connection(gw)
-    try:
-        receiver = conn.create_receiver("/topic/after-frame-fuzz")
-        conn.create_sender("/topic/after-frame-fuzz").send(Message(body="still here"))
-        assert receiver.receive(timeout=DEADLINE).body == "still here"
-    finally:
-        conn.close()
-    assert "Traceback" not in gw.log and "internal error" not in gw.log, gw.log[-4000:]
+    check_serves_after_fuzz(gw, "/topic/after-frame-fuzz")
