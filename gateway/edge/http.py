@@ -20,14 +20,16 @@ log = logging.getLogger(__name__)
 #: bytes of a request line, of one header line, and of all of them together
 MAX_HEAD_BYTES = 16384
 _REASONS = {414: "URI Too Long", 431: "Request Header Fields Too Large"}
+#: how long the rest of a refused request is read and dropped before the socket closes
+DISCARD_SECONDS = 10.0
 
 
 class BoundedHTTPChannel(HTTPChannel):
     """twisted.web's channel, answering an over-long request head as RabbitMQ does: a
     request line over ``MAX_HEAD_BYTES`` gets 414, a header line or all of them together
     431 (Twisted drops the first two with no answer at all and says 400 to the third).
-    The rest of the request is then read and thrown away until the client closes (or
-    the channel's idle timeout), so the client is not reset before it reads the answer.
+    The rest of the request is then read and thrown away until the client closes (for at
+    most ``DISCARD_SECONDS``), so the client is not reset before it reads the answer.
     """
 
     MAX_LENGTH = MAX_HEAD_BYTES
@@ -72,9 +74,11 @@ class BoundedHTTPChannel(HTTPChannel):
             f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         # half-close: the answer goes out, what the client still sends is read and dropped
+        # for at most DISCARD_SECONDS more
         lose_write = getattr(self.transport, "loseWriteConnection", None)
         if lose_write is not None:
             lose_write()
+            self.setTimeout(DISCARD_SECONDS)
         else:
             self.transport.loseConnection()
 
