@@ -128,8 +128,8 @@ class ManagementModel:
             },
             "message_stats": {
                 "publish": sum(x.published_in for v in vhosts for x in v.exchanges.values()),
-                "deliver_get": sum(q.delivered for q in queues),
-                "ack": sum(q.acked for q in queues),
+                "deliver_get": sum(q.entries.delivered for q in queues),
+                "ack": sum(q.entries.acked for q in queues),
             },
             "memory_used": self.broker.memory_used,
             "memory_alarm": self.broker.blocked,
