@@ -233,7 +233,11 @@ class Broker:
     def global_names(self) -> GlobalNames:
         """Which ``node@container`` names are global addresses here: our container's,
         and those a service resolver (the forwarder) claims (``entity_names``)."""
-        return GlobalNames(self.container_id, lambda name: self.service(name) is not None)
+        return GlobalNames(self.container_id, self.serves)
+
+    def serves(self, name: str) -> bool:
+        """True when a service node answers for ``name`` (a forwarded ``node@container``)."""
+        return self.service(name) is not None
 
     def service(self, name: str) -> Optional[ServiceNode]:
         """The service node for ``name``, or ``None``."""

@@ -110,10 +110,18 @@ class Publisher:
         if not message.gateway_id and self._broker is not None:
             message.gateway_id = self._broker.next_gateway_id()
         if exchange == "":
-            # a global address always means its node, never a local queue of its name
-            queue = self.queue_for_key(routing_key) if "@" in routing_key else self._queues.get(routing_key)
-            if queue is None:
+            node = None
+            if "@" in routing_key:
+                # a global address always means its node, never a local queue of its name:
+                # the forwarder claims it first (``GlobalNames``: forwarded is what a service
+                # resolves), then this gateway's own container
                 node = self._broker.service(routing_key) if self._broker is not None else None
+                queue = None if node is not None else self.queue_for_key(routing_key)
+            else:
+                queue = self._queues.get(routing_key)
+            if queue is None:
+                if node is None:
+                    node = self._broker.service(routing_key) if self._broker is not None else None
                 if node is None:
                     return _NOTHING
                 call_service(node, message, now, ServiceCaller(None, self._vhost))
