@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 _EXTRA_FAILURES = 16
 #: characters of a claimed user name kept as a key (longer names are cut)
 _MAX_NAME = 256
+#: characters of a claimed user name a refusal's text repeats
+_SHOWN_NAME = 64
 #: addresses remembered per user as ones it logged in from (rule 4)
 _MAX_TRUSTED = 32
 #: the ``RateLimitedLog`` kind of logins refused unchecked (rule 3)
@@ -182,7 +184,8 @@ class LoginThrottle:
                         "login throttled: login of user %r from %s refused unchecked: %d failed "
                         "logins in its name in the window; its next check in %.0fs", user, peer,
                         attempts, wait, tally=f"refused unchecked for user {user[:_MAX_NAME]!r}")
-                    raise LoginThrottled(user, f"too many failed logins for user '{user}'; "
+                    shown = user if len(user) <= _SHOWN_NAME else user[:_SHOWN_NAME] + "..."
+                    raise LoginThrottled(user, f"too many failed logins for user '{shown}'; "
                                                f"try again in {wait:.0f}s", record.next_check)
                 record.next_check = now + self._delay(attempts + 1)
         record.checking.append(now)

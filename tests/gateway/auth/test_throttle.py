@@ -263,3 +263,12 @@ def test_the_refusal_line_names_user_peer_and_the_answer(caplog):
         "login refused: user None from 10.0.0.2:5000 (AMQP 0-9-1, no mechanism): mechanism 'X' "
         "is not offered; answered at once",
     ]
+
+
+def test_a_refusal_repeats_at_most_64_characters_of_the_name():
+    t = LoginThrottle(max_failures=1, window=60, base_delay=5, max_delay=5)
+    name = "n" * 300
+    _guesses(t, name, [A, A], 0.0)
+    with pytest.raises(LoginThrottled) as info:
+        t.check_attempt(B, name, "b:1", 1.0)
+    assert f"user '{'n' * 64}...'" in info.value.reason and info.value.user == name
