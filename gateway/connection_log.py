@@ -189,20 +189,23 @@ class TextFormatter(logging.Formatter):
     management API shows in the connection's name (``127.0.0.1:50432 #N``). The
     message is escaped (``escape_for_log``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: int | None = None) -> None:
         super().__init__(TEXT_FORMAT)
+        #: ``workers: N``: every line of worker K starts ``[worker K]``
+        self._worker = f"[worker {worker}] " if worker is not None else ""
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API
         cid = getattr(record, CONNECTION_ID, None)
-        record.connection = f"[#{cid}] " if cid is not None else ""
+        record.connection = self._worker + (f"[#{cid}] " if cid is not None else "")
         record.message = escape_for_log(record.message)
         return super().formatMessage(record)
 
 
-def json_formatter() -> logging.Formatter:
+def json_formatter(worker: int | None = None) -> logging.Formatter:
     """One JSON object per line (python-json-logger): ``time``, ``level``, ``logger``,
-    ``message`` (escaped as in text, so both formats read the same) and each line's own
-    fields, whose strings JSON itself escapes."""
+    ``message`` (escaped as in text, so both formats read the same), ``worker`` (the
+    number of this worker of ``workers: N``) and each line's own fields, whose strings
+    JSON itself escapes."""
     from pythonjsonlogger.json import JsonFormatter
 
     class _EscapingJsonFormatter(JsonFormatter):
@@ -214,7 +217,8 @@ def json_formatter() -> logging.Formatter:
 
     return _EscapingJsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
                                   rename_fields={"asctime": "time", "levelname": "level",
-                                                 "name": "logger"})
+                                                 "name": "logger"},
+                                  static_fields={"worker": worker} if worker is not None else None)
 
 
 #: who ended a connection, as the close line says it

@@ -18,7 +18,8 @@ incoming link waits for queue capacity.
 
 States: SASL (negotiating) -> AMQP (proton) -> closed. ``closed`` becomes True once the
 final output has been handed out (proton's head is closed, or SASL failed); the edge
-then drops the socket.
+then drops the socket, or after a ``close`` of ours (``linger_on_close``) leaves that to
+the peer, discarding what it still sends.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
 close with the carried condition (a received string that is not UTF-8 included:
@@ -50,14 +51,16 @@ from typing import Any, Callable, Optional
 
 from proton import Connection
 
+from gateway.amqp10.backend_links import open_proxied
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.received_strings import check_open
 from gateway.amqp10.proton_transport import ProtonTransport
-from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslState
+from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
+from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
     AdmissionToken,
@@ -67,7 +70,9 @@ from gateway.auth import (
     LoginThrottle,
     PermissionCache,
     User,
-    may_access_vhost,
+    VhostAccessRefused,
+    VhostNotFound,
+    admit_to_vhost,
 )
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
@@ -96,10 +101,11 @@ class Amqp10Engine:
     """One 1.0 connection; the engine surface of ``gateway.edge.engine_protocol``.
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
-    logs in as ``default_user`` (refused, by answering the SASL header and closing, when
-    there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
-    names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    logs in as ``default_user`` where ``allow_without_sasl`` (the listener's setting), and
+    is otherwise refused with our open and a close naming the setting (``without_sasl``).
+    Times are seconds; sizes bytes. ``connection_id`` (the edge's id) names the
+    connection in the message ledger (``broker.ledger``); without it the engine's
+    ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
     ``proton_transport.connection_properties()``.
     """
@@ -132,6 +138,8 @@ class Amqp10Engine:
         tls: bool = False,
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
+        allow_without_sasl: bool = False,
+        vhost_proxy: Any = None,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -155,7 +163,7 @@ class Amqp10Engine:
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
-        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        #: announced as RabbitMQ's version when set (config ``rabbitmq_version``)
         self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._admission: Optional[AdmissionToken] = None
@@ -183,6 +191,9 @@ class Amqp10Engine:
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
+        # the edge was asked for a flush and has not taken the output since: asking again
+        # does nothing there, and was a call per delivery to another connection's consumer
+        self._flush_asked = False
         #: proton's engine, once SASL is done
         self._proton: Optional[ProtonTransport] = None
         #: proton's events dispatched (made with ``_proton``)
@@ -192,6 +203,13 @@ class Amqp10Engine:
         #: True once the peer closed its side of the socket
         self.eof_received = False
         self._login: Optional[SaslLogin] = None
+        #: edge mode (``gateway.backend.VhostProxy``): a proxied vhost's open waits for its
+        #: backend connection (``backend_links``), and the frames after it with it
+        self.vhost_proxy = vhost_proxy
+        self.backend_session: Any = None
+        self.held_for_backend = False
+        #: the password of a PLAIN login, kept for a passthrough backend only
+        self.login_password: Optional[str] = None
         if header == SASL_HEADER:
             self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
                                     allow_anonymous=allow_anonymous,
@@ -199,17 +217,29 @@ class Amqp10Engine:
                                     connection_id=self.trail.connection_id)
             self._out += self._login.greeting()
             return
-        user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
-        if user is None:
-            # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
-            self._log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
-            self.trail.closing(CLOSED_BY_SERVER, None, "1.0 without SASL and no default user")
-            self._out += SASL_HEADER
-            self._finish()
-            return
+        user, refusal = login_without_sasl(authenticator.users, default_user,
+                                           allowed=allow_without_sasl)
         self._start_amqp(user, header)
+        if refusal is not None:
+            # our open, then a close naming the setting (``without_sasl``)
+            self._log.info("refusing 1.0 without SASL from %s: %s", peer_host, refusal)
+            self.trail.closing(CLOSED_BY_SERVER, REFUSAL_CONDITION.value, refusal)
+            self._events.close_connection(REFUSAL_CONDITION, refusal)
+            self._process_events()
 
     # ------------------------------------------------------------------ engine surface
+    @property
+    def linger_on_close(self) -> bool:
+        """Once ``closed``: a ``close`` of ours went out (our own, or the answer to the
+        peer's), so the peer closes the socket next; the edge discards what it still
+        sends until then (``engine_protocol``). Not after EOF, a handshake timeout, or a
+        transport error (proton's idle timeout, undecodable input): that peer is gone or
+        broken, and its socket is closed at once."""
+        proton = self._proton
+        return (proton is not None and not self.eof_received and self.timed_out is None
+                and proton.transport.condition is None
+                and bool(proton.connection.state & Connection.LOCAL_CLOSED))
+
     def receive_data(self, data: bytes) -> None:
         """Consume socket bytes. Never raises: internal failures close the connection
         with ``amqp:internal-error``."""
@@ -252,6 +282,7 @@ class Amqp10Engine:
         frames of a large transfer only after a ``pop``), so this loops until it is empty:
         otherwise the rest of a big message would wait for the next input or timer.
         """
+        self._flush_asked = False
         out = bytearray(self._out)
         self._out.clear()
         if self._proton is not None and not self.closed:
@@ -324,14 +355,16 @@ class Amqp10Engine:
         connection's life, as RabbitMQ keeps them per channel (a publish on a link that
         names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
-        if user is None or vhost is None:
+        name = vhost.name if vhost is not None else self.vhost_name if self.backend_session else None
+        if user is None or name is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no authenticated user or vhost")
-        refusal = self._permissions.refusal(user, vhost.name, action, resource)
+        refusal = self._permissions.refusal(user, name, action, resource)
         if refusal is not None:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
-        if not self._in_call and self.on_output is not None:
+        if not self._in_call and not self._flush_asked and self.on_output is not None:
+            self._flush_asked = True
             self.on_output()
 
     def link_handlers(self) -> list[LinkHandler]:
@@ -343,31 +376,76 @@ class Amqp10Engine:
         default), check the user may use it, and admit the connection under the user's
         connection limit. Raises ``Amqp10Error`` (connection scope): ``amqp:not-found``,
         ``amqp:unauthorized-access`` or ``amqp:resource-limit-exceeded``."""
+        if connection.state & Connection.LOCAL_CLOSED:
+            return  # refused before it came (``without_sasl``): proton now sends our close
         self._handshake_deadline = None
         check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
-        vhost = self.broker.vhost(name)
+        backend = self.vhost_proxy.backend_for(name) if self.vhost_proxy is not None else None
+        if backend is not None:  # edge mode: our open once the backend opened
+            self.vhost_name = name
+            self._admit()
+            self.held_for_backend = True
+            try:
+                self.backend_session = open_proxied(self, name, backend)
+            except Amqp10Error:
+                self.held_for_backend = False
+                raise
+            return
         connection.open()
-        if vhost is None:
-            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
         user = self.user
         assert user is not None
-        if not may_access_vhost(user, name):
-            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{name}' refused for user '{user.name}'",
-                              Scope.CONNECTION)
+        try:
+            vhost = admit_to_vhost(self.broker.vhost, user, name)
+        except VhostNotFound:
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION) from None
+        except VhostAccessRefused as exc:
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, exc.text, Scope.CONNECTION) from None
         self.vhost_name = name  # admitted with its vhost known (management's view)
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(user.name, connection=self)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
+        self._admit()
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
         self.trail.authenticated(user.name, name, self._mechanism or None)
+
+    def _admit(self) -> None:
+        """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
+        if self._registry is not None:
+            try:
+                self._admission = self._registry.admit(self.user.name, connection=self)
+            except ConnectionLimitReached as exc:
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
+
+    # ------------------------------------------------------------------ edge mode
+    def resume_after_backend(self) -> None:
+        """The backend connection opened: answer the client's open, then handle the
+        frames held since."""
+        if self.closed or self._proton is None:
+            return
+        self.held_for_backend = False
+        self._proton.connection.open()
+        self.trail.authenticated(self.user.name if self.user else "", self.vhost_name or "",
+                                 self._mechanism or None)
+        self._after_backend_event()
+
+    def close_for_backend(self, condition: ErrorCondition, text: str) -> None:
+        """The backend refused or was lost: close the connection with ``condition``."""
+        if self.closed or self._events is None:
+            return
+        self.held_for_backend = False
+        self.trail.closing(CLOSED_BY_SERVER, condition.value, text)
+        self._events.close_connection(condition, text)
+        self._after_backend_event()
+
+    def _after_backend_event(self) -> None:
+        try:
+            self._process_events()
+        except Exception:  # noqa: BLE001 - called from the backend's socket
+            log.exception("1.0 engine failure after a backend event for %s", self.peer_host)
+            self._internal_error()
+        self.output_ready()
 
     @property
     def proton_connection(self) -> Optional[Connection]:
@@ -403,6 +481,7 @@ class Amqp10Engine:
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None
             self._mechanism = sasl.result.mechanism
+            self.login_password = sasl.result.password
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.trail.closing(CLOSED_BY_SERVER, "sasl-outcome", sasl.failure or "login refused")
@@ -410,11 +489,12 @@ class Amqp10Engine:
             if login.release_at is not None:
                 self._handshake_deadline = None
 
-    def _start_amqp(self, user: User, initial: bytes) -> None:
+    def _start_amqp(self, user: Optional[User], initial: bytes) -> None:
+        """Hand over to proton as ``user`` (None: a refused connection, closed at once)."""
         self.user = user
         self.state = EngineState.AMQP
         channel_max = self.channel_max
-        if self._registry is not None:
+        if self._registry is not None and user is not None:
             sessions = self._registry.limits_for(user.name).max_channels
             if sessions > 0:
                 # channel numbers 0..channel_max: N sessions means channel-max N-1
@@ -494,6 +574,8 @@ class Amqp10Engine:
                 handler.teardown()
             except Exception:  # noqa: BLE001 - one bad link must not keep the rest
                 log.exception("1.0 link teardown failed on %s", self.owner)
+        if self.backend_session is not None:
+            self.backend_session.close()
         if self.vhost is not None:
             self.vhost.owner_closed(self.owner)
         if hasattr(self.broker, "remove_blocked_listener"):
@@ -503,9 +585,10 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        # the SASL layer holds the login gate, a bound method of the login: a cycle that
-        # only a full collection would free
+        # the SASL layer holds the login gate, a bound method of the login, and the event
+        # handlers hold their host: cycles that only a full collection would free
         self._login = None
+        self._events = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False

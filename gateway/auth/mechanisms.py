@@ -61,7 +61,7 @@ import ipaddress
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import scramp
 
@@ -98,6 +98,10 @@ class Mechanism(enum.StrEnum):
     ANONYMOUS = "ANONYMOUS"
 
 
+#: mechanisms whose credential is a secret the client may replace (a password)
+_SECRET_MECHANISMS = frozenset({Mechanism.PLAIN, Mechanism.AMQPLAIN, Mechanism.SCRAM_SHA_256})
+
+
 class ProtocolFamily(enum.StrEnum):
     """The two protocols; passed as plain strings ``"amqp091"``/``"amqp10"``."""
 
@@ -114,10 +118,13 @@ class Challenge:
 
 @dataclass(frozen=True, slots=True)
 class Authenticated:
-    """The exchange succeeded; ``additional_data`` goes in the 1.0 outcome."""
+    """The exchange succeeded; ``additional_data`` goes in the 1.0 outcome. ``password``
+    is kept only by an authenticator with ``passthrough`` (edge mode: the client's own
+    credentials open its backend connection)."""
 
     user: User
     additional_data: bytes | None = None
+    password: str | None = field(default=None, repr=False)
 
 
 def is_loopback(peer_host: str) -> bool:
@@ -160,7 +167,7 @@ class SaslExchange:
             raise
         if isinstance(result, Authenticated):
             self.finished = True
-            result = Authenticated(self._admit(result.user), result.additional_data)
+            result = replace(result, user=self._admit(result.user))
         return result
 
     def _step(self, response: bytes) -> Challenge | Authenticated:
@@ -180,8 +187,16 @@ class SaslExchange:
 
     def _password_login(self, name: str, password: str) -> Authenticated:
         self._claim(name)
-        user = self._authenticator.check_password(name, password)
-        return Authenticated(user)
+        authenticator = self._authenticator
+        if not authenticator.passthrough:
+            return Authenticated(authenticator.check_password(name, password))
+        try:
+            user = authenticator.check_password(name, password)
+        except AuthenticationFailed:
+            # known only to a backend, which decides at open; no permission here, so no
+            # vhost of the embedded broker admits this user
+            user = User(name=name, password_hash=None)
+        return Authenticated(user, password=password)
 
 
 class _PlainExchange(SaslExchange):
@@ -305,12 +320,18 @@ class Authenticator:
     """Offers mechanisms and starts SASL exchanges against a ``UserDirectory``.
 
     ``anonymous_user`` names the directory user an ANONYMOUS login becomes;
-    without it ANONYMOUS is never offered.
+    without it ANONYMOUS is never offered. With ``passthrough`` (edge mode, a backend with
+    ``credentials: passthrough``) a PLAIN or AMQPLAIN login keeps its password, and a user
+    this directory does not know (or whose password it does not take) is admitted with no
+    permissions at all: only a passthrough vhost, whose backend checks the credentials,
+    lets such a user in.
     """
 
-    def __init__(self, users: UserDirectory, *, anonymous_user: str | None = None) -> None:
+    def __init__(self, users: UserDirectory, *, anonymous_user: str | None = None,
+                 passthrough: bool = False) -> None:
         self.users = users
         self.anonymous_user = anonymous_user
+        self.passthrough = passthrough
         # Per-process secret for the fake SCRAM salts of unknown users.
         self._secret = secrets.token_bytes(32)
         # Verified when the user is unknown, so both paths cost one KDF run.
@@ -388,6 +409,22 @@ class Authenticator:
         if user is None or stored is None or not ok:
             raise AuthenticationFailed(_INVALID_CREDENTIALS)
         return user
+
+    def renew_secret(self, mechanism: str, name: str, secret: bytes) -> User:
+        """User ``name`` as the directory has it now, if ``secret`` is its credential under
+        ``mechanism`` (the one it logged in with); 0-9-1 connection.update-secret.
+
+        A password for PLAIN, AMQPLAIN and SCRAM-SHA-256 (checked as a login checks it).
+        EXTERNAL and ANONYMOUS logins carry no secret, so there is none to renew: refused
+        rather than accepted unchecked. Raises ``AuthenticationFailed`` with the reason.
+        """
+        if mechanism not in _SECRET_MECHANISMS:
+            raise AuthenticationFailed(f"a {str(mechanism)[:40]} login has no secret to update")
+        try:
+            password = secret.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("the new secret is not UTF-8") from None
+        return self.check_password(name, password)
 
     def fake_scram_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         """Stable, unusable SCRAM parameters for a name with no password.

@@ -174,12 +174,18 @@ class VirtualHost:
             if self.broker is not None:
                 self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
-                self.store.save_exchange(
-                    ExchangeRecord(self.name, name, type, durable, auto_delete, internal, dict(existing.arguments))
-                )
+                self.store.save_exchange(self._exchange_record(existing))
             return existing
         check_exchange_equivalence(existing, type, durable, auto_delete, internal, arguments or {})
+        if existing.durable and not existing.predeclared:
+            # writes nothing unless its first write is not committed yet: then the caller
+            # waits for that commit too (``gateway/store/sqlite_entities.py``)
+            self.store.save_exchange(self._exchange_record(existing))
         return existing
+
+    def _exchange_record(self, exchange: Exchange) -> ExchangeRecord:
+        return ExchangeRecord(self.name, exchange.name, exchange.type.value, True, exchange.auto_delete,
+                              exchange.internal, dict(exchange.arguments))
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
         """Delete an exchange and every binding to or from it. A missing exchange is not
@@ -248,6 +254,8 @@ class VirtualHost:
                 self.checked_queue(name, owner)  # raises ResourceLocked
             check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments or {})
             existing.touch(now)
+            if existing.storable:
+                self.store.save_queue(self._queue_record(existing))  # as for exchanges above
             return existing
         if not restored:
             check_new_name("queue", name, self.global_names)
@@ -276,11 +284,14 @@ class VirtualHost:
     def queue_storage(self, queue: Queue) -> Optional[QueueStorage]:
         """Write the storable ``queue``'s record; its ``QueueStorage`` when the store keeps
         messages, else None."""
-        key = self.store.save_queue(QueueRecord(self.name, queue.name, True, False, dict(queue.arguments)))
+        key = self.store.save_queue(self._queue_record(queue))
         if not self.store.persistent:
             return None
         loader = self.broker.message_loader if self.broker is not None else None
         return QueueStorage(queue, self.store, key, loader, self.gate)
+
+    def _queue_record(self, queue: Queue) -> QueueRecord:
+        return QueueRecord(self.name, queue.name, True, False, dict(queue.arguments))
 
     def _server_name(self) -> str:
         while True:

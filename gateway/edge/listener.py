@@ -40,7 +40,6 @@ from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory
 
 from gateway.auth.limits import ListenerSlots
-from gateway.auth.throttle import LoginThrottle
 from gateway.config import ListenerConfig, TlsMode
 from gateway.connection_log import ConnectionTrail, RateLimitedLog, peer_name
 from gateway.edge.sniffer import SniffingProtocol
@@ -113,14 +112,15 @@ class ListenerFactory(Factory):
 
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
                  engine_factory: EngineFactory, max_connections: int = 0,
-                 tls=None, login_throttle: Optional[LoginThrottle] = None,
-                 connection_log: Optional[RateLimitedLog] = None) -> None:
+                 tls=None, connection_log: Optional[RateLimitedLog] = None) -> None:
         self.listener = listener
-        self.login_throttle = login_throttle
         #: the rate limit of handshake-timeout lines, shared by every listener
         self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material
-        self.tls_from_start = listener.tls is TlsMode.ON
+        # ``tls: on`` behind a balancer: the PROXY header comes in clear before the TLS
+        # handshake, so TLS starts in the sniffer once the header is read
+        self.tls_after_proxy_header = listener.tls is TlsMode.ON and listener.proxy_protocol
+        self.tls_from_start = listener.tls is TlsMode.ON and not listener.proxy_protocol
         self.reactor = reactor
         self.metrics = metrics
         self.engine_factory = engine_factory
@@ -156,10 +156,11 @@ class ListenerFactory(Factory):
     # -- sniffer callbacks ------------------------------------------------------------
     def refusal_reason(self, kind: HeaderKind, in_tls: bool = False) -> Optional[str]:
         """Why this listener will not serve ``kind`` (a metric label), or None."""
-        if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL):
+        # 1.0 without SASL too: the 1.0 engine serves it where the listener allows it, and
+        # refuses it in 1.0 elsewhere (open, then a close naming the setting)
+        if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL,
+                    HeaderKind.AMQP10_PLAIN):
             return None
-        if kind is HeaderKind.AMQP10_PLAIN:
-            return None if self.listener.allow_amqp10_without_sasl else "amqp10-without-sasl"
         if kind is HeaderKind.AMQP08:
             return "amqp08"
         if kind in (HeaderKind.AMQP10_TLS, HeaderKind.TLS_CLIENT_HELLO):
@@ -172,11 +173,11 @@ class ListenerFactory(Factory):
 
     def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol,
                     tls_peer_subject: Optional[str] = None) -> object:
-        peer = proto.transport.getPeer()
+        peer_host, peer_port = proto.peer
         trail = self.trail(proto, kind)
         ctx = AcceptedConnection(
             connection_id=proto.connection_id, kind=kind, header=header,
-            peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
+            peer_host=peer_host, peer_port=peer_port,
             listener=self.listener, now=self.reactor.seconds(),
             tls_peer_subject=tls_peer_subject, listener_slots=self.slots,
             tls=bool(getattr(proto, "in_tls", False)), trail=trail)
@@ -219,8 +220,7 @@ class ListenerFactory(Factory):
     @staticmethod
     def peer_text(proto: SniffingProtocol) -> str:
         try:
-            p = proto.transport.getPeer()
-            return peer_name(p.host, p.port)
+            return peer_name(*proto.peer)
         except Exception:  # noqa: BLE001
             return "?"
 

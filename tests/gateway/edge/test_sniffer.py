@@ -5,7 +5,6 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from gateway.auth import LoginThrottle
 from gateway.config import ListenerConfig
 from gateway.connection_log import HANDSHAKE_TIMEOUT_KIND, HandshakeTimeout
 from gateway.edge.listener import HARD_CAP_MIN_MARGIN, ListenerFactory, hard_cap
@@ -79,6 +78,8 @@ def sample(metrics, name, labels=None):
     (b"AMQP\x00\x00\x09\x01", HeaderKind.AMQP091, "amqp091"),
     (b"AMQP\x01\x01\x00\x09", HeaderKind.AMQP09, "amqp09"),
     (b"AMQP\x03\x01\x00\x00", HeaderKind.AMQP10_SASL, "amqp10"),
+    # served or refused by the 1.0 engine, which knows the listener's setting
+    (b"AMQP\x00\x01\x00\x00", HeaderKind.AMQP10_PLAIN, "amqp10"),
 ])
 def test_recognised_headers_reach_an_engine_with_leftovers(env, header, kind, label):
     reactor, factory, engines, metrics = env
@@ -106,7 +107,6 @@ def test_recognised_headers_reach_an_engine_with_leftovers(env, header, kind, la
     (b"\xff\xfe\xfd", AMQP091_HEADER, "unknown-header"),
     (b"AMQP\x01\x01\x08\x00", AMQP091_HEADER, "amqp08"),
     (b"AMQP\x01\x01\x09\x01", AMQP091_HEADER, "amqp08"),
-    (b"AMQP\x00\x01\x00\x00", AMQP10_SASL_HEADER, "amqp10-without-sasl"),
     (b"AMQP\x02\x01\x00\x00", AMQP10_SASL_HEADER, "tls-not-enabled"),
     (b"\x16\x03\x01\x00\xa5\x01\x00\x00", AMQP091_HEADER, "tls-not-enabled"),
 ])
@@ -225,18 +225,6 @@ def test_engines_get_the_listener_slots_and_the_listener_cap_wins(env):
 
 # ------------------------------------------------------------------ login throttle, timeouts
 
-def test_failed_logins_never_close_a_connection_at_accept(env):
-    """Issue 41: everyone behind a NAT was closed at accept while one guesser failed."""
-    reactor, _, engines, metrics = env
-    throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
-    factory = ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0), reactor, metrics,
-                              lambda ctx: None, login_throttle=throttle)
-    for _ in range(20):
-        throttle.refused("127.0.0.1", "u", reactor.seconds())
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40001)) is not None
-    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) in (None, 0)
-
-
 def test_sniff_timeouts_are_logged_once_per_interval_with_a_count(env, caplog):
     reactor, factory, engines, metrics = env
     caplog.set_level("INFO", logger="gateway.edge")
@@ -276,3 +264,79 @@ def test_the_driver_logs_an_engine_handshake_timeout_once(caplog):
     proto.driver.flush()
     assert [r.getMessage() for r in caplog.records if "timeout" in r.getMessage()] == [
         "handshake timeout: 127.0.0.1:40000 stalled in phase 'test phase' for 5.0s; closed"]
+
+
+# ------------------------------------------------------------------ PROXY protocol
+
+PROXY_V2 = (b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c" + bytes([203, 0, 113, 9, 127, 0, 0, 1])
+            + (40123).to_bytes(2, "big") + (5672).to_bytes(2, "big"))
+
+
+def proxy_listener(reactor, metrics, engines, **kwargs):
+    def factory_fn(ctx):
+        e = RecordingEngine(ctx)
+        engines.append(e)
+        return e
+    return ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0, proxy_protocol=True),
+                           reactor, metrics, factory_fn, **kwargs)
+
+
+@pytest.mark.parametrize("proxy_header", [PROXY_V2, b"PROXY TCP4 203.0.113.9 127.0.0.1 40123 5672\r\n"])
+def test_a_proxy_header_names_the_client_to_the_engine_and_the_logs(env, caplog, proxy_header):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    caplog.set_level("INFO", logger="gateway.connection_log")
+    stream = proxy_header + AMQP091_HEADER + b"rest"
+    for b in stream[:len(proxy_header) + 7]:
+        proto.dataReceived(bytes([b]))
+        assert not engines and not transport.disconnecting
+    proto.dataReceived(stream[len(proxy_header) + 7:])
+    ctx = engines[0].ctx
+    assert (ctx.peer_host, ctx.peer_port) == ("203.0.113.9", 40123)
+    assert ctx.kind is HeaderKind.AMQP091 and bytes(engines[0].received) == b"rest"
+    assert factory.peer_text(proto) == "203.0.113.9:40123"
+    assert any("203.0.113.9:40123" in r.getMessage() for r in caplog.records)
+
+
+def test_a_local_proxy_header_keeps_the_socket_address(env):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    proto.dataReceived(b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00" + AMQP10_SASL_HEADER)
+    assert (engines[0].ctx.peer_host, engines[0].ctx.peer_port) == ("127.0.0.1", 40000)
+
+
+@pytest.mark.parametrize("data", [AMQP091_HEADER, b"PROXY TCP4 1.2.3 1.2.3.4 1 2\r\n" + AMQP091_HEADER])
+def test_a_connection_without_a_valid_proxy_header_is_closed_and_logged(env, caplog, data):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    caplog.set_level("WARNING", logger="gateway.edge.sniffer")
+    proto.dataReceived(data)
+    assert transport.disconnecting and transport.value() == b"" and not engines
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "proxy-header"}) == 1
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "from 127.0.0.1:40000 refused: the listener expects a PROXY protocol header" in line
+    proto.dataReceived(b"more")                     # ignored, never raises
+    proto.connectionLost(None)
+
+
+def test_a_proxy_header_not_finished_by_the_deadline_is_closed(env):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    proto.dataReceived(PROXY_V2[:20])
+    reactor.advance(3.0)
+    assert transport.disconnecting and not engines
+
+
+def test_behind_a_balancer_the_engine_sees_the_client_not_the_balancer(env):
+    """The login throttle (in the engines) counts the client the PROXY header names; no
+    connection is refused at the listener for its failed logins (issue 41)."""
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)                      # accepted from 127.0.0.1
+    proto.dataReceived(PROXY_V2 + AMQP091_HEADER)
+    assert engines and engines[0].ctx.peer_host == "203.0.113.9"
+    assert not transport.disconnecting
