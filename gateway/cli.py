@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 from gateway.config import (
     ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
-from gateway.connection_log import TextFormatter
+from gateway.connection_log import TextFormatter, json_formatter
 from gateway.product import PRODUCT, __version__
 
 if TYPE_CHECKING:
@@ -149,11 +149,7 @@ def log_formatter(fmt: str = "text", worker: int | None = None) -> logging.Forma
     (``connection_id``, ``event``... see ``connection_log``), by python-json-logger.
     ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
     if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        return JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
-                             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-                             static_fields={"worker": worker} if worker is not None else None)
+        return json_formatter(worker)
     return TextFormatter(worker)
 
 
