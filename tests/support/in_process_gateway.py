@@ -59,7 +59,7 @@ class NeedsProcess(TypeError):
 
 
 class GatewayLog(logging.Handler):
-    """The one handler (on the root logger) that gives the gateways' lines to the
+    """The one handler (on the gateway's loggers) that gives the gateways' lines to the
     in-process gateways, each formatted in its own layout."""
 
     _installed: Optional["GatewayLog"] = None
@@ -74,13 +74,16 @@ class GatewayLog(logging.Handler):
 
     @classmethod
     def installed(cls) -> "GatewayLog":
+        """The one instance, on the gateway's loggers (not the root logger, which a test
+        running ``cli.main`` in this process reconfigures)."""
         with cls._install_lock:
             if cls._installed is None:
                 from gateway.cli import bridge_twisted_logging
 
                 bridge_twisted_logging()
                 cls._installed = cls()
-                logging.getLogger().addHandler(cls._installed)
+                for name in _LOGGERS:
+                    logging.getLogger(name).addHandler(cls._installed)
             return cls._installed
 
     def add(self, gw: "InProcessGateway") -> None:
@@ -112,8 +115,6 @@ class GatewayLog(logging.Handler):
             logging.getLogger(name).setLevel(level)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.split(".", 1)[0] not in _LOGGERS:
-            return
         if record.thread == threading.main_thread().ident:
             return  # the test's own code (unit tests): gateways run on other threads
         with self._guard:
