@@ -5,7 +5,8 @@ routed through ``amqp$transfer``) and is settled with the outcome.
 How a link is attached, its permissions, ledger records and address errors are described
 in ``links.py``; the outgoing direction is ``outgoing_link.py``.
 
-Credit (client senders): windows of ``INCOMING_CREDIT``, withheld while the broker's
+Credit (client senders): windows of ``INCOMING_CREDIT`` (``TRANSFER_CREDIT``, topped up
+at three quarters, for a forwarder's link to ``amqp$transfer``), withheld while the broker's
 producer gate is blocked (memory alarm), and bounded by the room left in the queues the
 target reaches (``Queue.capacity_left``: ``x-max-length`` and ``x-max-length-bytes`` of
 a ``reject-publish`` queue), so a full queue stops a 1.0 sender instead of growing
@@ -43,6 +44,7 @@ from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
+    TRANSFER_CREDIT,
     _ROUTED,
     _WRITE,
     _address_error,
@@ -111,6 +113,11 @@ class IncomingLink:
         #: exchanges WRITE was granted on (the engine keeps its answers for the
         #: connection's life too: no check per message)
         self._may_publish: set[str] = set()
+        #: the credit window, and the credit below which it is topped up (a forwarder's
+        #: link to ``amqp$transfer``: a larger window topped up at three quarters)
+        transfer = route.__class__ is ServiceRoute and route.name == TRANSFER_SERVICE
+        self._window = TRANSFER_CREDIT if transfer else INCOMING_CREDIT
+        self._low = self._window * 3 // 4 if transfer else self._window // 2
 
     @property
     def starving(self) -> bool:
@@ -151,20 +158,21 @@ class IncomingLink:
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
-        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
+        window = self._window - self._durable.count  # transfers waiting for the disk
         room = self._room()
         return window if room is None or room > window else room
 
     def refill(self) -> bool:
-        """Top the client's credit up to the window when it fell below half; True if a
-        flow was issued."""
+        """Top the client's credit up to the window when it fell below half (three
+        quarters for ``amqp$transfer``); True if a flow was issued."""
         if self.closed:
             return False
         have = pn_link_credit(self.link._impl)
-        if have * 2 > INCOMING_CREDIT:
+        low = self._low
+        if have > low:
             return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
-        if want > have and (have * 2 <= want or have == 0):
+        if want > have and (have * self._window <= want * low or have == 0):
             self.link.flow(want - have)
             return True
         return False
