@@ -72,6 +72,7 @@ from gateway.amqp10.proton_calls import (
 )
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.amqp10.unroutable_outcome import settle_unroutable
+from gateway import timeline
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import ExchangeType
@@ -174,6 +175,9 @@ class IncomingLink:
         want = self._wanted_credit()
         if want > have and (have * self._window <= want * low or have == 0):
             self.link.flow(want - have)
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("granted", want - have)
             return True
         return False
 
@@ -230,6 +234,9 @@ class IncomingLink:
         accepted one the store wrote once it is on disk)."""
         writes = self._store.write_count
         self.host.trail.messages_in += 1
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("received")
         outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if self._store.write_count != writes and outcome == Delivery.ACCEPTED:

@@ -40,6 +40,7 @@ import logging
 from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
+from gateway import timeline
 from gateway.broker.message import MessageContainer
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
@@ -204,6 +205,9 @@ class Forwarder:
             return
         for entry in batch:
             self._ready(entry)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("outbox-committed", len(batch))
         self.pump()
 
     def _hold(self, entry: OutboxEntry) -> None:
@@ -256,6 +260,7 @@ class Forwarder:
         if self.paged and len(ready) <= self.settings.credit // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
+        sent = self.forwarded
         cap = self.in_flight_cap
         while self.remote_credit > 0 and len(self.in_flight) < cap:
             if not ready:
@@ -277,6 +282,9 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+        marks = timeline.recorder
+        if marks is not None and self.forwarded != sent:
+            marks.mark("sent", self.forwarded - sent)
 
     @property
     def in_flight_cap(self) -> int:
@@ -337,6 +345,9 @@ class Forwarder:
         self.remote_credit = available = max(0, available)
         if available > self.granted:
             self.granted = available
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("credit", available)
         self.pump()
 
     def settled(self, settlement: Settlement) -> None:
@@ -349,6 +360,9 @@ class Forwarder:
         now = self._clock()
         for settlement in settlements:
             self._settle(settlement, now)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("settled", len(settlements))
         self.pump()
 
     def _settle(self, settlement: Settlement, now: float) -> None:

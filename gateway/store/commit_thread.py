@@ -47,6 +47,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from gateway import timeline
+
 from .errors import StoreWriteFailed
 from .sqlite_schema import SCHEMA_VERSION
 
@@ -209,6 +211,9 @@ class CommitThread:
         generation = taken[-1][0] if taken else self._last_gen
         error: Optional[StoreWriteFailed] = None
         db = self._db
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("commit-start", len(operations))
         try:
             started = time.monotonic()
             db.execute("BEGIN IMMEDIATE")
@@ -254,6 +259,8 @@ class CommitThread:
             for op in operations:
                 op.clear()  # the event loop may still hold the list; not its body
         self._last_gen = generation
+        if marks is not None:
+            marks.mark("commit-done", len(operations))
         self._call_in_loop(self._on_done, generation, error)
 
     def _execute(self, operations: list[list]) -> int:
