@@ -71,6 +71,7 @@ from gateway.amqp10.proton_calls import (
     pn_link_credit,
 )
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
+from gateway.forward.annotations import forwarded_in
 from gateway.amqp10.unroutable_outcome import settle_unroutable
 from gateway import timeline
 from gateway.auth import Action
@@ -287,11 +288,13 @@ class IncomingLink:
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
-                route, forwarded = transfer_route(host, self._directory, route, self._address,
-                                                  summary, encoded)
+                route, section = transfer_route(host, self._directory, route, self._address,
+                                                summary, encoded)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
-                if forwarded is not None:
+                if section is not None:
+                    message.received_annotations = section
+                    forwarded = forwarded_in(section[2])
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
