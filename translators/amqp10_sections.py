@@ -205,10 +205,13 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     # its prefix and one data section? (bytes, or the bytearray proton's recv returns)
     if last is not None and (encoded.__class__ is bytes or encoded.__class__ is bytearray):
         prefix, fields, at = last
-        if encoded.startswith(prefix):
-            size = plain_data_at(encoded, at)
-            if size >= 0:
-                return _new_summary(Amqp10Summary, fields + (size, at))
+        if encoded.startswith(prefix):  # (plain_data_at, inlined: once per 1.0 message)
+            head, end = encoded[at:at + 4], len(encoded)
+            if head == _DATA_HEAD32:
+                if end >= at + 8 and at + 8 + _U32.unpack_from(encoded, at + 4)[0] == end:
+                    return _new_summary(Amqp10Summary, fields + (end - at - 8, at))
+            elif head == _DATA_HEAD8 and end >= at + 5 and at + 5 + encoded[at + 4] == end:
+                return _new_summary(Amqp10Summary, fields + (end - at - 5, at))
     spans = scan_sections(encoded)
     body_spans = [span for span in spans if span.code in BODY_CODES]
     if len(body_spans) == 1 and body_spans[0].code is _DATA:
