@@ -9,7 +9,10 @@ transaction and commits it, so one sync covers writes from every connection (gro
 commit: the busier the disk, the larger the batches). Then it reports through
 ``call_in_loop(on_done, generation, error)`` (the service passes the reactor's
 ``callFromThread``), and the event loop learns that everything up to ``generation`` is on
-disk, or that it is not.
+disk, or that it is not. With ``store.sync: full`` the sync is a second stage
+(:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
+generation to the ``WalSync`` thread, which syncs the write-ahead log and only then
+reports it, while this thread already runs the next group.
 
 Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction only the
 final state matters, so message operations between two entity operations are grouped by
@@ -40,8 +43,8 @@ doubles, up to ``MAX_RETRY_INTERVAL``, until a batch with writes succeeds.
 from __future__ import annotations
 
 import enum
-import errno
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -49,7 +52,8 @@ from typing import Any, Callable, Optional
 
 from gateway import timeline
 
-from .errors import StoreWriteFailed
+from .errors import StoreWriteFailed, write_failed
+from .wal_sync import WalSync
 from .sqlite_schema import SCHEMA_VERSION
 
 __all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS"]
@@ -140,7 +144,9 @@ class CommitThread:
     def __init__(self, db: sqlite3.Connection, *, call_in_loop: Callable[..., None],
                  on_done: Callable[[int, Optional[StoreWriteFailed]], None],
                  encode_table: Codec, encode_annotations: Codec, synced: bool = True,
-                 retry_interval: float = 1.0, max_operations: int = 100_000) -> None:
+                 retry_interval: float = 1.0, max_operations: int = 100_000,
+                 wal_path: Optional[str] = None,
+                 sync_file: Callable[[int], None] = os.fdatasync) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
@@ -158,6 +164,12 @@ class CommitThread:
         self._last_gen = 0
         self._stopping = False
         self.stats = CommitStats()
+        #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
+        #: ``WalSync`` thread syncs the log and reports, while this one runs the next group
+        self._wal: Optional[WalSync] = None
+        if wal_path is not None and synced:
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._wal = WalSync(wal_path, self._report, self.stats, sync_file)
         self._thread = threading.Thread(target=self._run, name="store-commit", daemon=True)
         self._thread.start()
 
@@ -174,7 +186,9 @@ class CommitThread:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        if self._thread.is_alive():
+            return False
+        return self._wal is None or self._wal.stop(timeout)
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
@@ -222,12 +236,15 @@ class CommitThread:
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             executed = time.monotonic()
             db.execute("COMMIT")
-            self.stats.execute_seconds += executed - started
-            self.stats.commit_seconds += time.monotonic() - executed
+            if self._wal is None:
+                self.stats.execute_seconds += executed - started
+                self.stats.commit_seconds += time.monotonic() - executed
+            else:  # the sync is the WalSync thread's (and its time)
+                self.stats.execute_seconds += time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError, or a bug: never kill the thread
             if not isinstance(exc, (sqlite3.Error, OSError)):
                 log.exception("store transaction failed unexpectedly")
-            error = _write_failed(exc)
+            error = write_failed(exc)
             try:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -251,16 +268,26 @@ class CommitThread:
             self._failing = False
             self.stats.batches += 1
             self.stats.operations += written
-            if self._synced:
+            if self._synced and self._wal is None:
                 self.stats.syncs += 1
-            done = time.monotonic()
-            for _, _, submitted in taken:
-                self.stats.observe(done - submitted)
             for op in operations:
                 op.clear()  # the event loop may still hold the list; not its body
         self._last_gen = generation
         if marks is not None:
             marks.mark("commit-done", len(operations))
+        submitted = [t for _, _, t in taken] if error is None else []
+        if self._wal is not None:
+            self._wal.put(generation, error, submitted, error is None and written > 0)
+        else:
+            self._report(generation, error, submitted)
+
+    def _report(self, generation: int, error: Optional[StoreWriteFailed],
+                submitted: list[float]) -> None:
+        """Everything up to ``generation`` is on disk (or failed): tell the event loop
+        (from this thread, or from the ``WalSync`` thread once the log is synced)."""
+        done = time.monotonic()
+        for at in submitted:
+            self.stats.observe(done - at)
         self._call_in_loop(self._on_done, generation, error)
 
     def _execute(self, operations: list[list]) -> int:
@@ -390,13 +417,3 @@ def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[tuple]) -
 def _delete(db: sqlite3.Connection, head: str, keys: list, *first: Any) -> None:
     for start, size in _chunks(len(keys)):
         db.execute(f"{head} ({','.join('?' * size)})", (*first, *keys[start:start + size]))
-
-
-def _write_failed(exc: BaseException) -> StoreWriteFailed:
-    """The error the protocols report, saying whether space ran out."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    full = name.startswith("SQLITE_FULL") or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG)
-    if not full and "full" in str(exc).lower():
-        full = True
-    detail = f"{exc} ({name})" if name else str(exc)
-    return StoreWriteFailed(f"store write failed: {detail}", full=full)

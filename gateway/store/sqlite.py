@@ -137,7 +137,7 @@ class SqliteStore(ForwardingTables):
         self._thread = CommitThread(db, call_in_loop=call_in_loop, on_done=self._committed,
                                     encode_table=codecs.encode_table,
                                     encode_annotations=codecs.encode_annotations,
-                                    synced=sync == "full")
+                                    synced=sync == "full", wal_path=path + "-wal")
 
     @property
     def stats(self) -> Any:
