@@ -334,25 +334,29 @@ def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
     """
     if not annotations:
         return encoded
-    spans = scan_sections(encoded)
-    merged: dict = {}
-    start = end = 0
-    for span in spans:
-        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
-            existing = decode_section_fast(encoded, span)
-            if existing is not None and not isinstance(existing, dict):
-                raise TranslationError("message-annotations", "must be a map")
-            merged.update(existing or {})
-            start, end = span.start, span.end
-            break
-        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
-            start = end = span.end
-        else:
-            break
+    start, end, existing = _annotations_place(encoded)
+    if existing is not None and not isinstance(existing, dict):
+        raise TranslationError("message-annotations", "must be a map")
+    merged: dict = dict(existing or {})
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
     return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
                     "message-annotations")
+
+
+def _annotations_place(encoded: bytes) -> tuple[int, int, Any]:
+    """``(start, end, value)``: the message-annotations section's octets and its decoded
+    value; without one, where the spec puts it (after the header and
+    delivery-annotations) as ``start == end``, and None."""
+    start = end = 0
+    for span in scan_sections(encoded):
+        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
+            return span.start, span.end, decode_section_fast(encoded, span)
+        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
+            start = end = span.end
+        else:
+            break
+    return start, end, None
 
 
 def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any,
@@ -423,17 +427,9 @@ def _forwarded_split(encoded: bytes, to: Optional[str]) -> Optional[tuple]:
     if plain_data_at(encoded, len(prefix)) < 0:
         return None
     sections = with_to(prefix, to) if to else prefix
-    start = end = 0
-    existing: Any = {}
-    for span in scan_sections(sections):
-        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
-            existing = decode_section_fast(sections, span)
-            start, end = span.start, span.end
-            break
-        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
-            start = end = span.end
-        else:
-            break
+    start, end, existing = _annotations_place(sections)
+    if existing is None:
+        existing = {}
     if not isinstance(existing, dict):
         return None
     return prefix, to, sections[:start], existing, sections[end:]
