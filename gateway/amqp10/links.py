@@ -61,7 +61,10 @@ the missing node and the address as the client wrote it (``no queue 'nope' in vh
 (address '/amq/queue/nope')``; for ``x@other-container`` with no forwarding route:
 ``unknown container 'other-container': no forwarding route to it``); the same goes for
 a relayed message's ``to``. ``/queue/Q`` and ``Q`` declare a missing queue instead
-(``directory``: CONFIGURE permission, the plugin's queue properties). Routes through
+(``directory``: CONFIGURE permission, the plugin's queue properties); an attach that
+declared a durable queue is answered once the store committed it (``attach_link``; a
+failed commit refuses it with ``amqp:resource-limit-exceeded`` or ``amqp:internal-error``
+naming the problem). Routes through
 ``amqp$transfer`` (a ``node@container`` target, a link to ``amqp$transfer``) follow the
 per-message rules of ``transfer_routes``; local publish routes never go there.
 Unsettled deliveries go back to their queue when the link or the connection goes.
@@ -69,9 +72,9 @@ Unsettled deliveries go back to their queue when the link or the connection goes
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from proton import Link, Terminus
+from proton import Condition, Link, Terminus
 
 from addressing import (
     AddressError,
@@ -97,6 +100,7 @@ from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.queues import Queue
+from gateway.broker.store_marks import StoreMark, not_saved_text, store_full
 
 __all__ = [
     "INCOMING_CREDIT",
@@ -145,7 +149,7 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
         host.permit(Action.WRITE, global_address(route))
 
 
-def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
+def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable[[], None]]:
     remote = link.remote_source
     vhost = host.vhost
     temporary = service_reply = False
@@ -199,16 +203,19 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
     handler.service_reply = service_reply
-    link.open()
-    try:
-        queue.add_consumer(handler, host.now)
-    except BrokerError:
-        handler.teardown()
-        raise
-    return handler
+
+    def start() -> None:
+        link.open()
+        try:
+            queue.add_consumer(handler, host.now)
+        except BrokerError:
+            handler.teardown()
+            raise
+
+    return handler, start
 
 
-def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
+def _attach_incoming(host: LinkHost, link: Link) -> tuple[IncomingLink, Callable[[], None]]:
     remote = link.remote_target
     vhost = host.vhost
     if remote.dynamic:
@@ -238,18 +245,58 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     if host.max_message_size:
         link.max_message_size = host.max_message_size
     handler = IncomingLink(host, link, route, unroutable=unroutable, directory=directory)
-    link.open()
-    handler.refill()
-    return handler
+
+    def start() -> None:
+        link.open()
+        handler.refill()
+
+    return handler, start
 
 
 def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink":
     """Answer a client's attach. Raises :class:`Amqp10Error` (link scope) to refuse it;
-    broker errors are mapped through ``conditions``."""
+    broker errors are mapped through ``conditions``. An attach that declared a durable
+    queue (``directory``) is answered once the store committed the queue: until then
+    the link is known but not attached on our side (no credit, no deliveries)."""
+    address = (link.remote_source if link.is_sender else link.remote_target).address
+    mark = StoreMark(host.broker.store)
     try:
-        if link.is_sender:
-            return _attach_outgoing(host, link)
-        return _attach_incoming(host, link)
+        handler, start = _attach_outgoing(host, link) if link.is_sender else _attach_incoming(host, link)
+        if not mark.wrote:
+            start()
+            return handler
     except BrokerError as exc:
-        terminus = link.remote_source if link.is_sender else link.remote_target
-        raise _broker_error(exc, terminus.address) from None
+        raise _broker_error(exc, address) from None
+    mark.answer(lambda error: _attach_saved(host, handler, start, address, error))
+    return handler
+
+
+def _attach_saved(host: LinkHost, handler: "IncomingLink | OutgoingLink", start: Callable[[], None],
+                  address: Optional[str], error: Optional[Exception]) -> None:
+    """The store committed (or failed to commit) the queue an attach declared: attach,
+    or refuse the link with ``amqp:resource-limit-exceeded`` (no space) or
+    ``amqp:internal-error`` naming the problem."""
+    link = handler.link
+    if host.closing:
+        return
+    refusal: Optional[Amqp10Error] = None
+    if handler.closed:  # the client detached meanwhile: complete the attach and detach
+        link.open()
+        link.close()
+    elif error is not None:
+        refusal = Amqp10Error(
+            ErrorCondition.RESOURCE_LIMIT_EXCEEDED if store_full(error) else ErrorCondition.INTERNAL_ERROR,
+            not_saved_text(f"the queue declared for address '{address}'", error))
+    else:
+        try:
+            start()
+        except BrokerError as exc:
+            refusal = _broker_error(exc, address)
+    if refusal is not None:
+        log.info("1.0 link %r on %s refused: %s", link.name, host.connection_id, refusal.description)
+        handler.teardown()
+        host.link_gone(handler)
+        link.condition = Condition(refusal.condition.value, refusal.description)
+        link.open()
+        link.close()
+    host.output_ready()

@@ -163,12 +163,18 @@ class VirtualHost:
             if self.broker is not None:
                 self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
-                self.store.save_exchange(
-                    ExchangeRecord(self.name, name, type, durable, auto_delete, internal, dict(existing.arguments))
-                )
+                self.store.save_exchange(self._exchange_record(existing))
             return existing
         check_exchange_equivalence(existing, type, durable, auto_delete, internal, arguments or {})
+        if existing.durable and not existing.predeclared:
+            # writes nothing unless its first write is not committed yet: then the caller
+            # waits for that commit too (``gateway/store/sqlite_entities.py``)
+            self.store.save_exchange(self._exchange_record(existing))
         return existing
+
+    def _exchange_record(self, exchange: Exchange) -> ExchangeRecord:
+        return ExchangeRecord(self.name, exchange.name, exchange.type.value, True, exchange.auto_delete,
+                              exchange.internal, dict(exchange.arguments))
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
         """Delete an exchange and every binding to or from it. A missing exchange is not
@@ -234,6 +240,8 @@ class VirtualHost:
                 self.checked_queue(name, owner)  # raises ResourceLocked
             check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments or {})
             existing.touch(now)
+            if existing.storable:
+                self.store.save_queue(self._queue_record(existing))  # as for exchanges above
             return existing
         queue = Queue(
             name,
@@ -260,11 +268,14 @@ class VirtualHost:
     def queue_storage(self, queue: Queue) -> Optional[QueueStorage]:
         """Write the storable ``queue``'s record; its ``QueueStorage`` when the store keeps
         messages, else None."""
-        key = self.store.save_queue(QueueRecord(self.name, queue.name, True, False, dict(queue.arguments)))
+        key = self.store.save_queue(self._queue_record(queue))
         if not self.store.persistent:
             return None
         loader = self.broker.message_loader if self.broker is not None else None
         return QueueStorage(queue, self.store, key, loader, self.gate)
+
+    def _queue_record(self, queue: Queue) -> QueueRecord:
+        return QueueRecord(self.name, queue.name, True, False, dict(queue.arguments))
 
     def _server_name(self) -> str:
         while True:
@@ -274,17 +285,20 @@ class VirtualHost:
                 return name
 
     def delete_queue(
-        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None,
+        now: Optional[float] = None,
     ) -> int:
         """Delete a queue; returns its available message count. A missing queue gives 0
-        (RabbitMQ). Raises ResourceLocked / PreconditionFailed."""
+        (RabbitMQ). Raises ResourceLocked / PreconditionFailed. ``now``: the time the
+        ledger records its messages' deletion at (else the queue's last)."""
         if name not in self.queues:
             return 0
-        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty)
+        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty,
+                                                      now=now)
 
-    def purge_queue(self, name: str, *, owner: Any = None) -> int:
+    def purge_queue(self, name: str, *, owner: Any = None, now: Optional[float] = None) -> int:
         """Purge available messages; returns how many. Raises NotFound / ResourceLocked."""
-        return self.checked_queue(name, owner).purge()
+        return self.checked_queue(name, owner).purge(now)
 
     def forget_queue(self, queue: Queue, reason: str) -> int:
         """QueueHost: called by ``Queue.delete``/auto-delete/expiry, the owner's close or

@@ -24,7 +24,7 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 =================================================  ===========================================
 
 The gateway's own resources have paths of their own: ``/api/gateway/links`` (qdstat's
-links), ``/api/gateway/remotes``,
+links), ``/api/gateway/remotes``, ``/api/gateway/backends`` (edge mode),
 ``/api/gateway/shovels``, ``/api/gateway/ledger``. Lists take RabbitMQ's ``columns``,
 ``sort``, ``sort_reverse`` and paging parameters (``http_listing``). Errors are
 RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
@@ -32,7 +32,8 @@ RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
 Who sees what is RabbitMQ's rule, kept by the model (``access``): every caller has a
 management tag (``http_auth``); a user without ``monitoring`` or ``administrator`` sees
 only the vhosts it has permissions in and only its own connections, channels and
-consumers; writes need the caller's configure/write/read permissions.
+consumers; writes need the caller's configure/write/read permissions. A write is
+answered once the store committed what it changed (``handle_saved``).
 """
 from __future__ import annotations
 
@@ -43,14 +44,15 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import quote, unquote
 
 from gateway.auth import User
+from gateway.broker.store_marks import StoreMark
 from gateway.management.access import is_administrator
-from gateway.management.errors import ManagementError
+from gateway.management.errors import ManagementError, not_saved
 from gateway.management.http_errors import HttpError
 from gateway.management.http_listing import shape_list
 from gateway.management.model import ManagementModel
 from gateway.management.node_view import alarms, node_dict
 
-__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "split_path"]
+__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "handle_saved", "split_path"]
 
 
 @dataclass(frozen=True)
@@ -357,6 +359,10 @@ def _remotes(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return _listing(request, api.model.remotes())
 
 
+def _backends(api: HttpApi, request: ApiRequest) -> ApiResponse:
+    return _listing(request, api.model.backends())
+
+
 def _shovels(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return _listing(request, api.model.shovels())
 
@@ -399,6 +405,7 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
      {"GET": _get_binding, "DELETE": _unbind}),
     ("api/gateway/links", {"GET": _links}),
     ("api/gateway/remotes", {"GET": _remotes}),
+    ("api/gateway/backends", {"GET": _backends}),
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),
 ]
@@ -432,6 +439,25 @@ def route(method: str, segments: tuple[str, ...]) -> tuple[Handler, dict[str, st
                                        f"{', '.join(sorted(methods))}")
         return handler, params
     raise HttpError(404, None, "Not Found")
+
+
+def handle_saved(api: HttpApi, request: ApiRequest, respond: Callable[[ApiResponse], None]) -> None:
+    """:func:`handle`, with the answer handed to ``respond`` once what the request
+    changed is committed by the store (at once when it changed nothing durable), so a
+    201 or 204 is never undone by a crash right after it (``broker.store_marks``). A
+    failed commit answers 507 (no space) or 500, naming the change and the problem."""
+    mark = StoreMark(api.model.broker.store)
+    response = handle(api, request)
+
+    def saved(error: Optional[Exception]) -> None:
+        if error is None:
+            respond(response)
+            return
+        failed = not_saved(f"{request.method} /{'/'.join(quote(s, safe='') for s in request.segments)}",
+                           error)
+        respond(ApiResponse(failed.status, HttpError(failed.status, None, failed.text).body()))
+
+    mark.answer(saved)
 
 
 def handle(api: HttpApi, request: ApiRequest) -> ApiResponse:

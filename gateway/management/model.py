@@ -60,8 +60,10 @@ class ManagementModel:
 
     def __init__(self, broker: Broker, connections: Any, authenticator: Any = None,
                  forwarding: Any = None, *, clock: Callable[[], float] = time.time,
-                 require_tags: bool = True) -> None:
+                 require_tags: bool = True, backends: Any = None) -> None:
         self.require_tags = require_tags
+        #: edge mode: the backends (``status()``: a dict per backend), or None
+        self.backends_source = backends
         self.broker = broker
         self.connection_registry = connections
         self.authenticator = authenticator
@@ -214,6 +216,12 @@ class ManagementModel:
     def shovels(self) -> list[dict[str, Any]]:
         return self._forwarding_list("shovels")
 
+    def backends(self) -> list[dict[str, Any]]:
+        """Edge mode's backends: state, last error, connections and each node's state
+        (empty without proxied vhosts)."""
+        source = self.backends_source
+        return [] if source is None else list(source.status())
+
     def _forwarding_list(self, what: str) -> list[dict[str, Any]]:
         accessor = getattr(self.forwarding, what, None)
         if accessor is None:
@@ -257,7 +265,8 @@ class ManagementModel:
         if queue.exclusive and queue.exclusive_owner != owner:
             raise Conflict(f"{queue.label} is exclusive to a connection; close that connection")
         with _translated:
-            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner)
+            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner,
+                                  now=self.clock())
 
     def purge_queue(self, user: User, vhost: str, name: str) -> int:
         """Drop a queue's ready messages; returns how many."""
@@ -265,7 +274,7 @@ class ManagementModel:
         require_permission(user, vhost, Action.READ, name)
         queue = self._queue(v, name)
         with _translated:
-            return v.purge_queue(name, owner=queue.exclusive_owner)
+            return v.purge_queue(name, owner=queue.exclusive_owner, now=self.clock())
 
     def declare_exchange(self, user: User, vhost: str, name: str, type: str, durable: bool = True,
                          auto_delete: bool = False, internal: bool = False,
@@ -360,11 +369,14 @@ class ManagementModel:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
         now = self.clock()
         moved = 0
+        ledger = self.broker.ledger
         for message in _take_ready(source, count, now):
             if not target.enqueue(message.copy(), now):
                 log.warning("management: %s refused a moved message; it is dead-lettered from %s",
                             target.label, source.label)
                 source.dead_letter(message, DeathReason.REJECTED, now)
+            elif ledger is not None:
+                ledger.moved(now, vhost, message, queue, target)
             moved += 1
         return moved
 

@@ -137,6 +137,7 @@ def connection_dict(view: ConnectionView, node: str) -> dict[str, Any]:
         "connected_at": _ms(view.connected_at),
         "ssl": view.ssl,
         "client_properties": view.client_properties,
+        "backend": view.backend,
     }
 
 

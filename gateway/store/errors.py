@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 
-__all__ = ["StoreError", "StoreUnusable", "StoreWriteFailed", "write_failed"]
+__all__ = ["StoreError", "StoreNoSpace", "StoreUnusable", "StoreWriteFailed", "write_failed"]
 
 
 class StoreError(Exception):
@@ -24,6 +24,20 @@ class StoreUnusable(StoreError):
             f"file aside together with its -wal and -shm files (keep them, they may still hold "
             f"messages; `sqlite3 FILE .recover` can extract what is readable), then start again "
             f"to begin with an empty store")
+
+
+class StoreNoSpace(StoreUnusable):
+    """The store file cannot be opened because its disk is full: nothing is wrong with
+    the file, so the advice is to free space, not to move it aside."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        StoreError.__init__(
+            self, f"store {path!r} cannot be opened: no space left on its disk ({problem}). Nothing "
+                  f"was changed and the file is intact: free some disk space (keep "
+                  f"store.disk_reserve above 0 so that the gateway can start on a full disk) "
+                  f"and start again")
 
 
 class StoreWriteFailed(StoreError):

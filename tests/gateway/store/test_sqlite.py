@@ -254,11 +254,20 @@ def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> 
     ok: list = []
     store.after_commit(ok.append)  # nothing new: the failed generation answers at once
     assert isinstance(ok[0], StoreWriteFailed)
-    fresh = store.add_message(qid, 3, None, 0, False, None, row(3))
+    # the failure ends only after the recovery checks: until then inserts are refused
+    refused = store.add_message(qid, 3, None, 0, False, None, row(3))
+    answers: list = []
+    store.after_commit(answers.append)
+    store.flush()
+    loop.run_until(lambda: answers)
+    assert "new messages are refused until store writes work again" in str(answers[0])
+    assert not store.is_durable(refused)
+    loop.run_until(lambda: store.write_error is None, timeout=10)
+    assert alarms[-1] is None
+    fresh = store.add_message(qid, 4, None, 0, False, None, row(4))
     commit(store, loop)
-    assert alarms[-1] is None and store.write_error is None
-    # the deletion was kept and retried; the failed insert stays lost
-    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(3,)]
+    # the deletion was kept and retried; the failed and the refused inserts stay lost
+    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(4,)]
     assert store.is_durable(fresh) and not store.is_durable(lost)
     store.close()
 
