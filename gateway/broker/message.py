@@ -37,7 +37,7 @@ class DeathReason(enum.Enum):
 
 
 #: slots ``copy`` leaves behind
-_NOT_COPIED = frozenset(("_converted", "stored_body"))
+_NOT_COPIED = frozenset(("_converted", "stored_body", "publisher"))
 
 
 class MessageContainer:
@@ -72,6 +72,7 @@ class MessageContainer:
       end, annotations)``: where that section is in the payload and its map, so nothing
       decodes it again (a 0-9-1 rendering, a hub forwarding it on); a copy with another
       payload drops it.
+    - ``publisher``: the 1.0 connection id it was published on (no-local filters), or None.
     - ``stored_body``: the store's record of this message's row once a durable queue
       stored it, so the next durable queue refers to the same row; a copy has none.
 
@@ -101,6 +102,7 @@ class MessageContainer:
         "body_at",
         "received_annotations",
         "stored_body",
+        "publisher",
         "_converted",
     )
 
@@ -149,6 +151,9 @@ class MessageContainer:
         self.body_at = body_at
         self.received_annotations = received_annotations
         self.stored_body: Any = None
+        #: the 1.0 connection it was published on (set by the 1.0 link, for no-local
+        #: filters), else None
+        self.publisher: Any = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
