@@ -104,10 +104,15 @@ class SubscriptionLink:
         else:
             ending = Ending.LINK_DETACH
         if expires_on(self.expiry, ending):
-            expire(queue, self.timeout, host.now, ending.name.lower().replace("_", "-"))
+            expire(queue, self.timeout, host.now, _policy_text(ending))
         elif self.expiry is not Expiry.NEVER:
             lingering = _lingering(link.connection)
             lingering[queue.name] = (self, link.session)
+
+
+def _policy_text(policy: Any) -> str:
+    """``Ending.SESSION_END`` -> ``session-end``: the spec's spelling, for logs."""
+    return policy.name.lower().replace("_", "-")
 
 
 def _lingering(connection: Any) -> dict[str, tuple[SubscriptionLink, Any]]:
@@ -130,7 +135,7 @@ def _expire_lingering(host: LinkHost, connection: Any, ending: Ending, session: 
         del table[name]
         queue = subscription.queue
         if not queue.deleted and not queue.consumers:  # not resumed meanwhile
-            expire(queue, subscription.timeout, host.now, ending.name.lower().replace("_", "-"))
+            expire(queue, subscription.timeout, host.now, _policy_text(ending))
 
 
 def session_ended(host: LinkHost, session: Any) -> None:
@@ -197,5 +202,5 @@ def attach_subscription(host: LinkHost, link: Link, route: TemporaryBinding, key
         queue.delete(now=host.now)
         raise
     log.info("durable subscription %r of %r declared (%s, expiry %s) on %s", link.name,
-             container_id, source, expiry.name.lower(), host.connection_id)
+             container_id, source, _policy_text(expiry), host.connection_id)
     return queue, SubscriptionLink(queue, expiry, timeout)
