@@ -34,6 +34,7 @@ from gateway.backend.addresses import ACCEPTED, REJECTED, RELEASED
 from gateway.backend.contract import BackendFailure, BackendLogin, FailureKind, LinkEvents
 from gateway.backend.nodes import BackendNode
 from gateway.backend.settings import BackendSettings
+from translators.delivery_header import delivered_before
 from translators.errors import TranslationError
 
 __all__ = ["BackendLinkClient"]
@@ -330,4 +331,5 @@ class BackendLinkClient:
             delivery.settle()
             return
         record.unsettled[delivery] = True
-        self.events.delivered(record.key, delivery, message, False)
+        # the 0-9-1 client's redelivered flag: what the header says (``delivered_before``)
+        self.events.delivered(record.key, delivery, message, delivered_before(encoded))

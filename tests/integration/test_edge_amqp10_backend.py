@@ -96,8 +96,21 @@ def test_unacked_deliveries_are_released_when_the_client_goes(partner_rabbit):
             ch = conn.channel()
             for method, _props, _body in ch.consume("amqp10.unacked", inactivity_timeout=10):
                 assert method is not None
+                assert not method.redelivered
                 break   # one seen, none acked
-    assert sorted(body for _, body in drain_queue(partner_rabbit, "amqp10.unacked")) == [b"u0", b"u1", b"u2"]
+        with partner_pika(partner_rabbit) as direct:
+            direct.channel().basic_publish("", "amqp10.unacked", b"fresh")
+        with _edge(gw) as conn:   # released ones come again, marked (the header's delivery-count)
+            ch = conn.channel()
+            seen = {}
+            for method, _props, body in ch.consume("amqp10.unacked", inactivity_timeout=10):
+                assert method is not None, seen
+                seen[body] = method.redelivered
+                if len(seen) == 4:
+                    break
+        assert seen == {b"u0": True, b"u1": True, b"u2": True, b"fresh": False}
+    assert sorted(body for _, body in drain_queue(partner_rabbit, "amqp10.unacked")) == [
+        b"fresh", b"u0", b"u1", b"u2"]
 
 
 def test_what_the_backend_cannot_do_is_refused_and_never_a_silent_no_op(partner_rabbit):
