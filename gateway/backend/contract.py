@@ -18,7 +18,7 @@ from gateway.backend.nodes import BackendNodes
 from gateway.backend.settings import BackendSettings
 
 __all__ = ["BackendLogin", "FailureKind", "BackendFailure", "VhostProxy", "backend_login",
-           "lost_text", "LinkEvents", "LinkConnection"]
+           "lost_text", "LinkEvents", "LinkConnection", "CarriedEvents"]
 
 
 class FailureKind(enum.Enum):
@@ -168,3 +168,20 @@ class LinkConnection(Protocol):
     def add_credit(self, key: Any, credit: int) -> None: ...
     def settle(self, key: Any, delivery: Any, outcome: str) -> None: ...
     def close_link(self, key: Any) -> None: ...
+
+
+class CarriedEvents(Protocol):
+    """What a 1.0 connection on an amqp10 backend hears of its links there, carried link
+    for link (``amqp10.backend_client``; ``key``: the link's, given at ``carry_link``);
+    ``opened``, ``failed``, ``lost``, ``link_ready`` and ``link_failed`` as ``LinkEvents``."""
+
+    def carried_flow(self, key: Any) -> None:
+        """The backend's flow on ``key``: new credit for a sender, a drain's end for a receiver."""
+
+    def carried_outcome(self, key: Any, token: Any, delivery: Any) -> None:
+        """The backend settled a payload sent on ``key``; ``delivery`` (proton's) holds its
+        outcome, read at once (it is settled after)."""
+
+    def carried_transfer(self, key: Any, delivery: Any, payload: bytes) -> None:
+        """A message's bytes on receiver ``key``, as the backend sent them; ``delivery`` is
+        what ``settle_carried`` takes, None when the backend sent it settled."""

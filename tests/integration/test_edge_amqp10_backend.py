@@ -12,32 +12,25 @@ Shown: publishes with confirms land in the backend's queue (read back over its o
 without requeue is rejected there; declares and binds the backend cannot do are refused
 with 540 naming it, and a declare of a queue the backend does not have gets its 404
 reason; a backend connection cut in the middle (a TCP proxy the test controls) closes
-the client with 320 "backend rabbit lost", and every confirmed publish is in the backend; a
-1.0 client on such a vhost is refused with amqp:not-implemented (not carried yet).
+the client with 320 "backend rabbit lost", and every confirmed publish is in the backend. (1.0
+clients on such a vhost: ``test_edge_amqp10_carried``.)
 """
 from __future__ import annotations
 
 import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
-from proton.utils import BlockingConnection, ConnectionClosed
 
-from tests.support.edge_mode import edge_yaml
-from tests.support.gateway_process import GatewayProcess, default_config
-from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST,
-                                          declare_bound_queue, drain_queue, partner_pika)
+from tests.support.edge_mode import rabbit_amqp10_config
+from tests.support.gateway_process import GatewayProcess
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue,
+                                          drain_queue, partner_pika)
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
-_ADDRESS = ('address:\n  queue: "/amq/queue/{queue}"\n  exchange: "/exchange/{exchange}/{key}"')
-
-
 def _config(port: int) -> str:
-    config = default_config(extra=edge_yaml([f"127.0.0.1:{port}"], settings=(
-        "kind: amqp10", "credentials: passthrough", "connect_timeout: 5", "prefetch: 50", _ADDRESS)))
-    # an amqp10 backend's vhost is its 1.0 open's hostname (RabbitMQ's vhost:NAME)
-    return config.replace(f"    vhost: {PARTNER_VHOST}\n", f'    vhost: "vhost:{PARTNER_VHOST}"\n')
+    return rabbit_amqp10_config(port)
 
 
 def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
@@ -160,11 +153,3 @@ def test_a_cut_backend_connection_closes_the_client_with_320(partner_rabbit):
         assert set(range(confirmed)) <= stored   # every confirmed publish is in the backend
     finally:
         cutter.close()
-
-
-def test_a_1_0_client_on_an_amqp10_backend_is_refused_as_not_implemented(partner_rabbit):
-    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
-        with pytest.raises(ConnectionClosed) as info:
-            BlockingConnection(f"amqp://{PARTNER_USER}:{PARTNER_PASSWORD}@127.0.0.1:{gw.amqp_port}",
-                               virtual_host="vhost:edge", timeout=15, allowed_mechs="PLAIN")
-    assert "amqp:not-implemented" in str(info.value) and "backend rabbit (kind amqp10)" in str(info.value)
