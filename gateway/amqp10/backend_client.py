@@ -104,7 +104,8 @@ class BackendLinkClient:
         connection.container = login.connection_name or "amqp-gateway"
         # the backend's "virtual host" in 1.0 is the open's hostname (RabbitMQ: vhost:NAME)
         connection.hostname = login.vhost if login.vhost not in ("", "/") else node.host
-        connection.user, connection.password = login.user, login.password
+        if login.mechanism != "ANONYMOUS":
+            connection.user, connection.password = login.user, login.password
         self._collector = Collector()
         connection.collect(self._collector)
         transport.bind(connection)

@@ -3,7 +3,7 @@
 A 0-9-1 ``ServerConnection`` or a 1.0 engine whose client opened a proxied vhost asks its
 ``VhostProxy`` (made by the edge, which owns the sockets) for a backend connection; the
 login it opens with comes from ``backend_login`` (passthrough: the client's own PLAIN
-credentials; else the backend's service account). Failures reach the engine as
+credentials; anonymous: SASL ANONYMOUS; else the backend's service account). Failures reach the engine as
 ``BackendFailure``: ``kind`` says whether the backend refused the login, the vhost, or
 could not be reached or was lost, and ``text`` is the backend's own reason, which the
 client is told (0-9-1 reply codes and 1.0 conditions are the protocols' to choose).
@@ -53,6 +53,8 @@ def backend_login(settings: BackendSettings, user: str, password: Optional[str],
     """The login for a client ``user`` (with the ``password`` its SASL login kept, None
     for mechanisms that have none). Raises ``BackendFailure`` LOGIN_REFUSED when a
     passthrough backend gets no password to pass."""
+    if settings.anonymous:
+        return BackendLogin("", "", settings.vhost, "ANONYMOUS", connection_name)
     if settings.passthrough:
         if password is None:
             raise BackendFailure(FailureKind.LOGIN_REFUSED,
