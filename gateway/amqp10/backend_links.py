@@ -1,5 +1,6 @@
 """Edge mode for 1.0 clients: the links of a connection to a vhost proxied to an amqp091
-backend, carried by the backend bridge (``gateway.backend.BridgeConnection``).
+backend, carried by the backend bridge (``gateway.backend.BridgeConnection``). (On an
+amqp10 backend ``open_proxied`` makes a ``carried_links.CarriedSession`` instead.)
 
 Theory of operation. ``open_proxied`` runs at the client's ``open`` for a proxied vhost:
 the gateway's own checks (service account: the user's access to the vhost; always: the

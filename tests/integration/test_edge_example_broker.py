@@ -18,33 +18,10 @@ import pytest
 
 from tests.support.amqp10_wide_encoding import wide_message
 from tests.support.cross_protocol_clients import RawAmqp10, capture_raw_amqp10
-from tests.support.example_broker import ExampleBroker, example_broker_missing, take_exactly
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.example_broker import example_broker_config, take_exactly
+from tests.support.gateway_process import GatewayProcess
 
 pytestmark = [pytest.mark.integration]
-
-_PERMITTED = '      /: {configure: ".*", write: ".*", read: ".*"}\n'
-
-
-def example_broker_config(port: int) -> str:
-    """A gateway whose vhost ``edge`` is proxied to the example broker on ``port``."""
-    config = default_config(extra=(
-        "vhosts:\n  - /\n  - name: edge\n    backend: mini\n"
-        "backends:\n  - name: mini\n    kind: amqp10\n    credentials: anonymous\n"
-        f'    nodes: ["127.0.0.1:{port}"]\n    connect_timeout: 5\n    prefetch: 20\n'
-        '    address:\n      queue: "{queue}"\n      exchange: "{key}"\n'))
-    return config.replace(_PERMITTED, _PERMITTED + _PERMITTED.replace("/:", "edge:"))
-
-
-@pytest.fixture
-def broker():
-    missing = example_broker_missing()
-    if missing:
-        pytest.skip(missing)
-    node = ExampleBroker().start()
-    yield node
-    node.stop()
-
 
 def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.ConnectionParameters(
@@ -52,8 +29,8 @@ def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
         blocked_connection_timeout=30, credentials=pika.PlainCredentials("alice", "secret")))
 
 
-def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broker(broker):
-    with GatewayProcess(config_text=example_broker_config(broker.port)) as gw:
+def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broker(example_broker):
+    with GatewayProcess(config_text=example_broker_config(example_broker.port)) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             assert ch.queue_declare("orders", durable=True).method.queue == "orders"
@@ -62,7 +39,7 @@ def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broke
                 ch.basic_publish("", "orders", b"order-%d" % i,
                                  pika.BasicProperties(content_type="text/plain", headers={"i": i}))
         # in the broker, read over its own 1.0 port: the 0-9-1 publishes as 1.0 messages
-        straight = broker.take("orders", 5)
+        straight = example_broker.take("orders", 5)
         assert [(m.body, m.content_type, m.properties) for m in straight] == [
             (b"order-%d" % i, "text/plain", {"i": i}) for i in range(5)]
         with _edge(gw) as conn:
@@ -78,13 +55,13 @@ def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broke
             ch.cancel()
         assert got == [(b"order-%d" % i, i) for i in range(5, 10)]
         with pytest.raises(Exception):   # nothing is left in the broker
-            broker.take("orders", 1, timeout=2)
+            example_broker.take("orders", 1, timeout=2)
 
 
-def test_a_1_0_message_crosses_to_the_broker_and_back_byte_for_byte(broker, monkeypatch):
+def test_a_1_0_message_crosses_to_the_broker_and_back_byte_for_byte(example_broker, monkeypatch):
     capture_raw_amqp10(monkeypatch)
     encoded = wide_message()
-    with GatewayProcess(config_text=example_broker_config(broker.port)) as gw:
+    with GatewayProcess(config_text=example_broker_config(example_broker.port)) as gw:
         from proton.utils import BlockingConnection
 
         conn = BlockingConnection(f"amqp://alice:secret@127.0.0.1:{gw.amqp_port}", virtual_host="vhost:edge",
@@ -97,5 +74,5 @@ def test_a_1_0_message_crosses_to_the_broker_and_back_byte_for_byte(broker, monk
             [through_gateway] = take_exactly(conn, "raw", 1)
         finally:
             conn.close()
-        [straight] = broker.take("raw", 1)
+        [straight] = example_broker.take("raw", 1)
     assert through_gateway.raw == encoded and straight.raw == encoded

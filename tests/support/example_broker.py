@@ -19,7 +19,10 @@ from typing import Optional
 
 from proton.utils import BlockingConnection
 
-__all__ = ["ExampleBroker", "EXAMPLE_BROKER_SOURCE", "example_broker_missing", "take_exactly"]
+from tests.support.gateway_process import default_config
+
+__all__ = ["ExampleBroker", "EXAMPLE_BROKER_SOURCE", "example_broker_missing", "take_exactly",
+           "example_broker_config"]
 
 EXAMPLE_BROKER_SOURCE = "/usr/share/proton/examples/c/broker.c"
 
@@ -33,6 +36,21 @@ def example_broker_missing() -> Optional[str]:
     if subprocess.run(["pkg-config", "--exists", "libqpid-proton"]).returncode != 0:
         return "needs Debian's libqpid-proton11-dev (.ci/run installs it)"
     return None
+
+
+_PERMITTED = '      /: {configure: ".*", write: ".*", read: ".*"}\n'
+
+
+def example_broker_config(port: int) -> str:
+    """A gateway config whose vhost ``edge`` is proxied to the example broker on ``port``
+    (backend ``mini``: kind amqp10, ``credentials: anonymous``, plain names as addresses),
+    with the default users (``alice``/``secret``) permitted on it."""
+    config = default_config(extra=(
+        "vhosts:\n  - /\n  - name: edge\n    backend: mini\n"
+        "backends:\n  - name: mini\n    kind: amqp10\n    credentials: anonymous\n"
+        f'    nodes: ["127.0.0.1:{port}"]\n    connect_timeout: 5\n    prefetch: 20\n'
+        '    address:\n      queue: "{queue}"\n      exchange: "{key}"\n'))
+    return config.replace(_PERMITTED, _PERMITTED + _PERMITTED.replace("/:", "edge:"))
 
 
 def take_exactly(conn: BlockingConnection, address: str, count: int, timeout: float = 15.0) -> list:
