@@ -39,6 +39,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from gateway.broker.message import MessageContainer
+from gateway.connection_log import RateLimitedLog
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
@@ -130,6 +131,9 @@ class Forwarder:
         self.acked = 0
         self.retried = 0
         self.dead_lettered = 0
+        #: one line per interval about dead letters (a remote that refuses a stream of
+        #: 20,000 messages must not write 20,000 lines); the rest counted by reason
+        self._dead_letter_log = RateLimitedLog()
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:
@@ -283,7 +287,9 @@ class Forwarder:
         self.pump()
 
     def tick(self, now: float) -> None:
-        """Retries whose backoff is over go back to ``ready``."""
+        """Retries whose backoff is over go back to ``ready``; dead letters left out of
+        the log are summarised."""
+        self._dead_letter_log.flush(now)
         retrying = self.retrying
         moved = False
         while retrying and retrying[0][0] <= now:
@@ -354,8 +360,10 @@ class Forwarder:
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:
-        log.warning("forwarding to '%s': message %d dead-lettered: %s", self.container,
-                    entry.entry_id, error)
+        self._dead_letter_log.warning(
+            log, f"forwarding to '{self.container}': messages dead-lettered", now,
+            "forwarding to '%s': message %d dead-lettered: %s", self.container, entry.entry_id,
+            error, tally=error[:120])
         self.dead_lettered += 1
         self._dead_letter(self.container, entry, error, now)
         self._remove(entry)
