@@ -51,6 +51,7 @@ from gateway.amqp10.proton_calls import (ffi as _ffi, lib as _lib, pn_delivery_r
 from gateway.auth import Action
 from gateway.amqp10.carried_links import CarriedSession
 from gateway.amqp10.proxied_session import ProxiedSession, link_keys
+from gateway.amqp10.transfer_buffer import TransferBuffer
 from gateway.backend.contract import BackendFailure, BackendLogin, backend_login
 from gateway.backend.mapping import Disposition, disposition_for, source_queue
 from gateway.backend.nodes import BackendNodes
@@ -192,7 +193,7 @@ class BackendIncomingLink:
         self.closed = False
         self.ready = False
         self.unconfirmed = 0
-        self._buffer = bytearray()
+        self._buffer = TransferBuffer()
         session.links[self.key] = self
         session.bridge.open_publisher(self.key)
 
@@ -212,25 +213,10 @@ class BackendIncomingLink:
     def on_delivery(self, d: Any) -> None:
         """A transfer (``d``: proton's C delivery) from the client."""
         delivery = Delivery.wrap(d)
-        link = self.link
-        if delivery.aborted:
-            self._buffer.clear()
-            delivery.settle()
-            link.advance()
-            return
-        chunk = link.recv(delivery.pending)
-        if chunk:
-            self._buffer += chunk
         engine = self.session.engine
-        if engine.max_message_size and len(self._buffer) > engine.max_message_size:
-            self._buffer.clear()
-            raise Amqp10Error(ErrorCondition.MESSAGE_SIZE_EXCEEDED, "message larger than the maximum "
-                              f"message size of {engine.max_message_size} bytes")
-        if delivery.partial:
+        encoded = self._buffer.take(self.link, delivery, engine.max_message_size)
+        if encoded is None:
             return
-        encoded = bytes(self._buffer)
-        self._buffer.clear()
-        link.advance()
         engine.trail.messages_in += 1
         refusal = self._publish(encoded, delivery)
         if refusal is not None:

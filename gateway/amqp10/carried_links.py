@@ -39,10 +39,11 @@ from typing import Any, Optional
 
 from proton import Condition, Delivery, Link, Terminus
 
-from addressing import AddressError, AddressErrorKind, resolve_remote_source, resolve_remote_target
+from addressing import AddressError, resolve_remote_source, resolve_remote_target
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.amqp10.proton_calls import c_pointer
 from gateway.amqp10.proxied_session import ProxiedSession, link_keys
+from gateway.amqp10.transfer_buffer import TransferBuffer
 from gateway.auth import Action
 from gateway.backend.addresses import carried_source, carried_target
 from gateway.backend.contract import BackendLogin
@@ -204,7 +205,7 @@ class CarriedIncomingLink(_CarriedLink):
         super().__init__(session, link)
         #: the client's transfers the backend has not settled yet
         self.unsettled = 0
-        self._buffer = bytearray()
+        self._buffer = TransferBuffer()
 
     def ready(self) -> None:
         self.refill()
@@ -226,27 +227,12 @@ class CarriedIncomingLink(_CarriedLink):
     def on_delivery(self, d: Any) -> None:
         """A transfer (``d``: proton's C delivery) from the client."""
         delivery = Delivery.wrap(d)
-        link = self.link
         if self.closed or not delivery.readable:
             return
-        if delivery.aborted:
-            self._buffer.clear()
-            delivery.settle()
-            link.advance()
-            return
-        chunk = link.recv(delivery.pending)
-        if chunk:
-            self._buffer += chunk
         engine = self.session.engine
-        if engine.max_message_size and len(self._buffer) > engine.max_message_size:
-            self._buffer.clear()
-            raise Amqp10Error(ErrorCondition.MESSAGE_SIZE_EXCEEDED, "message larger than the maximum "
-                              f"message size of {engine.max_message_size} bytes")
-        if delivery.partial:
+        payload = self._buffer.take(self.link, delivery, engine.max_message_size)
+        if payload is None:
             return
-        payload = bytes(self._buffer)
-        self._buffer.clear()
-        link.advance()
         engine.trail.messages_in += 1
         if delivery.settled:  # sent settled: so it goes on
             self.session.bridge.send_payload(self.key, None, payload)

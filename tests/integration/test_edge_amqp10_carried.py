@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from typing import Callable
 
 import pika
 import pytest
-from proton import Delivery, Message, Timeout
+from proton import Delivery, Message
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, ConnectionClosed, LinkDetached
 
-from tests.support.edge_mode import rabbit_amqp10_config
+from tests.support.edge_mode import pump, queue_counts, rabbit_amqp10_config, until
 from tests.support.gateway_process import GatewayProcess
-from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST,
-                                          declare_bound_queue, drain_queue, partner_pika)
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue, drain_queue,
+                                          partner_pika)
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 from tests.support.tcp_cutter import TcpCutter
 
@@ -40,36 +38,10 @@ def _connect(gw: GatewayProcess) -> BlockingConnection:
                               virtual_host="vhost:edge", timeout=15, allowed_mechs="PLAIN")
 
 
-def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def _pump(conn: BlockingConnection) -> None:
-    """Let the blocking client write what it queued (its dispositions go out only then)."""
-    try:
-        conn.wait(lambda: False, timeout=0.1)
-    except Timeout:
-        pass
-
-
 def _take(receiver):
     """The next message received (credit is the test's: ``receive`` would add some)."""
     assert receiver.fetcher.has_message
     return receiver.fetcher.pop()
-
-
-def _counts(rabbit, queue: str) -> tuple[int, int]:
-    """(ready, unacknowledged) of ``queue`` in the backend."""
-    out = rabbit.ctl("list_queues", "-p", PARTNER_VHOST, "name", "messages_ready", "messages_unacknowledged",
-                     "--no-table-headers", "--quiet")
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == queue:
-            return int(parts[1]), int(parts[2])
-    raise AssertionError(f"no queue {queue}: {out}")
 
 
 def test_senders_are_accepted_only_after_the_backend_and_reach_its_queue(partner_rabbit):
@@ -87,7 +59,7 @@ def test_senders_are_accepted_only_after_the_backend_and_reach_its_queue(partner
             sender = conn.create_sender("/queue/carried.in", options=AtMostOnce())   # settled sends
             for i in range(2):
                 sender.send(Message(body=f"settled {i}".encode(), inferred=True))
-            _until(lambda: _pump(conn) or _counts(partner_rabbit, "carried.in")[0] == 11)
+            until(lambda: pump(conn) or queue_counts(partner_rabbit, "carried.in")[0] == 11)
         finally:
             conn.close()
     stored = drain_queue(partner_rabbit, "carried.in")
@@ -112,7 +84,7 @@ def test_receivers_get_credit_passed_on_and_their_outcomes_reach_the_backend(par
             assert receiver.link.remote_source.address == "/queue/carried.out"
             receiver.flow(3)
             conn.wait(lambda: len(receiver.fetcher.incoming) >= 3, timeout=15)
-            _until(lambda: _counts(partner_rabbit, "carried.out") == (7, 3))   # no more than the credit
+            until(lambda: queue_counts(partner_rabbit, "carried.out") == (7, 3))   # no more than the credit
             first = _take(receiver)
             # as the backend sends it (RabbitMQ 3's rendering of a 0-9-1 message)
             assert (first.body, first.content_type, first.id, first.first_acquirer) == (
@@ -122,14 +94,14 @@ def test_receivers_get_credit_passed_on_and_their_outcomes_reach_the_backend(par
             receiver.release(delivered=False)   # released: back in the queue
             rejected = _take(receiver)
             receiver.reject()                   # rejected: gone
-            _until(lambda: _pump(conn) or _counts(partner_rabbit, "carried.out") == (8, 0))
+            until(lambda: pump(conn) or queue_counts(partner_rabbit, "carried.out") == (8, 0))
             receiver.flow(2)
             conn.wait(lambda: len(receiver.fetcher.incoming) >= 2, timeout=15)
             again = _take(receiver)
             assert (again.body, again.first_acquirer) == (b"1", False)   # the backend's header, as sent
             receiver.release(delivered=False)
             kept = _take(receiver)
-            _until(lambda: _pump(conn) or _counts(partner_rabbit, "carried.out") == (7, 1))
+            until(lambda: pump(conn) or queue_counts(partner_rabbit, "carried.out") == (7, 1))
             assert (bytes(rejected.body), bytes(kept.body)) == (b"2", b"3")
             # an outcome the backend does not take (RabbitMQ 3 has no 'modified') is its to
             # refuse: it detaches the link, the client hears why, the message goes back
@@ -142,15 +114,15 @@ def test_receivers_get_credit_passed_on_and_their_outcomes_reach_the_backend(par
             assert "backend rabbit: Unrecognised state" in str(info.value)
             # pumped: proton writes a new link's attach before an old one's detach, and this
             # one has the same name (proton refuses a name still attached)
-            _until(lambda: _pump(conn) or _counts(partner_rabbit, "carried.out") == (8, 0))
+            until(lambda: pump(conn) or queue_counts(partner_rabbit, "carried.out") == (8, 0))
             receiver = conn.create_receiver("/queue/carried.out", credit=0)
             receiver.flow(2)
             conn.wait(lambda: len(receiver.fetcher.incoming) >= 2, timeout=15)
-            _until(lambda: _counts(partner_rabbit, "carried.out") == (6, 2))
+            until(lambda: queue_counts(partner_rabbit, "carried.out") == (6, 2))
         finally:
             conn.close()
     # the client went with two unsettled: the backend has them again
-    _until(lambda: _counts(partner_rabbit, "carried.out") == (8, 0))
+    until(lambda: queue_counts(partner_rabbit, "carried.out") == (8, 0))
     assert sorted(int(b) for _, b in drain_queue(partner_rabbit, "carried.out")) == [1, 3, 4, 5, 6, 7, 8, 9]
 
 
