@@ -108,11 +108,7 @@ class BackendSession(ProxiedSession):
         self.to_link(key, "channel_ready")
 
     def channel_failed(self, key: int, error: Any, in_doubt: tuple) -> None:
-        handler = self.links.pop(key, None)
-        if handler is not None:
-            handler.channel_failed(error, in_doubt)
-            self.engine.link_gone(handler)
-            self.engine.output_ready()
+        self.end_link(key, "channel_failed", error, in_doubt)
 
     def drained(self, key: int) -> None:
         self.to_link(key, "drained")

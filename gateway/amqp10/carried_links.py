@@ -118,11 +118,7 @@ class CarriedSession(ProxiedSession):
         self.to_link(key, "attached")
 
     def link_failed(self, key: int, error: str, in_doubt: tuple) -> None:
-        handler = self.links.pop(key, None)
-        if handler is not None:
-            handler.detached(error, in_doubt)
-            self.engine.link_gone(handler)
-            self.engine.output_ready()
+        self.end_link(key, "detached", error, in_doubt)
 
     def carried_flow(self, key: int) -> None:
         self.to_link(key, "backend_flow")

@@ -73,3 +73,12 @@ class ProxiedSession:
         if handler is not None:
             getattr(handler, event)(*args)
             self.engine.output_ready()
+
+    def end_link(self, key: int, event: str, *args: Any) -> None:
+        """``to_link`` for the backend's end of a link: the link is forgotten here and by
+        the engine once ``event`` told it."""
+        handler = self.links.pop(key, None)
+        if handler is not None:
+            getattr(handler, event)(*args)
+            self.engine.link_gone(handler)
+            self.engine.output_ready()
