@@ -356,13 +356,22 @@ class ServerConnection:
     def open_by_backend(self, relay_input: Callable[[bytes], None]) -> None:
         """The backend opened: answer connection.open and hand every octet read from now
         on to ``relay_input`` (which gives channel 0 back through ``receive_own``)."""
+        self._open_ok_for_backend()
+        self._relay_in = relay_input
+
+    def open_with_handlers(self, factory: ChannelHandlerFactory) -> None:
+        """The backend opened (an amqp10 backend, ``backend_channels``): answer
+        connection.open; the channels are ours, each with a handler from ``factory``."""
+        self._table.use_factory(factory)
+        self._open_ok_for_backend()
+
+    def _open_ok_for_backend(self) -> None:
         self._handshake.end()
         self.trail.authenticated(getattr(self.user, "name", str(self.user)), self.vhost_name or "",
                                  self._handshake.mechanism)
         self.send_method(0, m.ConnectionOpenOk())
         self._timers.handshake_at = None
         self._machine.process(LocalEvent.BACKEND_OPENED)
-        self._relay_in = relay_input
 
     def receive_own(self, frames: bytes) -> None:
         """Channel-0 frames the relay cut out of the client's stream: ours to handle."""

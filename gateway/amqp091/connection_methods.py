@@ -20,6 +20,7 @@ import logging
 from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.backend_channels import open_linked
 from gateway.amqp091.backend_relay import open_proxied
 from gateway.amqp091.connection_input import ConnectionInput
 from gateway.amqp091.connection_state import ConnectionState, ConnectionStateMachine
@@ -125,7 +126,10 @@ class ConnectionMethods:
         if conn.vhost_proxy is not None:
             backend = conn.vhost_proxy.backend_for(method.virtual_host)
             if backend is not None:  # edge mode: open-ok once the backend opened
-                open_proxied(conn, method, backend)
+                if backend.settings.kind == "amqp10":  # the channels carried to 1.0 links
+                    open_linked(conn, method, backend)
+                else:  # the same protocol: frame for frame
+                    open_proxied(conn, method, backend)
                 if self._machine.state is not ConnectionState.AWAIT_OPEN:
                     return None  # refused at once: the connection is closing already
                 return ConnectionState.AWAIT_BACKEND
