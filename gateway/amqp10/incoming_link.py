@@ -43,14 +43,14 @@ from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
-    _ROUTED,
-    _WRITE,
-    _address_error,
-    _broker_error,
-    _condition,
-    _end_ledger_context,
-    _ledger_context,
-    _naming,
+    ROUTED as _ROUTED,
+    WRITE as _WRITE,
+    address_error as _address_error,
+    broker_error as _broker_error,
+    make_condition as _condition,
+    end_ledger_context as _end_ledger_context,
+    ledger_context as _ledger_context,
+    naming_address as _naming,
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
