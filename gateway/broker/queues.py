@@ -354,11 +354,15 @@ class Queue:
         return sent
 
     def _dispatch_browsers(self, now: float) -> int:
+        """Browsers and filtered consumers: each from its own cursor (see
+        ``consumers``); a filtered one skips what its filter refuses, or, on a queue of
+        its own (``MessageFilter.drops``: a temporary queue), drops it."""
         sent = 0
         browsers = self.consumers.browsers
         entries = self.entries
         for browser in list(browsers):
             cursor = browsers.get(browser)
+            accepts = browser.message_filter.accepts if getattr(browser, "message_filter", None) else None
             while cursor is not None and browser.credit.has_credit():
                 entry = self.ready.next_after(cursor, now)
                 if entry is None:
@@ -366,12 +370,29 @@ class Queue:
                 if entry.stored is not None and not entries.with_body(entry):
                     continue
                 cursor = browsers[browser] = entry.seq
+                if accepts is not None and not accepts(entry.message):
+                    if browser.message_filter.drops:
+                        self._drop_filtered(entry, now)
+                    continue
                 browser.credit.consume_one()
-                entries.browsed()
+                if browser.acquires:
+                    entries.acquire(entry, browser, now)
+                else:
+                    entries.browsed()
                 browser.deliver(entry, now)
                 sent += 1
                 cursor = browsers.get(browser)
         return sent
+
+    def _drop_filtered(self, entry: QueuedMessage, now: float) -> None:
+        """A message the filter of a queue's only consumer refuses (a filtered
+        ``/exchange`` source's temporary queue): it ends here, recorded ``dropped``."""
+        entries = self.entries
+        entries.remove_available(entry)
+        message = entries.leaving(entry)
+        entries.finish(entry)
+        if message is not None:
+            self.dead_lettering.ended((message,), EventKind.DROPPED, now, "filtered")
 
     # ------------------------------------------------------------------ settlement
     def release(
@@ -387,6 +408,8 @@ class Queue:
         if not self.entries.put_back(entry, redelivered, count_delivery):
             return False
         consumers = self.consumers
+        if consumers.browsers:
+            consumers.rewind(entry.seq)
         if consumers.acquiring or consumers.browsers:
             self.dispatch(self._now if now is None else now)
         return True
@@ -404,9 +427,12 @@ class Queue:
         multiple). Returns how many were acquired here and released."""
         put_back = self.entries.put_back
         count = 0
+        browsers = self.consumers.browsers
         for entry in entries:
             if put_back(entry, redelivered, count_delivery):
                 count += 1
+                if browsers:
+                    self.consumers.rewind(entry.seq)
         if count and self.consumers:
             self.dispatch(self._now if now is None else now)
         return count
