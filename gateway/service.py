@@ -39,6 +39,7 @@ from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
+from gateway import timeline
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
@@ -144,6 +145,8 @@ class GatewayService(service.MultiService):
         self.worker = worker
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
+        #: the bench's event timeline (off unless the environment names its file)
+        self.timeline = timeline.install(os.environ if environ is None else environ, time.monotonic)
         self.ledger_process: Optional[LedgerProcess] = None
         #: the writer in this process (``ledger.writer_process: false``) and its shipping
         self.ledger_writer: Optional[LedgerWriter] = None
@@ -355,7 +358,6 @@ class GatewayService(service.MultiService):
         for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
-                                      login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
             endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
                         if self.worker else listener_endpoint(self.reactor, listener))
@@ -458,6 +460,8 @@ class GatewayService(service.MultiService):
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left
+        if self.timeline is not None:
+            self.timeline.write()
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
         if self.ledger_process is not None:

@@ -52,6 +52,8 @@ class OutgoingLink:
     exclusive = False
     #: the link's source filters (``broker.message_filter.MessageFilter``), or None
     message_filter = None
+    #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or None
+    subscription = None
 
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
                  temporary: bool) -> None:
@@ -234,6 +236,9 @@ class OutgoingLink:
                                    LINK_CLOSED)
                 queue.release(entry, redelivered=True, count_delivery=False, now=now)
         _end_ledger_context(self.host, self._ledger_ctx)
+        if self.subscription is not None:
+            self.subscription.link_ended(self.host, self.link)
+            self.subscription = None
         if self.temporary and not queue.deleted:
             try:
                 self.host.vhost.delete_queue(queue.name, owner=self.host.owner)

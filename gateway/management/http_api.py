@@ -11,6 +11,8 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 ``GET /api/connections[/NAME]``, ``DELETE ...``    connections; DELETE closes (``X-Reason``)
 ``GET /api/channels``, ``/api/consumers[/V]``      channels, consumers
 ``GET /api/users``                                 users (administrators only)
+``GET /api/subscriptions[/V]``                     durable subscriptions of 1.0 receivers
+                                                   (queue, link name, container id)
 ``GET /api/queues[/V[/Q]]``, ``PUT``, ``DELETE``    queues: declare (201, 204 if it existed),
                                                    delete (``if-unused``, ``if-empty``)
 ``DELETE /api/queues/V/Q/contents``                purge
@@ -101,16 +103,39 @@ def split_path(raw_path: bytes | str) -> tuple[str, ...]:
 
 # -- request helpers -----------------------------------------------------------------------
 
+#: how deep a request body may nest (a queue's arguments are two or three levels)
+MAX_JSON_DEPTH = 32
+
+
 def _json_body(request: ApiRequest) -> dict[str, Any]:
     if not request.body.strip():
         return {}
     try:
         body = json.loads(request.body)
+    except RecursionError:
+        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise HttpError(400, None, f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise HttpError(400, None, "the body must be a JSON object")
+    if _depth_over(body, MAX_JSON_DEPTH):
+        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     return body
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists and objects deeper than ``limit`` (without
+    recursion: what is refused is exactly what would exhaust Python's stack later)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _flag(body: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -206,6 +231,12 @@ def _consumers(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> A
         _vhost_name(api, request, vhost)
         items = [c for c in items if c["queue"]["vhost"] == vhost]
     return _listing(request, items)
+
+
+def _subscriptions(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
+    if vhost is not None:
+        _vhost_name(api, request, vhost)
+    return _listing(request, api.model.subscriptions(vhost, user=_user(request)))
 
 
 def _users(api: HttpApi, request: ApiRequest) -> ApiResponse:
@@ -387,6 +418,8 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/consumers", {"GET": _consumers}),
     ("api/consumers/{vhost}", {"GET": _consumers}),
     ("api/users", {"GET": _users}),
+    ("api/subscriptions", {"GET": _subscriptions}),
+    ("api/subscriptions/{vhost}", {"GET": _subscriptions}),
     ("api/queues", {"GET": _queues}),
     ("api/queues/{vhost}", {"GET": _queues}),
     ("api/queues/{vhost}/{name}", {"GET": _queue, "PUT": _declare_queue,

@@ -172,7 +172,7 @@ class SqliteStore:
                                     synced=sync == "full", on_recovered=self._recovered,
                                     reserve=self.reserve if reserve_bytes else None,
                                     probe_bytes=probe_bytes, retry_interval=retry_interval,
-                                    failing=self.write_error)
+                                    failing=self.write_error, wal_path=path + "-wal")
 
     @property
     def outbox_rows(self) -> int:
