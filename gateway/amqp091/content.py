@@ -172,23 +172,22 @@ class ContentAssembler:
     content method, a header, a body, or any frame while :attr:`busy` is True.
     """
 
-    __slots__ = ("max_message_size", "_method", "_header", "_properties", "_remaining", "_chunks")
+    __slots__ = ("max_message_size", "busy", "_method", "_header", "_properties", "_remaining",
+                 "_chunks")
 
     def __init__(self, max_message_size: int) -> None:
         self.max_message_size = max_message_size
         self._reset()
 
     def _reset(self) -> None:
+        #: True between a content method and the last octet of its body (a plain
+        #: attribute: read for every frame, and for every publish twice)
+        self.busy = False
         self._method: Method | None = None
         self._header: HeaderFrame | None = None
         self._properties: BasicProperties | None = None
         self._remaining = 0
         self._chunks: list[bytes] = []
-
-    @property
-    def busy(self) -> bool:
-        """True between a content method and the last octet of its body."""
-        return self._method is not None
 
     def accept(self, frame: Frame) -> tuple[Method, Content] | None:
         """Take one frame; return the finished ``(method, content)`` or None while more is
@@ -212,6 +211,7 @@ class ContentAssembler:
             if not frame.method.CONTENT:
                 raise ValueError(f"{frame.method.NAME} carries no content")  # caller bug
             self._method = frame.method
+            self.busy = True
             return None
         raise self._unexpected("heartbeat frame in the middle of a content")
 
@@ -228,17 +228,13 @@ class ContentAssembler:
             method.METHOD_ID,
         )
 
-    def content_of(self, method: Method, header: HeaderFrame, body: bytes) -> Content:
-        """The content of ``method`` whose ``header`` and whole ``body`` arrived together
-        (the connection's one-step path for a publish in three frames): the checks
-        ``accept`` makes of a header, without the frame-by-frame state. Raises as
-        ``accept`` does; the caller has checked that ``body`` is ``header.body_size``
-        octets."""
-        return Content(self._checked_properties(method, header), header.properties, body)
-
-    def _checked_properties(self, method: Method, frame: HeaderFrame) -> BasicProperties:
-        """The properties of ``method``'s content header ``frame``, once its class, weight
-        and body size are checked (501, 501, 406)."""
+    def content_of(self, method: Method, frame: HeaderFrame, body: bytes) -> Content:
+        """The content of ``method`` whose header ``frame`` and whole ``body`` arrived
+        together (the connection's one-step path for a publish in three frames), once the
+        header's class, weight and body size are checked (501, 501, 406): the checks
+        ``accept`` makes of a header (it calls this with no body), without the
+        frame-by-frame state. The caller has checked that ``body`` is
+        ``frame.body_size`` octets."""
         if frame.class_id != method.CLASS_ID:
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR,
@@ -261,14 +257,14 @@ class ContentAssembler:
                 method.METHOD_ID,
             )
         try:
-            return decode_properties(frame.properties)
+            return Content(decode_properties(frame.properties), frame.properties, body)
         except ConnectionException as exc:
             exc.method_id = method.METHOD_ID
             raise
 
     def _start_header(self, method: Method, frame: HeaderFrame) -> tuple[Method, Content] | None:
         try:
-            self._properties = self._checked_properties(method, frame)
+            self._properties = self.content_of(method, frame, b"").properties
         except (ConnectionException, ChannelException):
             self._reset()
             raise
