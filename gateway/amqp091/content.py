@@ -25,11 +25,13 @@ from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ClassId, Domain, ReplyCode
 from translators.basic_properties import BasicProperties
 
-__all__ = ["Content", "ContentAssembler", "encode_properties", "decode_properties"]
+__all__ = ["Content", "ContentAssembler", "HeaderSlot", "encode_properties", "decode_properties",
+           "header_slot", "with_headers"]
 
 _H = struct.Struct(">H")
 _B = struct.Struct(">B")
 _Q = struct.Struct(">Q")
+_I = struct.Struct(">I")
 _NAMES = tuple(name for name, _ in PROPERTY_DOMAINS)
 _DOMAINS = tuple(domain for _, domain in PROPERTY_DOMAINS)
 
@@ -142,14 +144,11 @@ def decode_properties(raw: bytes) -> BasicProperties:
     return properties
 
 
-def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
-    """The property list ``raw`` with a headers table ``headers`` added, the other
-    properties' octets copied; None when ``raw`` has a headers table already (the caller
-    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
-    annotations as headers to every message, and decoding, replacing and encoding the
-    whole list cost more than the rest of the publish. Raises ValueError for a value no
-    field table can hold."""
-    if len(raw) < 2 or raw[0] & _HEADERS_BIT or raw[1] & 1:
+def _headers_at(raw: bytes) -> Optional[int]:
+    """Where the headers table of property list ``raw`` is (or would be): after the flag
+    word and the content-type and content-encoding shortstrs; None if ``raw`` is cut
+    short there or has more than one flag word."""
+    if len(raw) < 2 or raw[1] & 1:
         return None
     at = 2
     for bit in (0x80, 0x40):  # content-type, content-encoding: the shortstrs before headers
@@ -157,9 +156,65 @@ def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
             if at >= len(raw):
                 return None
             at += 1 + raw[at]
-    if at > len(raw):
+    return None if at > len(raw) else at
+
+
+def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
+    """The property list ``raw`` with a headers table ``headers`` added, the other
+    properties' octets copied; None when ``raw`` has a headers table already (the caller
+    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
+    annotations as headers to every message, and decoding, replacing and encoding the
+    whole list cost more than the rest of the publish. Raises ValueError for a value no
+    field table can hold."""
+    at = _headers_at(raw)
+    if at is None or raw[0] & _HEADERS_BIT:
         return None
     return bytes((raw[0] | _HEADERS_BIT, raw[1])) + raw[2:at] + _values.encode_table(headers) + raw[at:]
+
+
+class HeaderSlot:
+    """An encoded property list with one header whose value changes from message to
+    message: ``fill(value)`` is ``encode_properties`` of the list with that header set to
+    ``value``, encoding only ``value`` (the other octets are kept, the headers table's
+    size is the only one that changes). Why: a receiving gateway renders each forwarded
+    message for its 0-9-1 consumers with the same properties but for the
+    ``x-amqp-1.0-message-annotations`` header, and encoding the whole list was the
+    largest part of that render."""
+
+    __slots__ = ("_head", "_before", "_after", "_tail", "_fixed")
+
+    def __init__(self, head: bytes, before: bytes, after: bytes, tail: bytes) -> None:
+        self._head, self._before, self._after, self._tail = head, before, after, tail
+        self._fixed = len(before) + len(after)
+
+    def fill(self, value: Any) -> bytes:
+        """Raises ValueError/TypeError for a value no field table can hold."""
+        encoded = _values.encode_field_value(value)
+        return b"".join((self._head, _I.pack(self._fixed + len(encoded)), self._before, encoded,
+                         self._after, self._tail))
+
+
+def header_slot(props: BasicProperties, name: str) -> Optional[HeaderSlot]:
+    """``props`` encoded around its header ``name`` (see ``HeaderSlot``); None when
+    ``props`` has no such header. Raises ValueError like ``encode_properties``."""
+    headers = props.headers
+    if not headers or name not in headers:
+        return None
+    raw = encode_properties(props)
+    at = _headers_at(raw)
+    if at is None:  # never for what encode_properties makes
+        return None
+    (size,) = _I.unpack_from(raw, at)
+    before: list[bytes] = []
+    after: list[bytes] = []
+    side = before
+    for key, value in headers.items():
+        if key == name:
+            side = after
+            before.append(_values.encode_shortstr(key))
+            continue
+        side.append(_values.encode_shortstr(key) + _values.encode_field_value(value))
+    return HeaderSlot(raw[:at], b"".join(before), b"".join(after), raw[at + 4 + size:])
 
 
 _EMPTY = BasicProperties()
