@@ -98,7 +98,10 @@ class TransferService:
         if container != forwarder.container:
             node = address  # through the hub: it resolves the whole address
         came_from = None
-        if message.origin.value == "amqp10" and message.payload is not None:
+        received = message.received_annotations
+        if received is not None:  # decoded when it was received
+            came_from = fa.forwarded_in(received[2])
+        elif message.origin.value == "amqp10" and message.payload is not None:
             came_from = fa.forwarded_of(message.payload)
         if not message.gateway_id:
             message.gateway_id = self.broker.next_gateway_id()
