@@ -34,6 +34,7 @@ from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.unroutable_outcome import echo_capabilities
 from gateway.amqp10.transactions import DECLARED, ConnectionTransactions, txn_label
 from gateway.broker.store_marks import StoreMark, not_saved_text, store_full
+from translators.amqp10_sections import owned_value
 
 __all__ = ["CoordinatorLink", "attach_coordinator", "is_coordinator",
            "refuse_transactional_acquisition", "LOCAL_TRANSACTIONS"]
@@ -154,7 +155,7 @@ def _control(encoded: bytes) -> tuple[str, list]:
     if kind is None or not isinstance(body.value, list):
         raise Amqp10Error(ErrorCondition.DECODE_ERROR,
                           f"a coordinator takes declare and discharge bodies, not {body!r:.80}")
-    return kind, body.value
+    return kind, owned_value(body.value)  # a txn-id is a view into the message's buffer
 
 
 def _settle(delivery: Delivery, state: int, *, data: Optional[list] = None,

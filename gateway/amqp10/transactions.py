@@ -46,6 +46,7 @@ from proton import Condition, Delivery, Described, symbol, ulong
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.broker.message import MessageContainer
 from gateway.broker.transaction import TransactionWork, WorkKind
+from translators.amqp10_sections import owned_value
 
 __all__ = ["ConnectionTransactions", "DECLARED", "TRANSACTIONAL_STATE", "retire_transactional",
            "txn_label"]
@@ -112,7 +113,8 @@ def _state_fields(delivery: Delivery) -> tuple[bytes, Any]:
     data = delivery.remote.data
     if not data or not isinstance(data[0], (bytes, memoryview)):
         raise Amqp10Error(ErrorCondition.DECODE_ERROR, "a transactional-state without a txn-id")
-    return bytes(data[0]), data[1] if len(data) > 1 else None
+    # copied: proton's binaries are views into the delivery's buffer
+    return bytes(data[0]), owned_value(data[1]) if len(data) > 1 else None
 
 
 class ConnectionTransactions:

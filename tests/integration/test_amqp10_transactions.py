@@ -295,3 +295,25 @@ def test_unknown_txn_ids_are_refused(gateway, channel):
         assert _count(channel, queue) == 0
     finally:
         channel.queue_delete(queue)
+
+
+@pytest.mark.parametrize("fail, visible", [(False, 2), (True, 0)], ids=["commit", "rollback"])
+def test_rhea_declares_posts_and_discharges(gateway, channel, fail, visible):
+    """rhea (no transaction API: the coordinator and states built from its types)."""
+    from tests.support.rhea_client import rhea_transaction
+
+    queue = unique("txn-rhea")
+    channel.queue_declare(queue)
+    try:
+        before: list[int] = []
+        lines = rhea_transaction(gateway.amqp_port, f"/queue/{queue}", 2, fail,
+                                 lambda: before.append(_count(channel, queue)))
+        assert [next(iter(line)) for line in lines] == ["declared", "posted", "discharged"]
+        assert lines[0]["declared"].startswith("txn:")
+        # each post settled transactional-state{txn-id, accepted}; none visible before
+        assert lines[1]["posted"] == [[0x34, 0x24], [0x34, 0x24]]
+        assert before == [0]
+        assert lines[2] == {"discharged": 0x24, "error": None}
+        assert _bodies(channel, queue) == [b"t0", b"t1"][:visible]
+    finally:
+        channel.queue_delete(queue)
