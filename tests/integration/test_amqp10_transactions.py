@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from typing import Any, Callable, Optional
+from urllib.parse import quote
 
 import pytest
 from proton import Delivery, Message
@@ -14,9 +15,18 @@ from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 from tests.support.cross_protocol_clients import TIMEOUT, unique
+from tests.support.management_http import call, management_gateway
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    """This module's gateway serves the management API (a queue's unacknowledged count)."""
+    gw = management_gateway().start()
+    yield gw
+    gw.stop()
 
 TRANSACTIONAL_STATE = 0x34
 
@@ -154,12 +164,18 @@ def test_posted_messages_become_visible_on_commit_only(gateway, channel, fail, v
 
 class Retiring(_Scenario):
     """Receives ``count`` messages and accepts them in the transaction; then commits or
-    aborts (proton's client releases the deliveries after an abort)."""
+    aborts (proton's client releases the deliveries after an abort). Records the queue's
+    (ready, unacknowledged) counts before the discharge (``before``) and after it, with
+    the connection still open (``after``)."""
 
-    def __init__(self, port: int, queue: str, fail: bool, count: int = 2) -> None:
-        super().__init__(port)
-        self.queue, self.fail, self.count = queue, fail, count
+    def __init__(self, gw, queue: str, fail: bool, count: int = 2) -> None:
+        super().__init__(gw.amqp_port)
+        self.gw, self.queue, self.fail, self.count = gw, queue, fail, count
         self.received: list[Any] = []
+        self.probe: Any = None
+        self.before: Optional[tuple[int, int]] = None
+        self.after: Optional[tuple[int, int]] = None
+        self.deadline = 0.0
 
     def declared(self):
         self.receiver = self.container.create_receiver(self.conn, f"/queue/{self.queue}", name="retiring")
@@ -169,29 +185,61 @@ class Retiring(_Scenario):
         self.received.append(bytes(event.message.body))
         self.txn.accept(event.delivery)
         if len(self.received) == self.count:
-            (self.txn.abort if self.fail else self.txn.commit)()
+            # a second declare as a probe: once it is answered, the gateway has read the
+            # accepts sent before it, and they must not have been applied yet
+            self.probe = self.container.declare_transaction(self.conn, handler=self)
+
+    def on_transaction_declared(self, event):
+        if self.txn is None:
+            super().on_transaction_declared(event)
+            return
+        self.before = _ready_unacked(self.gw, self.queue)
+        (self.txn.abort if self.fail else self.txn.commit)()
 
     def on_transaction_committed(self, event):
+        # the gateway settled our deliveries before it answered the discharge
+        self.after = _ready_unacked(self.gw, self.queue)
         self.done()
 
     def on_transaction_aborted(self, event):
-        self.done()
+        # proton's client releases the deliveries after this call: wait for them
+        self.deadline = time.monotonic() + TIMEOUT
+        self.container.schedule(0, self)
+
+    def on_timer_task(self, event):
+        counts = _ready_unacked(self.gw, self.queue)
+        if counts == (self.count, 0) or time.monotonic() > self.deadline:
+            self.after = counts
+            self.done()
+        else:
+            self.container.schedule(0.02, self)
+
+
+def _ready_unacked(gw, queue: str) -> tuple[int, int]:
+    body = call(gw, "GET", f"/api/queues/%2F/{quote(queue, safe='')}").body
+    return body["messages_ready"], body["messages_unacknowledged"]
 
 
 @pytest.mark.parametrize("fail, left", [(False, 0), (True, 2)], ids=["commit", "rollback"])
 def test_transactional_acks_take_effect_on_commit_only(gateway, channel, fail, left):
+    """Accepted in a transaction, the deliveries stay acquired until the discharge; a
+    commit removes them, a rollback makes them available again (connection still open)."""
     queue = unique("txn-retire")
     channel.queue_declare(queue)
     try:
         for body in (b"a", b"b"):
             channel.basic_publish("", queue, body)
-        scenario = Retiring(gateway.amqp_port, queue, fail)
+        scenario = Retiring(gateway, queue, fail)
         _run(scenario)
         assert scenario.errors == []
         assert scenario.received == [b"a", b"b"]
-        # after the connection closed: committed acks removed them, rolled back ones not
-        _wait(lambda: _count(channel, queue) == left, f"{left} messages in {queue}")
-        assert _bodies(channel, queue) == [b"a", b"b"][:left]
+        assert scenario.before == (0, 2)
+        assert scenario.after == (left, 0)
+        if fail:  # given back, not lost: redelivered
+            first, _, body = channel.basic_get(queue, auto_ack=True)
+            assert body == b"a" and first.redelivered
+            assert _bodies(channel, queue) == [b"b"]
+        assert _count(channel, queue) == 0
     finally:
         channel.queue_delete(queue)
 
