@@ -3,7 +3,12 @@ transactions; what they hold is ``transactions.ConnectionTransactions``.
 
 A client attaches a sender whose target is a ``coordinator`` (proton:
 ``Terminus.COORDINATOR``); we answer with a coordinator offering
-``amqp:local-transactions`` and give the link credit. Each transfer on it is a control
+``amqp:local-transactions``, ``amqp:multi-txns-per-ssn`` (a connection may have many
+transactions open at once) and ``amqp:multi-ssns-per-txn`` (a txn-id is the
+connection's: links of any of its sessions may use it), and give the link credit. A
+client whose coordinator asks for ``amqp:distributed-transactions`` or
+``amqp:promotable-transactions`` is refused with ``amqp:not-implemented`` naming them;
+capabilities this spec does not define are ignored. Each transfer on it is a control
 message whose amqp-value is a described list:
 
 * ``declare`` (0x31, ``amqp:declare:list``): a new transaction; settled with the
@@ -31,17 +36,25 @@ from proton import Condition, Delivery, Described, Link, Message, Terminus, symb
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.amqp10.link_host import LinkHost
-from gateway.amqp10.unroutable_outcome import echo_capabilities
+from gateway.amqp10.unroutable_outcome import capability_symbols, echo_capabilities
 from gateway.amqp10.transactions import DECLARED, ConnectionTransactions, txn_label
 from gateway.broker.store_marks import StoreMark, not_saved_text, store_full
 from translators.amqp10_sections import owned_value
 
 __all__ = ["CoordinatorLink", "attach_coordinator", "is_coordinator",
-           "refuse_transactional_acquisition", "LOCAL_TRANSACTIONS"]
+           "refuse_transactional_acquisition", "refuse_unsupported_capabilities",
+           "LOCAL_TRANSACTIONS", "REFUSED_CAPABILITIES", "SUPPORTED_CAPABILITIES"]
 
 log = logging.getLogger(__name__)
 
 LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")
+#: the txn-capabilities of spec 4.5.8 we offer (a coordinator's attach reply lists them)
+SUPPORTED_CAPABILITIES = (LOCAL_TRANSACTIONS, "amqp:multi-txns-per-ssn", "amqp:multi-ssns-per-txn")
+#: those we refuse, and why
+REFUSED_CAPABILITIES = {
+    "amqp:distributed-transactions": "distributed transactions",
+    "amqp:promotable-transactions": "promotable transactions",
+}
 #: control messages a coordinator takes: descriptor (code or symbol) -> its name
 _CONTROLS = {ulong(0x31): "declare", symbol("amqp:declare:list"): "declare",
              ulong(0x32): "discharge", symbol("amqp:discharge:list"): "discharge"}
@@ -53,6 +66,18 @@ _TXN_ID = symbol("txn-id")
 def is_coordinator(link: Link) -> bool:
     """Whether the client's attach is a sender to a coordinator."""
     return link.is_receiver and link.remote_target.type == Terminus.COORDINATOR
+
+
+def refuse_unsupported_capabilities(link: Link) -> None:
+    """Raise ``Amqp10Error(amqp:not-implemented)`` when the client's coordinator asks
+    for a transaction capability we do not offer, naming each."""
+    refused = [s for s in capability_symbols(link.remote_target.capabilities)
+               if s in REFUSED_CAPABILITIES]
+    if refused:
+        named = ", ".join(f"{s} ({REFUSED_CAPABILITIES[s]})" for s in refused)
+        raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
+                          f"coordinator capabilities not supported: {named}; this coordinator "
+                          f"offers {', '.join(SUPPORTED_CAPABILITIES)}")
 
 
 def refuse_transactional_acquisition(link: Link) -> None:
@@ -170,11 +195,12 @@ def _settle(delivery: Delivery, state: int, *, data: Optional[list] = None,
 
 def attach_coordinator(host: LinkHost, link: Link) -> CoordinatorLink:
     """Answer an attach to the coordinator: the connection's transactions are made with
-    its first one."""
+    its first one. Raises ``Amqp10Error`` (``refuse_unsupported_capabilities``)."""
+    refuse_unsupported_capabilities(link)
     if host.transactions is None:
         host.transactions = ConnectionTransactions(host.owner)
     link.target.type = Terminus.COORDINATOR
-    echo_capabilities(link.target, [LOCAL_TRANSACTIONS])
+    echo_capabilities(link.target, SUPPORTED_CAPABILITIES)
     link.source.address = link.remote_source.address
     link.snd_settle_mode = link.remote_snd_settle_mode
     link.rcv_settle_mode = Link.RCV_FIRST

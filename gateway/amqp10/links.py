@@ -292,7 +292,8 @@ def _attach_incoming(host: LinkHost, link: Link) -> tuple[IncomingLink, Callable
 
 
 def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink | CoordinatorLink":
-    """Answer a client's attach (a link to the coordinator: ``coordinator``). Raises :class:`Amqp10Error` (link scope) to refuse it;
+    """Answer a client's attach (one to the coordinator: ``coordinator``). Raises
+    :class:`Amqp10Error` (link scope) to refuse it;
     broker errors are mapped through ``conditions``. An attach that declared a durable
     queue (``directory``) is answered once the store committed the queue: until then
     the link is known but not attached on our side (no credit, no deliveries)."""

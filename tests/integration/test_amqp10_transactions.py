@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional
 from urllib.parse import quote
 
 import pytest
-from proton import Delivery, Message
+from proton import Delivery, Message, SymbolList, Terminus, symbol
 from proton.handlers import MessagingHandler, TransactionHandler
-from proton.reactor import Container
+from proton.reactor import Container, LinkOption
 
 from tests.support.cross_protocol_clients import TIMEOUT, unique
 from tests.support.management_http import call, management_gateway
@@ -365,3 +365,48 @@ def test_rhea_declares_posts_and_discharges(gateway, channel, fail, visible):
         assert _bodies(channel, queue) == [b"t0", b"t1"][:visible]
     finally:
         channel.queue_delete(queue)
+
+
+class CoordinatorOption(LinkOption):
+    """A sender to a coordinator asking for ``capabilities``."""
+
+    def __init__(self, capabilities: list[str]) -> None:
+        self.capabilities = capabilities
+
+    def apply(self, link) -> None:
+        link.target.type = Terminus.COORDINATOR
+        link.target.capabilities.put_object(SymbolList([symbol(c) for c in self.capabilities]))
+
+
+class AskingCapabilities(MessagingHandler):
+    """Attaches a coordinator link asking for ``capabilities``; records the answer."""
+
+    def __init__(self, port: int, capabilities: list[str]) -> None:
+        super().__init__()
+        self.port, self.capabilities = port, capabilities
+        self.refused: Optional[tuple[str, str]] = None
+
+    def on_start(self, event):
+        conn = event.container.connect(f"amqp://127.0.0.1:{self.port}", user="guest", password="guest",
+                                       virtual_host="vhost:/", allowed_mechs="PLAIN",
+                                       allow_insecure_mechs=True)
+        event.container.create_sender(conn, None, options=CoordinatorOption(self.capabilities))
+
+    def on_link_error(self, event):
+        condition = event.link.remote_condition
+        self.refused = (condition.name, condition.description)
+        event.connection.close()
+
+    def on_link_closed(self, event):
+        event.connection.close()
+
+
+def test_unsupported_coordinator_capabilities_are_refused(gateway):
+    scenario = AskingCapabilities(gateway.amqp_port, ["amqp:local-transactions",
+                                                      "amqp:promotable-transactions"])
+    _run(scenario)
+    assert scenario.refused == (
+        "amqp:not-implemented",
+        "coordinator capabilities not supported: amqp:promotable-transactions (promotable "
+        "transactions); this coordinator offers amqp:local-transactions, amqp:multi-txns-per-ssn, "
+        "amqp:multi-ssns-per-txn")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from proton import Delivery, Described, Message, Terminus, symbol, ulong
+from proton import Delivery, Described, Message, SymbolList, Terminus, symbol, ulong
 
 from tests.support.amqp10_pump import Amqp10Pump, decode_message, encode_message
 
@@ -15,13 +15,13 @@ TRANSACTIONAL_STATE, DECLARED = 0x34, 0x33
 class Controller:
     """The client side of a coordinator link, as proton's ``Transaction`` writes it."""
 
-    def __init__(self, pump: Amqp10Pump) -> None:
+    def __init__(self, pump: Amqp10Pump, capabilities: tuple[str, ...] = ("amqp:local-transactions",)) -> None:
         self.pump = pump
         link = pump.connection.session()
         link.open()
         self.link = link.sender("txn-ctrl")
         self.link.target.type = Terminus.COORDINATOR
-        self.link.target.capabilities.put_object(symbol("amqp:local-transactions"))
+        self.link.target.capabilities.put_object(SymbolList([symbol(c) for c in capabilities]))
         self.link.open()
         pump.pump()
 
@@ -68,8 +68,38 @@ def test_the_coordinator_answers_with_local_transactions(connect):
     capabilities = controller.link.remote_target.capabilities
     capabilities.rewind()
     capabilities.next()
-    assert symbol("amqp:local-transactions") in capabilities.get_object()
+    assert set(capabilities.get_object()) == {"amqp:local-transactions", "amqp:multi-txns-per-ssn",
+                                              "amqp:multi-ssns-per-txn"}
     assert controller.link.credit > 0
+
+
+def test_a_coordinator_asking_for_distributed_transactions_is_refused(connect):
+    pump = connect()
+    controller = Controller(pump, ("amqp:local-transactions", "amqp:distributed-transactions",
+                                   "amqp:multi-txns-per-ssn", "x-unknown"))
+    condition = controller.link.remote_condition
+    assert condition is not None and condition.name == "amqp:not-implemented"
+    assert condition.description == (
+        "coordinator capabilities not supported: amqp:distributed-transactions (distributed "
+        "transactions); this coordinator offers amqp:local-transactions, amqp:multi-txns-per-ssn, "
+        "amqp:multi-ssns-per-txn")
+
+
+def test_many_transactions_open_at_once_and_one_used_from_another_session(connect, queue):
+    """``amqp:multi-txns-per-ssn`` and ``amqp:multi-ssns-per-txn``, as offered."""
+    pump = connect()
+    controller = Controller(pump, ("amqp:local-transactions", "amqp:multi-txns-per-ssn",
+                                   "amqp:multi-ssns-per-txn"))
+    first, second = controller.declare(), controller.declare()
+    assert first != second
+    sender = pump.sender("/queue/q1")  # its own session, not the coordinator's
+    assert sender.session is not controller.link.session
+    post(pump, sender, first, "one")
+    post(pump, sender, second, "two")
+    assert controller.discharge(second, False).remote_state == Delivery.ACCEPTED
+    assert queue.message_count == 1
+    assert controller.discharge(first, True).remote_state == Delivery.ACCEPTED
+    assert queue.message_count == 1
 
 
 def test_posted_messages_are_visible_only_after_commit(connect, queue):
