@@ -366,12 +366,14 @@ class BrokerChannel:
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
         publishing = self.publishing
-        mark = StoreMark(self.broker.store)
-        for kind, work in publishing.transaction(method).take():
-            if kind is WorkKind.POST:
-                publishing.route(work.method, work.content, work.message)
-            else:
-                self._settle(work.kind, work.items)
+        store = self.broker.store
+        mark = StoreMark(store)
+        with store.one_commit():  # on disk all together, or not at all
+            for kind, work in publishing.transaction(method).take():
+                if kind is WorkKind.POST:
+                    publishing.route(work.method, work.content, work.message)
+                else:
+                    self._settle(work.kind, work.items)
         mark.answer(self._tx_durable)
 
     def _tx_durable(self, error: Exception | None) -> None:

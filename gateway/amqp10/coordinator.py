@@ -15,8 +15,9 @@ message whose amqp-value is a described list:
   ``declared`` state (0x33) carrying its txn-id. A ``global-id`` asks for a distributed
   transaction: rejected with ``amqp:not-implemented``.
 * ``discharge`` (0x32, ``amqp:discharge:list``): ``[txn-id, fail]``; accepted once
-  rolled back or committed (a commit that wrote persistent messages is answered once
-  the store synced them, as a confirm is); rejected with the
+  rolled back or committed (a commit's store writes go to one store commit,
+  ``Store.one_commit``, so a crash leaves all or none of them, and the discharge is
+  answered once the store synced them, as 0-9-1's tx.commit-ok is); rejected with the
   ``amqp:transaction:*`` condition when it cannot be (``transactions``).
 
 Anything else on the link is rejected with ``amqp:decode-error`` naming what came. The
@@ -140,8 +141,10 @@ class CoordinatorLink:
         if not value or not isinstance(value[0], (bytes, memoryview)):
             raise Amqp10Error(ErrorCondition.DECODE_ERROR, "a discharge without a txn-id")
         txn_id, fail = bytes(value[0]), bool(value[1]) if len(value) > 1 else False
-        mark = StoreMark(self.host.broker.store)
-        self.transactions.discharge(txn_id, fail)
+        store = self.host.broker.store
+        mark = StoreMark(store)
+        with store.one_commit():  # a commit's writes on disk all together, or not at all
+            self.transactions.discharge(txn_id, fail)
         log.debug("1.0 transaction %s %s on %s", txn_label(txn_id),
                   "rolled back" if fail else "committed", self.host.connection_id)
         mark.answer(lambda error: self._discharged(delivery, txn_id, error))

@@ -9,12 +9,15 @@ import time
 from typing import Any, Callable, Optional
 from urllib.parse import quote
 
+import pika
 import pytest
 from proton import Delivery, Message, SymbolList, Terminus, symbol
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container, LinkOption
 
+from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import TIMEOUT, unique
+from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.management_http import call, management_gateway
 from tests.support.tcp_cutter import TcpCutter
 
@@ -410,3 +413,77 @@ def test_unsupported_coordinator_capabilities_are_refused(gateway):
         "coordinator capabilities not supported: amqp:promotable-transactions (promotable "
         "transactions); this coordinator offers amqp:local-transactions, amqp:multi-txns-per-ssn, "
         "amqp:multi-ssns-per-txn")
+
+
+class CommitThenCrash(_Scenario):
+    """Accepts ``retire`` messages and posts ``post`` durable ones in the transaction,
+    commits, and SIGKILLs the gateway the moment the discharge is accepted."""
+
+    def __init__(self, gw, queue: str, retire: int, post: int) -> None:
+        super().__init__(gw.amqp_port)
+        self.gw, self.queue, self.retire, self.post = gw, queue, retire, post
+        self.received: list[bytes] = []
+        self.sent = self.settled = 0
+        self.committed = False
+
+    def open_links(self, container, conn):
+        self.sender = container.create_sender(conn, f"/queue/{self.queue}", name="posting")
+
+    def declared(self):
+        self.receiver = self.container.create_receiver(self.conn, f"/queue/{self.queue}", name="retiring")
+        self.receiver.flow(self.retire)
+        self.on_sendable(None)
+
+    def on_message(self, event):
+        self.received.append(bytes(event.message.body))
+        self.txn.accept(event.delivery)
+        self._maybe_commit()
+
+    def on_sendable(self, event):
+        while self.txn is not None and self.sent < self.post and self.sender.credit:
+            self.txn.send(self.sender, Message(body=b"new%d" % self.sent, durable=True, inferred=True))
+            self.sent += 1
+
+    def on_settled(self, event):
+        if event.link == self.sender:
+            self.settled += 1
+            self._maybe_commit()
+
+    def _maybe_commit(self):
+        if self.settled == self.post and len(self.received) == self.retire:
+            self.txn.commit()
+
+    def on_transaction_committed(self, event):
+        self.committed = True
+        self.gw.kill()
+        self.container.stop()
+
+
+def test_a_commit_survives_kill_9_right_after_the_discharge(tmp_path):
+    """Persistent posts to a durable queue and accepts of its messages, committed: after
+    a kill -9 the moment the discharge is accepted, the restarted gateway has every
+    posted message and none of the accepted ones. The store waits a second before each
+    commit, so a discharge answered before its writes were synced would lose them."""
+    config = default_config(extra=f"state_dir: {tmp_path}\nstore:\n  commit_interval: 1.0\n")
+    gw = GatewayProcess(config_text=config).start()
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        ch.queue_declare("txq", durable=True)
+        ch.confirm_delivery()
+        for i in range(3):
+            ch.basic_publish("", "txq", b"old%d" % i, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        scenario = CommitThenCrash(gw, "txq", retire=2, post=20)
+        _run(scenario)
+        assert scenario.committed and scenario.received == [b"old0", b"old1"]
+    finally:
+        gw.kill()
+    gw = GatewayProcess(config_text=config).start()
+    try:
+        conn = pika_connection(gw)
+        ch = conn.channel()
+        assert _bodies(ch, "txq") == [b"old2"] + [b"new%d" % i for i in range(20)]
+        conn.close()
+    finally:
+        gw.stop()
