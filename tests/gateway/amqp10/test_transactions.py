@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from proton import Delivery, Described, Message, SymbolList, Terminus, symbol, ulong
 
+from gateway.broker.exchanges import DestinationKind
 from tests.support.amqp10_pump import Amqp10Pump, decode_message, encode_message
 
 TRANSACTIONAL_STATE, DECLARED = 0x34, 0x33
@@ -37,9 +38,9 @@ class Controller:
         return self.control("amqp:discharge:list", [txn_id, fail])
 
 
-def post(pump: Amqp10Pump, sender: Any, txn_id: bytes, body: Any) -> Delivery:
+def post(pump: Amqp10Pump, sender: Any, txn_id: bytes, body: Any, **properties: Any) -> Delivery:
     delivery = sender.delivery(f"p{id(body)}-{body}")
-    sender.send(encode_message(body))
+    sender.send(encode_message(body, **properties))
     delivery.local.data = [txn_id]
     delivery.update(TRANSACTIONAL_STATE)
     sender.advance()
@@ -155,6 +156,21 @@ def test_a_refused_post_carries_its_condition_in_the_transactional_state(connect
     assert error.descriptor == ulong(0x1D)
     assert error.value[:2] == [symbol("amqp:invalid-field"),
                                "anonymous relay: the message has no 'to' address"]
+
+
+def test_posts_through_the_anonymous_relay_and_to_an_exchange(connect, broker, queue):
+    broker.vhost("/").bind(DestinationKind.QUEUE, "q1", "amq.topic", "t.k")
+    pump = connect()
+    controller = Controller(pump)
+    txn = controller.declare()
+    relay = pump.sender(None)
+    topic = pump.sender("/topic/t.k", name="topic")
+    for delivery in (post(pump, relay, txn, "via relay", address="/queue/q1"),
+                     post(pump, topic, txn, "via topic")):
+        assert delivery.remote.data[1].descriptor == ulong(Delivery.ACCEPTED)
+    assert queue.message_count == 0
+    assert controller.discharge(txn, False).remote_state == Delivery.ACCEPTED
+    assert queue.message_count == 2
 
 
 def _consume(pump, count):
