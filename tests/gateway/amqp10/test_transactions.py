@@ -57,6 +57,13 @@ def retire(pump: Amqp10Pump, delivery: Delivery, txn_id: bytes, outcome: int = D
     pump.pump()
 
 
+def _posting(connect) -> tuple[Amqp10Pump, Controller, bytes, Any]:
+    """A connection with a declared transaction and a sender to ``/queue/q1``."""
+    pump = connect()
+    controller = Controller(pump)
+    return pump, controller, controller.declare(), pump.sender("/queue/q1")
+
+
 @pytest.fixture()
 def queue(broker):
     return broker.vhost("/").queue("q1")
@@ -104,10 +111,7 @@ def test_many_transactions_open_at_once_and_one_used_from_another_session(connec
 
 
 def test_posted_messages_are_visible_only_after_commit(connect, queue):
-    pump = connect()
-    controller = Controller(pump)
-    txn = controller.declare()
-    sender = pump.sender("/queue/q1")
+    pump, controller, txn, sender = _posting(connect)
     deliveries = [post(pump, sender, txn, i) for i in range(3)]
     for delivery in deliveries:
         assert delivery.settled and delivery.remote_state == TRANSACTIONAL_STATE
@@ -119,10 +123,7 @@ def test_posted_messages_are_visible_only_after_commit(connect, queue):
 
 
 def test_rollback_drops_the_posted_messages(connect, queue):
-    pump = connect()
-    controller = Controller(pump)
-    txn = controller.declare()
-    sender = pump.sender("/queue/q1")
+    pump, controller, txn, sender = _posting(connect)
     post(pump, sender, txn, "x")
     assert controller.discharge(txn, True).remote_state == Delivery.ACCEPTED
     assert queue.message_count == 0
@@ -201,13 +202,20 @@ def test_retirement_takes_effect_on_commit(connect, queue):
     assert all(delivery.settled for delivery, _ in got)
 
 
-def test_rollback_leaves_retired_deliveries_acquired_for_the_client(connect, queue):
+def _retired_one(connect, settle: bool = False) -> tuple[Amqp10Pump, Controller, bytes, Any, Delivery, bytes]:
+    """A connection that took the one message of ``q1`` and retired it (accepted) in a
+    declared transaction."""
     pump = connect()
     _fill(pump, 1)
     controller = Controller(pump)
     txn = controller.declare()
     receiver, [(delivery, data)] = _consume(pump, 1)
-    retire(pump, delivery, txn)
+    retire(pump, delivery, txn, settle=settle)
+    return pump, controller, txn, receiver, delivery, data
+
+
+def test_rollback_leaves_retired_deliveries_acquired_for_the_client(connect, queue):
+    pump, controller, txn, receiver, delivery, data = _retired_one(connect)
     assert controller.discharge(txn, True).remote_state == Delivery.ACCEPTED
     assert queue.acquired_count == 1 and not delivery.settled
     # the client settles it anew (as proton's client releases after an abort)
@@ -216,12 +224,7 @@ def test_rollback_leaves_retired_deliveries_acquired_for_the_client(connect, que
 
 
 def test_rollback_releases_a_delivery_the_client_settled(connect, queue):
-    pump = connect()
-    _fill(pump, 1)
-    controller = Controller(pump)
-    txn = controller.declare()
-    receiver, [(delivery, data)] = _consume(pump, 1)
-    retire(pump, delivery, txn, settle=True)
+    pump, controller, txn, receiver, delivery, data = _retired_one(connect, settle=True)
     assert controller.discharge(txn, True).remote_state == Delivery.ACCEPTED
     receiver.flow(1)
     pump.pump()
@@ -230,12 +233,7 @@ def test_rollback_releases_a_delivery_the_client_settled(connect, queue):
 
 
 def test_a_detached_consumer_makes_the_commit_roll_back(connect, queue):
-    pump = connect()
-    _fill(pump, 1)
-    controller = Controller(pump)
-    txn = controller.declare()
-    receiver, [(delivery, _)] = _consume(pump, 1)
-    retire(pump, delivery, txn)
+    pump, controller, txn, receiver, delivery, _ = _retired_one(connect)
     receiver.close()
     pump.pump()
     answer = controller.discharge(txn, False)
@@ -254,12 +252,7 @@ def test_a_retirement_with_an_unknown_txn_id_detaches_the_link(connect, queue):
 
 
 def test_connection_loss_rolls_back(connect, broker, queue):
-    pump = connect()
-    _fill(pump, 1)
-    controller = Controller(pump)
-    txn = controller.declare()
-    receiver, [(delivery, _)] = _consume(pump, 1)
-    retire(pump, delivery, txn)
+    pump, controller, txn, receiver, delivery, _ = _retired_one(connect)
     post(pump, pump.sender("/queue/q1", name="txn-sender"), txn, "late")
     pump.engine.receive_eof()
     assert queue.message_count == 1
