@@ -57,8 +57,9 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("channel", "channel_details.name"), ("ack_required", "ack_required"),
         ("prefetch", "prefetch_count")]),
     "remotes": ("gateway/remotes", False, [
-        ("name", "name"), ("state", "state"), ("address", "address"),
-        ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),
+        ("name", "name"), ("kind", "kind"), ("state", "state"), ("host", "host"), ("port", "port"),
+        ("outbox_depth", "outbox_depth"), ("forwarded", "forwarded"),
+        ("dead_lettered", "dead_lettered"), ("last_error", "last_error")]),
     "backends": ("gateway/backends", False, [
         ("name", "name"), ("kind", "kind"), ("state", "state"), ("connections", "connections"),
         ("nodes", "node_states"), ("refused", "refused"), ("lost", "lost"), ("last_error", "last_error")]),

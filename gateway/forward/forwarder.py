@@ -361,10 +361,12 @@ class Forwarder:
         self._remove(entry)
 
     def status(self) -> dict:
-        """What management and the metrics show of this remote."""
+        """What management and the metrics show of this remote. ``name`` is the container
+        again: every object the management API lists has a ``name`` (the dashboard and
+        ``ctl`` key their rows on it)."""
         oldest = self.oldest_created_at()
         return {
-            "container": self.container, "kind": self.settings.kind,
+            "name": self.container, "container": self.container, "kind": self.settings.kind,
             "host": self.settings.host, "port": self.settings.port,
             "state": self.state, "last_error": self.last_error,
             "outbox_depth": self.depth, "outbox_bytes": self.bytes,
