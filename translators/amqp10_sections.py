@@ -304,15 +304,16 @@ def annotation_key(key: Any) -> Any:
     return key
 
 
-def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
+def with_message_annotations(encoded: bytes, annotations: dict, drop: tuple = ()) -> bytes:
     """Return ``encoded`` with ``annotations`` merged into its message-annotations
-    section: existing entries are kept, and entries of the same key replaced. Without
+    section: existing entries are kept, and entries of the same key replaced; keys in
+    ``drop`` are removed. Without
     such a section one is inserted where the spec puts it (after the header and
     delivery-annotations). Only that section is decoded and re-encoded; every other
     section is copied octet for octet. Raises ``TranslationError`` on a malformed
     encoding or a value proton cannot encode.
     """
-    if not annotations:
+    if not annotations and not drop:
         return encoded
     spans = scan_sections(encoded)
     merged: dict = {}
@@ -331,6 +332,8 @@ def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
             break
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
+    for key in drop:
+        merged.pop(key, None)
     return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
                     "message-annotations")
 
