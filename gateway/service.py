@@ -18,6 +18,7 @@ from twisted.internet import defer, task
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.backend_bridge import BackendBridge
+from gateway.amqp10.backend_client import BackendLinkClient
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -52,7 +53,7 @@ from gateway.edge.workers import ReusePortEndpoint, WorkerPlace
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
-from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.alerts import LEDGER_GAP, QueueThresholds, ThresholdRule
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
@@ -175,7 +176,7 @@ class GatewayService(service.MultiService):
         self.users = UserDirectory(users_from_config(config.users))
         #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
-        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge, BackendLinkClient) if self.backends.proxied
                             else None)
         if self.backends.proxied:
             self.metrics.watch_backends(self.backends.status)
@@ -228,6 +229,7 @@ class GatewayService(service.MultiService):
                         header_allowlist=lc.header_allowlist, enabled=lc.enabled)
         if not lc.enabled:
             return ledger
+        ledger.started(self.reactor.seconds())  # before the store's messages are restored
         directory = lc.directory or os.path.join(config.state_dir, "ledger")
         settings = dict(
             container_id=self.container_id, segment_max_bytes=lc.segment_max_bytes,
@@ -236,11 +238,28 @@ class GatewayService(service.MultiService):
         if lc.writer_process:
             os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
             self.ledger_process = LedgerProcess(self.reactor, ledger, dict(
-                settings, directory=directory, flush_interval=lc.flush_interval))
+                settings, directory=directory, flush_interval=lc.flush_interval),
+                on_gap=self._ledger_gap)
+            self.metrics.watch_ledger(self._ledger_counts)
         else:
             self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
             self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
         return ledger
+
+    def _ledger_gap(self, count: int, since: float, now: float) -> None:
+        """The writer process died with ``count`` records unwritten since ``since``: a
+        ``gap`` record (in the next writer's ledger), an alert, and the metric."""
+        self.ledger.gap(now, count, since)
+        self.management_plane.alerts.raised_once(
+            LEDGER_GAP, {"records_lost": count, "since": since, "container": self.container_id},
+            f"the ledger writer process died; {count} record(s) made since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(since))} UTC could not be written")
+
+    def _ledger_counts(self) -> dict[str, int]:
+        p = self.ledger_process
+        assert p is not None
+        return {"writer_restarts": p.restarts, "gaps": p.gaps, "records_lost": p.records_lost,
+                "chunks_dropped": p.chunks_dropped}
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -436,6 +455,8 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        # what the store does not keep ends here: the ledger says so
+        self.broker.record_shutdown(self.reactor.seconds())
         self.forwarding.stop()
         if self.store_driver is not None:
             self.store_driver.stop()
@@ -495,7 +516,8 @@ class GatewayService(service.MultiService):
         status.update(segments=len(sizes), bytes=sum(sizes))
         if self.ledger_process is not None:
             status.update(chunks_dropped=self.ledger_process.chunks_dropped,
-                          restarts=self.ledger_process.restarts)
+                          restarts=self.ledger_process.restarts, gaps=self.ledger_process.gaps,
+                          records_lost=self.ledger_process.records_lost)
         elif self.ledger_writer is not None:
             w = self.ledger_writer
             status.update(records_written=w.records_written, records_dropped=w.records_dropped,

@@ -187,7 +187,7 @@ class ChannelTopology:
         name = self.queue_name(method.queue, method)
         self.scope.require(Action.READ, name, method)
         mark = StoreMark(self.store)
-        count = self.vhost.purge_queue(name, owner=self.owner)
+        count = self.vhost.purge_queue(name, owner=self.owner, now=self.connection.now)
         self._answer_saved(mark, method, None if method.nowait else m.QueuePurgeOk(message_count=count),
                            f"queue '{name}' {self._vhost_label()}")
 
@@ -196,7 +196,7 @@ class ChannelTopology:
         self.scope.require(Action.CONFIGURE, name, method)
         mark = StoreMark(self.store)
         count = self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
-                                        owner=self.owner)
+                                        owner=self.owner, now=self.connection.now)
         self._answer_saved(mark, method, None if method.nowait else m.QueueDeleteOk(message_count=count),
                            f"queue '{name}' {self._vhost_label()}")
 

@@ -110,15 +110,15 @@ class ChannelWriter:
                      body: bytes) -> bool:
         """``send_content`` of a basic.deliver with these fields (the per-delivery path:
         no method object is made)."""
-        if not self._conn.channel_is_open(self.channel_id):
-            return False
         if self._held is not None:
+            if not self._conn.channel_is_open(self.channel_id):
+                return False
             self._held.append((self._conn.send_deliver, (consumer_tag, delivery_tag, redelivered,
                                                          exchange, routing_key, properties_bytes, body)))
             return True
-        self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
-                                exchange, routing_key, properties_bytes, body)
-        return True
+        # the connection checks the channel is open (a call less per delivery)
+        return self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
+                                       exchange, routing_key, properties_bytes, body)
 
     def hold(self) -> HeldReply:
         """Take the next place in the channel's output for a reply given later with

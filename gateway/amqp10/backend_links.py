@@ -74,6 +74,11 @@ def open_proxied(engine: Any, name: str, backend: BackendNodes) -> "BackendSessi
     (connection scope) for a refusal of the gateway's own."""
     settings = backend.settings
     user = engine.user
+    if settings.kind == "amqp10":  # 1.0 carried to 1.0 as it is: not built yet (issue 44)
+        raise Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
+                          f"vhost '{name}' is on backend {settings.name} (kind amqp10), which this "
+                          "gateway carries for 0-9-1 clients only; a 1.0 client can connect to the "
+                          "backend itself", Scope.CONNECTION)
     if not settings.passthrough and name not in user.permissions:
         raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
                           f"access to vhost '{name}' refused for user '{user.name}'", Scope.CONNECTION)

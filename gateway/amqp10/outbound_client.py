@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
+from gateway.amqp10.client_transport import push_input, take_output
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, c_pointer, ffi, lib, pn_collector_peek,
                                          pn_collector_pop, pn_delivery_link, pn_delivery_remote_state,
                                          pn_delivery_settle, pn_delivery_settled, pn_delivery_tag,
@@ -141,13 +142,7 @@ class OutboundAmqp10:
             data = self._scram_step(data)
             if not data:
                 return
-        transport = self._transport
-        while data:
-            capacity = transport.capacity()
-            if capacity < 0:
-                break
-            chunk, data = data[:capacity or len(data)], data[capacity or len(data):]
-            transport.push(chunk)
+        push_input(self._transport, data)
         self._process()
 
     def receive_eof(self) -> None:
@@ -162,17 +157,10 @@ class OutboundAmqp10:
             if scram.state is ScramClientState.FAILED:
                 self.closed = True
             return out
-        transport = self._transport
-        out = []
-        while True:
-            pending = transport.pending()
-            if pending <= 0:
-                if pending < 0:
-                    self.closed = True
-                break
-            out.append(bytes(transport.peek(pending)))
-            transport.pop(pending)
-        return b"".join(out)
+        out, ended = take_output(self._transport)
+        if ended:
+            self.closed = True
+        return out
 
     def tick(self, now: float) -> Optional[float]:
         deadline = self._transport.tick(now)

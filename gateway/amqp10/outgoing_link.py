@@ -194,14 +194,15 @@ class OutgoingLink:
         pn_delivery_settle(d)
         if entry is None or not self.acquires:
             return
-        self._apply_outcome(entry, state, d)
-
-    def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:  # before the queue acts on it
             ledger.settled(now, self._ledger_ctx, entry, queue.name,
                            _LEDGER_OUTCOME.get(state, _RELEASED))
+        if state == Delivery.ACCEPTED:
+            # what apply_outcome does first for ACCEPTED, without its call (every accept)
+            queue.settle(entry)
+            return
         if state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer

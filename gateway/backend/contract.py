@@ -18,7 +18,7 @@ from gateway.backend.nodes import BackendNodes
 from gateway.backend.settings import BackendSettings
 
 __all__ = ["BackendLogin", "FailureKind", "BackendFailure", "VhostProxy", "backend_login",
-           "lost_text"]
+           "lost_text", "LinkEvents", "LinkConnection"]
 
 
 class FailureKind(enum.Enum):
@@ -83,6 +83,9 @@ class VhostProxy(Protocol):
     def connect_bridge(self, backend: BackendNodes, login: BackendLogin, events: Any) -> Any:
         """``connect`` with the engine that carries a 1.0 client's links (``BridgeEvents``)."""
 
+    def connect_links(self, backend: BackendNodes, login: BackendLogin, events: Any) -> Any:
+        """``connect`` with the 1.0 client engine of an amqp10 backend (``LinkEvents``)."""
+
 
 
 
@@ -124,3 +127,44 @@ class BridgeConnection(Protocol):
     def drain(self, key: Any) -> None: ...
     def settle(self, key: Any, delivery_tag: int, disposition: Any) -> None: ...
     def close_channel(self, key: Any) -> None: ...
+
+
+class LinkEvents(Protocol):
+    """What a 0-9-1 connection on an amqp10 backend hears from its 1.0 connection there
+    (``key``: the link's, given when it was opened)."""
+
+    def opened(self, engine: Any, node: Any) -> None:
+        """The backend connection opened (the connector's)."""
+
+    def failed(self, failure: BackendFailure) -> None:
+        """No node opened a connection (the connector's)."""
+
+    def link_ready(self, key: Any) -> None:
+        """The backend attached the link (its address exists, or it made it)."""
+
+    def link_failed(self, key: Any, error: str, in_doubt: tuple) -> None:
+        """The backend refused or detached the link; ``in_doubt``: tokens of messages sent
+        on it that it never settled."""
+
+    def outcome(self, key: Any, token: Any, outcome: str, error: str) -> None:
+        """The backend settled a message sent on ``key`` (``accepted``, ``rejected``,
+        ``released``, ``modified``)."""
+
+    def delivered(self, key: Any, delivery: Any, message: Any, redelivered: bool) -> None:
+        """A message (a broker ``MessageContainer`` in 1.0 encoding) on receiver ``key``;
+        ``delivery`` is what ``settle`` takes."""
+
+    def lost(self, error: str) -> None:
+        """The open backend connection went away."""
+
+
+class LinkConnection(Protocol):
+    """A 1.0 connection to an amqp10 backend carrying a 0-9-1 client's operations
+    (``amqp10.backend_client``)."""
+
+    def open_sender(self, key: Any, address: str) -> None: ...
+    def open_receiver(self, key: Any, address: str, credit: int) -> None: ...
+    def send(self, key: Any, token: Any, message: Any) -> None: ...
+    def add_credit(self, key: Any, credit: int) -> None: ...
+    def settle(self, key: Any, delivery: Any, outcome: str) -> None: ...
+    def close_link(self, key: Any) -> None: ...

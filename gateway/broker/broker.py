@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from gateway.ledger import EventKind
 from gateway.store.interface import NullStore, Store
 
 from .errors import BrokerError, NotFound
@@ -166,16 +167,27 @@ class Broker:
                 log.warning("stored messages for missing queue %r in vhost %r; skipped", queue_name, vhost_name)
                 continue
             for e in entries:
-                queue.restore(stand_in(e.message_id, e.size, e.priority), seq=e.seq,
+                message = stand_in(e.message_id, e.size, e.priority)
+                queue.restore(message, seq=e.seq,
                               expires_at=e.expires_at, redelivered=e.redelivered or e.acquired,
                               delivery_count=e.delivery_count + e.acquired, ref=e.ref)
                 highest = max(highest, e.message_id)
+                if self.ledger is not None:
+                    self.ledger.queue_event(now, vhost_name, message, queue_name, EventKind.RESTORED)
             restored = count(vhost_name)
             restored.messages += len(entries)
             restored.redelivered += sum(1 for e in entries if e.acquired)
         if highest:
             self._use_ids(itertools.count(max(highest + 1, self.next_gateway_id())))
         return counts
+
+    def record_shutdown(self, now: float) -> int:
+        """The gateway stops (its connections closed): what the store does not keep goes
+        to the ledger as dropped (``Queue.record_shutdown``); returns how many."""
+        if self.ledger is None:
+            return 0
+        return sum(queue.record_shutdown(now) for vhost in self._vhosts.values()
+                   for queue in list(vhost.queues.values()))
 
     def use_ledger(self, ledger: Optional[Any]) -> None:
         """Record message events in ``ledger`` (a ``gateway.ledger.Ledger``, or None for

@@ -285,17 +285,20 @@ class VirtualHost:
                 return name
 
     def delete_queue(
-        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None,
+        now: Optional[float] = None,
     ) -> int:
         """Delete a queue; returns its available message count. A missing queue gives 0
-        (RabbitMQ). Raises ResourceLocked / PreconditionFailed."""
+        (RabbitMQ). Raises ResourceLocked / PreconditionFailed. ``now``: the time the
+        ledger records its messages' deletion at (else the queue's last)."""
         if name not in self.queues:
             return 0
-        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty)
+        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty,
+                                                      now=now)
 
-    def purge_queue(self, name: str, *, owner: Any = None) -> int:
+    def purge_queue(self, name: str, *, owner: Any = None, now: Optional[float] = None) -> int:
         """Purge available messages; returns how many. Raises NotFound / ResourceLocked."""
-        return self.checked_queue(name, owner).purge()
+        return self.checked_queue(name, owner).purge(now)
 
     def forget_queue(self, queue: Queue, reason: str) -> int:
         """QueueHost: called by ``Queue.delete``/auto-delete/expiry, the owner's close or

@@ -63,7 +63,7 @@ class TransferService:
         #: letters are made 1.0 messages so the remote's error is in their bytes
         self._from_amqp10 = from_amqp10
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
-        ledger = ForwardLedger(broker)
+        ledger = self._ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
             r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate,
                                    broker.message_loader)
@@ -242,7 +242,8 @@ class TransferService:
         if copy is None:
             copy = entry.message.with_annotations(annotations)
         copy.durable = True
-        vhost.publish("", queue, copy, now)
+        result = vhost.publish("", queue, copy, now)
+        self._ledger.dead_lettered(container, entry, error, copy, vhost.name, result.queues, now)
         if self.on_dead_letter is not None:
             self.on_dead_letter({"remote": container, "node": entry.node, "reason": reason,
                                  "error": error, "queue": queue, "vhost": vhost.name,

@@ -265,7 +265,8 @@ class ManagementModel:
         if queue.exclusive and queue.exclusive_owner != owner:
             raise Conflict(f"{queue.label} is exclusive to a connection; close that connection")
         with _translated:
-            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner)
+            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner,
+                                  now=self.clock())
 
     def purge_queue(self, user: User, vhost: str, name: str) -> int:
         """Drop a queue's ready messages; returns how many."""
@@ -273,7 +274,7 @@ class ManagementModel:
         require_permission(user, vhost, Action.READ, name)
         queue = self._queue(v, name)
         with _translated:
-            return v.purge_queue(name, owner=queue.exclusive_owner)
+            return v.purge_queue(name, owner=queue.exclusive_owner, now=self.clock())
 
     def declare_exchange(self, user: User, vhost: str, name: str, type: str, durable: bool = True,
                          auto_delete: bool = False, internal: bool = False,
@@ -368,11 +369,14 @@ class ManagementModel:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
         now = self.clock()
         moved = 0
+        ledger = self.broker.ledger
         for message in _take_ready(source, count, now):
             if not target.enqueue(message.copy(), now):
                 log.warning("management: %s refused a moved message; it is dead-lettered from %s",
                             target.label, source.label)
                 source.dead_letter(message, DeathReason.REJECTED, now)
+            elif ledger is not None:
+                ledger.moved(now, vhost, message, queue, target)
             moved += 1
         return moved
 

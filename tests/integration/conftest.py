@@ -7,6 +7,7 @@ import pytest
 from bench.reference import ReferenceUnavailable, rabbit_installed
 from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
+from tests.support.local_spark import local_session
 from tests.support.partner_broker import start_partner
 
 
@@ -60,3 +61,13 @@ def management_gw():
     gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
     yield gw
     gw.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for a module of ledger report tests (starting one takes
+    seconds)."""
+    pytest.importorskip("matplotlib")
+    session = local_session("ledger-integration")
+    yield session
+    session.stop()
