@@ -35,9 +35,12 @@ def install_hint() -> str:
     packages = " ".join(f"'{r}'" for r in (extra or _PIPELINE_PACKAGES))
     python = sys.executable
     pip = f"{python} -m pip install {packages}"
-    if importlib.util.find_spec("pip") is None:
-        return f"{python} -m ensurepip && {pip}"
-    return pip
+    if importlib.util.find_spec("pip") is not None:
+        return pip
+    ensurepip = f"{python} -m ensurepip && {pip}"
+    if importlib.util.find_spec("ensurepip") is None:  # Debian ships it in pythonX.Y-venv
+        return f"apt-get install python{sys.version_info[0]}.{sys.version_info[1]}-venv && {ensurepip}"
+    return ensurepip
 
 
 class PipelineEnvironmentError(RuntimeError):
