@@ -358,7 +358,6 @@ class GatewayService(service.MultiService):
         for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
-                                      login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
             endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
                         if self.worker else listener_endpoint(self.reactor, listener))

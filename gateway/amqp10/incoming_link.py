@@ -178,9 +178,11 @@ class IncomingLink:
         """
         link = self.link
         if pn_delivery_aborted(d):
+            # discard what came of it; settling the current delivery also advances the
+            # link (proton), so no pn_link_advance here: a second one would skip the next
+            # delivery, already arrived, whose bytes would never be read
             self._buffer.clear()
             pn_delivery_settle(d)
-            pn_link_advance(link._impl)
             return
         pending = pn_delivery_pending(d)
         chunk = None
@@ -259,6 +261,7 @@ class IncomingLink:
                 f"'{host.user.name}'"))
         if ledger is not None:
             message.gateway_id = host.broker.next_gateway_id()
+        message.publisher = host.connection_id  # for no-local filters
         try:
             if route is None:
                 if summary.to is None:

@@ -23,6 +23,10 @@ resolved through ``addressing`` against the connection's vhost:
   rejected dead-letters or discards, released requeues without counting a delivery,
   modified counts (delivery-failed), excludes this link (undeliverable-here) and merges
   annotations. ``distribution-mode copy`` browses (the consumer does not acquire).
+  The source's filter set (``source_filters``): legacy binding filters become the
+  temporary queue's binding; selectors, no-local and RabbitMQ 4's property filters make
+  the link a filtered consumer that skips what they refuse (``broker.consumers``);
+  the reply echoes the filters applied; any other filter refuses the attach.
 
 Credit (client senders): see ``incoming_link.py``.
 
@@ -94,6 +98,7 @@ from gateway.amqp10.incoming_link import IncomingLink
 from gateway.amqp10.link_context import INCOMING_CREDIT, _address_error, _broker_error
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.source_filters import SourceFilters, echo_filters, read_source_filters
 from gateway.amqp10.transfer_routes import global_address
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy
 from gateway.auth import Action
@@ -154,7 +159,9 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
     vhost = host.vhost
     temporary = service_reply = False
     address = remote.address
+    filters = SourceFilters()
     if remote.dynamic:
+        filters = read_source_filters(remote, exchange_source=False)
         queue = _temporary_queue(host, Action.CONFIGURE)
         temporary = True
         address = f"/queue/{queue.name}"
@@ -169,19 +176,26 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
         except AddressError as exc:
             raise _address_error(exc, address) from None
         if isinstance(route, LocalConsume):
+            filters = read_source_filters(remote, exchange_source=False)
             host.permit(Action.READ, route.queue)
             queue = vhost.checked_queue(route.queue, host.owner)
         elif isinstance(route, TemporaryBinding):
+            exchange = vhost.exchange(route.exchange)
+            filters = read_source_filters(
+                remote, exchange_source=True,
+                exchange_type=None if exchange is None else exchange.type.value)
             host.permit(Action.READ, route.exchange)
             queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
             temporary = True
+            key = route.routing_key if filters.binding_key is None else filters.binding_key
             try:
-                vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, route.routing_key,
-                           owner=host.owner)
+                vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, key,
+                           arguments=filters.binding_arguments, owner=host.owner)
             except BrokerError:
                 vhost.delete_queue(queue.name, owner=host.owner)
                 raise
         elif isinstance(route, ServiceRoute):
+            filters = read_source_filters(remote, exchange_source=False)
             # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
             # a queue of this connection's own, which nobody else can name or bind
             queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
@@ -195,6 +209,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
         link.source.dynamic = True
     if not acquires:
         link.source.distribution_mode = Terminus.DIST_MODE_COPY
+    echo_filters(link.source, filters.applied)
     link.target.type = link.remote_target.type
     link.target.address = link.remote_target.address
     link.snd_settle_mode = link.remote_snd_settle_mode
@@ -203,6 +218,9 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
     handler.service_reply = service_reply
+    # a link's own temporary queue drops what its filter refuses: nobody else reads it
+    handler.message_filter = filters.message_filter(host.connection_id,
+                                                    drops=temporary and not remote.dynamic)
 
     def start() -> None:
         link.open()

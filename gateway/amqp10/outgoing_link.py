@@ -50,6 +50,8 @@ class OutgoingLink:
     """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
 
     exclusive = False
+    #: the link's source filters (``broker.message_filter.MessageFilter``), or None
+    message_filter = None
 
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
                  temporary: bool) -> None:

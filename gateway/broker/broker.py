@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from gateway.ledger import EventKind
 from gateway.store.interface import NullStore, Store
 
+from .entity_names import GlobalNames
 from .errors import BrokerError, NotFound
 from .exchanges import DestinationKind
 from .flow import BlockListener, ProducerGate
@@ -142,13 +143,14 @@ class Broker:
             if rec.name not in vhost.exchanges:
                 vhost.declare_exchange(
                     rec.name, rec.type, durable=True, auto_delete=rec.auto_delete,
-                    internal=rec.internal, arguments=rec.arguments,
+                    internal=rec.internal, arguments=rec.arguments, restored=True,
                 )
         for rec in snapshot.queues:
             vhost = self.add_vhost(rec.vhost)
             count(rec.vhost).queues += 1
             if rec.name not in vhost.queues:
-                vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now)
+                vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now,
+                                    restored=True)
         for rec in snapshot.bindings:
             vhost = self.add_vhost(rec.vhost)
             try:
@@ -238,6 +240,16 @@ class Broker:
         """Add a fallback asked for names with no exact registration (e.g. the forwarder
         claiming every ``node@remote-container``); the first non-``None`` answer wins."""
         self._resolvers.append(resolver)
+
+    @property
+    def global_names(self) -> GlobalNames:
+        """Which ``node@container`` names are global addresses here: our container's,
+        and those a service resolver (the forwarder) claims (``entity_names``)."""
+        return GlobalNames(self.container_id, self.serves)
+
+    def serves(self, name: str) -> bool:
+        """True when a service node answers for ``name`` (a forwarded ``node@container``)."""
+        return self.service(name) is not None
 
     def service(self, name: str) -> Optional[ServiceNode]:
         """The service node for ``name``, or ``None``."""

@@ -37,7 +37,7 @@ class DeathReason(enum.Enum):
 
 
 #: slots ``copy`` leaves behind
-_NOT_COPIED = frozenset(("_converted", "stored_body"))
+_NOT_COPIED = frozenset(("_converted", "stored_body", "publisher"))
 
 
 class MessageContainer:
@@ -67,6 +67,7 @@ class MessageContainer:
     - ``body_at``: for a 1.0 payload, ``Amqp10Summary.body_at`` (where its one data section
       starts, when its layout lets a 0-9-1 rendering skip scanning it again), else ``None``;
       a copy with another payload drops it.
+    - ``publisher``: the 1.0 connection id it was published on (no-local filters), or None.
     - ``stored_body``: the store's record of this message's row once a durable queue
       stored it, so the next durable queue refers to the same row; a copy has none.
 
@@ -95,6 +96,7 @@ class MessageContainer:
         "annotations",
         "body_at",
         "stored_body",
+        "publisher",
         "_converted",
     )
 
@@ -141,6 +143,9 @@ class MessageContainer:
         self.annotations = annotations
         self.body_at = body_at
         self.stored_body: Any = None
+        #: the 1.0 connection it was published on (set by the 1.0 link, for no-local
+        #: filters), else None
+        self.publisher: Any = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:

@@ -336,11 +336,15 @@ class Queue:
         return sent
 
     def _dispatch_browsers(self, now: float) -> int:
+        """Browsers and filtered consumers: each from its own cursor (see
+        ``consumers``); a filtered one skips what its filter refuses, or, on a queue of
+        its own (``MessageFilter.drops``: a temporary queue), drops it."""
         sent = 0
         browsers = self.consumers.browsers
         entries = self.entries
         for browser in list(browsers):
             cursor = browsers.get(browser)
+            accepts = browser.message_filter.accepts if getattr(browser, "message_filter", None) else None
             while cursor is not None and browser.credit.has_credit():
                 entry = self.ready.next_after(cursor, now)
                 if entry is None:
@@ -348,12 +352,29 @@ class Queue:
                 if entry.stored is not None and not entries.with_body(entry):
                     continue
                 cursor = browsers[browser] = entry.seq
+                if accepts is not None and not accepts(entry.message):
+                    if browser.message_filter.drops:
+                        self._drop_filtered(entry, now)
+                    continue
                 browser.credit.consume_one()
-                entries.browsed()
+                if browser.acquires:
+                    entries.acquire(entry, browser, now)
+                else:
+                    entries.browsed()
                 browser.deliver(entry, now)
                 sent += 1
                 cursor = browsers.get(browser)
         return sent
+
+    def _drop_filtered(self, entry: QueuedMessage, now: float) -> None:
+        """A message the filter of a queue's only consumer refuses (a filtered
+        ``/exchange`` source's temporary queue): it ends here, recorded ``dropped``."""
+        entries = self.entries
+        entries.remove_available(entry)
+        message = entries.leaving(entry)
+        entries.finish(entry)
+        if message is not None:
+            self.dead_lettering.ended((message,), EventKind.DROPPED, now, "filtered")
 
     # ------------------------------------------------------------------ settlement
     def release(
@@ -372,6 +393,8 @@ class Queue:
         if not self.entries.put_back(entry, redelivered, count_delivery or self.quorum):
             return False
         consumers = self.consumers
+        if consumers.browsers:
+            consumers.rewind(entry.seq)
         if consumers.acquiring or consumers.browsers:
             self.dispatch(self._now if now is None else now)
         return True
@@ -391,9 +414,12 @@ class Queue:
         count_delivery = count_delivery or self.quorum
         limited = self.args.delivery_limit is not None
         count = 0
+        browsers = self.consumers.browsers
         for entry in entries:
             if (limited and self._past_limit(entry, now)) or put_back(entry, redelivered, count_delivery):
                 count += 1
+                if browsers:
+                    self.consumers.rewind(entry.seq)
         if count and self.consumers:
             self.dispatch(self._now if now is None else now)
         return count

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
+from .entity_names import GlobalNames, check_new_name
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
@@ -91,6 +92,11 @@ class VirtualHost:
             )
 
     # ------------------------------------------------------------------ lookups
+    @property
+    def global_names(self) -> Optional[GlobalNames]:
+        """Which ``node@container`` names are global addresses here (``entity_names``)."""
+        return self.broker.global_names if self.broker is not None else None
+
     def exchange(self, name: str) -> Optional[Exchange]:
         return self.exchanges.get(name)
 
@@ -135,12 +141,15 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
+        restored: bool = False,
     ) -> Exchange:
-        """Declare (or with ``passive`` only look up) an exchange.
+        """Declare (or with ``passive`` only look up) an exchange; ``restored``: from the
+        store, its name not checked again.
 
         Raises NotFound (passive, missing), CommandInvalid (unknown type),
         AccessRefused (the default exchange, a new ``amq.*`` name), PreconditionFailed
-        (inequivalent redeclare, naming the field).
+        (inequivalent redeclare, naming the field), InvalidArgument (a new name that
+        breaks a rule of ``entity_names``).
         """
         if passive:
             return self.checked_exchange(name)
@@ -151,6 +160,8 @@ class VirtualHost:
         if existing is None:
             if name.startswith("amq."):
                 raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
+            if not restored:
+                check_new_name("exchange", name, self.global_names)
             existing = cls(
                 name,
                 vhost_name=self.name,
@@ -215,14 +226,17 @@ class VirtualHost:
         arguments: Optional[Mapping[str, Any]] = None,
         owner: Any = None,
         now: float = 0.0,
+        restored: bool = False,
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``.
+        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name not
+        checked again.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed
-        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments).
+        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments, or a
+        new name that breaks a rule of ``entity_names``).
         """
         if passive:
             queue = self.checked_queue(name, owner)
@@ -243,6 +257,8 @@ class VirtualHost:
             if existing.storable:
                 self.store.save_queue(self._queue_record(existing))  # as for exchanges above
             return existing
+        if not restored:
+            check_new_name("queue", name, self.global_names)
         queue = Queue(
             name,
             self,

@@ -39,6 +39,7 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from gateway.broker.message import MessageContainer
+from gateway.connection_log import RateLimitedLog
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
@@ -138,6 +139,9 @@ class Forwarder:
         self.acked = 0
         self.retried = 0
         self.dead_lettered = 0
+        #: one line per interval about dead letters (a remote that refuses a stream of
+        #: 20,000 messages must not write 20,000 lines); the rest counted by reason
+        self._dead_letter_log = RateLimitedLog()
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:
@@ -291,7 +295,9 @@ class Forwarder:
         self.pump()
 
     def tick(self, now: float) -> None:
-        """Retries whose backoff is over go back to ``ready``."""
+        """Retries whose backoff is over go back to ``ready``; dead letters left out of
+        the log are summarised."""
+        self._dead_letter_log.flush(now)
         retrying = self.retrying
         moved = False
         while retrying and retrying[0][0] <= now:
@@ -362,8 +368,10 @@ class Forwarder:
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, reason: str, error: str, now: float) -> None:
-        log.warning("forwarding to '%s': message %d for '%s' dead-lettered (%s): %s",
-                    self.container, entry.entry_id, entry.node, reason, error)
+        self._dead_letter_log.warning(
+            log, f"forwarding to '{self.container}': messages dead-lettered", now,
+            "forwarding to '%s': message %d for '%s' dead-lettered (%s): %s", self.container,
+            entry.entry_id, entry.node, reason, error, tally=error[:120])
         self.dead_lettered += 1
         #: an operator reads why the last one went (it was null after dead letters)
         self.last_error = f"message {entry.entry_id} for '{entry.node}' dead-lettered: {error}"

@@ -55,6 +55,13 @@ _STANDARD = {"operation", "type", "name", "identity", "locales", "entityType", "
 Outcome = tuple[int, str, Any, dict[str, Any]]
 
 
+def _given(props: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Application-property ``key``, with a null value taken as absent (as AMQP's own
+    fields are): ``offset`` sent as null is offset 0, not a bug."""
+    value = props.get(key)
+    return default if value is None else value
+
+
 def _status_text(status: int) -> str:
     return {200: "OK", 201: "Created", 204: "No Content"}.get(status, "")
 
@@ -100,7 +107,7 @@ class AmqpManagementNode:
                                 "carry a user_id property)")
             require_management(user)
             props = req.properties
-            where = props.get("vhost", vhost)
+            where = _given(props, "vhost", vhost)
             if not isinstance(where, str):
                 raise BadRequest("application-property 'vhost' must be a string")
             scope = Scope(self.model, user, where, now)
@@ -178,7 +185,7 @@ class AmqpManagementNode:
 
     def _query(self, scope: Scope, props: Mapping[str, Any], body: Any, types: list[EntityType],
                *, all_types: bool) -> Outcome:
-        offset, count = props.get("offset", 0), props.get("count")
+        offset, count = _given(props, "offset", 0), props.get("count")
         for field, value in (("offset", offset), ("count", count)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise BadRequest(f"application-property '{field}' must be a non-negative integer")

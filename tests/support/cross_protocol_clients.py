@@ -32,6 +32,7 @@ __all__ = [
     "TIMEOUT",
     "unique",
     "proton_connection",
+    "check_serves_after_fuzz",
     "pika_channel",
     "pika_get",
     "capture_raw_amqp10",
@@ -53,6 +54,20 @@ def proton_connection(gateway: Any, user: str = "guest", password: str = "guest"
     return BlockingConnection(f"amqp://127.0.0.1:{gateway.amqp_port}", user=user, password=password,
                               virtual_host="vhost:/", allowed_mechs="PLAIN", sasl_enabled=True,
                               allow_insecure_mechs=True, timeout=TIMEOUT)
+
+
+def check_serves_after_fuzz(gateway: Any, address: str) -> None:
+    """After a fuzz run: the gateway is up, a 1.0 client sends to ``address`` and receives
+    what it sent, and the log holds no traceback and no internal error."""
+    conn = proton_connection(gateway)
+    try:
+        receiver = conn.create_receiver(address)
+        conn.create_sender(address).send(Message(body="still here"))
+        assert receiver.receive(timeout=TIMEOUT).body == "still here"
+    finally:
+        conn.close()
+    assert gateway.proc.poll() is None
+    assert "Traceback" not in gateway.log and "internal error" not in gateway.log, gateway.log[-4000:]
 
 
 def pika_channel(gateway: Any) -> tuple[pika.BlockingConnection, Any]:
