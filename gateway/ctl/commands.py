@@ -2,10 +2,10 @@
 
     amqp-gateway ctl [--url URL] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
-``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|remotes|
-backends|shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection
-NAME [--reason TEXT]``; ``redrive REMOTE`` (its dead letters back to its outbox). Tables by
-default, the API's JSON with ``--json``. The password may
+``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|
+subscriptions|remotes|backends|shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``;
+``close connection NAME [--reason TEXT]``; ``redrive REMOTE`` (its dead letters back to its
+outbox). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
 Exit status: 0 done; 1 the gateway is unreachable, or it refused the operation (the
@@ -57,6 +57,10 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("vhost", "queue.vhost"), ("queue", "queue.name"), ("consumer_tag", "consumer_tag"),
         ("channel", "channel_details.name"), ("ack_required", "ack_required"),
         ("prefetch", "prefetch_count")]),
+    "subscriptions": ("subscriptions", True, [
+        ("vhost", "vhost"), ("queue", "queue"), ("link_name", "link_name"),
+        ("container_id", "container_id"), ("source", "source"), ("durable", "durable"),
+        ("consumers", "consumers"), ("messages", "messages"), ("unsettled", "unsettled")]),
     "remotes": ("gateway/remotes", False, [
         ("name", "name"), ("kind", "kind"), ("state", "state"), ("host", "host"), ("port", "port"),
         ("outbox_depth", "outbox_depth"), ("forwarded", "forwarded"),
