@@ -65,7 +65,7 @@ from gateway.amqp091.content import Content
 from gateway.amqp091.error_map import amqp_error
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
-from gateway.amqp091.message_mapping import delivery_payload
+from gateway.amqp091.message_mapping import delivery_payload, with_delivery_count
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import PendingSettle, PublishMode, SettleKind
 from gateway.auth.permissions import Action
@@ -208,6 +208,8 @@ class BrokerChannel:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
         props, body = delivery_payload(message)
+        if consumer.queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
                                  message.routing_key, props, body)
 
@@ -315,6 +317,8 @@ class BrokerChannel:
             if method.no_ack:
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)
         props, body = delivery_payload(message)
+        if queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_content(
             m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
                          routing_key=message.routing_key, message_count=queue.message_count),

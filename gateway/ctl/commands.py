@@ -3,8 +3,9 @@
     amqp-gateway ctl [--url URL] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
 ``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|
-subscriptions|remotes|backends|shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection
-NAME [--reason TEXT]``. Tables by default, the API's JSON with ``--json``. The password may
+subscriptions|remotes|backends|shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``;
+``close connection NAME [--reason TEXT]``; ``redrive REMOTE`` (its dead letters back to its
+outbox). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
 Exit status: 0 done; 1 the gateway is unreachable, or it refused the operation (the
@@ -61,8 +62,9 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("container_id", "container_id"), ("source", "source"), ("durable", "durable"),
         ("consumers", "consumers"), ("messages", "messages"), ("unsettled", "unsettled")]),
     "remotes": ("gateway/remotes", False, [
-        ("name", "name"), ("state", "state"), ("address", "address"),
-        ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),
+        ("name", "name"), ("kind", "kind"), ("state", "state"), ("host", "host"), ("port", "port"),
+        ("outbox_depth", "outbox_depth"), ("forwarded", "forwarded"),
+        ("dead_lettered", "dead_lettered"), ("last_error", "last_error")]),
     "backends": ("gateway/backends", False, [
         ("name", "name"), ("kind", "kind"), ("state", "state"), ("connections", "connections"),
         ("nodes", "node_states"), ("refused", "refused"), ("lost", "lost"), ("last_error", "last_error")]),
@@ -103,6 +105,9 @@ def add_ctl_parser(sub: Any) -> None:
     close.add_argument("what", choices=["connection"])
     close.add_argument("name")
     close.add_argument("--reason", default="closed by amqp-gateway ctl")
+    again = verbs.add_parser("redrive", help="send a remote's dead letters again (back to "
+                                             "its outbox)")
+    again.add_argument("remote", help="the remote's container")
 
 
 def _print_json(value: Any) -> None:
@@ -172,6 +177,10 @@ def _change(client: ManagementClient, args: argparse.Namespace) -> str:
         plural = "queues" if args.what == "queue" else "exchanges"
         client.delete(api_path(plural, _vhost(args), args.name))
         return f"{args.what} '{args.name}' in vhost '{_vhost(args)}' deleted"
+    if args.verb == "redrive":
+        done = client.request("POST", api_path("remotes", args.remote, "redrive"))
+        return (f"{done['redriven']} dead letter(s) of remote '{args.remote}' back in its outbox"
+                + (f"; {done['kept']} kept (no node)" if done["kept"] else ""))
     client.delete(api_path("connections", args.name), headers={"X-Reason": args.reason})
     return f"connection '{args.name}' closed"
 
