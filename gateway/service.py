@@ -41,6 +41,7 @@ from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.management_http import make_management_site
+from gateway.edge.process_memory import resident_bytes
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
@@ -53,6 +54,7 @@ from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
 from gateway.metrics import GatewayMetrics
+from gateway.product import API_RABBITMQ_VERSION
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
 from gateway.store.sqlite import SqliteStore
@@ -335,7 +337,9 @@ class GatewayService(service.MultiService):
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         mg = self.config.management
         if mg.enabled:
-            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
+            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
+                          rabbitmq_version=self.config.amqp10.rabbitmq_version or API_RABBITMQ_VERSION,
+                          process_memory=resident_bytes)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,

@@ -43,6 +43,13 @@ class HandshakeReply:
     mechanisms: tuple[str, ...]
     elapsed: float
     tls_version: Optional[str] = None
+    #: the ``information`` property (a gateway announcing RabbitMQ's name keeps ours here)
+    information: str = ""
+
+    @property
+    def who(self) -> str:
+        """``product version`` as announced, for one line of output."""
+        return f"{self.product} {self.version}".strip() or "an AMQP 0-9-1 server"
 
 
 def _text(value: object) -> str:
@@ -100,7 +107,7 @@ def amqp_handshake(target: Target, timeout: float = 5.0, cafile: Optional[str] =
         product=_text(props.get("product")), version=_text(props.get("version")),
         platform=_text(props.get("platform")),
         mechanisms=tuple(_text(start.mechanisms).split()), elapsed=time.monotonic() - started,
-        tls_version=tls_version)
+        tls_version=tls_version, information=_text(props.get("information")))
 
 
 def _read_connection_start(sock: socket.socket, where: str, timeout: float):

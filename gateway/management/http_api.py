@@ -49,6 +49,7 @@ from gateway.management.http_errors import HttpError
 from gateway.management.http_listing import shape_list
 from gateway.management.model import ManagementModel
 from gateway.management.node_view import alarms, node_dict
+from gateway.product import API_RABBITMQ_VERSION
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "split_path"]
 
@@ -80,6 +81,11 @@ class HttpApi:
     ledger_status: Callable[[], Mapping[str, Any]] = dict
     #: when the gateway started (the model's clock), for ``uptime``
     started_at: float = 0.0
+    #: the overview's ``rabbitmq_version``: the configured ``rabbitmq_version``, else the
+    #: RabbitMQ release whose API this one follows (``gateway.product``)
+    rabbitmq_version: str = API_RABBITMQ_VERSION
+    #: the process's resident memory in bytes (the overview's ``memory_used``)
+    process_memory: Callable[[], int] = lambda: 0
 
     def uptime_ms(self) -> int:
         return int((self.model.clock() - self.started_at) * 1000)
@@ -153,7 +159,8 @@ def _vhost_name(api: HttpApi, request: ApiRequest, vhost: str) -> str:
 
 def _overview(api: HttpApi, request: ApiRequest) -> ApiResponse:
     overview = api.model.overview(user=_user(request))
-    overview.update(uptime=api.uptime_ms(), alarms=alarms(api.model.broker))
+    overview.update(uptime=api.uptime_ms(), alarms=alarms(api.model.broker),
+                    rabbitmq_version=api.rabbitmq_version, memory_used=api.process_memory())
     return ApiResponse(200, overview)
 
 

@@ -131,7 +131,9 @@ class ManagementModel:
                 "deliver_get": sum(q.delivered for q in queues),
                 "ack": sum(q.acked for q in queues),
             },
-            "memory_used": self.broker.memory_used,
+            # what the memory high watermark counts; the HTTP API adds the process's RSS
+            # as ``memory_used``
+            "queued_bytes": self.broker.memory_used,
             "memory_alarm": self.broker.blocked,
         }
 
