@@ -24,7 +24,8 @@ from gateway.auth.mechanisms import (
     SaslExchange,
     is_loopback,
 )
-from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
+from gateway.auth.passwords import (StoredPassword, check_stored, hash_password, parse_stored,
+                                     scram_capable, verify_password)
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.responses import (amqplain_response, common_name, parse_amqplain, parse_plain,
                                      plain_response)
@@ -58,6 +59,8 @@ __all__ = [
     "UserLimits",
     "cap_channel_max",
     "check",
+    "check_stored",
+    "scram_capable",
     "common_name",
     "hash_password",
     "is_loopback",
