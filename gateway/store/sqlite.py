@@ -40,8 +40,9 @@ from typing import Any, Callable, Optional
 
 from .commit_thread import CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
-from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
-                        StoredEntry, StoredMessage, StoreSnapshot)
+from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
+                        StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_definitions import DefinitionRows
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
 
@@ -133,6 +134,7 @@ class SqliteStore(ForwardingTables):
         self.messages_stored = 0
         self.bytes_stored = 0
         self._init_forwarding()
+        self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
         self._thread = CommitThread(db, call_in_loop=call_in_loop, on_done=self._committed,
                                     encode_table=codecs.encode_table,
@@ -371,6 +373,16 @@ class SqliteStore(ForwardingTables):
         self._bindings.discard(key)
         self._append([Op.DELETE_BINDING, record.vhost, record.source, record.destination_kind,
                       record.destination, record.routing_key, record.arguments])
+
+    # ------------------------------------------------------------------ definitions
+    def save_definition(self, record: DefinitionRecord) -> None:
+        self._definitions.save(record)
+
+    def delete_definition(self, kind: str, key: str) -> None:
+        self._definitions.delete(kind, key)
+
+    def load_definitions(self) -> list[DefinitionRecord]:
+        return self._definitions.load()
 
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:
