@@ -147,7 +147,8 @@ class Broker:
             vhost = self.add_vhost(rec.vhost)
             count(rec.vhost).queues += 1
             if rec.name not in vhost.queues:
-                vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now)
+                vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now,
+                                    enforce_limits=False)
         for rec in snapshot.bindings:
             vhost = self.add_vhost(rec.vhost)
             try:

@@ -26,6 +26,7 @@ from .queue_storage import QueueStorage
 from .queues import Queue
 from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, VhostBindings
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
+from .vhost_policies import VhostLimits, VhostPolicies, apply_exchange_policy
 from .vhost_publish import PublishResult, VhostPublishing
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class VirtualHost(VhostBindings, VhostPublishing):
         #: bindings by destination, so deleting a queue/exchange finds its bindings
         self._inbound: dict[tuple[DestinationKind, str], dict[Binding, None]] = {}
         self._exclusive: dict[Any, dict[str, None]] = {}
+        #: policies and limits (management sets them; ``vhost_policies``)
+        self.policies = VhostPolicies(self)
+        self.limits = VhostLimits(name)
         self.default_exchange = DefaultExchange(self._queue_for_key, vhost_name=name)
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():
@@ -159,6 +163,8 @@ class VirtualHost(VhostBindings, VhostPublishing):
                 arguments=arguments,
             )
             self.exchanges[name] = existing
+            if len(self.policies):
+                apply_exchange_policy(existing, self.policies.for_exchange(name))
             if self.broker is not None:
                 self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
@@ -213,14 +219,17 @@ class VirtualHost(VhostBindings, VhostPublishing):
         arguments: Optional[Mapping[str, Any]] = None,
         owner: Any = None,
         now: float = 0.0,
+        enforce_limits: bool = True,
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``.
+        ``amq.gen-<22 base64url chars>``. The vhost's best policy applies to a new queue.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed
-        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments).
+        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments),
+        ResourceLimitExceeded (the vhost's ``max-queues``, unless ``enforce_limits`` is
+        False: a restore brings back what the store holds).
         """
         if passive:
             queue = self.checked_queue(name, owner)
@@ -239,6 +248,8 @@ class VirtualHost(VhostBindings, VhostPublishing):
             check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments or {})
             existing.touch(now)
             return existing
+        if enforce_limits:
+            self.limits.check_new_queue(name, len(self.queues))
         queue = Queue(
             name,
             self,
@@ -247,6 +258,7 @@ class VirtualHost(VhostBindings, VhostPublishing):
             auto_delete=auto_delete,
             arguments=arguments,
             now=now,
+            policy=self.policies.for_queue(name) if len(self.policies) else None,
         )
         self.queues[name] = queue
         if self.broker is not None:
