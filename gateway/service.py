@@ -170,7 +170,7 @@ class GatewayService(service.MultiService):
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
-            per_user=user_limits(config.users))
+            per_user=user_limits(config.users), vhost_limit=self._vhost_connection_limit)
         alerts = config.management.alerts
         #: the management nodes, events and alerts, around the model
         self.management_plane = GatewayManagement(
@@ -199,6 +199,11 @@ class GatewayService(service.MultiService):
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
+
+    def _vhost_connection_limit(self, name: str) -> Optional[int]:
+        """The vhost's ``max-connections`` (management's vhost limits), None for none."""
+        vhost = self.broker.vhost(name)
+        return vhost.limits.max_connections if vhost is not None else None
 
     def _make_ledger(self, config: GatewayConfig) -> Ledger:
         """The ledger the broker and the protocols record into; its lines go to a child

@@ -150,7 +150,7 @@ class Handshake:
         if registry is None:
             return vhost, None
         try:
-            token = registry.admit(user.name, connection=connection)
+            token = registry.admit(user.name, connection=connection, vhost=name)
         except ConnectionLimitReached as exc:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                       method.CLASS_ID, method.METHOD_ID) from None

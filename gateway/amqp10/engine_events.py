@@ -105,7 +105,7 @@ class EngineEvents:
         self.vhost_name = name  # admitted with its vhost known (management's view)
         if self._registry is not None:
             try:
-                self._admission = self._registry.admit(user.name, connection=self)
+                self._admission = self._registry.admit(user.name, connection=self, vhost=name)
             except ConnectionLimitReached as exc:
                 raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
                                   Scope.CONNECTION) from None

@@ -13,6 +13,7 @@ from gateway.auth.limits import (
     ListenerLimitReached,
     ListenerSlots,
     UserLimits,
+    VhostLimitReached,
     cap_channel_max,
 )
 from gateway.auth.mechanisms import (
@@ -57,6 +58,7 @@ __all__ = [
     "User",
     "UserDirectory",
     "UserLimits",
+    "VhostLimitReached",
     "cap_channel_max",
     "check",
     "check_stored",
