@@ -50,6 +50,7 @@ from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.definitions import Definitions
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
@@ -148,6 +149,16 @@ class GatewayService(service.MultiService):
                              first_gateway_id=first_gateway_id(reactor.seconds()),
                              store=self.store, message_loader=load_stored_message,
                              memory_budget=memory_budget(config))
+        self.users = UserDirectory()
+        #: users, vhosts, permissions, policies and limits changed at run time, in effect
+        #: before the broker restores its queues (they come back with their policies)
+        self.definitions = Definitions(self.broker, self.users, users_from_config(config.users),
+                                       config.vhosts, self.store, reactor.seconds)
+        try:
+            self.definitions.load()
+        except BaseException:
+            self.store.close()
+            raise
         self.store_driver: Optional[StoreDriver] = None
         if self.store.persistent:
             sc = config.store
@@ -164,7 +175,6 @@ class GatewayService(service.MultiService):
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
-        self.users = UserDirectory(users_from_config(config.users))
         self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
         limits = config.limits
         # shared by both engines: a user's connections count across protocols/listeners
@@ -344,7 +354,7 @@ class GatewayService(service.MultiService):
         if mg.enabled:
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
                           rabbitmq_version=self.config.amqp10.rabbitmq_version or API_RABBITMQ_VERSION,
-                          process_memory=resident_bytes)
+                          process_memory=resident_bytes, definitions=self.definitions)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
@@ -434,7 +444,7 @@ class GatewayService(service.MultiService):
         if self.config.source:
             try:
                 fresh = load_config(self.config.source)
-                self.users.replace(users_from_config(fresh.users))
+                self.definitions.users.rebase(users_from_config(fresh.users))
                 self.connection_registry.replace_limits(user_limits(fresh.users))
                 log.info("users reloaded: %d user(s)", len(self.users))
                 if self.store_driver is not None:

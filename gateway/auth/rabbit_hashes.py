@@ -23,7 +23,8 @@ import hmac
 import secrets
 
 __all__ = ["RABBIT_ALGORITHMS", "SALT_BYTES", "RabbitHash", "rabbit_stored", "parse_rabbit",
-           "verify_rabbit", "hash_rabbit"]
+           "verify_rabbit", "hash_rabbit", "GATEWAY_ALGORITHM", "DEFAULT_ALGORITHM",
+           "stored_from_rabbit", "rabbit_from_stored"]
 
 #: RabbitMQ's algorithm names -> hashlib's
 RABBIT_ALGORITHMS = {
@@ -31,6 +32,11 @@ RABBIT_ALGORITHMS = {
     "rabbit_password_hashing_sha512": "sha512",
 }
 SALT_BYTES = 4
+#: RabbitMQ's default, assumed when a ``password_hash`` comes without its algorithm
+DEFAULT_ALGORITHM = "rabbit_password_hashing_sha256"
+#: the ``hashing_algorithm`` the gateway exports for its own SCRAM-SHA-256 strings (no
+#: RabbitMQ knows it; the gateway imports it back as it is)
+GATEWAY_ALGORITHM = "amqp_gateway_scram_sha_256"
 
 
 class RabbitHash:
@@ -93,3 +99,28 @@ def hash_rabbit(password: str, algorithm: str = "rabbit_password_hashing_sha256"
     salt = secrets.token_bytes(SALT_BYTES) if salt is None else salt
     encoded = base64.b64encode(salt + _digest(algorithm, salt, password)).decode("ascii")
     return rabbit_stored(algorithm, encoded)
+
+
+def stored_from_rabbit(password_hash: str, algorithm: str | None) -> str | None:
+    """The stored string for a user's ``password_hash`` and ``hashing_algorithm`` as
+    RabbitMQ's API and definitions give them: ``""`` is a user without a password
+    (None), the gateway's own algorithm is taken as it is (checked by the caller's
+    ``User``), RabbitMQ's are wrapped (``rabbit_stored``). Raises ``ValueError``."""
+    if not isinstance(password_hash, str):
+        raise ValueError(f"password_hash must be text, not {password_hash!r}")
+    if password_hash == "":
+        return None
+    if algorithm == GATEWAY_ALGORITHM:
+        return password_hash
+    return rabbit_stored(algorithm or DEFAULT_ALGORITHM, password_hash)
+
+
+def rabbit_from_stored(stored: str | None) -> tuple[str, str]:
+    """``(password_hash, hashing_algorithm)`` to export for a stored string (the
+    inverse of ``stored_from_rabbit``)."""
+    if stored is None:
+        return "", DEFAULT_ALGORITHM
+    algorithm, _, encoded = stored.partition("$")
+    if algorithm in RABBIT_ALGORITHMS:
+        return encoded, algorithm
+    return stored, GATEWAY_ALGORITHM
