@@ -31,25 +31,29 @@ _METADATA = {"description": "", "tags": [], "default_queue_type": "classic"}
 
 
 def vhost_metadata(body: Mapping[str, Any]) -> dict[str, Any]:
-    """RabbitMQ's vhost fields from a request or a definitions file: ``description``,
-    ``tags`` (a list, or text separated by commas) and ``default_queue_type``. Raises
-    ``BadRequest`` naming a field of the wrong type."""
-    meta = dict(body.get("metadata") or {}) if isinstance(body.get("metadata"), Mapping) else {}
+    """The vhost fields a request or a definitions file gives (only those): ``description``,
+    ``tags`` (a list, or text separated by commas) and ``default_queue_type``, at the top
+    or in ``metadata`` (RabbitMQ 3.11's form). Raises ``BadRequest`` naming a field of the
+    wrong type."""
+    given = dict(body.get("metadata") or {}) if isinstance(body.get("metadata"), Mapping) else {}
+    given.update({k: body[k] for k in _METADATA if k in body})
     out: dict[str, Any] = {}
-    description = body.get("description", meta.get("description", ""))
-    if not isinstance(description, str):
-        raise BadRequest(f"description must be text, not {description!r}")
-    tags = body.get("tags", meta.get("tags", []))
-    if isinstance(tags, str):
-        tags = [t.strip() for t in tags.split(",") if t.strip()]
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise BadRequest(f"tags must be a list of names or text separated by commas, not {tags!r}")
-    queue_type = body.get("default_queue_type", meta.get("default_queue_type", "classic"))
-    if queue_type in (None, "undefined"):
-        queue_type = "classic"
-    if queue_type != "classic":
-        raise BadRequest(f"default_queue_type {queue_type!r} is not supported (only classic)")
-    out.update(description=description, tags=tags, default_queue_type=queue_type)
+    if "description" in given:
+        if not isinstance(given["description"], str):
+            raise BadRequest(f"description must be text, not {given['description']!r}")
+        out["description"] = given["description"]
+    if "tags" in given:
+        tags = given["tags"]
+        if isinstance(tags, str):
+            tags = [t.strip() for t in tags.split(",") if t.strip()]
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise BadRequest(f"tags must be a list of names or text separated by commas, not {tags!r}")
+        out["tags"] = tags
+    if "default_queue_type" in given:
+        queue_type = given["default_queue_type"]
+        if queue_type not in (None, "undefined", "classic"):
+            raise BadRequest(f"default_queue_type {queue_type!r} is not supported (only classic)")
+        out["default_queue_type"] = "classic"
     return out
 
 
@@ -113,12 +117,13 @@ class RuntimeVhosts:
         return dict(_METADATA, **(self._vhosts.get(name) or {}))
 
     def put_vhost(self, name: str, metadata: Mapping[str, Any]) -> bool:
-        """Create a vhost (or change its metadata); True when it is new."""
+        """Create a vhost, or change the metadata fields given; True when it is new."""
         if not name:
             raise BadRequest("a vhost needs a name")
         created = self._broker.vhost(name) is None
-        self._vhosts[name] = dict(metadata)
-        self._store.save_definition(DefinitionRecord(VHOST, name, dict(metadata)))
+        merged = dict(_METADATA if created else self.metadata(name), **metadata)
+        self._vhosts[name] = merged
+        self._store.save_definition(DefinitionRecord(VHOST, name, merged))
         self._broker.add_vhost(name)
         return created
 

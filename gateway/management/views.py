@@ -41,6 +41,9 @@ def queue_dict(queue: Queue, node: str, now: Optional[float] = None) -> dict[str
         "message_bytes_ready": queue.available_bytes,
         "consumers": queue.consumer_count,
         "message_stats": queue_message_stats(queue),
+        # the vhost's policy in effect (RabbitMQ's fields; its definition as set)
+        "policy": queue.policy.name if queue.policy is not None else None,
+        "effective_policy_definition": dict(queue.policy.definition) if queue.policy is not None else {},
     }
     oldest = queue.ready.oldest()
     if oldest is not None and oldest.message.created_at:
@@ -66,6 +69,7 @@ def exchange_dict(exchange: Exchange, vhost: str) -> dict[str, Any]:
         "internal": exchange.internal,
         "arguments": plain(exchange.arguments),
         "message_stats": {"publish_in": exchange.published_in},
+        "policy": exchange.policy.name if exchange.policy is not None else None,
     }
 
 
