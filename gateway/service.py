@@ -59,7 +59,7 @@ from gateway.product import API_RABBITMQ_VERSION
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
 from gateway.store.sqlite import SqliteStore
-from gateway.store_codecs import STORE_CODECS, load_stored_message
+from gateway.store_codecs import MANAGEMENT_MESSAGES, STORE_CODECS, load_stored_message
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +354,8 @@ class GatewayService(service.MultiService):
         if mg.enabled:
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
                           rabbitmq_version=self.config.amqp10.rabbitmq_version or API_RABBITMQ_VERSION,
-                          process_memory=resident_bytes, definitions=self.definitions)
+                          process_memory=resident_bytes, definitions=self.definitions,
+                          messages=MANAGEMENT_MESSAGES)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,

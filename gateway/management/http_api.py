@@ -43,6 +43,7 @@ from urllib.parse import quote
 from gateway.management.access import is_administrator
 from gateway.management.errors import ManagementError
 from gateway.management.http_admin import ADMIN_ROUTES, delete_vhost, put_vhost, with_vhost_metadata
+from gateway.management.http_messages import MESSAGE_ROUTES
 from gateway.management.http_errors import HttpError
 from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, HttpApi, acting_user, arguments,
                                               flag, json_body, listing, query_flag, split_path,
@@ -305,7 +306,8 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),
 ]
-_COMPILED = [(tuple(p.split("/")), methods) for p, methods in _ROUTES + ADMIN_ROUTES]
+_COMPILED = [(tuple(p.split("/")), methods) for p, methods in
+             _ROUTES + ADMIN_ROUTES + MESSAGE_ROUTES]
 _PARAM = re.compile(r"\{(\w+)\}")
 
 
