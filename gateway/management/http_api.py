@@ -43,6 +43,8 @@ from urllib.parse import quote
 from gateway.management.access import is_administrator
 from gateway.management.errors import ManagementError
 from gateway.management.http_admin import ADMIN_ROUTES, delete_vhost, put_vhost, with_vhost_metadata
+from gateway.management.http_definitions import DEFINITION_ROUTES
+from gateway.management.http_health import HEALTH_ROUTES
 from gateway.management.http_messages import MESSAGE_ROUTES
 from gateway.management.http_errors import HttpError
 from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, HttpApi, acting_user, arguments,
@@ -307,7 +309,7 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/gateway/ledger", {"GET": _ledger}),
 ]
 _COMPILED = [(tuple(p.split("/")), methods) for p, methods in
-             _ROUTES + ADMIN_ROUTES + MESSAGE_ROUTES]
+             _ROUTES + ADMIN_ROUTES + MESSAGE_ROUTES + DEFINITION_ROUTES + HEALTH_ROUTES]
 _PARAM = re.compile(r"\{(\w+)\}")
 
 

@@ -17,6 +17,7 @@ from gateway.product import API_RABBITMQ_VERSION
 
 if TYPE_CHECKING:
     from gateway.management.definitions import Definitions
+    from gateway.management.http_health import HealthFacts
     from gateway.management.http_messages import MessageCodec
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "split_path", "json_body", "flag", "arguments",
@@ -64,6 +65,8 @@ class HttpApi:
     definitions: Optional["Definitions"] = None
     #: the 0-9-1 encoding for publish and get (None: the API cannot publish or get)
     messages: Optional["MessageCodec"] = None
+    #: what the health checks read of the running gateway (None: nothing is bound)
+    health: Optional["HealthFacts"] = None
 
     def uptime_ms(self) -> int:
         return int((self.model.clock() - self.started_at) * 1000)

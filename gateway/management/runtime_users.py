@@ -97,7 +97,10 @@ class RuntimeUsers:
             User(name, password_hash, change.tags)   # the checks a User makes
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
-        created = self.directory.get(name) is None
+        known = self.directory.get(name)
+        if known is not None and (known.password_hash, tuple(known.tags)) == (password_hash, change.tags):
+            return False  # nothing changes: nothing recorded (a config user stays the config's)
+        created = known is None
         self._users[name] = change
         self._store.save_definition(DefinitionRecord(
             USER, name, {"password_hash": password_hash, "tags": list(change.tags)}))
@@ -127,6 +130,8 @@ class RuntimeUsers:
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         created = vhost not in known.permissions
+        if known.permissions.get(vhost) == permission:
+            return False
         self._permissions[(user, vhost)] = permission
         self._store.save_definition(DefinitionRecord(
             PERMISSION, permission_key(user, vhost),

@@ -122,6 +122,8 @@ class RuntimeVhosts:
             raise BadRequest("a vhost needs a name")
         created = self._broker.vhost(name) is None
         merged = dict(_METADATA if created else self.metadata(name), **metadata)
+        if not created and merged == self.metadata(name):
+            return False  # nothing changes: nothing recorded
         self._vhosts[name] = merged
         self._store.save_definition(DefinitionRecord(VHOST, name, merged))
         self._broker.add_vhost(name)
