@@ -171,11 +171,9 @@ def test_a_per_vhost_export_imports_into_another_vhost(tmp_path):
     ({"users": [{"name": "u", "password_hash": "xx", "hashing_algorithm": "rabbit_password_hashing_md5",
                  "tags": []}]}, "unknown hashing algorithm"),
 ])
-def test_an_import_it_cannot_take_is_400_naming_the_item(tmp_path, doc, words):
-    gw = gateway(tmp_path)
-    try:
-        answer = call(gw, "POST", "/api/definitions", doc)
-        assert answer.status == 400 and words in answer.body["reason"], answer.body
-        assert call(gw, "POST", "/api/definitions", {}, user="watcher").status == 403
-    finally:
-        gw.stop()
+def test_an_import_it_cannot_take_is_400_naming_the_item(management_gw, doc, words):
+    before = call(management_gw, "GET", "/api/definitions").body
+    answer = call(management_gw, "POST", "/api/definitions", doc)
+    assert answer.status == 400 and words in answer.body["reason"], answer.body
+    assert call(management_gw, "GET", "/api/definitions").body == before
+    assert call(management_gw, "POST", "/api/definitions", {}, user="watcher").status == 403
