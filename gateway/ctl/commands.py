@@ -3,8 +3,10 @@
     amqp-gateway ctl [--url URL | --config FILE] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
 ``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|remotes|
-shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection
-NAME [--reason TEXT]``. Tables by default, the API's JSON with ``--json``. The password may
+shovels|vhosts|users|permissions|policies|vhost_limits``; ``purge queue NAME``; ``delete
+queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; and the changes and
+message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy,
+export, import, publish, get). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
 Which gateway: ``--url``, else the management listener of ``--config FILE``, else of
@@ -26,6 +28,7 @@ import sys
 from typing import Any
 
 from gateway.config import CONFIG_ENV
+from gateway.ctl.admin_commands import ADMIN_VERBS, add_admin_verbs, run_admin
 from gateway.ctl.client import DEFAULT_URL, CtlError, ManagementClient, api_path
 from gateway.ctl.target import management_url
 from gateway.ctl.tables import Column, cell_text, lookup, render_table
@@ -72,7 +75,15 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("destination", "destination"), ("forwarded", "forwarded")]),
     "vhosts": ("vhosts", False, [
         ("name", "name"), ("messages", "messages"), ("ready", "messages_ready"),
-        ("unacked", "messages_unacknowledged")]),
+        ("unacked", "messages_unacknowledged"), ("description", "description")]),
+    "users": ("users", False, [("name", "name"), ("tags", "tags")]),
+    "permissions": ("permissions", False, [
+        ("user", "user"), ("vhost", "vhost"), ("configure", "configure"), ("write", "write"),
+        ("read", "read")]),
+    "policies": ("policies", True, [
+        ("vhost", "vhost"), ("name", "name"), ("pattern", "pattern"), ("apply-to", "apply-to"),
+        ("priority", "priority"), ("definition", "definition")]),
+    "vhost_limits": ("vhost-limits", True, [("vhost", "vhost"), ("limits", "value")]),
 }
 
 
@@ -108,6 +119,7 @@ def add_ctl_parser(sub: Any) -> None:
     close.add_argument("what", choices=["connection"])
     close.add_argument("name")
     close.add_argument("--reason", default="closed by amqp-gateway ctl")
+    add_admin_verbs(verbs)
 
 
 def _print_json(value: Any) -> None:
@@ -191,6 +203,8 @@ def ctl_command(args: argparse.Namespace) -> int:
             _status(client, args, overview)
         elif args.verb == "list":
             _list(client, args)
+        elif args.verb in ADMIN_VERBS:
+            run_admin(client, args, _print_json)
         else:
             done = _change(client, args)
             if args.json:
