@@ -173,6 +173,8 @@ def check_config(path: str) -> int:
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
+    for warning in cfg.warnings:
+        print(f"amqp-gateway: warning: {warning}", file=sys.stderr)
     print(f"{path}: ok ({len(cfg.listeners)} listener(s), {len(cfg.users)} user(s))")
     return EXIT_OK
 
@@ -404,6 +406,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     setup_logging(cfg.logging.level, cfg.logging.format)
     _bridge_twisted_logging()
+    for warning in cfg.warnings:
+        log.warning("config: %s", warning)
     from twisted.internet import reactor
 
     from gateway.edge.sockets import raise_open_files_limit

@@ -306,7 +306,7 @@ def _entity_totals(broker) -> Iterable[tuple[str, str, dict[str, str], float]]:
         for queue in list(vhost.queues.values()):
             labels = {"vhost": vhost.name, "queue": queue.name}
             for attribute, name, doc in _QUEUE_TOTALS:
-                yield name, doc, labels, getattr(queue, attribute)
+                yield name, doc, labels, getattr(queue.entries, attribute)  # its moves, counted
         for exchange in list(vhost.exchanges.values()):
             yield ("amqp_gateway_exchange_messages_published",
                    "Messages published to the exchange (the default exchange's name is empty)",

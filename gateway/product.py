@@ -29,16 +29,17 @@ def product_properties(rabbitmq_version: str = "") -> dict[str, str]:
     """``product``, ``version`` and ``platform`` (``Python 3.11.x``), the properties both
     protocols announce; the one place to change what the gateway claims to be.
 
-    With ``rabbitmq_version`` (config ``amqp10.rabbitmq_version``), ``product`` is
-    ``RabbitMQ`` and ``version`` that version: RabbitMQ 4's AMQP 1.0 client libraries
-    refuse a server that does not say so. ``information`` then still names us."""
+    With ``rabbitmq_version`` (config ``rabbitmq_version``, read by both protocols),
+    ``product`` is ``RabbitMQ`` and ``version`` that version: RabbitMQ 4's AMQP 1.0 client
+    libraries refuse a server that does not say so, and 0-9-1 clients that check the
+    product see the same. ``information`` then still names us."""
     if rabbitmq_version:
         return {
             "product": "RabbitMQ",
             "version": rabbitmq_version,
             "platform": f"Python {platform.python_version()}",
             "information": f"{PRODUCT} {__version__}, announcing RabbitMQ {rabbitmq_version} "
-                           "for RabbitMQ's client libraries (amqp10.rabbitmq_version)",
+                           "for RabbitMQ's client libraries (rabbitmq_version)",
         }
     return {
         "product": PRODUCT,

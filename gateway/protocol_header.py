@@ -14,7 +14,8 @@ AMQP 1 1 0 9        AMQP09                 0-9-1 engine in 0-9 mode (access.requ
 AMQP 1 1 8 0        AMQP08                 unsupported: our header, close
 AMQP 1 1 9 1        AMQP08                 (Qpid's 0-8 client) same
 AMQP 3 1 0 0        AMQP10_SASL            SASL layer, then the 1.0 engine
-AMQP 0 1 0 0        AMQP10_PLAIN           1.0 engine without SASL, if the listener allows
+AMQP 0 1 0 0        AMQP10_PLAIN           1.0 engine: served where the listener allows it,
+                                           else open + close naming the setting
 AMQP 2 1 0 0        AMQP10_TLS             answer it, start TLS, sniff again
 0x16 0x03 ...       TLS_CLIENT_HELLO       ``tls: auto`` listeners start TLS and sniff again
 anything else       UNKNOWN                write ``AMQP 0 0 9 1``, close

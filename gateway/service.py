@@ -55,9 +55,9 @@ from gateway.management.definitions import Definitions
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
-from gateway.management.http_health import HealthFacts, ListenerFact
+from gateway.management.api_facts import HealthFacts, ListenerFact
 from gateway.metrics import GatewayMetrics
-from gateway.product import API_RABBITMQ_VERSION
+from gateway.product import API_RABBITMQ_VERSION, product_properties
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
 from gateway.store.sqlite import SqliteStore
@@ -309,7 +309,7 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
-                trail=ctx.trail)
+                trail=ctx.trail, server_properties=product_properties(self.config.rabbitmq_version))
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -323,7 +323,8 @@ class GatewayService(service.MultiService):
             connection_id=ctx.connection_id, peer_port=ctx.peer_port,
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
-            rabbitmq_version=amqp10.rabbitmq_version, trail=ctx.trail)
+            rabbitmq_version=self.config.rabbitmq_version, trail=ctx.trail,
+            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -357,7 +358,7 @@ class GatewayService(service.MultiService):
             health = HealthFacts(self.listener_facts, lambda: len(self.connection_registry),
                                  self.config.limits.max_connections, self.reactor.seconds)
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
-                          rabbitmq_version=self.config.amqp10.rabbitmq_version or API_RABBITMQ_VERSION,
+                          rabbitmq_version=self.config.rabbitmq_version or API_RABBITMQ_VERSION,
                           process_memory=resident_bytes, definitions=self.definitions,
                           messages=MANAGEMENT_MESSAGES, health=health)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)

@@ -18,7 +18,7 @@ from gateway.amqp091.stored_messages import (container_from_stored as amqp091_fr
 from gateway.amqp10.stored_messages import (container_from_stored as amqp10_from_stored,
                                             decode_annotations, encode_annotations)
 from gateway.broker.message import MessageContainer
-from gateway.management.http_messages import MessageCodec
+from gateway.management.api_facts import MessageCodec
 from gateway.store.interface import StoreCodecs, StoredMessage
 
 __all__ = ["STORE_CODECS", "load_stored_message", "MANAGEMENT_MESSAGES"]

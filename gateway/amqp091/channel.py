@@ -93,6 +93,9 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
     def __init__(self, context: ConnectionContext, channel_id: int, broker: Any,
                  scope: ConnectionScope) -> None:
         self.context = context
+        #: the connection (its ``now`` is read on every publish and settlement: the
+        #: context's property would be one more call each time)
+        self.connection = context.connection
         self.channel_id = channel_id
         self.broker = broker
         self.scope = scope
@@ -112,6 +115,9 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         self.confirms = ConfirmTracker()
         self._store = broker.store
         self.tx: TxBuffer | None = None
+        #: exchanges this channel's user may publish to (WRITE granted, kept for the
+        #: connection's life like the scope's answers: no check per publish)
+        self.may_publish: set[str] = set()
         self.last_queue = ""
         self.is_open = True
         user = context.user
@@ -151,12 +157,17 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         except BrokerError as exc:
             raise amqp_error(exc, method) from None
 
+    def user_changed(self) -> None:
+        """The user record was re-read (update-secret): its grants are asked again (the
+        scope's ``PermissionCache`` follows the record by itself)."""
+        self.may_publish.clear()
+
     def closed(self, reason: CloseReason) -> None:
         """The channel is gone: cancel its consumers and requeue what it did not ack."""
         if not self.is_open:
             return
         self.is_open = False
-        now = self.context.now
+        now = self.connection.now
         consumers, self.consumers = list(self.consumers.values()), {}
         for consumer in consumers:
             if not consumer.queue.deleted:
@@ -267,7 +278,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         window.parent = self._paused  # nothing may be delivered before consume-ok
         consumer = ChannelConsumer(self, tag, queue, no_ack=method.no_ack, exclusive=method.exclusive,
                                    credit=window)
-        now = self.context.now
+        now = self.connection.now
         try:
             queue.add_consumer(consumer, now)
         except ResourceLocked:
@@ -284,13 +295,13 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         if not method.nowait:
             self.writer.send_method(m.BasicCancelOk(consumer_tag=method.consumer_tag))
         if consumer is not None and not consumer.queue.deleted:
-            consumer.queue.remove_consumer(consumer, self.context.now)
+            consumer.queue.remove_consumer(consumer, self.connection.now)
 
     def _basic_cancel_ok(self, method: m.Method, _: Content | None) -> None:
         """A client confirming our server-sent cancel; nothing to do."""
 
     def _dispatch_all(self) -> None:
-        now = self.context.now
+        now = self.connection.now
         for queue in {c.queue: None for c in self.consumers.values()}:
             if not queue.deleted:
                 queue.dispatch(now)
@@ -302,7 +313,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         name = self._queue_name(method.queue, method)
         self._permit(Action.READ, name, method)
         queue = self.vhost.checked_queue(name, self.owner)
-        entry = queue.get(self.context.now, ack=not method.no_ack)
+        entry = queue.get(self.connection.now, ack=not method.no_ack)
         if entry is None:
             self.writer.send_method(m.BasicGetEmpty())
             return
@@ -313,7 +324,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         message = entry.message
         ledger = self.broker.ledger
         if ledger is not None:
-            now = self.context.now
+            now = self.connection.now
             ledger.delivered(now, self._ledger_ctx, entry, queue.name)
             if method.no_ack:
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)

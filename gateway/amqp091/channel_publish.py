@@ -51,12 +51,14 @@ class ChannelPublishing:
         if method.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
                                       method.METHOD_ID)
-        context = self.context
-        context.trail.messages_in += 1
-        now = context.now
+        self.context.trail.messages_in += 1
+        now = self.connection.now
         ledger = self.broker.ledger
         try:
-            self._permit(_WRITE, method.exchange, method)
+            exchange = method.exchange
+            if exchange not in self.may_publish:
+                self._permit(_WRITE, exchange, method)
+                self.may_publish.add(exchange)
             if "@" in method.routing_key and not method.exchange:
                 self._permit_global(method)
             message = container_from_publish(method, content, now=now, user_name=self._user_name)
@@ -88,7 +90,7 @@ class ChannelPublishing:
                received: bool = False) -> None:
         """Route a publish; ``received``: the message is recorded here, with its routing
         verdict (else it was at publish, in a transaction, and the verdict is recorded alone)."""
-        now = self.context.now
+        now = self.connection.now
         ledger = self.broker.ledger
         record = None if ledger is None else ledger.received if received else ledger.verdict
         writes = self._store.write_count

@@ -51,7 +51,7 @@ class ChannelSettlement:
     def _settle(self, kind: SettleKind, items: list[Unacked]) -> None:
         """Give credit back first (a release dispatches at once), then settle in tag order,
         then let the touched queues dispatch to the freed windows."""
-        now = self.context.now
+        now = self.connection.now
         for item in items:
             if item.window is not None:
                 item.window.settle_one()

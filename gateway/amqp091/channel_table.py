@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.content import ContentAssembler
@@ -31,8 +31,6 @@ from gateway.amqp091.handlers import (ChannelHandler, ChannelHandlerFactory, Clo
 from gateway.amqp091.spec import ClassId, Direction, ReplyCode
 from gateway.connection_log import about_connection
 
-if TYPE_CHECKING:
-    from gateway.amqp091.connection import ServerConnection
 
 __all__ = ["ChannelTable", "ChannelSlot", "ChannelState"]
 
@@ -71,7 +69,7 @@ class ChannelTable:
         self._factory = factory
         self._max_message_size = max_message_size
 
-    def frame(self, conn: "ServerConnection", channel_id: int, frame: Frame) -> None:
+    def frame(self, conn: Any, channel_id: int, frame: Frame) -> None:
         """One frame for channel ``channel_id`` of the open connection ``conn``. Raises
         ``ConnectionException`` for what closes the connection (504, 503, 505 ...)."""
         method = frame.method if type(frame) is MethodFrame else None
@@ -108,7 +106,7 @@ class ChannelTable:
         except ChannelException as exc:
             self.close(conn, ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
 
-    def whole_publish(self, conn: "ServerConnection", frames: Sequence[Frame], i: int) -> int:
+    def whole_publish(self, conn: Any, frames: Sequence[Frame], i: int) -> int:
         """Hand ``frames[i]`` (a basic.publish) with its header and body straight to the
         channel's handler when all of them are in ``frames``; returns how many frames that
         took (0: take them one by one through :meth:`frame`).
@@ -145,7 +143,7 @@ class ChannelTable:
             self.close(conn, ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
         return taken
 
-    def close(self, conn: "ServerConnection", ch: ChannelSlot, code: int, text: str,
+    def close(self, conn: Any, ch: ChannelSlot, code: int, text: str,
               class_id: int, method_id: int) -> None:
         """Close the open channel ``ch`` from our side: channel.close, then its handler is
         told; nothing if it is already closing."""
@@ -169,7 +167,7 @@ class ChannelTable:
             if ch.state is ChannelState.OPEN:
                 _notify_closed(ch, reason)
 
-    def _method(self, conn: "ServerConnection", ch: ChannelSlot, method: m.Method) -> None:
+    def _method(self, conn: Any, ch: ChannelSlot, method: m.Method) -> None:
         kind = type(method)
         if kind is m.ChannelOpen:
             raise ConnectionException(ReplyCode.CHANNEL_ERROR, f"channel {ch.id} is already open",
@@ -192,7 +190,7 @@ class ChannelTable:
         except ChannelException as exc:
             self.close(conn, ch, exc.code, exc.reply_text, exc.class_id, exc.method_id)
 
-    def _open(self, conn: "ServerConnection", channel_id: int) -> None:
+    def _open(self, conn: Any, channel_id: int) -> None:
         limit = conn.tune.effective_channel_max
         if channel_id > limit:
             raise ConnectionException(ReplyCode.CHANNEL_ERROR,

@@ -58,7 +58,7 @@ class ChannelTopology:
         queue = self.vhost.declare_queue(
             name, passive=method.passive, durable=method.durable, exclusive=method.exclusive,
             auto_delete=method.auto_delete, arguments=method.arguments or {}, owner=self.owner,
-            now=self.context.now)
+            now=self.connection.now)
         if not name and not method.passive:
             # a server-named queue needs CONFIGURE on the generated name (RabbitMQ), which
             # only exists now: refuse and take the fresh queue away again

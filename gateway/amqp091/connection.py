@@ -4,10 +4,12 @@ Theory of operation. The edge accepts the 8-octet protocol header, then construc
 ``ServerConnection``, which immediately queues connection.start. From then on the edge
 feeds bytes (``receive_data``), writes what ``data_to_send()`` returns, calls ``tick(now)``
 at (or before) the deadline the previous call returned, and closes the socket once
-``closed`` is True (after writing the last ``data_to_send()``). ``wants_input`` False asks
-the edge to pause reading (the output buffer is above its high-water mark, or input is held
-by the memory alarm, below). Nothing here reads a clock or touches a socket; time arrives
-through the constructor and ``tick``.
+``closed`` is True (after writing the last ``data_to_send()``); after a close-ok of ours
+(``linger_on_close``) it leaves that to the client, as RabbitMQ does, discarding what the
+client still sends. ``wants_input`` False asks the edge to pause reading (the output
+buffer is above its high-water mark, or input is held by the memory alarm, below).
+Nothing here reads a clock or touches a socket; time arrives through the constructor and
+``tick``.
 
 Memory alarm (RabbitMQ 3.x). ``block_publishers`` sends connection.blocked (to clients with
 the capability) and reading goes on, so a consumer can still ack; the first basic.publish
@@ -34,7 +36,7 @@ COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently droppe
     AWAIT_TUNE_OK    connection.tune-ok        -> AWAIT_OPEN
     AWAIT_OPEN       connection.open           -> OPEN (open-ok sent)
     OPEN             connection.close          -> CLOSED (close-ok sent)
-    OPEN             connection.update-secret  -> - (540 NOT_IMPLEMENTED)
+    OPEN             connection.update-secret  -> OPEN (update-secret-ok; a wrong secret: 403)
     CLOSING          connection.close          -> CLOSED (close-ok sent: simultaneous close)
     CLOSING          connection.close-ok       -> CLOSED
 
@@ -157,6 +159,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self.client_properties: dict[str, Any] = {}
         self.blocked = False
         self.login_failed = False
+        #: close-ok was sent: the client closes the socket next (``engine_protocol``)
+        self.linger_on_close = False
         self._handshake = Handshake(
             authenticator, broker, peer_host=peer_host, peer=self.peer,
             server_tune=TuneParameters(channel_max, frame_max, heartbeat),
@@ -449,7 +453,7 @@ _TRANSITIONS: dict[tuple[ConnectionState, type],
     (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): (ServerConnection._on_tune_ok, (_S.AWAIT_OPEN,)),
     (_S.AWAIT_OPEN, m.ConnectionOpen): (ServerConnection._on_open, (_S.OPEN,)),
     (_S.OPEN, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
-    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, ()),
+    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, (_S.OPEN,)),
     (_S.CLOSING, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
     (_S.CLOSING, m.ConnectionCloseOk): (ServerConnection._on_close_ok, (_S.CLOSED,)),
 }

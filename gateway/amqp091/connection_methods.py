@@ -29,8 +29,8 @@ _HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
 
 class ConnectionMethods:
     """Connection-class actions and closing of ``ServerConnection``; they use its
-    ``_handshake``, ``_timers``, ``_table``, ``trail``, ``send_method`` and
-    ``_end_batch``."""
+    ``_handshake``, ``_timers``, ``_table``, ``trail``, ``send_method``,
+    ``channel_handlers`` and ``_end_batch``."""
 
     # ---- connection-class actions (values of _TRANSITIONS) ---------------------------------
 
@@ -109,6 +109,7 @@ class ConnectionMethods:
         if self._state is ConnectionState.OPEN and self._batch_end:
             self._end_batch()
         self.send_method(0, m.ConnectionCloseOk())
+        self.linger_on_close = True
         self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
         return ConnectionState.CLOSED
 
@@ -116,9 +117,15 @@ class ConnectionMethods:
         self._shutdown(None)
         return ConnectionState.CLOSED
 
-    def _on_update_secret(self, method: m.Method) -> None:
-        raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "connection.update-secret is not supported",
-                                  method.CLASS_ID, method.METHOD_ID)
+    def _on_update_secret(self, method: m.Method) -> ConnectionState:
+        # a refused secret raises 403: connection.close (RabbitMQ closes the connection too)
+        self.user = self._handshake.renew_secret(self.user, method)
+        for handler in self.channel_handlers().values():
+            handler.user_changed()
+        self._log.info("0-9-1 connection from %s: user '%s' updated its secret (reason: %s)",
+                       self.peer, self.user.name, str(method.reason)[:200])
+        self.send_method(0, m.ConnectionUpdateSecretOk())
+        return ConnectionState.OPEN
 
     # ---- closing --------------------------------------------------------------------------
 

@@ -6,18 +6,16 @@ channels).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.broker.connection_views import (AMQP091_PROTOCOL, ChannelView, ConnectionView, LinkView,
                                              connection_name, plain)
 
-if TYPE_CHECKING:
-    from gateway.amqp091.connection import ServerConnection
 
 __all__ = ["connection_view"]
 
 
-def connection_view(conn: "ServerConnection") -> ConnectionView:
+def connection_view(conn: Any) -> ConnectionView:
     channels: list[ChannelView] = []
     links: list[LinkView] = []
     for number, handler in sorted(conn.channel_handlers().items()):

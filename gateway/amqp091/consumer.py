@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import Queue, QueuedMessage
 
-if TYPE_CHECKING:
-    from gateway.amqp091.channel import BrokerChannel
 
 __all__ = ["ChannelConsumer", "Unacked", "UnackedDeliveries", "UnknownDeliveryTag"]
 
@@ -30,7 +28,7 @@ class ChannelConsumer:
 
     __slots__ = ("tag", "exclusive", "acquires", "credit", "no_ack", "queue", "channel")
 
-    def __init__(self, channel: "BrokerChannel", tag: str, queue: Queue, *, no_ack: bool,
+    def __init__(self, channel: Any, tag: str, queue: Queue, *, no_ack: bool,
                  exclusive: bool, credit: CreditWindow) -> None:
         self.channel = channel
         self.tag = tag

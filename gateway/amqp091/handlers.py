@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from gateway.amqp091.content import Content
 from gateway.amqp091.methods import Method
 
-if TYPE_CHECKING:
-    from gateway.amqp091.connection import ServerConnection
 
 __all__ = ["CloseInitiator", "CloseReason", "ChannelHandler", "ChannelHandlerFactory", "ChannelWriter",
            "ConnectionContext"]
@@ -44,6 +42,10 @@ class ChannelHandler(Protocol):
 
     def closed(self, reason: CloseReason) -> None: ...
 
+    def user_changed(self) -> None:
+        """The connection's user record was read again (connection.update-secret): forget
+        what was granted to the old one."""
+
 
 class ChannelHandlerFactory(Protocol):
     def __call__(self, context: "ConnectionContext", channel_id: int) -> ChannelHandler: ...
@@ -55,7 +57,7 @@ class ChannelWriter:
 
     __slots__ = ("_conn", "channel_id")
 
-    def __init__(self, conn: "ServerConnection", channel_id: int) -> None:
+    def __init__(self, conn: Any, channel_id: int) -> None:
         self._conn = conn
         self.channel_id = channel_id
 
@@ -105,7 +107,7 @@ class ConnectionContext:
 
     __slots__ = ("_conn", "trail")
 
-    def __init__(self, conn: "ServerConnection") -> None:
+    def __init__(self, conn: Any) -> None:
         self._conn = conn
         #: the connection's log trail: channels count its messages in and out
         self.trail = conn.trail
@@ -141,7 +143,7 @@ class ConnectionContext:
         return self._conn.now
 
     @property
-    def connection(self) -> "ServerConnection":
+    def connection(self) -> Any:
         return self._conn
 
     def writer(self, channel_id: int) -> ChannelWriter:

@@ -10,6 +10,8 @@ The connection's state machine (``connection.py``) decides when; this decides wh
   (``refuse_login``: late for a likely password guesser) and RabbitMQ's text.
 * tune: the channel-max, frame-max and heartbeat we propose; with a
   ``connection_registry`` the user's ``max_channels`` lowers the channel-max.
+* update-secret, once open: the new secret is checked as the login's mechanism checks
+  its credential (``Authenticator.renew_secret``), and the user record re-read;
 * open: the vhost connection.open names must exist (530 "vhost 'x' not found") and the
   user must have access to it (530); with a ``connection_registry`` the user's connection
   is admitted (over the user's limit: 530 "connection limit (N) for user 'x' reached"),
@@ -155,6 +157,17 @@ class Handshake:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                       method.CLASS_ID, method.METHOD_ID) from None
         return vhost, lambda: registry.release(token)
+
+    def renew_secret(self, user: Any, method: m.ConnectionUpdateSecret) -> Any:
+        """connection.update-secret from the logged-in ``user``: the user record as the
+        directory has it now (its permissions re-read), if the new secret is its credential
+        under the login's mechanism. Raises ``ConnectionException`` 403 naming the user."""
+        try:
+            return self._authenticator.renew_secret(self.mechanism, user.name, method.new_secret)
+        except AuthenticationFailed as exc:
+            raise ConnectionException(ReplyCode.ACCESS_REFUSED,
+                                      f"New secret was refused for user '{user.name}': {exc.reason}",
+                                      method.CLASS_ID, method.METHOD_ID) from None
 
     def end(self) -> None:
         """The login is over (the connection opened or closed): drop the SASL exchange."""

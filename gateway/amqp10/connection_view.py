@@ -6,7 +6,7 @@ channel number).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proton import Endpoint
 
@@ -14,8 +14,6 @@ from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.broker.connection_views import (AMQP10_PROTOCOL, ChannelView, ConnectionView, LinkView,
                                              connection_name, plain)
 
-if TYPE_CHECKING:
-    from gateway.amqp10.engine import Amqp10Engine
 
 __all__ = ["connection_view"]
 
@@ -31,7 +29,7 @@ def _sessions(connection: Any) -> list[Any]:
     return out
 
 
-def connection_view(engine: "Amqp10Engine") -> ConnectionView:
+def connection_view(engine: Any) -> ConnectionView:
     connection = engine.proton_connection
     sessions = _sessions(connection)
     number = {id(s): i for i, s in enumerate(sessions)}

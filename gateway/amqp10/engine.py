@@ -6,8 +6,11 @@ The engine owns our SASL layer (``sasl.SaslServer``) and, once a user is known,
 proton's server ``Transport`` (with no proton SASL), ``Connection`` and ``Collector``.
 Bytes from the socket go to the SASL layer, then to the transport in pieces no larger
 than ``transport.capacity()``; after each batch the collector's events are dispatched
-to the connection, session and link handlers (the engine's ``EngineEvents`` mixin,
-``engine_events.py``, and ``links.py``), which call the broker.
+by the engine's ``EngineEvents`` (``engine_events.py``, a collaborator that owns the
+dispatch table and reaches the engine through its public ``EventsHost`` surface) to the
+connection, session and link handlers (and ``links.py``), which call the broker. The
+peer's ``open`` comes back to the engine (``accept_open``): the vhost, the admission and
+the teardown are the engine's state, changed only here.
 ``data_to_send`` drains proton's output once (pending/peek/pop), after the SASL bytes.
 ``tick(now)`` runs proton's timers (idle timeout: a silent peer is closed with
 ``amqp:resource-limit-exceeded``), the handshake deadline, and a short poll while an
@@ -15,7 +18,8 @@ incoming link waits for queue capacity.
 
 States: SASL (negotiating) -> AMQP (proton) -> closed. ``closed`` becomes True once the
 final output has been handed out (proton's head is closed, or SASL failed); the edge
-then drops the socket.
+then drops the socket, or after a ``close`` of ours (``linger_on_close``) leaves that to
+the peer, discarding what it still sends.
 
 Errors: handlers raise ``Amqp10Error``; the dispatcher turns it into a detach, end or
 close with the carried condition (a received string that is not UTF-8 included:
@@ -47,22 +51,25 @@ from typing import Any, Callable, Optional
 
 from proton import Connection
 
-from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.connection_view import connection_view
-from gateway.amqp10.engine_events import VHOST_PREFIX, EngineEvents
+from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
-from gateway.amqp10.links import IncomingLink, OutgoingLink
+from gateway.amqp10.received_strings import check_open
 from gateway.amqp10.proton_transport import ProtonTransport
-from gateway.amqp10.sasl import AMQP_HEADER, SASL_HEADER, SaslState
+from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
+from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
     AdmissionToken,
     Authenticator,
+    ConnectionLimitReached,
     ConnectionRegistry,
     LoginThrottle,
     PermissionCache,
     User,
+    may_access_vhost,
 )
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
@@ -76,6 +83,8 @@ log = logging.getLogger(__name__)
 
 #: seconds between capacity checks while an incoming link has no credit
 CREDIT_POLL_INTERVAL = 0.05
+#: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
+VHOST_PREFIX = "vhost:"
 _owner_ids = itertools.count(1)
 
 
@@ -85,14 +94,15 @@ class EngineState(enum.Enum):
     CLOSED = "closed"
 
 
-class Amqp10Engine(EngineEvents):
+class Amqp10Engine:
     """One 1.0 connection; the engine surface of ``gateway.edge.engine_protocol``.
 
     ``header`` is what the sniffer read: ``AMQP 3 1 0 0`` starts SASL; ``AMQP 0 1 0 0``
-    logs in as ``default_user`` (refused, by answering the SASL header and closing, when
-    there is none). Times are seconds; sizes bytes. ``connection_id`` (the edge's id)
-    names the connection in the message ledger (``broker.ledger``); without it the
-    engine's ``owner`` token does. ``unroutable`` settles a message no queue takes, on
+    logs in as ``default_user`` where ``allow_without_sasl`` (the listener's setting), and
+    is otherwise refused with our open and a close naming the setting (``without_sasl``).
+    Times are seconds; sizes bytes. ``connection_id`` (the edge's id) names the
+    connection in the message ledger (``broker.ledger``); without it the engine's
+    ``owner`` token does. ``unroutable`` settles a message no queue takes, on
     links whose target does not choose (``unroutable_outcome``). Our ``open`` carries
     ``proton_transport.connection_properties()``.
     """
@@ -125,6 +135,7 @@ class Amqp10Engine(EngineEvents):
         tls: bool = False,
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
+        allow_without_sasl: bool = False,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -148,7 +159,7 @@ class Amqp10Engine(EngineEvents):
         self.max_links = max_links
         #: the outcome of an unroutable message on a link whose target does not choose
         self.unroutable = unroutable
-        #: announced as RabbitMQ's version when set (``amqp10.rabbitmq_version``)
+        #: announced as RabbitMQ's version when set (config ``rabbitmq_version``)
         self.rabbitmq_version = rabbitmq_version
         self._registry = connection_registry
         self._admission: Optional[AdmissionToken] = None
@@ -170,17 +181,20 @@ class Amqp10Engine(EngineEvents):
         #: this connection's permission answers (``permit``)
         self._permissions = PermissionCache()
         self.state = EngineState.SASL
-        self._now = now
+        #: the latest time the engine was given (seconds): a plain attribute, read by the
+        #: links on every message
+        self.now = now
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
         #: proton's engine, once SASL is done
         self._proton: Optional[ProtonTransport] = None
+        #: proton's events dispatched (made with ``_proton``)
+        self._events: Optional[EngineEvents] = None
         self._links = LinkTable()
         self._torn_down = False
-        self._eof = False
-        #: outgoing links whose credit changed in this batch of events
-        self._flowed: dict[OutgoingLink, None] = {}
+        #: True once the peer closed its side of the socket
+        self.eof_received = False
         self._login: Optional[SaslLogin] = None
         if header == SASL_HEADER:
             self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
@@ -189,21 +203,28 @@ class Amqp10Engine(EngineEvents):
                                     connection_id=self.trail.connection_id)
             self._out += self._login.greeting()
             return
-        user = authenticator.users.get(default_user) if (default_user and header == AMQP_HEADER) else None
-        if user is None:
-            # we only speak 1.0 with SASL here: say so, then close (spec 2.2)
-            self._log.info("refusing 1.0 without SASL from %s: no default user", peer_host)
-            self.trail.closing(CLOSED_BY_SERVER, None, "1.0 without SASL and no default user")
-            self._out += SASL_HEADER
-            self._finish()
-            return
+        user, refusal = login_without_sasl(authenticator.users, default_user,
+                                           allowed=allow_without_sasl)
         self._start_amqp(user, header)
+        if refusal is not None:
+            # our open, then a close naming the setting (``without_sasl``)
+            self._log.info("refusing 1.0 without SASL from %s: %s", peer_host, refusal)
+            self.trail.closing(CLOSED_BY_SERVER, REFUSAL_CONDITION.value, refusal)
+            self._events.close_connection(REFUSAL_CONDITION, refusal)
+            self._process_events()
 
     # ------------------------------------------------------------------ engine surface
     @property
-    def now(self) -> float:
-        """The latest time the engine was given (seconds)."""
-        return self._now
+    def linger_on_close(self) -> bool:
+        """Once ``closed``: a ``close`` of ours went out (our own, or the answer to the
+        peer's), so the peer closes the socket next; the edge discards what it still
+        sends until then (``engine_protocol``). Not after EOF, a handshake timeout, or a
+        transport error (proton's idle timeout, undecodable input): that peer is gone or
+        broken, and its socket is closed at once."""
+        proton = self._proton
+        return (proton is not None and not self.eof_received and self.timed_out is None
+                and proton.transport.condition is None
+                and bool(proton.connection.state & Connection.LOCAL_CLOSED))
 
     def receive_data(self, data: bytes) -> None:
         """Consume socket bytes. Never raises: internal failures close the connection
@@ -229,7 +250,7 @@ class Amqp10Engine(EngineEvents):
             return
         self._in_call = True
         try:
-            self._eof = True
+            self.eof_received = True
             if self._proton is not None:
                 self._proton.transport.close_tail()
                 self._process_events()
@@ -237,7 +258,7 @@ class Amqp10Engine(EngineEvents):
             log.exception("1.0 engine failure at EOF from %s", self.peer_host)
         finally:
             self._in_call = False
-            self._teardown()
+            self.teardown()
             self._finish()
 
     def data_to_send(self) -> bytes:
@@ -252,7 +273,7 @@ class Amqp10Engine(EngineEvents):
         if self._proton is not None and not self.closed:
             # head closed, or tail closed (EOF, malformed input) with nothing left to say
             if self._proton.drain(out):
-                self._teardown()
+                self.teardown()
                 self._finish()
         elif (self._login is not None and self._login.state is SaslState.FAILED
               and self._login.release_at is None):
@@ -261,7 +282,7 @@ class Amqp10Engine(EngineEvents):
 
     def tick(self, now: float) -> Optional[float]:
         """Run timers at ``now``; return the next absolute deadline or None."""
-        self._now = now
+        self.now = now
         if self.closed:
             return None
         self._in_call = True
@@ -281,7 +302,7 @@ class Amqp10Engine(EngineEvents):
                 self._process_events()
                 if nxt:
                     deadlines.append(nxt)
-                if self._refill_starving():
+                if self._links.refill_starving():
                     deadlines.append(now + CREDIT_POLL_INTERVAL)
             return min(deadlines) if deadlines else None
         except Exception:  # noqa: BLE001
@@ -300,7 +321,8 @@ class Amqp10Engine(EngineEvents):
         if self._proton is None:
             self._finish()
             return
-        self._close_connection(ErrorCondition.CONNECTION_FORCED, reason)
+        assert self._events is not None
+        self._events.close_connection(ErrorCondition.CONNECTION_FORCED, reason)
         self._process_events()
 
     # ------------------------------------------------------------------ LinkHost
@@ -332,6 +354,39 @@ class Amqp10Engine(EngineEvents):
         """The open links' handlers."""
         return self._links.handlers()
 
+    def accept_open(self, connection: Connection) -> None:
+        """The peer's ``open``: select the vhost its hostname names (else the listener's
+        default), check the user may use it, and admit the connection under the user's
+        connection limit. Raises ``Amqp10Error`` (connection scope): ``amqp:not-found``,
+        ``amqp:unauthorized-access`` or ``amqp:resource-limit-exceeded``."""
+        if connection.state & Connection.LOCAL_CLOSED:
+            return  # refused before it came (``without_sasl``): proton now sends our close
+        self._handshake_deadline = None
+        check_open(connection)
+        hostname = connection.remote_hostname or ""
+        name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
+        vhost = self.broker.vhost(name)
+        connection.open()
+        if vhost is None:
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
+        user = self.user
+        assert user is not None
+        if not may_access_vhost(user, name):
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
+                              f"access to vhost '{name}' refused for user '{user.name}'",
+                              Scope.CONNECTION)
+        self.vhost_name = name  # admitted with its vhost known (management's view)
+        if self._registry is not None:
+            try:
+                self._admission = self._registry.admit(user.name, connection=self, vhost=name)
+            except ConnectionLimitReached as exc:
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
+        self.vhost = vhost
+        if hasattr(self.broker, "add_blocked_listener"):
+            self.broker.add_blocked_listener(self)
+        self.trail.authenticated(user.name, name, self._mechanism or None)
+
     @property
     def proton_connection(self) -> Optional[Connection]:
         return self._proton.connection if self._proton is not None else None
@@ -354,14 +409,14 @@ class Amqp10Engine(EngineEvents):
     def unblocked(self) -> None:
         if self.closed:
             return
-        if self._refill_starving() is not None:
+        if self._links.refill_starving() is not None:
             self.output_ready()
 
     # ------------------------------------------------------------------ SASL, then proton
     def _receive_sasl(self, data: bytes) -> None:
         login = self._login
         assert login is not None
-        self._out += login.receive(data, self._now, self._handshake_deadline)
+        self._out += login.receive(data, self.now, self._handshake_deadline)
         sasl = login.server
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None
@@ -373,11 +428,12 @@ class Amqp10Engine(EngineEvents):
             if login.release_at is not None:
                 self._handshake_deadline = None
 
-    def _start_amqp(self, user: User, initial: bytes) -> None:
+    def _start_amqp(self, user: Optional[User], initial: bytes) -> None:
+        """Hand over to proton as ``user`` (None: a refused connection, closed at once)."""
         self.user = user
         self.state = EngineState.AMQP
         channel_max = self.channel_max
-        if self._registry is not None:
+        if self._registry is not None and user is not None:
             sessions = self._registry.limits_for(user.name).max_channels
             if sessions > 0:
                 # channel numbers 0..channel_max: N sessions means channel-max N-1
@@ -386,6 +442,7 @@ class Amqp10Engine(EngineEvents):
                                        max_frame_size=self.max_frame_size,
                                        channel_max=channel_max, idle_timeout=self.idle_timeout,
                                        rabbitmq_version=self.rabbitmq_version)
+        self._events = EngineEvents(self, self._proton, self._links)
         if initial:
             self._push(initial)
         self._process_events()
@@ -397,32 +454,26 @@ class Amqp10Engine(EngineEvents):
             self.wants_input = went_in
 
     def _process_events(self) -> None:
-        """Handle every collected event, then dispatch to the links whose credit changed
-        (after the batch, so dispositions that came with a flow are applied first)."""
-        proton = self._proton
-        if proton is None:
+        """Handle every collected event (and the deliveries to links whose credit
+        changed: ``EngineEvents.handle_collected``)."""
+        events = self._events
+        if events is None:
             return
-        self._handle_collected()
-        while self._flowed:
-            handlers = list(self._flowed)
-            self._flowed.clear()
-            for handler in handlers:
-                handler.dispatch()
-            self._handle_collected()
-        if proton.input_waits:
+        events.handle_collected()
+        if self._proton.input_waits:  # type: ignore[union-attr]  # made with _events
             self._push(b"")
 
     # ------------------------------------------------------------------ errors
     def _internal_error(self) -> None:
         try:
-            if self._proton is not None:
-                self._close_connection(ErrorCondition.INTERNAL_ERROR, "internal error")
+            if self._events is not None:
+                self._events.close_connection(ErrorCondition.INTERNAL_ERROR, "internal error")
                 self._process_events()
             else:
                 self._finish()
         except Exception:  # noqa: BLE001
             log.exception("1.0 engine could not close cleanly; dropping %s", self.peer_host)
-            self._teardown()
+            self.teardown()
             self._finish()
 
     def _handshake_expired(self) -> None:
@@ -434,10 +485,10 @@ class Amqp10Engine(EngineEvents):
             phase = "1.0 open"
         self.timed_out = HandshakeTimeout(phase, self._handshake_timeout)
         self.trail.closing(CLOSED_BY_SERVER, None, "handshake timeout")
-        if self.state is EngineState.SASL or self._proton is None:
+        if self.state is EngineState.SASL or self._proton is None or self._events is None:
             self._finish()
         else:
-            self._close_connection(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
+            self._events.close_connection(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, "handshake timed out")
             self._process_events()
             # proton holds its close back until the peer's open arrives, which it never
             # did: stop reading, so ``data_to_send`` writes our open and drops the socket
@@ -447,19 +498,10 @@ class Amqp10Engine(EngineEvents):
                 self._process_events()
 
     # ------------------------------------------------------------------ teardown
-    def _refill_starving(self) -> Optional[bool]:
-        """Give credit to incoming links that have none; True if some still starve."""
-        starving = None
-        for handler in self._links.handlers():
-            if isinstance(handler, IncomingLink) and handler.starving:
-                handler.refill()
-                if handler.starving:
-                    starving = True
-        return starving
-
-    def _teardown(self) -> None:
+    def teardown(self) -> None:
         """Release every link's unsettled messages and drop this connection's
-        exclusive queues (idempotent)."""
+        exclusive queues (idempotent; the event handlers call it when the connection
+        ends)."""
         if self._torn_down:
             return
         self._torn_down = True
@@ -480,9 +522,10 @@ class Amqp10Engine(EngineEvents):
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
-        # the SASL layer holds the login gate, a bound method of the login: a cycle that
-        # only a full collection would free
+        # the SASL layer holds the login gate, a bound method of the login, and the event
+        # handlers hold their host: cycles that only a full collection would free
         self._login = None
+        self._events = None
         self.closed = True
         self.state = EngineState.CLOSED
         self.wants_input = False

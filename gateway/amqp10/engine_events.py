@@ -1,38 +1,70 @@
-"""``EngineEvents``: how ``Amqp10Engine`` (``engine.py``) handles proton's events.
+"""``EngineEvents``: the dispatch table of proton's events for one 1.0 connection.
 
-A mixin of the engine: ``_handle_collected`` pops the collector's events and hands
-each to its link's handler or to its entry in ``_EVENT_HANDLERS`` (the connection,
-session, link and transport handlers below); ``_fail`` turns an ``Amqp10Error`` raised
-by any of them into a detach, end or close (``_close_connection``). The methods use the
-engine's ``_proton``, ``_links``, ``_flowed``, ``trail``, ``_log``, ``_teardown`` and
-the other attributes ``Amqp10Engine.__init__`` sets.
+A collaborator of ``Amqp10Engine`` (``engine.py``), made when proton's engine starts
+(after SASL). It owns the dispatch: ``handle_collected`` pops the collector's events and
+hands each to its link's handler or to its entry in ``_EVENT_HANDLERS`` (the connection,
+session, link and transport handlers below); ``fail`` turns an ``Amqp10Error`` raised by
+any of them into a detach, end or close (``close_connection``). It owns the outgoing links
+whose credit changed in the current batch (``flowed``), and delivers to them once the
+batch is handled.
+
+It reaches the connection only through ``EventsHost``, the engine's public surface: the
+engine's own state (its vhost, admission, teardown) is changed by the engine's methods,
+never from here.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import logging
+from typing import Any, Callable, Protocol
 
 from proton import Condition, Connection, Event
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
-from gateway.amqp10.link_table import LinkHandler
+from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.links import OutgoingLink, attach_link
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
                                          pn_collector_peek, pn_collector_pop, pn_delivery_link,
                                          pn_event_delivery, pn_event_link, pn_event_type)
-from gateway.amqp10.received_strings import check_attach, check_open, link_name, undecodable
-from gateway.auth import ConnectionLimitReached, may_access_vhost
-from gateway.connection_log import CLOSED_BY_CLIENT, CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER
+from gateway.amqp10.proton_transport import ProtonTransport
+from gateway.amqp10.received_strings import check_attach, link_name, undecodable
+from gateway.connection_log import CLOSED_BY_CLIENT, CLOSED_BY_PEER_LOST, CLOSED_BY_SERVER, ConnectionLogger
 
-__all__ = ["EngineEvents", "VHOST_PREFIX"]
+__all__ = ["EngineEvents", "EventsHost"]
 
-#: ``open.hostname`` prefix that selects a vhost (RabbitMQ's convention)
-VHOST_PREFIX = "vhost:"
+log = logging.getLogger(__name__)
+
+
+class EventsHost(LinkHost, Protocol):
+    """What the event handlers need of their connection (implemented by ``Amqp10Engine``)."""
+
+    peer_host: str
+    #: links per connection (0: no limit)
+    max_links: int
+    #: True once the peer closed its side of the socket
+    eof_received: bool
+
+    def accept_open(self, connection: Connection) -> None: ...
+
+    def teardown(self) -> None: ...
 
 
 class EngineEvents:
-    """The proton event handlers of ``Amqp10Engine``, and its error handling."""
+    """See the module docstring. ``host`` is the engine; ``proton`` its transport,
+    connection and collector; ``links`` its link table (shared: both change it only
+    through ``LinkTable``'s methods)."""
 
-    def _handle_collected(self) -> None:
+    __slots__ = ("_host", "_proton", "_links", "_log", "flowed")
+
+    def __init__(self, host: EventsHost, proton: ProtonTransport, links: LinkTable) -> None:
+        self._host = host
+        self._proton = proton
+        self._links = links
+        self._log = ConnectionLogger(log, host.trail.connection_id)
+        #: outgoing links whose credit changed in this batch of events
+        self.flowed: dict[OutgoingLink, None] = {}
+
+    def handle_collected(self) -> None:
         """Handle the collected events in order: the one place proton events enter.
 
         Transfers and dispositions (one ``DELIVERY`` each: nearly every event under load)
@@ -42,15 +74,25 @@ class EngineEvents:
         entry in ``_EVENT_HANDLERS``; proton's own bookkeeping events (local opens,
         transport output, finals) are popped without being wrapped. An ``Amqp10Error``
         from any of them (or a received string that is not UTF-8) ends its link, session
-        or connection (``_fail``).
+        or connection (``fail``).
+
+        Then the links whose credit changed (``flowed``) get their deliveries, after the
+        batch, so dispositions that came with a flow are applied first; the events those
+        deliveries cause are handled the same way, until no link's credit changed.
         """
-        assert self._proton is not None
         impl = c_pointer(self._proton.collector)
         by_pointer = self._links.by_pointer
+        flowed = self.flowed
         while True:
             ev = pn_collector_peek(impl)
             if ev == NULL:
-                return
+                if not flowed:
+                    return
+                handlers = list(flowed)
+                flowed.clear()
+                for handler in handlers:
+                    handler.dispatch()
+                continue
             try:
                 etype = pn_event_type(ev)
                 if etype == PN_DELIVERY:
@@ -71,10 +113,10 @@ class EngineEvents:
                     if on_event is not None:
                         on_event(self, Event.wrap(ev))
             except Amqp10Error as exc:
-                self._fail(Event.wrap(ev), exc)
+                self.fail(Event.wrap(ev), exc)
             except UnicodeDecodeError as exc:
                 event = Event.wrap(ev)
-                self._fail(event, undecodable(event, exc))
+                self.fail(event, undecodable(event, exc))
             finally:
                 pn_collector_pop(impl)
 
@@ -83,44 +125,20 @@ class EngineEvents:
         events is handled (an incoming link's flow needs nothing)."""
         if isinstance(handler, OutgoingLink):
             handler.on_flow()
-            self._flowed[handler] = None
+            self.flowed[handler] = None  # delivered to at the end of the batch
 
     # the values of _EVENT_HANDLERS: one proton event each
     def _on_connection_open(self, event: Event) -> None:
-        connection = event.connection
-        self._handshake_deadline = None
-        check_open(connection)
-        hostname = connection.remote_hostname or ""
-        name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
-        vhost = self.broker.vhost(name)
-        connection.open()
-        if vhost is None:
-            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
-        user = self.user
-        assert user is not None
-        if not may_access_vhost(user, name):
-            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{name}' refused for user '{user.name}'",
-                              Scope.CONNECTION)
-        self.vhost_name = name  # admitted with its vhost known (management's view)
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(user.name, connection=self, vhost=name)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
-        self.vhost = vhost
-        if hasattr(self.broker, "add_blocked_listener"):
-            self.broker.add_blocked_listener(self)
-        self.trail.authenticated(user.name, name, self._mechanism or None)
+        self._host.accept_open(event.connection)
 
     def _on_connection_close(self, event: Event) -> None:
         condition = event.connection.remote_condition
+        trail = self._host.trail
         if condition is not None:
-            self.trail.closing(CLOSED_BY_CLIENT, condition.name, str(condition.description or ""))
+            trail.closing(CLOSED_BY_CLIENT, condition.name, str(condition.description or ""))
         else:
-            self.trail.closing(CLOSED_BY_CLIENT, None, "close")
-        self._teardown()
+            trail.closing(CLOSED_BY_CLIENT, None, "close")
+        self._host.teardown()
         event.connection.close()
 
     def _on_session_open(self, event: Event) -> None:
@@ -131,41 +149,44 @@ class EngineEvents:
         event.session.close()
 
     def _on_transport_error(self, event: Event) -> None:
+        host = self._host
         condition = event.transport.condition
         text = condition.name + ": " + str(condition.description) if condition else "?"
-        self._log.debug("1.0 connection from %s failed: %s", self.peer_host, text)
-        if self._eof:
-            self.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without close")
+        self._log.debug("1.0 connection from %s failed: %s", host.peer_host, text)
+        if host.eof_received:
+            host.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without close")
         else:
-            self.trail.closing(CLOSED_BY_SERVER, condition.name if condition else None,
+            host.trail.closing(CLOSED_BY_SERVER, condition.name if condition else None,
                                str(condition.description) if condition else "transport error")
-        self._teardown()
+        host.teardown()
 
     def _on_transport_closed(self, event: Event) -> None:
-        self._teardown()
+        self._host.teardown()
 
     def _on_tail_closed(self, event: Event) -> None:
         """Proton stops reading, without a word, on input it cannot decode; unless the
         peer closed properly (or hung up) that is a malformed frame."""
         connection = event.connection
-        if self._eof or connection is None or connection.state & Connection.REMOTE_CLOSED:
+        host = self._host
+        if host.eof_received or connection is None or connection.state & Connection.REMOTE_CLOSED:
             return
         if connection.state & Connection.LOCAL_CLOSED:
             return
-        self._log.info("1.0 connection %s: malformed input from %s", self.owner, self.peer_host)
+        self._log.info("1.0 connection %s: malformed input from %s", host.owner, host.peer_host)
         raise Amqp10Error(ErrorCondition.DECODE_ERROR, "malformed frame", Scope.CONNECTION)
 
     def _on_link_open(self, event: Event) -> None:
         link = event.link
-        if self._torn_down:
+        host = self._host
+        if host.closing:
             return  # an attach behind a refused open: the close ends it
-        if self.vhost is None:
+        if host.vhost is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
-        if self.max_links and len(self._links) >= self.max_links:
+        if host.max_links and len(self._links) >= host.max_links:
             raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED,
-                              f"link limit ({self.max_links}) per connection reached")
+                              f"link limit ({host.max_links}) per connection reached")
         check_attach(link)
-        self._links.add(link, attach_link(self, link))
+        self._links.add(link, attach_link(host, link))
 
     def _on_link_close(self, event: Event) -> None:
         link = event.link
@@ -183,11 +204,13 @@ class EngineEvents:
             handler.teardown()
 
     # ------------------------------------------------------------------ errors
-    def _fail(self, event: Event, error: Amqp10Error) -> None:
+    def fail(self, event: Event, error: Amqp10Error) -> None:
+        """End the link, session or connection of ``event`` (the error's scope) with the
+        error's condition."""
         condition = Condition(error.condition.value, error.description)
         if error.scope is Scope.LINK and event.link is not None:
             link = event.link
-            self._log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self.owner, error)
+            self._log.info("1.0 link %s on %s refused/detached: %s", link_name(link), self._host.owner, error)
             handler = self._links.drop(link)
             if handler is not None:
                 handler.teardown()
@@ -200,15 +223,17 @@ class EngineEvents:
             event.session.condition = condition
             event.session.close()
         else:
-            self._log.debug("1.0 connection %s closed: %s", self.owner, error)
-            self.trail.closing(CLOSED_BY_SERVER, error.condition.value, error.description)
-            self._close_connection(error.condition, error.description)
+            self._log.debug("1.0 connection %s closed: %s", self._host.owner, error)
+            self._host.trail.closing(CLOSED_BY_SERVER, error.condition.value, error.description)
+            self.close_connection(error.condition, error.description)
 
-    def _close_connection(self, condition: ErrorCondition, description: str) -> None:
-        connection = self._proton.connection if self._proton is not None else None
+    def close_connection(self, condition: ErrorCondition, description: str) -> None:
+        """Tear the connection down and close it with ``condition``; the first error is
+        the one the peer is told (a later call does nothing)."""
+        connection = self._proton.connection
         if connection is None or connection.state & Connection.LOCAL_CLOSED:
-            return  # the first error is the one the peer is told
-        self._teardown()
+            return
+        self._host.teardown()
         connection.condition = Condition(condition.value, description)
         if not connection.state & Connection.LOCAL_ACTIVE and not connection.state & Connection.LOCAL_CLOSED:
             connection.open()
@@ -216,7 +241,7 @@ class EngineEvents:
 
 
 #: proton event type (number) -> what the engine does with it, for every event but the
-#: per-message ones (``_handle_collected``); an event type missing here is proton's own
+#: per-message ones (``handle_collected``); an event type missing here is proton's own
 #: bookkeeping and is popped without being wrapped
 _EVENT_HANDLERS: dict[int, Callable[[EngineEvents, Event], None]] = {
     Event.LINK_REMOTE_OPEN.number: EngineEvents._on_link_open,

@@ -108,6 +108,9 @@ class IncomingLink:
         self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         self._address = link.target.address
         self._ledger_ctx = _ledger_context(host, link.name, self._address)
+        #: exchanges WRITE was granted on (the engine keeps its answers for the
+        #: connection's life too: no check per message)
+        self._may_publish: set[str] = set()
 
     @property
     def starving(self) -> bool:
@@ -320,7 +323,9 @@ class IncomingLink:
                address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
         if isinstance(route, LocalPublish):
-            self.host.permit(_WRITE, route.exchange)
+            if route.exchange not in self._may_publish:
+                self.host.permit(_WRITE, route.exchange)
+                self._may_publish.add(route.exchange)
             result = vhost.publish(route.exchange, route.routing_key, message, now)
             if result.rejected and not result.queues:
                 names = ", ".join(f"'{q.name}'" for q in result.rejected)

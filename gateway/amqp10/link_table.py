@@ -10,7 +10,7 @@ finds the handler through the wrapper (:meth:`LinkTable.find`), which remembers 
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from proton import Link
 
@@ -58,6 +58,17 @@ class LinkTable:
 
     def handlers(self) -> list[LinkHandler]:
         return list(self._by_link.values())
+
+    def refill_starving(self) -> Optional[bool]:
+        """Give credit to incoming links that have none (the queue they feed had no
+        room); True if some still starve, None if none did."""
+        starving = None
+        for handler in list(self._by_link.values()):
+            if isinstance(handler, IncomingLink) and handler.starving:
+                handler.refill()
+                if handler.starving:
+                    starving = True
+        return starving
 
     def drop_session(self, session: Any) -> list[LinkHandler]:
         """Forget the links of ``session``; returns their handlers."""

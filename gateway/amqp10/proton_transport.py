@@ -25,7 +25,7 @@ OFFERED_CAPABILITIES = ("ANONYMOUS-RELAY",)
 def connection_properties(rabbitmq_version: str = "") -> dict[symbol, str]:
     """Our ``open``'s properties: what the gateway says it is (``gateway.product``), with
     symbol keys as the spec and RabbitMQ have them; product RabbitMQ with
-    ``rabbitmq_version`` when set (``amqp10.rabbitmq_version``)."""
+    ``rabbitmq_version`` when set (config ``rabbitmq_version``)."""
     return {symbol(key): value for key, value in product_properties(rabbitmq_version).items()}
 
 

@@ -98,6 +98,10 @@ class Mechanism(enum.StrEnum):
     ANONYMOUS = "ANONYMOUS"
 
 
+#: mechanisms whose credential is a secret the client may replace (a password)
+_SECRET_MECHANISMS = frozenset({Mechanism.PLAIN, Mechanism.AMQPLAIN, Mechanism.SCRAM_SHA_256})
+
+
 class ProtocolFamily(enum.StrEnum):
     """The two protocols; passed as plain strings ``"amqp091"``/``"amqp10"``."""
 
@@ -391,6 +395,22 @@ class Authenticator:
         if user is None or stored is None or not ok:
             raise AuthenticationFailed(_INVALID_CREDENTIALS)
         return user
+
+    def renew_secret(self, mechanism: str, name: str, secret: bytes) -> User:
+        """User ``name`` as the directory has it now, if ``secret`` is its credential under
+        ``mechanism`` (the one it logged in with); 0-9-1 connection.update-secret.
+
+        A password for PLAIN, AMQPLAIN and SCRAM-SHA-256 (checked as a login checks it).
+        EXTERNAL and ANONYMOUS logins carry no secret, so there is none to renew: refused
+        rather than accepted unchecked. Raises ``AuthenticationFailed`` with the reason.
+        """
+        if mechanism not in _SECRET_MECHANISMS:
+            raise AuthenticationFailed(f"a {str(mechanism)[:40]} login has no secret to update")
+        try:
+            password = secret.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("the new secret is not UTF-8") from None
+        return self.check_password(name, password)
 
     def fake_scram_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         """Stable, unusable SCRAM parameters for a name with no password.

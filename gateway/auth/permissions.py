@@ -72,19 +72,26 @@ def check(user: User, vhost: str, action: Action, resource: str) -> None:
 class PermissionCache:
     """One connection's answers to ``check``, kept while it lives (as RabbitMQ does per
     channel): a publish is checked once per exchange, not a regular expression per
-    message. Bounded at ``MAX`` entries, forgotten at once when full.
+    message. Bounded at ``MAX`` entries, forgotten at once when full, and when the user
+    record asked about is another one (re-read from the directory: 0-9-1
+    connection.update-secret), so new permissions apply from the next check on.
     """
 
-    __slots__ = ("_answers",)
+    __slots__ = ("_answers", "_user")
     MAX = 1024
 
     def __init__(self) -> None:
         #: keyed by the action's value: an Enum member hashes through Python-level code
         self._answers: dict[tuple[str, str], str | None] = {}
+        #: the user record the answers are for
+        self._user: object = None
 
     def refusal(self, user: object, vhost: str, action: Action, resource: str) -> str | None:
         """None if ``user`` may do ``action`` on ``resource`` in ``vhost``, else RabbitMQ's
         refusal text. A user without a permission table (tests) may do all."""
+        if user is not self._user:
+            self._answers.clear()
+            self._user = user
         key = (action._value_, resource)
         try:
             return self._answers[key]

@@ -28,7 +28,7 @@ from .errors import ResourceLocked
 from .flow import CreditWindow
 
 if TYPE_CHECKING:
-    from .queues import QueuedMessage
+    from .queued_message import QueuedMessage
 
 __all__ = ["Consumer", "ConsumerSet"]
 
@@ -63,10 +63,12 @@ class Consumer(Protocol):
 class ConsumerSet:
     """The consumers of one queue; enforces consumer exclusivity."""
 
-    __slots__ = ("_ring", "browsers", "_exclusive", "_label")
+    __slots__ = ("_ring", "browsers", "_exclusive", "_label", "acquiring")
 
     def __init__(self, label: str) -> None:
         self._ring: deque[Consumer] = deque()
+        #: the number of acquiring consumers (a plain int: read on every dispatch)
+        self.acquiring = 0
         #: browser -> seq of the last message it was shown
         self.browsers: dict[Consumer, int] = {}
         self._exclusive: Optional[Consumer] = None
@@ -82,11 +84,6 @@ class ConsumerSet:
     def __contains__(self, consumer: object) -> bool:
         return consumer in self.browsers or consumer in self._ring
 
-    @property
-    def acquiring(self) -> int:
-        """Number of acquiring consumers."""
-        return len(self._ring)
-
     def add(self, consumer: Consumer) -> None:
         """Add ``consumer``; raises :class:`ResourceLocked` if it asks for exclusivity
         while others exist, or if an exclusive consumer is already there."""
@@ -96,6 +93,7 @@ class ConsumerSet:
             self._exclusive = consumer
         if consumer.acquires:
             self._ring.append(consumer)
+            self.acquiring = len(self._ring)
         else:
             self.browsers[consumer] = 0
 
@@ -110,6 +108,7 @@ class ConsumerSet:
             self._ring.remove(consumer)
         except ValueError:
             return False
+        self.acquiring = len(self._ring)
         return True
 
     def pick(self, excluded: Optional[set] = None) -> Optional[Consumer]:
@@ -129,6 +128,7 @@ class ConsumerSet:
         """Remove and return every consumer."""
         out = list(self)
         self._ring.clear()
+        self.acquiring = 0
         self.browsers.clear()
         self._exclusive = None
         return out

@@ -120,36 +120,40 @@ class CreditWindow:
         return own
 
     def has_credit(self) -> bool:
-        """``available() > 0``, on the hot path."""
-        if self.mode is _CREDIT:
-            if self._credit <= 0:
+        """``available() > 0``, on the hot path: the chain of windows walked in one call."""
+        window: Optional[CreditWindow] = self
+        while window is not None:
+            if window.mode is _CREDIT:
+                if window._credit <= 0:
+                    return False
+            elif window._limit and window.outstanding >= window._limit:
                 return False
-        elif self._limit and self.outstanding >= self._limit:
-            return False
-        parent = self.parent
-        return parent is None or parent.has_credit()
+            window = window.parent
+        return True
 
     def consume_one(self) -> None:
-        """Record one delivery handed over (called by the queue)."""
-        if self.mode is _CREDIT:
-            self._credit -= 1
-        else:
-            self.outstanding += 1
-        if self.parent is not None:
-            self.parent.consume_one()
+        """Record one delivery handed over (called by the queue), in this window and the
+        ones above it."""
+        window: Optional[CreditWindow] = self
+        while window is not None:
+            if window.mode is _CREDIT:
+                window._credit -= 1
+            else:
+                window.outstanding += 1
+            window = window.parent
 
     def settle_one(self, count: int = 1) -> None:
         """Record ``count`` deliveries settled (called by the protocol).
 
-        Frees prefetch room in this window and its parent; credit mode only passes it
-        on to the parent (1.0 credit is not returned by settlement).
+        Frees prefetch room in this window and the ones above it; credit mode only passes
+        it on (1.0 credit is not returned by settlement).
         """
-        if self.mode is _PREFETCH:
-            self.outstanding -= count
-            if self.outstanding < 0:
-                self.outstanding = 0
-        if self.parent is not None:
-            self.parent.settle_one(count)
+        window: Optional[CreditWindow] = self
+        while window is not None:
+            if window.mode is _PREFETCH:
+                outstanding = window.outstanding - count
+                window.outstanding = outstanding if outstanding > 0 else 0
+            window = window.parent
 
     def grant(self, credit: int, *, drain: bool = False) -> None:
         """Credit mode: set the link credit to ``credit`` (absolute, as 1.0 flow does)."""

@@ -16,10 +16,8 @@ are never paged, so they can still reach it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["MemoryPager"]
 
@@ -31,7 +29,7 @@ class MemoryPager:
 
     __slots__ = ("broker", "budget", "paged_bytes")
 
-    def __init__(self, broker: "Broker", budget: Optional[int]) -> None:
+    def __init__(self, broker: Any, budget: Optional[int]) -> None:
         self.broker = broker
         self.budget = budget
         #: bytes of bodies dropped from memory so far (a counter, for metrics)

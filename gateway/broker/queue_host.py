@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from .flow import ProducerGate
     from .message import MessageContainer
     from .queue_storage import QueueStorage
-    from .queues import Queue
 
 __all__ = ["QueueHost"]
 
@@ -30,7 +29,7 @@ class QueueHost(Protocol):
     def ledger(self) -> Any:
         """The broker's ledger (``gateway.ledger.Ledger``), or None."""
 
-    def queue_storage(self, queue: "Queue") -> Optional["QueueStorage"]:
+    def queue_storage(self, queue: Any) -> Optional["QueueStorage"]:
         """Write the record of ``queue`` (storable: durable, neither exclusive nor
         auto-delete) to the store; its link to the store for its messages, or None when
         the store keeps no messages."""
@@ -38,6 +37,6 @@ class QueueHost(Protocol):
     def dead_letter(self, message: "MessageContainer", now: float) -> Any:
         """Publish a dead-lettered copy (``MessageContainer.with_death``) to its exchange."""
 
-    def forget_queue(self, queue: "Queue", reason: str) -> int:
+    def forget_queue(self, queue: Any, reason: str) -> int:
         """Unregister ``queue`` (delete, auto-delete, expiry) and tear it down (its
         consumers cancelled with ``reason``); returns its available message count."""

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from gateway.store.interface import Store, StoredMessage
 
     from .flow import ProducerGate
-    from .queues import Queue
 
 __all__ = ["QueueStorage", "MessageLoader", "PAGE_IN_BATCH", "stand_in"]
 
@@ -58,7 +57,7 @@ class QueueStorage:
 
     __slots__ = ("queue", "store", "key", "loader", "gate")
 
-    def __init__(self, queue: "Queue", store: "Store", key: Any, loader: Optional[MessageLoader],
+    def __init__(self, queue: Any, store: "Store", key: Any, loader: Optional[MessageLoader],
                  gate: Optional["ProducerGate"]) -> None:
         self.queue = queue
         self.store = store

@@ -6,15 +6,12 @@ per-message record and its store form sit together.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from gateway.store.interface import MessageRow
 
 from .message import Encoding, MessageContainer
 
-if TYPE_CHECKING:
-    from .consumers import Consumer
-    from .queues import Queue
 
 __all__ = ["MessageState", "QueuedMessage", "message_row"]
 
@@ -62,7 +59,7 @@ class QueuedMessage:
         seq: int,
         expires_at: Optional[float],
         level: int = 0,
-        queue: Optional["Queue"] = None,
+        queue: Any = None,
     ) -> None:
         self.message = message
         self.state = _AVAILABLE

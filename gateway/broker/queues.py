@@ -25,9 +25,11 @@ kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, pu
 
 Time is always the caller's ``now`` (seconds). The queue never reads a clock.
 
-Where: enqueue, dispatch and ``get`` are here; settlement (settle, release, reject,
-modify) is ``queue_settlement.QueueSettlement``; expiry, dead-lettering, purge and
-deletion are ``queue_lifetime.QueueLifetime``, both mixins of ``Queue``.
+Where: the policy (when an entry moves: enqueue, dispatch, ``get``, settlement, expiry,
+limits, purge, deletion) is here; the entries and every change of their state (with the
+memory count and the store's records that follow it) are ``queue_entries.QueueEntries``'s
+(``entries``); where a message goes when it ends unconsumed is
+``dead_lettering.DeadLettering``'s (``dead_lettering``).
 
 The queue reaches its vhost only through ``host`` (a :class:`~.queue_host.QueueHost`):
 its name, the memory gate, the ledger, the store, dead-lettering and its own deletion.
@@ -45,28 +47,30 @@ entry is handed out, expired with a record, or dead-lettered.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from .consumers import Consumer, ConsumerSet
-from .flow import ProducerGate
+from .dead_lettering import DeadLettering
+from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
 from .policies import QUEUE_KEYS, Policy, with_policy
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
-from .queue_lifetime import QueueLifetime
-from .queue_settlement import QueueSettlement
-from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, MessageState, QueuedMessage
-from .ready_list import ReadyList
+from .queue_entries import QueueEntries
+from .queued_message import _AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
     from .queue_host import QueueHost
     from .queue_storage import QueueStorage
+    from .ready_list import ReadyList
 
 __all__ = ["MessageState", "QueuedMessage", "Queue"]
 
 log = logging.getLogger(__name__)
 
+_DROP_HEAD, _REJECT_PUBLISH_DLX = Overflow.DROP_HEAD, Overflow.REJECT_PUBLISH_DLX
 
-class Queue(QueueSettlement, QueueLifetime):
+
+class Queue:
     """A queue in a vhost. Usually created by ``VirtualHost.declare_queue``.
 
     Raises :class:`InvalidArgument` / :class:`PreconditionFailed` /
@@ -104,24 +108,25 @@ class Queue(QueueSettlement, QueueLifetime):
         self.policy = policy
         self.args: QueueArguments = declared if policy is None else self._with_policy(policy)
         self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
-        #: AVAILABLE entries in order
-        self.ready = ReadyList(self.args.max_priority)
-        self._acquired: dict[int, QueuedMessage] = {}
-        self._seq = 0
+        #: the entries, their states, the memory count and the store's records
+        self.entries = QueueEntries(self.args.max_priority, host.gate)
+        #: AVAILABLE entries in order (the entries' ready list: read here, changed there)
+        self.ready: "ReadyList" = self.entries.ready
+        #: ``settle(entry) -> bool``: ACQUIRED -> GONE (0-9-1 ack, 1.0 accepted); False if
+        #: ``entry`` is not acquired from this queue (already settled, deleted, browsed)
+        self.settle = self.entries.settle
+        self.dead_lettering = DeadLettering(name, host, self.args)
         self.consumers = ConsumerSet(self.label)
         self.had_consumers = False
         #: last ``now`` the queue was used (consumers, get, declare): for ``x-expires``
         self.last_used = now
         self._now = now
         self.deleted = False
-        self._gate: ProducerGate = host.gate
         self._dispatching = False
         self._again = False
         #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
         self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
-        #: totals since the queue was made, read by management and metrics at scrape time
-        #: (RabbitMQ's message_stats publish, deliver_get, ack): plain ints on the hot path
-        self.published = self.delivered = self.acked = 0
+        self.entries.storage = self.storage
 
     # ------------------------------------------------------------------ properties
     @property
@@ -141,7 +146,7 @@ class Queue(QueueSettlement, QueueLifetime):
     @property
     def acquired_count(self) -> int:
         """Delivered but unsettled messages."""
-        return len(self._acquired)
+        return len(self.entries.acquired)
 
     @property
     def available_bytes(self) -> int:
@@ -151,11 +156,22 @@ class Queue(QueueSettlement, QueueLifetime):
     def consumer_count(self) -> int:
         return len(self.consumers)
 
+
+    def oldest_age(self, now: float) -> Optional[float]:
+        """Seconds the oldest AVAILABLE message has waited at ``now`` (None: empty, or not
+        known): the one rule management's views and alerts read."""
+        created = self.ready.oldest_created_at()
+        return None if created is None else max(0.0, now - created)
+
     def capacity_left(self) -> Optional[int]:
         """How many more messages fit before a ``reject-publish`` queue rejects (1.0
         incoming-link credit); ``None`` when publishes are never rejected. See
         ``QueueArguments.room``."""
         return self.args.room(self.ready.count, self.ready.nbytes)
+
+    def unsettled_since(self, cutoff: float) -> int:
+        """Deliveries acquired at or before ``cutoff`` and still unsettled."""
+        return self.entries.unsettled_since(cutoff)
 
     def _with_policy(self, policy: Optional[Policy]) -> QueueArguments:
         return parse_queue_arguments(with_policy(self.arguments, policy, QUEUE_KEYS), self.name,
@@ -165,7 +181,7 @@ class Queue(QueueSettlement, QueueLifetime):
         """Take ``policy`` (None: none) in place of the one applied; a lower length limit
         drops messages from the head at once (``policies`` says what changes when)."""
         self.policy = policy
-        self.args = self._with_policy(policy)
+        self.args = self.dead_lettering.args = self._with_policy(policy)
         if self.args.bounded and self.args.overflow is Overflow.DROP_HEAD:
             self._drop_over_limit(now)
 
@@ -183,29 +199,20 @@ class Queue(QueueSettlement, QueueLifetime):
             return False
         self._now = now
         args = self.args
-        if args.bounded and args.overflow is not Overflow.DROP_HEAD and self._full(message.size):
-            if args.overflow is Overflow.REJECT_PUBLISH_DLX:
-                self.dead_letter(message, DeathReason.MAXLEN, now)
+        if args.bounded and args.overflow is not _DROP_HEAD and self._full(message.size):
+            if args.overflow is _REJECT_PUBLISH_DLX:
+                self.dead_lettering.dead_letter(message, DeathReason.MAXLEN, now)
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
         if mttl is not None and (ttl is None or mttl < ttl):
             ttl = mttl
-        expires_at = None if ttl is None else now + ttl / 1000.0
-        self._seq += 1
-        entry = QueuedMessage(message, self._seq, expires_at, self.ready.level_of(message.priority), self)
-        self.ready.append(entry)
-        self.published += 1
-        if self._gate is not None:
-            self._gate.add(message.size)
-        if self.storage is not None and message.durable:
-            self.storage.added(entry)
-        if self.consumers:
+        entry = self.entries.add(message, None if ttl is None else now + ttl / 1000.0, self)
+        if self.consumers.acquiring or self.consumers.browsers:
             self.dispatch(now)
         if ttl == 0 and entry.state is _AVAILABLE:
-            self.ready.remove(entry)
-            self._expire_entry(entry, now)
-        if args.bounded and args.overflow is Overflow.DROP_HEAD:
+            self._expire_available(entry, now)
+        if args.bounded and args.overflow is _DROP_HEAD:
             self._drop_over_limit(now)
         return True
 
@@ -222,15 +229,7 @@ class Queue(QueueSettlement, QueueLifetime):
         """Put back an entry loaded from the store at start-up (in ``seq`` order) with its
         expiry and delivery state; ``message`` is a stand-in (``queue_storage``). Not
         written again, not dispatched (consumers attach later)."""
-        self._seq = max(self._seq, seq)
-        entry = QueuedMessage(message, seq, expires_at, self.ready.level_of(message.priority), self)
-        entry.redelivered = redelivered
-        entry.delivery_count = delivery_count
-        entry.stored = ref
-        self.ready.append(entry)
-        if message.payload is not None and self._gate is not None:
-            self._gate.add(message.size)  # not a stand-in: its body is in memory
-        return entry
+        return self.entries.restore(message, seq, expires_at, redelivered, delivery_count, ref, self)
 
     def _full(self, size: int) -> bool:
         args = self.args
@@ -242,15 +241,16 @@ class Queue(QueueSettlement, QueueLifetime):
         args = self.args
         max_len, max_bytes = args.max_length, args.max_length_bytes
         ready = self.ready
+        entries = self.entries
         while ready.count and (
             (max_len is not None and ready.count > max_len)
             or (max_bytes is not None and ready.nbytes > max_bytes)
         ):
-            entry = ready.pop_lowest()  # lowest priority first
-            message = entry.message if entry.stored is None else self.storage.leaving(entry)  # type: ignore[union-attr]
-            self._finish(entry)
+            entry = entries.pop_lowest()  # lowest priority first
+            message = entries.leaving(entry)
+            entries.finish(entry)
             if message is not None:
-                self.dead_letter(message, DeathReason.MAXLEN, now)
+                self.dead_lettering.dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
     def add_consumer(self, consumer: Consumer, now: float) -> None:
@@ -278,22 +278,16 @@ class Queue(QueueSettlement, QueueLifetime):
         """Take the head message (0-9-1 ``basic.get``): ACQUIRED if ``ack``, else GONE at
         once. ``None`` if there is none."""
         self.touch(now)
+        entries = self.entries
         entry = self._head(now)
-        while entry is not None and entry.stored is not None and not self._with_body(entry):
+        while entry is not None and entry.stored is not None and not entries.with_body(entry):
             entry = self._head(now)
         if entry is None:
             return None
-        self.ready.remove(entry)
-        self.delivered += 1
-        if entry.stored is not None and ack:
-            self.storage.taking(entry)  # type: ignore[union-attr]
         if ack:
-            entry.state = _ACQUIRED
-            entry.holder = None
-            entry.acquired_at = now
-            self._acquired[entry.seq] = entry
+            entries.acquire(entry, None, now)
         else:
-            self._finish(entry)
+            entries.take_gone(entry)
         return entry
 
     def dispatch(self, now: float) -> int:
@@ -307,97 +301,221 @@ class Queue(QueueSettlement, QueueLifetime):
         if self._dispatching:
             self._again = True
             return 0
-        if not self.consumers:
+        consumers = self.consumers
+        if not consumers.acquiring and not consumers.browsers:
             return 0
         self._dispatching = True
         sent = 0
+        entries = self.entries
+        ready = self.ready
         try:
             while True:
                 self._again = False
-                if self.consumers.acquiring:
-                    sent += self._dispatch_acquiring(now)
-                if self.consumers.browsers:
+                if consumers.acquiring:
+                    pick = consumers.pick
+                    while ready.count:
+                        entry = entries.head(now)
+                        if entries.expired:
+                            self._expire_heads(now)
+                        if entry is None:
+                            break
+                        consumer = pick(entry.undeliverable_to)
+                        if consumer is None:
+                            break
+                        if entry.stored is not None and not entries.with_body(entry):
+                            continue
+                        entries.acquire(entry, consumer, now)
+                        consumer.credit.consume_one()
+                        consumer.deliver(entry, now)
+                        sent += 1
+                if consumers.browsers:
                     sent += self._dispatch_browsers(now)
                 if not self._again:
                     break
         finally:
             self._dispatching = False
-            self.delivered += sent
-        return sent
-
-    def _dispatch_acquiring(self, now: float) -> int:
-        sent = 0
-        pick = self.consumers.pick
-        acquired = self._acquired
-        ready = self.ready
-        while ready.count:
-            entry = self._head(now)
-            if entry is None:
-                break
-            consumer = pick(entry.undeliverable_to)
-            if consumer is None:
-                break
-            if entry.stored is not None:
-                if not self._with_body(entry):
-                    continue
-                self.storage.taking(entry)  # type: ignore[union-attr]
-            ready.remove(entry)
-            entry.state = _ACQUIRED
-            entry.holder = consumer
-            entry.acquired_at = now
-            acquired[entry.seq] = entry
-            consumer.credit.consume_one()
-            consumer.deliver(entry, now)
-            sent += 1
         return sent
 
     def _dispatch_browsers(self, now: float) -> int:
         sent = 0
         browsers = self.consumers.browsers
+        entries = self.entries
         for browser in list(browsers):
             cursor = browsers.get(browser)
             while cursor is not None and browser.credit.has_credit():
                 entry = self.ready.next_after(cursor, now)
                 if entry is None:
                     break
-                if entry.stored is not None and not self._with_body(entry):
+                if entry.stored is not None and not entries.with_body(entry):
                     continue
                 cursor = browsers[browser] = entry.seq
                 browser.credit.consume_one()
+                entries.browsed()
                 browser.deliver(entry, now)
                 sent += 1
                 cursor = browsers.get(browser)
         return sent
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ settlement
+    def release(
+        self,
+        entry: QueuedMessage,
+        *,
+        redelivered: bool = True,
+        count_delivery: bool = True,
+        now: Optional[float] = None,
+    ) -> bool:
+        """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
+        ``now``, or the last time the queue saw). False if not acquired here."""
+        if not self.entries.put_back(entry, redelivered, count_delivery):
+            return False
+        consumers = self.consumers
+        if consumers.acquiring or consumers.browsers:
+            self.dispatch(self._now if now is None else now)
+        return True
+
+    def release_many(
+        self,
+        entries: Iterable[QueuedMessage],
+        *,
+        redelivered: bool = True,
+        count_delivery: bool = True,
+        now: Optional[float] = None,
+    ) -> int:
+        """Release several entries, then dispatch once, so they are redelivered in queue
+        order whatever order they come in (channel close, ``basic.recover``, nack
+        multiple). Returns how many were acquired here and released."""
+        put_back = self.entries.put_back
+        count = 0
+        for entry in entries:
+            if put_back(entry, redelivered, count_delivery):
+                count += 1
+        if count and self.consumers:
+            self.dispatch(self._now if now is None else now)
+        return count
+
+    def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
+        """0-9-1 reject/nack and 1.0 rejected: ``requeue`` -> :meth:`release`; else the
+        entry is dead-lettered (reason ``rejected``) or discarded. False if not acquired."""
+        if requeue:
+            return self.release(entry, now=now)
+        entries = self.entries
+        if not entries.take_acquired(entry):
+            return False
+        entries.finish(entry)
+        self.dead_lettering.dead_letter(entry.message, DeathReason.REJECTED, now)
+        return True
+
+    def modify(
+        self,
+        entry: QueuedMessage,
+        *,
+        delivery_failed: bool = False,
+        undeliverable_here: bool = False,
+        annotations: Optional[dict] = None,
+        now: Optional[float] = None,
+    ) -> bool:
+        """1.0 ``modified``: merge ``annotations`` into the message, never offer it again
+        to the holding consumer if ``undeliverable_here``, count a failed delivery if
+        ``delivery_failed``, and release it. False if not acquired."""
+        if not self.entries.is_acquired(entry):
+            return False
+        if annotations:
+            entry.message = entry.message.with_annotations(annotations)
+        if undeliverable_here and entry.holder is not None:
+            if entry.undeliverable_to is None:
+                entry.undeliverable_to = set()
+            entry.undeliverable_to.add(entry.holder)
+        return self.release(entry, redelivered=True, count_delivery=delivery_failed, now=now)
+
+    def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:
+        """Publish a copy of ``message`` (gone from here) to the dead-letter exchange, if
+        the queue has one (management's poison messages)."""
+        self.dead_lettering.dead_letter(message, reason, now)
+
+    # ------------------------------------------------------------------ time
+    def expire(self, now: float) -> int:
+        """Remove expired entries from the head of every priority level (dead-lettering
+        them with reason ``expired`` if configured); returns how many."""
+        self._now = now
+        expired = self.entries.expire_heads(now)
+        for entry in expired:
+            self._expire_gone(entry, now)
+        return len(expired)
+
+    def next_deadline(self) -> Optional[float]:
+        """The earliest time (seconds) at which ``tick``/``expire`` has work: a head
+        message expiry or the ``x-expires`` deadline; ``None`` if none."""
+        deadline = self.ready.deadline()
+        exp = self.expires_at()
+        if exp is not None and (deadline is None or exp < deadline):
+            deadline = exp
+        return deadline
+
+    def expires_at(self) -> Optional[float]:
+        """When an unused queue with ``x-expires`` will be deleted; ``None`` if in use or
+        no ``x-expires``."""
+        if self.args.expires_ms is None or self.consumers:
+            return None
+        return self.last_used + self.args.expires_ms / 1000.0
+
     def _head(self, now: float) -> Optional[QueuedMessage]:
         """The head entry (highest priority, oldest); expired heads are dropped."""
-        expired: list[QueuedMessage] = []
-        entry = self.ready.head(now, expired)
-        for gone in expired:
-            self._expire_entry(gone, now)
+        entries = self.entries
+        entry = entries.head(now)
+        if entries.expired:
+            self._expire_heads(now)
         return entry
 
-    def _finish(self, entry: QueuedMessage) -> None:
-        entry.state = _GONE
-        entry.holder = None
-        ref = entry.stored
-        if ref is not None:
-            entry.stored = None
-            self.storage.removed(entry, ref)  # type: ignore[union-attr]
-            if entry.message.payload is None:
-                return  # a stand-in: its bytes were not counted in memory
-        if self._gate is not None:
-            self._gate.sub(entry.message.size)
+    def _expire_heads(self, now: float) -> None:
+        for gone in self.entries.take_expired():
+            self._expire_gone(gone, now)
 
-    def _with_body(self, entry: QueuedMessage) -> bool:
-        """Make sure the available head ``entry`` has its body (read back from the store);
-        one that cannot be read is dropped (logged) and False returned."""
-        if entry.message.payload is not None or self.storage.loaded(entry):  # type: ignore[union-attr]
-            return True
-        self.ready.remove(entry)
-        self._finish(entry)
-        return False
+    def _expire_available(self, entry: QueuedMessage, now: float) -> None:
+        """A TTL-0 entry no consumer took during its own enqueue: expired at once."""
+        self.entries.remove_available(entry)
+        self._expire_gone(entry, now)
+
+    def _expire_gone(self, entry: QueuedMessage, now: float) -> None:
+        """``entry``, out of ``ready``, expired: GONE, recorded and dead-lettered."""
+        entries = self.entries
+        message = entries.leaving(entry)
+        entries.finish(entry)
+        if message is not None:
+            self.dead_lettering.expired(message, entry.delivery_count, now)
+
+    # ------------------------------------------------------------------ the end
+    def purge(self) -> int:
+        """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
+        return self.entries.purge()
+
+    def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
+        """Delete the queue; returns the number of AVAILABLE messages it held.
+
+        Raises :class:`PreconditionFailed` if ``if_unused`` and it has consumers, or
+        ``if_empty`` and it has available messages (RabbitMQ's texts).
+        """
+        if if_unused and self.consumers:
+            raise PreconditionFailed(f"{self.label} in use")
+        if if_empty and self.ready.count:
+            raise PreconditionFailed(f"{self.label} not empty")
+        return self._delete_now(f"{self.label} was deleted")
+
+    def _delete_now(self, reason: str) -> int:
+        return self.host.forget_queue(self, reason)
+
+    def tear_down(self, reason: str) -> int:
+        """Cancel consumers and drop all entries; returns the available count it had.
+        Called by the host once it forgot the queue (``QueueHost.forget_queue``)."""
+        if self.deleted:
+            return 0
+        self.deleted = True
+        self.took_alone = None  # holds this queue: a cycle, collected rarely (cli.py)
+        count = self.ready.count
+        for consumer in self.consumers.clear():
+            consumer.cancelled_by_broker(reason)
+        self.entries.clear()
+        return count
 
     def __repr__(self) -> str:
-        return f"Queue({self.name!r}, available={self.ready.count}, acquired={len(self._acquired)})"
+        return f"Queue({self.name!r}, available={self.ready.count}, acquired={len(self.entries.acquired)})"

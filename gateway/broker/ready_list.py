@@ -14,7 +14,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .queues import QueuedMessage
+    from .queued_message import QueuedMessage
 
 __all__ = ["ReadyList"]
 
@@ -139,6 +139,18 @@ class ReadyList:
         """The entry that has waited longest (smallest ``seq`` among the level heads)."""
         heads = [dq[0] for dq in self.levels if dq]
         return min(heads, key=_seq_of) if heads else None
+
+    def oldest_created_at(self) -> Optional[float]:
+        """When the message that has waited longest was taken in (None: empty, or its
+        time is not known)."""
+        if self.max_level:
+            oldest = self.oldest()
+        else:  # one level (a scrape reads every queue): its head, without a call
+            level = self.levels[0]
+            oldest = level[0] if level else None
+        if oldest is None or not oldest.message.created_at:
+            return None
+        return oldest.message.created_at
 
     def deadline(self) -> Optional[float]:
         """The earliest expiry among the level heads, or ``None``."""

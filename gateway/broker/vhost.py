@@ -1,8 +1,11 @@
 """VirtualHost: the namespace of exchanges, queues and bindings.
 
 Declares, deletes and equivalence checks follow RabbitMQ 3.x (error kinds and texts that
-name the entity and the vhost). Bindings are ``vhost_bindings.VhostBindings``'s,
-publishing ``vhost_publish.VhostPublishing``'s (mixins of ``VirtualHost``).
+name the entity and the vhost). The vhost owns its maps of exchanges and queues and the
+exclusive queues by owner; two collaborators own the rest: ``vhost_bindings.Bindings``
+the bindings' index by destination, their records and events, and
+``vhost_publish.Publisher`` routing and enqueueing (``publish``, ``route``,
+``dead_letter`` and ``publish_own`` are the publisher's own bound methods).
 
 Decisions where RabbitMQ and the brief differ: redeclaring a queue of the *same* owner
 with a different ``exclusive`` flag is PreconditionFailed naming ``exclusive`` (RabbitMQ
@@ -13,7 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
@@ -24,13 +27,11 @@ from .flow import ProducerGate
 from .message import MessageContainer
 from .queue_storage import QueueStorage
 from .queues import Queue
-from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, VhostBindings
-from .vhost_checks import check_exchange_equivalence, check_queue_equivalence
+from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, Bindings
+from .vhost_checks import check_exchange_equivalence, check_queue_equivalence, no_exchange
 from .vhost_policies import VhostLimits, VhostPolicies, apply_exchange_policy
-from .vhost_publish import PublishResult, VhostPublishing
+from .vhost_publish import PublishResult, Publisher
 
-if TYPE_CHECKING:
-    from .broker import Broker
 
 __all__ = ["VirtualHost", "PublishResult", "ServiceNode", "PREDECLARED_EXCHANGES", "INTERNAL_EXCHANGES"]
 
@@ -56,24 +57,38 @@ class ServiceNode(Protocol):
     def publish(self, message: MessageContainer, now: float) -> None: ...
 
 
-class VirtualHost(VhostBindings, VhostPublishing):
+class VirtualHost:
     """See the module docstring. ``broker`` supplies the memory gate, the store, the
     service registry and gateway ids; without one (tests) the vhost makes its own."""
 
-    def __init__(self, name: str, broker: Optional["Broker"] = None) -> None:
+    #: ``Publisher.publish``: route ``message`` from an exchange and enqueue it
+    publish: Callable[[str, str, MessageContainer, float], PublishResult]
+    #: ``Publisher.route``: the queues a message reaches from an exchange
+    route: Callable[[Exchange, MessageContainer], list[Queue]]
+    #: ``Publisher.dead_letter`` (QueueHost): publish a dead-lettered copy
+    dead_letter: Callable[[MessageContainer, float], PublishResult]
+    #: ``Publisher.publish_own``: the broker's own message (a dead-lettered copy, an event)
+    publish_own: Callable[..., PublishResult]
+
+    def __init__(self, name: str, broker: Any = None) -> None:
         self.name = name
         self.broker = broker
         self.gate: ProducerGate = broker.gate if broker is not None else ProducerGate()
         self.store: Store = broker.store if broker is not None else NullStore()
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
-        #: bindings by destination, so deleting a queue/exchange finds its bindings
-        self._inbound: dict[tuple[DestinationKind, str], dict[Binding, None]] = {}
         self._exclusive: dict[Any, dict[str, None]] = {}
         #: policies and limits (management sets them; ``vhost_policies``)
         self.policies = VhostPolicies(self)
         self.limits = VhostLimits(name)
-        self.default_exchange = DefaultExchange(self._queue_for_key, vhost_name=name)
+        self._bindings = Bindings(name, self.store, broker, self.exchanges, self._drop_exchange)
+        publisher = Publisher(name, broker, self.exchanges, self.queues)
+        self.publish = publisher.publish
+        self.publish_recorded = publisher.publish_recorded
+        self.route = publisher.route
+        self.dead_letter = publisher.dead_letter
+        self.publish_own = publisher.publish_own
+        self.default_exchange = DefaultExchange(publisher.queue_for_key, vhost_name=name)
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():
             self.exchanges[xname] = exchange_class(xtype)(
@@ -81,16 +96,6 @@ class VirtualHost(VhostBindings, VhostPublishing):
             )
 
     # ------------------------------------------------------------------ lookups
-    def _queue_for_key(self, routing_key: str) -> "Optional[Queue]":
-        """The default exchange's lookup: a queue name, or ``node@container`` naming this
-        gateway's own container (DESIGN.md: 0-9-1 reaches global addresses this way)."""
-        queue = self.queues.get(routing_key)
-        if queue is None and "@" in routing_key:
-            node, _, container = routing_key.rpartition("@")
-            if self.broker is not None and container == self.broker.container_id:
-                queue = self.queues.get(node)
-        return queue
-
     def exchange(self, name: str) -> Optional[Exchange]:
         return self.exchanges.get(name)
 
@@ -100,9 +105,6 @@ class VirtualHost(VhostBindings, VhostPublishing):
     def service(self, name: str) -> Optional[ServiceNode]:
         """The service node registered under ``name`` in the broker, if any."""
         return self.broker.service(name) if self.broker is not None else None
-
-    def _no_exchange(self, name: str) -> NotFound:
-        return NotFound(f"no exchange '{name}' in vhost '{self.name}'")
 
     def _no_queue(self, name: str) -> NotFound:
         return NotFound(f"no queue '{name}' in vhost '{self.name}'")
@@ -124,7 +126,7 @@ class VirtualHost(VhostBindings, VhostPublishing):
     def checked_exchange(self, name: str) -> Exchange:
         exchange = self.exchanges.get(name)
         if exchange is None:
-            raise self._no_exchange(name)
+            raise no_exchange(name, self.name)
         return exchange
 
     # ------------------------------------------------------------------ exchanges
@@ -195,13 +197,8 @@ class VirtualHost(VhostBindings, VhostPublishing):
             return
         exchange.deleted = True
         del self.exchanges[exchange.name]
-        for binding in list(exchange.bindings):
-            self._remove_binding(exchange, binding, cascade=True)
-        for binding in list(self._inbound.get((DestinationKind.EXCHANGE, exchange.name), ())):
-            source = self.exchanges.get(binding.source)
-            if source is not None:
-                self._remove_binding(source, binding, cascade=True)
-        self._inbound.pop((DestinationKind.EXCHANGE, exchange.name), None)
+        self._bindings.remove_from(exchange)
+        self._bindings.remove_to(DestinationKind.EXCHANGE, exchange.name)
         if exchange.durable:
             self.store.delete_exchange(self.name, exchange.name)
         if self.broker is not None:
@@ -314,10 +311,7 @@ class VirtualHost(VhostBindings, VhostPublishing):
                 owned.pop(queue.name, None)
                 if not owned:
                     del self._exclusive[queue.exclusive_owner]
-        for binding in list(self._inbound.pop((DestinationKind.QUEUE, queue.name), ())):
-            source = self.exchanges.get(binding.source)
-            if source is not None:
-                self._remove_binding(source, binding, cascade=True, store=False)
+        self._bindings.remove_to(DestinationKind.QUEUE, queue.name, store=False)
         if queue.storable:
             self.store.delete_queue(self.name, queue.name)
         count = queue.tear_down(reason)
@@ -341,6 +335,60 @@ class VirtualHost(VhostBindings, VhostPublishing):
             if queue is not None:
                 self.forget_queue(queue, f"{queue.label}: its owner closed")
         return names
+
+    # ------------------------------------------------------------------ bindings
+    def _destination(self, kind: DestinationKind, name: str, owner: Any) -> Any:
+        if kind is DestinationKind.QUEUE:
+            return self.checked_queue(name, owner)
+        if name == "":
+            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
+        return self.checked_exchange(name)
+
+    def bind(
+        self,
+        destination_kind: DestinationKind,
+        destination: str,
+        source_exchange: str,
+        routing_key: str = "",
+        arguments: Optional[Mapping[str, Any]] = None,
+        *,
+        owner: Any = None,
+    ) -> bool:
+        """Bind ``destination`` (a queue or exchange name) to ``source_exchange``;
+        returns False if the binding existed. Raises AccessRefused (default exchange),
+        NotFound, ResourceLocked, InvalidArgument (headers ``x-match``)."""
+        if source_exchange == "":
+            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
+        source = self.checked_exchange(source_exchange)
+        dest = self._destination(destination_kind, destination, owner)
+        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
+        return self._bindings.add(source, binding, dest)
+
+    def unbind(
+        self,
+        destination_kind: DestinationKind,
+        destination: str,
+        source_exchange: str,
+        routing_key: str = "",
+        arguments: Optional[Mapping[str, Any]] = None,
+        *,
+        owner: Any = None,
+    ) -> bool:
+        """Remove a binding; returns False if there was none (not an error, like
+        RabbitMQ). Raises AccessRefused, NotFound, ResourceLocked."""
+        if source_exchange == "":
+            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
+        source = self.checked_exchange(source_exchange)
+        self._destination(destination_kind, destination, owner)
+        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
+        if binding not in source.bindings:
+            return False
+        self._bindings.remove(source, binding, cascade=True)
+        return True
+
+    def bindings(self) -> list[Binding]:
+        """Every explicit binding in the vhost (for management and tests)."""
+        return self._bindings.all()
 
     # ------------------------------------------------------------------ time
     def tick(self, now: float) -> Optional[float]:

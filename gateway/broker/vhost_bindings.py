@@ -1,83 +1,58 @@
-"""Bindings in a vhost, as a mixin of ``VirtualHost``: binding and unbinding queues and
-exchanges to exchanges, the index of bindings by destination (so deleting a queue or an
-exchange finds its bindings), their records in the store and their events."""
+"""``Bindings``: the bindings of one vhost beyond what each exchange routes by.
+
+A collaborator of ``VirtualHost``: it owns the index of bindings by destination (so
+deleting a queue or an exchange finds the bindings to it), writes the bindings' records
+to the store and reports their events. An exchange keeps its own outgoing bindings (its
+routing table); a binding is added to and removed from both only here. The vhost checks
+the names (``VirtualHost.bind``/``unbind``) and is told, through ``exchange_unused``,
+when an auto-delete exchange lost its last binding.
+"""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Callable
 
-from gateway.store.interface import BindingRecord
+from gateway.store.interface import BindingRecord, Store
 
-from .errors import AccessRefused
 from .exchanges import Binding, DestinationKind, Exchange
 from .queues import Queue
 
-__all__ = ["DEFAULT_EXCHANGE_REFUSED", "VhostBindings"]
+__all__ = ["DEFAULT_EXCHANGE_REFUSED", "Bindings"]
 
 DEFAULT_EXCHANGE_REFUSED = "operation not permitted on the default exchange"
 
 
-class VhostBindings:
-    """Binding methods of ``VirtualHost``; they use its ``name``, ``broker``, ``store``,
-    ``exchanges``, ``_inbound``, ``checked_queue``, ``checked_exchange`` and
-    ``_drop_exchange``."""
+class Bindings:
+    """See the module docstring. ``exchanges`` is the vhost's map of exchanges (read
+    here, written by the vhost); ``broker`` reports entity events (None in tests)."""
 
-    def _destination(self, kind: DestinationKind, name: str, owner: Any) -> Any:
-        if kind is DestinationKind.QUEUE:
-            return self.checked_queue(name, owner)
-        if name == "":
-            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
-        return self.checked_exchange(name)
+    __slots__ = ("_vhost", "_store", "_broker", "_exchanges", "_exchange_unused", "_inbound")
 
-    def bind(
-        self,
-        destination_kind: DestinationKind,
-        destination: str,
-        source_exchange: str,
-        routing_key: str = "",
-        arguments: Optional[Mapping[str, Any]] = None,
-        *,
-        owner: Any = None,
-    ) -> bool:
-        """Bind ``destination`` (a queue or exchange name) to ``source_exchange``;
-        returns False if the binding existed. Raises AccessRefused (default exchange),
-        NotFound, ResourceLocked, InvalidArgument (headers ``x-match``)."""
-        if source_exchange == "":
-            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
-        source = self.checked_exchange(source_exchange)
-        dest = self._destination(destination_kind, destination, owner)
-        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
-        if not source.add_binding(binding, dest):
+    def __init__(self, vhost: str, store: Store, broker: Any, exchanges: dict[str, Exchange],
+                 exchange_unused: Callable[[Exchange], None]) -> None:
+        self._vhost = vhost
+        self._store = store
+        self._broker = broker
+        self._exchanges = exchanges
+        self._exchange_unused = exchange_unused
+        #: bindings by destination, so deleting a queue/exchange finds its bindings
+        self._inbound: dict[tuple[DestinationKind, str], dict[Binding, None]] = {}
+
+    def add(self, source: Exchange, binding: Binding, destination: Any) -> bool:
+        """Bind ``destination`` (a queue or an exchange) to ``source``; False if the
+        binding existed."""
+        if not source.add_binding(binding, destination):
             return False
-        self._inbound.setdefault((destination_kind, destination), {})[binding] = None
-        if source.durable and _stored(dest):
-            self.store.save_binding(_binding_record(self.name, binding))
-        if self.broker is not None:
-            self.broker.entity_event("binding.created", self.name, binding)
+        self._inbound.setdefault((binding.destination_kind, binding.destination), {})[binding] = None
+        if source.durable and _stored(destination):
+            self._store.save_binding(_binding_record(self._vhost, binding))
+        if self._broker is not None:
+            self._broker.entity_event("binding.created", self._vhost, binding)
         return True
 
-    def unbind(
-        self,
-        destination_kind: DestinationKind,
-        destination: str,
-        source_exchange: str,
-        routing_key: str = "",
-        arguments: Optional[Mapping[str, Any]] = None,
-        *,
-        owner: Any = None,
-    ) -> bool:
-        """Remove a binding; returns False if there was none (not an error, like
-        RabbitMQ). Raises AccessRefused, NotFound, ResourceLocked."""
-        if source_exchange == "":
-            raise AccessRefused(DEFAULT_EXCHANGE_REFUSED)
-        source = self.checked_exchange(source_exchange)
-        self._destination(destination_kind, destination, owner)
-        binding = Binding.create(source_exchange, destination_kind, destination, routing_key, arguments)
-        if binding not in source.bindings:
-            return False
-        self._remove_binding(source, binding, cascade=True)
-        return True
-
-    def _remove_binding(self, source: Exchange, binding: Binding, *, cascade: bool, store: bool = True) -> None:
+    def remove(self, source: Exchange, binding: Binding, *, cascade: bool, store: bool = True) -> None:
+        """Remove ``binding`` from ``source`` (nothing if it is not there); with
+        ``cascade`` an auto-delete source left without bindings goes too. ``store``
+        False keeps the store's record (the destination's own deletion removes it)."""
         dest = source.remove_binding(binding)
         if dest is None:
             return
@@ -87,15 +62,28 @@ class VhostBindings:
             if not inbound:
                 del self._inbound[(binding.destination_kind, binding.destination)]
         if store and source.durable and _stored(dest):
-            self.store.delete_binding(_binding_record(self.name, binding))
-        if self.broker is not None:
-            self.broker.entity_event("binding.deleted", self.name, binding)
+            self._store.delete_binding(_binding_record(self._vhost, binding))
+        if self._broker is not None:
+            self._broker.entity_event("binding.deleted", self._vhost, binding)
         if cascade and source.auto_delete and not source.bindings and not source.deleted:
-            self._drop_exchange(source)
+            self._exchange_unused(source)
 
-    def bindings(self) -> list[Binding]:
-        """Every explicit binding in the vhost (for management and tests)."""
-        return [b for x in self.exchanges.values() for b in x.bindings]
+    def remove_from(self, exchange: Exchange) -> None:
+        """Remove every binding whose source is ``exchange`` (it is being deleted)."""
+        for binding in list(exchange.bindings):
+            self.remove(exchange, binding, cascade=True)
+
+    def remove_to(self, kind: DestinationKind, name: str, *, store: bool = True) -> None:
+        """Remove every binding to the destination ``name`` (it is being deleted)."""
+        for binding in list(self._inbound.get((kind, name), ())):
+            source = self._exchanges.get(binding.source)
+            if source is not None:
+                self.remove(source, binding, cascade=True, store=store)
+        self._inbound.pop((kind, name), None)
+
+    def all(self) -> list[Binding]:
+        """Every explicit binding in the vhost."""
+        return [b for x in self._exchanges.values() for b in x.bindings]
 
 
 def _stored(destination: Any) -> bool:

@@ -1,4 +1,5 @@
-"""Equivalence checks for redeclared exchanges and queues (RabbitMQ's texts).
+"""Equivalence checks for redeclared exchanges and queues, and the missing-exchange
+error (RabbitMQ's texts).
 
 RabbitMQ compares the flags and a fixed list of arguments; other arguments may differ.
 Argument values compare by type class (any integer width equals any other, see
@@ -10,14 +11,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from translators.field_types import Float32, Int8, Int16, Int32, LongStrBytes, Timestamp, UInt8, UInt16, UInt32
 
-from .errors import PreconditionFailed
+from .errors import NotFound, PreconditionFailed
 from .headers_match import values_equal
 
 if TYPE_CHECKING:
     from .exchanges import Exchange
     from .queues import Queue
 
-__all__ = ["check_exchange_equivalence", "check_queue_equivalence", "QUEUE_EQUIVALENCE_ARGS"]
+__all__ = ["check_exchange_equivalence", "check_queue_equivalence", "QUEUE_EQUIVALENCE_ARGS", "no_exchange"]
 
 #: queue arguments that must match on redeclare (RabbitMQ 3.x classic queues)
 QUEUE_EQUIVALENCE_ARGS = (
@@ -116,3 +117,8 @@ def check_queue_equivalence(
         if bool(new) != bool(old):
             raise _inequivalent(field, label, f"'{_flag(new)}'", f"'{_flag(old)}'")
     _check_args(label, queue.arguments, arguments, QUEUE_EQUIVALENCE_ARGS)
+
+
+def no_exchange(name: str, vhost: str) -> NotFound:
+    """RabbitMQ's error for an exchange the vhost does not have (lookup, bind, publish)."""
+    return NotFound(f"no exchange '{name}' in vhost '{vhost}'")

@@ -10,13 +10,10 @@ connection registry (``gateway.auth.limits``), which asks ``max_connections``.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from .errors import InvalidArgument, ResourceLimitExceeded
 from .policies import EXCHANGE_KEYS, Policy, best_policy, with_policy
-
-if TYPE_CHECKING:
-    from .vhost import VirtualHost
 
 __all__ = ["VhostPolicies", "VhostLimits", "LIMIT_NAMES"]
 
@@ -25,9 +22,10 @@ LIMIT_NAMES = ("max-connections", "max-queues")
 
 
 class VhostPolicies:
-    """The policies of ``vhost``, by name."""
+    """The policies of ``vhost`` (its ``VirtualHost``: its ``queues`` and ``exchanges``),
+    by name."""
 
-    def __init__(self, vhost: "VirtualHost") -> None:
+    def __init__(self, vhost: Any) -> None:
         self._vhost = vhost
         self._by_name: dict[str, Policy] = {}
 

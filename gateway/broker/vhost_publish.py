@@ -1,12 +1,17 @@
-"""Publishing in a vhost, as a mixin of ``VirtualHost``: routing through the exchange
-graph (a visited set, since exchange-to-exchange bindings may form cycles; each queue
-gets a message at most once; an exchange's ``alternate-exchange`` when it routes
-nothing), enqueueing, and the broker's own publishes (dead-lettered copies, events)
-with their ledger verdicts."""
+"""``Publisher``: where a message published in a vhost goes.
+
+A collaborator of ``VirtualHost``: routing through the exchange graph (a visited set,
+since exchange-to-exchange bindings may form cycles; each queue gets a message at most
+once; an exchange's ``alternate-exchange`` when it routes nothing), the default
+exchange's lookup (a queue name, or ``node@container`` naming this gateway), enqueueing,
+and the broker's own publishes (dead-lettered copies, events) with their ledger
+verdicts. It reads the vhost's maps of exchanges and queues and writes neither; the
+vhost hands its publishing calls straight to it (its own bound methods, so the
+per-message path has no call in between)."""
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from gateway.ledger import EventKind
 
@@ -15,8 +20,9 @@ from .exchanges import Exchange
 from .message import MessageContainer
 from .queues import Queue
 from .service_calls import ServiceCaller, call_service
+from .vhost_checks import no_exchange
 
-__all__ = ["PublishResult", "VhostPublishing"]
+__all__ = ["PublishResult", "Publisher"]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +62,28 @@ def _took_alone(queue: Queue) -> PublishResult:
     return result
 
 
-class VhostPublishing:
-    """Publish methods of ``VirtualHost``; they use its ``name``, ``broker``,
-    ``exchanges``, ``queues``, ``default_exchange``, ``ledger``, ``service``,
-    ``_queue_for_key`` and ``_no_exchange``."""
+class Publisher:
+    """See the module docstring. ``exchanges`` and ``queues`` are the vhost's maps (read
+    here); ``broker`` gives gateway ids, this gateway's container id, the service nodes
+    and the ledger (None in tests)."""
+
+    __slots__ = ("_vhost", "_broker", "_exchanges", "_queues")
+
+    def __init__(self, vhost: str, broker: Any, exchanges: dict[str, Exchange], queues: dict[str, Queue]) -> None:
+        self._vhost = vhost
+        self._broker = broker
+        self._exchanges = exchanges
+        self._queues = queues
+
+    def queue_for_key(self, routing_key: str) -> Optional[Queue]:
+        """The default exchange's lookup: a queue name, or ``node@container`` naming this
+        gateway's own container (DESIGN.md: 0-9-1 reaches global addresses this way)."""
+        queue = self._queues.get(routing_key)
+        if queue is None and "@" in routing_key:
+            node, _, container = routing_key.rpartition("@")
+            if self._broker is not None and container == self._broker.container_id:
+                queue = self._queues.get(node)
+        return queue
 
     def publish(self, exchange: str, routing_key: str, message: MessageContainer, now: float) -> PublishResult:
         """Route ``message`` from ``exchange`` and enqueue it.
@@ -70,9 +94,9 @@ class VhostPublishing:
         Through the default exchange, a key naming a registered service node (and no
         queue) hands the message to that node.
         """
-        source = self.exchanges.get(exchange)
+        source = self._exchanges.get(exchange)
         if source is None:
-            raise self._no_exchange(exchange)
+            raise no_exchange(exchange, self._vhost)
         if source.internal:
             raise AccessRefused(f"cannot publish to internal {source.label}")
         source.published_in += 1
@@ -80,17 +104,17 @@ class VhostPublishing:
             message.routing_key = routing_key
         if message.exchange != exchange:
             message.exchange = exchange
-        if not message.gateway_id and self.broker is not None:
-            message.gateway_id = self.broker.next_gateway_id()
+        if not message.gateway_id and self._broker is not None:
+            message.gateway_id = self._broker.next_gateway_id()
         if exchange == "":
-            queue = self.queues.get(routing_key)
+            queue = self._queues.get(routing_key)
             if queue is None and "@" in routing_key:
-                queue = self._queue_for_key(routing_key)
+                queue = self.queue_for_key(routing_key)
             if queue is None:
-                node = self.service(routing_key) if self.broker is not None else None
+                node = self._broker.service(routing_key) if self._broker is not None else None
                 if node is None:
                     return _NOTHING
-                call_service(node, message, now, ServiceCaller(None, self.name))
+                call_service(node, message, now, ServiceCaller(None, self._vhost))
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
                 return queue.took_alone or _took_alone(queue)
@@ -122,7 +146,7 @@ class VhostPublishing:
                     seen.add(dest)
                     stack.append(dest)
             if not hit and exchange.alternate_exchange is not None:
-                alt = self.exchanges.get(exchange.alternate_exchange)
+                alt = self._exchanges.get(exchange.alternate_exchange)
                 if alt is not None and alt not in seen:
                     seen.add(alt)
                     stack.append(alt)
@@ -152,16 +176,16 @@ class VhostPublishing:
         broker's event). A missing exchange drops it. For a dead-letter copy, like
         RabbitMQ, a queue already in the message's x-death is skipped unless some death
         was a rejection (a cycle of automatic dead-lettering would never end)."""
-        source = self.exchanges.get(message.exchange)
+        source = self._exchanges.get(message.exchange)
         if source is None:
             log.debug("exchange %r of the broker's own message missing in vhost %r: dropped",
-                      message.exchange, self.name)
+                      message.exchange, self._vhost)
             self._record_own_verdict(message, _NOTHING, now, dead_letter, copied=False)
             return _NOTHING
-        if self.broker is not None:
-            message.gateway_id = self.broker.next_gateway_id()
-        if source is self.default_exchange:
-            queue = self.queues.get(message.routing_key)
+        if self._broker is not None:
+            message.gateway_id = self._broker.next_gateway_id()
+        if message.exchange == "":  # the default exchange
+            queue = self._queues.get(message.routing_key)
             queues = [queue] if queue is not None else []
         else:
             queues = self.route(source, message)
@@ -175,7 +199,7 @@ class VhostPublishing:
 
     def _record_own_verdict(self, message: MessageContainer, result: PublishResult, now: float,
                             dead_letter: bool, copied: bool = True) -> None:
-        ledger = self.ledger
+        ledger = self._broker.ledger if self._broker is not None else None
         if ledger is None:
             return
         if result.queues:
@@ -186,8 +210,8 @@ class VhostPublishing:
             event = EventKind.UNROUTABLE
         if not dead_letter:
             if copied:
-                ledger.broker_message(now, self.name, message, event, result.queues)
+                ledger.broker_message(now, self._vhost, message, event, result.queues)
             return
         deaths = message.deaths
-        ledger.dead_letter_copy(now, self.name, message, event, result.queues,
+        ledger.dead_letter_copy(now, self._vhost, message, event, result.queues,
                                 str(deaths[0].get("reason")) if deaths else None, copied)

@@ -10,6 +10,7 @@ from typing import Mapping
 
 import yaml
 
+from gateway.config.deprecated import apply_renamed_keys
 from gateway.config.errors import ConfigError
 from gateway.config.root import GatewayConfig
 from gateway.config.schema_walker import _Walker
@@ -41,7 +42,7 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
     if root is None:
         return dataclasses.replace(GatewayConfig(), source=source)
     walker = _Walker(source)
-    cfg = walker.build_all(GatewayConfig, root)
+    cfg = apply_renamed_keys(walker.build_all(GatewayConfig, root), walker.lines, source)
     # where each user is defined: (source, key path of its name, line), for duplicates
     origins = [(source, f"users[{i}].name", walker.lines.get(f"users[{i}].name", 0))
                for i in range(len(cfg.users))]

@@ -17,7 +17,7 @@ class Amqp10Config:
     default_vhost: str = "/"
     protocol_strict_mode: bool = False
     unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
-    #: "" or a version such as "4.1.0": the 1.0 open then announces product RabbitMQ
+    #: deprecated: the old name of the top-level ``rabbitmq_version`` (``config.deprecated``)
     rabbitmq_version: str = _checked("", check=_version_text)
 
 

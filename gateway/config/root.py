@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import _checked, _existing_file, _fraction, _positive
+from gateway.config.checks import _checked, _existing_file, _fraction, _positive, _version_text
 from gateway.config.listeners import ListenerConfig
 from gateway.config.monitoring import LoggingConfig, ManagementConfig, MetricsConfig
 from gateway.config.protocols import Amqp10Config, LimitsConfig
@@ -26,6 +26,9 @@ class GatewayConfig:
     users: tuple[UserConfig, ...] = ()
     users_file: Optional[str] = _checked(None, check=_existing_file)
     amqp10: Amqp10Config = Amqp10Config()
+    #: "" or a version such as "4.1.0": both protocols then announce product RabbitMQ with
+    #: this version (``gateway.product``); ``amqp10.rabbitmq_version`` is its old name
+    rabbitmq_version: str = _checked("", check=_version_text)
     limits: LimitsConfig = LimitsConfig()
     memory_high_watermark: int = _checked(1073741824, check=_positive)
     memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
@@ -35,7 +38,10 @@ class GatewayConfig:
     logging: LoggingConfig = LoggingConfig()
     forwarding: ForwardingSettings = ForwardingSettings()
     management: ManagementConfig = ManagementConfig()
+    # set by the loader, not keys of the file (``schema_walker.LOADER_FIELDS``)
     source: str = ""
+    #: what ``check-config`` warns of and ``run`` logs: deprecated keys in use
+    warnings: tuple[str, ...] = ()
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
                        metrics: tuple[str, int] | None = None,

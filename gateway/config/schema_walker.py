@@ -21,6 +21,9 @@ from gateway.forward.outbound import RemoteSettings
 from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems
 
 
+#: fields the loader sets on ``GatewayConfig``, which the file cannot give
+LOADER_FIELDS = frozenset({"source", "warnings"})
+
 _SCALAR_TAGS = {
     "tag:yaml.org,2002:str": str,
     "tag:yaml.org,2002:int": int,
@@ -130,7 +133,7 @@ class _Walker:
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(path, node, f"expected a mapping of {cls.__name__} settings")
         hints = typing.get_type_hints(cls)
-        fields_by_name = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+        fields_by_name = {f.name: f for f in dataclasses.fields(cls) if f.name not in LOADER_FIELDS}
         values: dict[str, Any] = {}
         given: set[Any] = set()
         errors_before = len(self.errors)

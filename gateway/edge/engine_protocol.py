@@ -23,12 +23,17 @@ from gateway.edge.tls import end_connection
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Engine", "EngineDriver"]
+__all__ = ["Engine", "EngineDriver", "CLOSE_LINGER"]
+
+#: seconds the socket stays open after a protocol close for the peer to close it first
+CLOSE_LINGER = 3.0
 
 
 class Engine(Protocol):
     closed: bool
     wants_input: bool
+    #: optional: read once ``closed`` is True (see the module docstring)
+    linger_on_close: bool
 
     def receive_data(self, data: bytes) -> None: ...
     def receive_eof(self) -> None: ...
@@ -41,8 +46,10 @@ class EngineDriver:
 
     def __init__(self, engine: Engine, transport: ITransport, reactor: IReactorTime,
                  on_finished: Callable[["EngineDriver"], None] | None = None,
-                 timeout_log: RateLimitedLog | None = None) -> None:
+                 timeout_log: RateLimitedLog | None = None,
+                 close_linger: float = CLOSE_LINGER) -> None:
         self.engine = engine
+        self._close_linger = close_linger
         self._timeout_log = timeout_log
         self.transport: Optional[ITransport] = transport   # None once the connection is lost
         self.reactor = reactor
@@ -53,6 +60,9 @@ class EngineDriver:
         self._paused = False
         self._lost = False
         self._closing = False
+        #: the engine is done; waiting for the peer's EOF (or the linger deadline)
+        self._lingering = False
+        self._eof = False
         if hasattr(engine, "on_output"):
             engine.on_output = self.request_flush  # type: ignore[attr-defined]
 
@@ -65,8 +75,8 @@ class EngineDriver:
             self.flush()
 
     def data_received(self, data: bytes) -> None:
-        if self._lost:
-            return
+        if self._lost or self._lingering:
+            return  # after a protocol close: read and discarded
         # bring the engine's clock up to date first: what it does with this input
         # (message TTLs, timestamps, expiry) must not use the time of the last flush
         self._guard(self.engine.tick, self.reactor.seconds())
@@ -74,6 +84,10 @@ class EngineDriver:
         self.flush()
 
     def eof_received(self) -> None:
+        self._eof = True
+        if self._lingering:
+            self._end()
+            return
         self._guard(self.engine.receive_eof)
         self.flush()
 
@@ -96,6 +110,9 @@ class EngineDriver:
     def shutdown(self, reason: str) -> None:
         """Ask the engine for a proper protocol close (SIGTERM drain)."""
         if self._lost:
+            return
+        if self._lingering:
+            self._end()  # the protocol close is done: the drain need not wait for the peer
             return
         stop = getattr(self.engine, "shutdown", None)
         if stop is not None:
@@ -132,7 +149,7 @@ class EngineDriver:
     def flush(self) -> None:
         """Run the engine's timers, write its output, then close, pause or re-arm."""
         self._flush_pending = False
-        if self._lost:
+        if self._lost or self._lingering:
             return
         now = self.reactor.seconds()
         deadline: float | None = None
@@ -147,10 +164,28 @@ class EngineDriver:
         if self.engine.closed or self._closing:
             self._cancel_timer()
             self._log_timeout(now)
-            end_connection(self.transport)
+            if (not self._closing and not self._eof and self._close_linger > 0
+                    and getattr(self.engine, "linger_on_close", False)):
+                self._linger()
+            else:
+                end_connection(self.transport)
             return
         self._apply_backpressure()
         self._arm_timer(deadline, now)
+
+    def _linger(self) -> None:
+        """Keep reading (and discarding) until the peer closes or ``close_linger`` passes."""
+        self._lingering = True
+        if self._paused:
+            self._paused = False
+            self.transport.resumeProducing()
+        self._timer_at = None
+        self._timer = self.reactor.callLater(self._close_linger, self._end)
+
+    def _end(self) -> None:
+        self._cancel_timer()
+        if not self._lost:
+            end_connection(self.transport)
 
     def _log_timeout(self, now: float) -> None:
         timed_out = getattr(self.engine, "timed_out", None)

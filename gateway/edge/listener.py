@@ -163,10 +163,11 @@ class ListenerFactory(Factory):
     # -- sniffer callbacks ------------------------------------------------------------
     def refusal_reason(self, kind: HeaderKind, in_tls: bool = False) -> Optional[str]:
         """Why this listener will not serve ``kind`` (a metric label), or None."""
-        if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL):
+        # 1.0 without SASL too: the 1.0 engine serves it where the listener allows it, and
+        # refuses it in 1.0 elsewhere (open, then a close naming the setting)
+        if kind in (HeaderKind.AMQP091, HeaderKind.AMQP09, HeaderKind.AMQP10_SASL,
+                    HeaderKind.AMQP10_PLAIN):
             return None
-        if kind is HeaderKind.AMQP10_PLAIN:
-            return None if self.listener.allow_amqp10_without_sasl else "amqp10-without-sasl"
         if kind is HeaderKind.AMQP08:
             return "amqp08"
         if kind in (HeaderKind.AMQP10_TLS, HeaderKind.TLS_CLIENT_HELLO):

@@ -22,7 +22,7 @@ socket without waiting for the peer's (``tls.end_connection``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory, Protocol
@@ -36,8 +36,6 @@ from gateway.protocol_header import (
     AMQP10_TLS_HEADER, HEADER_SIZE, HeaderKind, classify, reply_header_for,
 )
 
-if TYPE_CHECKING:
-    from gateway.edge.listener import ListenerFactory
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +58,7 @@ class _InnerFactory(Factory):
 
 @implementer(IHalfCloseableProtocol)
 class SniffingProtocol(Protocol):
-    def __init__(self, factory: "ListenerFactory", connection_id: int,
+    def __init__(self, factory: Any, connection_id: int,
                  outer: Optional["SniffingProtocol"] = None) -> None:
         self.factory = factory
         self.connection_id = connection_id

@@ -223,9 +223,15 @@ class Ledger:
         exchange, routing_key = message.exchange, message.routing_key
         if not routed:
             exchange, routing_key = exchange or None, routing_key or None
+        if queues is None:
+            names = None
+        elif len(queues) == 1:  # (per message: _names's usual case, without its call)
+            names = queues[0].routed_to
+        else:
+            names = _names(queues)
         return kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
-                    message.size, None if event is None else event._value_,
-                    None if queues is None else _names(queues), reason, address, headers)
+                    message.size, None if event is None else event._value_, names, reason,
+                    address, headers)
 
     # -- deliveries --------------------------------------------------------------------
 

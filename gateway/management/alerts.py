@@ -47,10 +47,7 @@ class ThresholdRule:
 
 
 def _age(queue: Queue, now: float) -> float:
-    oldest = queue.ready.oldest()
-    if oldest is None or not oldest.message.created_at:
-        return 0.0
-    return max(0.0, now - oldest.message.created_at)
+    return queue.oldest_age(now) or 0.0
 
 
 class AlertMonitor:

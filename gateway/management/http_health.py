@@ -26,15 +26,15 @@ comes from the service (``HealthFacts``); the checks themselves are plain functi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from gateway.management.access import require_management
+from gateway.management.api_facts import HealthFacts
 from gateway.management.http_errors import HttpError
 from gateway.management.http_requests import ApiRequest, ApiResponse, Handler, HttpApi, acting_user
 from gateway.management.node_view import alarms
 
-__all__ = ["HealthFacts", "ListenerFact", "HEALTH_ROUTES", "FAILED_STATUS"]
+__all__ = ["HEALTH_ROUTES", "FAILED_STATUS"]
 
 #: RabbitMQ's status for a failed check
 FAILED_STATUS = 503
@@ -44,32 +44,6 @@ _UNIT_SECONDS = {"days": 86400.0, "weeks": 7 * 86400.0, "months": 365 / 12 * 864
 _PROTOCOL_ALIASES = {"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "amqp10": "amqp",
                      "amqp1.0": "amqp", "amqp1-0": "amqp", "amqps": "amqp/ssl",
                      "prometheus": "http/prometheus"}
-
-
-@dataclass(frozen=True)
-class ListenerFact:
-    """One bound listener: RabbitMQ's protocol name, address, and for a TLS listener its
-    certificate files with the expiry (seconds since the epoch) of each certificate in
-    them (``None`` for a file that could not be read)."""
-
-    protocol: str
-    interface: str
-    port: int
-    certfile: Optional[str] = None
-    cacertfile: Optional[str] = None
-    certfile_expiries: Optional[tuple[float, ...]] = ()
-    cacertfile_expiries: Optional[tuple[float, ...]] = ()
-
-
-@dataclass
-class HealthFacts:
-    """``listeners()``: the bound listeners now; ``connections()``: open AMQP
-    connections; ``max_connections``: the gateway's cap (0: none)."""
-
-    listeners: Callable[[], list[ListenerFact]] = list
-    connections: Callable[[], int] = lambda: 0
-    max_connections: int = 0
-    clock: Callable[[], float] = time.time
 
 
 def _facts(api: HttpApi) -> HealthFacts:

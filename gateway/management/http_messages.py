@@ -26,18 +26,18 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Optional
 
-from gateway.broker import MessageContainer
 from gateway.broker.connection_views import plain
 from gateway.management.access import Action, require_management, require_permission
+from gateway.management.api_facts import MessageCodec
 from gateway.management.errors import BadRequest, EntityNotFound, translated
 from gateway.management.http_errors import HttpError
 from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, HttpApi, acting_user,
                                               json_body, visible_vhost)
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
 
-__all__ = ["MessageCodec", "MESSAGE_ROUTES", "ACKMODES", "DEFAULT_EXCHANGE_NAME"]
+__all__ = ["MESSAGE_ROUTES", "ACKMODES", "DEFAULT_EXCHANGE_NAME"]
 
 #: how the management API names the default exchange
 DEFAULT_EXCHANGE_NAME = "amq.default"
@@ -49,15 +49,6 @@ ACKMODES = {
     "reject_requeue_false": ("reject", False),
 }
 _INTEGERS = {"delivery_mode", "priority", "timestamp"}
-
-
-class MessageCodec(NamedTuple):
-    """The 0-9-1 encoding, lent by the service: ``compose(properties, body, exchange,
-    routing_key, now)`` -> a container (``ValueError`` for a property 0-9-1 refuses);
-    ``describe(container)`` -> ``(BasicProperties, body)`` as a 0-9-1 consumer gets them."""
-
-    compose: Callable[[BasicProperties, bytes, str, str, float], MessageContainer]
-    describe: Callable[[MessageContainer], tuple[BasicProperties, bytes]]
 
 
 def _codec(api: HttpApi) -> MessageCodec:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import unquote
 
 from gateway.auth import User
+from gateway.management.api_facts import HealthFacts, MessageCodec
 from gateway.management.http_errors import HttpError
 from gateway.management.http_listing import shape_list
 from gateway.management.model import ManagementModel
@@ -17,8 +18,6 @@ from gateway.product import API_RABBITMQ_VERSION
 
 if TYPE_CHECKING:
     from gateway.management.definitions import Definitions
-    from gateway.management.http_health import HealthFacts
-    from gateway.management.http_messages import MessageCodec
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "split_path", "json_body", "flag", "arguments",
            "query_flag", "acting_user", "listing", "visible_vhost"]
@@ -64,9 +63,9 @@ class HttpApi:
     #: API cannot change them)
     definitions: Optional["Definitions"] = None
     #: the 0-9-1 encoding for publish and get (None: the API cannot publish or get)
-    messages: Optional["MessageCodec"] = None
+    messages: Optional[MessageCodec] = None
     #: what the health checks read of the running gateway (None: nothing is bound)
-    health: Optional["HealthFacts"] = None
+    health: Optional[HealthFacts] = None
 
     def uptime_ms(self) -> int:
         return int((self.model.clock() - self.started_at) * 1000)

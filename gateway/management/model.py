@@ -115,8 +115,8 @@ class ManagementModel:
             },
             "message_stats": {
                 "publish": sum(x.published_in for v in vhosts for x in v.exchanges.values()),
-                "deliver_get": sum(q.delivered for q in queues),
-                "ack": sum(q.acked for q in queues),
+                "deliver_get": sum(q.entries.delivered for q in queues),
+                "ack": sum(q.entries.acked for q in queues),
             },
             # what the memory high watermark counts; the HTTP API adds the process's RSS
             # as ``memory_used``

@@ -45,18 +45,19 @@ def queue_dict(queue: Queue, node: str, now: Optional[float] = None) -> dict[str
         "policy": queue.policy.name if queue.policy is not None else None,
         "effective_policy_definition": dict(queue.policy.definition) if queue.policy is not None else {},
     }
-    oldest = queue.ready.oldest()
-    if oldest is not None and oldest.message.created_at:
-        out["head_message_timestamp"] = int(oldest.message.created_at)
+    created = queue.ready.oldest_created_at()
+    if created is not None:
+        out["head_message_timestamp"] = int(created)
         if now is not None:
-            out["oldest_message_age"] = max(0.0, now - oldest.message.created_at)
+            out["oldest_message_age"] = queue.oldest_age(now)
     return out
 
 
 def queue_message_stats(queue: Queue) -> dict[str, int]:
     """RabbitMQ's ``message_stats`` counts of a queue, since it was made (rates are the
     reader's: the dashboard takes the difference between two reads)."""
-    return {"publish": queue.published, "deliver_get": queue.delivered, "ack": queue.acked}
+    entries = queue.entries  # the counters of its entries' moves
+    return {"publish": entries.published, "deliver_get": entries.delivered, "ack": entries.acked}
 
 
 def exchange_dict(exchange: Exchange, vhost: str) -> dict[str, Any]:

@@ -65,6 +65,17 @@ def test_check_config_lists_every_unusable_file_and_directory_at_once(tmp_path):
     assert f"{cfg}:3: ledger.directory: cannot create directory" in r.stderr
 
 
+def test_check_config_warns_of_a_deprecated_key_and_passes(tmp_path):
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(f"state_dir: {tmp_path}/state\namqp10:\n  rabbitmq_version: \"4.1.0\"\n")
+    r = run_cli("check-config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"amqp-gateway: warning: {cfg}:3: amqp10.rabbitmq_version is deprecated: use the "
+        "top-level rabbitmq_version (it applies to AMQP 0-9-1's server-properties too)"]
+    assert r.stdout.startswith(f"{cfg}: ok")
+
+
 def test_check_config_names_a_missing_file_without_a_line_or_key():
     r = run_cli("check-config", "/no/such/gw.yaml")
     assert r.returncode == 2

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from gateway.broker import UnroutablePolicy
+from gateway.config.schema_walker import LOADER_FIELDS
 from gateway.config import (
     ConfigError, GatewayConfig, TlsMode, load_config, load_config_text, parse_host_port,
 )
@@ -40,7 +41,7 @@ def test_example_documents_every_key_with_its_default():
     def names(cls):
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            if f.name == "source":
+            if f.name in LOADER_FIELDS:
                 continue
             yield f.name
             tp = hints[f.name]
@@ -491,12 +492,37 @@ def test_a_remote_with_our_own_container_id_is_refused():
                          "    - {container: org-a, host: h}\n")
 
 
-def test_amqp10_rabbitmq_version_is_off_by_default_and_checked():
-    assert GatewayConfig().amqp10.rabbitmq_version == ""
-    assert load_config(EXAMPLE).amqp10.rabbitmq_version == ""
-    assert load_config_text('amqp10:\n  rabbitmq_version: "4.1.0"\n').amqp10.rabbitmq_version == "4.1.0"
+def test_rabbitmq_version_is_off_by_default_and_checked():
+    assert GatewayConfig().rabbitmq_version == ""
+    cfg = load_config(EXAMPLE)
+    assert cfg.rabbitmq_version == "" and cfg.warnings == ()
+    cfg = load_config_text('rabbitmq_version: "4.1.0"\n')
+    assert cfg.rabbitmq_version == "4.1.0" and cfg.warnings == ()
+    with pytest.raises(ConfigError, match="rabbitmq_version.*not a version"):
+        load_config_text('rabbitmq_version: "four"\n')
+
+
+def test_amqp10_rabbitmq_version_is_a_deprecated_alias_with_a_warning():
+    cfg = load_config_text('amqp10:\n  rabbitmq_version: "4.1.0"\n', source="gw.yaml")
+    assert cfg.rabbitmq_version == "4.1.0"
+    assert cfg.warnings == ("gw.yaml:2: amqp10.rabbitmq_version is deprecated: use the top-level "
+                            "rabbitmq_version (it applies to AMQP 0-9-1's server-properties too)",)
+    same = load_config_text('rabbitmq_version: "4.1.0"\namqp10:\n  rabbitmq_version: "4.1.0"\n')
+    assert same.rabbitmq_version == "4.1.0" and len(same.warnings) == 1
     with pytest.raises(ConfigError, match="amqp10.rabbitmq_version.*not a version"):
         load_config_text('amqp10:\n  rabbitmq_version: "four"\n')
+    with pytest.raises(ConfigError) as both:
+        load_config_text('rabbitmq_version: "4.1.0"\namqp10:\n  rabbitmq_version: "4.0.0"\n',
+                         source="gw.yaml")
+    assert str(both.value) == ("gw.yaml:3: amqp10.rabbitmq_version: the deprecated name of "
+                               "rabbitmq_version, which says '4.1.0' (line 1): keep only "
+                               "rabbitmq_version")
+
+
+def test_the_loaders_fields_are_not_keys():
+    for key in ("source", "warnings"):
+        with pytest.raises(ConfigError, match=f"unknown key '{key}'"):
+            load_config_text(f"{key}: x\n")
 
 
 def test_management_alerts():

@@ -4,8 +4,9 @@ UTF-8 (and other malformed values), against a real gateway process.
 Proton will not encode an invalid ``str``, so each frame is encoded with a placeholder
 of the same length and the placeholder's bytes are then replaced (the str8 length, the
 list size and the frame size stay right). Every case logs in with SASL PLAIN, sends the
-AMQP header, ``open``, ``begin``, ``attach`` and then its own ``close``, and reads what
-the gateway answers up to its close of the socket. Checked for every case: no
+AMQP header, ``open``, ``begin``, ``attach`` and then its own ``close``, half-closes the
+socket as a client does after its close, and reads what the gateway answers up to its
+close of the socket. Checked for every case: no
 ``amqp:internal-error``; a name or address that is not UTF-8 is refused with
 ``amqp:invalid-field`` naming the field (the link only: the connection answers the
 close). Checked at the end: the gateway logged no traceback, and still serves a client.
@@ -191,6 +192,7 @@ def _run(gw, case: Case) -> list[tuple[int, list]]:
         outcome = read_sasl_frames(sock, 2)[1]
         assert outcome[1][0] == 0, case.name
         sock.sendall(AMQP_HEADER + _frames(case))
+        sock.shutdown(socket.SHUT_WR)   # our close is sent: the gateway hangs up after its own
         received = b""
         while True:
             try:

@@ -84,7 +84,6 @@ def test_amqp10_sasl_header_gets_sasl_header_and_mechanisms(gateway):
     (b"\x00\x01\x02\x03\x04\x05\x06\x07", AMQP091_HEADER),
     (b"AMQP\x01\x01\x08\x00", AMQP091_HEADER),                 # 0-8
     (b"AMQP\x01\x01\x09\x01", AMQP091_HEADER),                 # 0-8 as some clients wrote it
-    (b"AMQP\x00\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 without SASL: not allowed here
     (b"AMQP\x02\x01\x00\x00", AMQP10_SASL_HEADER),             # 1.0 TLS: no TLS configured
 ])
 def test_unserved_headers_get_our_header_then_close(gateway, data, reply):

@@ -1,7 +1,7 @@
 """RabbitMQ 4's own AMQP 1.0 client library manages topology through ``/management``.
 
 ``rabbitmq-amqp-python-client`` refuses a server whose ``open`` does not announce product
-RabbitMQ 4 or later, so the gateway runs with ``amqp10.rabbitmq_version``; without it the
+RabbitMQ 4 or later, so the gateway runs with ``rabbitmq_version``; without it the
 same client is refused by its own check (the opt-in is what lets it in).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = GatewayProcess(config_text=default_config(extra='amqp10:\n  rabbitmq_version: "4.1.0"\n')).start()
+    gateway = GatewayProcess(config_text=default_config(extra='rabbitmq_version: "4.1.0"\n')).start()
     yield gateway
     gateway.stop()
 

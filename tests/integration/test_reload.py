@@ -91,3 +91,34 @@ def test_sighup_reloads_users_and_keeps_them_when_the_new_ones_are_broken(fresh_
     channel.basic_publish("", q, b"after the broken reloads")
     assert channel.basic_get(q, auto_ack=True)[2] == b"after the broken reloads"
     established.close()
+
+
+def test_update_secret_after_a_reload_takes_the_new_password_and_permissions(fresh_gateway):
+    """A rotated password reaches an open connection through connection.update-secret:
+    the old one is refused (403), the new one is taken, and the connection's permissions
+    are the reloaded record's from then on (until then, the record it logged in with)."""
+    gw = fresh_gateway(config_text=default_config(users={"alice": ("old-pw", False)}))
+    established = pika.BlockingConnection(pika_params(gw, user="alice", password="old-pw"))
+    stale = pika.BlockingConnection(pika_params(gw, user="alice", password="old-pw"))
+    channel = established.channel()
+    channel.confirm_delivery()
+    channel.basic_publish("amq.fanout", "", b"allowed")
+
+    rotated = default_config(users={"alice": ("new-pw", False)})
+    everything = '/: {configure: ".*", write: ".*", read: ".*"}'
+    assert rotated.count(everything) == 1
+    _rewrite(gw, rotated.replace(everything, '/: {configure: ".*", write: "^amq\\\\.fanout$", read: ".*"}'))
+    _sighup(gw, RELOADED)
+    channel.basic_publish("amq.direct", "", b"still the old record")
+
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+        stale.update_secret("old-pw", "rotation")
+    assert closed.value.reply_code == 403 and "user 'alice'" in closed.value.reply_text
+
+    established.update_secret("new-pw", "rotation")
+    channel.basic_publish("amq.fanout", "", b"allowed")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+        channel.basic_publish("amq.direct", "", b"refused now")        # allowed (and cached) before
+    assert refused.value.reply_code == 403
+    assert "write access to resource 'amq.direct' in vhost '/' refused for user 'alice'" in refused.value.reply_text
+    established.close()

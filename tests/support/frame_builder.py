@@ -145,6 +145,7 @@ class RecordingHandler:
         self.writer = context.writer(channel_id)
         self.handled: list[tuple[m.Method, Content | None]] = []
         self.closed_reasons: list[CloseReason] = []
+        self.user_changes = 0
         self.raise_on: dict[type, BaseException] = {}
 
     def handle(self, method: m.Method, content: Content | None) -> None:
@@ -155,6 +156,9 @@ class RecordingHandler:
 
     def closed(self, reason: CloseReason) -> None:
         self.closed_reasons.append(reason)
+
+    def user_changed(self) -> None:
+        self.user_changes += 1
 
 
 @functools.lru_cache(maxsize=1)

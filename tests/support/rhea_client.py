@@ -1,7 +1,8 @@
-"""Run rhea (Node.js) management requests against a gateway (``tests/support/rhea``).
+"""Run rhea (Node.js) management requests against a gateway (``tests/support/rhea``, which
+also holds amqplib: ``amqplib_client``).
 
-``npm install`` runs once in that directory when its ``node_modules`` is missing (the
-Makefile's ``test`` target does it first).
+``npm ci`` runs once in that directory when a package of its ``package.json`` is missing
+from ``node_modules`` (the Makefile's ``test`` target does it first).
 """
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ import shutil
 import subprocess
 from typing import Any
 
-__all__ = ["RHEA_DIR", "ensure_rhea", "rhea_management"]
+__all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management", "rhea_without_sasl"]
 
 RHEA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rhea")
 
 
-def ensure_rhea() -> None:
-    """Install rhea if needed; raises RuntimeError naming what is missing."""
+def ensure_node_clients() -> None:
+    """Install the Node.js clients (rhea, amqplib) if needed; raises RuntimeError naming
+    what is missing."""
     if shutil.which("node") is None or shutil.which("npm") is None:
-        raise RuntimeError("node and npm are needed for the rhea tests (apt-get install nodejs npm)")
-    if not os.path.isdir(os.path.join(RHEA_DIR, "node_modules", "rhea")):
+        raise RuntimeError("node and npm are needed for the rhea and amqplib tests "
+                           "(apt-get install nodejs npm)")
+    with open(os.path.join(RHEA_DIR, "package.json"), encoding="utf-8") as f:
+        packages = json.load(f)["dependencies"]
+    if not all(os.path.isdir(os.path.join(RHEA_DIR, "node_modules", name)) for name in packages):
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=RHEA_DIR, check=True,
                        capture_output=True, timeout=300)
 
@@ -28,7 +33,7 @@ def ensure_rhea() -> None:
 def rhea_management(port: int, user: str, password: str, requests: list[dict[str, Any]],
                     node: str = "$management") -> list[dict[str, Any]]:
     """Send ``requests`` ({properties, body}) with rhea; the replies in order."""
-    ensure_rhea()
+    ensure_node_clients()
     done = subprocess.run(["node", "management_client.js", str(port), user, password, node],
                           cwd=RHEA_DIR, input=json.dumps(requests), capture_output=True, text=True,
                           timeout=30)
@@ -36,3 +41,16 @@ def rhea_management(port: int, user: str, password: str, requests: list[dict[str
         raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stderr.strip()}")
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return sorted(replies, key=lambda r: int(str(r["correlation_id"]).split("-")[1]))
+
+
+def rhea_without_sasl(port: int) -> dict[str, Any]:
+    """Connect with rhea without SASL and return what it saw by the time the socket
+    closed: ``opened``, ``error`` (the close's ``condition`` and ``description``, or None)
+    and ``closed`` (a close came)."""
+    ensure_node_clients()
+    done = subprocess.run(["node", "without_sasl_client.js", str(port)], cwd=RHEA_DIR,
+                          capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stdout.strip()} "
+                           f"{done.stderr.strip()}")
+    return json.loads(done.stdout.splitlines()[-1])

@@ -12,6 +12,7 @@ from gateway.amqp091.handlers import CloseInitiator
 from gateway.amqp091.spec import ReplyCode
 from gateway.product import product_properties
 from translators.basic_properties import BasicProperties
+from gateway.auth import Authenticator, Permission, User, UserDirectory, hash_password
 from tests.support.frame_builder import ConnectionDriver, methods_of, parse_frames
 
 T0 = 1000.0
@@ -355,9 +356,40 @@ def test_access_request_gets_ticket_one(driver) -> None:
     assert ok == m.AccessRequestOk(ticket=1)
 
 
-def test_update_secret_is_540(driver) -> None:
-    close = only_close(driver.send(driver.frames.method(0, m.ConnectionUpdateSecret())))
-    assert close.reply_code == ReplyCode.NOT_IMPLEMENTED
+def test_update_secret_with_the_right_password_is_answered_and_re_reads_the_user() -> None:
+    guest = User("guest", hash_password("guest", iterations=4096),
+                 permissions={"/": Permission(".*", ".*", ".*")})
+    authenticator = Authenticator(UserDirectory([guest]))   # its own: the users change
+    d = ConnectionDriver(now=T0, authenticator=authenticator)
+    d.handshake()
+    d.open_channel(1)
+    before = d.conn.user
+    rotated = User("guest", hash_password("rotated", iterations=4096),
+                   permissions={"/": Permission("", "", "")})
+    authenticator.users.replace([rotated])
+    out = d.send(d.frames.method(0, m.ConnectionUpdateSecret(new_secret=b"rotated", reason="token")))
+    assert methods_of(out) == [m.ConnectionUpdateSecretOk()]
+    assert d.conn.state is ConnectionState.OPEN
+    assert before is guest and d.conn.user is rotated      # permissions re-read
+    assert d.handlers[1].user_changes == 1                  # and the channels told
+
+
+@pytest.mark.parametrize("secret", [b"wrong", b"\xff"])
+def test_update_secret_with_a_wrong_secret_closes_with_403_naming_the_user(driver, secret) -> None:
+    close = only_close(driver.send(driver.frames.method(
+        0, m.ConnectionUpdateSecret(new_secret=secret, reason="rotation"))))
+    assert close.reply_code == ReplyCode.ACCESS_REFUSED
+    assert "New secret was refused for user 'guest'" in close.reply_text
+    assert (close.class_id, close.method_id) == (10, 70)
+    assert driver.conn.state is ConnectionState.CLOSING
+
+
+def test_update_secret_before_open_is_503() -> None:
+    d = ConnectionDriver(now=T0)
+    d.received()
+    d.send(d.frames.start_ok())
+    assert d.send(d.frames.method(0, m.ConnectionUpdateSecret(new_secret=b"guest"))) == []
+    assert d.conn.closed   # before connection.open: closed without a close method
 
 
 # ---- channels and handlers ----------------------------------------------------------------
@@ -534,6 +566,29 @@ def test_client_close(driver) -> None:
     assert out == [MethodFrame(0, m.ConnectionCloseOk())]
     assert driver.conn.closed
     assert driver.handlers[1].closed_reasons[0].initiator is CloseInitiator.PEER
+
+
+def test_after_close_ok_the_client_closes_the_socket(driver) -> None:
+    """close-ok sent: the edge leaves closing the socket to the client (RabbitMQ's way),
+    and publishes the client had queued behind its close are not answered."""
+    driver.open_channel(1)
+    assert not driver.conn.linger_on_close
+    out = driver.send(driver.frames.method(0, m.ConnectionClose(reply_code=200))
+                      + driver.frames.content(1, m.BasicPublish(routing_key="q"), b"late"))
+    assert out == [MethodFrame(0, m.ConnectionCloseOk())]
+    assert driver.conn.closed and driver.conn.linger_on_close
+    assert driver.send(driver.frames.content(1, m.BasicPublish(routing_key="q"), b"later")) == []
+    assert driver.handlers[1].handled == []
+
+
+def test_closes_without_a_close_ok_of_ours_close_the_socket_at_once(driver) -> None:
+    driver.conn.close(ReplyCode.CONNECTION_FORCED, "shutdown")
+    driver.send(driver.frames.method(0, m.ConnectionCloseOk()))
+    assert driver.conn.closed and not driver.conn.linger_on_close
+    eof = ConnectionDriver(now=T0)
+    eof.handshake()
+    eof.conn.receive_eof()
+    assert eof.conn.closed and not eof.conn.linger_on_close
 
 
 def test_server_close_waits_for_close_ok_and_discards_the_rest(driver) -> None:

@@ -58,18 +58,37 @@ def test_anonymous_where_allowed(connect):
     assert "ANONYMOUS" not in refused.engine._login.server.mechanisms
 
 
-def test_without_sasl_uses_default_user(connect):
-    pump = connect(mechanism=None, engine=dict(default_user="guest"))
+def test_without_sasl_where_allowed_uses_default_user(connect):
+    pump = connect(mechanism=None, engine=dict(default_user="guest", allow_without_sasl=True))
     assert pump.engine.user.name == "guest"
     assert pump.connection.state & Endpoint.REMOTE_ACTIVE
 
 
-def test_without_sasl_and_no_default_user_answers_sasl_header_and_closes(broker, authenticator):
+@pytest.mark.parametrize("engine, named", [
+    (dict(default_user="guest"), "allow_amqp10_without_sasl: true on the listener"),
+    (dict(default_user=None, allow_without_sasl=True), "amqp10.default_user is not set"),
+    (dict(default_user="ghost", allow_without_sasl=True), "amqp10.default_user names no user ('ghost')"),
+])
+def test_without_sasl_refused_gets_open_and_close_naming_the_setting(connect, engine, named):
+    pump = connect(mechanism=None, engine=engine)
+    assert pump.engine.closed and pump.engine.user is None
+    assert pump.connection.state & Endpoint.REMOTE_CLOSED
+    condition = _close_condition(pump)
+    assert condition.name == "amqp:unauthorized-access"
+    assert named in condition.description and "without SASL" in condition.description
+    assert pump.engine.linger_on_close        # the client closes the socket next
+
+
+def test_without_sasl_refused_before_the_peers_open_came(broker, authenticator):
     engine = Amqp10Engine(header=AMQP_HEADER, broker=broker, authenticator=authenticator,
                           peer_host="10.0.0.1", now=0.0, container_id="c", allow_anonymous=False,
-                          anonymous_user=None, default_user=None, default_vhost="/")
-    assert engine.closed
-    assert engine.data_to_send() == SASL_HEADER
+                          anonymous_user=None, default_user="guest", default_vhost="/")
+    out = engine.data_to_send()
+    assert out.startswith(AMQP_HEADER) and not engine.closed   # our header and open
+    assert engine.tick(0.0) == 10.0        # the close goes with the peer's open, or at the deadline
+    engine.tick(10.0)
+    engine.data_to_send()
+    assert engine.closed and not engine.linger_on_close
 
 
 def test_hostname_selects_vhost(connect):
@@ -102,6 +121,7 @@ def test_silent_peer_is_closed_after_idle_timeout(connect):
     engine.tick(4.5)
     out = engine.data_to_send()
     assert engine.closed
+    assert not engine.linger_on_close       # a silent peer's socket is closed at once
     pump.transport.push(out)
     pump.pump()
     assert _close_condition(pump).name == "amqp:resource-limit-exceeded"
@@ -174,10 +194,31 @@ def test_internal_failure_closes_with_internal_error_and_never_raises(connect, m
 
 def test_client_close_is_answered(connect):
     pump = connect()
+    assert not pump.engine.linger_on_close
     pump.connection.close()
     pump.pump()
     assert pump.engine.closed
     assert pump.connection.state & Endpoint.REMOTE_CLOSED
+    assert pump.engine.linger_on_close      # the client closes the socket next
+
+
+def test_a_close_of_ours_leaves_closing_the_socket_to_the_peer(connect):
+    pump = connect(hostname="vhost:nowhere")
+    assert pump.engine.closed and pump.engine.linger_on_close
+
+
+def test_eof_and_handshake_timeout_close_the_socket_at_once(connect, broker, authenticator):
+    pump = connect()
+    pump.engine.receive_eof()
+    assert pump.engine.closed and not pump.engine.linger_on_close
+    engine = Amqp10Engine(header=AMQP_HEADER, broker=broker, authenticator=authenticator,
+                          peer_host="10.0.0.1", now=0.0, container_id="c", allow_anonymous=False,
+                          anonymous_user=None, default_user="guest", default_vhost="/",
+                          handshake_timeout=5.0, allow_without_sasl=True)
+    engine.data_to_send()
+    engine.tick(5.0)                        # no open came
+    engine.data_to_send()
+    assert engine.closed and not engine.linger_on_close
 
 
 def test_eof_returns_unsettled_messages(connect, broker):

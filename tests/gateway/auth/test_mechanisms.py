@@ -357,3 +357,28 @@ def test_plain_with_other_authzid_claims_the_user_name(auth):
     exchange = start(auth, "PLAIN")
     refused(exchange, b"bob\0alice\0wonderland")
     assert exchange.claimed_user == "alice"
+
+
+# -- renewing a secret (0-9-1 connection.update-secret) -----------------------
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "AMQPLAIN", "SCRAM-SHA-256"])
+def test_renew_secret_checks_the_password_and_re_reads_the_user(mechanism):
+    users = UserDirectory([ALICE])
+    auth = Authenticator(users)
+    assert auth.renew_secret(mechanism, "alice", b"wonderland") is ALICE
+    rotated = User("alice", hash_password("rotated"))
+    users.replace([rotated])
+    assert auth.renew_secret(mechanism, "alice", b"rotated") is rotated
+    with pytest.raises(AuthenticationFailed, match="invalid credentials"):
+        auth.renew_secret(mechanism, "alice", b"wonderland")
+
+
+@pytest.mark.parametrize("mechanism", ["EXTERNAL", "ANONYMOUS"])
+def test_renew_secret_is_refused_where_the_login_had_no_secret(auth, mechanism):
+    with pytest.raises(AuthenticationFailed, match=f"a {mechanism} login has no secret to update"):
+        auth.renew_secret(mechanism, "device-7", b"anything")
+
+
+def test_renew_secret_refuses_a_secret_that_is_not_utf8(auth):
+    with pytest.raises(AuthenticationFailed, match="not UTF-8"):
+        auth.renew_secret("PLAIN", "alice", b"\xff\xfe")

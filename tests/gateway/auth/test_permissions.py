@@ -69,3 +69,11 @@ def test_permission_cache_is_bounded(monkeypatch):
     for n in range(10):
         assert cache.refusal(USER, "/", Action.WRITE, f"logs{n}") is not None  # refused
         assert len(cache._answers) <= 4
+
+
+def test_permission_cache_forgets_its_answers_for_a_re_read_user():
+    cache = PermissionCache()
+    assert cache.refusal(USER, "/", Action.WRITE, "logs") is None
+    narrowed = User("bob", None, permissions={"/": Permission(".*", "^$", ".*")})
+    assert cache.refusal(narrowed, "/", Action.WRITE, "logs") == (
+        "write access to resource 'logs' in vhost '/' refused for user 'bob'")

@@ -1,0 +1,47 @@
+"""The per-message budget: every path of ``bench/hotpath.py`` at most 2 % above its budget
+in ``bench/hotpath_budget.json`` (Python calls and tracemalloc blocks held per message).
+
+The counts are deterministic (the meter fixes the hash seed, warms each path up and
+counts one same batch), so a path that got dearer fails here, not in a wall-clock bench
+on a busy machine. The meter runs once, in its own process, for all the paths.
+
+Calls are held to 2 %. Blocks held in flight are the same on every run too, but they
+move with the order in which the interpreter reuses freed blocks (its free lists), so a
+change elsewhere in the path can shift them by a tenth either way: their guard is 25 %,
+which still catches a message that holds more objects.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
+TOLERANCE = {"calls": 1.02, "blocks": 1.25}
+BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def counts(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("hotpath") / "counts.json"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "hotpath.py"), "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_every_path_of_the_meter_has_a_budget(counts: dict) -> None:
+    assert sorted(counts) == sorted(BUDGETS)
+
+
+@pytest.mark.parametrize("path", sorted(BUDGETS))
+@pytest.mark.parametrize("what", ["calls", "blocks"])
+def test_path_within_its_budget(counts: dict, path: str, what: str) -> None:
+    count, budget, tolerance = counts[path][what], BUDGETS[path][what], TOLERANCE[what]
+    assert count <= budget * tolerance, (
+        f"{path}: {count} {what} per message, budget {budget} "
+        f"(+{round(100 * (tolerance - 1))}% = {budget * tolerance:.2f})")
