@@ -22,6 +22,7 @@ from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.frames import FrameReader, MethodFrame
 from gateway.amqp091.methods import method_class
 from gateway.health.target import Target
+from gateway.product import PRODUCT
 from gateway.protocol_header import AMQP091_HEADER
 
 __all__ = ["HandshakeReply", "ProbeFailed", "amqp_handshake"]
@@ -48,8 +49,12 @@ class HandshakeReply:
 
     @property
     def who(self) -> str:
-        """``product version`` as announced, for one line of output."""
-        return f"{self.product} {self.version}".strip() or "an AMQP 0-9-1 server"
+        """``product version`` as announced, for one line of output; a gateway announcing
+        RabbitMQ's name (``rabbitmq_version``) is named as itself, announcing that."""
+        announced = f"{self.product} {self.version}".strip() or "an AMQP 0-9-1 server"
+        if self.product != PRODUCT and self.information.startswith(PRODUCT + " "):
+            return f"{self.information.split(',', 1)[0]} (announcing {announced})"
+        return announced
 
 
 def _text(value: object) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.product import __version__
 from tests.support.amqp091_clients import pika_connection
-from tests.support.gateway_process import REPO
+from tests.support.gateway_process import REPO, default_config
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +148,11 @@ def test_ping_and_status_read_the_config_named_by_the_environment(fresh_gateway,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"127.0.0.1:{gw.metrics_port} (metrics)" in r.stdout
+
+
+def test_ping_knows_a_gateway_that_announces_rabbitmq(fresh_gateway):
+    gw = fresh_gateway(config_text=default_config(extra="rabbitmq_version: '4.1.0'\n"))
+    r = cli("ping", "--port", str(gw.amqp_port))
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(rf"127\.0\.0\.1:{gw.amqp_port}: amqp-gateway {re.escape(__version__)} "
+                        r"\(announcing RabbitMQ 4\.1\.0\) answered in \d+ ms\n", r.stdout)

@@ -251,3 +251,14 @@ def test_connections_carry_the_name_the_client_gave_itself(gw):
     finally:
         conn091.close()
         conn10.close()
+
+
+def test_the_configured_rabbitmq_version_is_the_overview_s(tmp_path):
+    from tests.support.management_http import management_gateway
+
+    gw = management_gateway(extra="rabbitmq_version: '4.1.0'\n").start()
+    try:
+        overview = call(gw, "GET", "/api/overview").body
+        assert (overview["rabbitmq_version"], overview["product_name"]) == ("4.1.0", "amqp-gateway")
+    finally:
+        gw.stop()
