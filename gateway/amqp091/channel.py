@@ -41,10 +41,12 @@ Ledger (``broker.ledger``, a ``gateway.ledger.Ledger``): received, the routing v
 once; unacked at channel close: released) are recorded here, under the channel's context
 (``link`` the channel number, ``connection`` the edge's connection id).
 
-Where: the channel's life, consumers, deliveries, basic.get and channel.flow are here;
-its other methods are mixins of ``BrokerChannel``: exchanges and queues in
-``channel_topology``, publish and confirms in ``channel_publish``, ack/nack/reject/recover
-in ``channel_settlement``, tx in ``channel_transactions``.
+Where: the channel's life, consumers, deliveries, basic.get, channel.flow, and the
+methods that involve both sides below (ack/nack/reject/recover, tx.commit/rollback) are
+here. Its collaborators own their state and never call each other: publishing (publish
+mode, confirms, the tx buffer) is ``channel_publish.ChannelPublishing``, the unacked
+deliveries and their settlement ``channel_settlement.ChannelSettlement``, exchanges and
+queues (and the last declared queue) ``channel_topology.ChannelTopology``.
 """
 from __future__ import annotations
 
@@ -55,22 +57,22 @@ from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_publish import ChannelPublishing
-from gateway.amqp091.channel_settlement import _ACCEPTED, _RELEASED, ChannelSettlement
+from gateway.amqp091.channel_settlement import ChannelSettlement
 from gateway.amqp091.channel_topology import ChannelTopology
-from gateway.amqp091.channel_transactions import ChannelTransactions
 from gateway.amqp091.connection_scope import ConnectionScope, scope_for
-from gateway.amqp091.consumer import ChannelConsumer, Unacked, UnackedDeliveries
+from gateway.amqp091.consumer import ChannelConsumer, Unacked
 from gateway.amqp091.content import Content
-from gateway.amqp091.error_map import access_refused, amqp_error
+from gateway.amqp091.error_map import amqp_error
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
 from gateway.amqp091.message_mapping import delivery_payload
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import ConfirmTracker, PublishMode, TxBuffer
+from gateway.amqp091.transactions import PendingPublish, PendingSettle, PublishMode, SettleKind
 from gateway.auth.permissions import Action
 from gateway.broker.errors import BrokerError, ResourceLocked
 from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import QueuedMessage
+from gateway.ledger import Outcome as LedgerOutcome
 from gateway.ledger import Protocol as WireProtocol
 
 __all__ = ["BrokerChannel"]
@@ -78,8 +80,9 @@ __all__ = ["BrokerChannel"]
 log = logging.getLogger(__name__)
 
 _P091 = WireProtocol.AMQP091.value
-CLOSED_WITH_UNACKED = "channel closed"
-"""Ledger reason of the release of deliveries still unacked when a channel closes."""
+_ACCEPTED = LedgerOutcome.ACCEPTED.value
+# members the per-message paths compare with (a read through the enum class is a lookup)
+_ACK, _REQUEUE, _REJECT = SettleKind.ACK, SettleKind.REQUEUE, SettleKind.REJECT
 
 
 def _consumer_tag() -> str:
@@ -87,7 +90,7 @@ def _consumer_tag() -> str:
     return f"amq.ctag-{token}"
 
 
-class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, ChannelTransactions):
+class BrokerChannel:
     """One open 0-9-1 channel; see the module docstring for the contract."""
 
     def __init__(self, context: ConnectionContext, channel_id: int, broker: Any,
@@ -103,7 +106,6 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         self.owner = scope.owner
         self.writer = context.writer(channel_id)
         self.consumers: dict[str, ChannelConsumer] = {}
-        self.unacked = UnackedDeliveries()
         # window chain: consumer -> global (qos global) -> root; flow off hangs a
         # zero-credit window under root, so the hot path never checks a flag
         self._root = CreditWindow.prefetch(0)
@@ -111,23 +113,29 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         self.global_window = CreditWindow.prefetch(0, parent=self._root)
         self.prefetch_count = 0
         self.flow_active = True
-        self.mode = PublishMode.PLAIN
-        self.confirms = ConfirmTracker()
-        self._store = broker.store
-        self.tx: TxBuffer | None = None
-        #: exchanges this channel's user may publish to (WRITE granted, kept for the
-        #: connection's life like the scope's answers: no check per publish)
-        self.may_publish: set[str] = set()
-        self.last_queue = ""
         self.is_open = True
         user = context.user
-        self._user_name: str | None = getattr(user, "name", None)
+        user_name: str | None = getattr(user, "name", None)
         conn_id = getattr(context.connection, "connection_id", None)
         ledger = broker.ledger
         #: the channel's ledger context (None: no ledger)
         self._ledger_ctx = None if ledger is None else ledger.context(
-            context.now, context.vhost_name, self._user_name, _P091,
+            context.now, context.vhost_name, user_name, _P091,
             None if conn_id is None else str(conn_id), channel_id)
+        self.publishing = ChannelPublishing(context, channel_id, broker, scope, self.writer, user_name,
+                                            self._ledger_ctx)
+        self.settlement = ChannelSettlement(ledger, self._ledger_ctx)
+        self.topology = ChannelTopology(self.vhost, scope, self.writer, self.connection)
+
+    @property
+    def mode(self) -> PublishMode:
+        """The publish mode (plain, confirm or tx), as management shows it."""
+        return self.publishing.mode
+
+    @property
+    def unacked(self) -> Any:
+        """The outstanding deliveries (``len`` of it), as management shows it."""
+        return self.settlement.unacked
 
     @classmethod
     def factory(cls, broker: Any) -> ChannelHandlerFactory:
@@ -146,21 +154,23 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         """Carry out ``method``. Raises ``ChannelException``/``ConnectionException`` with
         the reply code RabbitMQ uses (broker errors go through ``error_map``)."""
         kind = type(method)
-        if self.confirms.first and kind not in _NO_REPLY:
-            self._flush_confirms()  # replies keep their place after earlier publishes' acks
-        handler = _HANDLERS.get(kind)
-        if handler is None:
+        publishing = self.publishing
+        if publishing.confirms.first and kind not in _NO_REPLY:
+            publishing.flush_confirms()  # replies keep their place after earlier publishes' acks
+        found = _HANDLERS.get(kind)
+        if found is None:
             raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not expected here",
                                       method.CLASS_ID, method.METHOD_ID)
+        part, handler = found
         try:
-            handler(self, method, content)
+            handler(self if part is None else getattr(self, part), method, content)
         except BrokerError as exc:
             raise amqp_error(exc, method) from None
 
     def user_changed(self) -> None:
         """The user record was re-read (update-secret): its grants are asked again (the
         scope's ``PermissionCache`` follows the record by itself)."""
-        self.may_publish.clear()
+        self.publishing.user_changed()
 
     def closed(self, reason: CloseReason) -> None:
         """The channel is gone: cancel its consumers and requeue what it did not ack."""
@@ -172,19 +182,8 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
         for consumer in consumers:
             if not consumer.queue.deleted:
                 consumer.queue.remove_consumer(consumer, now)
-        items = self.unacked.take_all()
-        if self.tx is not None:
-            items += self.tx.settled_items()
-            self.tx.take()
-        items.sort(key=lambda u: u.tag)
+        self.settlement.release_all(self.publishing.close(), now)
         ledger = self.broker.ledger
-        for item in items:
-            queue = item.entry.queue
-            if queue is not None:
-                if ledger is not None:
-                    ledger.settled(now, self._ledger_ctx, item.entry, queue.name, _RELEASED,
-                                   CLOSED_WITH_UNACKED)
-                queue.release(item.entry, redelivered=True, count_delivery=False, now=now)
         if ledger is not None:
             ledger.close_context(now, self._ledger_ctx)
 
@@ -193,7 +192,8 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
     def deliver(self, consumer: ChannelConsumer, entry: QueuedMessage, now: float) -> None:
         """basic.deliver for ``entry`` (already acquired for ``consumer``) at ``now``."""
         message = entry.message
-        tag = self.unacked.next_tag()
+        unacked = self.settlement.unacked
+        tag = unacked.next_tag()
         self.context.trail.messages_out += 1
         ledger = self.broker.ledger
         if ledger is not None:
@@ -204,7 +204,7 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
         else:
-            self.unacked.add(Unacked(tag, entry, consumer.credit))
+            unacked.add(Unacked(tag, entry, consumer.credit))
         props, body = delivery_payload(message)
         self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
                                  message.routing_key, props, body)
@@ -218,21 +218,6 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
             if isinstance(caps, dict) and caps.get("consumer_cancel_notify") is True:
                 self.writer.send_method(m.BasicCancel(consumer_tag=consumer.tag, nowait=True))
             log.debug("consumer %s cancelled by the broker: %s", consumer.tag, reason)
-
-    # ---- shared checks -------------------------------------------------------------------
-
-    def _permit(self, action: Action, resource: str, method: m.Method) -> None:
-        refusal = self.scope.check(action, resource)
-        if refusal is not None:
-            raise access_refused(refusal, method)
-
-    def _queue_name(self, name: str, method: m.Method) -> str:
-        if name:
-            return name
-        if not self.last_queue:
-            raise ChannelException(ReplyCode.NOT_FOUND, "no previously declared queue",
-                                   method.CLASS_ID, method.METHOD_ID)
-        return self.last_queue
 
     # ---- channel.flow ----------------------------------------------------------------------
 
@@ -263,8 +248,8 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
             self._dispatch_all()
 
     def _basic_consume(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
-        self._permit(Action.READ, name, method)
+        name = self.topology.queue_name(method.queue, method)
+        self.scope.require(Action.READ, name, method)
         tag = method.consumer_tag or _consumer_tag()
         if tag in self.consumers:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'",
@@ -310,17 +295,18 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
     # ---- basic: get ------------------------------------------------------------------------
 
     def _basic_get(self, method: m.Method, _: Content | None) -> None:
-        name = self._queue_name(method.queue, method)
-        self._permit(Action.READ, name, method)
+        name = self.topology.queue_name(method.queue, method)
+        self.scope.require(Action.READ, name, method)
         queue = self.vhost.checked_queue(name, self.owner)
         entry = queue.get(self.connection.now, ack=not method.no_ack)
         if entry is None:
             self.writer.send_method(m.BasicGetEmpty())
             return
-        tag = self.unacked.next_tag()
+        unacked = self.settlement.unacked
+        tag = unacked.next_tag()
         self.context.trail.messages_out += 1
         if not method.no_ack:
-            self.unacked.add(Unacked(tag, entry, None))
+            unacked.add(Unacked(tag, entry, None))
         message = entry.message
         ledger = self.broker.ledger
         if ledger is not None:
@@ -334,37 +320,111 @@ class BrokerChannel(ChannelTopology, ChannelPublishing, ChannelSettlement, Chann
                          routing_key=message.routing_key, message_count=queue.message_count),
             props, body)
 
+    # ---- basic: settlement (settled at once, or held by the open transaction) -------------
+
+    def _basic_ack(self, method: m.Method, _: Content | None) -> None:
+        self._settle(_ACK, self.settlement.take(method.delivery_tag, method.multiple, method), True)
+
+    def _basic_nack(self, method: m.Method, _: Content | None) -> None:
+        kind = _REQUEUE if method.requeue else _REJECT
+        self._settle(kind, self.settlement.take(method.delivery_tag, method.multiple, method), True)
+
+    def _basic_reject(self, method: m.Method, _: Content | None) -> None:
+        kind = _REQUEUE if method.requeue else _REJECT
+        self._settle(kind, self.settlement.take(method.delivery_tag, False, method), True)
+
+    def _settle(self, kind: SettleKind, items: list[Unacked], hold_in_tx: bool = False) -> None:
+        """Settle ``items`` (``hold_in_tx``: unless a transaction is open, which holds them
+        until commit), then let the freed windows take more: the channel's consumers' queues
+        when a global prefetch limit is set, and the queues the items came from."""
+        if hold_in_tx and self.publishing.tx is not None:
+            self.publishing.buffer_settle(PendingSettle(kind, items))
+            return
+        now = self.connection.now
+        queues = self.settlement.settle(kind, items, now)
+        if self.global_window.limit:
+            self._dispatch_all()
+        for queue in queues:
+            if not queue.deleted and queue.consumers:
+                queue.dispatch(now)
+
+    def _recover(self, method: m.Method, sync: bool) -> None:
+        if not method.requeue:
+            raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "requeue=false", method.CLASS_ID,
+                                      method.METHOD_ID)
+        if sync:
+            self.writer.send_method(m.BasicRecoverOk())
+        self._settle(_REQUEUE, self.settlement.unacked.take_all())
+
+    def _basic_recover(self, method: m.Method, _: Content | None) -> None:
+        self._recover(method, True)
+
+    def _basic_recover_async(self, method: m.Method, _: Content | None) -> None:
+        self._recover(method, False)
+
+    # ---- tx: the publishing side buffers, the commit hands each part to its side ---------
+
+    def _tx_commit(self, method: m.Method, _: Content | None) -> None:
+        publishing = self.publishing
+        store = self.broker.store
+        writes = store.write_count
+        for work in publishing.transaction(method).take():
+            if isinstance(work, PendingPublish):
+                publishing.route(work.method, work.content, work.message)
+            else:
+                self._settle(work.kind, work.items)
+        if store.write_count == writes:
+            self.writer.send_method(m.TxCommitOk())
+        else:
+            store.after_commit(self._tx_durable)
+
+    def _tx_durable(self, error: Exception | None) -> None:
+        """The store committed (or failed) what a tx.commit wrote: answer it."""
+        if not self.is_open:
+            return
+        if error is None:
+            self.writer.send_method(m.TxCommitOk())
+        else:
+            self.context.close_connection(
+                ReplyCode.INTERNAL_ERROR, f"tx.commit failed, its messages may not be stored: {error}")
+
+    def _tx_rollback(self, method: m.Method, _: Content | None) -> None:
+        self.settlement.restore(self.publishing.rollback(method))
+        self.writer.send_method(m.TxRollbackOk())
 
 
-_HANDLERS: dict[type, Callable[[BrokerChannel, Any, Content | None], None]] = {
-    m.ChannelFlow: BrokerChannel._channel_flow,
-    m.ChannelFlowOk: BrokerChannel._channel_flow_ok,
-    m.ExchangeDeclare: BrokerChannel._exchange_declare,
-    m.ExchangeDelete: BrokerChannel._exchange_delete,
-    m.ExchangeBind: BrokerChannel._exchange_bind,
-    m.ExchangeUnbind: BrokerChannel._exchange_unbind,
-    m.QueueDeclare: BrokerChannel._queue_declare,
-    m.QueueBind: BrokerChannel._queue_bind,
-    m.QueueUnbind: BrokerChannel._queue_unbind,
-    m.QueuePurge: BrokerChannel._queue_purge,
-    m.QueueDelete: BrokerChannel._queue_delete,
-    m.BasicQos: BrokerChannel._basic_qos,
-    m.BasicConsume: BrokerChannel._basic_consume,
-    m.BasicCancel: BrokerChannel._basic_cancel,
-    m.BasicCancelOk: BrokerChannel._basic_cancel_ok,
-    m.BasicPublish: BrokerChannel._basic_publish,
-    m.BasicGet: BrokerChannel._basic_get,
-    m.BasicAck: BrokerChannel._basic_ack,
-    m.BasicNack: BrokerChannel._basic_nack,
-    m.BasicReject: BrokerChannel._basic_reject,
-    m.BasicRecover: BrokerChannel._basic_recover,
-    m.BasicRecoverAsync: BrokerChannel._basic_recover_async,
-    m.ConfirmSelect: BrokerChannel._confirm_select,
-    m.TxSelect: BrokerChannel._tx_select,
-    m.TxCommit: BrokerChannel._tx_commit,
-    m.TxRollback: BrokerChannel._tx_rollback,
+_Handler = Callable[[Any, Any, Content | None], None]
+
+_HANDLERS: dict[type, tuple[str | None, _Handler]] = {
+    m.ChannelFlow: (None, BrokerChannel._channel_flow),
+    m.ChannelFlowOk: (None, BrokerChannel._channel_flow_ok),
+    m.ExchangeDeclare: ("topology", ChannelTopology.exchange_declare),
+    m.ExchangeDelete: ("topology", ChannelTopology.exchange_delete),
+    m.ExchangeBind: ("topology", ChannelTopology.exchange_bind),
+    m.ExchangeUnbind: ("topology", ChannelTopology.exchange_unbind),
+    m.QueueDeclare: ("topology", ChannelTopology.queue_declare),
+    m.QueueBind: ("topology", ChannelTopology.queue_bind),
+    m.QueueUnbind: ("topology", ChannelTopology.queue_unbind),
+    m.QueuePurge: ("topology", ChannelTopology.queue_purge),
+    m.QueueDelete: ("topology", ChannelTopology.queue_delete),
+    m.BasicQos: (None, BrokerChannel._basic_qos),
+    m.BasicConsume: (None, BrokerChannel._basic_consume),
+    m.BasicCancel: (None, BrokerChannel._basic_cancel),
+    m.BasicCancelOk: (None, BrokerChannel._basic_cancel_ok),
+    m.BasicPublish: ("publishing", ChannelPublishing.publish),
+    m.BasicGet: (None, BrokerChannel._basic_get),
+    m.BasicAck: (None, BrokerChannel._basic_ack),
+    m.BasicNack: (None, BrokerChannel._basic_nack),
+    m.BasicReject: (None, BrokerChannel._basic_reject),
+    m.BasicRecover: (None, BrokerChannel._basic_recover),
+    m.BasicRecoverAsync: (None, BrokerChannel._basic_recover_async),
+    m.ConfirmSelect: ("publishing", ChannelPublishing.select_confirm),
+    m.TxSelect: ("publishing", ChannelPublishing.select_tx),
+    m.TxCommit: (None, BrokerChannel._tx_commit),
+    m.TxRollback: (None, BrokerChannel._tx_rollback),
 }
-"""Method class -> handler; a method missing here is 503 COMMAND_INVALID."""
+"""Method class -> (the channel's attribute holding the collaborator that handles it, None:
+the channel itself; the handler); a method missing here is 503 COMMAND_INVALID."""
 
 _NO_REPLY = frozenset({m.BasicPublish, m.BasicAck, m.BasicNack, m.BasicReject})
 """Methods that never answer on the channel, so pending confirms need not go out first

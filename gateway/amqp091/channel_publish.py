@@ -1,23 +1,33 @@
-"""The publishing methods of a 0-9-1 channel (basic.publish, routing with its ledger
-verdict and basic.return, publisher confirms), as a mixin of ``BrokerChannel``.
+"""``ChannelPublishing``: a 0-9-1 channel's publishing side (basic.publish, routing with
+its ledger verdict and basic.return, publisher confirms, the tx buffer).
 
-The semantics (confirm batching, confirms held for the store) are in ``channel.py``'s
-docstring. This is the per-message hot path: the names it compares with are module
-globals here."""
+It owns the channel's publish mode (plain, confirm or tx: confirm.select and tx.select
+are answered here), the confirm tracker, the buffer of the open transaction and the
+exchanges the user may publish to. The semantics (confirm batching, confirms held for
+the store) are in ``channel.py``'s docstring. The channel drives a tx.commit: it takes
+the buffered work from here and hands the publishes back to :meth:`route` and the acks
+to its settlement side. This is the per-message hot path: the names it compares with are
+module globals here."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.connection_scope import ConnectionScope
+from gateway.amqp091.consumer import Unacked
 from gateway.amqp091.content import Content
 from gateway.amqp091.errors import ChannelException, ConnectionException
+from gateway.amqp091.handlers import ConnectionContext
 from gateway.amqp091.message_mapping import container_from_publish
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import PendingPublish, PublishMode
+from gateway.amqp091.transactions import ConfirmTracker, PendingPublish, PendingSettle, PublishMode, TxBuffer
 from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError
 from gateway.broker.message import MessageContainer
 from gateway.ledger import EventKind
+
+__all__ = ["ChannelPublishing", "NO_ROUTE_TEXT", "QUEUE_FULL_TEXT"]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +43,47 @@ _WRITE, _TX, _CONFIRM = Action.WRITE, PublishMode.TX, PublishMode.CONFIRM
 
 
 class ChannelPublishing:
-    """Publishing methods of ``BrokerChannel``; they use its ``vhost``, ``broker``,
-    ``writer``, ``mode``, ``confirms``, ``tx``, ``_store``, ``_ledger_ctx`` and ``_permit``."""
+    """The publishing side of one channel; see the module docstring. It keeps no
+    reference to its channel (the channel holds it): what it needs is handed over at
+    construction, ``ledger_ctx`` being the channel's ledger context."""
+
+    __slots__ = ("mode", "confirms", "tx", "may_publish", "is_open", "context", "connection",
+                 "channel_id", "broker", "vhost", "writer", "scope", "_store", "_user_name",
+                 "_ledger_ctx")
+
+    def __init__(self, context: ConnectionContext, channel_id: int, broker: Any, scope: ConnectionScope,
+                 writer: Any, user_name: str | None, ledger_ctx: Any) -> None:
+        self.mode = PublishMode.PLAIN
+        self.confirms = ConfirmTracker()
+        #: the open transaction's work (None until tx.select)
+        self.tx: TxBuffer | None = None
+        #: exchanges this channel's user may publish to (WRITE granted, kept for the
+        #: connection's life like the scope's answers: no check per publish)
+        self.may_publish: set[str] = set()
+        #: False once the channel closed (the store's late answers are then dropped)
+        self.is_open = True
+        self.context = context
+        #: the connection (its ``now`` is read on every publish: the context's property
+        #: would be one more call each time)
+        self.connection = context.connection
+        self.channel_id = channel_id
+        self.broker = broker
+        self.vhost = context.vhost
+        self.writer = writer
+        self.scope = scope
+        self._store = broker.store
+        self._user_name = user_name
+        self._ledger_ctx = ledger_ctx
+
+    def user_changed(self) -> None:
+        """The user record was re-read (update-secret): ask its WRITE grants again."""
+        self.may_publish.clear()
+
+    def close(self) -> list[Unacked]:
+        """The channel closed: drop the open transaction; returns the deliveries it had
+        acknowledged (the channel releases them with the rest)."""
+        self.is_open = False
+        return [] if self.tx is None else _drop(self.tx)
 
     def _permit_global(self, method: m.Method) -> None:
         """A publish to ``node@container`` through the default exchange forwards when the
@@ -42,11 +91,12 @@ class ChannelPublishing:
         style patterns match ``node@container``)."""
         key = method.routing_key
         if key.rpartition("@")[2] != self.broker.container_id:
-            self._permit(_WRITE, key, method)
+            self.scope.require(_WRITE, key, method)
 
     # ---- basic: publish ------------------------------------------------------------------
 
-    def _basic_publish(self, method: m.Method, content: Content | None) -> None:
+    def publish(self, method: m.Method, content: Content | None) -> None:
+        """basic.publish: route it now, or buffer it in the open transaction."""
         assert content is not None
         if method.immediate:
             raise ConnectionException(ReplyCode.NOT_IMPLEMENTED, "immediate=true", method.CLASS_ID,
@@ -57,7 +107,7 @@ class ChannelPublishing:
         try:
             exchange = method.exchange
             if exchange not in self.may_publish:
-                self._permit(_WRITE, exchange, method)
+                self.scope.require(_WRITE, exchange, method)
                 self.may_publish.add(exchange)
             if "@" in method.routing_key and not method.exchange:
                 self._permit_global(method)
@@ -84,9 +134,9 @@ class ChannelPublishing:
             assert self.tx is not None
             self.tx.add(PendingPublish(method, content, message))
             return
-        self._route(method, content, message, received=True)
+        self.route(method, content, message, received=True)
 
-    def _route(self, method: m.Method, content: Content, message: MessageContainer,
+    def route(self, method: m.Method, content: Content, message: MessageContainer,
                received: bool = False) -> None:
         """Route a publish; ``received``: the message is recorded here, with its routing
         verdict (else it was at publish, in a transaction, and the verdict is recorded alone)."""
@@ -123,12 +173,12 @@ class ChannelPublishing:
             confirms = self.confirms
             seq = confirms.next_seq()
             if result.rejected:
-                self._flush_confirms()
+                self.flush_confirms()
                 self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
             elif confirms.hold(seq) if self._store.write_count != writes else confirms.add_ack(seq):
-                self.writer.at_batch_end(self._flush_confirms)
+                self.writer.at_batch_end(self.flush_confirms)
 
-    def _flush_confirms(self) -> None:
+    def flush_confirms(self) -> None:
         """Send the pending run of acks as one basic.ack, and hand the held tags to the
         store (an end-of-batch hook)."""
         confirms = self.confirms
@@ -146,12 +196,47 @@ class ChannelPublishing:
                 log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
             self.writer.send_method(self.confirms.answer(upto, error))
 
-    # ---- confirm -------------------------------------------------------------------------
+    # ---- modes --------------------------------------------------------------------------
 
-    def _confirm_select(self, method: m.Method, _: Content | None) -> None:
+    def select_confirm(self, method: m.Method, _: Content | None) -> None:
+        """confirm.select (406 in a transactional channel)."""
         if self.mode is PublishMode.TX:
             raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from tx to confirm mode",
                                    method.CLASS_ID, method.METHOD_ID)
         self.mode = PublishMode.CONFIRM
         if not method.nowait:
             self.writer.send_method(m.ConfirmSelectOk())
+
+    def select_tx(self, method: m.Method, _: Content | None) -> None:
+        """tx.select (406 in a channel in confirm mode)."""
+        if self.mode is PublishMode.CONFIRM:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "cannot switch from confirm to tx mode",
+                                   method.CLASS_ID, method.METHOD_ID)
+        self.mode = PublishMode.TX
+        if self.tx is None:
+            self.tx = TxBuffer()
+        self.writer.send_method(m.TxSelectOk())
+
+    def transaction(self, method: m.Method) -> TxBuffer:
+        """The open transaction; 406 "channel is not transactional" without tx.select."""
+        if self.tx is None:
+            raise ChannelException(ReplyCode.PRECONDITION_FAILED, "channel is not transactional",
+                                   method.CLASS_ID, method.METHOD_ID)
+        return self.tx
+
+    def buffer_settle(self, settle: PendingSettle) -> None:
+        """Hold an ack/nack/reject in the open transaction (the caller checked ``tx``)."""
+        assert self.tx is not None
+        self.tx.add(settle)
+
+    def rollback(self, method: m.Method) -> list[Unacked]:
+        """tx.rollback: drop the transaction's work; returns the deliveries it had
+        acknowledged (outstanding again)."""
+        return _drop(self.transaction(method))
+
+
+def _drop(tx: TxBuffer) -> list[Unacked]:
+    """Empty ``tx``; the deliveries its acks had taken."""
+    items = tx.settled_items()
+    tx.take()
+    return items

@@ -24,25 +24,18 @@ through ``ChannelWriter.at_batch_end``, for a hook that runs once the batch is d
 earlier just before its channel or the connection closes; publisher confirms use it to send
 one ``multiple`` ack for a run of publishes instead of one ack each.
 
-Connection-class methods (channel 0) are driven by ``_TRANSITIONS``, one dict of
-``(state, method class) -> (action, next states)``: the action answers and returns the next
-state, one of those listed (several where the outcome decides: a SASL step), or None when
-it failed instead (a refused login: see Errors). A pair missing from it is 503
-COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently dropped)::
-
-    state            method                    -> next state
-    AWAIT_START_OK   connection.start-ok       -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
-    AWAIT_SECURE_OK  connection.secure-ok      -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
-    AWAIT_TUNE_OK    connection.tune-ok        -> AWAIT_OPEN
-    AWAIT_OPEN       connection.open           -> OPEN (open-ok sent)
-    OPEN             connection.close          -> CLOSED (close-ok sent)
-    OPEN             connection.update-secret  -> OPEN (update-secret-ok; a wrong secret: 403)
-    CLOSING          connection.close          -> CLOSED (close-ok sent: simultaneous close)
-    CLOSING          connection.close-ok       -> CLOSED
+Connection-class methods (channel 0) and the connection's own closing move its state
+only through ``connection_state.ConnectionStateMachine``, whose one table
+(``connection_state.TRANSITIONS``, drawn in that module's docstring) lists the
+``(state, event)`` pairs: a connection-class method it does not list is 503
+COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently dropped). Each
+listed method has an action here (``_ACTIONS``) that answers and chooses among the next
+states the table lists (several where the outcome decides: a SASL step), or returns None
+when it ended the connection or failed instead (a refused login: see Errors).
 
 What each step checks (SASL login with throttling, the tune proposal, the vhost and the
 user's connection limit at open) is ``handshake.Handshake``'s; how channels open, close and
-get their frames is ``channel_table.ChannelTable``'s. The table's actions and closing are
+get their frames is ``channel_table.ChannelTable``'s. The methods' actions and closing are
 the mixin ``connection_methods.ConnectionMethods``; parsing, batches and held input the
 mixin ``connection_input.ConnectionInput``; the states are ``connection_state``'s.
 
@@ -67,7 +60,7 @@ from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_table import ChannelState, ChannelTable
 from gateway.amqp091.connection_input import ConnectionInput, _HeldInput
 from gateway.amqp091.connection_methods import ConnectionMethods
-from gateway.amqp091.connection_state import ConnectionState
+from gateway.amqp091.connection_state import ConnectionState, ConnectionStateMachine, LocalEvent
 from gateway.amqp091.connection_timers import ConnectionTimers, Due
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, FrameReader, HeartbeatFrame, MethodFrame
@@ -177,7 +170,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         # current receive_data is done, or earlier before that channel or the connection closes
         self._batch_end: dict[int, Callable[[], None]] = {}
         self._in_batch = False
-        self._state = ConnectionState.AWAIT_START_OK
+        #: the connection's state, changed only by its transition table
+        self._machine = ConnectionStateMachine()
         self._table = ChannelTable(channel_handler_factory, max_message_size)
         #: the table's channels by number (the same dict: read on every delivery)
         self._channels = self._table.slots
@@ -192,17 +186,17 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
 
     @property
     def state(self) -> ConnectionState:
-        return self._state
+        return self._machine.state
 
     @property
     def closed(self) -> bool:
-        return self._state is ConnectionState.CLOSED
+        return self._machine.state is ConnectionState.CLOSED
 
     @property
     def wants_input(self) -> bool:
         """False while the output buffer is above its high-water mark, and while input is
         held because the client published during a memory alarm."""
-        return self._state is not ConnectionState.CLOSED and self._held is None and not self._output.full
+        return self._machine.state is not ConnectionState.CLOSED and self._held is None and not self._output.full
 
     @property
     def frame_max(self) -> int:
@@ -219,7 +213,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
 
     def receive_data(self, data: bytes) -> None:
         """Feed octets from the peer. Never raises: every error becomes a close."""
-        if self._state is ConnectionState.CLOSED or not data:
+        if self._machine.state is ConnectionState.CLOSED or not data:
             return
         self._rx_seen = True
         held = self._held
@@ -232,11 +226,11 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self._guarded(self._process, data)
 
     def receive_eof(self) -> None:
-        if self._state is not ConnectionState.CLOSED:
-            if self._state is ConnectionState.AWAIT_START_OK:
+        if self._machine.state is not ConnectionState.CLOSED:
+            if self._machine.state is ConnectionState.AWAIT_START_OK:
                 # a health check (``amqp-gateway ping``, a load balancer): not worth a line
                 self._log.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
-            elif self._state is not ConnectionState.CLOSING:
+            elif self._machine.state is not ConnectionState.CLOSING:
                 self._log.debug("0-9-1 client %s closed the socket without connection.close", self.peer_host)
             self.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without connection.close")
             self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
@@ -249,11 +243,11 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         replay input held by a memory alarm that has ended; return the next deadline, or
         None when nothing is scheduled."""
         self.now = now
-        if self._state is ConnectionState.CLOSED:
+        if self._machine.state is ConnectionState.CLOSED:
             return None
         if self._held is not None and self._may_release():
             self._guarded(self._release_held)
-            if self._state is ConnectionState.CLOSED:
+            if self._machine.state is ConnectionState.CLOSED:
                 return None
         timers, output = self._timers, self._output
         if self._rx_seen:
@@ -268,7 +262,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
             if due is Due.LOGIN_REFUSAL:
                 self._answer_login_refusal(self._refusal_text)
             elif due is Due.HANDSHAKE_TIMEOUT:
-                self.timed_out = HandshakeTimeout(f"0-9-1 {self._state.value.removeprefix('await ')}",
+                self.timed_out = HandshakeTimeout(f"0-9-1 {self._machine.state.value.removeprefix('await ')}",
                                                   timers.handshake_timeout)
                 self.trail.closing(CLOSED_BY_SERVER, None, "handshake timeout")
                 self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
@@ -283,7 +277,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
                                        f"missed heartbeats for {2 * timers.heartbeat}s")
                 self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
                                            due.value))
-            if self._state is ConnectionState.CLOSED:
+            if self._machine.state is ConnectionState.CLOSED:
                 return None
         return timers.next_deadline(reading=self._held is None)
 
@@ -300,7 +294,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
     def add_close_callback(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once when the connection reaches CLOSED (after the channel
         handlers were told), e.g. to drop exclusive queues and memory-alarm listeners."""
-        if self._state is ConnectionState.CLOSED:
+        if self._machine.state is ConnectionState.CLOSED:
             callback()
         else:
             self._close_callbacks.append(callback)
@@ -317,13 +311,13 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self._fail(ConnectionException(code, text))
 
     def block_publishers(self, reason: str) -> None:
-        if not self.blocked and self._state is ConnectionState.OPEN:
+        if not self.blocked and self._machine.state is ConnectionState.OPEN:
             self.blocked = True
             if self.capabilities.get("connection.blocked") is True:
                 self.send_method(0, m.ConnectionBlocked(reason=reason))
 
     def unblock_publishers(self) -> None:
-        if self.blocked and self._state is ConnectionState.OPEN:
+        if self.blocked and self._machine.state is ConnectionState.OPEN:
             self.blocked = False
             if self.capabilities.get("connection.blocked") is True:
                 self.send_method(0, m.ConnectionUnblocked())
@@ -369,7 +363,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         """True while ``channel_id`` is open on an open connection (a late delivery after a
         close is dropped)."""
         ch = self._channels.get(channel_id)
-        return ch is not None and ch.state is _CHANNEL_OPEN and self._state is _OPEN
+        return ch is not None and ch.state is _CHANNEL_OPEN and self._machine.state is _OPEN
 
     def at_batch_end(self, channel_id: int, hook: Callable[[], None]) -> None:
         """Run ``hook`` once the current batch of input is handled, or before
@@ -390,7 +384,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         """Server-initiated channel.close outside a handler's ``handle`` (e.g. a broker
         callback); nothing if the channel or the connection is not open."""
         ch = self._channels.get(channel_id)
-        if ch is not None and self._state is ConnectionState.OPEN:
+        if ch is not None and self._machine.state is ConnectionState.OPEN:
             exc = ChannelException(code, text, class_id, method_id)  # its reply-text names the code
             self._table.close(self, ch, exc.code, exc.reply_text, class_id, method_id)
 
@@ -400,11 +394,9 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         if self._timers.refusal_at is not None:
             return  # a refused login's answer is being held back: ignore the rest
         channel = frame.channel
-        if self._state is ConnectionState.CLOSING:
-            if channel == 0 and type(frame) is MethodFrame:
-                transition = _TRANSITIONS.get((self._state, type(frame.method)))
-                if transition is not None:
-                    self._take(transition, frame.method)
+        if self._machine.state is ConnectionState.CLOSING:
+            if channel == 0 and type(frame) is MethodFrame and self._machine.accepts(type(frame.method)):
+                self._take(frame.method)
             return  # after sending close, everything else is discarded
         if type(frame) is HeartbeatFrame:
             if channel != 0:
@@ -414,7 +406,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
             if type(frame) is not MethodFrame:
                 raise ConnectionException(ReplyCode.CHANNEL_ERROR, "content frame on channel 0")
             self._connection_method(frame.method)
-        elif self._state is not ConnectionState.OPEN:
+        elif self._machine.state is not ConnectionState.OPEN:
             raise ConnectionException(ReplyCode.COMMAND_INVALID,
                                       f"frame on channel {channel} before the connection is open")
         else:
@@ -424,39 +416,27 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         if method.CLASS_ID != ClassId.CONNECTION:
             raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not allowed on channel 0",
                                       method.CLASS_ID, method.METHOD_ID)
-        transition = _TRANSITIONS.get((self._state, type(method)))
-        if transition is None:
-            raise ConnectionException(ReplyCode.COMMAND_INVALID,
-                                      f"{method.NAME} is not allowed in state '{self._state.value}'",
-                                      method.CLASS_ID, method.METHOD_ID)
-        self._take(transition, method)
+        self._machine.check(method)  # an unlisted (state, method) is 503
+        self._take(method)
 
-    def _take(self, transition: tuple[Callable[[ServerConnection, Any], ConnectionState | None],
-                                      tuple[ConnectionState, ...]], method: m.Method) -> None:
-        """Run a transition's action on ``method`` and enter the state it returns (one
-        the table lists; None: the action failed and closed or holds a refusal)."""
-        action, next_states = transition
-        state = action(self, method)
+    def _take(self, method: m.Method) -> None:
+        """Run the action of the connection-class ``method`` (the state table allows it)
+        and enter the state it chose (None: it ended the connection, failed and closed,
+        or holds a refusal)."""
+        kind = type(method)
+        state = _ACTIONS[kind](self, method)
         if state is not None:
-            assert state in next_states, f"{method.NAME}: {state} is not in the table"
-            self._state = state
+            self._machine.process(kind, state)
 
 
-_S = ConnectionState
-_TRANSITIONS: dict[tuple[ConnectionState, type],
-                   tuple[Callable[[ServerConnection, Any], ConnectionState | None],
-                         tuple[ConnectionState, ...]]] = {
-    (_S.AWAIT_START_OK, m.ConnectionStartOk):
-        (ServerConnection._on_start_ok, (_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK)),
-    (_S.AWAIT_SECURE_OK, m.ConnectionSecureOk):
-        (ServerConnection._on_secure_ok, (_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK)),
-    (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): (ServerConnection._on_tune_ok, (_S.AWAIT_OPEN,)),
-    (_S.AWAIT_OPEN, m.ConnectionOpen): (ServerConnection._on_open, (_S.OPEN,)),
-    (_S.OPEN, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
-    (_S.OPEN, m.ConnectionUpdateSecret): (ServerConnection._on_update_secret, (_S.OPEN,)),
-    (_S.CLOSING, m.ConnectionClose): (ServerConnection._on_close, (_S.CLOSED,)),
-    (_S.CLOSING, m.ConnectionCloseOk): (ServerConnection._on_close_ok, (_S.CLOSED,)),
+_ACTIONS: dict[type, Callable[[ServerConnection, Any], ConnectionState | None]] = {
+    m.ConnectionStartOk: ServerConnection._on_start_ok,
+    m.ConnectionSecureOk: ServerConnection._on_secure_ok,
+    m.ConnectionTuneOk: ServerConnection._on_tune_ok,
+    m.ConnectionOpen: ServerConnection._on_open,
+    m.ConnectionClose: ServerConnection._on_close,
+    m.ConnectionUpdateSecret: ServerConnection._on_update_secret,
+    m.ConnectionCloseOk: ServerConnection._on_close_ok,
 }
-"""The connection-class state table (the module docstring's): ``(state, method class) ->
-(action, the states it may enter)``; a missing pair is 503 (ignored while CLOSING)."""
-del _S
+"""The action of each connection-class method the client may send; when it may is
+``connection_state.TRANSITIONS``'s."""

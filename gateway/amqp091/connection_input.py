@@ -73,7 +73,7 @@ class ConnectionInput:
         while i < count:
             frame = frames[i]
             if (type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
-                    and self._state is ConnectionState.OPEN):
+                    and self._machine.state is ConnectionState.OPEN):
                 if self.blocked:
                     # RabbitMQ stops reading a connection that publishes while the alarm is
                     # on: this publish and everything after it wait until connection.unblocked
@@ -85,11 +85,11 @@ class ConnectionInput:
                          if self._timers.refusal_at is None else 0)
                 if taken:
                     i += taken
-                    if self._state is ConnectionState.CLOSED:
+                    if self._machine.state is ConnectionState.CLOSED:
                         return
                     continue
             self._dispatch(frame)
-            if self._state is ConnectionState.CLOSED:
+            if self._machine.state is ConnectionState.CLOSED:
                 return
             i += 1
         if error is not None:
@@ -98,7 +98,7 @@ class ConnectionInput:
     def _may_release(self) -> bool:
         """Held input may be replayed once the alarm is over or we are closing (the
         client's close-ok must be read)."""
-        return not self.blocked or self._state is not ConnectionState.OPEN
+        return not self.blocked or self._machine.state is not ConnectionState.OPEN
 
     def _release_held(self) -> None:
         """Dispatch the input held back by the memory alarm, then the octets read after it;
@@ -108,7 +108,7 @@ class ConnectionInput:
         self._held = None
         self._rx_seen = True  # the heartbeat monitor restarts now
         self._run(held.frames, held.error)
-        if self._state is ConnectionState.CLOSED or not held.data:
+        if self._machine.state is ConnectionState.CLOSED or not held.data:
             return
         if self._held is not None:
             self._held.data += held.data

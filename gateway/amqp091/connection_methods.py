@@ -1,5 +1,5 @@
 """The connection-class methods of a 0-9-1 server connection (channel 0), as a mixin of
-``ServerConnection``: the actions of the state table ``connection._TRANSITIONS`` (the
+``ServerConnection``: the actions of ``connection._ACTIONS`` (the
 SASL steps with the login refusal, tune-ok, open, close, close-ok, update-secret) and
 closing (connection.close and its close-ok wait, or the silent close, and the teardown).
 
@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.connection_state import ConnectionState
+from gateway.amqp091.connection_state import HANDSHAKE_STATES, ConnectionState, LocalEvent
 from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.handlers import CloseInitiator, CloseReason
 from gateway.amqp091.spec import ClassId, ReplyCode
@@ -23,8 +23,7 @@ __all__ = ["ConnectionMethods"]
 
 log = logging.getLogger(__name__)
 
-_HANDSHAKE = (ConnectionState.AWAIT_START_OK, ConnectionState.AWAIT_SECURE_OK,
-              ConnectionState.AWAIT_TUNE_OK, ConnectionState.AWAIT_OPEN)
+_HANDSHAKE = HANDSHAKE_STATES
 
 
 class ConnectionMethods:
@@ -32,7 +31,7 @@ class ConnectionMethods:
     ``_handshake``, ``_timers``, ``_table``, ``trail``, ``send_method``,
     ``channel_handlers`` and ``_end_batch``."""
 
-    # ---- connection-class actions (values of _TRANSITIONS) ---------------------------------
+    # ---- connection-class actions (values of _ACTIONS) -------------------------------------
 
     def _on_start_ok(self, method: m.Method) -> ConnectionState | None:
         props = method.client_properties
@@ -102,20 +101,18 @@ class ConnectionMethods:
         self._timers.handshake_at = None
         return ConnectionState.OPEN
 
-    def _on_close(self, method: m.Method) -> ConnectionState:
+    def _on_close(self, method: m.Method) -> None:
         self._log.debug("0-9-1 client %s closed the connection: %s %s", self.peer_host,
                         method.reply_code, method.reply_text)
         self.trail.closing(CLOSED_BY_CLIENT, method.reply_code, str(method.reply_text))
-        if self._state is ConnectionState.OPEN and self._batch_end:
+        if self._machine.state is ConnectionState.OPEN and self._batch_end:
             self._end_batch()
         self.send_method(0, m.ConnectionCloseOk())
         self.linger_on_close = True
         self._shutdown(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
-        return ConnectionState.CLOSED
 
-    def _on_close_ok(self, method: m.Method) -> ConnectionState:
+    def _on_close_ok(self, method: m.Method) -> None:
         self._shutdown(None)
-        return ConnectionState.CLOSED
 
     def _on_update_secret(self, method: m.Method) -> ConnectionState:
         # a refused secret raises 403: connection.close (RabbitMQ closes the connection too)
@@ -130,12 +127,12 @@ class ConnectionMethods:
     # ---- closing --------------------------------------------------------------------------
 
     def _fail(self, exc: ConnectionException) -> None:
-        if self._state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
-            if self._state is ConnectionState.CLOSING:
+        if self._machine.state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
+            if self._machine.state is ConnectionState.CLOSING:
                 self._log.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
                 self._shutdown(None)
             return
-        silent = not exc.send_close or (self._state in _HANDSHAKE and not self._open_received)
+        silent = not exc.send_close or (self._machine.state in _HANDSHAKE and not self._open_received)
         self._log.debug("0-9-1 connection from %s failed: %s", self.peer_host, exc)
         self.trail.closing(self._closing_by, int(exc.code), exc.text)
         if silent:
@@ -144,7 +141,7 @@ class ConnectionMethods:
             self._begin_close(exc)
 
     def _begin_close(self, exc: ConnectionException) -> None:
-        if self._state is ConnectionState.OPEN and self._batch_end:
+        if self._machine.state is ConnectionState.OPEN and self._batch_end:
             try:  # what the channels owe (confirms) goes out before the close
                 self._end_batch()
             except Exception:  # closing anyway; never raise out of an error path
@@ -153,14 +150,14 @@ class ConnectionMethods:
         self.send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
                                                class_id=exc.class_id, method_id=exc.method_id))
         self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
-        self._state = ConnectionState.CLOSING
+        self._machine.process(LocalEvent.CLOSE_SENT)
         self._timers.handshake_at = None
         self._timers.close_at = self.now + self._close_timeout
 
     def _shutdown(self, reason: CloseReason | None) -> None:
         if reason is not None:
             self._table.close_all(reason)
-        self._state = ConnectionState.CLOSED
+        self._machine.process(LocalEvent.ENDED)
         self._timers.stop()
         self._held = None
         self._handshake.end()

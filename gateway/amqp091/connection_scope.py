@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gateway.amqp091.error_map import access_refused
 from gateway.amqp091.handlers import ConnectionContext
+from gateway.amqp091.methods import Method
 from gateway.auth.permissions import Action, PermissionCache
 
 __all__ = ["ConnectionScope", "scope_for"]
@@ -46,6 +48,13 @@ class ConnectionScope:
         (the caller raises 403). Users without a permission table (tests) may do all."""
         return self._permissions.refusal(self.context.user, self.context.vhost_name, action,
                                          resource)
+
+    def require(self, action: Action, resource: str, method: Method) -> None:
+        """Raise 403 ACCESS_REFUSED (on ``method``) unless the user may do ``action`` on
+        ``resource``: the one check every channel method makes."""
+        refusal = self.check(action, resource)
+        if refusal is not None:
+            raise access_refused(refusal, method)
 
     # -- BlockListener ------------------------------------------------------------------
     def blocked(self, reason: str) -> None:

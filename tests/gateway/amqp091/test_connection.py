@@ -712,11 +712,11 @@ def test_frames_before_a_framing_error_are_still_processed(driver) -> None:
 
 
 def _documented_transitions() -> dict[tuple[str, str], set[str]]:
-    """The state table of ``connection``'s docstring: (state, method name) -> next states."""
-    from gateway.amqp091 import connection
+    """The state table of ``connection_state``'s docstring: (state, event) -> next states."""
+    from gateway.amqp091 import connection_state
 
-    lines = connection.__doc__.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["state", "method", "->"])
+    lines = connection_state.__doc__.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["state", "event", "->"])
     table: dict[tuple[str, str], set[str]] = {}
     for line in lines[start + 1:]:
         if not line.strip():
@@ -729,10 +729,10 @@ def _documented_transitions() -> dict[tuple[str, str], set[str]]:
 
 
 def test_the_transition_table_is_the_documented_one() -> None:
-    from gateway.amqp091.connection import _TRANSITIONS
+    from gateway.amqp091.connection_state import TRANSITIONS, LocalEvent
 
     assert _documented_transitions() == {
-        (state.name, method.NAME): {s.name for s in next_states}
-        for (state, method), (_action, next_states) in _TRANSITIONS.items()
+        (state.name, event.name if isinstance(event, LocalEvent) else event.NAME): {s.name for s in next_states}
+        for (state, event), next_states in TRANSITIONS.items()
     }
 
