@@ -31,7 +31,7 @@ from typing import Any, Optional
 from gateway.broker.connection_views import plain
 from gateway.management.access import Action, require_management, require_permission
 from gateway.management.api_facts import MessageCodec
-from gateway.management.errors import BadRequest, EntityNotFound, translated
+from gateway.management.errors import BadRequest, Conflict, EntityNotFound, translated
 from gateway.management.http_errors import HttpError
 from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, HttpApi, acting_user,
                                               json_body, visible_vhost)
@@ -167,6 +167,9 @@ def _get(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiRespons
     if queue is None:
         raise EntityNotFound(f"no queue '{name}' in vhost '{vhost}'")
     require_permission(user, vhost, Action.READ, name)
+    if queue.exclusive:
+        raise Conflict(f"{queue.label} is exclusive to a connection: only that connection may "
+                       "take its messages")
     now = api.model.clock()
     describe = _codec(api).describe
     taken, out = [], []

@@ -162,3 +162,15 @@ def test_publish_and_get_need_the_protocols_permissions(tmp_path):
                     password="r").status == 403
     finally:
         gw.stop()
+
+
+def test_get_leaves_another_connection_s_exclusive_queue_alone(gw):
+    conn = pika_connection(gw, user="admin", password="s3cret")
+    try:
+        q = conn.channel().queue_declare("", exclusive=True).method.queue
+        publish(gw, "amq.default", q, "private")
+        answer = get(gw, q)
+        assert answer.status == 409 and "exclusive to a connection" in answer.body["reason"]
+        assert call(gw, "GET", f"/api/queues/%2F/{q}").body["messages"] == 1
+    finally:
+        conn.close()
