@@ -40,7 +40,7 @@ from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
-from gateway.edge.certificate_dates import expiries as certificate_expiries
+from gateway.edge.listener_facts import listener_facts
 from gateway.edge.management_http import make_management_site
 from gateway.edge.process_memory import resident_bytes
 from gateway.edge.outbound import ForwardingEdge
@@ -55,7 +55,7 @@ from gateway.management.definitions import Definitions
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
-from gateway.management.api_facts import HealthFacts, ListenerFact
+from gateway.management.api_facts import HealthFacts
 from gateway.metrics import GatewayMetrics
 from gateway.product import API_RABBITMQ_VERSION, product_properties
 from gateway.protocol_header import HeaderKind
@@ -355,8 +355,11 @@ class GatewayService(service.MultiService):
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         mg = self.config.management
         if mg.enabled:
-            health = HealthFacts(self.listener_facts, lambda: len(self.connection_registry),
-                                 self.config.limits.max_connections, self.reactor.seconds)
+            health = HealthFacts(
+                lambda: listener_facts(zip(self.config.listeners, self.ports), self.http_port,
+                                       self.management_port),
+                lambda: len(self.connection_registry), self.config.limits.max_connections,
+                self.reactor.seconds)
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
                           rabbitmq_version=self.config.rabbitmq_version or API_RABBITMQ_VERSION,
                           process_memory=resident_bytes, definitions=self.definitions,
@@ -484,25 +487,6 @@ class GatewayService(service.MultiService):
             status.update(records_written=w.records_written, records_dropped=w.records_dropped,
                           write_errors=w.write_errors)
         return status
-
-    def listener_facts(self) -> list[ListenerFact]:
-        """The bound listeners as the health checks name them (RabbitMQ's protocol
-        names: ``amqp``, ``amqp/ssl``, ``http``, ``http/prometheus``), with the dates of a
-        TLS listener's certificates."""
-        facts = []
-        for listener, port in zip(self.config.listeners, self.ports):
-            addr = port.getHost()
-            if listener.tls is not TlsMode.ON:
-                facts.append(ListenerFact("amqp", addr.host, addr.port))
-            if listener.tls is not TlsMode.OFF:
-                facts.append(ListenerFact(
-                    "amqp/ssl", addr.host, addr.port, listener.tls_cert_file, listener.tls_ca_file,
-                    certificate_expiries(listener.tls_cert_file),
-                    certificate_expiries(listener.tls_ca_file)))
-        for protocol, port in (("http/prometheus", self.http_port), ("http", self.management_port)):
-            if port is not None:
-                facts.append(ListenerFact(protocol, port.getHost().host, port.getHost().port))
-        return facts
 
     def bound_addresses(self) -> list[tuple[str, int]]:
         return [(p.getHost().host, p.getHost().port) for p in self.ports]
