@@ -45,6 +45,8 @@ from addressing.resolve import (
     route_message,
 )
 
+from addressing.remote import resolve_remote_source, resolve_remote_target
+
 __all__ = [
     "Address",
     "AddressError",
@@ -75,6 +77,8 @@ __all__ = [
     "parse_target",
     "percent_decode",
     "resolve_link_target",
+    "resolve_remote_source",
+    "resolve_remote_target",
     "resolve_source",
     "resolve_target",
     "route_message",

@@ -66,6 +66,9 @@ class PrivateRabbit:
     #: the management plugin's HTTP port: None for no management plugin, 0 for a free one
     management_port: Optional[int] = None
     node: str = ""
+    #: a cluster's nodes share an Erlang cookie and one epmd (``tests/support/rabbit_cluster``)
+    cookie: str = ""
+    epmd_port: int = 0
     proc: Optional[subprocess.Popen] = None
     _tmp: str = ""
     _env: dict[str, str] = field(default_factory=dict)
@@ -75,7 +78,12 @@ class PrivateRabbit:
             raise ReferenceUnavailable("rabbitmq-server is not installed")
         self._tmp = tempfile.mkdtemp(prefix="bench-rabbit-")
         self.port = self.port or free_port()
-        self.node = f"bench-{os.getpid()}@localhost"
+        self.node = self.node or f"bench-{os.getpid()}@localhost"
+        if self.cookie:
+            cookie_file = os.path.join(self._tmp, ".erlang.cookie")
+            with open(cookie_file, "w") as f:
+                f.write(self.cookie)
+            os.chmod(cookie_file, 0o400)
         plugins = list(self.plugins)
         management = ""
         if self.management_port is not None:
@@ -97,7 +105,7 @@ class PrivateRabbit:
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port),
             "RABBITMQ_DIST_PORT": str(free_port()),
-            "ERL_EPMD_PORT": str(free_port()),
+            "ERL_EPMD_PORT": str(self.epmd_port or free_port()),
             "RABBITMQ_MNESIA_BASE": os.path.join(self._tmp, "mnesia"),
             "RABBITMQ_LOG_BASE": os.path.join(self._tmp, "log"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(self._tmp, "enabled_plugins"),
@@ -178,7 +186,8 @@ class PrivateRabbit:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
-        self._kill_epmd()
+        if not self.epmd_port:   # a shared epmd is the cluster's to stop
+            self._kill_epmd()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = ""

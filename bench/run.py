@@ -140,6 +140,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="skip the ledger on/off comparison (a second gateway with the ledger off)")
     p.add_argument("--gateway-protocols", default="0-9-1,1.0",
                    help="protocols to benchmark on the gateway (default both)")
+    p.add_argument("--edge", action="store_true",
+                   help="run the gateway in edge mode, its vhost / proxied to the reference "
+                        "(compare edge mode with the broker straight; issue 44)")
     p.add_argument("--results", default=RESULTS, help="directory for the JSON and PNG")
     args = p.parse_args(argv)
     if args.rounds is None:
@@ -201,10 +204,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     stack: list = []
     try:
         targets = []
-        if not args.no_gateway and (t := _start_gateway(args, stack)):
-            targets.append(t)
-        if not args.no_reference and (t := _start_reference(args, stack)):
-            targets.append(t)
+        if args.edge:  # the reference first: the gateway proxies to it
+            reference = _start_reference(args, stack)
+            if reference is not None and (t := _start_gateway(args, stack, backend=(
+                    reference.host, reference.port091 or reference.port10))):
+                targets.append(t)
+            if reference is not None:
+                targets.append(reference)
+        else:
+            if not args.no_gateway and (t := _start_gateway(args, stack)):
+                targets.append(t)
+            if not args.no_reference and (t := _start_reference(args, stack)):
+                targets.append(t)
         if not targets:
             log.error("no target to benchmark")
             return 1
@@ -217,7 +228,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         for stop in reversed(stack):
             stop()
-    ledger_rows = [] if args.no_gateway or args.no_ledger_overhead else ledger_workloads(args.quick)
+    ledger_rows = ([] if args.no_gateway or args.no_ledger_overhead or args.edge
+                   else ledger_workloads(args.quick))
     ledger_results = run_ledger_overhead(args) if ledger_rows else []
     summary = summarize(results, [w.key for w in rows],
                         {w.key: w.size for w in rows if w.kind is not Kind.IDLE})

@@ -34,10 +34,22 @@ class Target:
         return bool(ports[w.producer] and ports[w.consumer]) and (w.kind is not Kind.IDLE or bool(self.pid))
 
 
+def edge_config(host: str, port: int) -> str:
+    """Edge mode: the vhost "/" proxied to the broker at ``host:port``, the clients' own
+    credentials passed through (``--edge``)."""
+    return ("vhosts:\n  - name: /\n    backend: reference\n"
+            f"backends:\n  - name: reference\n    nodes: [\"{host}:{port}\"]\n"
+            "    credentials: passthrough\n")
+
+
 def _start_gateway(args: argparse.Namespace, stack: list, *, ledger: bool = True,
-                   name: str = GATEWAY, label: str = "amqp-gateway") -> Optional[Target]:
+                   name: str = GATEWAY, label: str = "amqp-gateway",
+                   backend: Optional[tuple[str, int]] = None) -> Optional[Target]:
     from tests.support.gateway_process import GatewayProcess, default_config
     extra = "" if ledger else "ledger:\n  enabled: false\n"
+    if backend is not None:
+        extra += edge_config(*backend)
+        label += f" (edge mode -> {backend[0]}:{backend[1]})"
     try:
         gw = GatewayProcess(config_text=default_config(extra=extra)).start()
     except Exception as exc:  # the harness reports and goes on with the reference alone

@@ -103,7 +103,7 @@ def all_workloads(quick: bool = False) -> list[Workload]:
         *_flow("W1", p091, p10, confirms=True),
         *_flow("W2", p10, p091, unsettled=True),
         *_flow("W3", p091, p091),
-        *_flow("W4", p10, p10),
+        *_flow("W4", p10, p10, unsettled=True),
     ]
     for n in W5_BINDINGS:
         rows.append(Workload("W5", f"{n} bindings", Kind.TOPIC, p091, p091, topics=n))

@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve metrics here instead of the config's address")
     run.add_argument("--management", type=_host_port, metavar="HOST:PORT",
                      help="serve the management API and dashboard here (turns them on)")
+    # set by the supervisor of ``workers: N`` for each worker it starts (edge/workers.py)
+    run.add_argument("--worker-id", type=int, help=argparse.SUPPRESS)
+    run.add_argument("--worker-dir", help=argparse.SUPPRESS)
+    run.add_argument("--worker-ports", type=lambda t: [int(p) for p in t.split(",") if p],
+                     help=argparse.SUPPRESS)
     chk = sub.add_parser("check-config", help="validate a config file and exit")
     chk.add_argument("config")
     rp = sub.add_parser("report", help="PySpark traffic report over ledger directories",
@@ -138,19 +143,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
     with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
-    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger."""
+    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger.
+    ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         from pythonjsonlogger.json import JsonFormatter
 
         handler.setFormatter(JsonFormatter(
             "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"}))
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            static_fields={"worker": worker} if worker is not None else None))
     else:
-        handler.setFormatter(TextFormatter())
+        handler.setFormatter(TextFormatter(worker))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],
                         force=True)
 
@@ -397,49 +404,94 @@ def reset_inherited_signals() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gateway.config.workers import worker_count
+
+    place = None
     try:
         cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
                                                      management=args.management)
+        if args.worker_id:
+            from gateway.edge.workers import WorkerPlace, worker_config
+
+            place = WorkerPlace(args.worker_id, args.worker_dir)
+            cfg = worker_config(cfg, place, args.worker_ports)
         check_loaded_config(cfg, overridden=bool(args.listen))
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
-    setup_logging(cfg.logging.level, cfg.logging.format)
+    setup_logging(cfg.logging.level, cfg.logging.format, place.number if place else None)
     _bridge_twisted_logging()
     for warning in cfg.warnings:
         log.warning("config: %s", warning)
     from twisted.internet import reactor
 
-    from gateway.edge.sockets import raise_open_files_limit
+    count = worker_count(cfg.workers)
+    if place is None and count > 1:
+        from gateway.edge.supervisor_service import SupervisorService
+
+        return _serve(reactor, SupervisorService(cfg, reactor, count, _run_args(args)), cfg, args)
     from gateway.service import GatewayService
 
     from gateway.store import StoreUnusable
 
     try:
-        svc = GatewayService(cfg, reactor)
+        svc = GatewayService(cfg, reactor, worker=place)
     except StoreUnusable as exc:
         log.error("gateway refused to start: %s", exc)
         return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - e.g. a file changed since the checks above
         log.error("gateway failed to start: %s: %s", type(exc).__name__, exc)
         return EXIT_FAILURE
+    if place is not None:
+        from gateway.edge.workers import ParentLink
+
+        ParentLink(reactor, reactor.stop).start()
+    return _serve(reactor, svc, cfg, args)
+
+
+def _run_args(args: argparse.Namespace) -> list[str]:
+    """``run`` and the options this process got, for its workers."""
+    out = ["run", "--config", args.config]
+    for host, port in args.listen or ():
+        out += ["--listen", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    for option in ("metrics", "management"):
+        address = getattr(args, option)
+        if address:
+            out += [f"--{option}", f"{address[0]}:{address[1]}"]
+    return out
+
+
+def _serve(reactor, svc, cfg: GatewayConfig, args: argparse.Namespace) -> int:
+    """Run ``svc`` (a gateway, or the supervisor of its workers) until it is stopped;
+    the exit status."""
+    from gateway.edge.sockets import raise_open_files_limit
+
     outcome = {"status": EXIT_OK}
 
     def failed(failure):
         from gateway.edge.ports import PortUnavailable
+        from gateway.edge.supervisor import WorkerStartFailed
 
         exc = failure.value
         if isinstance(exc, PortUnavailable):
             overridden = bool(exc.role.option and getattr(args, exc.role.option, None))
             line = 0 if overridden or not cfg.source else line_of(cfg.source, exc.key_path)
             log.error("%s", exc.describe(cfg.source, line, overridden))
+            outcome["status"] = EXIT_FAILURE
+        elif isinstance(exc, WorkerStartFailed):
+            log.error("gateway failed to start: %s", exc)
+            outcome["status"] = exc.status
         else:
             log.error("gateway failed to start: %s", failure.getErrorMessage())
-        outcome["status"] = EXIT_FAILURE
+            outcome["status"] = EXIT_FAILURE
         reactor.stop()
 
     def startup():
         svc.start().addErrback(failed)
+
+    def stopped(status):
+        if isinstance(status, int) and outcome["status"] == EXIT_OK:
+            outcome["status"] = status
 
     def on_sighup(signum, frame):
         reactor.callFromThread(svc.reload)
@@ -448,7 +500,7 @@ def run(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     tune_garbage_collector()
     reset_inherited_signals()
-    reactor.addSystemEventTrigger("before", "shutdown", svc.stop)
+    reactor.addSystemEventTrigger("before", "shutdown", lambda: svc.stop().addCallback(stopped))
     signal.signal(signal.SIGHUP, on_sighup)
     reactor.run()
     return outcome["status"]

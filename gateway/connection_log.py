@@ -157,12 +157,14 @@ class TextFormatter(logging.Formatter):
     """``TEXT_FORMAT``: a line about a connection starts with ``[#N]``, the id the
     management API shows in the connection's name (``127.0.0.1:50432 #N``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: int | None = None) -> None:
         super().__init__(TEXT_FORMAT)
+        #: ``workers: N``: every line of worker K starts ``[worker K]``
+        self._worker = f"[worker {worker}] " if worker is not None else ""
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API
         cid = getattr(record, CONNECTION_ID, None)
-        record.connection = f"[#{cid}] " if cid is not None else ""
+        record.connection = self._worker + (f"[#{cid}] " if cid is not None else "")
         return super().formatMessage(record)
 
 

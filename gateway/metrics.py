@@ -20,7 +20,8 @@ from gateway.connection_log import peer_name
 from gateway.product import __version__
 from translators.carried_counts import CARRIED
 
-__all__ = ["GatewayMetrics", "CONTENT_TYPE_LATEST", "Sample", "parse_exposition"]
+__all__ = ["GatewayMetrics", "SupervisorMetrics", "CONTENT_TYPE_LATEST", "Sample", "WORKER_LABEL",
+           "parse_exposition"]
 
 # The names ``amqp-gateway status`` reads back (counters without their ``_total``).
 CONNECTIONS_ACCEPTED = "amqp_gateway_connections_accepted"
@@ -249,6 +250,40 @@ class GatewayMetrics:
         self.add_model_collector(gauges)
         self.add_model_collector(counters, counters=True)
 
+    def watch_backends(self, status: Callable[[], list[dict]]) -> None:
+        """Edge mode, per backend and node: its state (1 for the state it is in), the
+        proxied connections on it, its last error (as a label of an info gauge), and per
+        backend the connections it refused and lost, from ``status()`` (``Backends``'
+        accessor) at scrape time."""
+
+        def gauges():
+            for backend in status():
+                for node in backend["nodes"]:
+                    labels = {"backend": backend["name"], "node": node["node"]}
+                    for state in BACKEND_NODE_STATES:
+                        yield (BACKEND_NODE_STATE, "1 for the state each backend node is in (up: the "
+                               "last connection opened; down: it failed or was lost; unknown: not "
+                               "tried yet)", {**labels, "state": state}, 1 if node["state"] == state else 0)
+                    yield ("amqp_gateway_backend_connections", "Proxied client connections carried "
+                           "to each backend node now", labels, node["connections"])
+                    if node["last_error"]:
+                        yield ("amqp_gateway_backend_last_error_info", "The last error of each backend "
+                               "node (the label; the value is always 1)",
+                               {**labels, "error": node["last_error"][:200]}, 1)
+                yield ("amqp_gateway_backend_up", "1 while some node of each backend is up",
+                       {"backend": backend["name"]}, 1 if backend["state"] == "up" else 0)
+
+        def counters():
+            for backend in status():
+                labels = {"backend": backend["name"]}
+                yield ("amqp_gateway_backend_refused", "Client connections each backend refused (a "
+                       "login or vhost)", labels, backend["refused"])
+                yield ("amqp_gateway_backend_lost", "Open backend connections lost (each closed its "
+                       "client's connection)", labels, backend["lost"])
+
+        self.add_model_collector(gauges)
+        self.add_model_collector(counters, counters=True)
+
     def watch_store(self, store: Any, broker: Any, free_disk: Callable[[], Any] = lambda: None) -> None:
         """Store size, messages and bytes stored, commit batches, syncs, failures and
         commit latency, what left memory, free disk space and the resource alarms, read
@@ -276,6 +311,8 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
                {"protocol": protocol}, count)
 
 
+BACKEND_NODE_STATE = "amqp_gateway_backend_node_state"
+BACKEND_NODE_STATES = ("up", "down", "unknown")
 FORWARD_STATE = "amqp_gateway_forward_state"
 FORWARD_STATES = ("connecting", "up", "backing off", "blocked")
 _FORWARD_COUNTS = {
@@ -337,3 +374,63 @@ def parse_exposition(text: str) -> list[Sample]:
     ``amqp-gateway status``. Raises ``ValueError`` on text that is not the format."""
     return [Sample(s.name, dict(s.labels), s.value)
             for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+#: the label the supervisor of ``workers: N`` adds to each worker's samples
+WORKER_LABEL = "worker"
+
+
+class _Families:
+    """Metric families given once, for ``generate_latest``."""
+
+    def __init__(self, families: Iterable[Any]) -> None:
+        self._families = list(families)
+
+    def collect(self):  # prometheus_client collector protocol
+        return self._families
+
+
+class SupervisorMetrics:
+    """The parent's page under ``workers: N``: every worker's samples with a ``worker``
+    label (read from the workers' own pages at each scrape), and the supervisor's
+    gauges: how many workers, which answered this scrape, how often each was restarted.
+
+    Why one merged page: the workers share the AMQP ports, and a metrics port shared the
+    same way would answer each scrape from a random worker; per-worker series summed with
+    ``sum without (worker)`` give the gateway's totals."""
+
+    def __init__(self, workers: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        Gauge("amqp_gateway_workers", "Gateway processes the supervisor runs (workers: N)",
+              registry=self.registry).set(workers)
+        Gauge(BUILD_INFO, "The gateway's version and Python's (always 1)",
+              ["version", "python"], registry=self.registry).labels(
+            __version__, platform.python_version()).set(1)
+
+    def render(self, pages: dict[str, bytes | None], restarts: dict[str, int]) -> bytes:
+        """``pages``: each worker's page by its number (None: it did not answer)."""
+        merged: dict[str, Any] = {}
+        for worker, page in pages.items():
+            if page is None:
+                continue
+            for family in text_string_to_metric_families(page.decode("utf-8", "replace")):
+                if family.name == BUILD_INFO:
+                    continue        # the supervisor's own, once
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = type(family)(family.name, family.documentation,
+                                                              family.type, family.unit)
+                for s in family.samples:
+                    into.add_sample(s.name, {**s.labels, WORKER_LABEL: worker}, s.value,
+                                    s.timestamp, s.exemplar)
+        up = GaugeMetricFamily("amqp_gateway_worker_up", "1 when the worker answered this "
+                               "scrape, 0 when it did not (dead, restarting or hung)",
+                               labels=[WORKER_LABEL])
+        restarted = CounterMetricFamily("amqp_gateway_worker_restarts", "Times the supervisor "
+                                        "restarted the worker after it died", labels=[WORKER_LABEL])
+        for worker in pages:
+            up.add_metric([worker], 0 if pages[worker] is None else 1)
+            restarted.add_metric([worker], restarts.get(worker, 0))
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families([*merged.values(), up, restarted]))
+        return generate_latest(self.registry) + generate_latest(registry)

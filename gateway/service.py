@@ -17,6 +17,7 @@ from twisted.internet import defer, task
 # Both engines are imported here, at start-up: imported on the first connection of each
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
+from gateway.amqp091.backend_bridge import BackendBridge
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -32,6 +33,7 @@ from gateway.auth import (
     UserDirectory,
     UserLimits,
 )
+from gateway.backend.nodes import Backends
 from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
@@ -42,11 +44,13 @@ from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.listener_facts import listener_facts
 from gateway.edge.management_http import make_management_site
+from gateway.edge.backend import EdgeProxy
 from gateway.edge.process_memory import resident_bytes
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
 from gateway.edge.systemd import SystemdNotifier, Watchdog
+from gateway.edge.workers import ReusePortEndpoint, WorkerPlace
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
@@ -132,10 +136,15 @@ class OfferedMechanisms:
 
 
 class GatewayService(service.MultiService):
-    def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None) -> None:
+    """``worker``: this gateway is one worker of ``workers: N`` (``edge.workers``): its
+    AMQP ports are shared (``SO_REUSEPORT``), its HTTP on unix sockets for the parent."""
+
+    def __init__(self, config: GatewayConfig, reactor, environ: Mapping[str, str] | None = None,
+                 worker: Optional[WorkerPlace] = None) -> None:
         super().__init__()
         self.config = config
         self.reactor = reactor
+        self.worker = worker
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
         self.ledger_process: Optional[LedgerProcess] = None
@@ -144,7 +153,7 @@ class GatewayService(service.MultiService):
         self._ledger_shipping: Optional[LedgerShipping] = None
         self.ledger = self._make_ledger(config)
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
-        self.broker = Broker(container_id=self.container_id, vhosts=config.vhosts,
+        self.broker = Broker(container_id=self.container_id, vhosts=config.local_vhosts,
                              memory_high_watermark=config.memory_high_watermark,
                              memory_low_watermark_ratio=config.memory_low_watermark_ratio,
                              ledger=self.ledger if self.ledger.enabled else None,
@@ -155,7 +164,8 @@ class GatewayService(service.MultiService):
         #: users, vhosts, permissions, policies and limits changed at run time, in effect
         #: before the broker restores its queues (they come back with their policies)
         self.definitions = Definitions(self.broker, self.users, users_from_config(config.users),
-                                       config.vhosts, self.store, reactor.seconds)
+                                       config.local_vhosts, self.store, reactor.seconds,
+                                       proxied=[v.name for v in config.vhosts if v.backend])
         try:
             self.definitions.load()
         except BaseException:
@@ -175,9 +185,16 @@ class GatewayService(service.MultiService):
         self.metrics.watch_conversions()
         self.transfer = self._make_transfer(config)
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
-                                         shovel_vhost=self.broker.vhost(config.vhosts[0] if config.vhosts else "/"))
+                                         shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
-        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user)
+        #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
+        self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+                            else None)
+        if self.backends.proxied:
+            self.metrics.watch_backends(self.backends.status)
+        self.authenticator = Authenticator(self.users, anonymous_user=config.amqp10.default_user,
+                                           passthrough=self.backends.passthrough)
         limits = config.limits
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
@@ -190,7 +207,8 @@ class GatewayService(service.MultiService):
             forwarding=ForwardingStatus(self.transfer, self.forwarding.shovels),
             thresholds=QueueThresholds(alerts.queue_depth, alerts.queue_age),
             rules=[ThresholdRule(q.pattern, q.queue_depth, q.queue_age) for q in alerts.queues],
-            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time))
+            remote_thresholds=RemoteThresholds(alerts.remote_outbox_depth, alerts.remote_down_time),
+            backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
@@ -268,7 +286,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
-                                   dead_letter_vhost=config.vhosts[0] if config.vhosts else "/",
+                                   dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
         self.broker.register_service(TRANSFER_SERVICE, transfer)
@@ -309,7 +327,8 @@ class GatewayService(service.MultiService):
                 channel_handler_factory=BrokerChannel.factory(self.broker),
                 connection_id=ctx.connection_id, peer_port=ctx.peer_port,
                 connection_registry=registry, login_throttle=self.login_throttle, tls=ctx.tls,
-                trail=ctx.trail, server_properties=product_properties(self.config.rabbitmq_version))
+                trail=ctx.trail, server_properties=product_properties(self.config.rabbitmq_version),
+                vhost_proxy=self.vhost_proxy)
         amqp10 = self.config.amqp10
         return Amqp10Engine(
             header=ctx.header, broker=self.broker, authenticator=authenticator,
@@ -324,7 +343,7 @@ class GatewayService(service.MultiService):
             connection_registry=registry, login_throttle=self.login_throttle,
             max_links=limits.max_links_per_connection, unroutable=amqp10.unroutable, tls=ctx.tls,
             rabbitmq_version=self.config.rabbitmq_version, trail=ctx.trail,
-            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl)
+            allow_without_sasl=ctx.listener.allow_amqp10_without_sasl, vhost_proxy=self.vhost_proxy)
 
     # -- start ----------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -337,7 +356,9 @@ class GatewayService(service.MultiService):
                                       max_connections=self.config.limits.max_connections, tls=tls,
                                       login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
-            port = yield listen_on(listener_endpoint(self.reactor, listener), factory.wrap_for_tls(),
+            endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
+                        if self.worker else listener_endpoint(self.reactor, listener))
+            port = yield listen_on(endpoint, factory.wrap_for_tls(),
                                    AMQP_LISTENER, listener.host, listener.port, f"listeners[{i}].port")
             self.factories.append(factory)
             self.ports.append(port)
@@ -346,7 +367,9 @@ class GatewayService(service.MultiService):
             log.info("listening on %s:%d (AMQP 0-9-1, 0-9 and 1.0; tls %s; backlog %d)", addr.host,
                      addr.port, listener.tls.value, listener.backlog)
         m = self.config.metrics
-        if m.enabled:
+        if m.enabled and self.worker:
+            self.http_port = yield self._listen_for_parent("metrics", make_site(self.metrics, m.path))
+        elif m.enabled:
             self.http_port = yield listen_on(server_endpoint(self.reactor, m.host, m.port),
                                              make_site(self.metrics, m.path), METRICS_ENDPOINT,
                                              m.host, m.port, "metrics.port")
@@ -365,6 +388,9 @@ class GatewayService(service.MultiService):
                           process_memory=resident_bytes, definitions=self.definitions,
                           messages=MANAGEMENT_MESSAGES, health=health)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
+        if mg.enabled and self.worker:
+            self.management_port = yield self._listen_for_parent("management", site)
+        elif mg.enabled:
             self.management_port = yield listen_on(
                 server_endpoint(self.reactor, mg.host, mg.port), site, MANAGEMENT_ENDPOINT,
                 mg.host, mg.port, "management.port")
@@ -387,6 +413,17 @@ class GatewayService(service.MultiService):
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
         log.info("gateway %s ready", self.container_id)
+
+    def _listen_for_parent(self, serves: str, site) -> defer.Deferred:
+        """A worker's HTTP (``serves``: metrics, management) on its unix socket, which
+        the parent serves merged with the other workers' (``edge.worker_http``)."""
+        from twisted.internet.endpoints import UNIXServerEndpoint
+
+        path = self.worker.socket_path(serves)  # type: ignore[union-attr]
+        if os.path.exists(path):
+            os.unlink(path)  # left by this worker's previous life
+        log.info("%s for the supervisor on unix:%s", serves, path)
+        return UNIXServerEndpoint(self.reactor, path).listen(site)
 
     def _tick_broker(self) -> None:
         now = self.reactor.seconds()

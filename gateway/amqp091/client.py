@@ -27,6 +27,12 @@ the same connection. ``channel.flow`` and ``connection.blocked`` give ``FlowChan
 The end of the connection, whoever ends it (server close, socket gone, refused login,
 missed heartbeats, handshake timeout), is one ``ConnectionLost`` and ``closed``.
 
+Edge mode (``open_channel=False``): open-ok gives ``ConnectionOpened`` (the negotiated
+frame-max and channel-max) and no channel is opened; frames of every channel but 0 go
+to ``on_channel_frame`` (the 1.0 bridge's channels), or, after ``relay``, are cut out
+of the stream undecoded and handed on as octets (a 0-9-1 client's channels, frame for
+frame). ``send_raw`` writes frames made elsewhere.
+
 PLAIN, AMQPLAIN and EXTERNAL are answered in start-ok; a ``connection.secure``
 challenge is refused (none of them has one).
 """
@@ -34,13 +40,14 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client_confirms import PublishSettled, UnconfirmedPublishes
+from gateway.amqp091.client_events import ChannelLost, ChannelReady, ConnectionLost, ConnectionOpened, FlowChanged
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.errors import ConnectionException
+from gateway.amqp091.frame_splitter import FrameSplitter
 from gateway.amqp091.frames import (HEARTBEAT_FRAME, BodyFrame, FrameReader, HeaderFrame, HeartbeatFrame,
                                     MethodFrame, content_frame_parts, encode_method_frame)
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ReplyCode
@@ -50,7 +57,7 @@ from gateway.forward.settings import MECHANISMS_BY_KIND
 from gateway.product import product_properties
 
 __all__ = ["ChannelLost", "ChannelReady", "ClientConnection", "ClientState", "ConnectionLost",
-           "FlowChanged", "PROTOCOL_HEADER", "PublishSettled", "CLIENT_MECHANISMS"]
+           "ConnectionOpened", "FlowChanged", "PROTOCOL_HEADER", "PublishSettled", "CLIENT_MECHANISMS"]
 
 log = logging.getLogger(__name__)
 
@@ -75,36 +82,6 @@ class _ChannelPhase(enum.Enum):
     READY = "ready"
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelReady:
-    """The channel is in confirm mode: publishes may go."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelLost:
-    """The broker closed the channel (``error``); the publishes still unsettled (their
-    ``tokens``) are in doubt. A new channel is being opened."""
-
-    error: str
-    tokens: tuple
-
-
-@dataclass(frozen=True, slots=True)
-class FlowChanged:
-    """The broker stopped (``blocked``) or resumed taking publishes."""
-
-    blocked: bool
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLost:
-    """The connection is over (``error`` says why); ``tokens`` were unsettled."""
-
-    error: str
-    tokens: tuple
-
-
 class ClientNotReady(RuntimeError):
     """``publish`` was called while no channel is ready (a caller bug)."""
 
@@ -117,7 +94,7 @@ class ClientConnection:
     def __init__(self, *, user: str, password: str, vhost: str, mechanism: str, now: Optional[float] = None,
                  peer: str = "", heartbeat: int = 60, frame_max: int = 131072,
                  handshake_timeout: float = 30.0, close_timeout: float = 5.0,
-                 connection_name: str = "") -> None:
+                 connection_name: str = "", open_channel: bool = True, channel_max: int = 0) -> None:
         if mechanism not in CLIENT_MECHANISMS:
             raise ValueError(f"the 0-9-1 client supports {', '.join(CLIENT_MECHANISMS)}, not {mechanism!r}")
         self.peer = peer
@@ -129,6 +106,13 @@ class ClientConnection:
         self._user, self._password, self._vhost, self._mechanism = user, password, vhost, mechanism
         self._connection_name = connection_name
         self._heartbeat_wanted, self._frame_max_wanted = heartbeat, frame_max
+        self._channel_max_wanted = channel_max
+        self._open_channel_at_open = open_channel
+        #: edge mode: frames of channels other than our own (decoded), and after ``relay``
+        #: the undecoded octets of those frames
+        self.on_channel_frame: Optional[Callable[[Any], None]] = None
+        self._relay: Optional[Callable[[bytes], None]] = None
+        self._splitter: Optional[FrameSplitter] = None
         self._frame_max = FRAME_MIN_SIZE
         self._channel_max = CHANNEL_MAX_LIMIT
         self._heartbeat = 0
@@ -185,6 +169,9 @@ class ClientConnection:
             return
         self._last_rx = self.now
         try:
+            if self._relay is not None:
+                self._receive_relayed(data)
+                return
             for frame in self._reader.feed(data):
                 if self.closed:
                     return
@@ -253,12 +240,38 @@ class ClientConnection:
                     *content_frame_parts(ch, int(ClassId.BASIC), properties_bytes, body, self._frame_max))
         return seq
 
+    def relay(self, on_frames: Callable[[bytes], None]) -> None:
+        """From now on hand the frames of channels other than 0 to ``on_frames`` undecoded
+        (runs of them joined); channel 0 is still ours. Once open (edge mode)."""
+        self._splitter = FrameSplitter(self._frame_max)
+        self._relay = on_frames
+
+    def send_raw(self, data: bytes) -> None:
+        """Write frames made elsewhere (a relayed client's), as they are."""
+        self._write(data)
+
     def close(self, reason: str = "closed by the gateway") -> None:
         """connection.close 200 (once open), else just close."""
         if self._state is ClientState.OPEN:
             self._begin_close(ReplyCode.REPLY_SUCCESS, reason)
         elif not self.closed and self._state is not ClientState.CLOSING:
             self._lost(reason)
+
+    def _receive_relayed(self, data: bytes) -> None:
+        relayed: list[bytes] = []
+        for ftype, channel, frame in self._splitter.feed(data):
+            if channel:
+                relayed.append(frame)
+                continue
+            if relayed:
+                self._relay(b"".join(relayed))
+                relayed.clear()
+            for decoded in self._reader.feed(frame):
+                if self.closed:
+                    return
+                self._frame(decoded)
+        if relayed:
+            self._relay(b"".join(relayed))
 
     # ---- output --------------------------------------------------------------------------
 
@@ -293,6 +306,8 @@ class ClientConnection:
             handler(self, method)
             return
         if frame.channel != self._channel or self._state is not ClientState.OPEN:
+            if self.on_channel_frame is not None and self._state is ClientState.OPEN:
+                self.on_channel_frame(frame)
             return  # a late frame for a channel we gave up, or input after our close
         if kind is MethodFrame and not frame.method.CONTENT and not self._assembler.busy:
             self._channel_method(frame.method)
@@ -400,20 +415,25 @@ class ClientConnection:
                                   method.CLASS_ID, method.METHOD_ID, send_close=False)
 
     def _on_tune(self, method: m.Method) -> None:
-        self._channel_max = method.channel_max or CHANNEL_MAX_LIMIT
+        self._channel_max = _lower(method.channel_max, self._channel_max_wanted) or CHANNEL_MAX_LIMIT
         self._frame_max = _lower(method.frame_max, self._frame_max_wanted)
         if self._frame_max and self._frame_max < FRAME_MIN_SIZE:
             self._frame_max = FRAME_MIN_SIZE
         self._heartbeat = _lower(method.heartbeat, self._heartbeat_wanted)
         self._reader.frame_max = self._frame_max
-        self._send(0, m.ConnectionTuneOk(channel_max=self._channel_max if method.channel_max else 0,
+        self._send(0, m.ConnectionTuneOk(channel_max=self._channel_max if method.channel_max
+                                         or self._channel_max_wanted else 0,
                                          frame_max=self._frame_max, heartbeat=self._heartbeat))
         self._send(0, m.ConnectionOpen(virtual_host=self._vhost))
         self._state = ClientState.AWAIT_OPEN
 
     def _on_open_ok(self, method: m.Method) -> None:
         self._state = ClientState.OPEN
-        self._open_channel()
+        if self._open_channel_at_open:
+            self._open_channel()
+            return
+        self._handshake_deadline = None
+        self._events.append(ConnectionOpened(self._frame_max, self._channel_max))
 
     def _on_blocked(self, method: m.Method) -> None:
         self._flow(connection_blocked=True, reason=f"connection.blocked: {method.reason}")
@@ -424,9 +444,10 @@ class ClientConnection:
     def _on_close(self, method: m.Method) -> None:
         self._send(0, m.ConnectionCloseOk())  # also when both sides closed at once
         text = f"connection.close {method.reply_code} {method.reply_text}"
-        if self._state in (ClientState.AWAIT_TUNE, ClientState.AWAIT_OPEN):
+        in_handshake = self._state in (ClientState.AWAIT_TUNE, ClientState.AWAIT_OPEN)
+        if in_handshake:
             text += f" ({self._state.value}: the login or the vhost '{self._vhost}' was refused)"
-        self._lost(text)
+        self._lost(text, method, in_handshake)
 
     def _on_close_ok(self, method: m.Method) -> None:
         self._lost(self._closing_reason)
@@ -452,12 +473,17 @@ class ClientConnection:
         self._handshake_deadline = None
         self._close_deadline = self.now + self._close_timeout
 
-    def _lost(self, error: str) -> None:
+    def _lost(self, error: str, close: Optional[m.Method] = None, in_handshake: bool = False) -> None:
         self._state = ClientState.CLOSED
         self._phase = None
         self._heartbeat = 0
         self._handshake_deadline = self._close_deadline = None
-        self._events.append(ConnectionLost(error, tuple(self._unconfirmed.drop_all())))
+        tokens = tuple(self._unconfirmed.drop_all())
+        if close is None:
+            self._events.append(ConnectionLost(error, tokens))
+        else:
+            self._events.append(ConnectionLost(error, tokens, close.reply_code, str(close.reply_text),
+                                               close.class_id, close.method_id, in_handshake))
 
 
 def _lower(server: int, ours: int) -> int:

@@ -126,6 +126,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         peer_port: int = 0,
         tls: bool = False,
         trail: ConnectionTrail | None = None,
+        vhost_proxy: Any = None,
     ) -> None:
         if frame_max and frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"frame_max {frame_max} is below the minimum {FRAME_MIN_SIZE}")
@@ -180,6 +181,14 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self._rx_seen = False  # something was read since tick last looked
         #: who a close of ours is by, for the close line (a gateway shutdown says so)
         self._closing_by = CLOSED_BY_SERVER
+        #: edge mode (``gateway.backend.VhostProxy``): proxied vhosts open through it; once a
+        #: backend opened, every octet read goes to ``_relay_in`` (``backend_relay``)
+        self.vhost_proxy = vhost_proxy
+        self._relay_in: Callable[[bytes], None] | None = None
+        #: the proxied connection's two sides (``backend_relay.RelaySession``), once opening
+        self.backend_session: Any = None
+        #: the password of a PLAIN/AMQPLAIN login, kept for a passthrough backend only
+        self.login_password: str | None = None
         self.send_method(0, self._handshake.start_method(server_properties))
 
     # ---- engine surface ------------------------------------------------------------------
@@ -216,6 +225,9 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         if self._machine.state is ConnectionState.CLOSED or not data:
             return
         self._rx_seen = True
+        if self._relay_in is not None:
+            self._guarded(self._relay_in, data)
+            return
         held = self._held
         if held is not None:
             # read past our pause (or released but not replayed yet): keep the stream order
@@ -334,6 +346,37 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
     def view(self) -> ConnectionView:
         """What management shows of this connection (``gateway.broker.connection_views``)."""
         return connection_view(self)
+
+    # ---- edge mode: a proxied vhost (``backend_relay``) --------------------------------------
+
+    def open_by_backend(self, relay_input: Callable[[bytes], None]) -> None:
+        """The backend opened: answer connection.open and hand every octet read from now
+        on to ``relay_input`` (which gives channel 0 back through ``receive_own``)."""
+        self._handshake.end()
+        self.trail.authenticated(getattr(self.user, "name", str(self.user)), self.vhost_name or "",
+                                 self._handshake.mechanism)
+        self.send_method(0, m.ConnectionOpenOk())
+        self._timers.handshake_at = None
+        self._machine.process(LocalEvent.BACKEND_OPENED)
+        self._relay_in = relay_input
+
+    def receive_own(self, frames: bytes) -> None:
+        """Channel-0 frames the relay cut out of the client's stream: ours to handle."""
+        self._process(frames)
+
+    def relay_out(self, frames: bytes) -> None:
+        """Frames from the backend, written to the client as they are."""
+        self._output.write(frames)
+
+    def admit_proxied(self, method: m.Method, *, check_access: bool) -> None:
+        """The user's access to a proxied vhost (unless the backend checks it: passthrough)
+        and connection slot (``Handshake``); raises ``ConnectionException`` 530."""
+        if check_access:
+            self._handshake.check_access(method, self.user)
+        release = self._handshake.admit(method, self.user, connection=self)
+        if release is not None:
+            self.add_close_callback(release)
+        self._timers.handshake_at = None  # the backend's connect_timeout bounds the wait now
 
     def output_ready(self) -> None:
         """Output appeared outside ``receive_data`` (an operator's close): flush it."""

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from gateway.amqp091 import methods as m
+from gateway.amqp091.backend_relay import open_proxied
 from gateway.amqp091.connection_state import HANDSHAKE_STATES, ConnectionState, LocalEvent
 from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.handlers import CloseInitiator, CloseReason
@@ -52,6 +53,7 @@ class ConnectionMethods:
     def _login_step(self, outcome: Any) -> ConnectionState:
         if isinstance(outcome, Authenticated):
             self.user = outcome.user
+            self.login_password = outcome.password
             # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
             t = self._handshake.server_tune
             self.send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
@@ -87,9 +89,16 @@ class ConnectionMethods:
         self._timers.start_heartbeats(self._tune.heartbeat, self.now)
         return ConnectionState.AWAIT_OPEN
 
-    def _on_open(self, method: m.Method) -> ConnectionState:
+    def _on_open(self, method: m.Method) -> ConnectionState | None:
         self._open_received = True  # from here on the client expects a close handshake
         self.vhost_name = method.virtual_host  # admitted with its vhost known (management's view)
+        if self.vhost_proxy is not None:
+            backend = self.vhost_proxy.backend_for(method.virtual_host)
+            if backend is not None:  # edge mode: open-ok once the backend opened
+                open_proxied(self, method, backend)
+                if self._machine.state is not ConnectionState.AWAIT_OPEN:
+                    return None  # refused at once: the connection is closing already
+                return ConnectionState.AWAIT_BACKEND
         vhost, release = self._handshake.open_vhost(method, self.user, connection=self)
         if release is not None:
             self.add_close_callback(release)

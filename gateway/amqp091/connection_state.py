@@ -11,7 +11,9 @@ methods are ``ServerConnection``'s and only choose among the states listed here:
     AWAIT_START_OK   connection.start-ok       -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
     AWAIT_SECURE_OK  connection.secure-ok      -> AWAIT_SECURE_OK | AWAIT_TUNE_OK
     AWAIT_TUNE_OK    connection.tune-ok        -> AWAIT_OPEN
-    AWAIT_OPEN       connection.open           -> OPEN (open-ok sent)
+    AWAIT_OPEN       connection.open           -> OPEN | AWAIT_BACKEND (open-ok sent; edge mode: not yet)
+    AWAIT_BACKEND    BACKEND_OPENED            -> OPEN (open-ok sent: the proxied vhost's backend opened)
+    AWAIT_BACKEND    connection.close          -> - (close-ok sent, then ENDED)
     OPEN             connection.close          -> - (close-ok sent, then ENDED)
     OPEN             connection.update-secret  -> OPEN (update-secret-ok; a wrong secret: 403)
     CLOSING          connection.close          -> - (close-ok sent, then ENDED: simultaneous close)
@@ -20,11 +22,13 @@ methods are ``ServerConnection``'s and only choose among the states listed here:
     AWAIT_SECURE_OK  CLOSE_SENT                -> CLOSING (we sent connection.close)
     AWAIT_TUNE_OK    CLOSE_SENT                -> CLOSING (we sent connection.close)
     AWAIT_OPEN       CLOSE_SENT                -> CLOSING (we sent connection.close)
+    AWAIT_BACKEND    CLOSE_SENT                -> CLOSING (we sent connection.close)
     OPEN             CLOSE_SENT                -> CLOSING (we sent connection.close)
     AWAIT_START_OK   ENDED                     -> CLOSED (the teardown)
     AWAIT_SECURE_OK  ENDED                     -> CLOSED (the teardown)
     AWAIT_TUNE_OK    ENDED                     -> CLOSED (the teardown)
     AWAIT_OPEN       ENDED                     -> CLOSED (the teardown)
+    AWAIT_BACKEND    ENDED                     -> CLOSED (the teardown)
     OPEN             ENDED                     -> CLOSED (the teardown)
     CLOSING          ENDED                     -> CLOSED (the teardown)
     CLOSED           ENDED                     -> CLOSED (the teardown)
@@ -46,6 +50,7 @@ class ConnectionState(enum.Enum):
     AWAIT_SECURE_OK = "await secure-ok"
     AWAIT_TUNE_OK = "await tune-ok"
     AWAIT_OPEN = "await open"
+    AWAIT_BACKEND = "await backend"  # edge mode: open-ok waits for the backend connection
     OPEN = "open"
     CLOSING = "closing"  # we sent connection.close and wait for close-ok
     CLOSED = "closed"
@@ -58,18 +63,23 @@ class LocalEvent(enum.Enum):
     CLOSE_SENT = "connection.close sent"
     #: the teardown: channels told, timers stopped, close callbacks run
     ENDED = "ended"
+    #: edge mode: the proxied vhost's backend connection opened
+    BACKEND_OPENED = "backend opened"
 
 
 Event = Union[type, LocalEvent]
 
 _S = ConnectionState
-HANDSHAKE_STATES = (_S.AWAIT_START_OK, _S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK, _S.AWAIT_OPEN)
+HANDSHAKE_STATES = (_S.AWAIT_START_OK, _S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK, _S.AWAIT_OPEN,
+                    _S.AWAIT_BACKEND)
 
 TRANSITIONS: dict[tuple[ConnectionState, Event], frozenset[ConnectionState]] = {
     (_S.AWAIT_START_OK, m.ConnectionStartOk): frozenset({_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK}),
     (_S.AWAIT_SECURE_OK, m.ConnectionSecureOk): frozenset({_S.AWAIT_SECURE_OK, _S.AWAIT_TUNE_OK}),
     (_S.AWAIT_TUNE_OK, m.ConnectionTuneOk): frozenset({_S.AWAIT_OPEN}),
-    (_S.AWAIT_OPEN, m.ConnectionOpen): frozenset({_S.OPEN}),
+    (_S.AWAIT_OPEN, m.ConnectionOpen): frozenset({_S.OPEN, _S.AWAIT_BACKEND}),
+    (_S.AWAIT_BACKEND, LocalEvent.BACKEND_OPENED): frozenset({_S.OPEN}),
+    (_S.AWAIT_BACKEND, m.ConnectionClose): frozenset(),
     (_S.OPEN, m.ConnectionClose): frozenset(),
     (_S.OPEN, m.ConnectionUpdateSecret): frozenset({_S.OPEN}),
     (_S.CLOSING, m.ConnectionClose): frozenset(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.broker.connection_views import (AMQP091_PROTOCOL, ChannelView, ConnectionView, LinkView,
-                                             connection_name, plain)
+                                             backend_label, connection_name, plain)
 
 
 __all__ = ["connection_view"]
@@ -39,4 +39,4 @@ def connection_view(conn: Any) -> ConnectionView:
         vhost=conn.vhost_name or "", peer_host=conn.peer_host, peer_port=conn.peer_port,
         connected_at=conn.connected_at, ssl=conn.tls,
         client_properties=plain(conn.client_properties), channels=tuple(channels),
-        links=tuple(links))
+        links=tuple(links), backend=backend_label(conn.backend_session))

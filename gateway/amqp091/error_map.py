@@ -18,7 +18,7 @@ from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
 from gateway.broker.errors import BrokerError, ErrorKind
 
-__all__ = ["REPLY_CODES", "amqp_error", "access_refused", "exception_for"]
+__all__ = ["REPLY_CODES", "amqp_error", "access_refused", "exception_for", "broker_error_for"]
 
 REPLY_CODES: dict[ErrorKind, ReplyCode] = {
     ErrorKind.NOT_FOUND: ReplyCode.NOT_FOUND,
@@ -54,3 +54,17 @@ def access_refused(text: str, method: Method | None) -> ChannelException:
     exc = exception_for(ReplyCode.ACCESS_REFUSED, text, method)
     assert isinstance(exc, ChannelException)
     return exc
+
+
+#: reply code -> broker error class, the table read backwards (a backend's channel error,
+#: carried to a 1.0 client in edge mode); 406 is PRECONDITION_FAILED
+_CLASSES = {cls.kind: cls for cls in BrokerError.__subclasses__()}
+_BY_CODE: dict[int, type[BrokerError]] = {}
+for _kind, _code in REPLY_CODES.items():
+    _BY_CODE.setdefault(int(_code), _CLASSES[_kind])
+del _kind, _code
+
+
+def broker_error_for(code: int, text: str) -> BrokerError:
+    """A broker error of the kind ``code`` stands for (other codes: precondition-failed)."""
+    return _BY_CODE.get(int(code), _CLASSES[ErrorKind.PRECONDITION_FAILED])(text)

@@ -144,19 +144,31 @@ class Handshake:
         if vhost is None:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found",
                                       method.CLASS_ID, method.METHOD_ID)
+        self.check_access(method, user)
+        return vhost, self.admit(method, user, connection=connection)
+
+    def check_access(self, method: m.ConnectionOpen, user: Any) -> None:
+        """Raise ``ConnectionException`` 530 unless ``user`` has access to the vhost."""
+        name = method.virtual_host
         if not self._vhost_access(user, name):
             raise ConnectionException(ReplyCode.NOT_ALLOWED,
                                       f"access to vhost '{name}' refused for user '{user.name}'",
                                       method.CLASS_ID, method.METHOD_ID)
+
+    def admit(self, method: m.ConnectionOpen, user: Any, *,
+              connection: Any = None) -> Optional[Callable[[], None]]:
+        """Take the user's connection slot; the release callable (None without a
+        registry). Raises ``ConnectionException`` 530 over the user's or the vhost's
+        connection limit."""
         registry = self._registry
         if registry is None:
-            return vhost, None
+            return None
         try:
-            token = registry.admit(user.name, connection=connection, vhost=name)
+            token = registry.admit(user.name, connection=connection, vhost=method.virtual_host)
         except ConnectionLimitReached as exc:
             raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
                                       method.CLASS_ID, method.METHOD_ID) from None
-        return vhost, lambda: registry.release(token)
+        return lambda: registry.release(token)
 
     def renew_secret(self, user: Any, method: m.ConnectionUpdateSecret) -> Any:
         """connection.update-secret from the logged-in ``user``: the user record as the

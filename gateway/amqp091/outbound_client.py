@@ -25,12 +25,12 @@ REJECTED with the reason, on the next ``tick`` (never from inside the forwarder'
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from addressing import (AddressError, AddressErrorKind, LocalPublish, SubjectPublish, resolve_link_target,
-                        route_message)
+from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
                                     PublishSettled)
+from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
 from gateway.amqp091.message_mapping import forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
@@ -45,38 +45,13 @@ _ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECT
 _ROUTES_MAX = 1024
 
 
-class _PartnerNodes:
-    """The partner's vhost as our resolver sees it: every exchange and queue may exist
-    (the partner decides, and says so by a return or a channel error); no services."""
-
-    def has_exchange(self, name: str) -> bool:
-        return True
-
-    def has_queue(self, name: str) -> bool:
-        return True
-
-    def has_service(self, name: str) -> bool:
-        return False
-
-    def declare_queue(self, name: str) -> None:
-        return None
-
-
-_PARTNER_NODES = _PartnerNodes()
-
-
 def partner_route(address: str) -> LocalPublish | SubjectPublish:
-    """The publish ``address`` stands for at a 0-9-1 partner. Raises ``AddressError``
-    naming the problem (malformed, a service, or a ``node@container``)."""
-    route = resolve_link_target(address, our_container="", directory=_PARTNER_NODES,
-                                vhost="of the partner")
-    if not isinstance(route, (LocalPublish, SubjectPublish)):
-        raise AddressError(AddressErrorKind.INVALID,
-                           f"address '{address}' is no exchange or queue a 0-9-1 broker can take")
-    return route
+    """The publish ``address`` stands for at a 0-9-1 partner (``addressing``'s rule for a
+    broker we are a client of). Raises ``AddressError``."""
+    return resolve_remote_target(address)
 
 
-class OutboundAmqp091:
+class OutboundAmqp091(ClientEngine):
     """See the module docstring. ``password`` is read by the edge from ``password_file``;
     ``now`` starts the client's clock (None: the first ``tick`` does)."""
 
@@ -113,48 +88,18 @@ class OutboundAmqp091:
                                     f"cannot render message {message.entry_id} for {self.where}: {exc}"))
             return
         self.client.publish(message.entry_id, route.exchange, route.routing_key, properties, body)
-        self._output_ready()
+        self.output_ready()
 
     def close(self, reason: str) -> None:
         self._down = True  # a close of ours: no connection_down
         self.client.close(reason)
-        self._output_ready()
+        self.output_ready()
 
     def report_down(self, error: str) -> None:
         """The socket went (the edge calls it with a line naming why): tell the forwarder
         once, if the client did not already."""
-        if not self.client.closed:
-            self.client.transport_lost(error)
-        self._dispatch()
+        super().report_down(error)
         self._lost(error)
-
-    # ---- the engine surface ----------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self.client.closed
-
-    @property
-    def wants_input(self) -> bool:
-        return self.client.wants_input
-
-    def receive_data(self, data: bytes) -> None:
-        self.client.receive_data(data)
-        self._dispatch()
-
-    def receive_eof(self) -> None:
-        self.client.receive_eof()
-        self._dispatch()
-
-    def data_to_send(self) -> bytes:
-        return self.client.data_to_send()
-
-    def tick(self, now: float) -> Optional[float]:
-        deadline = self.client.tick(now)
-        self._dispatch()
-        return deadline
-
-    def shutdown(self, reason: str) -> None:
-        self.close(reason)
 
     # ---- events ----------------------------------------------------------------------------
     @property
@@ -164,13 +109,9 @@ class OutboundAmqp091:
             return 0
         return max(0, self.settings.credit - client.unconfirmed)
 
-    def _output_ready(self) -> None:
-        if self.on_output is not None:
-            self.on_output()
-
     def _refuse(self, settlement: Settlement) -> None:
         self._refused.append(settlement)
-        self._output_ready()   # the edge's flush ticks us: the settlement goes out then
+        self.output_ready()   # the edge's flush ticks us: the settlement goes out then
 
     def _dispatch(self) -> None:
         events = self.client.take_events()

@@ -11,8 +11,9 @@ from typing import Any
 from proton import Endpoint
 
 from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.backend_links import BackendOutgoingLink
 from gateway.broker.connection_views import (AMQP10_PROTOCOL, ChannelView, ConnectionView, LinkView,
-                                             connection_name, plain)
+                                             backend_label, connection_name, plain)
 
 
 __all__ = ["connection_view"]
@@ -43,6 +44,10 @@ def connection_view(engine: Any) -> ConnectionView:
                             channel=channel, queue=handler.queue.name if handler.queue is not None else None,
                             credit=link.credit, unsettled=handler.credit.outstanding,
                             ack_required=link.snd_settle_mode != link.SND_SETTLED)
+        elif isinstance(handler, BackendOutgoingLink):  # edge mode: the queue is the backend's
+            view = LinkView(name=link.name, role="sender", address=link.source.address, channel=channel,
+                            queue=handler.queue, credit=link.credit, unsettled=handler.unsettled_count,
+                            ack_required=link.snd_settle_mode != link.SND_SETTLED)
         else:
             view = LinkView(name=link.name, role="receiver", address=link.target.address,
                             channel=channel, credit=link.credit, unsettled=link.unsettled)
@@ -60,4 +65,4 @@ def connection_view(engine: Any) -> ConnectionView:
         vhost=engine.vhost.name if engine.vhost is not None else engine.vhost_name or "",
         peer_host=engine.peer_host, peer_port=engine.peer_port, connected_at=engine.connected_at,
         ssl=engine.tls, client_properties=plain(dict(props or {})), channels=channels,
-        links=tuple(links))
+        links=tuple(links), backend=backend_label(engine.backend_session))

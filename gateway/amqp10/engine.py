@@ -51,6 +51,7 @@ from typing import Any, Callable, Optional
 
 from proton import Connection
 
+from gateway.amqp10.backend_links import open_proxied
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.engine_events import EngineEvents
@@ -136,6 +137,7 @@ class Amqp10Engine:
         trail: Optional[ConnectionTrail] = None,
         rabbitmq_version: str = "",
         allow_without_sasl: bool = False,
+        vhost_proxy: Any = None,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
@@ -196,6 +198,13 @@ class Amqp10Engine:
         #: True once the peer closed its side of the socket
         self.eof_received = False
         self._login: Optional[SaslLogin] = None
+        #: edge mode (``gateway.backend.VhostProxy``): a proxied vhost's open waits for its
+        #: backend connection (``backend_links``), and the frames after it with it
+        self.vhost_proxy = vhost_proxy
+        self.backend_session: Any = None
+        self.held_for_backend = False
+        #: the password of a PLAIN login, kept for a passthrough backend only
+        self.login_password: Optional[str] = None
         if header == SASL_HEADER:
             self._login = SaslLogin(authenticator, peer_host=peer_host, peer=self.peer,
                                     allow_anonymous=allow_anonymous,
@@ -340,9 +349,10 @@ class Amqp10Engine:
         connection's life, as RabbitMQ keeps them per channel (a publish on a link that
         names its exchange per message is one regular expression per exchange)."""
         user, vhost = self.user, self.vhost
-        if user is None or vhost is None:
+        name = vhost.name if vhost is not None else self.vhost_name if self.backend_session else None
+        if user is None or name is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no authenticated user or vhost")
-        refusal = self._permissions.refusal(user, vhost.name, action, resource)
+        refusal = self._permissions.refusal(user, name, action, resource)
         if refusal is not None:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
@@ -365,6 +375,17 @@ class Amqp10Engine:
         check_open(connection)
         hostname = connection.remote_hostname or ""
         name = hostname[len(VHOST_PREFIX):] if hostname.startswith(VHOST_PREFIX) else self.default_vhost
+        backend = self.vhost_proxy.backend_for(name) if self.vhost_proxy is not None else None
+        if backend is not None:  # edge mode: our open once the backend opened
+            self.vhost_name = name
+            self._admit()
+            self.held_for_backend = True
+            try:
+                self.backend_session = open_proxied(self, name, backend)
+            except Amqp10Error:
+                self.held_for_backend = False
+                raise
+            return
         vhost = self.broker.vhost(name)
         connection.open()
         if vhost is None:
@@ -376,16 +397,50 @@ class Amqp10Engine:
                               f"access to vhost '{name}' refused for user '{user.name}'",
                               Scope.CONNECTION)
         self.vhost_name = name  # admitted with its vhost known (management's view)
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(user.name, connection=self, vhost=name)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
+        self._admit()
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
         self.trail.authenticated(user.name, name, self._mechanism or None)
+
+    def _admit(self) -> None:
+        """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
+        if self._registry is not None:
+            try:
+                self._admission = self._registry.admit(self.user.name, connection=self,
+                                                       vhost=self.vhost_name)
+            except ConnectionLimitReached as exc:
+                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
+                                  Scope.CONNECTION) from None
+
+    # ------------------------------------------------------------------ edge mode
+    def resume_after_backend(self) -> None:
+        """The backend connection opened: answer the client's open, then handle the
+        frames held since."""
+        if self.closed or self._proton is None:
+            return
+        self.held_for_backend = False
+        self._proton.connection.open()
+        self.trail.authenticated(self.user.name if self.user else "", self.vhost_name or "",
+                                 self._mechanism or None)
+        self._after_backend_event()
+
+    def close_for_backend(self, condition: ErrorCondition, text: str) -> None:
+        """The backend refused or was lost: close the connection with ``condition``."""
+        if self.closed or self._events is None:
+            return
+        self.held_for_backend = False
+        self.trail.closing(CLOSED_BY_SERVER, condition.value, text)
+        self._events.close_connection(condition, text)
+        self._after_backend_event()
+
+    def _after_backend_event(self) -> None:
+        try:
+            self._process_events()
+        except Exception:  # noqa: BLE001 - called from the backend's socket
+            log.exception("1.0 engine failure after a backend event for %s", self.peer_host)
+            self._internal_error()
+        self.output_ready()
 
     @property
     def proton_connection(self) -> Optional[Connection]:
@@ -421,6 +476,7 @@ class Amqp10Engine:
         if sasl.state is SaslState.DONE:
             assert sasl.result is not None
             self._mechanism = sasl.result.mechanism
+            self.login_password = sasl.result.password
             self._start_amqp(sasl.result.user, sasl.leftover)
         elif sasl.state is SaslState.FAILED:
             self.trail.closing(CLOSED_BY_SERVER, "sasl-outcome", sasl.failure or "login refused")
@@ -513,6 +569,8 @@ class Amqp10Engine:
                 handler.teardown()
             except Exception:  # noqa: BLE001 - one bad link must not keep the rest
                 log.exception("1.0 link teardown failed on %s", self.owner)
+        if self.backend_session is not None:
+            self.backend_session.close()
         if self.vhost is not None:
             self.vhost.owner_closed(self.owner)
         if hasattr(self.broker, "remove_blocked_listener"):

@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 
 from proton import Condition, Connection, Event
 
+from gateway.amqp10.backend_links import BackendOutgoingLink
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.link_table import LinkHandler, LinkTable
@@ -43,6 +44,10 @@ class EventsHost(LinkHost, Protocol):
     max_links: int
     #: True once the peer closed its side of the socket
     eof_received: bool
+    #: edge mode: the backend session of a proxied vhost, and whether the client's frames
+    #: wait for its backend connection to open
+    backend_session: Any
+    held_for_backend: bool
 
     def accept_open(self, connection: Connection) -> None: ...
 
@@ -80,6 +85,9 @@ class EngineEvents:
         batch, so dispositions that came with a flow are applied first; the events those
         deliveries cause are handled the same way, until no link's credit changed.
         """
+        host = self._host
+        if host.held_for_backend:
+            return  # edge mode: the client's frames wait until its backend opened
         impl = c_pointer(self._proton.collector)
         by_pointer = self._links.by_pointer
         flowed = self.flowed
@@ -112,6 +120,8 @@ class EngineEvents:
                     on_event = _EVENT_HANDLERS.get(etype)
                     if on_event is not None:
                         on_event(self, Event.wrap(ev))
+                        if host.held_for_backend:
+                            return  # the open of a proxied vhost: the rest waits
             except Amqp10Error as exc:
                 self.fail(Event.wrap(ev), exc)
             except UnicodeDecodeError as exc:
@@ -123,7 +133,7 @@ class EngineEvents:
     def _on_link_flow(self, handler: LinkHandler | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
         events is handled (an incoming link's flow needs nothing)."""
-        if isinstance(handler, OutgoingLink):
+        if isinstance(handler, (OutgoingLink, BackendOutgoingLink)):
             handler.on_flow()
             self.flowed[handler] = None  # delivered to at the end of the batch
 
@@ -180,6 +190,10 @@ class EngineEvents:
         host = self._host
         if host.closing:
             return  # an attach behind a refused open: the close ends it
+        if host.backend_session is not None:
+            check_attach(link)
+            self._links.add(link, host.backend_session.attach(link))
+            return
         if host.vhost is None:
             raise Amqp10Error(ErrorCondition.ILLEGAL_STATE, "no vhost", Scope.CONNECTION)
         if host.max_links and len(self._links) >= host.max_links:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import logging
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
 
@@ -97,11 +97,13 @@ class SaslState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SaslResult:
-    """A successful login: the user, the mechanism and the sasl-init ``hostname``."""
+    """A successful login: the user, the mechanism and the sasl-init ``hostname`` (and the
+    password, kept only for edge mode's passthrough: ``Authenticated.password``)."""
 
     user: User
     mechanism: str
     hostname: str | None
+    password: str | None = field(default=None, repr=False)
 
 
 def encode_sasl_frame(descriptor: int, fields: list) -> bytes:
@@ -302,7 +304,7 @@ class SaslServer:
         if reply.additional_data is not None:
             fields.append(reply.additional_data)
         self._out += encode_sasl_frame(SASL_OUTCOME, fields)
-        self.result = SaslResult(reply.user, self._mechanism, self._hostname)
+        self.result = SaslResult(reply.user, self._mechanism, self._hostname, reply.password)
         self.state = SaslState.AWAIT_AMQP_HEADER
         log.debug("SASL %s login of %r from %s", self._mechanism, reply.user.name, self._peer_host)
 

@@ -61,7 +61,7 @@ import ipaddress
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import scramp
 
@@ -118,10 +118,13 @@ class Challenge:
 
 @dataclass(frozen=True, slots=True)
 class Authenticated:
-    """The exchange succeeded; ``additional_data`` goes in the 1.0 outcome."""
+    """The exchange succeeded; ``additional_data`` goes in the 1.0 outcome. ``password``
+    is kept only by an authenticator with ``passthrough`` (edge mode: the client's own
+    credentials open its backend connection)."""
 
     user: User
     additional_data: bytes | None = None
+    password: str | None = field(default=None, repr=False)
 
 
 def is_loopback(peer_host: str) -> bool:
@@ -164,7 +167,7 @@ class SaslExchange:
             raise
         if isinstance(result, Authenticated):
             self.finished = True
-            result = Authenticated(self._admit(result.user), result.additional_data)
+            result = replace(result, user=self._admit(result.user))
         return result
 
     def _step(self, response: bytes) -> Challenge | Authenticated:
@@ -184,8 +187,16 @@ class SaslExchange:
 
     def _password_login(self, name: str, password: str) -> Authenticated:
         self._claim(name)
-        user = self._authenticator.check_password(name, password)
-        return Authenticated(user)
+        authenticator = self._authenticator
+        if not authenticator.passthrough:
+            return Authenticated(authenticator.check_password(name, password))
+        try:
+            user = authenticator.check_password(name, password)
+        except AuthenticationFailed:
+            # known only to a backend, which decides at open; no permission here, so no
+            # vhost of the embedded broker admits this user
+            user = User(name=name, password_hash=None)
+        return Authenticated(user, password=password)
 
 
 class _PlainExchange(SaslExchange):
@@ -312,12 +323,18 @@ class Authenticator:
     """Offers mechanisms and starts SASL exchanges against a ``UserDirectory``.
 
     ``anonymous_user`` names the directory user an ANONYMOUS login becomes;
-    without it ANONYMOUS is never offered.
+    without it ANONYMOUS is never offered. With ``passthrough`` (edge mode, a backend with
+    ``credentials: passthrough``) a PLAIN or AMQPLAIN login keeps its password, and a user
+    this directory does not know (or whose password it does not take) is admitted with no
+    permissions at all: only a passthrough vhost, whose backend checks the credentials,
+    lets such a user in.
     """
 
-    def __init__(self, users: UserDirectory, *, anonymous_user: str | None = None) -> None:
+    def __init__(self, users: UserDirectory, *, anonymous_user: str | None = None,
+                 passthrough: bool = False) -> None:
         self.users = users
         self.anonymous_user = anonymous_user
+        self.passthrough = passthrough
         # Per-process secret for the fake SCRAM salts of unknown users.
         self._secret = secrets.token_bytes(32)
         # Verified when the user is unknown, so both paths cost one KDF run.

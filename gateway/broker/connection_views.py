@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 __all__ = ["AMQP091_PROTOCOL", "AMQP10_PROTOCOL", "ChannelView", "ConnectionView", "LinkView",
-           "ManagedConnection", "connection_name", "plain"]
+           "ManagedConnection", "backend_label", "connection_name", "plain"]
 
 #: ``ConnectionView.protocol`` values, as RabbitMQ's management API spells them
 AMQP091_PROTOCOL = "AMQP 0-9-1"
@@ -60,6 +60,17 @@ class ConnectionView:
     client_properties: dict = field(default_factory=dict)
     channels: tuple[ChannelView, ...] = ()
     links: tuple[LinkView, ...] = ()
+    #: edge mode: the backend and node a proxied connection is carried to ("NAME host:port")
+    backend: str = ""
+
+
+def backend_label(session: Any) -> str:
+    """``ConnectionView.backend`` of a proxied connection's backend session (edge mode):
+    the backend's name and the node it opened on, "" for a local connection."""
+    if session is None:
+        return ""
+    node = getattr(session, "node", None)
+    return f"{session.name} {node.address}" if node is not None else f"{session.name} (connecting)"
 
 
 def connection_name(peer: str, connection_id: Any) -> str:

@@ -20,7 +20,7 @@ from gateway.config.monitoring import (
     AlertsConfig, LoggingConfig, ManagementConfig, MetricsConfig, QueueAlertConfig,
 )
 from gateway.config.protocols import Amqp10Config, LimitsConfig
-from gateway.config.root import GatewayConfig
+from gateway.config.root import GatewayConfig, VhostConfig
 from gateway.config.storage import LedgerConfig, StoreConfig
 from gateway.config.users import PermissionConfig, UserConfig
 
@@ -41,6 +41,7 @@ __all__ = [
     "AlertsConfig",
     "QueueAlertConfig",
     "GatewayConfig",
+    "VhostConfig",
     "load_config",
     "load_config_text",
     "load_users_file",

@@ -50,6 +50,9 @@ class ListenerConfig:
     # this listener's cap on open connections; None: ``limits.max_connections``
     max_connections: Optional[int] = _checked(None, check=_non_negative)
     backlog: int = _checked(4096, check=_positive)  # listen(2) backlog: why 4096 in edge/listener.py
+    # every connection starts with a PROXY protocol header (v2 or v1) naming the real client
+    # (gateway/proxy_header.py); a connection without one is closed
+    proxy_protocol: bool = False
 
 
 def parse_host_port(text: str) -> tuple[str, int]:

@@ -11,7 +11,21 @@ from gateway.config.monitoring import LoggingConfig, ManagementConfig, MetricsCo
 from gateway.config.protocols import Amqp10Config, LimitsConfig
 from gateway.config.storage import LedgerConfig, StoreConfig
 from gateway.config.users import UserConfig
+from gateway.config.workers import Workers, workers_value_problem
+from gateway.backend.settings import BackendSettings
 from gateway.forward.settings import ForwardingSettings
+
+
+@dataclass(frozen=True, slots=True)
+class VhostConfig:
+    """One ``vhosts[]`` entry: a bare name (a local vhost of the embedded broker), or a
+    mapping with ``name`` and ``backend`` (a proxied vhost: edge mode)."""
+
+    #: the key a bare scalar in the list stands for (the schema walker reads it)
+    SCALAR_KEY = "name"
+
+    name: str
+    backend: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +36,7 @@ class GatewayConfig:
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     metrics: MetricsConfig = MetricsConfig()
     management: ManagementConfig = ManagementConfig()
-    vhosts: tuple[str, ...] = ("/",)
+    vhosts: tuple[VhostConfig, ...] = (VhostConfig("/"),)
     users: tuple[UserConfig, ...] = ()
     users_file: Optional[str] = _checked(None, check=_existing_file)
     amqp10: Amqp10Config = Amqp10Config()
@@ -33,15 +47,35 @@ class GatewayConfig:
     memory_high_watermark: int = _checked(1073741824, check=_positive)
     memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
     shutdown_timeout: float = _checked(10.0, check=_positive)
+    # gateway processes sharing the listening ports (gateway/config/workers.py)
+    workers: Workers = _checked(1, check=workers_value_problem)
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
     forwarding: ForwardingSettings = ForwardingSettings()
+    backends: tuple[BackendSettings, ...] = ()
     management: ManagementConfig = ManagementConfig()
     # set by the loader, not keys of the file (``schema_walker.LOADER_FIELDS``)
     source: str = ""
     #: what ``check-config`` warns of and ``run`` logs: deprecated keys in use
     warnings: tuple[str, ...] = ()
+
+    @property
+    def vhost_names(self) -> tuple[str, ...]:
+        """Every vhost's name, local and proxied, in config order."""
+        return tuple(v.name for v in self.vhosts)
+
+    @property
+    def local_vhosts(self) -> tuple[str, ...]:
+        """The vhosts of the embedded broker (those with no ``backend``)."""
+        return tuple(v.name for v in self.vhosts if not v.backend)
+
+    def backend_of(self, vhost: str) -> "BackendSettings | None":
+        """The backend a proxied ``vhost`` lives in, or None for a local one."""
+        for v in self.vhosts:
+            if v.name == vhost and v.backend:
+                return next((b for b in self.backends if b.name == v.backend), None)
+        return None
 
     def with_overrides(self, *, listen: list[tuple[str, int]] | None = None,
                        metrics: tuple[str, int] | None = None,

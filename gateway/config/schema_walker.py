@@ -17,8 +17,10 @@ from gateway.config.checks import _existing_file
 from gateway.config.errors import ConfigError
 from gateway.config.listeners import ListenerConfig, TlsMode
 from gateway.config.root import GatewayConfig
+from gateway.config.workers import workers_problem
+from gateway.backend.settings import BackendSettings, backend_problems, backends_problems
 from gateway.forward.outbound import RemoteSettings
-from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems
+from gateway.forward.settings import ForwardingSettings, forwarding_problems, remote_problems, tls_problems
 
 
 #: fields the loader sets on ``GatewayConfig``, which the file cannot give
@@ -85,8 +87,18 @@ class _Walker:
                 return None
             if isinstance(node, yaml.ScalarNode) and node.value == "none" and inner == [str]:
                 return None
+            if len(inner) > 1 and all(t in _TYPE_NAMES for t in inner):
+                value = self.scalar(node, path)   # one of several scalar types (workers)
+                if type(value) in inner:
+                    return value
+                wanted = " or ".join(_TYPE_NAMES[t] for t in inner)
+                raise self.fail(path, node, f"expected {wanted}, got {value!r}")
             return self.build(inner[0], node, path)
         if dataclasses.is_dataclass(tp):
+            scalar_key = getattr(tp, "SCALAR_KEY", None)
+            if scalar_key is not None and isinstance(node, yaml.ScalarNode):
+                # a bare value in place of the mapping: ``- /`` for ``- {name: /}``
+                return tp(**{scalar_key: self.build(str, node, path)})
             return self.build_dataclass(tp, node, path)
         if origin in (tuple, list):
             if not isinstance(node, yaml.SequenceNode):
@@ -178,6 +190,22 @@ class _Walker:
         if len(self.errors) > errors_before:
             raise self.errors[errors_before]
 
+    def _vhost_place(self, node: yaml.MappingNode, index: int) -> str:
+        """``vhosts[i], line N``; the default vhosts when the key is not given."""
+        item = self._item_node(node, "vhosts", index)
+        if item is node:
+            return "the default vhosts"
+        return f"vhosts[{index}], line {item.start_mark.line + 1}"
+
+    def _item_node(self, node: yaml.MappingNode, key: str, index: int) -> yaml.Node:
+        """Item ``index`` of the list under ``key`` (else the key, else ``node``)."""
+        for knode, vnode in node.value:
+            if getattr(knode, "value", None) == key:
+                if isinstance(vnode, yaml.SequenceNode) and index < len(vnode.value):
+                    return vnode.value[index]
+                return knode
+        return node
+
     def _key_node(self, node: yaml.MappingNode, key: str) -> yaml.Node:
         for knode, vnode in node.value:
             if getattr(knode, "value", None) == key:
@@ -193,7 +221,30 @@ class _Walker:
         for key, sub, message in forwarding_problems(obj):
             raise self.fail(f"{path}.{sub}", self._key_node(node, key), message)
 
+    def _cross_BackendSettings(self, obj: BackendSettings, node: yaml.MappingNode, path: str) -> None:
+        for key, message in backend_problems(obj, _existing_file, tls_problems):
+            raise self.fail(f"{path}.{key}", self._key_node(node, key), message)
+
     def _cross_GatewayConfig(self, obj: "GatewayConfig", node: yaml.MappingNode, path: str) -> None:
+        seen: set[str] = set()
+        for i, vhost in enumerate(obj.vhosts):
+            if vhost.name in seen:
+                with self._noting():
+                    raise self.fail(f"vhosts[{i}]", self._item_node(node, "vhosts", i),
+                                    f"vhost '{vhost.name}' is listed twice")
+            seen.add(vhost.name)
+        for key_path, message in backends_problems(obj.backends, obj.vhosts):
+            section, _, rest = key_path.partition("[")
+            index = int(rest.split("]", 1)[0])
+            item = self._item_node(node, section, index)
+            key = key_path.rsplit(".", 1)[-1]
+            at = self._key_node(item, key) if isinstance(item, yaml.MappingNode) else item
+            with self._noting():
+                raise self.fail(key_path, at, message)
+        refused = workers_problem(obj.workers, obj.vhosts, lambda i: self._vhost_place(node, i))
+        if refused is not None:
+            with self._noting():
+                raise self.fail("workers", self._key_node(node, "workers"), refused)
         if obj.container_id and obj.forwarding.remote(obj.container_id) is not None:
             raise self.fail("forwarding.remotes", self._key_node(node, "forwarding"),
                             f"remote container '{obj.container_id}' is this gateway's own "

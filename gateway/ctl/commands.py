@@ -3,9 +3,9 @@
     amqp-gateway ctl [--url URL | --config FILE] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
 ``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|remotes|
-shovels|vhosts|users|permissions|policies|vhost_limits``; ``purge queue NAME``; ``delete
-queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; and the changes and
-message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy,
+backends|shovels|vhosts|users|permissions|policies|vhost_limits``; ``purge queue NAME``;
+``delete queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; and the changes
+and message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy,
 export, import, publish, get). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
@@ -43,7 +43,7 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
     "connections": ("connections", False, [
         ("name", "name"), ("user", "user"), ("vhost", "vhost"), ("protocol", "protocol"),
         ("peer_host", "peer_host"), ("peer_port", "peer_port"), ("tls", "ssl"),
-        ("channels", "channels")]),
+        ("channels", "channels"), ("backend", "backend")]),
     "channels": ("channels", False, [
         ("name", "name"), ("user", "user"), ("vhost", "vhost"), ("number", "number"),
         ("consumers", "consumer_count"), ("unacked", "messages_unacknowledged"),
@@ -70,6 +70,9 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
     "remotes": ("gateway/remotes", False, [
         ("name", "name"), ("state", "state"), ("address", "address"),
         ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),
+    "backends": ("gateway/backends", False, [
+        ("name", "name"), ("kind", "kind"), ("state", "state"), ("connections", "connections"),
+        ("nodes", "node_states"), ("refused", "refused"), ("lost", "lost"), ("last_error", "last_error")]),
     "shovels": ("gateway/shovels", False, [
         ("name", "name"), ("state", "state"), ("source", "source"),
         ("destination", "destination"), ("forwarded", "forwarded")]),

@@ -134,6 +134,10 @@ class EngineDriver:
             self._closing = True
 
     def _peer(self) -> str:
+        # the engine's peer is the client's address, a PROXY header's where there was one
+        host = getattr(self.engine, "peer_host", None)
+        if host is not None:
+            return peer_name(host, getattr(self.engine, "peer_port", 0))
         try:
             p = self.transport.getPeer()
             return peer_name(p.host, p.port)

@@ -8,7 +8,7 @@ from twisted.web.server import Site
 
 from gateway.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 
-__all__ = ["MetricsResource", "QuietSite", "make_site"]
+__all__ = ["MetricsResource", "QuietSite", "make_site", "make_site_with"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,11 @@ class MetricsResource(Resource):
 
 
 def make_site(metrics: GatewayMetrics, path: str = "/metrics") -> Site:
+    return make_site_with(path, MetricsResource(metrics))
+
+
+def make_site_with(path: str, page: Resource) -> Site:
+    """A site serving ``page`` at ``path`` (``/metrics``, or a configured nested path)."""
     root = Resource()
     node = root
     parts = [p for p in path.strip("/").split("/") if p]
@@ -46,5 +51,5 @@ def make_site(metrics: GatewayMetrics, path: str = "/metrics") -> Site:
         child = Resource()
         node.putChild(part.encode(), child)
         node = child
-    node.putChild((parts[-1] if parts else "metrics").encode(), MetricsResource(metrics))
+    node.putChild((parts[-1] if parts else "metrics").encode(), page)
     return QuietSite(root)

@@ -120,7 +120,10 @@ class ListenerFactory(Factory):
         #: the rate limit of handshake-timeout lines, shared by every listener
         self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material
-        self.tls_from_start = listener.tls is TlsMode.ON
+        # ``tls: on`` behind a balancer: the PROXY header comes in clear before the TLS
+        # handshake, so TLS starts in the sniffer once the header is read
+        self.tls_after_proxy_header = listener.tls is TlsMode.ON and listener.proxy_protocol
+        self.tls_from_start = listener.tls is TlsMode.ON and not listener.proxy_protocol
         self.reactor = reactor
         self.metrics = metrics
         self.engine_factory = engine_factory
@@ -148,19 +151,29 @@ class ListenerFactory(Factory):
                         self.slots.limit, addr)
             self.metrics.sniff_failures.labels("connection-limit").inc()
             return None
-        throttle = self.login_throttle
-        if throttle is not None:
-            host = getattr(addr, "host", "")
-            if not throttle.admit_connection(host, peer_name(host, getattr(addr, "port", 0)),
-                                             self.reactor.seconds()):
-                self.metrics.sniff_failures.labels("login-throttled").inc()
-                return None
+        # behind a balancer the client's address is known only from its PROXY header
+        if not self.listener.proxy_protocol and \
+                not self._admits(getattr(addr, "host", ""), getattr(addr, "port", 0)):
+            return None
         self.metrics.tcp_connections.inc()
         p = SniffingProtocol(self, next(_ids))
         p.factory = self
         return p
 
+    def _admits(self, host: str, port: int) -> bool:
+        """The login throttle's word on a new connection from ``host``."""
+        throttle = self.login_throttle
+        if throttle is None or throttle.admit_connection(host, peer_name(host, port),
+                                                         self.reactor.seconds()):
+            return True
+        self.metrics.sniff_failures.labels("login-throttled").inc()
+        return False
+
     # -- sniffer callbacks ------------------------------------------------------------
+    def admit(self, proto: SniffingProtocol) -> bool:
+        """After a PROXY header: whether the client it names may connect."""
+        return self._admits(*proto.peer)
+
     def refusal_reason(self, kind: HeaderKind, in_tls: bool = False) -> Optional[str]:
         """Why this listener will not serve ``kind`` (a metric label), or None."""
         # 1.0 without SASL too: the 1.0 engine serves it where the listener allows it, and
@@ -180,11 +193,11 @@ class ListenerFactory(Factory):
 
     def make_engine(self, kind: HeaderKind, header: bytes, proto: SniffingProtocol,
                     tls_peer_subject: Optional[str] = None) -> object:
-        peer = proto.transport.getPeer()
+        peer_host, peer_port = proto.peer
         trail = self.trail(proto, kind)
         ctx = AcceptedConnection(
             connection_id=proto.connection_id, kind=kind, header=header,
-            peer_host=getattr(peer, "host", ""), peer_port=getattr(peer, "port", 0),
+            peer_host=peer_host, peer_port=peer_port,
             listener=self.listener, now=self.reactor.seconds(),
             tls_peer_subject=tls_peer_subject, listener_slots=self.slots,
             tls=bool(getattr(proto, "in_tls", False)), trail=trail)
@@ -227,8 +240,7 @@ class ListenerFactory(Factory):
     @staticmethod
     def peer_text(proto: SniffingProtocol) -> str:
         try:
-            p = proto.transport.getPeer()
-            return peer_name(p.host, p.port)
+            return peer_name(*proto.peer)
         except Exception:  # noqa: BLE001
             return "?"
 

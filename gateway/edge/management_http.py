@@ -23,7 +23,7 @@ from gateway.management.http_api import ApiRequest, ApiResponse, HttpApi, handle
 from gateway.management.http_auth import REALM, BasicAuthenticator
 from gateway.management.http_errors import HttpError
 
-__all__ = ["ManagementResource", "make_management_site", "MAX_BODY"]
+__all__ = ["ManagementResource", "make_management_site", "client_host", "MAX_BODY"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,17 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def client_host(request) -> str:
+    """The HTTP client's address. On a worker's unix socket (``workers: N``; only the
+    parent can reach it) the parent relays each request and names its client in
+    ``X-Forwarded-For``; anywhere else that header is the client's own word and ignored."""
+    host = getattr(request.getClientAddress(), "host", None)
+    if host is not None:
+        return host
+    forwarded = request.getHeader(b"x-forwarded-for")
+    return forwarded.decode("ascii", "replace") if forwarded else ""
+
+
 def _dashboard_file(name: str) -> bytes:
     return resources.files("gateway.management.dashboard").joinpath(name).read_bytes()
 
@@ -72,8 +83,7 @@ class ManagementResource(Resource):
     def render(self, request) -> bytes:
         try:
             segments = split_path(request.path)
-            user = self.auth.user_for(request.getHeader(b"authorization"),
-                                      request.getClientAddress().host)
+            user = self.auth.user_for(request.getHeader(b"authorization"), client_host(request))
             if not segments or segments[0] != "api":
                 return self._static(request, segments)
             limit = MAX_DEFINITIONS_BODY if segments[:2] == ("api", "definitions") else MAX_BODY

@@ -10,6 +10,14 @@ gets the same answer; a peer that sends nothing before the deadline is closed, a
 timeout is logged (rate-limited, the wording every handshake phase shares:
 ``gateway.connection_log``). Nothing raised here may reach the reactor.
 
+PROXY protocol (``proxy_protocol: true``): the connection must begin with a PROXY header
+(``gateway.proxy_header``), read within the same deadline before the AMQP header; its
+client address then stands for the socket's everywhere (``peer``: logs, management,
+``loopback_only``, login throttling). A connection without a valid one is closed
+(its log line names the socket's peer, the balancer, and what was wrong). With ``tls:
+on`` the header comes in clear before the TLS handshake, and TLS starts here once it is
+read.
+
 TLS on the same port (``tls: auto``): a TLS ClientHello, or the 1.0 header
 ``AMQP 2 1 0 0`` (answered with the same header first), makes this protocol wrap the
 rest of the connection in Twisted's ``TLSMemoryBIOProtocol`` around an *inner*
@@ -35,6 +43,7 @@ from gateway.edge.tls import end_connection, peer_subject
 from gateway.protocol_header import (
     AMQP10_TLS_HEADER, HEADER_SIZE, HeaderKind, classify, reply_header_for,
 )
+from gateway.proxy_header import ProxyHeaderError, parse_proxy_header
 
 
 log = logging.getLogger(__name__)
@@ -71,6 +80,20 @@ class SniffingProtocol(Protocol):
         self._buffer = bytearray()
         self._deadline = None
         self._done = False
+        #: the client's address from a PROXY header (the outer sniffer's, after TLS)
+        self.proxied: Optional[tuple[str, int]] = None
+        self._awaiting_proxy_header = outer is None and factory.listener.proxy_protocol
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        """The client's host and port: the PROXY header's when it named one, else the
+        socket's peer."""
+        if self.outer is not None:
+            return self.outer.peer
+        if self.proxied is not None:
+            return self.proxied
+        p = self.transport.getPeer()
+        return getattr(p, "host", ""), getattr(p, "port", 0)
 
     @property
     def effective(self) -> "SniffingProtocol":
@@ -95,6 +118,14 @@ class SniffingProtocol(Protocol):
             return
         self._buffer += data
         try:
+            if self._awaiting_proxy_header:
+                if not self._read_proxy_header():
+                    return
+                if self.factory.tls_after_proxy_header:
+                    self._cancel_deadline()
+                    self._done = True
+                    self._start_tls(HeaderKind.TLS_CLIENT_HELLO)
+                    return
             self._sniff()
         except Exception:  # noqa: BLE001 - never into the reactor
             log.exception("sniffer failed; closing connection %d", self.connection_id)
@@ -139,6 +170,34 @@ class SniffingProtocol(Protocol):
         self.inner = None
 
     # -- sniffing ---------------------------------------------------------------------
+    def _read_proxy_header(self) -> bool:
+        """Take the PROXY header off the buffer; False while it is incomplete or when the
+        connection was refused."""
+        try:
+            header = parse_proxy_header(self._buffer)
+        except ProxyHeaderError as exc:
+            self._done = True
+            self._cancel_deadline()
+            self.factory.metrics.sniff_failures.labels("proxy-header").inc()
+            log.warning("connection %d from %s refused: the listener expects a PROXY protocol "
+                        "header: %s", self.connection_id, self.factory.peer_text(self), exc.reason)
+            self._buffer.clear()
+            end_connection(self.transport)
+            return False
+        if header is None:
+            return False
+        self._awaiting_proxy_header = False
+        del self._buffer[:header.length]
+        if header.source is not None:
+            via = self.factory.peer_text(self)
+            self.proxied = header.source
+            log.debug("connection %d: PROXY v%d header: client %s via %s", self.connection_id,
+                      header.version, self.factory.peer_text(self), via)
+        if not self.factory.admit(self):
+            self._close()
+            return False
+        return True
+
     def _sniff(self) -> None:
         kind = classify(bytes(self._buffer[:HEADER_SIZE]))
         if kind is HeaderKind.NEED_MORE:

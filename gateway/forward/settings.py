@@ -8,12 +8,12 @@ documents each with its default.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from gateway.forward.outbound import RemoteSettings
 
 __all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "SASL_MECHANISMS", "MECHANISMS_BY_KIND", "read_password",
-           "PasswordFileError", "remote_problems", "forwarding_problems"]
+           "PasswordFileError", "remote_problems", "forwarding_problems", "tls_problems"]
 
 #: ``kind`` of a remote
 KINDS = ("gateway", "amqp10", "amqp091")
@@ -57,16 +57,33 @@ class PasswordFileError(Exception):
     """A remote's ``password_file`` cannot be read (the text names the file)."""
 
 
-def read_password(remote: RemoteSettings) -> str:
-    """The remote's password: the first line of ``password_file`` ("" without one)."""
+def read_password(remote: Any) -> str:
+    """The password of a remote (or a backend's service account): the first line of
+    ``password_file`` ("" without one)."""
     if not remote.password_file:
         return ""
+    whose = (f"remote '{remote.container}'" if hasattr(remote, "container")
+             else f"backend '{remote.name}'")
     try:
         with open(remote.password_file, encoding="utf-8") as f:
             return f.readline().rstrip("\r\n")
     except OSError as exc:
-        raise PasswordFileError(f"cannot read password_file {remote.password_file!r} of remote "
-                                f"'{remote.container}': {exc.strerror}") from None
+        raise PasswordFileError(f"cannot read password_file {remote.password_file!r} of {whose}: "
+                                f"{exc.strerror}") from None
+
+
+def tls_problems(settings: Any, file_problem: Callable[[Optional[str]], Optional[str]]
+                 ) -> list[tuple[str, str]]:
+    """``(key, problem)`` of the outbound TLS keys (``password_file`` too) that forwarding
+    remotes and edge-mode backends share; the one rule for both."""
+    out: list[tuple[str, str]] = []
+    for key in ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+        problem = file_problem(getattr(settings, key))
+        if problem:
+            out.append((key, problem))
+    if settings.tls_cert_file and not settings.tls_key_file:
+        out.append(("tls_key_file", "tls_cert_file needs tls_key_file"))
+    return out
 
 
 def remote_problems(remote: RemoteSettings,
@@ -88,10 +105,7 @@ def remote_problems(remote: RemoteSettings,
     if remote.sasl_mechanism not in allowed:
         out.append(("sasl_mechanism", f"{remote.sasl_mechanism!r} is not one of: "
                                       f"{', '.join(allowed)} (for kind {remote.kind})"))
-    for key in ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
-        problem = file_problem(getattr(remote, key))
-        if problem:
-            out.append((key, problem))
+    out += tls_problems(remote, file_problem)
     if remote.credit <= 0:
         out.append(("credit", f"{remote.credit} is not a positive number of messages"))
     if remote.reconnect_initial <= 0 or remote.reconnect_max < remote.reconnect_initial:

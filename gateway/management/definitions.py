@@ -18,13 +18,15 @@ __all__ = ["Definitions"]
 
 class Definitions:
     """``directory``: the user directory logins use; ``base_users``/``base_vhosts``: the
-    config file's; ``clock``: the broker's ``now``."""
+    config file's (local vhosts); ``proxied``: the config's proxied vhosts (edge mode),
+    which are not the broker's to create or delete; ``clock``: the broker's ``now``."""
 
     def __init__(self, broker: Broker, directory: UserDirectory, base_users: Iterable[User],
-                 base_vhosts: Iterable[str], store: Store, clock: Callable[[], float]) -> None:
+                 base_vhosts: Iterable[str], store: Store, clock: Callable[[], float],
+                 proxied: Iterable[str] = ()) -> None:
         self._store = store
         self.users = RuntimeUsers(directory, base_users, store)
-        self.vhosts = RuntimeVhosts(broker, base_vhosts, store, clock)
+        self.vhosts = RuntimeVhosts(broker, base_vhosts, store, clock, proxied)
 
     def load(self) -> None:
         """The saved changes, in effect. Raises ``StoreUnusable`` for a damaged store."""

@@ -25,8 +25,9 @@ class GatewayManagement:
     def __init__(self, broker: Broker, connections: Any, authenticator: Any, users: Any, *,
                  clock: Callable[[], float], thresholds: QueueThresholds = QueueThresholds(),
                  rules: Iterable[ThresholdRule] = (), forwarding: Any = None,
-                 remote_thresholds: RemoteThresholds = RemoteThresholds()) -> None:
-        self.model = ManagementModel(broker, connections, authenticator, forwarding, clock=clock)
+                 remote_thresholds: RemoteThresholds = RemoteThresholds(), backends: Any = None) -> None:
+        self.model = ManagementModel(broker, connections, authenticator, forwarding, clock=clock,
+                                     backends=backends)
         node = AmqpManagementNode(self.model, users)
         for address in NODE_ADDRESSES:
             broker.register_service(address, node)

@@ -24,7 +24,7 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 =================================================  ===========================================
 
 The gateway's own resources have paths of their own: ``/api/gateway/links`` (qdstat's
-links), ``/api/gateway/remotes``,
+links), ``/api/gateway/remotes``, ``/api/gateway/backends`` (edge mode),
 ``/api/gateway/shovels``, ``/api/gateway/ledger``. Lists take RabbitMQ's ``columns``,
 ``sort``, ``sort_reverse`` and paging parameters (``http_listing``). Errors are
 RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
@@ -264,6 +264,10 @@ def _remotes(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return listing(request, api.model.remotes())
 
 
+def _backends(api: HttpApi, request: ApiRequest) -> ApiResponse:
+    return listing(request, api.model.backends())
+
+
 def _shovels(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return listing(request, api.model.shovels())
 
@@ -305,6 +309,7 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
      {"GET": _get_binding, "DELETE": _unbind}),
     ("api/gateway/links", {"GET": _links}),
     ("api/gateway/remotes", {"GET": _remotes}),
+    ("api/gateway/backends", {"GET": _backends}),
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),
 ]

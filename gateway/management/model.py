@@ -47,8 +47,10 @@ class ManagementModel:
 
     def __init__(self, broker: Broker, connections: Any, authenticator: Any = None,
                  forwarding: Any = None, *, clock: Callable[[], float] = time.time,
-                 require_tags: bool = True) -> None:
+                 require_tags: bool = True, backends: Any = None) -> None:
         self.require_tags = require_tags
+        #: edge mode: the backends (``status()``: a dict per backend), or None
+        self.backends_source = backends
         self.broker = broker
         self.connection_registry = connections
         self.authenticator = authenticator
@@ -202,6 +204,12 @@ class ManagementModel:
 
     def shovels(self) -> list[dict[str, Any]]:
         return self._forwarding_list("shovels")
+
+    def backends(self) -> list[dict[str, Any]]:
+        """Edge mode's backends: state, last error, connections and each node's state
+        (empty without proxied vhosts)."""
+        source = self.backends_source
+        return [] if source is None else list(source.status())
 
     def _forwarding_list(self, what: str) -> list[dict[str, Any]]:
         accessor = getattr(self.forwarding, what, None)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Optional
 from gateway.broker import Broker, VirtualHost, parse_policy
 from gateway.store import DefinitionRecord, Store
 
-from .errors import BadRequest, EntityNotFound, ManagementError, translated
+from .errors import BadRequest, Conflict, EntityNotFound, ManagementError, translated
 
 __all__ = ["RuntimeVhosts", "VHOST", "POLICY", "VHOST_LIMITS", "vhost_metadata"]
 
@@ -64,9 +64,11 @@ def _policy_key(vhost: str, name: str) -> str:
 class RuntimeVhosts:
     """``base``: the config's vhost names."""
 
-    def __init__(self, broker: Broker, base: Iterable[str], store: Store, clock: Any) -> None:
+    def __init__(self, broker: Broker, base: Iterable[str], store: Store, clock: Any,
+                 proxied: Iterable[str] = ()) -> None:
         self._broker = broker
         self._base = tuple(base)
+        self._proxied = frozenset(proxied)
         self._store = store
         self._clock = clock
         self._vhosts: dict[str, Optional[dict[str, Any]]] = {}
@@ -120,6 +122,7 @@ class RuntimeVhosts:
         """Create a vhost, or change the metadata fields given; True when it is new."""
         if not name:
             raise BadRequest("a vhost needs a name")
+        self._refuse_proxied(name)
         created = self._broker.vhost(name) is None
         merged = dict(_METADATA if created else self.metadata(name), **metadata)
         if not created and merged == self.metadata(name):
@@ -132,6 +135,7 @@ class RuntimeVhosts:
     def delete_vhost(self, name: str) -> VirtualHost:
         """Delete a vhost with its queues, exchanges, policies and limits; returns it.
         EntityNotFound when there is none."""
+        self._refuse_proxied(name)
         found = self._broker.vhost(name)
         if found is None:
             raise EntityNotFound(f"no vhost '{name}'")
@@ -149,6 +153,11 @@ class RuntimeVhosts:
         with translated:
             self._broker.remove_vhost(name)
         return found
+
+    def _refuse_proxied(self, name: str) -> None:
+        if name in self._proxied:
+            raise Conflict(f"vhost '{name}' is proxied to a backend (the config file's vhosts[]."
+                           "backend): change it there, or the backend's own vhosts")
 
     # ------------------------------------------------------------------ policies
     def policies(self, vhost: Optional[str] = None) -> list[dict[str, Any]]:

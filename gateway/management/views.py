@@ -143,6 +143,7 @@ def connection_dict(view: ConnectionView, node: str) -> dict[str, Any]:
         "client_properties": view.client_properties,
         # the name the client gave itself: 0-9-1's client property, 1.0's open property
         "user_provided_name": view.client_properties.get("connection_name"),
+        "backend": view.backend,
     }
 
 

@@ -22,7 +22,7 @@ def error_of(text: str) -> ConfigError:
 
 def test_example_config_loads_with_rabbitmq_like_defaults():
     cfg = load_config(EXAMPLE)
-    assert cfg.vhosts == ("/",)
+    assert cfg.vhost_names == ("/",)
     assert [(l.host, l.port, l.tls) for l in cfg.listeners] == [("127.0.0.1", 5672, TlsMode.OFF)]
     guest = cfg.users[0]
     assert guest.name == "guest" and guest.loopback_only

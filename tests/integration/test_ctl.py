@@ -73,7 +73,7 @@ def test_list_connections_shows_the_client(gw, busy_queue):
     assert r.returncode == 0, r.stderr
     header, *entries = r.stdout.splitlines()
     assert header.split() == ["name", "user", "vhost", "protocol", "peer_host", "peer_port", "tls",
-                              "channels"]
+                              "channels", "backend"]
     mine = [e for e in entries if " admin " in e]
     assert len(mine) == 1 and "AMQP 0-9-1" in mine[0]
 

@@ -282,3 +282,84 @@ def test_the_driver_logs_an_engine_handshake_timeout_once(caplog):
     proto.driver.flush()
     assert [r.getMessage() for r in caplog.records if "timeout" in r.getMessage()] == [
         "handshake timeout: 127.0.0.1:40000 stalled in phase 'test phase' for 5.0s; closed"]
+
+
+# ------------------------------------------------------------------ PROXY protocol
+
+PROXY_V2 = (b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c" + bytes([203, 0, 113, 9, 127, 0, 0, 1])
+            + (40123).to_bytes(2, "big") + (5672).to_bytes(2, "big"))
+
+
+def proxy_listener(reactor, metrics, engines, **kwargs):
+    def factory_fn(ctx):
+        e = RecordingEngine(ctx)
+        engines.append(e)
+        return e
+    return ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0, proxy_protocol=True),
+                           reactor, metrics, factory_fn, **kwargs)
+
+
+@pytest.mark.parametrize("proxy_header", [PROXY_V2, b"PROXY TCP4 203.0.113.9 127.0.0.1 40123 5672\r\n"])
+def test_a_proxy_header_names_the_client_to_the_engine_and_the_logs(env, caplog, proxy_header):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    caplog.set_level("INFO", logger="gateway.connection_log")
+    stream = proxy_header + AMQP091_HEADER + b"rest"
+    for b in stream[:len(proxy_header) + 7]:
+        proto.dataReceived(bytes([b]))
+        assert not engines and not transport.disconnecting
+    proto.dataReceived(stream[len(proxy_header) + 7:])
+    ctx = engines[0].ctx
+    assert (ctx.peer_host, ctx.peer_port) == ("203.0.113.9", 40123)
+    assert ctx.kind is HeaderKind.AMQP091 and bytes(engines[0].received) == b"rest"
+    assert factory.peer_text(proto) == "203.0.113.9:40123"
+    assert any("203.0.113.9:40123" in r.getMessage() for r in caplog.records)
+
+
+def test_a_local_proxy_header_keeps_the_socket_address(env):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    proto.dataReceived(b"\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00" + AMQP10_SASL_HEADER)
+    assert (engines[0].ctx.peer_host, engines[0].ctx.peer_port) == ("127.0.0.1", 40000)
+
+
+@pytest.mark.parametrize("data", [AMQP091_HEADER, b"PROXY TCP4 1.2.3 1.2.3.4 1 2\r\n" + AMQP091_HEADER])
+def test_a_connection_without_a_valid_proxy_header_is_closed_and_logged(env, caplog, data):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    caplog.set_level("WARNING", logger="gateway.edge.sniffer")
+    proto.dataReceived(data)
+    assert transport.disconnecting and transport.value() == b"" and not engines
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "proxy-header"}) == 1
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "from 127.0.0.1:40000 refused: the listener expects a PROXY protocol header" in line
+    proto.dataReceived(b"more")                     # ignored, never raises
+    proto.connectionLost(None)
+
+
+def test_a_proxy_header_not_finished_by_the_deadline_is_closed(env):
+    reactor, _, engines, metrics = env
+    factory = proxy_listener(reactor, metrics, engines)
+    proto, transport = connect(factory)
+    proto.dataReceived(PROXY_V2[:20])
+    reactor.advance(3.0)
+    assert transport.disconnecting and not engines
+
+
+def test_behind_a_balancer_the_throttle_counts_the_client_not_the_balancer(env):
+    reactor, _, engines, metrics = env
+    throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
+    factory = proxy_listener(reactor, metrics, engines, login_throttle=throttle)
+    throttle.refused("127.0.0.1", "u", reactor.seconds())   # the balancer's own address
+    throttle.refused("203.0.113.9", "u", reactor.seconds())
+    proto, transport = connect(factory)                      # accepted from 127.0.0.1
+    proto.dataReceived(PROXY_V2 + AMQP091_HEADER)
+    assert transport.disconnecting and not engines           # 203.0.113.9 is throttled
+    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) == 1
+    other = PROXY_V2.replace(bytes([203, 0, 113, 9]), bytes([198, 51, 100, 1]))
+    proto, transport = connect(factory)
+    proto.dataReceived(other + AMQP091_HEADER)
+    assert engines and engines[0].ctx.peer_host == "198.51.100.1"
