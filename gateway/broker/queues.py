@@ -58,6 +58,7 @@ from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
 from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
+from .policies import QUEUE_KEYS, Policy, with_policy
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queue_entries import QueueEntries
 from .queued_message import _AVAILABLE, MessageState, QueuedMessage
@@ -91,6 +92,7 @@ class Queue:
         auto_delete: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
         now: float = 0.0,
+        policy: Optional[Policy] = None,
     ) -> None:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
@@ -104,8 +106,12 @@ class Queue:
         #: opaque owner token (e.g. a connection id) of an exclusive queue, else None
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
+        #: the arguments as declared (redeclares are compared with these)
         self.arguments: dict = dict(arguments or {})
-        self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        declared = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        #: the vhost's policy that applies (``policies``), and the arguments in effect
+        self.policy = policy
+        self.args: QueueArguments = declared if policy is None else self._with_policy(policy)
         self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
         #: the entries, their states, the memory count and the store's records
         self.entries = QueueEntries(self.args.max_priority, host.gate)
@@ -171,6 +177,18 @@ class Queue:
     def unsettled_since(self, cutoff: float) -> int:
         """Deliveries acquired at or before ``cutoff`` and still unsettled."""
         return self.entries.unsettled_since(cutoff)
+
+    def _with_policy(self, policy: Optional[Policy]) -> QueueArguments:
+        return parse_queue_arguments(with_policy(self.arguments, policy, QUEUE_KEYS), self.name,
+                                     self.vhost_name)
+
+    def apply_policy(self, policy: Optional[Policy], now: float) -> None:
+        """Take ``policy`` (None: none) in place of the one applied; a lower length limit
+        drops messages from the head at once (``policies`` says what changes when)."""
+        self.policy = policy
+        self.args = self.dead_lettering.args = self._with_policy(policy)
+        if self.args.bounded and self.args.overflow is Overflow.DROP_HEAD:
+            self._drop_over_limit(now)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""

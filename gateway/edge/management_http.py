@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 #: the largest request body taken (a declare is a few hundred bytes)
 MAX_BODY = 1 << 20
+#: the largest definitions file imported (``POST /api/definitions``: ten thousand queues
+#: with their bindings are a few MiB)
+MAX_DEFINITIONS_BODY = 64 << 20
 #: the dashboard's files (package data of ``gateway.management.dashboard``)
 _DASHBOARD_FILES = {
     "": ("index.html", "text/html; charset=utf-8"),
@@ -83,10 +86,10 @@ class ManagementResource(Resource):
             user = self.auth.user_for(request.getHeader(b"authorization"), client_host(request))
             if not segments or segments[0] != "api":
                 return self._static(request, segments)
-            body = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-            if len(body) > MAX_BODY:
-                raise HttpError(413, "payload_too_large",
-                                f"the body is larger than {MAX_BODY} bytes")
+            limit = MAX_DEFINITIONS_BODY if segments[:2] == ("api", "definitions") else MAX_BODY
+            body = request.content.read(limit + 1) if request.content is not None else b""
+            if len(body) > limit:
+                raise HttpError(413, "payload_too_large", f"the body is larger than {limit} bytes")
             answer = _LaterAnswer(self, request)
             handle_saved(self.api, ApiRequest(
                 method=request.method.decode("ascii", "replace"), segments=segments,

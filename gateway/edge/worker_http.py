@@ -13,8 +13,10 @@ worker's counters, a connection listing a third of the connections.
   authenticates it as usual). A ``GET`` that every worker answers with a JSON list
   of what each worker holds for itself (connections, channels, consumers, links,
   nodes...) is answered with the lists joined, each item marked with its ``worker``;
-  lists that every worker has alike from the config (``SHARED``: users, vhosts,
-  permissions) come from the first worker. Anything else gets the first answer, in
+  lists that every worker has alike (``SHARED``: users, vhosts, permissions, policies,
+  vhost limits, parameters, definitions, health checks: from the config, or changed at
+  run time through this relay, which sends each change to every worker) come from the
+  first worker, unmarked. Anything else gets the first answer, in
   worker order, that is not 404 (an object gets its ``worker``), so ``DELETE
   /api/connections/NAME`` reaches the worker holding the connection.
 """
@@ -47,7 +49,8 @@ WORKER_TIMEOUT = 5.0
 #: request headers relayed to the workers
 _RELAYED = (b"authorization", b"content-type", b"x-reason", b"accept")
 #: ``/api/NAME`` lists every worker has alike: answered by the first worker, not joined
-SHARED = frozenset({"users", "vhosts", "permissions", "whoami", "overview"})
+SHARED = frozenset({"users", "vhosts", "permissions", "whoami", "overview", "policies",
+                    "vhost-limits", "parameters", "definitions", "health"})
 #: answer headers relayed back to the client
 _ANSWERED = (b"content-type", b"www-authenticate", b"retry-after", b"cache-control", b"location")
 
@@ -166,7 +169,7 @@ def combine(method: bytes, path: bytes, results: Sequence[tuple[WorkerPlace, Any
             joined = [_marked(item, place) for place, items in lists for item in items]
             return 200, answered[0][1][1], json.dumps(joined).encode()
     place, (status, headers, body) = next(((p, got) for p, got in answered if got[0] != 404), answered[0])
-    if method == b"GET" and status == 200:
+    if method == b"GET" and status == 200 and not shared:
         value = _json((status, headers, body))
         if isinstance(value, dict):
             body = json.dumps(_marked(value, place)).encode()

@@ -44,8 +44,9 @@ from typing import Any, Callable, Optional
 
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
-from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
-                        StoredEntry, StoredMessage, StoreSnapshot)
+from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
+                        StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_definitions import DefinitionRows
 from .sqlite_entities import EntityWrites, binding_key
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
@@ -150,6 +151,7 @@ class SqliteStore(ForwardingTables):
         self.messages_stored = 0
         self.bytes_stored = 0
         self._init_forwarding()
+        self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
         if short or (reserve_bytes and not self.reserve.make()):
             self.write_error = StoreWriteFailed(
@@ -365,6 +367,16 @@ class SqliteStore(ForwardingTables):
 
     def delete_binding(self, record: BindingRecord) -> None:
         self._entities.delete_binding(record)
+
+    # ------------------------------------------------------------------ definitions
+    def save_definition(self, record: DefinitionRecord) -> None:
+        self._definitions.save(record)
+
+    def delete_definition(self, kind: str, key: str) -> None:
+        self._definitions.delete(kind, key)
+
+    def load_definitions(self) -> list[DefinitionRecord]:
+        return self._definitions.load()
 
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:
