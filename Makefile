@@ -13,7 +13,7 @@ METRICS ?=
 MANAGEMENT ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint bench clean deb check-deb
+.PHONY: run test lint bench clean deb check-deb dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
@@ -46,6 +46,12 @@ bench: $(STAMP)
 # dist/amqp-gateway_VERSION-1_ARCH.deb: a self-contained venv in /opt/amqp-gateway (see deploy/README.md)
 deb:
 	deploy/build-deb
+
+# dist/amqp-gateway-VERSION.tar.gz: the source tarball (`make deb` works in it unpacked, without git)
+dist:
+	mkdir -p dist
+	git archive --format=tar.gz --prefix=amqp-gateway-$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)/ \
+	    -o dist/amqp-gateway-$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml).tar.gz HEAD
 
 # install it in a throw-away root and run it from there (what CI does)
 check-deb:

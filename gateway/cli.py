@@ -145,9 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
-    with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
-    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger.
-    ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
+    with ``time`` (ISO 8601 in UTC, with its zone: ``2026-01-02T03:04:05.678901+00:00``),
+    ``level``, ``logger``, ``message`` and each line's own fields (``connection_id``,
+    ``event``... see ``connection_log``), by python-json-logger. ``worker``: the number
+    of this worker of ``workers: N``, on each of its lines."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(json_formatter(worker))
@@ -157,10 +158,22 @@ def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = N
                         force=True)
 
 
-def _bridge_twisted_logging() -> None:
-    from twisted.logger import STDLibLogObserver, globalLogBeginner
+#: Twisted's lines an operator does not need at INFO: a factory starts and stops with
+#: every outbound connection attempt (forwarding, edge mode, health checks)
+_TWISTED_DEBUG_LINES = ("Starting factory", "Stopping factory")
 
-    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
+
+def _bridge_twisted_logging() -> None:
+    from twisted.logger import LogLevel, STDLibLogObserver, globalLogBeginner
+
+    observer = STDLibLogObserver(name="twisted")
+
+    def observe(event: dict) -> None:
+        if str(event.get("log_format") or "").startswith(_TWISTED_DEBUG_LINES):
+            event = dict(event, log_level=LogLevel.debug)
+        observer(event)
+
+    globalLogBeginner.beginLoggingTo([observe], redirectStandardIO=False)
 
 
 def print_config_errors(exc: ConfigError) -> None:

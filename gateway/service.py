@@ -212,6 +212,9 @@ class GatewayService(service.MultiService):
             backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
+        events = self.management_plane.events
+        self.transfer.on_dead_letter = lambda dead: events.emit("forward.dead_lettered",
+                                                                dead["vhost"], dead)
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()

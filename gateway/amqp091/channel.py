@@ -65,7 +65,7 @@ from gateway.amqp091.content import Content
 from gateway.amqp091.error_map import amqp_error
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
-from gateway.amqp091.message_mapping import delivery_payload
+from gateway.amqp091.message_mapping import delivery_payload, with_delivery_count
 from gateway.amqp091.spec import ReplyCode
 from gateway.amqp091.transactions import PendingPublish, PendingSettle, PublishMode, SettleKind
 from gateway.auth.permissions import Action
@@ -209,6 +209,8 @@ class BrokerChannel:
         else:
             unacked.add(Unacked(tag, entry, consumer.credit))
         props, body = delivery_payload(message)
+        if consumer.queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
                                  message.routing_key, props, body)
 
@@ -318,6 +320,8 @@ class BrokerChannel:
             if method.no_ack:
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)
         props, body = delivery_payload(message)
+        if queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_content(
             m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
                          routing_key=message.routing_key, message_count=queue.message_count),

@@ -36,8 +36,9 @@ from translators.to_amqp091 import (amqp091_properties, plain_body, properties_s
                                      with_added_annotations)
 from translators.field_types import Timestamp
 
-__all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
-           "death_table", "expiration_ms", "container_from_properties", "delivered_properties"]
+__all__ = ["container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
+           "parse_expiration", "death_table", "expiration_ms", "container_from_properties",
+           "delivered_properties"]
 
 _AMQP091 = Encoding.AMQP091
 log = logging.getLogger(__name__)
@@ -213,6 +214,17 @@ def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:
     if message.origin is Encoding.AMQP091 and not message.deaths and not message.annotations:
         return message.payload  # type: ignore[no-any-return]
     return message.converted(Encoding.AMQP091, _render)  # type: ignore[return-value]
+
+
+def with_delivery_count(properties_bytes: bytes, delivery_count: int) -> bytes:
+    """The properties of a delivery from a quorum queue: an ``x-delivery-count`` header
+    (failed deliveries so far), as RabbitMQ 3.10 sets it on every one."""
+    added = with_headers(properties_bytes, {"x-delivery-count": delivery_count})
+    if added is not None:
+        return added
+    props = decode_properties(properties_bytes)
+    return encode_properties(dataclasses.replace(
+        props, headers={**(props.headers or {}), "x-delivery-count": delivery_count}))
 
 
 def forwarded_payload(message: MessageContainer, annotations: dict) -> tuple[bytes, bytes]:

@@ -294,6 +294,11 @@ class IncomingLink:
             error = _broker_error(exc, address)
         except Amqp10Error as exc:
             error = exc
+        link_route = self.route
+        if link_route.__class__ is ServiceRoute and link_route.name == TRANSFER_SERVICE:
+            # the sending gateway dead-letters it: both sides' logs say why (issue 46)
+            log.warning("refused a message forwarded to '%s' over connection %s (user '%s'): %s",
+                        address, host.connection_id, host.user.name, error.description)
         return self._refuse(ledger, message, now, address, error, received=True)
 
     def _refuse(self, ledger: Any, message: Optional[MessageContainer], now: float,

@@ -4,9 +4,10 @@
 
 ``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|remotes|
 backends|shovels|vhosts|users|permissions|policies|vhost_limits``; ``purge queue NAME``;
-``delete queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; and the changes
-and message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy,
-export, import, publish, get). Tables by default, the API's JSON with ``--json``. The password may
+``delete queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; ``redrive REMOTE``
+(its dead letters back to its outbox); and the changes and message moves of
+``admin_commands`` (declare, add_user, set_permissions, set_policy, export, import, publish,
+get). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
 Which gateway: ``--url``, else the management listener of ``--config FILE``, else of
@@ -68,8 +69,9 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("channel", "channel_details.name"), ("ack_required", "ack_required"),
         ("prefetch", "prefetch_count")]),
     "remotes": ("gateway/remotes", False, [
-        ("name", "name"), ("state", "state"), ("address", "address"),
-        ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),
+        ("name", "name"), ("kind", "kind"), ("state", "state"), ("host", "host"), ("port", "port"),
+        ("outbox_depth", "outbox_depth"), ("forwarded", "forwarded"),
+        ("dead_lettered", "dead_lettered"), ("last_error", "last_error")]),
     "backends": ("gateway/backends", False, [
         ("name", "name"), ("kind", "kind"), ("state", "state"), ("connections", "connections"),
         ("nodes", "node_states"), ("refused", "refused"), ("lost", "lost"), ("last_error", "last_error")]),
@@ -122,6 +124,9 @@ def add_ctl_parser(sub: Any) -> None:
     close.add_argument("what", choices=["connection"])
     close.add_argument("name")
     close.add_argument("--reason", default="closed by amqp-gateway ctl")
+    again = verbs.add_parser("redrive", help="send a remote's dead letters again (back to "
+                                             "its outbox)")
+    again.add_argument("remote", help="the remote's container")
     add_admin_verbs(verbs)
 
 
@@ -191,6 +196,10 @@ def _change(client: ManagementClient, args: argparse.Namespace) -> str:
         plural = "queues" if args.what == "queue" else "exchanges"
         client.delete(api_path(plural, _vhost(args), args.name))
         return f"{args.what} '{args.name}' in vhost '{_vhost(args)}' deleted"
+    if args.verb == "redrive":
+        done = client.request("POST", api_path("remotes", args.remote, "redrive"))
+        return (f"{done['redriven']} dead letter(s) of remote '{args.remote}' back in its outbox"
+                + (f"; {done['kept']} kept (no node)" if done["kept"] else ""))
     client.delete(api_path("connections", args.name), headers={"X-Reason": args.reason})
     return f"connection '{args.name}' closed"
 

@@ -15,15 +15,21 @@ from translators.amqp10_sections import decode_section_fast
 from translators.errors import TranslationError
 from translators.section_scan import SectionCode, scan_sections
 
-__all__ = ["ORIGIN", "GATEWAY_ID", "HOPS", "ERROR", "REMOTE", "MAX_HOPS", "Forwarded",
+__all__ = ["ORIGIN", "GATEWAY_ID", "HOPS", "ERROR", "REMOTE", "REASON", "NODE", "DEAD_LETTER_KEYS", "MAX_HOPS", "message_annotations", "Forwarded",
            "forwarded_of", "forward_annotations", "LoopError"]
 
 ORIGIN = "x-opt-forward-origin"
 GATEWAY_ID = "x-opt-forward-id"
 HOPS = "x-opt-forward-hops"
-#: on a dead-lettered copy: the remote's error and the remote container
+#: on a dead-lettered copy: the remote's error, the remote container and why it was
+#: dead-lettered (``forwarder.REJECTED`` ...)
 ERROR = "x-opt-forward-error"
 REMOTE = "x-opt-forward-remote"
+REASON = "x-opt-forward-reason"
+#: on a dead-lettered copy: the node it was for at the remote (a re-drive sends it there)
+NODE = "x-opt-forward-node"
+#: what a re-drive removes before the copy goes back to the outbox
+DEAD_LETTER_KEYS = (ERROR, REMOTE, REASON, NODE)
 
 #: containers a message may pass before it is refused as looping
 MAX_HOPS = 8
@@ -46,23 +52,32 @@ class LoopError(Exception):
     """The message passed too many containers, or this one already (the text says)."""
 
 
-def forwarded_of(encoded: bytes) -> Optional[Forwarded]:
-    """The forwarding annotations of an encoded 1.0 message, or None when it has none
-    (it was not forwarded by a gateway). Raises ``TranslationError`` on a malformed
-    encoding."""
+def message_annotations(encoded: bytes) -> Optional[dict]:
+    """The message-annotations section of an encoded 1.0 message (None without one).
+    Raises ``TranslationError`` on a malformed encoding."""
     for span in scan_sections(encoded):
         if span.code is SectionCode.MESSAGE_ANNOTATIONS:
             annotations = decode_section_fast(encoded, span)
             if not isinstance(annotations, dict):
                 raise TranslationError("message-annotations", "must be a map")
-            origin, gid = annotations.get(ORIGIN), annotations.get(GATEWAY_ID)
-            if not isinstance(origin, str) or not isinstance(gid, int):
-                return None
-            hops = annotations.get(HOPS) or []
-            return Forwarded(str(origin), int(gid), tuple(str(h) for h in hops))
+            return annotations
         if span.code not in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
             return None
     return None
+
+
+def forwarded_of(encoded: bytes) -> Optional[Forwarded]:
+    """The forwarding annotations of an encoded 1.0 message, or None when it has none
+    (it was not forwarded by a gateway). Raises ``TranslationError`` on a malformed
+    encoding."""
+    annotations = message_annotations(encoded)
+    if annotations is None:
+        return None
+    origin, gid = annotations.get(ORIGIN), annotations.get(GATEWAY_ID)
+    if not isinstance(origin, str) or not isinstance(gid, int):
+        return None
+    hops = annotations.get(HOPS) or []
+    return Forwarded(str(origin), int(gid), tuple(str(h) for h in hops))
 
 
 def forward_annotations(container_id: str, gateway_id: int,

@@ -24,7 +24,8 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 =================================================  ===========================================
 
 The gateway's own resources have paths of their own: ``/api/gateway/links`` (qdstat's
-links), ``/api/gateway/remotes``, ``/api/gateway/backends`` (edge mode),
+links), ``/api/gateway/remotes`` (and ``POST /api/remotes/NAME/redrive``: its dead
+letters back to its outbox), ``/api/gateway/backends`` (edge mode),
 ``/api/gateway/shovels``, ``/api/gateway/ledger``. Lists take RabbitMQ's ``columns``,
 ``sort``, ``sort_reverse`` and paging parameters (``http_listing``). Errors are
 RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
@@ -53,6 +54,7 @@ from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, 
                                               flag, json_body, listing, query_flag, split_path,
                                               visible_vhost)
 from gateway.management.node_view import alarms, node_dict
+from gateway.management.redrive import redrive
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "handle_saved", "split_path"]
 
@@ -266,6 +268,10 @@ def _remotes(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return listing(request, api.model.remotes())
 
 
+def _redrive(api: HttpApi, request: ApiRequest, name: str) -> ApiResponse:
+    return ApiResponse(200, redrive(api.model, acting_user(request), name))
+
+
 def _backends(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return listing(request, api.model.backends())
 
@@ -311,6 +317,7 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
      {"GET": _get_binding, "DELETE": _unbind}),
     ("api/gateway/links", {"GET": _links}),
     ("api/gateway/remotes", {"GET": _remotes}),
+    ("api/remotes/{name}/redrive", {"POST": _redrive}),
     ("api/gateway/backends", {"GET": _backends}),
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),

@@ -474,7 +474,7 @@ def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
         ch.basic_publish("", "no-such-queue@org-b", b"poison",
                          pika.BasicProperties(message_id="p-1", delivery_mode=2))
         conn.close()
-        assert p.a.wait_for_log("message .* dead-lettered: amqp:not-found")
+        assert p.a.wait_for_log("message .* dead-lettered .*: amqp:not-found")
         p.a.kill()
         p.a = p.make_a().start()
         conn, ch = pika_channel(p.a)

@@ -94,7 +94,7 @@ async function refresh() {
     ["publish_rate", rate(get(x, "message_stats.publish_in"),
                           get(xBefore[queueKey(x)], "message_stats.publish_in"), seconds)]]);
   fill("remotes", remotes, r => [
-    ["name", r.name], ["state", r.state], ["backlog", r.backlog], ["forwarded", r.forwarded],
+    ["name", r.name], ["state", r.state], ["outbox_depth", r.outbox_depth], ["forwarded", r.forwarded],
     ["last_error", r.last_error]]);
   previous = {at, overview, queues: Object.fromEntries(queues.map(q => [queueKey(q), q])),
               exchanges: Object.fromEntries(exchanges.map(x => [queueKey(x), x]))};

@@ -137,6 +137,17 @@ def test_an_exchange_policy_sets_the_alternate_exchange_unless_it_has_its_own(vh
     assert x.alternate_exchange is None and own.alternate_exchange == "amq.fanout"
 
 
+def test_a_policy_queue_mode_is_ignored_on_a_quorum_queue_as_rabbitmq_does(vhost) -> None:
+    vhost.policies.put(policy(queue_mode="lazy", max_length=3), 0.0)
+    quorum = vhost.declare_queue("q-quorum", durable=True, arguments={"x-queue-type": "quorum"})
+    assert quorum.quorum and quorum.args.max_length == 3
+    vhost.policies.put(policy(queue_mode="lazy", max_length=2), 0.0)
+    assert quorum.args.max_length == 2
+    with pytest.raises(InvalidArgument, match="x-queue-mode"):
+        vhost.declare_queue("q-declared", durable=True,
+                            arguments={"x-queue-type": "quorum", "x-queue-mode": "lazy"})
+
+
 def test_the_vhost_queue_limit_refuses_new_queues_only(vhost) -> None:
     vhost.declare_queue("q1")
     vhost.limits.replace({"max-queues": 1})
