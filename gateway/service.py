@@ -57,6 +57,7 @@ from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import LEDGER_GAP, QueueThresholds, ThresholdRule
 from gateway.management.definitions import Definitions
+from gateway.management.rate_history import RateHistory
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
@@ -232,6 +233,9 @@ class GatewayService(service.MultiService):
         self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
+        #: the dashboard's rate history, sampled on its own timer (never per message)
+        self.rate_history = RateHistory(self.management.message_totals)
+        self._rate_sampling: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
     def _vhost_connection_limit(self, name: str) -> Optional[int]:
@@ -408,7 +412,10 @@ class GatewayService(service.MultiService):
             api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
                           rabbitmq_version=self.config.rabbitmq_version or API_RABBITMQ_VERSION,
                           process_memory=resident_bytes, definitions=self.definitions,
-                          messages=MANAGEMENT_MESSAGES, health=health)
+                          messages=MANAGEMENT_MESSAGES, health=health, rates=self.rate_history)
+            self._rate_sampling = task.LoopingCall(self._sample_rates)
+            self._rate_sampling.clock = self.reactor
+            self._rate_sampling.start(self.rate_history.interval, now=True)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
         if mg.enabled and self.worker:
             self.management_port = yield self._listen_for_parent("management", site)
@@ -446,6 +453,12 @@ class GatewayService(service.MultiService):
             os.unlink(path)  # left by this worker's previous life
         log.info("%s for the supervisor on unix:%s", serves, path)
         return UNIXServerEndpoint(self.reactor, path).listen(site)
+
+    def _sample_rates(self) -> None:
+        try:
+            self.rate_history.sample(self.reactor.seconds())
+        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
+            log.exception("sampling the rate history failed")
 
     def _tick_broker(self) -> None:
         now = self.reactor.seconds()
@@ -489,6 +502,8 @@ class GatewayService(service.MultiService):
         self.store.close()  # commits what the connections left
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
+        if self._rate_sampling is not None and self._rate_sampling.running:
+            self._rate_sampling.stop()
         if self.ledger_process is not None:
             await self.ledger_process.stop(self.config.shutdown_timeout)
         elif self.ledger_writer is not None:

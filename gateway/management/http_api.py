@@ -25,7 +25,8 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 
 The gateway's own resources have paths of their own: ``/api/gateway/links`` (qdstat's
 links), ``/api/gateway/remotes`` (and ``POST /api/remotes/NAME/redrive``: its dead
-letters back to its outbox), ``/api/gateway/backends`` (edge mode),
+letters back to its outbox), ``/api/gateway/rates`` (the last ten minutes of message
+rates, ``rate_history``), ``/api/gateway/backends`` (edge mode),
 ``/api/gateway/shovels``, ``/api/gateway/ledger``. Lists take RabbitMQ's ``columns``,
 ``sort``, ``sort_reverse`` and paging parameters (``http_listing``). Errors are
 RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
@@ -272,6 +273,12 @@ def _redrive(api: HttpApi, request: ApiRequest, name: str) -> ApiResponse:
     return ApiResponse(200, redrive(api.model, acting_user(request), name))
 
 
+def _rates(api: HttpApi, request: ApiRequest) -> ApiResponse:
+    if api.rates is None:
+        raise HttpError(404, None, "this gateway samples no rate history")
+    return ApiResponse(200, api.rates.as_dict(api.model.clock()))
+
+
 def _backends(api: HttpApi, request: ApiRequest) -> ApiResponse:
     return listing(request, api.model.backends())
 
@@ -318,6 +325,7 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/gateway/links", {"GET": _links}),
     ("api/gateway/remotes", {"GET": _remotes}),
     ("api/remotes/{name}/redrive", {"POST": _redrive}),
+    ("api/gateway/rates", {"GET": _rates}),
     ("api/gateway/backends", {"GET": _backends}),
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),

@@ -18,6 +18,7 @@ from gateway.product import API_RABBITMQ_VERSION
 
 if TYPE_CHECKING:
     from gateway.management.definitions import Definitions
+    from gateway.management.rate_history import RateHistory
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "split_path", "json_body", "flag", "arguments",
            "query_flag", "acting_user", "listing", "visible_vhost"]
@@ -66,6 +67,8 @@ class HttpApi:
     messages: Optional[MessageCodec] = None
     #: what the health checks read of the running gateway (None: nothing is bound)
     health: Optional[HealthFacts] = None
+    #: the sampled message rates of the last minutes (None: not sampled)
+    rates: Optional["RateHistory"] = None
 
     def uptime_ms(self) -> int:
         return int((self.model.clock() - self.started_at) * 1000)
