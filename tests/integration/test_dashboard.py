@@ -19,13 +19,12 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
-from tests.integration.test_forwarding_two_gateways import gateway, remote
+from tests.integration.test_forwarding_dead_letters import gateways  # noqa: F401 - a fixture
 from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.browser import ARTIFACTS, chromium_page
 from tests.support.cross_protocol_clients import pika_channel, pika_get
 from tests.support.deadline import wait_until
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
-from tests.support.management_http import MANAGEMENT_USERS, call, management_gateway
+from tests.support.management_http import call, management_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -437,26 +436,9 @@ def test_the_session_cookie_and_csrf():
 
 # -- re-drive: a remote's dead letters back to its outbox, from the remotes table ----------
 
-@pytest.fixture
-def forwarding_pair(tmp_path):
-    """org-a (with the management API) forwarding to org-b, as in the dead-letter tests."""
-    a_port, b_port = free_port(), free_port()
-    b = gateway("org-b", tmp_path / "b", b_port, "").start()
-    (tmp_path / "a").mkdir()
-    pw = tmp_path / "a" / "remote.password"
-    pw.write_text("guest\n")
-    a = GatewayProcess(
-        config_text=default_config(users=MANAGEMENT_USERS, extra=(
-            f"container_id: org-a\nstate_dir: {tmp_path / 'a'}\nforwarding:\n  remotes:\n"
-            + remote("org-b", b_port, pw))),
-        extra_args=("--listen", f"127.0.0.1:{a_port}", "--management", "127.0.0.1:0")).start()
-    yield a, b
-    a.kill()
-    b.kill()
-
-
-def test_redrive_from_the_remotes_table(forwarding_pair):
-    a, b = forwarding_pair
+def test_redrive_from_the_remotes_table(gateways):
+    """``gateways``: org-a (with the management API) forwarding to org-b."""
+    a, b = gateways
     conn, ch = pika_channel(a)
     ch.confirm_delivery()
     ch.basic_publish("", "late-queue@org-b", b"poison", pika.BasicProperties(message_id="p-1", delivery_mode=2))
