@@ -39,6 +39,7 @@ from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
+from gateway import timeline
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
@@ -149,6 +150,8 @@ class GatewayService(service.MultiService):
         self.worker = worker
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
+        #: the bench's event timeline (off unless the environment names its file)
+        self.timeline = timeline.install(os.environ if environ is None else environ, time.monotonic)
         self.ledger_process: Optional[LedgerProcess] = None
         #: the writer in this process (``ledger.writer_process: false``) and its shipping
         self.ledger_writer: Optional[LedgerWriter] = None
@@ -282,7 +285,7 @@ class GatewayService(service.MultiService):
         p = self.ledger_process
         assert p is not None
         return {"writer_restarts": p.restarts, "gaps": p.gaps, "records_lost": p.records_lost,
-                "chunks_dropped": p.chunks_dropped}
+                "chunks_dropped": p.chunks_dropped, "records_sent": p.records_sent}
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -500,6 +503,8 @@ class GatewayService(service.MultiService):
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left
+        if self.timeline is not None:
+            self.timeline.write()
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
         if self._rate_sampling is not None and self._rate_sampling.running:

@@ -85,6 +85,8 @@ def _from_amqp091(annotations: dict) -> bool:
 _RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.reserved, rule.form,
                 rule.inverse) for rule in CARRIED_PROPERTIES)
 _MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
+#: the annotations ``_annotations_to_properties`` may take back into properties
+_TAKEN_PREFIX = "x-amqp-0-9-1-"
 _PROPERTIES = Reserved.PROPERTIES.value
 _APP_PROPERTIES = Reserved.APP_PROPERTIES.value
 _ROBUST, _FRAGILE, _INEXACT = Carriage.ROBUST, Carriage.FRAGILE, Carriage.INEXACT
@@ -292,3 +294,20 @@ def with_added_annotations(
         merged[annotation_key(key)] = owned_value(value)
     headers[name] = map_to_field(merged, symbol)
     return dataclasses.replace(properties, headers=headers)
+
+
+def annotations_header(annotations: dict) -> Optional[dict]:
+    """The value of the ``x-amqp-1.0-message-annotations`` header that ``amqp091_properties``
+    gives a message with message-annotations ``annotations``, when that header is all
+    they change: the properties are then those of the same message without that section
+    (where the header is there, empty, at the same place) with this value in it. None
+    (translate in full) when an annotation is one that goes back into a 0-9-1 property
+    (``x-amqp-0-9-1-*``), or when they are only the ``x-exchange``/``x-routing-key`` pair.
+    Why: a receiving gateway has a forwarded message's annotations decoded already, and
+    the properties without them recur, so only this header is made per message."""
+    if _from_amqp091(annotations):
+        return None
+    for key in annotations:
+        if str(key).startswith(_TAKEN_PREFIX):
+            return None
+    return map_to_field(annotations, symbol)

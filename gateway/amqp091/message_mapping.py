@@ -23,7 +23,8 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
-from gateway.amqp091.content import Content, decode_properties, encode_properties, with_headers
+from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, encode_properties,
+                                     header_slot, with_headers)
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
@@ -32,8 +33,9 @@ from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
 from translators.carried_counts import TO_AMQP091, count_carried, headers_carried
-from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
-                                     with_added_annotations)
+from translators.mapping import Reserved
+from translators.to_amqp091 import (amqp091_properties, annotations_header, plain_body,
+                                     properties_source, with_added_annotations)
 from translators.field_types import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
@@ -158,6 +160,11 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
             if message.annotations:
                 encoded = with_message_annotations(encoded, message.annotations)
             elif not message.deaths:
+                received = message.received_annotations
+                if received is not None:
+                    rendered = _render_received(encoded, received)
+                    if rendered is not None:
+                        return rendered
                 return _render_amqp10(encoded, message.body_at)
             props, body = to_amqp091(encoded)
             carried = headers_carried(props.headers)
@@ -207,6 +214,52 @@ def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes
     if kept[1]:
         count_carried(TO_AMQP091, kept[1])
     return kept[0], body
+
+
+#: the properties of a 1.0 message rendered as if it had no message-annotations section,
+#: encoded around their ``x-amqp-1.0-message-annotations`` header (None: no such header),
+#: and the reserved headers carrying 1.0-only fields, by ``(sections before the body less
+#: that section, labelled)``; see ``_render_received``
+_RENDERED_BASE: dict[tuple[bytes, bool], tuple[Optional[HeaderSlot], tuple[str, ...]]] = {}
+_ANNOTATIONS_HEADER = Reserved.MESSAGE_ANNOTATIONS.value
+
+
+def _render_received(encoded: bytes,
+                     received: tuple[int, int, dict]) -> Optional[tuple[bytes, bytes]]:
+    """``_render_amqp10`` of a message whose message-annotations were decoded when it was
+    received (``MessageContainer.received_annotations``), without decoding any section
+    again when the sender repeats the others: the properties of the message without that
+    section are kept per its other sections, encoded around the
+    ``x-amqp-1.0-message-annotations`` header (whose place among the headers is the same
+    with or without annotations), and per message only that header's value, made from the
+    annotations as decoded, is encoded (``HeaderSlot``). None (the caller renders it in
+    full) when an annotation is one that ``to_amqp091`` turns back into a 0-9-1 property
+    (``x-amqp-0-9-1-*``): then the annotations change more than their header. Why: a forwarded message's annotations are new for every
+    message (its id), so the renders kept per whole prefix never hit, and decoding every
+    section again, then encoding all the properties, was most of a receiving gateway's
+    time."""
+    start, end, annotations = received
+    value = annotations_header(annotations)
+    if value is None:
+        return None
+    stripped = encoded[:start] + encoded[end:]
+    prefix, labelled, body, spans = properties_source(stripped)  # a scan, no decoding
+    if prefix is None:
+        return None
+    key = (prefix, labelled)
+    kept = _RENDERED_BASE.get(key)
+    if kept is None:
+        props = amqp091_properties(stripped, spans, body, labelled)
+        kept = header_slot(props, _ANNOTATIONS_HEADER), headers_carried(props.headers)
+        if len(_RENDERED_BASE) >= RENDERED_MAX:
+            _RENDERED_BASE.clear()
+        _RENDERED_BASE[key] = kept
+    slot, carried = kept
+    if slot is None:
+        return None
+    if carried:
+        count_carried(TO_AMQP091, carried)
+    return slot.fill(value), body
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

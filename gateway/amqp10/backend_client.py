@@ -12,6 +12,11 @@ session, and one link per ``key`` the 0-9-1 side asks for:
 * a receiver (``open_receiver``): the bare message is handed on as received
   (``payloads.container_from_transfer``), and ``settle`` gives it the 0-9-1 side's outcome.
 
+A 1.0 client's links are carried the same way, link for link (``carry_link``: the
+mirror of the client's link, its termini and settle modes; ``amqp10.carried_links``):
+their transfers go as the bytes received (``send_payload``), and what the backend sends
+and settles goes to ``CarriedEvents`` as it is, without decoding.
+
 A link the backend refuses (an attach with no terminus, then a detach) or detaches is
 ``link_failed`` with the backend's reason. The connection itself is the edge's
 (``edge.backend.BackendConnector``, our ``listener``): ``engine_opened`` at the backend's
@@ -26,14 +31,15 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from proton import SASL, Collector, Connection, Delivery, Endpoint, Event, Link, Transport
+from proton import SASL, Collector, Connection, Delivery, Endpoint, Event, Link, Terminus, Transport
 
 from gateway.amqp10.client_transport import push_input, take_output
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.backend.addresses import ACCEPTED, REJECTED, RELEASED
-from gateway.backend.contract import BackendFailure, BackendLogin, FailureKind, LinkEvents
+from gateway.backend.contract import BackendFailure, BackendLogin, CarriedEvents, FailureKind, LinkEvents
 from gateway.backend.nodes import BackendNode
 from gateway.backend.settings import BackendSettings
+from translators.delivery_header import delivered_before
 from translators.errors import TranslationError
 
 __all__ = ["BackendLinkClient"]
@@ -52,14 +58,21 @@ def _text(condition: Any, default: str) -> str:
     return f"{condition.name}: {description}" if description else str(condition.name)
 
 
-class _LinkRecord:
-    __slots__ = ("key", "link", "sender", "ready", "unsettled")
+def _name_key(link: Link) -> tuple[str, bool]:
+    """A link's name is unique per direction only (a carried client may reuse one)."""
+    return link.name, link.is_sender
 
-    def __init__(self, key: Any, link: Link, sender: bool) -> None:
+
+class _LinkRecord:
+    __slots__ = ("key", "link", "sender", "ready", "unsettled", "carried")
+
+    def __init__(self, key: Any, link: Link, sender: bool, carried: bool = False) -> None:
         self.key = key
         self.link = link
         self.sender = sender
         self.ready = False
+        #: a 1.0 client's link: events to ``CarriedEvents``, payloads not decoded
+        self.carried = carried
         #: sender: delivery tag -> token; receiver: the deliveries not settled yet
         self.unsettled: dict[Any, Any] = {}
 
@@ -68,10 +81,10 @@ class BackendLinkClient:
     """See the module docstring: the engine surface the edge drives and ``LinkConnection``."""
 
     def __init__(self, node: BackendNode, settings: BackendSettings, login: BackendLogin,
-                 events: LinkEvents) -> None:
+                 events: LinkEvents | CarriedEvents) -> None:
         self.node = node
         self.name = settings.name
-        self.events = events
+        self.events: Any = events
         self.listener: Any = None
         self.on_output: Optional[Callable[[], None]] = None
         self.opened = False
@@ -91,7 +104,8 @@ class BackendLinkClient:
         connection.container = login.connection_name or "amqp-gateway"
         # the backend's "virtual host" in 1.0 is the open's hostname (RabbitMQ: vhost:NAME)
         connection.hostname = login.vhost if login.vhost not in ("", "/") else node.host
-        connection.user, connection.password = login.user, login.password
+        if login.mechanism != "ANONYMOUS":
+            connection.user, connection.password = login.user, login.password
         self._collector = Collector()
         connection.collect(self._collector)
         transport.bind(connection)
@@ -99,7 +113,7 @@ class BackendLinkClient:
         self._session = connection.session()
         self._session.open()
         self._links: dict[Any, _LinkRecord] = {}
-        self._by_name: dict[str, _LinkRecord] = {}
+        self._by_name: dict[tuple[str, bool], _LinkRecord] = {}
         self._names = itertools.count(1)
 
     # ---- LinkConnection ----------------------------------------------------------------------
@@ -121,7 +135,7 @@ class BackendLinkClient:
 
     def _attach(self, record: _LinkRecord) -> None:
         self._links[record.key] = record
-        self._by_name[record.link.name] = record
+        self._by_name[_name_key(record.link)] = record
         record.link.open()
         self.output_ready()
 
@@ -156,7 +170,7 @@ class BackendLinkClient:
         record = self._links.pop(key, None)
         if record is None:
             return
-        self._by_name.pop(record.link.name, None)
+        self._by_name.pop(_name_key(record.link), None)
         self._release(record)
         if not record.link.state & Endpoint.LOCAL_CLOSED:
             record.link.close()
@@ -169,6 +183,71 @@ class BackendLinkClient:
                 delivery.update(Delivery.RELEASED)
                 delivery.settle()
             record.unsettled.clear()
+
+    # ---- carried links (a 1.0 client's) ----------------------------------------------------------
+    def carry_link(self, key: Any, client_link: Link, address: Optional[str]) -> Link:
+        """Attach the backend's end of ``client_link`` (the gateway's end of a 1.0 client's
+        link): the other role, with the client's source and target (``address`` in place of
+        the backend's side of it: the target when the client sends, the source when it
+        receives), its name and its sender settle mode. Returns the backend link."""
+        if client_link.is_receiver:  # the client sends: so do we, to the backend
+            link = self._session.sender(client_link.name)
+            link.source.copy(client_link.remote_source)
+            link.target.copy(client_link.remote_target)
+            link.target.address = address
+        else:
+            link = self._session.receiver(client_link.name)
+            link.source.copy(client_link.remote_source)
+            link.target.copy(client_link.remote_target)
+            link.source.address = address
+        link.snd_settle_mode = client_link.remote_snd_settle_mode
+        link.rcv_settle_mode = Link.RCV_FIRST
+        self._attach(_LinkRecord(key, link, link.is_sender, carried=True))
+        return link
+
+    def send_payload(self, key: Any, token: Any, payload: bytes) -> None:
+        """Send ``payload`` (a transfer's bytes, as received) on carried sender ``key``:
+        settled when ``token`` is None, else its outcome goes to ``carried_outcome``."""
+        record = self._links[key]
+        link = record.link
+        delivery = link.delivery(str(next(self._tags)))
+        link.send(payload)
+        link.advance()
+        if token is None:
+            delivery.settle()
+        else:
+            record.unsettled[delivery.tag] = token
+        self.output_ready()
+
+    def settle_carried(self, key: Any, delivery: Delivery) -> None:
+        """Settle ``delivery`` of carried receiver ``key`` (its outcome already set); one
+        its link released on closing is left alone."""
+        record = self._links.get(key)
+        if record is None or record.unsettled.pop(delivery, None) is None:
+            return
+        delivery.settle()
+        self.output_ready()
+
+    def _carried_delivery(self, record: _LinkRecord, delivery: Delivery) -> None:
+        if record.sender:  # the backend's outcome of a payload sent
+            if not delivery.settled and delivery.remote_state not in _OUTCOMES:
+                return
+            token = record.unsettled.pop(delivery.tag, None)
+            if token is not None:
+                self.events.carried_outcome(record.key, token, delivery)
+            delivery.settle()
+            return
+        if not delivery.readable or delivery.partial:
+            return
+        link = record.link
+        payload = link.recv(delivery.pending)
+        link.advance()
+        if delivery.settled:  # sent settled: nothing to answer
+            delivery.settle()
+            self.events.carried_transfer(record.key, None, payload)
+        else:
+            record.unsettled[delivery] = True
+            self.events.carried_transfer(record.key, delivery, payload)
 
     # ---- the connection's end ----------------------------------------------------------------
     def close(self, reason: str) -> None:
@@ -249,12 +328,19 @@ class BackendLinkClient:
                 self.opened = True
                 self.listener.engine_opened(self)
         elif kind == Event.LINK_REMOTE_OPEN:
-            record = self._by_name.get(event.link.name)
+            record = self._by_name.get(_name_key(event.link))
             terminus = event.link.remote_target if event.link.is_sender else event.link.remote_source
-            if record is not None and terminus is not None and terminus.address is not None:
+            # a refused attach answers with a null terminus (a carried one may have no
+            # address: the anonymous relay, which the backend answers with a target)
+            if record is not None and terminus is not None and (
+                    terminus.address is not None or (record.carried and terminus.type != Terminus.UNSPECIFIED)):
                 record.ready = True
                 self.events.link_ready(record.key)
             # else refused: its detach follows with the reason
+        elif kind == Event.LINK_FLOW:
+            record = self._by_name.get(_name_key(event.link))
+            if record is not None and record.carried:
+                self.events.carried_flow(record.key)
         elif kind == Event.LINK_REMOTE_CLOSE:
             self._link_closed(event.link)
         elif kind == Event.DELIVERY:
@@ -289,7 +375,7 @@ class BackendLinkClient:
         self.output_ready()
 
     def _link_closed(self, link: Link) -> None:
-        record = self._by_name.pop(link.name, None)
+        record = self._by_name.pop(_name_key(link), None)
         if not link.state & Endpoint.LOCAL_CLOSED:
             link.close()
         if record is None:
@@ -302,12 +388,15 @@ class BackendLinkClient:
 
     def _delivery(self, delivery: Delivery) -> None:
         link = delivery.link
-        record = self._by_name.get(link.name)
+        record = self._by_name.get(_name_key(link))
         if record is None:
+            return
+        if record.carried:
+            self._carried_delivery(record, delivery)
             return
         if record.sender:
             outcome = _OUTCOMES.get(delivery.remote_state)
-            if outcome is None and delivery.remote_settled:
+            if outcome is None and delivery.settled:
                 outcome = RELEASED  # settled with no outcome
             if outcome is None:
                 return
@@ -330,4 +419,5 @@ class BackendLinkClient:
             delivery.settle()
             return
         record.unsettled[delivery] = True
-        self.events.delivered(record.key, delivery, message, False)
+        # the 0-9-1 client's redelivered flag: what the header says (``delivered_before``)
+        self.events.delivered(record.key, delivery, message, delivered_before(encoded))

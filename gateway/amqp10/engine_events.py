@@ -20,8 +20,10 @@ from typing import Any, Callable, Protocol
 from proton import Condition, Connection, Event
 
 from gateway.amqp10.backend_links import BackendOutgoingLink
+from gateway.amqp10.carried_links import CarriedOutgoingLink
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.link_recovery import session_ended
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.links import OutgoingLink, attach_link
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
@@ -59,12 +61,14 @@ class EngineEvents:
     connection and collector; ``links`` its link table (shared: both change it only
     through ``LinkTable``'s methods)."""
 
-    __slots__ = ("_host", "_proton", "_links", "_log", "flowed")
+    __slots__ = ("_host", "_proton", "_links", "_log", "flowed", "_collector")
 
     def __init__(self, host: EventsHost, proton: ProtonTransport, links: LinkTable) -> None:
         self._host = host
         self._proton = proton
         self._links = links
+        #: the C collector (the transport's for its whole life): read once per batch
+        self._collector = c_pointer(proton.collector)
         self._log = ConnectionLogger(log, host.trail.connection_id)
         #: outgoing links whose credit changed in this batch of events
         self.flowed: dict[OutgoingLink, None] = {}
@@ -88,7 +92,7 @@ class EngineEvents:
         host = self._host
         if host.held_for_backend:
             return  # edge mode: the client's frames wait until its backend opened
-        impl = c_pointer(self._proton.collector)
+        impl = self._collector
         by_pointer = self._links.by_pointer
         flowed = self.flowed
         while True:
@@ -133,7 +137,7 @@ class EngineEvents:
     def _on_link_flow(self, handler: LinkHandler | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
         events is handled (an incoming link's flow needs nothing)."""
-        if isinstance(handler, (OutgoingLink, BackendOutgoingLink)):
+        if isinstance(handler, (OutgoingLink, BackendOutgoingLink, CarriedOutgoingLink)):
             handler.on_flow()
             self.flowed[handler] = None  # delivered to at the end of the batch
 
@@ -156,6 +160,7 @@ class EngineEvents:
 
     def _on_session_close(self, event: Event) -> None:
         self._close_session_links(event.session)
+        session_ended(self._host, event.session)
         event.session.close()
 
     def _on_transport_error(self, event: Event) -> None:

@@ -5,7 +5,8 @@ routed through ``amqp$transfer``) and is settled with the outcome.
 How a link is attached, its permissions, ledger records and address errors are described
 in ``links.py``; the outgoing direction is ``outgoing_link.py``.
 
-Credit (client senders): windows of ``INCOMING_CREDIT``, withheld while the broker's
+Credit (client senders): windows of ``INCOMING_CREDIT`` (``TRANSFER_CREDIT``, topped up
+at three quarters, for a forwarder's link to ``amqp$transfer``), withheld while the broker's
 producer gate is blocked (memory alarm), and bounded by the room left in the queues the
 target reaches (``Queue.capacity_left``: ``x-max-length`` and ``x-max-length-bytes`` of
 a ``reject-publish`` queue), so a full queue stops a 1.0 sender instead of growing
@@ -43,14 +44,15 @@ from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
-    _ROUTED,
-    _WRITE,
-    _address_error,
-    _broker_error,
-    _condition,
-    _end_ledger_context,
-    _ledger_context,
-    _naming,
+    TRANSFER_CREDIT,
+    ROUTED as _ROUTED,
+    WRITE as _WRITE,
+    address_error as _address_error,
+    broker_error as _broker_error,
+    make_condition as _condition,
+    end_ledger_context as _end_ledger_context,
+    ledger_context as _ledger_context,
+    naming_address as _naming,
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
@@ -69,7 +71,9 @@ from gateway.amqp10.proton_calls import (
     pn_link_credit,
 )
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
+from gateway.forward.annotations import forwarded_in
 from gateway.amqp10.unroutable_outcome import settle_unroutable
+from gateway import timeline
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import ExchangeType
@@ -111,6 +115,11 @@ class IncomingLink:
         #: exchanges WRITE was granted on (the engine keeps its answers for the
         #: connection's life too: no check per message)
         self._may_publish: set[str] = set()
+        #: the credit window, and the credit below which it is topped up (a forwarder's
+        #: link to ``amqp$transfer``: a larger window topped up at three quarters)
+        transfer = route.__class__ is ServiceRoute and route.name == TRANSFER_SERVICE
+        self._window = TRANSFER_CREDIT if transfer else INCOMING_CREDIT
+        self._low = self._window * 3 // 4 if transfer else self._window // 2
 
     @property
     def starving(self) -> bool:
@@ -151,21 +160,25 @@ class IncomingLink:
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
-        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
+        window = self._window - self._durable.count  # transfers waiting for the disk
         room = self._room()
         return window if room is None or room > window else room
 
     def refill(self) -> bool:
-        """Top the client's credit up to the window when it fell below half; True if a
-        flow was issued."""
+        """Top the client's credit up to the window when it fell below half (three
+        quarters for ``amqp$transfer``); True if a flow was issued."""
         if self.closed:
             return False
         have = pn_link_credit(self.link._impl)
-        if have * 2 > INCOMING_CREDIT:
+        low = self._low
+        if have > low:
             return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
-        if want > have and (have * 2 <= want or have == 0):
+        if want > have and (have * self._window <= want * low or have == 0):
             self.link.flow(want - have)
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("granted", want - have)
             return True
         return False
 
@@ -193,37 +206,36 @@ class IncomingLink:
                 if got < 0 and got != PN_EOS:
                     link._check(got)
                 chunk = chunk[:got] if got > 0 else None
-        if not self._buffer and chunk and not pn_delivery_partial(d):
+        if not self._buffer and chunk and not pn_delivery_partial(d) and not (
+                self.host.max_message_size and len(chunk) > self.host.max_message_size):
             # the whole message in one transfer (the usual case): no reassembly copies
-            if not (self.host.max_message_size and len(chunk) > self.host.max_message_size):
-                pn_link_advance(link._impl)
-                self._finish(d, chunk)
+            encoded: bytes = chunk  # type: ignore[assignment]
+        else:
+            if chunk:
+                self._buffer += chunk
+            limit = self.host.max_message_size
+            if limit and len(self._buffer) > limit:
+                self._buffer.clear()
+                error = Amqp10Error(
+                    ErrorCondition.MESSAGE_SIZE_EXCEEDED,
+                    f"message larger than the maximum message size of {limit} bytes",
+                )
+                ledger = self.host.broker.ledger
+                if ledger is not None:
+                    ledger.refused(self.host.now, self._ledger_ctx, error.description)
+                raise error
+            if pn_delivery_partial(d):
                 return
-        if chunk:
-            self._buffer += chunk
-        limit = self.host.max_message_size
-        if limit and len(self._buffer) > limit:
+            encoded = bytes(self._buffer)
             self._buffer.clear()
-            error = Amqp10Error(
-                ErrorCondition.MESSAGE_SIZE_EXCEEDED,
-                f"message larger than the maximum message size of {limit} bytes",
-            )
-            ledger = self.host.broker.ledger
-            if ledger is not None:
-                ledger.refused(self.host.now, self._ledger_ctx, error.description)
-            raise error
-        if pn_delivery_partial(d):
-            return
-        encoded = bytes(self._buffer)
-        self._buffer.clear()
         pn_link_advance(link._impl)
-        self._finish(d, encoded)
-
-    def _finish(self, d: Any, encoded: bytes) -> None:
-        """Publish a complete message and settle its transfer with the outcome (an
-        accepted one the store wrote once it is on disk)."""
+        # the message is complete: publish it and settle its transfer with the outcome (an
+        # accepted one the store wrote once it is on disk)
         writes = self._store.write_count
         self.host.trail.messages_in += 1
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("received")
         outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
@@ -275,11 +287,13 @@ class IncomingLink:
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
-                route, forwarded = transfer_route(host, self._directory, route, self._address,
-                                                  summary, encoded)
+                route, section = transfer_route(host, self._directory, route, self._address,
+                                                summary, encoded)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
-                if forwarded is not None:
+                if section is not None:
+                    message.received_annotations = section
+                    forwarded = forwarded_in(section[2])
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)

@@ -27,6 +27,8 @@ resolved through ``addressing`` against the connection's vhost:
   temporary queue's binding; selectors, no-local and RabbitMQ 4's property filters make
   the link a filtered consumer that skips what they refuse (``broker.consumers``);
   the reply echoes the filters applied; any other filter refuses the attach.
+  A durable source terminus on an exchange source is a durable subscription instead of
+  a temporary queue, resumed by link name and container id (``link_recovery``).
 
 Credit (client senders): see ``incoming_link.py``.
 
@@ -95,8 +97,13 @@ from addressing import (
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.incoming_link import IncomingLink
-from gateway.amqp10.link_context import INCOMING_CREDIT, _address_error, _broker_error
+from gateway.amqp10.link_context import (
+    INCOMING_CREDIT,
+    address_error as _address_error,
+    broker_error as _broker_error,
+)
 from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.link_recovery import SubscriptionLink, attach_subscription, is_subscription
 from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.source_filters import SourceFilters, echo_filters, read_source_filters
 from gateway.amqp10.transfer_routes import global_address
@@ -158,6 +165,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
     remote = link.remote_source
     vhost = host.vhost
     temporary = service_reply = False
+    subscription: Optional[SubscriptionLink] = None
     address = remote.address
     filters = SourceFilters()
     if remote.dynamic:
@@ -185,15 +193,19 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
                 remote, exchange_source=True,
                 exchange_type=None if exchange is None else exchange.type.value)
             host.permit(Action.READ, route.exchange)
-            queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
-            temporary = True
             key = route.routing_key if filters.binding_key is None else filters.binding_key
-            try:
-                vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, key,
-                           arguments=filters.binding_arguments, owner=host.owner)
-            except BrokerError:
-                vhost.delete_queue(queue.name, owner=host.owner)
-                raise
+            if is_subscription(remote):  # a durable subscription (link_recovery)
+                queue, subscription = attach_subscription(host, link, route, key,
+                                                          filters.binding_arguments)
+            else:
+                queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
+                temporary = True
+                try:
+                    vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, key,
+                               arguments=filters.binding_arguments, owner=host.owner)
+                except BrokerError:
+                    vhost.delete_queue(queue.name, owner=host.owner)
+                    raise
         elif isinstance(route, ServiceRoute):
             filters = read_source_filters(remote, exchange_source=False)
             # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
@@ -218,6 +230,9 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
     handler.service_reply = service_reply
+    if subscription is not None:
+        handler.subscription = subscription
+        handler.exclusive = True  # one link at a time consumes a subscription
     # a link's own temporary queue drops what its filter refuses: nobody else reads it
     handler.message_filter = filters.message_filter(host.connection_id,
                                                     drops=temporary and not remote.dynamic)

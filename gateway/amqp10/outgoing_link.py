@@ -15,13 +15,13 @@ from gateway.amqp10.conditions import ErrorCondition
 from gateway.amqp10.link_context import (
     LINK_CLOSED,
     UNTRANSLATABLE,
-    _ACCEPTED,
-    _LEDGER_OUTCOME,
-    _RELEASED,
-    _TERMINAL,
-    _condition,
-    _end_ledger_context,
-    _ledger_context,
+    LEDGER_ACCEPTED as _ACCEPTED,
+    LEDGER_OUTCOME as _LEDGER_OUTCOME,
+    LEDGER_RELEASED as _RELEASED,
+    TERMINAL_STATES as _TERMINAL,
+    make_condition as _condition,
+    end_ledger_context as _end_ledger_context,
+    ledger_context as _ledger_context,
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import delivery_parts
@@ -52,6 +52,8 @@ class OutgoingLink:
     exclusive = False
     #: the link's source filters (``broker.message_filter.MessageFilter``), or None
     message_filter = None
+    #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or None
+    subscription = None
 
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
                  temporary: bool) -> None:
@@ -234,6 +236,9 @@ class OutgoingLink:
                                    LINK_CLOSED)
                 queue.release(entry, redelivered=True, count_delivery=False, now=now)
         _end_ledger_context(self.host, self._ledger_ctx)
+        if self.subscription is not None:
+            self.subscription.link_ended(self.host, self.link)
+            self.subscription = None
         if self.temporary and not queue.deleted:
             try:
                 self.host.vhost.delete_queue(queue.name, owner=self.host.owner)

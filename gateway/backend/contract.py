@@ -3,7 +3,7 @@
 A 0-9-1 ``ServerConnection`` or a 1.0 engine whose client opened a proxied vhost asks its
 ``VhostProxy`` (made by the edge, which owns the sockets) for a backend connection; the
 login it opens with comes from ``backend_login`` (passthrough: the client's own PLAIN
-credentials; else the backend's service account). Failures reach the engine as
+credentials; anonymous: SASL ANONYMOUS; else the backend's service account). Failures reach the engine as
 ``BackendFailure``: ``kind`` says whether the backend refused the login, the vhost, or
 could not be reached or was lost, and ``text`` is the backend's own reason, which the
 client is told (0-9-1 reply codes and 1.0 conditions are the protocols' to choose).
@@ -18,7 +18,7 @@ from gateway.backend.nodes import BackendNodes
 from gateway.backend.settings import BackendSettings
 
 __all__ = ["BackendLogin", "FailureKind", "BackendFailure", "VhostProxy", "backend_login",
-           "lost_text", "LinkEvents", "LinkConnection"]
+           "lost_text", "LinkEvents", "LinkConnection", "CarriedEvents"]
 
 
 class FailureKind(enum.Enum):
@@ -53,6 +53,8 @@ def backend_login(settings: BackendSettings, user: str, password: Optional[str],
     """The login for a client ``user`` (with the ``password`` its SASL login kept, None
     for mechanisms that have none). Raises ``BackendFailure`` LOGIN_REFUSED when a
     passthrough backend gets no password to pass."""
+    if settings.anonymous:
+        return BackendLogin("", "", settings.vhost, "ANONYMOUS", connection_name)
     if settings.passthrough:
         if password is None:
             raise BackendFailure(FailureKind.LOGIN_REFUSED,
@@ -168,3 +170,20 @@ class LinkConnection(Protocol):
     def add_credit(self, key: Any, credit: int) -> None: ...
     def settle(self, key: Any, delivery: Any, outcome: str) -> None: ...
     def close_link(self, key: Any) -> None: ...
+
+
+class CarriedEvents(Protocol):
+    """What a 1.0 connection on an amqp10 backend hears of its links there, carried link
+    for link (``amqp10.backend_client``; ``key``: the link's, given at ``carry_link``);
+    ``opened``, ``failed``, ``lost``, ``link_ready`` and ``link_failed`` as ``LinkEvents``."""
+
+    def carried_flow(self, key: Any) -> None:
+        """The backend's flow on ``key``: new credit for a sender, a drain's end for a receiver."""
+
+    def carried_outcome(self, key: Any, token: Any, delivery: Any) -> None:
+        """The backend settled a payload sent on ``key``; ``delivery`` (proton's) holds its
+        outcome, read at once (it is settled after)."""
+
+    def carried_transfer(self, key: Any, delivery: Any, payload: bytes) -> None:
+        """A message's bytes on receiver ``key``, as the backend sent them; ``delivery`` is
+        what ``settle_carried`` takes, None when the backend sent it settled."""

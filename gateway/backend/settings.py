@@ -11,7 +11,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-__all__ = ["AddressTemplates", "BackendSettings", "BACKEND_KINDS", "PROXIED_KINDS", "PASSTHROUGH", "backend_problems",
+__all__ = ["AddressTemplates", "BackendSettings", "BACKEND_KINDS", "PROXIED_KINDS", "PASSTHROUGH", "ANONYMOUS",
+           "backend_problems",
            "backends_problems", "split_node"]
 
 #: ``kind`` of a backend
@@ -20,6 +21,9 @@ BACKEND_KINDS = ("amqp091", "amqp10")
 PROXIED_KINDS = ("amqp091", "amqp10")
 #: ``credentials: passthrough``: the client's own PLAIN user and password open the backend
 PASSTHROUGH = "passthrough"
+#: ``credentials: anonymous`` (amqp10 only): SASL ANONYMOUS, for a 1.0 broker that takes no
+#: login (such as Qpid Proton's example broker); the gateway's own users and permissions apply
+ANONYMOUS = "anonymous"
 
 
 def split_node(node: str) -> tuple[str, int]:
@@ -63,7 +67,7 @@ class BackendSettings:
     kind: str = "amqp091"                      # amqp091 | amqp10
     nodes: tuple[str, ...] = ()                # host:port, tried in order
     vhost: str = "/"                           # amqp091: the backend's vhost
-    credentials: str = ""                      # "passthrough", or "" with user/password_file
+    credentials: str = ""                      # "passthrough", "anonymous", or "" with user/password_file
     user: str = ""
     password_file: Optional[str] = None
     tls: bool = False
@@ -81,6 +85,10 @@ class BackendSettings:
     @property
     def passthrough(self) -> bool:
         return self.credentials == PASSTHROUGH
+
+    @property
+    def anonymous(self) -> bool:
+        return self.credentials == ANONYMOUS
 
     def addresses(self) -> list[tuple[str, int]]:
         """The nodes as ``(host, port)``, in order (checked when loaded)."""
@@ -104,15 +112,19 @@ def backend_problems(backend: BackendSettings,
             split_node(node)
         except ValueError as exc:
             out.append(("nodes", str(exc)))
-    if backend.credentials not in ("", PASSTHROUGH):
-        out.append(("credentials", f"{backend.credentials!r} is not 'passthrough' (a service "
-                                   "account is given by user and password_file instead)"))
-    elif backend.passthrough and (backend.user or backend.password_file):
-        out.append(("credentials", "credentials: passthrough uses the client's own user and "
-                                   "password; leave out user and password_file"))
-    elif not backend.passthrough and not backend.user:
-        out.append(("credentials", "a backend needs credentials: passthrough, or user and "
-                                   "password_file (a service account)"))
+    if backend.credentials not in ("", PASSTHROUGH, ANONYMOUS):
+        out.append(("credentials", f"{backend.credentials!r} is not 'passthrough' or 'anonymous' "
+                                   "(a service account is given by user and password_file instead)"))
+    elif backend.credentials and (backend.user or backend.password_file):
+        out.append(("credentials", f"credentials: {backend.credentials} "
+                                   + ("uses the client's own user and password" if backend.passthrough
+                                      else "logs in with no user") + "; leave out user and password_file"))
+    elif backend.anonymous and backend.kind != "amqp10":
+        out.append(("credentials", "credentials: anonymous (SASL ANONYMOUS) is for kind amqp10 "
+                                   "backends; a 0-9-1 backend needs passthrough or a service account"))
+    elif not backend.credentials and not backend.user:
+        out.append(("credentials", "a backend needs credentials: passthrough (or anonymous), or "
+                                   "user and password_file (a service account)"))
     out += tls_problems(backend, file_problem)
     out += _address_problems(backend.address)
     for key in ("heartbeat", "prefetch", "credit"):

@@ -140,9 +140,12 @@ class RemoteLink:
                 forwarder.credit(available)
 
             def settled(self, settlement: Any) -> None:
-                if settlement.outcome is ForwardOutcome.ACCEPTED:
+                self.settled_many((settlement,))
+
+            def settled_many(self, settlements: Any) -> None:
+                if any(s.outcome is ForwardOutcome.ACCEPTED for s in settlements):
                     link.backoff.reset()
-                forwarder.settled(settlement)
+                forwarder.settled_many(settlements)
                 if link.on_settled is not None:
                     link.on_settled()
 

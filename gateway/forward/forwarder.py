@@ -9,7 +9,9 @@ the commit of each generation once, and every entry of that generation becomes `
 together (a failed commit drops them: their publishers are refused, and the remote never
 sees a message the outbox does not hold). Entries wait in ``ready`` (entry id order) until
 the connection is up and has credit (the remote's link credit, at most ``credit`` in
-flight); each is sent once and kept in ``in_flight`` until the remote settles it:
+flight, or the most the remote granted at once if that is more); each is sent once and
+kept in ``in_flight`` until the remote settles it (what one read of the connection
+settled is handled together, ``settled_many``, and the room it frees is used once):
 
 - ``accepted`` (a confirm ack): the outbox row is removed;
 - ``released`` (``modified`` delivery-failed): counted as an attempt and retried after a
@@ -36,8 +38,9 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
+from gateway import timeline
 from gateway.broker.message import MessageContainer
 from gateway.connection_log import RateLimitedLog
 from gateway.forward.backoff import retry_delay
@@ -132,6 +135,9 @@ class Forwarder:
         self.up = False
         #: what the remote lets us send (its link credit, less what went since it said so)
         self.remote_credit = 0
+        #: the most the remote granted at once on this connection: the in-flight cap is
+        #: never below it (``in_flight_cap``)
+        self.granted = 0
         self.state = "connecting"
         self.last_error: Optional[str] = None
         self.bytes = 0
@@ -211,6 +217,9 @@ class Forwarder:
             return
         for entry in batch:
             self._ready(entry)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("outbox-committed", len(batch))
         self.pump()
 
     def _hold(self, entry: OutboxEntry) -> None:
@@ -263,7 +272,9 @@ class Forwarder:
         if self.paged and len(ready) <= self.settings.credit // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
-        while self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
+        sent = self.forwarded
+        cap = self.in_flight_cap
+        while self.remote_credit > 0 and len(self.in_flight) < cap:
             if not ready:
                 if self.paged:
                     self._page_in()
@@ -283,12 +294,24 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+        marks = timeline.recorder
+        if marks is not None and self.forwarded != sent:
+            marks.mark("sent", self.forwarded - sent)
+
+    @property
+    def in_flight_cap(self) -> int:
+        """Entries in flight at most: the ``credit`` setting, or what the remote granted
+        at once when that is more (a remote that grants a larger window has room for
+        it; a cap below its grant left the two sides taking turns)."""
+        granted = self.granted
+        credit = self.settings.credit
+        return granted if granted > credit else credit
 
     @property
     def available(self) -> int:
-        """How many more may be sent now: the remote's credit, and the ``credit``
-        setting less what is in flight (which every settlement lowers)."""
-        return max(0, min(self.remote_credit, self.settings.credit - len(self.in_flight)))
+        """How many more may be sent now: the remote's credit, and the in-flight cap
+        less what is in flight (which every settlement lowers)."""
+        return max(0, min(self.remote_credit, self.in_flight_cap - len(self.in_flight)))
 
     def _deferred_pump(self) -> None:
         self._pump_deferred = False
@@ -321,8 +344,8 @@ class Forwarder:
             log.warning("forwarding to '%s': %s; %d message(s) wait", self.container, error,
                         self.depth)
         self.up = False
-        #: what the remote lets us send (its link credit, less what went since it said so)
         self.remote_credit = 0
+        self.granted = 0
         self.state = "backing off"
         self.last_error = error
         for entry in self.in_flight.values():
@@ -333,15 +356,34 @@ class Forwarder:
         self.state = "connecting"
 
     def credit(self, available: int) -> None:
-        self.remote_credit = max(0, available)
+        self.remote_credit = available = max(0, available)
+        if available > self.granted:
+            self.granted = available
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("credit", available)
         self.pump()
 
     def settled(self, settlement: Settlement) -> None:
+        self.settled_many((settlement,))
+
+    def settled_many(self, settlements: Sequence[Settlement]) -> None:
+        """What the remote settled in one read: the outbox follows each, and the freed
+        room is used once, for the lot (a settlement at a time sent one entry per
+        settlement)."""
+        now = self._clock()
+        for settlement in settlements:
+            self._settle(settlement, now)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("settled", len(settlements))
+        self.pump()
+
+    def _settle(self, settlement: Settlement, now: float) -> None:
         entry = self.in_flight.pop(settlement.entry_id, None)
         if entry is None:
             return
         outcome = settlement.outcome
-        now = self._clock()
         if self._ledger is not None:
             self._ledger.settled(self.container, entry, outcome, settlement.error, now)
         if outcome is ForwardOutcome.ACCEPTED:
@@ -360,7 +402,6 @@ class Forwarder:
                 s = self.settings
                 due = now + retry_delay(s.reconnect_initial, s.reconnect_max, entry.attempts)
                 heapq.heappush(self.retrying, (due, entry.entry_id, entry))
-        self.pump()
 
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:

@@ -103,7 +103,10 @@ class TransferService:
         if container != forwarder.container:
             node = address  # through the hub: it resolves the whole address
         came_from = None
-        if message.origin.value == "amqp10" and message.payload is not None:
+        received = message.received_annotations
+        if received is not None:  # decoded when it was received
+            came_from = fa.forwarded_in(received[2])
+        elif message.origin.value == "amqp10" and message.payload is not None:
             came_from = fa.forwarded_of(message.payload)
         if not message.gateway_id:
             message.gateway_id = self.broker.next_gateway_id()
@@ -202,7 +205,8 @@ class TransferService:
         clean = message.copy(annotations=None)
         if message.origin is Encoding.AMQP10 and message.payload is not None:
             try:
-                annotations = {**(fa.message_annotations(message.payload) or {}), **annotations}
+                section = fa.annotations_section(message.payload)
+                annotations = {**(section[2] if section else {}), **annotations}
                 if self._from_amqp10 is not None:
                     clean = self._from_amqp10(with_message_annotations(
                         message.payload, {}, drop=fa.DEAD_LETTER_KEYS), message.created_at)

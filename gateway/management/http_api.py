@@ -11,6 +11,8 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 ``GET /api/connections[/NAME]``, ``DELETE ...``    connections; DELETE closes (``X-Reason``)
 ``GET /api/channels``, ``/api/consumers[/V]``      channels, consumers
 ``GET /api/users``                                 users (administrators only)
+``GET /api/subscriptions[/V]``                     durable subscriptions of 1.0 receivers
+                                                   (queue, link name, container id)
 ``GET /api/queues[/V[/Q]]``, ``PUT``, ``DELETE``    queues: declare (201, 204 if it existed),
                                                    delete (``if-unused``, ``if-empty``)
 ``DELETE /api/queues/V/Q/contents``                purge
@@ -116,6 +118,12 @@ def _consumers(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> A
         visible_vhost(api, request, vhost)
         items = [c for c in items if c["queue"]["vhost"] == vhost]
     return listing(request, items)
+
+
+def _subscriptions(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
+    if vhost is not None:
+        _vhost_name(api, request, vhost)
+    return _listing(request, api.model.subscriptions(vhost, user=_user(request)))
 
 
 def _users(api: HttpApi, request: ApiRequest) -> ApiResponse:
@@ -306,6 +314,8 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/consumers", {"GET": _consumers}),
     ("api/consumers/{vhost}", {"GET": _consumers}),
     ("api/users", {"GET": _users}),
+    ("api/subscriptions", {"GET": _subscriptions}),
+    ("api/subscriptions/{vhost}", {"GET": _subscriptions}),
     ("api/queues", {"GET": _queues}),
     ("api/queues/{vhost}", {"GET": _queues}),
     ("api/queues/{vhost}/{name}", {"GET": _queue, "PUT": _declare_queue,

@@ -11,6 +11,7 @@ raise :mod:`gateway.management.errors`.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional
@@ -19,6 +20,7 @@ from gateway.auth import User
 from gateway.broker import (Binding, Broker, DeathReason, DestinationKind, MessageContainer, Queue,
                             VirtualHost)
 from gateway.broker.connection_views import ConnectionView
+from gateway.broker.subscriptions import list_subscriptions
 from gateway.product import PRODUCT, __version__
 
 from .access import (Action, may_see_all, may_see_vhost, require_administrator, require_management,
@@ -137,6 +139,10 @@ class ManagementModel:
         now = self.clock()
         return [queue_dict(q, self.node, now) for v in self._vhosts(vhost, user)
                 for _, q in sorted(v.queues.items())]
+
+    def subscriptions(self, vhost: Optional[str] = None, user: Optional[User] = None) -> list[dict[str, Any]]:
+        """The durable subscriptions of 1.0 receivers (``broker.subscriptions``)."""
+        return [dataclasses.asdict(s) for v in self._vhosts(vhost, user) for s in list_subscriptions(v)]
 
     def queue(self, vhost: str, name: str, user: Optional[User] = None) -> dict[str, Any]:
         v = self._visible_vhost(vhost, user)

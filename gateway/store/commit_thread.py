@@ -9,7 +9,10 @@ transaction and commits it, so one sync covers writes from every connection (gro
 commit: the busier the disk, the larger the batches). Then it reports through
 ``call_in_loop(on_done, generation, error)`` (the service passes the reactor's
 ``callFromThread``), and the event loop learns that everything up to ``generation`` is on
-disk, or that it is not.
+disk, or that it is not. With ``store.sync: full`` the sync is a second stage
+(:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
+generation to the ``WalSync`` thread, which syncs the write-ahead log and only then
+reports it, while this thread already runs the next group.
 
 Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction only the
 final state matters, so message operations between two entity operations are grouped by
@@ -56,16 +59,19 @@ in a minute on a full disk). While failing:
 from __future__ import annotations
 
 import enum
-import errno
 import logging
+import os
 import sqlite3
 import threading
 import time
 from typing import Any, Callable, Optional
 
+from gateway import timeline
+
 from .commit_stats import LATENCY_BUCKETS, CommitStats
-from .errors import StoreWriteFailed
+from .errors import StoreWriteFailed, write_failed
 from .space_reserve import SpaceReserve
+from .wal_sync import WalSync
 
 __all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS", "PROBE_ID", "DEFAULT_PROBE_BYTES"]
 
@@ -139,7 +145,9 @@ class CommitThread:
                  on_recovered: Callable[[], None] = lambda: None,
                  reserve: Optional[SpaceReserve] = None,
                  probe_bytes: int = DEFAULT_PROBE_BYTES,
-                 failing: Optional[StoreWriteFailed] = None) -> None:
+                 failing: Optional[StoreWriteFailed] = None,
+                 wal_path: Optional[str] = None,
+                 sync_file: Callable[[int], None] = os.fdatasync) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
@@ -164,6 +172,12 @@ class CommitThread:
         self._last_gen = 0
         self._stopping = False
         self.stats = CommitStats()
+        #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
+        #: ``WalSync`` thread syncs the log and reports, while this one runs the next group
+        self._wal: Optional[WalSync] = None
+        if wal_path is not None and synced:
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._wal = WalSync(wal_path, self._report, self.stats, sync_file)
         self._thread = threading.Thread(target=self._run, name="store-commit", daemon=True)
         self._thread.start()
 
@@ -180,7 +194,9 @@ class CommitThread:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        if self._thread.is_alive():
+            return False
+        return self._wal is None or self._wal.stop(timeout)
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
@@ -223,15 +239,17 @@ class CommitThread:
             operations = operations + ops if operations else ops
         generation = taken[-1][0] if taken else self._last_gen
         refused = self._refuse_inserts(operations) if self._failing is not None else 0
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("commit-start", len(operations))
         error = self._transaction(operations)
+        submitted: list[float] = []
         if error is None:
             self._kept = []
             self.stats.batches += 1
-            if self._synced:
+            if self._synced and self._wal is None:
                 self.stats.syncs += 1
-            done = time.monotonic()
-            for _, _, submitted in taken:
-                self.stats.observe(done - submitted)
+            submitted = [at for _, _, at in taken]
             for op in operations:
                 op.clear()  # the event loop may still hold the list; not its body
             if refused:
@@ -243,6 +261,26 @@ class CommitThread:
             self._kept = [op for op in operations if op and op[0] in _KEPT_ON_FAILURE]
             self._failed(error, len(operations))
         self._last_gen = generation
+        if marks is not None:
+            marks.mark("commit-done", len(operations))
+        self._done(generation, error, submitted, bool(operations))
+
+    def _done(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
+              wrote: bool) -> None:
+        """A generation is committed (or failed): reported now, or, with the ``WalSync``
+        stage, once the log sync after it is done (in commit order either way)."""
+        if self._wal is not None:
+            self._wal.put(generation, error, submitted, error is None and wrote)
+        else:
+            self._report(generation, error, submitted)
+
+    def _report(self, generation: int, error: Optional[StoreWriteFailed],
+                submitted: list[float]) -> None:
+        """Everything up to ``generation`` is on disk (or failed): tell the event loop
+        (from this thread, or from the ``WalSync`` thread once the log is synced)."""
+        done = time.monotonic()
+        for at in submitted:
+            self.stats.observe(done - at)
         self._call_in_loop(self._on_done, generation, error)
 
     def _refuse_inserts(self, operations: list[list]) -> int:
@@ -284,9 +322,12 @@ class CommitThread:
                     db.execute("ROLLBACK")
             except sqlite3.Error:
                 log.exception("store rollback failed")
-            return _write_failed(exc)
-        self.stats.execute_seconds += executed - started
-        self.stats.commit_seconds += time.monotonic() - executed
+            return write_failed(exc)
+        if self._wal is None:
+            self.stats.execute_seconds += executed - started
+            self.stats.commit_seconds += time.monotonic() - executed
+        else:  # the sync is the WalSync thread's (and its time)
+            self.stats.execute_seconds += time.monotonic() - started
         self.stats.operations += written
         return None
 
@@ -328,7 +369,7 @@ class CommitThread:
             return
         self._kept = []
         if operations:  # kept operations went with the probe: report their generation
-            self._call_in_loop(self._on_done, self._last_gen, None)
+            self._done(self._last_gen, None, [], True)
         reserve = self._reserve
         if reserve is not None and not reserve.make(margin=self._probe_bytes):
             self._passes = 0
@@ -472,13 +513,3 @@ def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[tuple]) -
 def _delete(db: sqlite3.Connection, head: str, keys: list, *first: Any) -> None:
     for start, size in _chunks(len(keys)):
         db.execute(f"{head} ({','.join('?' * size)})", (*first, *keys[start:start + size]))
-
-
-def _write_failed(exc: BaseException) -> StoreWriteFailed:
-    """The error the protocols report, saying whether space ran out."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    full = name.startswith("SQLITE_FULL") or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG)
-    if not full and "full" in str(exc).lower():
-        full = True
-    detail = f"{exc} ({name})" if name else str(exc)
-    return StoreWriteFailed(f"store write failed: {detail}", full=full)

@@ -1,7 +1,9 @@
 """Store errors: a store that cannot be opened, and a write that did not reach the disk."""
 from __future__ import annotations
 
-__all__ = ["StoreError", "StoreNoSpace", "StoreUnusable", "StoreWriteFailed"]
+import errno
+
+__all__ = ["StoreError", "StoreNoSpace", "StoreUnusable", "StoreWriteFailed", "write_failed"]
 
 
 class StoreError(Exception):
@@ -48,3 +50,13 @@ class StoreWriteFailed(StoreError):
     def __init__(self, text: str, *, full: bool) -> None:
         self.full = full
         super().__init__(text)
+
+
+def write_failed(exc: BaseException) -> StoreWriteFailed:
+    """The error the protocols report, saying whether space ran out."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    full = name.startswith("SQLITE_FULL") or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG)
+    if not full and "full" in str(exc).lower():
+        full = True
+    detail = f"{exc} ({name})" if name else str(exc)
+    return StoreWriteFailed(f"store write failed: {detail}", full=full)

@@ -52,6 +52,19 @@ def partner_rabbit():
     node.stop()
 
 
+@pytest.fixture
+def example_broker():
+    """Qpid Proton's C example broker (a broker that speaks only 1.0), compiled and started."""
+    from tests.support.example_broker import ExampleBroker, example_broker_missing
+
+    missing = example_broker_missing()
+    if missing:
+        pytest.skip(missing)
+    node = ExampleBroker().start()
+    yield node
+    node.stop()
+
+
 @pytest.fixture(scope="module")
 def management_gw():
     """A gateway of the module's own serving the management API, with users of each kind

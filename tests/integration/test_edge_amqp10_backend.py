@@ -12,32 +12,25 @@ Shown: publishes with confirms land in the backend's queue (read back over its o
 without requeue is rejected there; declares and binds the backend cannot do are refused
 with 540 naming it, and a declare of a queue the backend does not have gets its 404
 reason; a backend connection cut in the middle (a TCP proxy the test controls) closes
-the client with 320 "backend rabbit lost", and every confirmed publish is in the backend; a
-1.0 client on such a vhost is refused with amqp:not-implemented (not carried yet).
+the client with 320 "backend rabbit lost", and every confirmed publish is in the backend. (1.0
+clients on such a vhost: ``test_edge_amqp10_carried``.)
 """
 from __future__ import annotations
 
 import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
-from proton.utils import BlockingConnection, ConnectionClosed
 
-from tests.support.edge_mode import edge_yaml
-from tests.support.gateway_process import GatewayProcess, default_config
-from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST,
-                                          declare_bound_queue, drain_queue, partner_pika)
+from tests.support.edge_mode import queue_counts, rabbit_amqp10_config, until
+from tests.support.gateway_process import GatewayProcess
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue,
+                                          drain_queue, partner_pika)
 from tests.support.tcp_cutter import TcpCutter
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
-_ADDRESS = ('address:\n  queue: "/amq/queue/{queue}"\n  exchange: "/exchange/{exchange}/{key}"')
-
-
 def _config(port: int) -> str:
-    config = default_config(extra=edge_yaml([f"127.0.0.1:{port}"], settings=(
-        "kind: amqp10", "credentials: passthrough", "connect_timeout: 5", "prefetch: 50", _ADDRESS)))
-    # an amqp10 backend's vhost is its 1.0 open's hostname (RabbitMQ's vhost:NAME)
-    return config.replace(f"    vhost: {PARTNER_VHOST}\n", f'    vhost: "vhost:{PARTNER_VHOST}"\n')
+    return rabbit_amqp10_config(port)
 
 
 def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
@@ -83,6 +76,8 @@ def test_publish_with_confirms_and_consume_with_acks_through_1_0_links(partner_r
             ch.cancel()
         assert got == [(i, b"c%d" % i) for i in range(19)]
         # 18 acked and one rejected are gone; the 20th, never delivered or released, is there
+        # (once the backend took back what the gateway's link held when the client went)
+        until(lambda: queue_counts(partner_rabbit, "amqp10.orders") == (1, 0))
         assert [body for _, body in drain_queue(partner_rabbit, "amqp10.orders")] == [b"c19"]
 
 
@@ -96,8 +91,21 @@ def test_unacked_deliveries_are_released_when_the_client_goes(partner_rabbit):
             ch = conn.channel()
             for method, _props, _body in ch.consume("amqp10.unacked", inactivity_timeout=10):
                 assert method is not None
+                assert not method.redelivered
                 break   # one seen, none acked
-    assert sorted(body for _, body in drain_queue(partner_rabbit, "amqp10.unacked")) == [b"u0", b"u1", b"u2"]
+        with partner_pika(partner_rabbit) as direct:
+            direct.channel().basic_publish("", "amqp10.unacked", b"fresh")
+        with _edge(gw) as conn:   # released ones come again, marked (the header's delivery-count)
+            ch = conn.channel()
+            seen = {}
+            for method, _props, body in ch.consume("amqp10.unacked", inactivity_timeout=10):
+                assert method is not None, seen
+                seen[body] = method.redelivered
+                if len(seen) == 4:
+                    break
+        assert seen == {b"u0": True, b"u1": True, b"u2": True, b"fresh": False}
+    assert sorted(body for _, body in drain_queue(partner_rabbit, "amqp10.unacked")) == [
+        b"fresh", b"u0", b"u1", b"u2"]
 
 
 def test_what_the_backend_cannot_do_is_refused_and_never_a_silent_no_op(partner_rabbit):
@@ -147,11 +155,3 @@ def test_a_cut_backend_connection_closes_the_client_with_320(partner_rabbit):
         assert set(range(confirmed)) <= stored   # every confirmed publish is in the backend
     finally:
         cutter.close()
-
-
-def test_a_1_0_client_on_an_amqp10_backend_is_refused_as_not_implemented(partner_rabbit):
-    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
-        with pytest.raises(ConnectionClosed) as info:
-            BlockingConnection(f"amqp://{PARTNER_USER}:{PARTNER_PASSWORD}@127.0.0.1:{gw.amqp_port}",
-                               virtual_host="vhost:edge", timeout=15, allowed_mechs="PLAIN")
-    assert "amqp:not-implemented" in str(info.value) and "backend rabbit (kind amqp10)" in str(info.value)

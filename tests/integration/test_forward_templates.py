@@ -7,13 +7,10 @@ reconnect at the initial delay over and over: the backoff grows up to ``reconnec
 ``broker: rabbitmq-3`` (``ADDRESS_TEMPLATES``) do reach its queue, for both kinds."""
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
-
 import pytest
 import pytest_twisted
 from proton import Message
-from twisted.internet import reactor, task, threads
+from twisted.internet import reactor, threads
 
 from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.amqp10.outbound_client import OutboundAmqp10
@@ -23,16 +20,9 @@ from gateway.forward.settings import ADDRESS_TEMPLATES
 from tests.support.minimal_forwarder import MinimalForwarder, container_10
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, declare_bound_queue,
                                           drain_queue)
+from tests.support.reactor_waits import until
 
 pytestmark = pytest.mark.integration
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await task.deferLater(reactor, 0.05, lambda: None)
 
 
 @pytest_twisted.ensureDeferred
@@ -54,7 +44,7 @@ async def test_a_refused_template_backs_off_exponentially(partner_rabbit, tmp_pa
     encoded = bytes(Message(body=b"x", durable=True).encode())
     forwarder.submit(OutboundMessage(1, "orders", "/queues/orders", container_10(encoded), {}))
     try:
-        await _until(lambda: len(delays) >= 5)
+        await until(lambda: len(delays) >= 5)
         # each attempt logged in and was refused the link: the remote's reason is reported
         assert all("Attach rejected" in down and "/queues/orders" in down for down in forwarder.downs)
         assert forwarder.ups >= 5
@@ -82,7 +72,7 @@ async def test_the_suggested_rabbitmq_3_template_reaches_the_queue(partner_rabbi
     forwarder.submit(OutboundMessage(1, queue, template.replace("{node}", queue),
                                      container_10(encoded), {}))
     try:
-        await _until(lambda: 1 in forwarder.final)
+        await until(lambda: 1 in forwarder.final)
         assert forwarder.outcome(1) is ForwardOutcome.ACCEPTED, forwarder.final
         got = await threads.deferToThread(drain_queue, partner_rabbit, queue)
         assert [body for _, body in got] == [b"suggested"]

@@ -66,10 +66,13 @@ def test_a_bad_address_template_is_named(templates: str, key: str, text: str) ->
 
 
 @pytest.mark.parametrize("old, new, key, text", [
-    ("    credentials: passthrough\n", "", "backends[0].credentials", "needs credentials: passthrough, or user"),
+    ("    credentials: passthrough\n", "", "backends[0].credentials", "needs credentials: passthrough (or anonymous), or user"),
+    ("credentials: passthrough", "credentials: anonymous", "backends[0].credentials", "is for kind amqp10"),
+    ("credentials: passthrough", "credentials: anonymous\n    kind: amqp10\n    user: x", "backends[0].credentials",
+     "logs in with no user"),
     ("credentials: passthrough", "credentials: passthrough\n    user: x", "backends[0].credentials",
      "leave out user"),
-    ("credentials: passthrough", "credentials: shared", "backends[0].credentials", "is not 'passthrough'"),
+    ("credentials: passthrough", "credentials: shared", "backends[0].credentials", "is not 'passthrough' or 'anonymous'"),
     ("10.0.0.1:5672", "10.0.0.1:0", "backends[0].nodes", "is not a port"),
     ("prefetch: 50", "prefetch: 0", "backends[0].prefetch", "not a positive number"),
     ("vhost: prod", "vhost: prod\n    tls_ca_file: /nonexistent/ca.pem", "backends[0].tls_ca_file",
@@ -98,3 +101,9 @@ def test_split_node(node: str, expected: tuple[str, int]) -> None:
 def test_split_node_refuses(node: str) -> None:
     with pytest.raises(ValueError):
         split_node(node)
+
+
+def test_an_amqp10_backend_may_log_in_anonymously() -> None:
+    cfg = load_config_text(GOOD.replace("credentials: passthrough", "credentials: anonymous\n    kind: amqp10"))
+    backend = cfg.backend_of("edge")
+    assert backend is not None and backend.anonymous and not backend.passthrough
