@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from proton import Delivery  # noqa: E402
 
 import gateway.amqp091.message_mapping as amqp091_mapping  # noqa: E402
-import gateway.amqp10.payloads as amqp10_payloads  # noqa: E402
+import gateway.broker.amqp10_form as amqp10_form  # noqa: E402
 from gateway.amqp091 import methods as m  # noqa: E402
 from gateway.amqp091.channel import BrokerChannel  # noqa: E402
 from gateway.amqp091.connection import ServerConnection  # noqa: E402
@@ -186,7 +186,7 @@ def fanout_amqp091_to_amqp10(consumers: int, messages: int = 200) -> tuple[int, 
     publisher.data_to_send()
     pump = setup.amqp10()
     receivers = [pump.receiver(f"/queue/q{i}", name=f"r{i}", credit=messages) for i in range(consumers)]
-    with _Counted(amqp10_payloads, "to_amqp10") as counter:
+    with _Counted(amqp10_form, "to_amqp10") as counter:
         t0 = time.perf_counter()
         publisher.receive_data(_publish_frames("fan", "", 100, messages))
         delivered = 0

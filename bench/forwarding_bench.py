@@ -25,6 +25,11 @@ gateway/RabbitMQ per round.
 
 Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R] [--kind K]``; results go to
 ``bench/results/forwarding-<time>.json``.
+
+``--timeline PNG``: one gateway -> gateway run per size instead (no RabbitMQ), with both
+gateways recording when batches are committed, sent, settled and credited
+(``gateway.timeline``), drawn into ``PNG`` (``-100B`` / ``-4KiB`` before the suffix) by
+``bench/forwarding_timeline.py``; the batch sizes and commit times go beside it as JSON.
 """
 from __future__ import annotations
 
@@ -130,14 +135,20 @@ def run_route(route: Route, size: int, count: int, round_no: int) -> Measurement
 
 # ---- the two sides ----------------------------------------------------------------------------
 
-def start_gateways(stack: list[Callable[[], object]]) -> Route:
-    """org-b, then org-a forwarding to it; their stops go on ``stack``."""
+def start_gateways(stack: list[Callable[[], object]], timelines: Optional[dict[str, str]] = None) -> Route:
+    """org-b, then org-a forwarding to it; their stops go on ``stack``. ``timelines``:
+    the file each side (``org-a``, ``org-b``) writes its event timeline to."""
+    from gateway.timeline import ENVIRONMENT
     from tests.support.gateway_process import GatewayProcess, default_config
     state = tempfile.mkdtemp(prefix="bench-forward-")
     stack.append(lambda: subprocess.run(["rm", "-rf", state]))
     ledger_off = "ledger:\n  enabled: false\n"
+
+    def env(side: str) -> Optional[dict[str, str]]:
+        return {ENVIRONMENT: timelines[side]} if timelines else None
+
     org_b = GatewayProcess(config_text=default_config(
-        extra=f"container_id: org-b\nstate_dir: {state}/org-b\n{ledger_off}")).start()
+        extra=f"container_id: org-b\nstate_dir: {state}/org-b\n{ledger_off}"), env=env("org-b")).start()
     stack.append(org_b.stop)
     password = os.path.join(state, "org-b.password")
     with open(password, "w") as f:
@@ -147,7 +158,7 @@ def start_gateways(stack: list[Callable[[], object]]) -> Route:
         "forwarding:\n  remotes:\n"
         f"    - container: org-b\n      host: 127.0.0.1\n      port: {org_b.amqp_port}\n"
         f"      kind: gateway\n      user: guest\n      password_file: {password}\n"
-        "      credit: 500\n      reconnect_initial: 0.2\n      reconnect_max: 2.0\n"))).start()
+        "      credit: 500\n      reconnect_initial: 0.2\n      reconnect_max: 2.0\n")), env=env("org-a")).start()
     stack.append(org_a.stop)
     destination = Endpoint("127.0.0.1", org_b.amqp_port)
     setup = setup_queue(destination, QUEUE)
@@ -235,6 +246,40 @@ def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
     return measurements, routes
 
 
+def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES) -> list[str]:
+    """One gateway -> gateway run per size with both timelines on; returns what it wrote."""
+    from bench import forwarding_timeline
+    ensure_loadgens()
+    written = []
+    for size in sizes:
+        stem, suffix = os.path.splitext(png)
+        tag = f"{size}B" if size < 1024 else f"{size // 1024}KiB"
+        out = f"{stem}-{tag}{suffix or '.png'}"
+        work = tempfile.mkdtemp(prefix="bench-timeline-")
+        files = {side: os.path.join(work, f"{side}.jsonl") for side in ("org-a", "org-b")}
+        stack: list[Callable[[], object]] = [lambda work=work: subprocess.run(["rm", "-rf", work])]
+        try:
+            route = start_gateways(stack, files)
+            m = run_route(route, size, count, 0)
+        finally:
+            for stop in reversed(stack[1:]):
+                try:
+                    stop()
+                except Exception as exc:  # noqa: BLE001 - stop the rest anyway
+                    log.warning("stopping: %s", exc)
+        sides = {side: forwarding_timeline.read_marks(path) for side, path in files.items()}
+        stack[0]()
+        title = (f"{workload_key(size)}: {count} messages, {m.value:,.0f} msgs/s, p50 "
+                 f"{(m.p50_us or 0) / 1000:.0f} ms, p99 {(m.p99_us or 0) / 1000:.0f} ms, "
+                 f"load {os.getloadavg()[0]:.1f}")
+        forwarding_timeline.render(sides, out, title)
+        with open(os.path.splitext(out)[0] + ".json", "w") as f:
+            json.dump({"title": title, "summary": forwarding_timeline.summary(sides)}, f, indent=1)
+        log.info("%s -> %s", title, out)
+        written.append(out)
+    return written
+
+
 def report(measurements: list[Measurement], routes: list[Route]) -> str:
     rows = summarize(measurements, [workload_key(s) for s in SIZES],
                      {workload_key(s): s for s in SIZES})
@@ -248,8 +293,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side and size (default 3)")
     parser.add_argument("--kind", choices=("gateway", "amqp091"), default="gateway",
                         help="gateway: org-a -> org-b (default); amqp091: org-a -> the RabbitMQ")
+    parser.add_argument("--timeline", metavar="PNG",
+                        help="draw both gateways' event timeline of one run per size into PNG instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.timeline:
+        for path in run_timeline(args.count, args.timeline):
+            print(f"timeline: {path}")
+        return 0
     measurements, routes = run(args.count, args.rounds, kind=args.kind)
     text = report(measurements, routes)
     print(text)

@@ -20,10 +20,11 @@ bytes and no sockets:
   batch's messages. (``tracemalloc`` sees live blocks, not freed ones, so a block
   allocated and dropped within a message shows in ``calls``, not here.)
 
-Counts are deterministic: each path is warmed up (caches, first-use allocations) with
-the same traffic first, the cyclic collector is off while counting, the hash seed is
-fixed (the script re-executes itself with ``PYTHONHASHSEED=0``), and each measured batch
-is the same sequence of bytes. A path's figure is its batch's count divided by the
+Counts are deterministic: each path runs in a process of its own, forked before any
+path ran (so module-level caches start the same whatever ran before), and is warmed up
+(caches, first-use allocations) with the same traffic first; the cyclic collector is off
+while counting, the hash seed is fixed (the script re-executes itself with
+``PYTHONHASHSEED=0``), and each measured batch is the same sequence of bytes. A path's figure is its batch's count divided by the
 batch's messages.
 
 Paths (each message 100 B or 4 KiB of body; the 0-9-1 consumer has prefetch 300 and acks
@@ -60,6 +61,7 @@ import json
 import os
 import sys
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -88,10 +90,16 @@ class Meter:
         self.on = False
         self._held_base: Optional[int] = None
         self.held = 0
+        #: calls by function (``--functions``; None: not counted)
+        self.functions: Optional[Counter] = None
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             self.calls += 1
+            if self.functions is not None:
+                code = frame.f_code
+                self.functions[f"{code.co_filename.replace(str(ROOT) + '/', '')}:"
+                               f"{code.co_firstlineno} {code.co_qualname}"] += 1
         elif event == "c_call":
             self.c_calls += 1
 
@@ -118,6 +126,8 @@ class Meter:
 
     def reset(self) -> None:
         self.calls = self.c_calls = 0
+        if self.functions is not None:
+            self.functions.clear()
 
     # -- memory held in flight ------------------------------------------------------------
     def begin_batch(self, tracing: bool) -> None:
@@ -571,8 +581,9 @@ def all_paths() -> list[Path_]:
 
 
 # --------------------------------------------------------------------------- running
-def measure(path: Path_) -> dict[str, Any]:
-    """Warm ``path`` up, then count one batch; ``{"calls", "c_calls", "blocks"}`` per message."""
+def measure(path: Path_, functions: bool = False) -> dict[str, Any]:
+    """Warm ``path`` up, then count one batch; ``{"calls", "c_calls", "blocks"}`` per message
+    (with ``functions``, also ``"functions"``: calls per message by function)."""
     meter = Meter()
     gc.collect()
     gc.disable()
@@ -591,12 +602,18 @@ def measure(path: Path_) -> dict[str, Any]:
             tracemalloc.stop()
         held = meter.held
         gc.collect()
+        if functions:
+            meter.functions = Counter()
         meter.reset()
         meter.begin_batch(tracing=False)
         path.batch(path.messages, meter)
         n = path.messages
-        return {"calls": round(meter.calls / n, 2), "c_calls": round(meter.c_calls / n, 2),
-                "blocks": round(held / n, 2)}
+        result: dict[str, Any] = {"calls": round(meter.calls / n, 2),
+                                  "c_calls": round(meter.c_calls / n, 2), "blocks": round(held / n, 2)}
+        if functions:
+            result["functions"] = {name: round(count / n, 2)
+                                   for name, count in meter.functions.most_common()}
+        return result
     finally:
         sys.setprofile(None)
         path.close()
@@ -615,14 +632,46 @@ def select(names: Optional[str]) -> list[Path_]:
     return [known[n] for n in wanted]
 
 
-def run(names: Optional[str] = None) -> dict[str, dict[str, Any]]:
+def run(names: Optional[str] = None, functions: bool = False) -> dict[str, dict[str, Any]]:
+    """Each path measured in a child process forked from this one before any path ran.
+    Why: module-level caches (decoded 1.0 summaries, basic.publish methods, property
+    lists ...) that one path fills and clears changed another path's count with the order
+    of the run (``fwd-recv`` read 313.52 alone and 276.52 after ``fwd-send``); a fork
+    gives every path the same starting state."""
     results = {}
     for path in select(names):
-        try:
-            results[path.name] = measure(path)
-        except _compat().NotInThisTree as exc:
-            results[path.name] = {"missing": str(exc)}
+        results[path.name] = _in_child(path, functions)
     return results
+
+
+def _in_child(path: Path_, functions: bool) -> dict[str, Any]:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: measure, hand the result back, leave at once
+        code = 0
+        try:
+            os.close(read_end)
+            try:
+                result = measure(path, functions)
+            except _compat().NotInThisTree as exc:
+                result = {"missing": str(exc)}
+            with os.fdopen(write_end, "w") as out:
+                json.dump(result, out)
+        except BaseException:  # noqa: BLE001 - reported through the exit status
+            import traceback  # noqa: PLC0415
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as src:
+        text = src.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or not text:
+        raise SystemExit(f"measuring {path.name} failed (see above)")
+    return json.loads(text)
 
 
 def _reexec_with_fixed_hash_seed(argv: list[str]) -> None:
@@ -659,11 +708,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--paths", help="comma-separated path names (default: all)")
     parser.add_argument("--json", help="write the counts here as JSON")
     parser.add_argument("--tree", help="measure this checkout instead of the one holding bench/")
+    parser.add_argument("--functions", type=int, default=0, metavar="N",
+                        help="also list each path's N most called functions (calls per message)")
     args = parser.parse_args(argv)
     _reexec_with_fixed_hash_seed(argv)
     _use_tree(args.tree)
-    results = run(args.paths)
+    results = run(args.paths, functions=bool(args.functions))
     print(format_table(results))
+    for name, r in results.items():
+        if "functions" in r:
+            print(f"\n{name}: calls per message by function")
+            for function, count in list(r.pop("functions").items())[:args.functions]:
+                print(f"{count:>8.2f}  {function}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0

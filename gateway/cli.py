@@ -27,7 +27,7 @@ from typing import Sequence
 from gateway.config import (
     CONFIG_ENV, ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
-from gateway.connection_log import TextFormatter
+from gateway.connection_log import TextFormatter, json_formatter
 from gateway.product import PRODUCT, __version__
 
 log = logging.getLogger("gateway")
@@ -150,12 +150,7 @@ def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = N
     ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        handler.setFormatter(JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-            static_fields={"worker": worker} if worker is not None else None))
+        handler.setFormatter(json_formatter(worker))
     else:
         handler.setFormatter(TextFormatter(worker))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],

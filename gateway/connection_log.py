@@ -26,18 +26,27 @@ counts messages (an integer each; nothing is logged per message). Other lines ab
 connection carry its id through ``ConnectionLogger``: a field ``connection_id`` in JSON
 logs, a ``[#N]`` prefix in text (``TextFormatter``).
 
+Peers choose much of what a line says (mechanism names, user names, container ids, queue
+names, client properties), before they log in too. The formatters (``TextFormatter``
+and ``json_formatter()``) are the one place that escapes it: every line's message goes
+through ``escape_for_log``, so a ``\\n`` a client sends cannot start a forged line, a
+terminal control sequence cannot reach an operator's terminal, and bytes that were not
+UTF-8 show as ``\\xNN``. A traceback (``exc_info``) is ours and keeps its lines.
+
 Pure code: time enters as ``now`` (seconds, any monotonic origin), nothing here reads a
 clock or touches a socket.
 """
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 __all__ = ["RateLimitedLog", "HandshakeTimeout", "log_handshake_timeout", "peer_name",
            "DEFAULT_INTERVAL", "HANDSHAKE_TIMEOUT_KIND", "CONNECTION_ID", "about_connection",
-           "ConnectionLogger", "ConnectionTrail", "TextFormatter", "TEXT_FORMAT"]
+           "ConnectionLogger", "ConnectionTrail", "TextFormatter", "TEXT_FORMAT", "escape_for_log",
+           "json_formatter"]
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +162,32 @@ class ConnectionLogger(logging.LoggerAdapter):
         return msg, kwargs
 
 
+#: what a log message may not hold as it is: C0 and C1 controls, DEL, the Unicode line
+#: and paragraph separators, and lone surrogates (bytes ``surrogateescape`` kept)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape_for_log(text: str) -> str:
+    """``text`` on one line: controls, separators and undecodable bytes as escapes."""
+    return _UNSAFE.sub(_escaped, text) if _UNSAFE.search(text) else text
+
+
 class TextFormatter(logging.Formatter):
     """``TEXT_FORMAT``: a line about a connection starts with ``[#N]``, the id the
-    management API shows in the connection's name (``127.0.0.1:50432 #N``)."""
+    management API shows in the connection's name (``127.0.0.1:50432 #N``). The
+    message is escaped (``escape_for_log``)."""
 
     def __init__(self, worker: int | None = None) -> None:
         super().__init__(TEXT_FORMAT)
@@ -165,7 +197,28 @@ class TextFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API
         cid = getattr(record, CONNECTION_ID, None)
         record.connection = self._worker + (f"[#{cid}] " if cid is not None else "")
+        record.message = escape_for_log(record.message)
         return super().formatMessage(record)
+
+
+def json_formatter(worker: int | None = None) -> logging.Formatter:
+    """One JSON object per line (python-json-logger): ``time``, ``level``, ``logger``,
+    ``message`` (escaped as in text, so both formats read the same), ``worker`` (the
+    number of this worker of ``workers: N``) and each line's own fields, whose strings
+    JSON itself escapes."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    class _EscapingJsonFormatter(JsonFormatter):
+        def process_log_record(self, log_data: dict) -> dict:
+            message = log_data.get("message")
+            if isinstance(message, str):
+                log_data["message"] = escape_for_log(message)
+            return super().process_log_record(log_data)
+
+    return _EscapingJsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                                  rename_fields={"asctime": "time", "levelname": "level",
+                                                 "name": "logger"},
+                                  static_fields={"worker": worker} if worker is not None else None)
 
 
 #: who ended a connection, as the close line says it

@@ -213,6 +213,18 @@ class GatewayMetrics:
         self.add_model_collector(active)
         self.add_model_collector(raised, counters=True)
 
+    def watch_ledger(self, counts: Callable[[], dict[str, int]]) -> None:
+        """The ledger writer's troubles since start, from ``counts()`` (plain ints kept by
+        the edge): ``writer_restarts``, ``gaps`` (a writer died with records it had not
+        written), ``records_lost`` (those records), ``chunks_dropped`` (a writer that
+        could not keep up)."""
+
+        def read():
+            for key, value in counts().items():
+                yield f"amqp_gateway_ledger_{key}", _LEDGER_COUNTS[key], {}, value
+
+        self.add_model_collector(read, counters=True)
+
     def add_model_collector(self, read: Callable[[], Iterable[tuple[str, str, dict[str, str], float]]],
                             *, counters: bool = False) -> None:
         """Register a scrape-time reader yielding ``(name, help, labels, value)``; with
@@ -310,6 +322,16 @@ def _unroutable_samples(broker) -> Iterable[tuple[str, str, dict[str, str], floa
         yield (f"amqp_gateway_messages_unroutable_{kind}", _UNROUTABLE_HELP[kind],
                {"protocol": protocol}, count)
 
+
+_LEDGER_COUNTS = {
+    "writer_restarts": "Times the ledger writer process died and was started again",
+    "gaps": "Gaps in the ledger: a writer process died with records it had not written "
+            "(each is a gap record in the ledger and an alert)",
+    "records_lost": "Ledger records lost in gaps (sent to a writer that died before it "
+                    "acknowledged them as written)",
+    "chunks_dropped": "Chunks of ledger records dropped because the writer process could "
+                      "not keep up",
+}
 
 BACKEND_NODE_STATE = "amqp_gateway_backend_node_state"
 BACKEND_NODE_STATES = ("up", "down", "unknown")

@@ -18,6 +18,7 @@ from twisted.internet import defer, task
 # protocol they made that connection wait a fifth of a second.
 from gateway.amqp091 import ServerConnection
 from gateway.amqp091.backend_bridge import BackendBridge
+from gateway.amqp10.backend_client import BackendLinkClient
 from gateway.amqp091.channel import BrokerChannel
 from gateway.amqp091.spec import ProtocolVersion
 from addressing import TRANSFER_SERVICE
@@ -38,6 +39,7 @@ from gateway.broker import Broker
 from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreConfig, TlsMode,
                             UserConfig, load_config)
 from gateway.connection_log import RateLimitedLog
+from gateway import timeline
 from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
@@ -54,7 +56,7 @@ from gateway.edge.workers import ReusePortEndpoint, WorkerPlace
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
-from gateway.management.alerts import QueueThresholds, ThresholdRule
+from gateway.management.alerts import LEDGER_GAP, QueueThresholds, ThresholdRule
 from gateway.management.definitions import Definitions
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
@@ -147,6 +149,8 @@ class GatewayService(service.MultiService):
         self.worker = worker
         self.container_id = config.container_id or f"amqp-gateway.{socket.gethostname()}"
         self.metrics = GatewayMetrics()
+        #: the bench's event timeline (off unless the environment names its file)
+        self.timeline = timeline.install(os.environ if environ is None else environ, time.monotonic)
         self.ledger_process: Optional[LedgerProcess] = None
         #: the writer in this process (``ledger.writer_process: false``) and its shipping
         self.ledger_writer: Optional[LedgerWriter] = None
@@ -189,7 +193,7 @@ class GatewayService(service.MultiService):
         self.metrics.watch_forwarding(self.transfer.status)
         #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
-        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge) if self.backends.proxied
+        self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge, BackendLinkClient) if self.backends.proxied
                             else None)
         if self.backends.proxied:
             self.metrics.watch_backends(self.backends.status)
@@ -244,6 +248,7 @@ class GatewayService(service.MultiService):
                         header_allowlist=lc.header_allowlist, enabled=lc.enabled)
         if not lc.enabled:
             return ledger
+        ledger.started(self.reactor.seconds())  # before the store's messages are restored
         directory = lc.directory or os.path.join(config.state_dir, "ledger")
         settings = dict(
             container_id=self.container_id, segment_max_bytes=lc.segment_max_bytes,
@@ -252,11 +257,28 @@ class GatewayService(service.MultiService):
         if lc.writer_process:
             os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
             self.ledger_process = LedgerProcess(self.reactor, ledger, dict(
-                settings, directory=directory, flush_interval=lc.flush_interval))
+                settings, directory=directory, flush_interval=lc.flush_interval),
+                on_gap=self._ledger_gap)
+            self.metrics.watch_ledger(self._ledger_counts)
         else:
             self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
             self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
         return ledger
+
+    def _ledger_gap(self, count: int, since: float, now: float) -> None:
+        """The writer process died with ``count`` records unwritten since ``since``: a
+        ``gap`` record (in the next writer's ledger), an alert, and the metric."""
+        self.ledger.gap(now, count, since)
+        self.management_plane.alerts.raised_once(
+            LEDGER_GAP, {"records_lost": count, "since": since, "container": self.container_id},
+            f"the ledger writer process died; {count} record(s) made since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(since))} UTC could not be written")
+
+    def _ledger_counts(self) -> dict[str, int]:
+        p = self.ledger_process
+        assert p is not None
+        return {"writer_restarts": p.restarts, "gaps": p.gaps, "records_lost": p.records_lost,
+                "chunks_dropped": p.chunks_dropped}
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -264,7 +286,8 @@ class GatewayService(service.MultiService):
         path = store_path(self.config)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return SqliteStore(path, call_in_loop=self.reactor.callFromThread, codecs=STORE_CODECS,
-                           sync=sc.sync_mode, check=sc.integrity_check, batch_max=sc.commit_batch)
+                           sync=sc.sync_mode, check=sc.integrity_check, batch_max=sc.commit_batch,
+                           reserve_bytes=sc.disk_reserve)
 
     def _restore(self) -> None:
         """Rebuild what the store holds, before any listener opens; messages that expired
@@ -354,7 +377,6 @@ class GatewayService(service.MultiService):
         for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
-                                      login_throttle=self.login_throttle,
                                       connection_log=self.connection_log)
             endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
                         if self.worker else listener_endpoint(self.reactor, listener))
@@ -459,10 +481,14 @@ class GatewayService(service.MultiService):
             log.warning("connections still open after %.1fs; aborting them", timeout)
             for f in self.factories:
                 f.abort_all()
+        # what the store does not keep ends here: the ledger says so
+        self.broker.record_shutdown(self.reactor.seconds())
         self.forwarding.stop()
         if self.store_driver is not None:
             self.store_driver.stop()
         self.store.close()  # commits what the connections left
+        if self.timeline is not None:
+            self.timeline.write()
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
         if self.ledger_process is not None:
@@ -518,7 +544,8 @@ class GatewayService(service.MultiService):
         status.update(segments=len(sizes), bytes=sum(sizes))
         if self.ledger_process is not None:
             status.update(chunks_dropped=self.ledger_process.chunks_dropped,
-                          restarts=self.ledger_process.restarts)
+                          restarts=self.ledger_process.restarts, gaps=self.ledger_process.gaps,
+                          records_lost=self.ledger_process.records_lost)
         elif self.ledger_writer is not None:
             w = self.ledger_writer
             status.update(records_written=w.records_written, records_dropped=w.records_dropped,

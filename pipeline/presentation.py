@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.charts import Buckets, FigureHook, bar_chart, grouped_bar_chart, time_chart
-from pipeline.formats import ms
+from pipeline.formats import ms, utc_text
 from pipeline.html_report import Section, render_html
 from pipeline.summary import latency_figures, summary_sections
 from pipeline.tables import OUT_EVENTS, fold_nodes
@@ -154,6 +154,11 @@ def collect_and_render(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, D
                       {k: [r[k] for r in recon_rows] for k in ("forwarded", "lost", "duplicated", "late")},
                       hook=figure_hook)
 
+    rates = sorted(rows["throughput"], key=lambda r: (-r["peak_per_s"], *(r[k] or "" for k in (
+        "container", "vhost", "direction", "route"))))
+    throughput = {(r["container"], r["vhost"], r["direction"], r["route"]):
+                  {"messages": r["messages"], "minutes": r["minutes"], "peak_per_s": r["peak_per_s"],
+                   "mean_per_s": r["mean_per_s"]} for r in rates}
     by_user_rows = (loaded["outcomes"].groupBy("user", "result").agg(F.sum("messages").alias("m"))
                     .orderBy(F.desc("m"), "user", "result").limit(MAX_ROWS).collect())
     node_note = (f"Receipts count on their target: per exchange, its {top_nodes} busiest routing keys "
@@ -176,6 +181,16 @@ def collect_and_render(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, D
                 + node_note,
                 headers=("gateway", "vhost", "AMQP node", "messages in", "bytes in", "messages out",
                          "bytes out"), rows=node_rows),
+        Section("Throughput by route (messages per second)", "Per route (the AMQP node a message "
+                "went to, in, or left from, out; " + f"{top_nodes}" + " busiest per exchange and vhost by "
+                "name, generated names such as amq.gen-* as one) and minute: the busiest minute's rate "
+                "(peak) and the mean rate from the route's first minute to its last, idle minutes "
+                "included. Highest peak first.",
+                headers=("gateway", "vhost", "direction", "route", "messages", "minutes", "peak msg/s",
+                         "peak minute (UTC)", "mean msg/s"),
+                rows=[(r["container"], r["vhost"], r["direction"], r["route"], r["messages"], r["minutes"],
+                       float(r["peak_per_s"]), utc_text(r["peak_minute_us"], fraction=False)[:-3],
+                       float(r["mean_per_s"])) for r in rates[:MAX_ROWS]]),
         Section("Messages received by user", image="charts/messages_in_per_user.png"),
         Section("Messages out by protocol pair", image="charts/messages_out_per_pair.png"),
         Section("Protocol pairs", "Deliveries (every attempt) and forwards, by protocol in -> out.",
@@ -187,7 +202,8 @@ def collect_and_render(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, D
                 rows=[(n, v["settled"], *(ms(v[p]) for p in _PERCENTILES + ("max",)))
                       for n, v in latency.items()]),
         Section("Latency from receive to settle by queue", "Per AMQP node settled on (gateway, "
-                "vhost, queue), milliseconds, most settlements first.", image="charts/latency_by_queue.png",
+                "vhost, queue), milliseconds, most settlements first; generated names (amq.gen-*, "
+                "reply queues named with a UUID) as one row each.", image="charts/latency_by_queue.png",
                 headers=("gateway", "vhost", "queue", "settled", "p50 ms", "p95 ms", "p99 ms", "max ms"),
                 rows=[(*k, v["settled"], *(ms(v[p]) for p in _PERCENTILES + ("max",)))
                       for k, v in list(by_queue.items())[:MAX_ROWS]]),
@@ -209,7 +225,7 @@ def collect_and_render(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, D
     return {"events": int(sum(by_event.values())), "by_event": dict(by_event),
             "settled_by_outcome": dict(settled), "forward_settled_by_outcome": dict(forward_settled),
             "protocol_pairs": pairs, "protocol_pair_bytes": pair_bytes, "latency_us": latency,
-            "latency_by_queue": by_queue, "buckets": buckets, **numbers}
+            "latency_by_queue": by_queue, "buckets": buckets, "throughput": throughput, **numbers}
 
 
 def _queue_label(container: Any, vhost: Any, queue: Any) -> str:

@@ -19,8 +19,12 @@ matches a forward only from that gateway, so a message is known by its origin ga
 *and* the gateway that sent it on (an arrival without ``peer_container`` matches a forward
 from any gateway).
 
-Per (A, B, key), A's earliest forward counts (retries are one message). Then:
-lost = no arrival; duplicated = more than one arrival (``copies - 1`` extra);
+Per (A, B, key), A's earliest forward counts (retries are one message). Then, for one
+that did not arrive, A's final state of it (``settlement.final_states``, the copy
+``-> B``) says why when it can: ``dead-lettered`` (at the source: B rejected it, or it
+was released too often), ``still queued`` (in A's outbox, B never settled it); lost =
+no arrival and nothing explains it (B settled it, or A's ledger says nothing more);
+duplicated = more than one arrival (``copies - 1`` extra);
 late = first arrival more than ``late_after`` seconds after the forward (clocks of the
 two gateways are assumed in sync to well under that). A forward to a container whose
 ledger was not given is ``unverified``, not lost. An arrival from a gateway whose ledger
@@ -30,12 +34,20 @@ after sending and before its ledger's next flush).
 from __future__ import annotations
 
 import enum
-from typing import Iterable
+from typing import Iterable, Optional
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["MatchBy", "reconciliation", "reconciliation_summary"]
+from pipeline.final_rules import FORWARD_PREFIX
+
+__all__ = ["EXPLAINED", "MatchBy", "STATUSES", "reconciliation", "reconciliation_summary"]
+
+#: the source's final states that explain a forward that did not arrive: the status
+EXPLAINED = ("dead-lettered", "still queued")
+#: every status of a reconciliation row
+STATUSES = ("ok", "lost", *EXPLAINED, "duplicated", "late", "duplicated+late", "unverified",
+            "unexpected")
 
 
 class MatchBy(enum.Enum):
@@ -44,12 +56,14 @@ class MatchBy(enum.Enum):
 
 
 def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: MatchBy,
-                   late_after: float) -> DataFrame:
+                   late_after: float, final: Optional[DataFrame] = None) -> DataFrame:
     """One row per forwarded message: source, destination, origin (the container that
     gave ``key``; null matching by message id), key, message_id, sent_us,
-    attempts, copies (arrivals, 0 if lost), first_received_us, delay_us, status
-    (``ok``, ``lost``, ``duplicated``, ``late``, ``duplicated+late``, ``unverified``);
-    plus one row per ``unexpected`` arrival (no sent_us, attempts 0)."""
+    attempts, copies (arrivals, 0 if none), first_received_us, delay_us, status
+    (``ok``, ``lost``, ``dead-lettered``, ``still queued``, ``duplicated``, ``late``,
+    ``duplicated+late``, ``unverified``); plus one row per ``unexpected`` arrival (no
+    sent_us, attempts 0). ``final``: the ``final_states`` of the same events (without
+    it, every forward that did not arrive is lost)."""
     if match_by is MatchBy.GATEWAY_ID:
         sent_key = F.coalesce(F.col("origin_id"), F.col("gateway_id"))
         recv_key = F.col("origin_id")
@@ -60,11 +74,12 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
         sent_origin = recv_origin = F.lit(None).cast("string")
     sent = (events.filter((F.col("event") == "forwarded") & F.col("peer_container").isNotNull())
             .select(F.col("container").alias("source"), F.col("peer_container").alias("destination"),
-                    sent_origin.alias("origin"), sent_key.alias("key"), "message_id", "ts_us")
+                    sent_origin.alias("origin"), sent_key.alias("key"), "message_id", "ts_us",
+                    "gateway_id")
             .filter(F.col("key").isNotNull())
             .groupBy("source", "destination", "origin", "key")
             .agg(F.min("ts_us").alias("sent_us"), F.count(F.lit(1)).alias("attempts"),
-                 F.min("message_id").alias("message_id")))
+                 F.min("message_id").alias("message_id"), F.min("gateway_id").alias("gateway_id")))
     arrived = (events.filter(F.col("event") == "received")
                .select(F.col("container").alias("destination"), F.col("peer_container").alias("arrived_from"),
                        recv_origin.alias("origin"), recv_key.alias("key"), "message_id", "ts_us")
@@ -80,12 +95,21 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
           & same_source & same_origin)
     matched = (s.join(a, on, "left")
                .groupBy("s.source", "s.destination", "s.origin", "s.key", "s.message_id", "s.sent_us",
-                        "s.attempts")
+                        "s.attempts", "s.gateway_id")
                .agg(F.sum("a.copies").alias("copies"), F.min("a.first_received_us").alias("first_received_us")))
+    if final is not None:  # the source's final state of the forward copy
+        at_source = final.filter(F.col("state").isin(*EXPLAINED)).select(
+            F.col("container").alias("source"), "gateway_id",
+            F.expr(f"substring(place, {len(FORWARD_PREFIX) + 1})").alias("destination"),
+            F.col("state").alias("at_source"))
+        matched = matched.join(at_source, ["source", "gateway_id", "destination"], "left")
+    else:
+        matched = matched.withColumn("at_source", F.lit(None).cast("string"))
     copies = F.coalesce(F.col("copies"), F.lit(0)).cast("long")
     delay = F.col("first_received_us") - F.col("sent_us")
     late = delay > F.lit(int(late_after * 1_000_000))
     status = (F.when(~F.col("destination").isin(*known), F.lit("unverified"))
+              .when((copies == 0) & F.col("at_source").isNotNull(), F.col("at_source"))
               .when(copies == 0, F.lit("lost"))
               .when((copies > 1) & late, F.lit("duplicated+late"))
               .when(copies > 1, F.lit("duplicated"))
@@ -112,13 +136,16 @@ def reconciliation(events: DataFrame, containers: Iterable[str], *, match_by: Ma
 
 def reconciliation_summary(per_message: DataFrame) -> DataFrame:
     """Counts per (source, destination): forwarded, arrived (forwards that arrived),
-    lost, duplicated (messages with extra copies), extra_copies, late, unverified,
-    unexpected (arrivals no forward explains)."""
+    lost, dead_lettered (at the source), still_queued (in the source's outbox),
+    duplicated (messages with extra copies), extra_copies, late, unverified, unexpected
+    (arrivals no forward explains)."""
     status = F.col("status")
     return (per_message.groupBy("source", "destination")
             .agg(F.sum(F.when(status != "unexpected", 1).otherwise(0)).alias("forwarded"),
                  F.sum(F.when((F.col("copies") > 0) & (status != "unexpected"), 1).otherwise(0)).alias("arrived"),
                  F.sum(F.when(status == "lost", 1).otherwise(0)).alias("lost"),
+                 F.sum(F.when(status == "dead-lettered", 1).otherwise(0)).alias("dead_lettered"),
+                 F.sum(F.when(status == "still queued", 1).otherwise(0)).alias("still_queued"),
                  F.sum(F.when(status.startswith("duplicated"), 1).otherwise(0)).alias("duplicated"),
                  F.sum(F.when((F.col("copies") > 1) & (status != "unexpected"), F.col("copies") - 1)
                        .otherwise(0)).alias("extra_copies"),

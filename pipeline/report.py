@@ -37,12 +37,14 @@ __all__ = ["DEFAULT_MASTER", "ReportSummary", "TABLES", "build_parser", "main", 
 DEFAULT_MASTER = "local[*]"
 TABLES = ("events", "traffic_per_minute", "node_ranks", "traffic_timeline", "protocol_pairs",
           "latency_overall", "latency", "latency_by_queue", "outcomes", "top_talkers", "event_counts",
+          "throughput", "ledger_gaps", "final_states", "final_state_summary",
           "unsettled_messages", "unsettled_summary", "reconciliation", "reconciliation_summary")
 STAGES = 7
 #: tables small enough to collect whole once (aggregates bounded by gateways, vhosts,
 #: queues, pairs); the others are aggregated further before anything reaches the driver
 COLLECTED = ("event_counts", "protocol_pairs", "latency_overall", "latency", "latency_by_queue",
-             "top_talkers", "unsettled_summary", "reconciliation_summary")
+             "top_talkers", "throughput", "ledger_gaps", "final_state_summary", "unsettled_summary",
+             "reconciliation_summary")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +63,11 @@ class ReportSummary:
     their totals; ``refusals``: unroutable/returned/refused per (result, reason);
     ``crossed_by_vhost``: per (container, vhost) received, bytes_in, delivered,
     forwarded, refused, unsettled; ``span_us``: (first, last) event time or None;
-    ``buckets``: the charts' time axis.
+    ``buckets``: the charts' time axis. ``final_states``: messages per (container, vhost,
+    place, state, detail) (``settlement.final_states``; place None for a message that
+    reached no queue), ``final_by_state`` their totals; ``gaps``: (container, ts_us,
+    since_us, records lost) per gap; ``throughput``: per (container, vhost, direction,
+    route) ``{"messages", "minutes", "peak_per_s", "mean_per_s"}``.
     """
 
     events: int
@@ -83,6 +89,10 @@ class ReportSummary:
     crossed_by_vhost: dict[tuple, dict[str, int]]
     span_us: Optional[tuple[int, int]]
     buckets: Any
+    final_states: dict[tuple, int]
+    final_by_state: dict[str, int]
+    gaps: list[tuple]
+    throughput: dict[tuple, dict[str, Any]]
     out_dir: str
     html_path: str
     tables: dict[str, str]
@@ -208,13 +218,20 @@ def _run(spark: Any, ledger_dirs: list[str], out_dir: str, o: _Options, progress
                                max((r["last_us"] for r in counts if r["last_us"] is not None), default=0))
     containers = sorted({r["container"] for r in counts if r["container"] is not None})
     _write(tables.traffic_timeline(events, buckets.seconds, read("node_ranks")), paths["traffic_timeline"])
+    _write(tables.throughput(read("traffic_per_minute"), read("node_ranks")), paths["throughput"])
+    _write(tables.ledger_gaps(events), paths["ledger_gaps"])
 
-    progress.stage("messages not finally settled: still queued, dead-lettered, expired")
-    _write(settlement.unsettled_messages(events), paths["unsettled_messages"], small=False)
+    progress.stage("the final state of every message: delivered, expired, dead-lettered, purged, "
+                   "deleted, dropped, forwarded, still queued, lost")
+    _write(settlement.final_states(events), paths["final_states"], small=False)
+    final = read("final_states")
+    _write(settlement.final_state_summary(final), paths["final_state_summary"])
+    _write(settlement.unsettled_messages(final), paths["unsettled_messages"], small=False)
     _write(settlement.unsettled_summary(read("unsettled_messages")), paths["unsettled_summary"])
 
     progress.stage("reconciliation across gateways")
-    per_message = reconcile.reconciliation(events, containers, match_by=o.matching, late_after=o.late_after)
+    per_message = reconcile.reconciliation(events, containers, match_by=o.matching, late_after=o.late_after,
+                                           final=final)
     _write(per_message, paths["reconciliation"], small=False)
     _write(reconcile.reconciliation_summary(read("reconciliation")), paths["reconciliation_summary"])
 
@@ -224,7 +241,7 @@ def _run(spark: Any, ledger_dirs: list[str], out_dir: str, o: _Options, progress
     recon_samples = _first_of_each(loaded["reconciliation"].filter(F.col("status") != "ok"), "status",
                                    ("key",), o.samples)
     by_state = _first_of_each(loaded["unsettled_messages"], "state", ("since_us", "gateway_id"), o.samples)
-    unsettled_samples = [row for state in settlement.STATES for row in by_state.get(state, [])]
+    unsettled_samples = [row for state in settlement.NOT_FINAL for row in by_state.get(state, [])]
 
     progress.stage("charts and report.html")
     local_out = _local_path(base) if _is_local(base) else tempfile.mkdtemp(prefix="ledger-report-")

@@ -3,7 +3,10 @@
 - How much crossed, per protocol pair and per vhost (and per gateway when there are several).
 - How fast: latency p50/p95/p99 from receive to settle, in milliseconds throughout.
 - What was refused or unroutable, and why.
-- What was not finally settled at the end of the ledger, and where it is (``settlement``).
+- What was not finally settled at the end of the ledger, and where it is; the final state
+  of every message, "lost" only where nothing explains it (``settlement``).
+- Whether the ledger itself is whole: its gaps (a writer process that died), when and how
+  many records.
 - With several ledgers: what left one gateway and did not arrive at the other, what
   arrived twice, what arrived late, with samples (``reconcile``).
 
@@ -21,7 +24,7 @@ from pyspark.sql import functions as F
 
 from pipeline.formats import duration_text, ms, utc_text
 from pipeline.html_report import Section
-from pipeline.settlement import STATES
+from pipeline.settlement import NOT_FINAL, STATES
 
 __all__ = ["RECONCILIATION_KEYS", "RECONCILIATION_STATUSES", "REFUSALS", "latency_figures", "summary_sections"]
 
@@ -29,10 +32,11 @@ REFUSALS = ("unroutable", "returned", "refused")
 #: why, when the ledger records no reason
 _DEFAULT_REASON = {"unroutable": "no queue bound for its routing key", "returned": "NO_ROUTE",
                    "refused": "refused"}
-RECONCILIATION_KEYS = ("forwarded", "arrived", "lost", "duplicated", "extra_copies", "late",
-                       "unverified", "unexpected")
+RECONCILIATION_KEYS = ("forwarded", "arrived", "lost", "dead_lettered", "still_queued", "duplicated",
+                       "extra_copies", "late", "unverified", "unexpected")
 #: the per-message statuses the summary gives samples of
-RECONCILIATION_STATUSES = ("lost", "duplicated", "late", "duplicated+late", "unexpected", "unverified")
+RECONCILIATION_STATUSES = ("lost", "dead-lettered", "still queued", "duplicated", "late",
+                           "duplicated+late", "unexpected", "unverified")
 MAX_ROWS = 25
 
 
@@ -84,6 +88,13 @@ def summary_sections(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, Dat
     for r in unsettled_summary:
         by_state[r["state"]] += r["messages"]
 
+    final_rows = sorted(rows["final_state_summary"], key=lambda r: (
+        STATES.index(r["state"]), -r["messages"], *_key(r["container"], r["vhost"], r["place"], r["detail"])))
+    final_by_state: collections.Counter = collections.Counter()
+    for r in final_rows:
+        final_by_state[r["state"]] += r["messages"]
+    gaps = sorted((r["container"], r["ts_us"], r["since_us"], r["count"]) for r in rows["ledger_gaps"])
+
     recon_rows = sorted(rows["reconciliation_summary"], key=lambda r: _key(r["source"], r["destination"]))
     recon = {k: int(sum(r[k] or 0 for r in recon_rows)) for k in RECONCILIATION_KEYS}
 
@@ -93,6 +104,10 @@ def summary_sections(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, Dat
         "refusals": dict(refusals),
         "unsettled": unsettled,
         "unsettled_by_state": dict(by_state),
+        "final_by_state": dict(final_by_state),
+        "final_states": {(r["container"], r["vhost"], r["place"], r["state"], r["detail"]): r["messages"]
+                         for r in final_rows},
+        "gaps": gaps,
         "crossed_by_vhost": per_vhost,
         "reconciliation": recon,
         "samples": {s: sorted(r["key"] for r in recon_samples.get(s, [])) for s in RECONCILIATION_STATUSES},
@@ -136,6 +151,22 @@ def summary_sections(rows: Mapping[str, Sequence[Any]], loaded: Mapping[str, Dat
                 rows=[(r["container"], r["vhost"], r["state"], r["place"], r["detail"], r["messages"],
                        r["bytes"], utc_text(r["oldest_us"])) for r in unsettled_summary[:MAX_ROWS]]),
     ]
+    sections.append(Section(
+        "Final state of every message", "Each message copy (a message in one queue, or forwarded to "
+        "one peer), and each message that reached no queue, in exactly one state: " + ", ".join(STATES)
+        + ". Lost: kept in the store when the gateway restarted and not restored, where nothing "
+        "explains it; dropped at a restart: a transient message or queue. By state, busiest first.",
+        level=3, anchor="summary-final",
+        headers=("gateway", "vhost", "state", "queue or peer", "detail", "messages", "bytes"),
+        rows=[(r["container"], r["vhost"], r["state"], r["place"], r["detail"], r["messages"], r["bytes"])
+              for r in final_rows[:MAX_ROWS]]))
+    if gaps:
+        sections.append(Section(
+            "Gaps in the ledger", "Records the gateway made that could not be written: its ledger "
+            "writer process died before it wrote them (the gateway started another). Events of those "
+            "times may be missing, and a message's state may be older than the truth.", level=3,
+            anchor="summary-gaps", headers=("gateway", "from", "to", "records lost"),
+            rows=[(c, utc_text(since), utc_text(ts), n) for c, ts, since, n in gaps]))
     if unsettled_rows:
         sections.append(Section(
             "Samples not finally settled", "The oldest of each kind.", level=3,
@@ -197,12 +228,24 @@ def _headline(numbers: Mapping[str, Any], redelivered: int, containers: Sequence
     unsettled_total = sum(by_state.values())
     if unsettled_total:
         lines.append(f"Not finally settled at the end of the ledger: {_plural(unsettled_total, 'message')} ("
-                     + ", ".join(f"{s} {by_state[s]:,}" for s in STATES if by_state.get(s)) + ").")
+                     + ", ".join(f"{s} {by_state[s]:,}" for s in NOT_FINAL if by_state.get(s)) + ").")
     else:
         lines.append("Not finally settled at the end of the ledger: none; every message was settled.")
+    final = numbers["final_by_state"]
+    if final:
+        lines.append("Final state of every message: " + ", ".join(
+            f"{s} {final[s]:,}" for s in STATES if final.get(s)) + ("." if final.get("lost") else
+                                                                      "; none lost."))
+    gaps = numbers["gaps"]
+    if gaps:
+        lines.append(f"Ledger gaps: {_plural(len(gaps), 'gap')}, {_plural(sum(g[3] for g in gaps), 'record')} "
+                     "could not be written (a writer process died; see below).")
+    else:
+        lines.append("Ledger gaps: none; every record the gateways made was written.")
     if recon["forwarded"] or recon["unexpected"]:
         lines.append(f"Across gateways: {_plural(recon['forwarded'], 'message')} forwarded, "
-                     f"{recon['lost']:,} lost, {recon['duplicated']:,} duplicated "
+                     f"{recon['lost']:,} lost, {recon['dead_lettered']:,} dead-lettered at the source, "
+                     f"{recon['still_queued']:,} still queued at the source, {recon['duplicated']:,} duplicated "
                      f"({recon['extra_copies']:,} extra copies), {recon['late']:,} late "
                      f"(more than {late_after:g} s), {recon['unverified']:,} unverified (no ledger of the "
                      f"destination), {recon['unexpected']:,} unexpected (arrived, no forward recorded).")
@@ -222,8 +265,10 @@ def _reconciliation_sections(recon_rows: Sequence[Any], recon_samples: Mapping[s
     sections = [Section(
         "Across gateways: lost, duplicated, late", "A forward (source gateway) is matched with its "
         "arrival at the destination by the origin gateway id, the container that gave it (origin) and "
-        "the gateway it came from. Lost: no "
-        f"arrival; duplicated: more than one; late: first arrival more than {late_after:g} s after the "
+        "the gateway it came from. Lost: no arrival, and nothing at the source explains it; "
+        "dead-lettered: the source dead-lettered it (the destination rejected it, or released it too "
+        "often); still queued: in the source's outbox, not settled by the destination; duplicated: more "
+        f"than one; late: first arrival more than {late_after:g} s after the "
         "forward; unverified: no ledger of the destination was given; unexpected: an arrival no "
         "forward of its source explains.", level=3, anchor="summary-reconciliation",
         headers=("source", "destination") + RECONCILIATION_KEYS,
@@ -232,7 +277,7 @@ def _reconciliation_sections(recon_rows: Sequence[Any], recon_samples: Mapping[s
         found = recon_samples.get(status, [])
         if found:
             sections.append(Section(
-                f"Samples: {status}", level=3, anchor=f"samples-{status.replace('+', '-')}",
+                f"Samples: {status}", level=3, anchor=f"samples-{status.replace('+', '-').replace(' ', '-')}",
                 headers=("source", "destination", "origin", "gateway id (origin)", "message id",
                          "forwarded at", "first arrival", "copies", "delay (s)"),
                 rows=[(r["source"], r["destination"], r["origin"], r["key"], r["message_id"],

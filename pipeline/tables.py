@@ -24,7 +24,14 @@ Definitions (the HTML report repeats them):
   delivery attempt counts (``redeliveries`` says how many were not the first).
 - latency: ``latency_us`` of ``settled`` events (receive -> settle), over everything
   (``latency_overall``), per gateway (``latency_by_node``) and per gateway, vhost and
-  queue (``latency_by_queue``). The tables keep exact microseconds; the HTML shows ms.
+  queue (``latency_by_queue``; generated names such as ``amq.gen-*`` grouped, see
+  ``GENERATED_NAMES``). The tables keep exact microseconds; the HTML shows ms.
+- throughput (``throughput``): messages per second per route (the folded AMQP node, with
+  generated names grouped) and direction, from the per-minute traffic: the busiest
+  minute's rate (``peak_per_s``) and the mean rate from the route's first to its last
+  minute (``mean_per_s``, idle minutes in between included).
+- gaps (``ledger_gaps``): the ledger's ``gap`` records: when, since when, how many records
+  could not be written.
 - outcomes: settled/forward-settled by outcome, and the refusals (unroutable, returned,
   refused, expired, dead-lettered), per gateway, vhost, user and target address.
 """
@@ -35,12 +42,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 __all__ = [
+    "GENERATED_NAMES",
     "OUT_EVENTS",
     "REFUSAL_EVENTS",
     "SETTLE_EVENTS",
     "TRAFFIC_EVENTS",
     "event_counts",
     "fold_nodes",
+    "generated_name",
+    "ledger_gaps",
     "latency_by_node",
     "latency_by_queue",
     "latency_overall",
@@ -50,6 +60,7 @@ __all__ = [
     "outcomes",
     "protocol_pairs",
     "target_column",
+    "throughput",
     "top_talkers",
     "traffic_per_minute",
     "traffic_timeline",
@@ -62,6 +73,22 @@ REFUSAL_EVENTS = ("unroutable", "returned", "refused", "expired", "dead_lettered
 PERCENTILES = (0.5, 0.95, 0.99)
 #: percentile_approx accuracy: rank error at most 1/10000 of the count.
 PERCENTILE_ACCURACY = 10000
+#: (Java regular expression, replacement), applied in order: names made by a server or a
+#: client library for one use (server-named and 1.0 dynamic queues, reply queues) become
+#: one group each, wherever they stand in a node's path
+GENERATED_NAMES = (
+    (r"(^|/)amq\.gen-[^/]*", "$1amq.gen-*"),
+    (r"(^|/)amq\.rabbitmq\.reply-to[^/]*", "$1amq.rabbitmq.reply-to.*"),
+    (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "*"),
+)
+
+
+def generated_name(name: Column) -> Column:
+    """``name`` with generated parts grouped (``GENERATED_NAMES``): ``amq.gen-x1`` and
+    ``amq.gen-x2`` are both ``amq.gen-*``, ``reply-<uuid>`` is ``reply-*``."""
+    for pattern, replacement in GENERATED_NAMES:
+        name = F.regexp_replace(name, pattern, replacement)
+    return name
 
 
 def target_column() -> Column:
@@ -197,9 +224,38 @@ def latency_by_node(events: DataFrame) -> DataFrame:
 
 def latency_by_queue(events: DataFrame) -> DataFrame:
     """p50/p95/p99/max latency (microseconds) from receive to settle per AMQP node the
-    settlement happened on: per gateway, vhost and queue (settlements recorded without a
-    queue form one row with ``queue`` null)."""
-    return _latency(events, ("container", "vhost", "queue"))
+    settlement happened on: per gateway, vhost and queue, generated queue names grouped
+    (``generated_name``; settlements recorded without a queue form one row with ``queue``
+    null)."""
+    return _latency(events.withColumn("queue", generated_name(F.col("queue"))),
+                    ("container", "vhost", "queue"))
+
+
+def throughput(traffic: DataFrame, ranks: DataFrame) -> DataFrame:
+    """Messages per second per gateway, vhost, direction (``in``: received; ``out``:
+    delivered or forwarded) and route (the folded AMQP node of ``fold_nodes``, generated
+    names grouped), from ``traffic_per_minute``: ``messages``, ``minutes`` with traffic,
+    ``peak_per_s`` (the busiest minute), ``peak_minute_us``, ``mean_per_s`` (from the
+    route's first to its last minute)."""
+    direction = F.when(F.col("event") == "received", F.lit("in")).otherwise(F.lit("out"))
+    per_minute = (fold_nodes(traffic, ranks)
+                  .groupBy("minute", "container", "vhost", direction.alias("direction"),
+                           generated_name(F.col("node_group")).alias("route"))
+                  .agg(F.sum("messages").alias("m")))
+    seconds = F.unix_timestamp("minute")
+    span = (F.max(seconds) - F.min(seconds)) / 60 + 1
+    busiest = F.max_by(seconds * 1_000_000, "m")
+    return (per_minute.groupBy("container", "vhost", "direction", "route")
+            .agg(F.sum("m").cast("long").alias("messages"), F.count(F.lit(1)).alias("minutes"),
+                 (F.max("m") / 60.0).alias("peak_per_s"), busiest.alias("peak_minute_us"),
+                 (F.sum("m") / (span * 60.0)).alias("mean_per_s")))
+
+
+def ledger_gaps(events: DataFrame) -> DataFrame:
+    """The ledger's gaps: container, ``ts_us`` (noticed), ``since_us``, ``count`` (records
+    that could not be written)."""
+    return (events.filter(F.col("event") == "gap")
+            .select("container", "ts_us", "since_us", F.coalesce(F.col("count"), F.lit(0)).alias("count")))
 
 
 def outcomes(events: DataFrame) -> DataFrame:

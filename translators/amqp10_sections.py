@@ -171,6 +171,7 @@ _DATA_HEAD8 = b"\x00\x53\x75\xa0"
 _U32 = struct.Struct(">I")
 
 #: members read through their class cost an enum lookup each: the hot paths use these
+_MESSAGE_ANNOTATIONS = SectionCode.MESSAGE_ANNOTATIONS
 _DATA, _HEADER, _PROPERTIES, _APPLICATION_PROPERTIES = (
     SectionCode.DATA, SectionCode.HEADER, SectionCode.PROPERTIES, SectionCode.APPLICATION_PROPERTIES)
 
@@ -204,7 +205,7 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
     # its prefix and one data section? (bytes, or the bytearray proton's recv returns)
     if last is not None and (encoded.__class__ is bytes or encoded.__class__ is bytearray):
         prefix, fields, at = last
-        if encoded.startswith(prefix):
+        if encoded.startswith(prefix):  # (plain_data_at, inlined: once per 1.0 message)
             head, end = encoded[at:at + 4], len(encoded)
             if head == _DATA_HEAD32:
                 if end >= at + 8 and at + 8 + _U32.unpack_from(encoded, at + 4)[0] == end:
@@ -221,17 +222,36 @@ def inspect_amqp10(encoded: bytes) -> Amqp10Summary:
         return _new_summary(Amqp10Summary, _summary_fields(encoded, spans) + (body_size, None))
     body = body_spans[0]
     prefix = bytes(encoded[:body.start])
-    fields = _SUMMARIES.get(prefix)
+    key = prefix
+    for span in spans:  # the summary never reads the message-annotations: a forwarded
+        if span.code is _MESSAGE_ANNOTATIONS:  # message's are new every time, the rest not
+            key = prefix[:span.start] + prefix[span.end:]
+            break
+        if span.start >= body.start:
+            break
+    fields = _SUMMARIES.get(key)
     if fields is None:
         fields = _summary_fields(encoded, spans)
         if len(_SUMMARIES) >= SUMMARIES_MAX:
             _SUMMARIES.clear()
-        _SUMMARIES[prefix] = fields
+        _SUMMARIES[key] = fields
     plain = (len(body_spans) == 1 and body.code is _DATA
              and body.value_start == body.start + 3 and ends_with_body(spans, body_spans))
     if plain:
         _remember_plain(prefix, fields)
     return _new_summary(Amqp10Summary, fields + (body_size, body.start if plain else None))
+
+
+def plain_data_at(encoded: bytes, at: int) -> int:
+    """The payload size of the one data section (short descriptor) that starts at ``at``
+    and ends ``encoded``; -1 when ``encoded`` does not end so."""
+    head, end = encoded[at:at + 4], len(encoded)
+    if head == _DATA_HEAD32:
+        if end >= at + 8 and at + 8 + _U32.unpack_from(encoded, at + 4)[0] == end:
+            return end - at - 8
+    elif head == _DATA_HEAD8 and end >= at + 5 and at + 5 + encoded[at + 4] == end:
+        return end - at - 5
+    return -1
 
 
 def _remember_plain(prefix: bytes, fields: tuple) -> None:
@@ -314,25 +334,29 @@ def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
     """
     if not annotations:
         return encoded
-    spans = scan_sections(encoded)
-    merged: dict = {}
-    start = end = 0
-    for span in spans:
-        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
-            existing = decode_section_fast(encoded, span)
-            if existing is not None and not isinstance(existing, dict):
-                raise TranslationError("message-annotations", "must be a map")
-            merged.update(existing or {})
-            start, end = span.start, span.end
-            break
-        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
-            start = end = span.end
-        else:
-            break
+    start, end, existing = _annotations_place(encoded)
+    if existing is not None and not isinstance(existing, dict):
+        raise TranslationError("message-annotations", "must be a map")
+    merged: dict = dict(existing or {})
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
     return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
                     "message-annotations")
+
+
+def _annotations_place(encoded: bytes) -> tuple[int, int, Any]:
+    """``(start, end, value)``: the message-annotations section's octets and its decoded
+    value; without one, where the spec puts it (after the header and
+    delivery-annotations) as ``start == end``, and None."""
+    start = end = 0
+    for span in scan_sections(encoded):
+        if span.code is SectionCode.MESSAGE_ANNOTATIONS:
+            return span.start, span.end, decode_section_fast(encoded, span)
+        if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
+            start = end = span.end
+        else:
+            break
+    return start, end, None
 
 
 def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any,
@@ -355,6 +379,60 @@ def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any
             raise TranslationError(name, f"cannot encode: {exc!r}") from None
         section = bytes(data.encode())
     return encoded[:start] + section + encoded[end:]
+
+
+# ---------------------------------------------------------------- forwarded form
+
+#: the split of the latest plain message's sections before its body, for forwarding:
+#: ``(prefix, to, head, annotations, tail)`` (see ``forwarded_form``)
+_last_forwarded: Optional[tuple[bytes, Optional[str], bytes, dict, bytes]] = None
+
+
+def forwarded_form(encoded: bytes, to: Optional[str], annotations: dict) -> bytes:
+    """``with_message_annotations(with_to(encoded, to), annotations)`` (``to`` None: the
+    properties as they are), with one encode per message where the sender repeats its
+    sections before the body (the usual case): their split around the
+    message-annotations section, with ``to`` filled in, is kept for the latest plain
+    message (its sections, then one data section ending it), so the next one with the
+    same prefix costs the encoding of its annotations section and a join. Why: the
+    forwarding annotations are new for every message (its id), and two splices, each
+    scanning and decoding sections, were most of the sending side's rendering.
+    Raises ``TranslationError`` like the two splices."""
+    global _last_forwarded
+    last = _last_forwarded
+    if annotations and last is not None and last[1] == to and encoded.startswith(last[0]) \
+            and plain_data_at(encoded, len(last[0])) >= 0:
+        prefix, _, head, existing, tail = last
+        merged = dict(existing)
+        for key, value in annotations.items():
+            merged[annotation_key(key)] = owned_value(value)
+        try:
+            section = encode_described_map(SectionCode.MESSAGE_ANNOTATIONS, merged)
+        except Unencodable:  # a value only proton encodes: the splices do it
+            pass
+        else:
+            return b"".join((head, section, tail, encoded[len(prefix):]))
+    out = with_message_annotations(with_to(encoded, to) if to else encoded, annotations)
+    _last_forwarded = _forwarded_split(encoded, to)
+    return out
+
+
+def _forwarded_split(encoded: bytes, to: Optional[str]) -> Optional[tuple]:
+    """``forwarded_form``'s kept split of ``encoded`` (None unless it is plain)."""
+    spans = scan_sections(encoded)
+    if not spans or spans[-1].code is not _DATA or spans[-1].end != len(encoded) \
+            or any(span.code in BODY_CODES for span in spans[:-1]):
+        return None
+    prefix = bytes(encoded[:spans[-1].start])
+    if plain_data_at(encoded, len(prefix)) < 0:
+        return None
+    sections = with_to(prefix, to) if to else prefix
+    start, end, existing = _annotations_place(sections)
+    if existing is None:
+        existing = {}
+    if not isinstance(existing, dict):
+        return None
+    return prefix, to, sections[:start], existing, sections[end:]
 
 
 # ---------------------------------------------------------------- a missing 'to'

@@ -17,7 +17,7 @@ from translators.errors import TranslationError
 from translators.primitive_decoder import Unsupported, decode_value
 from translators.section_scan import SectionCode, scan_sections, value_end
 
-__all__ = ["delivery_header", "with_delivery_header", "HEADERS_MAX"]
+__all__ = ["delivery_header", "with_delivery_header", "delivered_before", "HEADERS_MAX"]
 
 _UINT_MAX = 2**32 - 1
 
@@ -139,6 +139,25 @@ def _already_says(encoded: bytes, end: int, delivery_count: int, first_acquirer:
     acquirer, count = fields[3], fields[4]
     return ((acquirer is True) if first_acquirer else (acquirer is None or acquirer is False)) and (
         (count is None and delivery_count == 0) or (type(count) is uint and count == delivery_count))
+
+
+def delivered_before(encoded: bytes) -> bool:
+    """True if ``encoded``'s header says a broker delivered it before: a delivery-count
+    above 0 (spec 3.2.1), or ``first-acquirer`` written out as false (RabbitMQ 3's 1.0
+    plugin says a redelivery so, and leaves the count out). A missing header or field
+    says nothing: a sender's own message has none, and is not a redelivery. Only the
+    short descriptor form of the header is read (every broker seen writes it so)."""
+    if encoded[:3] != b"\x00\x53\x70":
+        return False
+    try:
+        fields, _ = decode_value(encoded, 3)
+    except Unsupported:
+        return False
+    if type(fields) is not list:
+        return False
+    fields = (fields + [None] * 5)[:5]
+    acquirer, count = fields[3], fields[4]
+    return acquirer is False or (type(count) is uint and count > 0)
 
 
 def with_delivery_header(encoded: bytes, *, delivery_count: int, first_acquirer: bool) -> bytes:

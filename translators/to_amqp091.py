@@ -85,6 +85,8 @@ def _from_amqp091(annotations: dict) -> bool:
 _RULES = tuple((rule.index, rule.amqp091, rule.reserved.value, rule.reserved, rule.form,
                 rule.inverse) for rule in CARRIED_PROPERTIES)
 _MESSAGE_ANNOTATIONS = Reserved.MESSAGE_ANNOTATIONS.value
+#: the annotations ``_annotations_to_properties`` may take back into properties
+_TAKEN_PREFIX = "x-amqp-0-9-1-"
 _PROPERTIES = Reserved.PROPERTIES.value
 _APP_PROPERTIES = Reserved.APP_PROPERTIES.value
 _ROBUST, _FRAGILE, _INEXACT = Carriage.ROBUST, Carriage.FRAGILE, Carriage.INEXACT
@@ -292,3 +294,24 @@ def with_added_annotations(
         merged[annotation_key(key)] = owned_value(value)
     headers[name] = map_to_field(merged, symbol)
     return dataclasses.replace(properties, headers=headers)
+
+
+def with_annotations_header(props: BasicProperties, annotations: dict) -> Optional[BasicProperties]:
+    """What ``amqp091_properties`` gives for a message with message-annotations
+    ``annotations``, from what it gives for the same message without that section
+    (``props``): only the ``x-amqp-1.0-message-annotations`` header differs (it is there,
+    empty, without annotations, at the same place), as long as no annotation is one that
+    goes back into a 0-9-1 property (``x-amqp-0-9-1-*``) and they are not only the
+    ``x-exchange``/``x-routing-key`` pair; None otherwise (translate in full). Why: a
+    receiving gateway has a forwarded message's annotations decoded already, and the
+    properties without them recur."""
+    if props.headers is None or _MESSAGE_ANNOTATIONS not in props.headers:
+        return None
+    if _from_amqp091(annotations):
+        return None
+    for key in annotations:
+        if str(key).startswith(_TAKEN_PREFIX):
+            return None
+    headers = dict(props.headers)
+    headers[_MESSAGE_ANNOTATIONS] = map_to_field(annotations, symbol)
+    return dataclasses.replace(props, headers=headers)

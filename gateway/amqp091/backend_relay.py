@@ -45,7 +45,8 @@ from gateway.auth import PermissionCache
 from gateway.backend.nodes import BackendNode, BackendNodes
 from gateway.forward.settings import PasswordFileError, read_password
 
-__all__ = ["BackendEngine", "BackendRelay", "RelaySession", "open_proxied", "backend_failure", "CLIENT_CAUSED"]
+__all__ = ["BackendEngine", "BackendRelay", "RelaySession", "open_proxied", "admit_backend_login",
+           "backend_failure", "CLIENT_CAUSED", "REFUSAL_CODES"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ CLIENT_CAUSED = frozenset((ReplyCode.ACCESS_REFUSED, ReplyCode.FRAME_ERROR, Repl
                            ReplyCode.NOT_IMPLEMENTED))
 _BODY, _METHOD = FrameType.BODY.value, FrameType.METHOD.value
 #: a refused backend login or vhost -> the client's reply code
-_REFUSAL_CODES = {FailureKind.LOGIN_REFUSED: ReplyCode.ACCESS_REFUSED,
+REFUSAL_CODES = {FailureKind.LOGIN_REFUSED: ReplyCode.ACCESS_REFUSED,
                   FailureKind.ACCESS_REFUSED: ReplyCode.NOT_ALLOWED,
                   FailureKind.UNREACHABLE: ReplyCode.CONNECTION_FORCED,
                   FailureKind.LOST: ReplyCode.CONNECTION_FORCED}
@@ -75,12 +76,18 @@ def backend_failure(backend: str, event: ConnectionLost) -> BackendFailure:
 def open_proxied(connection: Any, method: m.Method, backend: BackendNodes) -> None:
     """connection.open of a proxied vhost (see the module docstring). Raises
     ``ConnectionException`` for a refusal of the gateway's own."""
+    RelaySession(connection, backend, admit_backend_login(connection, method, backend))
+
+
+def admit_backend_login(connection: Any, method: m.Method, backend: BackendNodes) -> BackendLogin:
+    """The gateway's own checks of a proxied vhost's connection.open, and the login its
+    backend connection opens with. Raises ``ConnectionException`` for a refusal."""
     settings = backend.settings
     connection.admit_proxied(method, check_access=not settings.passthrough)
     try:
-        login = backend_login(settings, getattr(connection.user, "name", ""), connection.login_password,
-                              service_password=read_password(settings) if not settings.passthrough else "",
-                              connection_name=f"amqp-gateway for {connection.peer}")
+        return backend_login(settings, getattr(connection.user, "name", ""), connection.login_password,
+                             service_password=read_password(settings) if not settings.passthrough else "",
+                             connection_name=f"amqp-gateway for {connection.peer}")
     except BackendFailure as exc:
         raise ConnectionException(ReplyCode.ACCESS_REFUSED, exc.text, method.CLASS_ID,
                                   method.METHOD_ID) from None
@@ -89,7 +96,6 @@ def open_proxied(connection: Any, method: m.Method, backend: BackendNodes) -> No
         raise ConnectionException(ReplyCode.CONNECTION_FORCED, f"backend {settings.name} is not "
                                   "available (see the gateway's log)", method.CLASS_ID,
                                   method.METHOD_ID) from None
-    RelaySession(connection, backend, login)
 
 
 class RelaySession:
@@ -133,7 +139,7 @@ class RelaySession:
     def failed(self, failure: BackendFailure) -> None:
         conn = self.connection
         if not conn.closed:
-            conn.close(_REFUSAL_CODES[failure.kind], failure.text)
+            conn.close(REFUSAL_CODES[failure.kind], failure.text)
             conn.output_ready()
 
     def lost(self, event: ConnectionLost) -> None:

@@ -72,6 +72,7 @@ from gateway.auth.permissions import Action
 from gateway.broker.errors import BrokerError, ResourceLocked
 from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import QueuedMessage
+from gateway.broker.store_marks import StoreMark
 from gateway.ledger import Outcome as LedgerOutcome
 from gateway.ledger import Protocol as WireProtocol
 
@@ -125,7 +126,8 @@ class BrokerChannel:
         self.publishing = ChannelPublishing(context, channel_id, broker, scope, self.writer, user_name,
                                             self._ledger_ctx)
         self.settlement = ChannelSettlement(ledger, self._ledger_ctx)
-        self.topology = ChannelTopology(self.vhost, scope, self.writer, self.connection)
+        self.topology = ChannelTopology(self.vhost, scope, self.writer, self.connection, broker.store,
+                                        context)
 
     @property
     def mode(self) -> PublishMode:
@@ -177,6 +179,7 @@ class BrokerChannel:
         if not self.is_open:
             return
         self.is_open = False
+        self.topology.close()
         now = self.connection.now
         consumers, self.consumers = list(self.consumers.values()), {}
         for consumer in consumers:
@@ -366,17 +369,13 @@ class BrokerChannel:
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
         publishing = self.publishing
-        store = self.broker.store
-        writes = store.write_count
+        mark = StoreMark(self.broker.store)
         for work in publishing.transaction(method).take():
             if isinstance(work, PendingPublish):
                 publishing.route(work.method, work.content, work.message)
             else:
                 self._settle(work.kind, work.items)
-        if store.write_count == writes:
-            self.writer.send_method(m.TxCommitOk())
-        else:
-            store.after_commit(self._tx_durable)
+        mark.answer(self._tx_durable)
 
     def _tx_durable(self, error: Exception | None) -> None:
         """The store committed (or failed) what a tx.commit wrote: answer it."""

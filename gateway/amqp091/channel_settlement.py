@@ -74,7 +74,11 @@ class ChannelSettlement:
                 continue
             if ledger is not None:  # before the queue acts on it (a requeue redelivers)
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, outcome)
-            apply_outcome(queue, entry, settled_as, now)
+            if kind is _ACK:
+                # what apply_outcome does first for ACCEPTED, without its call (every ack)
+                queue.settle(entry)
+            else:
+                apply_outcome(queue, entry, settled_as, now)
             queues[queue] = None
         return queues
 

@@ -69,6 +69,11 @@ class ChannelTable:
         self._factory = factory
         self._max_message_size = max_message_size
 
+    def use_factory(self, factory: ChannelHandlerFactory) -> None:
+        """Channels opened from now on get their handler from ``factory`` (edge mode on
+        an amqp10 backend: before any channel opened)."""
+        self._factory = factory
+
     def frame(self, conn: Any, channel_id: int, frame: Frame) -> None:
         """One frame for channel ``channel_id`` of the open connection ``conn``. Raises
         ``ConnectionException`` for what closes the connection (504, 503, 505 ...)."""

@@ -29,15 +29,18 @@ only through ``connection_state.ConnectionStateMachine``, whose one table
 (``connection_state.TRANSITIONS``, drawn in that module's docstring) lists the
 ``(state, event)`` pairs: a connection-class method it does not list is 503
 COMMAND_INVALID (while CLOSING, everything but close/close-ok is silently dropped). Each
-listed method has an action here (``_ACTIONS``) that answers and chooses among the next
-states the table lists (several where the outcome decides: a SASL step), or returns None
-when it ended the connection or failed instead (a refused login: see Errors).
+listed method has an action (``connection_methods._ACTIONS``) that answers and chooses
+among the next states the table lists (several where the outcome decides: a SASL step),
+or returns None when it ended the connection or failed instead (a refused login: see
+Errors).
 
 What each step checks (SASL login with throttling, the tune proposal, the vhost and the
 user's connection limit at open) is ``handshake.Handshake``'s; how channels open, close and
-get their frames is ``channel_table.ChannelTable``'s. The methods' actions and closing are
-the mixin ``connection_methods.ConnectionMethods``; parsing, batches and held input the
-mixin ``connection_input.ConnectionInput``; the states are ``connection_state``'s.
+get their frames is ``channel_table.ChannelTable``'s. The methods' actions (with the login's
+state) are the collaborator ``connection_methods.ConnectionMethods``; parsing, batches and
+held input the collaborator ``connection_input.ConnectionInput``; the states are
+``connection_state``'s; closing is here. None of them keeps a reference to the connection
+(it passes itself to their calls), so a closed connection is freed by reference counting.
 
 Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
 CLOSING state (we wait ``close_timeout`` seconds for close-ok), except: before the client
@@ -58,13 +61,13 @@ from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_table import ChannelState, ChannelTable
-from gateway.amqp091.connection_input import ConnectionInput, _HeldInput
+from gateway.amqp091.connection_input import ConnectionInput
 from gateway.amqp091.connection_methods import ConnectionMethods
-from gateway.amqp091.connection_state import ConnectionState, ConnectionStateMachine, LocalEvent
+from gateway.amqp091.connection_state import HANDSHAKE_STATES, ConnectionState, ConnectionStateMachine, LocalEvent
 from gateway.amqp091.connection_timers import ConnectionTimers, Due
 from gateway.amqp091.errors import ChannelException, ConnectionException
-from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, FrameReader, HeartbeatFrame, MethodFrame
-from gateway.amqp091.handlers import ChannelHandlerFactory, CloseInitiator, CloseReason
+from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, HeartbeatFrame, MethodFrame
+from gateway.amqp091.handlers import ChannelHandler, ChannelHandlerFactory, CloseInitiator, CloseReason
 from gateway.amqp091.handshake import Handshake
 from gateway.amqp091.output_buffer import OutputBuffer
 from gateway.amqp091.spec import FRAME_MIN_SIZE, ClassId, ProtocolVersion, ReplyCode
@@ -89,7 +92,7 @@ OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 _CHANNEL_OPEN, _OPEN = ChannelState.OPEN, ConnectionState.OPEN
 
 
-class ServerConnection(ConnectionInput, ConnectionMethods):
+class ServerConnection:
     """One 0-9-1 server connection. See the module docstring for the contract.
 
     ``authenticator`` follows ``gateway.auth.Authenticator``; ``broker`` has
@@ -144,7 +147,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self.trail = trail if trail is not None else ConnectionTrail(
             connection_id or 0, peer=self.peer, listener="", protocol=_PROTOCOL_NAME[protocol_version],
             opened_at=now)
-        self._log = ConnectionLogger(log, self.trail.connection_id)
+        #: the lines about this connection (they carry its id)
+        self.logger = ConnectionLogger(log, self.trail.connection_id)
         self.protocol_version = protocol_version
         self.now = now
         self.user: Any = None
@@ -155,29 +159,28 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self.login_failed = False
         #: close-ok was sent: the client closes the socket next (``engine_protocol``)
         self.linger_on_close = False
-        self._handshake = Handshake(
+        handshake = Handshake(
             authenticator, broker, peer_host=peer_host, peer=self.peer,
             server_tune=TuneParameters(channel_max, frame_max, heartbeat),
             allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject,
             vhost_access=vhost_access, registry=connection_registry, throttle=login_throttle)
         self._tune = TuneParameters(channel_max, FRAME_MIN_SIZE, 0)
         self._close_timeout = close_timeout
-        self._refusal_text = ""
         self._close_callbacks: list[Callable[[], None]] = []
-        self._reader = FrameReader(FRAME_MIN_SIZE)
         self._output = OutputBuffer(output_high_water, on_output)
-        self._held: _HeldInput | None = None
-        # end-of-batch hooks by channel (e.g. coalesced publisher confirms), run once the
-        # current receive_data is done, or earlier before that channel or the connection closes
-        self._batch_end: dict[int, Callable[[], None]] = {}
-        self._in_batch = False
         #: the connection's state, changed only by its transition table
         self._machine = ConnectionStateMachine()
         self._table = ChannelTable(channel_handler_factory, max_message_size)
         #: the table's channels by number (the same dict: read on every delivery)
         self._channels = self._table.slots
-        self._open_received = False
         self._timers = ConnectionTimers(now, handshake_timeout)
+        self._input = ConnectionInput(self._machine, self._table, self._timers)
+        self._handshake = handshake
+        self._methods = ConnectionMethods(handshake, self._machine, self._timers, self._input)
+        # the channel handlers' end-of-batch calls go straight to the input's own methods
+        # (one call less per confirmed publish; the input holds no reference back)
+        self.at_batch_end = self._input.at_batch_end
+        self.flush_channel = self._input.flush_channel
         self._rx_seen = False  # something was read since tick last looked
         #: who a close of ours is by, for the close line (a gateway shutdown says so)
         self._closing_by = CLOSED_BY_SERVER
@@ -205,7 +208,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
     def wants_input(self) -> bool:
         """False while the output buffer is above its high-water mark, and while input is
         held because the client published during a memory alarm."""
-        return self._machine.state is not ConnectionState.CLOSED and self._held is None and not self._output.full
+        return (self._machine.state is not ConnectionState.CLOSED and self._input.held is None
+                and not self._output.full)
 
     @property
     def frame_max(self) -> int:
@@ -226,26 +230,26 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
             return
         self._rx_seen = True
         if self._relay_in is not None:
-            self._guarded(self._relay_in, data)
+            self._input.guarded(self, self._relay_in, data)
             return
-        held = self._held
-        if held is not None:
+        inp = self._input
+        if inp.held is not None:
             # read past our pause (or released but not replayed yet): keep the stream order
-            held.data += data
-            if self._may_release():
-                self._guarded(self._release_held)
+            inp.hold_more(data)
+            if inp.may_release(self):
+                self._replay_held()
             return
-        self._guarded(self._process, data)
+        inp.guarded(self, inp.process, self, data)
 
     def receive_eof(self) -> None:
         if self._machine.state is not ConnectionState.CLOSED:
             if self._machine.state is ConnectionState.AWAIT_START_OK:
                 # a health check (``amqp-gateway ping``, a load balancer): not worth a line
-                self._log.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
+                self.logger.debug("0-9-1 client %s closed the socket after connection.start", self.peer_host)
             elif self._machine.state is not ConnectionState.CLOSING:
-                self._log.debug("0-9-1 client %s closed the socket without connection.close", self.peer_host)
+                self.logger.debug("0-9-1 client %s closed the socket without connection.close", self.peer_host)
             self.trail.closing(CLOSED_BY_PEER_LOST, None, "socket closed without connection.close")
-            self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
+            self.terminate(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED, "socket closed"))
 
     def data_to_send(self) -> bytes:
         return self._output.take()
@@ -257,8 +261,8 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         self.now = now
         if self._machine.state is ConnectionState.CLOSED:
             return None
-        if self._held is not None and self._may_release():
-            self._guarded(self._release_held)
+        if self._input.held is not None and self._input.may_release(self):
+            self._replay_held()
             if self._machine.state is ConnectionState.CLOSED:
                 return None
         timers, output = self._timers, self._output
@@ -266,32 +270,32 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
             timers.last_rx, self._rx_seen = now, False
         if output.written:
             timers.last_tx, output.written = now, False
-        while (due := timers.due(now, reading=self._held is None)) is not None:
+        while (due := timers.due(now, reading=self._input.held is None)) is not None:
             if due is Due.HEARTBEAT:
                 output.write(HEARTBEAT_FRAME)
                 timers.last_tx, output.written = now, False
                 continue
             if due is Due.LOGIN_REFUSAL:
-                self._answer_login_refusal(self._refusal_text)
+                self._methods.answer_login_refusal(self)
             elif due is Due.HANDSHAKE_TIMEOUT:
                 self.timed_out = HandshakeTimeout(f"0-9-1 {self._machine.state.value.removeprefix('await ')}",
                                                   timers.handshake_timeout)
                 self.trail.closing(CLOSED_BY_SERVER, None, "handshake timeout")
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                self.terminate(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
                                            due.value))
             else:  # close-ok timeout, or the peer missed two heartbeats
                 if due is Due.CLOSE_OK_TIMEOUT:
-                    self._log.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
+                    self.logger.warning("0-9-1 connection from %s: close-ok timeout", self.peer)
                 else:
-                    self._log.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
+                    self.logger.error("0-9-1 client %s missed heartbeats for %ss; closing", self.peer_host,
                                     2 * timers.heartbeat)
                     self.trail.closing(CLOSED_BY_SERVER, None,
                                        f"missed heartbeats for {2 * timers.heartbeat}s")
-                self._shutdown(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
+                self.terminate(CloseReason(CloseInitiator.TRANSPORT, ReplyCode.CONNECTION_FORCED,
                                            due.value))
             if self._machine.state is ConnectionState.CLOSED:
                 return None
-        return timers.next_deadline(reading=self._held is None)
+        return timers.next_deadline(reading=self._input.held is None)
 
     @property
     def on_output(self) -> Callable[[], None] | None:
@@ -320,7 +324,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
 
     def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker forced connection closure") -> None:
         """Close from our side (shutdown, operator): connection.close once open, else just close."""
-        self._fail(ConnectionException(code, text))
+        self.fail(ConnectionException(code, text))
 
     def block_publishers(self, reason: str) -> None:
         if not self.blocked and self._machine.state is ConnectionState.OPEN:
@@ -334,7 +338,7 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
             if self.capabilities.get("connection.blocked") is True:
                 self.send_method(0, m.ConnectionUnblocked())
             on_output = self._output.on_output
-            if self._held is not None and on_output is not None:
+            if self._input.held is not None and on_output is not None:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
                 on_output()
@@ -352,17 +356,26 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
     def open_by_backend(self, relay_input: Callable[[bytes], None]) -> None:
         """The backend opened: answer connection.open and hand every octet read from now
         on to ``relay_input`` (which gives channel 0 back through ``receive_own``)."""
+        self._open_ok_for_backend()
+        self._relay_in = relay_input
+
+    def open_with_handlers(self, factory: ChannelHandlerFactory) -> None:
+        """The backend opened (an amqp10 backend, ``backend_channels``): answer
+        connection.open; the channels are ours, each with a handler from ``factory``."""
+        self._table.use_factory(factory)
+        self._open_ok_for_backend()
+
+    def _open_ok_for_backend(self) -> None:
         self._handshake.end()
         self.trail.authenticated(getattr(self.user, "name", str(self.user)), self.vhost_name or "",
                                  self._handshake.mechanism)
         self.send_method(0, m.ConnectionOpenOk())
         self._timers.handshake_at = None
         self._machine.process(LocalEvent.BACKEND_OPENED)
-        self._relay_in = relay_input
 
     def receive_own(self, frames: bytes) -> None:
         """Channel-0 frames the relay cut out of the client's stream: ours to handle."""
-        self._process(frames)
+        self._input.process(self, frames)
 
     def relay_out(self, frames: bytes) -> None:
         """Frames from the backend, written to the client as they are."""
@@ -384,6 +397,62 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         if on_output is not None:
             on_output()
 
+    def apply_tune(self, tune: TuneParameters) -> None:
+        """The negotiated tune parameters (tune-ok): frame-max for reading and writing, and
+        the heartbeat."""
+        self._tune = tune
+        self._input.reader.frame_max = self._output.frame_max = tune.frame_max
+        self._timers.start_heartbeats(tune.heartbeat, self.now)
+
+    # ---- closing --------------------------------------------------------------------------
+
+    def fail(self, exc: ConnectionException) -> None:
+        """``exc`` ends the connection: connection.close, or the silent close (see Errors)."""
+        state = self._machine.state
+        if state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
+            if state is ConnectionState.CLOSING:
+                self.logger.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
+                self.terminate(None)
+            return
+        silent = not exc.send_close or (state in HANDSHAKE_STATES and not self._methods.open_received)
+        self.logger.debug("0-9-1 connection from %s failed: %s", self.peer_host, exc)
+        self.trail.closing(self._closing_by, int(exc.code), exc.text)
+        if silent:
+            self.terminate(CloseReason(CloseInitiator.TRANSPORT, exc.code, exc.text))
+        else:
+            self.begin_close(exc)
+
+    def begin_close(self, exc: ConnectionException) -> None:
+        """Send connection.close for ``exc`` and wait (``close_timeout``) for close-ok."""
+        if self._machine.state is ConnectionState.OPEN and self._input.owes_batch_end:
+            try:  # what the channels owe (confirms) goes out before the close
+                self._input.end_batch()
+            except Exception:  # closing anyway; never raise out of an error path
+                log.exception("end-of-batch hook failed while closing 0-9-1 connection from %s",
+                              self.peer_host)
+        self.send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
+                                               class_id=exc.class_id, method_id=exc.method_id))
+        self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
+        self._machine.process(LocalEvent.CLOSE_SENT)
+        self._timers.handshake_at = None
+        self._timers.close_at = self.now + self._close_timeout
+
+    def terminate(self, reason: CloseReason | None) -> None:
+        """The connection is CLOSED now: the channels are told ``reason`` (None: they were
+        already), then the close callbacks run."""
+        if reason is not None:
+            self._table.close_all(reason)
+        self._machine.process(LocalEvent.ENDED)
+        self._timers.stop()
+        self._input.drop()
+        self._handshake.end()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("close callback failed on 0-9-1 connection from %s", self.peer_host)
+
     # ---- the channel handlers' surface (``handlers.ChannelWriter``) and output ---------------
 
     def send_method(self, channel: int, method: m.Method) -> None:
@@ -397,30 +466,22 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
 
     def send_deliver(self, channel: int, consumer_tag: str, delivery_tag: int,
                      redelivered: bool, exchange: str, routing_key: str,
-                     properties_bytes: bytes, body: bytes) -> None:
-        """``send_content`` for a basic.deliver with these fields, without a method object."""
+                     properties_bytes: bytes, body: bytes) -> bool:
+        """``send_content`` for a basic.deliver with these fields, without a method object,
+        if ``channel`` is open (:meth:`channel_is_open`, its test repeated here: a call
+        less per delivery); returns whether it was sent."""
+        ch = self._channels.get(channel)
+        if ch is None or ch.state is not _CHANNEL_OPEN or self._machine.state is not _OPEN:
+            return False
         self._output.deliver(channel, consumer_tag, delivery_tag, redelivered, exchange,
                              routing_key, properties_bytes, body)
+        return True
 
     def channel_is_open(self, channel_id: int) -> bool:
         """True while ``channel_id`` is open on an open connection (a late delivery after a
         close is dropped)."""
         ch = self._channels.get(channel_id)
         return ch is not None and ch.state is _CHANNEL_OPEN and self._machine.state is _OPEN
-
-    def at_batch_end(self, channel_id: int, hook: Callable[[], None]) -> None:
-        """Run ``hook`` once the current batch of input is handled, or before
-        ``channel_id`` or the connection closes; at once outside a batch. One per channel."""
-        if self._in_batch:
-            self._batch_end[channel_id] = hook
-        else:
-            hook()
-
-    def flush_channel(self, channel_id: int) -> None:
-        """Run ``channel_id``'s end-of-batch hook now (before that channel's close)."""
-        hook = self._batch_end.pop(channel_id, None)
-        if hook is not None:
-            hook()
 
     def close_channel(self, channel_id: int, code: int, text: str, class_id: int = 0,
                       method_id: int = 0) -> None:
@@ -433,13 +494,15 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
 
     # ---- input dispatch -------------------------------------------------------------------
 
-    def _dispatch(self, frame: Frame) -> None:
+    def dispatch(self, frame: Frame) -> None:
+        """One parsed ``frame`` (from the input): the connection-class state table, or the
+        channel table."""
         if self._timers.refusal_at is not None:
             return  # a refused login's answer is being held back: ignore the rest
         channel = frame.channel
         if self._machine.state is ConnectionState.CLOSING:
             if channel == 0 and type(frame) is MethodFrame and self._machine.accepts(type(frame.method)):
-                self._take(frame.method)
+                self._methods.take(self, frame.method)
             return  # after sending close, everything else is discarded
         if type(frame) is HeartbeatFrame:
             if channel != 0:
@@ -455,31 +518,13 @@ class ServerConnection(ConnectionInput, ConnectionMethods):
         else:
             self._table.frame(self, channel, frame)
 
+    def _replay_held(self) -> None:
+        self._rx_seen = True  # the heartbeat monitor restarts now
+        self._input.guarded(self, self._input.release_held, self)
+
     def _connection_method(self, method: m.Method) -> None:
         if method.CLASS_ID != ClassId.CONNECTION:
             raise ConnectionException(ReplyCode.COMMAND_INVALID, f"{method.NAME} is not allowed on channel 0",
                                       method.CLASS_ID, method.METHOD_ID)
         self._machine.check(method)  # an unlisted (state, method) is 503
-        self._take(method)
-
-    def _take(self, method: m.Method) -> None:
-        """Run the action of the connection-class ``method`` (the state table allows it)
-        and enter the state it chose (None: it ended the connection, failed and closed,
-        or holds a refusal)."""
-        kind = type(method)
-        state = _ACTIONS[kind](self, method)
-        if state is not None:
-            self._machine.process(kind, state)
-
-
-_ACTIONS: dict[type, Callable[[ServerConnection, Any], ConnectionState | None]] = {
-    m.ConnectionStartOk: ServerConnection._on_start_ok,
-    m.ConnectionSecureOk: ServerConnection._on_secure_ok,
-    m.ConnectionTuneOk: ServerConnection._on_tune_ok,
-    m.ConnectionOpen: ServerConnection._on_open,
-    m.ConnectionClose: ServerConnection._on_close,
-    m.ConnectionUpdateSecret: ServerConnection._on_update_secret,
-    m.ConnectionCloseOk: ServerConnection._on_close_ok,
-}
-"""The action of each connection-class method the client may send; when it may is
-``connection_state.TRANSITIONS``'s."""
+        self._methods.take(self, method)

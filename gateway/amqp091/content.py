@@ -86,8 +86,51 @@ def decode_properties(raw: bytes) -> BasicProperties:
         shared = _SHARED.get(raw)
         if shared is not None:
             return shared
+    # the decoding itself, inline (a call less per published message)
     try:
-        properties = _decode_properties(raw)
+        end = len(raw)
+        if end < 2:
+            raise DecodeError("property flags missing")
+        (flags,) = _H.unpack_from(raw, 0)
+        o = 2
+        more = flags & 1
+        while more:  # continuation words may only be empty: basic has 14 properties
+            if o + 2 > end:
+                raise DecodeError("property flag continuation missing")
+            (extra,) = _H.unpack_from(raw, o)
+            o += 2
+            if extra & 0xFFFE:
+                raise DecodeError("flag set for an unknown property beyond the fourteenth")
+            more = extra & 1
+        if flags & 0b10:
+            raise DecodeError("flag set for an unknown fifteenth property")
+        if not flags & 0xFFFC:
+            if o != end:
+                raise DecodeError("unexpected octets after the property list")
+            return _EMPTY
+        found: dict[str, Any] = {}
+        for index in range(14):
+            if not flags & (1 << (15 - index)):
+                continue
+            domain = _DOMAINS[index]
+            if domain is Domain.SHORTSTR:
+                value, o = _values.decode_shortstr(raw, o)
+            elif domain is Domain.OCTET:
+                if o >= end:
+                    raise DecodeError(f"property {_NAMES[index]} truncated")
+                value = raw[o]
+                o += 1
+            elif domain is Domain.TIMESTAMP:
+                if o + 8 > end:
+                    raise DecodeError(f"property {_NAMES[index]} truncated")
+                (value,) = _Q.unpack_from(raw, o)
+                o += 8
+            else:
+                value, o = _values.decode_table(raw, o)
+            found[_NAMES[index]] = value
+        if o != end:
+            raise DecodeError("unexpected octets after the property list")
+        properties = BasicProperties(**found)
     except (DecodeError, UnicodeDecodeError, struct.error, IndexError) as exc:
         raise ConnectionException(
             ReplyCode.SYNTAX_ERROR, f"cannot decode content properties: {exc}", ClassId.BASIC
@@ -117,52 +160,6 @@ def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
     if at > len(raw):
         return None
     return bytes((raw[0] | _HEADERS_BIT, raw[1])) + raw[2:at] + _values.encode_table(headers) + raw[at:]
-
-
-def _decode_properties(raw: bytes) -> BasicProperties:
-    end = len(raw)
-    if end < 2:
-        raise DecodeError("property flags missing")
-    (flags,) = _H.unpack_from(raw, 0)
-    o = 2
-    more = flags & 1
-    while more:  # continuation words may only be empty: basic has 14 properties
-        if o + 2 > end:
-            raise DecodeError("property flag continuation missing")
-        (extra,) = _H.unpack_from(raw, o)
-        o += 2
-        if extra & 0xFFFE:
-            raise DecodeError("flag set for an unknown property beyond the fourteenth")
-        more = extra & 1
-    if flags & 0b10:
-        raise DecodeError("flag set for an unknown fifteenth property")
-    if not flags & 0xFFFC:
-        if o != end:
-            raise DecodeError("unexpected octets after the property list")
-        return _EMPTY
-    found: dict[str, Any] = {}
-    for index in range(14):
-        if not flags & (1 << (15 - index)):
-            continue
-        domain = _DOMAINS[index]
-        if domain is Domain.SHORTSTR:
-            value, o = _values.decode_shortstr(raw, o)
-        elif domain is Domain.OCTET:
-            if o >= end:
-                raise DecodeError(f"property {_NAMES[index]} truncated")
-            value = raw[o]
-            o += 1
-        elif domain is Domain.TIMESTAMP:
-            if o + 8 > end:
-                raise DecodeError(f"property {_NAMES[index]} truncated")
-            (value,) = _Q.unpack_from(raw, o)
-            o += 8
-        else:
-            value, o = _values.decode_table(raw, o)
-        found[_NAMES[index]] = value
-    if o != end:
-        raise DecodeError("unexpected octets after the property list")
-    return BasicProperties(**found)
 
 
 _EMPTY = BasicProperties()

@@ -11,6 +11,7 @@ once, through ``closed(reason)``, that its channel is gone. It answers through a
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -19,7 +20,7 @@ from gateway.amqp091.methods import Method
 
 
 __all__ = ["CloseInitiator", "CloseReason", "ChannelHandler", "ChannelHandlerFactory", "ChannelWriter",
-           "ConnectionContext"]
+           "ConnectionContext", "HeldReply"]
 
 
 class CloseInitiator(enum.Enum):
@@ -51,15 +52,34 @@ class ChannelHandlerFactory(Protocol):
     def __call__(self, context: "ConnectionContext", channel_id: int) -> ChannelHandler: ...
 
 
+class HeldReply:
+    """The place of a reply that is not known yet in a channel's output (see
+    :meth:`ChannelWriter.hold`)."""
+
+    __slots__ = ("method", "given")
+
+    def __init__(self) -> None:
+        self.method: Method | None = None
+        self.given = False
+
+
 class ChannelWriter:
     """Sends frames on one channel. Frames for a channel that is no longer open (a late
-    delivery after a close) are dropped, and the send methods return False."""
+    delivery after a close) are dropped, and the send methods return False.
 
-    __slots__ = ("_conn", "channel_id")
+    Held output: a synchronous method whose reply must wait (a durable declare waits for
+    the store's commit) takes a place with :meth:`hold`; everything the channel sends
+    after that (later replies, confirms, deliveries) waits behind it, in order, until
+    :meth:`give` fills the place, so replies keep the order of the methods even though
+    the channel goes on handling them meanwhile."""
+
+    __slots__ = ("_conn", "channel_id", "_held")
 
     def __init__(self, conn: Any, channel_id: int) -> None:
         self._conn = conn
         self.channel_id = channel_id
+        #: output waiting behind a reply not given yet: ``HeldReply`` or (send, args)
+        self._held: deque[Any] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -68,6 +88,9 @@ class ChannelWriter:
     def send_method(self, method: Method) -> bool:
         if not self._conn.channel_is_open(self.channel_id):
             return False
+        if self._held is not None:
+            self._held.append((self._conn.send_method, (method,)))
+            return True
         self._conn.send_method(self.channel_id, method)
         return True
 
@@ -76,6 +99,9 @@ class ChannelWriter:
         split at the negotiated frame-max."""
         if not self._conn.channel_is_open(self.channel_id):
             return False
+        if self._held is not None:
+            self._held.append((self._conn.send_content, (method, properties_bytes, body)))
+            return True
         self._conn.send_content(self.channel_id, method, properties_bytes, body)
         return True
 
@@ -84,11 +110,49 @@ class ChannelWriter:
                      body: bytes) -> bool:
         """``send_content`` of a basic.deliver with these fields (the per-delivery path:
         no method object is made)."""
-        if not self._conn.channel_is_open(self.channel_id):
-            return False
-        self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
-                                exchange, routing_key, properties_bytes, body)
-        return True
+        if self._held is not None:
+            if not self._conn.channel_is_open(self.channel_id):
+                return False
+            self._held.append((self._conn.send_deliver, (consumer_tag, delivery_tag, redelivered,
+                                                         exchange, routing_key, properties_bytes, body)))
+            return True
+        # the connection checks the channel is open (a call less per delivery)
+        return self._conn.send_deliver(self.channel_id, consumer_tag, delivery_tag, redelivered,
+                                       exchange, routing_key, properties_bytes, body)
+
+    def hold(self) -> HeldReply:
+        """Take the next place in the channel's output for a reply given later with
+        :meth:`give`; what is sent meanwhile waits behind it."""
+        place = HeldReply()
+        if self._held is None:
+            self._held = deque()
+        self._held.append(place)
+        return place
+
+    def give(self, place: HeldReply, method: Method | None) -> None:
+        """Fill ``place`` with ``method`` (None: no reply after all) and send what may go
+        now: everything up to the next place not given yet."""
+        place.method = method
+        place.given = True
+        held = self._held
+        while held:
+            item = held[0]
+            if type(item) is HeldReply:
+                if not item.given:
+                    return
+                held.popleft()
+                if item.method is not None and self._conn.channel_is_open(self.channel_id):
+                    self._conn.send_method(self.channel_id, item.method)
+            else:
+                held.popleft()
+                if self._conn.channel_is_open(self.channel_id):
+                    send, args = item
+                    send(self.channel_id, *args)
+        self._held = None
+
+    def drop_held(self) -> None:
+        """Forget the held output (the channel is gone)."""
+        self._held = None
 
     def at_batch_end(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once the connection has handled the current batch of input (one

@@ -12,10 +12,11 @@ The connection's state machine (``connection.py``) decides when; this decides wh
   ``connection_registry`` the user's ``max_channels`` lowers the channel-max.
 * update-secret, once open: the new secret is checked as the login's mechanism checks
   its credential (``Authenticator.renew_secret``), and the user record re-read;
-* open: the vhost connection.open names must exist (530 "vhost 'x' not found") and the
-  user must have access to it (530); with a ``connection_registry`` the user's connection
-  is admitted (over the user's limit: 530 "connection limit (N) for user 'x' reached"),
-  and released by the callback :meth:`Handshake.open_vhost` returns.
+* open: the vhost connection.open names is admitted by ``gateway.auth.admit_to_vhost``
+  (the rule both protocols share): each refusal is 530 with its text ("vhost 'x' not
+  found", "access to vhost 'x' refused for user 'u'", "connection limit (N) for user 'u'
+  reached"); the user's slot is released by the callback :meth:`Handshake.open_vhost`
+  returns.
 
 It keeps no reference to its connection, and its SASL step none to it (no cycle to wait
 for a full collection); the SASL exchange is dropped once the login is over (:meth:`end`).
@@ -34,6 +35,10 @@ from gateway.auth import (
     Challenge,
     ConnectionLimitReached,
     LoginThrottled,
+    VhostAccessRefused,
+    VhostNotFound,
+    admit_to_vhost,
+    check_vhost_access,
     cap_channel_max,
     refuse_login,
 )
@@ -139,21 +144,20 @@ class Handshake:
         the release of the user's connection slot (None without a registry); the registry
         keeps ``connection`` for management. Raises ``ConnectionException`` 530 naming what
         refused it."""
-        name = method.virtual_host
-        vhost = self._broker.vhost(name)
-        if vhost is None:
-            raise ConnectionException(ReplyCode.NOT_ALLOWED, f"vhost '{name}' not found",
-                                      method.CLASS_ID, method.METHOD_ID)
-        self.check_access(method, user)
+        try:
+            vhost = admit_to_vhost(self._broker.vhost, user, method.virtual_host,
+                                   may_access=self._vhost_access)
+        except (VhostNotFound, VhostAccessRefused) as exc:
+            raise _not_allowed(method, exc.text) from None
         return vhost, self.admit(method, user, connection=connection)
 
     def check_access(self, method: m.ConnectionOpen, user: Any) -> None:
-        """Raise ``ConnectionException`` 530 unless ``user`` has access to the vhost."""
-        name = method.virtual_host
-        if not self._vhost_access(user, name):
-            raise ConnectionException(ReplyCode.NOT_ALLOWED,
-                                      f"access to vhost '{name}' refused for user '{user.name}'",
-                                      method.CLASS_ID, method.METHOD_ID)
+        """Raise ``ConnectionException`` 530 unless ``user`` has access to the vhost (a
+        proxied one: it is not in our broker)."""
+        try:
+            check_vhost_access(user, method.virtual_host, may_access=self._vhost_access)
+        except VhostAccessRefused as exc:
+            raise _not_allowed(method, exc.text) from None
 
     def admit(self, method: m.ConnectionOpen, user: Any, *,
               connection: Any = None) -> Optional[Callable[[], None]]:
@@ -166,8 +170,7 @@ class Handshake:
         try:
             token = registry.admit(user.name, connection=connection, vhost=method.virtual_host)
         except ConnectionLimitReached as exc:
-            raise ConnectionException(ReplyCode.NOT_ALLOWED, exc.text,
-                                      method.CLASS_ID, method.METHOD_ID) from None
+            raise _not_allowed(method, exc.text) from None
         return lambda: registry.release(token)
 
     def renew_secret(self, user: Any, method: m.ConnectionUpdateSecret) -> Any:
@@ -209,3 +212,8 @@ class Handshake:
         def gate(user: str) -> None:
             throttle.check_attempt(peer_host, user, peer, clock[0])
         return gate
+
+
+def _not_allowed(method: m.ConnectionOpen, text: str) -> ConnectionException:
+    """connection.open refused: 530 with ``text``."""
+    return ConnectionException(ReplyCode.NOT_ALLOWED, text, method.CLASS_ID, method.METHOD_ID)

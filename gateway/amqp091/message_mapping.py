@@ -33,7 +33,7 @@ from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
 from translators.carried_counts import TO_AMQP091, count_carried, headers_carried
 from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
-                                     with_added_annotations)
+                                     with_added_annotations, with_annotations_header)
 from translators.field_types import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
@@ -157,6 +157,11 @@ def _render(message: MessageContainer) -> tuple[bytes, bytes]:
             if message.annotations:
                 encoded = with_message_annotations(encoded, message.annotations)
             elif not message.deaths:
+                received = message.received_annotations
+                if received is not None:
+                    rendered = _render_received(encoded, received)
+                    if rendered is not None:
+                        return rendered
                 return _render_amqp10(encoded, message.body_at)
             props, body = to_amqp091(encoded)
             carried = headers_carried(props.headers)
@@ -206,6 +211,46 @@ def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes
     if kept[1]:
         count_carried(TO_AMQP091, kept[1])
     return kept[0], body
+
+
+#: the properties (not encoded) of a 1.0 message rendered as if it had no
+#: message-annotations section, and the reserved headers carrying 1.0-only fields, by
+#: ``(sections before the body less that section, labelled)``; see ``_render_received``
+_RENDERED_BASE: dict[tuple[bytes, bool], tuple[BasicProperties, tuple[str, ...]]] = {}
+
+
+def _render_received(encoded: bytes,
+                     received: tuple[int, int, dict]) -> Optional[tuple[bytes, bytes]]:
+    """``_render_amqp10`` of a message whose message-annotations were decoded when it was
+    received (``MessageContainer.received_annotations``), without decoding any section
+    again when the sender repeats the others: the properties of the message without that
+    section are kept per its other sections, and the annotations, taken as decoded, only
+    fill in their header (``x-amqp-1.0-message-annotations``, whose place among the
+    headers is the same with or without annotations), and the properties are encoded
+    once. None (the caller renders it in full) when an annotation is one that
+    ``to_amqp091`` turns back into a 0-9-1 property (``x-amqp-0-9-1-*``): then the
+    annotations change more than their header. Why: a forwarded message's annotations
+    are new for every message (its id), so the renders kept per whole prefix never hit,
+    and decoding every section again was most of a receiving gateway's time."""
+    start, end, annotations = received
+    stripped = encoded[:start] + encoded[end:]
+    prefix, labelled, body, spans = properties_source(stripped)  # a scan, no decoding
+    if prefix is None:
+        return None
+    key = (prefix, labelled)
+    kept = _RENDERED_BASE.get(key)
+    if kept is None:
+        props = amqp091_properties(stripped, spans, body, labelled)
+        kept = props, headers_carried(props.headers)
+        if len(_RENDERED_BASE) >= RENDERED_MAX:
+            _RENDERED_BASE.clear()
+        _RENDERED_BASE[key] = kept
+    props = with_annotations_header(kept[0], annotations)
+    if props is None:
+        return None
+    if kept[1]:
+        count_carried(TO_AMQP091, kept[1])
+    return encode_properties(props), body
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

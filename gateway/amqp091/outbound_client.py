@@ -117,18 +117,22 @@ class OutboundAmqp091(ClientEngine):
         events = self.client.take_events()
         if self._refused:
             refused, self._refused = self._refused, []
-            for settlement in refused:
-                self.events.settled(settlement)
+            self.events.settled_many(refused)
         if not events:
             return
         credit_changed = False
+        settled: list[Settlement] = []  # a multiple ack: given to the forwarder together
         for event in events:
             kind = type(event)
             if kind is PublishSettled:
-                self.events.settled(Settlement(event.token, _ACCEPTED if event.accepted else _REJECTED,
-                                               event.error))
+                settled.append(Settlement(event.token, _ACCEPTED if event.accepted else _REJECTED,
+                                          event.error))
                 credit_changed = True
-            elif kind is ChannelReady:
+                continue
+            if settled:
+                self.events.settled_many(settled)
+                settled = []
+            if kind is ChannelReady:
                 self._up = True
                 self.events.connection_up()
                 credit_changed = True
@@ -142,6 +146,8 @@ class OutboundAmqp091(ClientEngine):
             elif kind is ConnectionLost:
                 self._lost(f"{self.where}: {event.error}")
                 return
+        if settled:
+            self.events.settled_many(settled)
         if credit_changed and self._up:
             self.events.credit(self.available)
 

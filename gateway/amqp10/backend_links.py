@@ -1,5 +1,6 @@
 """Edge mode for 1.0 clients: the links of a connection to a vhost proxied to an amqp091
-backend, carried by the backend bridge (``gateway.backend.BridgeConnection``).
+backend, carried by the backend bridge (``gateway.backend.BridgeConnection``). (On an
+amqp10 backend ``open_proxied`` makes a ``carried_links.CarriedSession`` instead.)
 
 Theory of operation. ``open_proxied`` runs at the client's ``open`` for a proxied vhost:
 the gateway's own checks (service account: the user's access to the vhost; always: the
@@ -37,7 +38,6 @@ with passthrough the backend's.
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 from typing import Any, Optional
 
@@ -49,29 +49,27 @@ from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.amqp10.proton_calls import (ffi as _ffi, lib as _lib, pn_delivery_remote_state, pn_delivery_settle,
                                          pn_delivery_settled, pn_delivery_updated, pn_link_advance, send_parts)
 from gateway.auth import Action
-from gateway.backend.contract import (BackendFailure, BackendLogin, FailureKind, backend_login, lost_text)
+from gateway.amqp10.carried_links import CarriedSession
+from gateway.amqp10.proxied_session import ProxiedSession, link_keys
+from gateway.amqp10.transfer_buffer import TransferBuffer
+from gateway.backend.contract import BackendFailure, BackendLogin, backend_login
 from gateway.backend.mapping import Disposition, disposition_for, source_queue
-from gateway.backend.nodes import BackendNode, BackendNodes
+from gateway.backend.nodes import BackendNodes
 from gateway.forward.settings import PasswordFileError, read_password
 from translators.errors import TranslationError
 
 __all__ = ["BackendSession", "BackendIncomingLink", "BackendOutgoingLink", "open_proxied"]
 
 log = logging.getLogger(__name__)
-
-_keys = itertools.count(1)
 #: proton's terminal states -> 1.0 outcome names (``backend.mapping`` maps the names)
 _OUTCOMES = {Delivery.ACCEPTED: "accepted", Delivery.REJECTED: "rejected", Delivery.RELEASED: "released",
              Delivery.MODIFIED: "modified"}
-_REFUSALS = {FailureKind.LOGIN_REFUSED: ErrorCondition.UNAUTHORIZED_ACCESS,
-             FailureKind.ACCESS_REFUSED: ErrorCondition.UNAUTHORIZED_ACCESS,
-             FailureKind.UNREACHABLE: ErrorCondition.CONNECTION_FORCED,
-             FailureKind.LOST: ErrorCondition.CONNECTION_FORCED}
 
 
-def open_proxied(engine: Any, name: str, backend: BackendNodes) -> "BackendSession":
-    """The client's ``open`` of proxied vhost ``name``. Raises ``Amqp10Error``
-    (connection scope) for a refusal of the gateway's own."""
+def open_proxied(engine: Any, name: str, backend: BackendNodes) -> ProxiedSession:
+    """The client's ``open`` of proxied vhost ``name``: a ``BackendSession`` (an amqp091
+    backend) or a ``CarriedSession`` (amqp10: links carried link for link). Raises
+    ``Amqp10Error`` (connection scope) for a refusal of the gateway's own."""
     settings = backend.settings
     user = engine.user
     if not settings.passthrough and name not in user.permissions:
@@ -87,77 +85,33 @@ def open_proxied(engine: Any, name: str, backend: BackendNodes) -> "BackendSessi
         log.error("%s", exc)
         raise Amqp10Error(ErrorCondition.CONNECTION_FORCED, f"backend {settings.name} is not available "
                           "(see the gateway's log)", Scope.CONNECTION) from None
-    return BackendSession(engine, backend, login)
+    session = CarriedSession if settings.kind == "amqp10" else BackendSession
+    return session(engine, backend, login)
 
 
-class BackendSession:
-    """The 1.0 connection's side of its backend connection: what the proxy's connector
-    reports (``opened``, ``failed``, ``lost``) and the bridge's events, passed to the link
-    whose ``key`` they name."""
+class BackendSession(ProxiedSession):
+    """The 1.0 connection's side of its connection to an amqp091 backend: the bridge's
+    events, passed to the link whose ``key`` they name."""
 
     def __init__(self, engine: Any, backend: BackendNodes, login: BackendLogin) -> None:
-        self.engine = engine
-        self.backend = backend
-        self.settings = backend.settings
-        self.name = backend.name
-        self.bridge: Any = None
-        #: the node the backend connection opened on (management shows it)
-        self.node: Optional[BackendNode] = None
         self.blocked = False
-        self.links: dict[int, Any] = {}
-        self.handle: Any = None
-        self.handle = engine.vhost_proxy.connect_bridge(backend, login, self)
-
-    def close(self) -> None:
-        """The client's connection went: the backend connection goes too."""
-        for handler in list(self.links.values()):
-            handler.closed = True
-        self.links.clear()
-        if self.handle is not None:
-            self.handle.close("the client's connection closed")
-
-    # ---- the connector's events ----------------------------------------------------------
-    def opened(self, bridge: Any, node: BackendNode) -> None:
-        self.bridge, self.node = bridge, node
-        self.engine.resume_after_backend()
-
-    def failed(self, failure: BackendFailure) -> None:
-        self.engine.close_for_backend(_REFUSALS[failure.kind], failure.text)
-
-    def lost(self, error: str) -> None:
-        self.engine.close_for_backend(ErrorCondition.CONNECTION_FORCED, lost_text(self.name, error))
+        super().__init__(engine, backend, lambda events: engine.vhost_proxy.connect_bridge(backend, login, events))
 
     # ---- the bridge's events ---------------------------------------------------------------
     def published(self, key: int, token: Any, accepted: bool, error: Any) -> None:
-        handler = self.links.get(key)
-        if handler is not None:
-            handler.published(token, accepted, error)
-            self.engine.output_ready()
+        self.to_link(key, "published", token, accepted, error)
 
     def delivered(self, key: int, delivery_tag: int, redelivered: bool, message: Any) -> None:
-        handler = self.links.get(key)
-        if handler is not None:
-            handler.delivered(delivery_tag, redelivered, message)
-            self.engine.output_ready()
+        self.to_link(key, "delivered", delivery_tag, redelivered, message)
 
     def channel_ready(self, key: int) -> None:
-        handler = self.links.get(key)
-        if handler is not None:
-            handler.channel_ready()
-            self.engine.output_ready()
+        self.to_link(key, "channel_ready")
 
     def channel_failed(self, key: int, error: Any, in_doubt: tuple) -> None:
-        handler = self.links.pop(key, None)
-        if handler is not None:
-            handler.channel_failed(error, in_doubt)
-            self.engine.link_gone(handler)
-            self.engine.output_ready()
+        self.end_link(key, "channel_failed", error, in_doubt)
 
     def drained(self, key: int) -> None:
-        handler = self.links.get(key)
-        if handler is not None:
-            handler.drained()
-            self.engine.output_ready()
+        self.to_link(key, "drained")
 
     def flow(self, blocked: bool) -> None:
         self.blocked = blocked
@@ -231,11 +185,11 @@ class BackendIncomingLink:
         self.session = session
         self.link = link
         self.route = route
-        self.key = next(_keys)
+        self.key = next(link_keys)
         self.closed = False
         self.ready = False
         self.unconfirmed = 0
-        self._buffer = bytearray()
+        self._buffer = TransferBuffer()
         session.links[self.key] = self
         session.bridge.open_publisher(self.key)
 
@@ -255,25 +209,10 @@ class BackendIncomingLink:
     def on_delivery(self, d: Any) -> None:
         """A transfer (``d``: proton's C delivery) from the client."""
         delivery = Delivery.wrap(d)
-        link = self.link
-        if delivery.aborted:
-            self._buffer.clear()
-            delivery.settle()
-            link.advance()
-            return
-        chunk = link.recv(delivery.pending)
-        if chunk:
-            self._buffer += chunk
         engine = self.session.engine
-        if engine.max_message_size and len(self._buffer) > engine.max_message_size:
-            self._buffer.clear()
-            raise Amqp10Error(ErrorCondition.MESSAGE_SIZE_EXCEEDED, "message larger than the maximum "
-                              f"message size of {engine.max_message_size} bytes")
-        if delivery.partial:
+        encoded = self._buffer.take(self.link, delivery, engine.max_message_size)
+        if encoded is None:
             return
-        encoded = bytes(self._buffer)
-        self._buffer.clear()
-        link.advance()
         engine.trail.messages_in += 1
         refusal = self._publish(encoded, delivery)
         if refusal is not None:
@@ -355,7 +294,7 @@ class BackendOutgoingLink:
         self.session = session
         self.link = link
         self.queue = queue
-        self.key = next(_keys)
+        self.key = next(link_keys)
         self.closed = False
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: our deliveries the client has not settled: C delivery -> the backend's tag

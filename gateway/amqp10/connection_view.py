@@ -12,6 +12,7 @@ from proton import Endpoint
 
 from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.backend_links import BackendOutgoingLink
+from gateway.amqp10.carried_links import CarriedOutgoingLink
 from gateway.broker.connection_views import (AMQP10_PROTOCOL, ChannelView, ConnectionView, LinkView,
                                              backend_label, connection_name, plain)
 
@@ -44,7 +45,7 @@ def connection_view(engine: Any) -> ConnectionView:
                             channel=channel, queue=handler.queue.name if handler.queue is not None else None,
                             credit=link.credit, unsettled=handler.credit.outstanding,
                             ack_required=link.snd_settle_mode != link.SND_SETTLED)
-        elif isinstance(handler, BackendOutgoingLink):  # edge mode: the queue is the backend's
+        elif isinstance(handler, (BackendOutgoingLink, CarriedOutgoingLink)):  # edge mode: the backend's queue
             view = LinkView(name=link.name, role="sender", address=link.source.address, channel=channel,
                             queue=handler.queue, credit=link.credit, unsettled=handler.unsettled_count,
                             ack_required=link.snd_settle_mode != link.SND_SETTLED)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from proton import Condition, Delivery
 
+from gateway import timeline
 from gateway.amqp10.conditions import ErrorCondition
 from gateway.amqp10.proton_calls import pn_delivery_settle, pn_delivery_update
 
@@ -82,6 +83,9 @@ class DurableAccepts:
             for d in batch:
                 pn_delivery_update(d, _ACCEPTED)
                 pn_delivery_settle(d)
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("accepted", len(batch))
         else:
             full = getattr(error, "full", False)
             cond = ErrorCondition.RESOURCE_LIMIT_EXCEEDED if full else ErrorCondition.INTERNAL_ERROR

@@ -56,6 +56,7 @@ from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
+from gateway.amqp10.link_recovery import connection_ended
 from gateway.amqp10.received_strings import check_open
 from gateway.amqp10.proton_transport import ProtonTransport
 from gateway.amqp10.sasl import SASL_HEADER, SaslState
@@ -70,7 +71,9 @@ from gateway.auth import (
     LoginThrottle,
     PermissionCache,
     User,
-    may_access_vhost,
+    VhostAccessRefused,
+    VhostNotFound,
+    admit_to_vhost,
 )
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.unroutable import UnroutablePolicy
@@ -189,6 +192,9 @@ class Amqp10Engine:
         self._handshake_deadline: Optional[float] = now + handshake_timeout
         self._out = bytearray()
         self._in_call = False
+        # the edge was asked for a flush and has not taken the output since: asking again
+        # does nothing there, and was a call per delivery to another connection's consumer
+        self._flush_asked = False
         #: proton's engine, once SASL is done
         self._proton: Optional[ProtonTransport] = None
         #: proton's events dispatched (made with ``_proton``)
@@ -277,6 +283,7 @@ class Amqp10Engine:
         frames of a large transfer only after a ``pop``), so this loops until it is empty:
         otherwise the rest of a big message would wait for the next input or timer.
         """
+        self._flush_asked = False
         out = bytearray(self._out)
         self._out.clear()
         if self._proton is not None and not self.closed:
@@ -357,7 +364,8 @@ class Amqp10Engine:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, refusal)
 
     def output_ready(self) -> None:
-        if not self._in_call and self.on_output is not None:
+        if not self._in_call and not self._flush_asked and self.on_output is not None:
+            self._flush_asked = True
             self.on_output()
 
     def link_handlers(self) -> list[LinkHandler]:
@@ -386,16 +394,15 @@ class Amqp10Engine:
                 self.held_for_backend = False
                 raise
             return
-        vhost = self.broker.vhost(name)
         connection.open()
-        if vhost is None:
-            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION)
         user = self.user
         assert user is not None
-        if not may_access_vhost(user, name):
-            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS,
-                              f"access to vhost '{name}' refused for user '{user.name}'",
-                              Scope.CONNECTION)
+        try:
+            vhost = admit_to_vhost(self.broker.vhost, user, name)
+        except VhostNotFound:
+            raise Amqp10Error(ErrorCondition.NOT_FOUND, f"no vhost '{name}'", Scope.CONNECTION) from None
+        except VhostAccessRefused as exc:
+            raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, exc.text, Scope.CONNECTION) from None
         self.vhost_name = name  # admitted with its vhost known (management's view)
         self._admit()
         self.vhost = vhost
@@ -569,6 +576,8 @@ class Amqp10Engine:
                 handler.teardown()
             except Exception:  # noqa: BLE001 - one bad link must not keep the rest
                 log.exception("1.0 link teardown failed on %s", self.owner)
+        if self._proton is not None:
+            connection_ended(self, self._proton.connection)
         if self.backend_session is not None:
             self.backend_session.close()
         if self.vhost is not None:

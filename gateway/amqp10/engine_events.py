@@ -20,8 +20,10 @@ from typing import Any, Callable, Protocol
 from proton import Condition, Connection, Event
 
 from gateway.amqp10.backend_links import BackendOutgoingLink
+from gateway.amqp10.carried_links import CarriedOutgoingLink
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.link_recovery import session_ended
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.links import OutgoingLink, attach_link
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, c_pointer,
@@ -133,7 +135,7 @@ class EngineEvents:
     def _on_link_flow(self, handler: LinkHandler | None) -> None:
         """New credit (or drain) from a receiver: taken now, dispatched once the batch of
         events is handled (an incoming link's flow needs nothing)."""
-        if isinstance(handler, (OutgoingLink, BackendOutgoingLink)):
+        if isinstance(handler, (OutgoingLink, BackendOutgoingLink, CarriedOutgoingLink)):
             handler.on_flow()
             self.flowed[handler] = None  # delivered to at the end of the batch
 
@@ -156,6 +158,7 @@ class EngineEvents:
 
     def _on_session_close(self, event: Event) -> None:
         self._close_session_links(event.session)
+        session_ended(self._host, event.session)
         event.session.close()
 
     def _on_transport_error(self, event: Event) -> None:

@@ -5,7 +5,8 @@ routed through ``amqp$transfer``) and is settled with the outcome.
 How a link is attached, its permissions, ledger records and address errors are described
 in ``links.py``; the outgoing direction is ``outgoing_link.py``.
 
-Credit (client senders): windows of ``INCOMING_CREDIT``, withheld while the broker's
+Credit (client senders): windows of ``INCOMING_CREDIT`` (``TRANSFER_CREDIT``, topped up
+at three quarters, for a forwarder's link to ``amqp$transfer``), withheld while the broker's
 producer gate is blocked (memory alarm), and bounded by the room left in the queues the
 target reaches (``Queue.capacity_left``: ``x-max-length`` and ``x-max-length-bytes`` of
 a ``reject-publish`` queue), so a full queue stops a 1.0 sender instead of growing
@@ -43,6 +44,7 @@ from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
+    TRANSFER_CREDIT,
     _ROUTED,
     _WRITE,
     _address_error,
@@ -69,7 +71,9 @@ from gateway.amqp10.proton_calls import (
     pn_link_credit,
 )
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
+from gateway.forward.annotations import forwarded_in
 from gateway.amqp10.unroutable_outcome import settle_unroutable
+from gateway import timeline
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import ExchangeType
@@ -111,6 +115,11 @@ class IncomingLink:
         #: exchanges WRITE was granted on (the engine keeps its answers for the
         #: connection's life too: no check per message)
         self._may_publish: set[str] = set()
+        #: the credit window, and the credit below which it is topped up (a forwarder's
+        #: link to ``amqp$transfer``: a larger window topped up at three quarters)
+        transfer = route.__class__ is ServiceRoute and route.name == TRANSFER_SERVICE
+        self._window = TRANSFER_CREDIT if transfer else INCOMING_CREDIT
+        self._low = self._window * 3 // 4 if transfer else self._window // 2
 
     @property
     def starving(self) -> bool:
@@ -151,21 +160,25 @@ class IncomingLink:
     def _wanted_credit(self) -> int:
         if self.host.producers_blocked():
             return 0
-        window = INCOMING_CREDIT - self._durable.count  # transfers waiting for the disk
+        window = self._window - self._durable.count  # transfers waiting for the disk
         room = self._room()
         return window if room is None or room > window else room
 
     def refill(self) -> bool:
-        """Top the client's credit up to the window when it fell below half; True if a
-        flow was issued."""
+        """Top the client's credit up to the window when it fell below half (three
+        quarters for ``amqp$transfer``); True if a flow was issued."""
         if self.closed:
             return False
         have = pn_link_credit(self.link._impl)
-        if have * 2 > INCOMING_CREDIT:
+        low = self._low
+        if have > low:
             return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
-        if want > have and (have * 2 <= want or have == 0):
+        if want > have and (have * self._window <= want * low or have == 0):
             self.link.flow(want - have)
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("granted", want - have)
             return True
         return False
 
@@ -178,9 +191,11 @@ class IncomingLink:
         """
         link = self.link
         if pn_delivery_aborted(d):
+            # discard what came of it; settling the current delivery also advances the
+            # link (proton), so no pn_link_advance here: a second one would skip the next
+            # delivery, already arrived, whose bytes would never be read
             self._buffer.clear()
             pn_delivery_settle(d)
-            pn_link_advance(link._impl)
             return
         pending = pn_delivery_pending(d)
         chunk = None
@@ -222,6 +237,9 @@ class IncomingLink:
         accepted one the store wrote once it is on disk)."""
         writes = self._store.write_count
         self.host.trail.messages_in += 1
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("received")
         outcome, condition = self._publish(encoded, d)
         if not pn_delivery_settled(d):
             if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
@@ -259,6 +277,7 @@ class IncomingLink:
                 f"'{host.user.name}'"))
         if ledger is not None:
             message.gateway_id = host.broker.next_gateway_id()
+        message.publisher = host.connection_id  # for no-local filters
         try:
             if route is None:
                 if summary.to is None:
@@ -272,11 +291,13 @@ class IncomingLink:
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
-                route, forwarded = transfer_route(host, self._directory, route, self._address,
-                                                  summary, encoded)
+                route, section = transfer_route(host, self._directory, route, self._address,
+                                                summary, encoded)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
-                if forwarded is not None:
+                if section is not None:
+                    message.received_annotations = section
+                    forwarded = forwarded_in(section[2])
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)

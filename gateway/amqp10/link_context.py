@@ -17,6 +17,11 @@ from gateway.broker.errors import BrokerError
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
 INCOMING_CREDIT = 256
+#: the window of a link to ``amqp$transfer`` (another gateway's forwarder): larger than a
+#: forwarder's default ``credit`` (500) and topped up at three quarters, so the sender
+#: always has credit while a store commit holds the previous batch's outcomes (a window
+#: that a held batch filled made the two gateways take turns)
+TRANSFER_CREDIT = 2048
 
 _P10 = WireProtocol.AMQP10.value
 # read on every message: a module global is four times cheaper to reach

@@ -23,6 +23,12 @@ resolved through ``addressing`` against the connection's vhost:
   rejected dead-letters or discards, released requeues without counting a delivery,
   modified counts (delivery-failed), excludes this link (undeliverable-here) and merges
   annotations. ``distribution-mode copy`` browses (the consumer does not acquire).
+  The source's filter set (``source_filters``): legacy binding filters become the
+  temporary queue's binding; selectors, no-local and RabbitMQ 4's property filters make
+  the link a filtered consumer that skips what they refuse (``broker.consumers``);
+  the reply echoes the filters applied; any other filter refuses the attach.
+  A durable source terminus on an exchange source is a durable subscription instead of
+  a temporary queue, resumed by link name and container id (``link_recovery``).
 
 Credit (client senders): see ``incoming_link.py``.
 
@@ -61,7 +67,10 @@ the missing node and the address as the client wrote it (``no queue 'nope' in vh
 (address '/amq/queue/nope')``; for ``x@other-container`` with no forwarding route:
 ``unknown container 'other-container': no forwarding route to it``); the same goes for
 a relayed message's ``to``. ``/queue/Q`` and ``Q`` declare a missing queue instead
-(``directory``: CONFIGURE permission, the plugin's queue properties). Routes through
+(``directory``: CONFIGURE permission, the plugin's queue properties); an attach that
+declared a durable queue is answered once the store committed it (``attach_link``; a
+failed commit refuses it with ``amqp:resource-limit-exceeded`` or ``amqp:internal-error``
+naming the problem). Routes through
 ``amqp$transfer`` (a ``node@container`` target, a link to ``amqp$transfer``) follow the
 per-message rules of ``transfer_routes``; local publish routes never go there.
 Unsettled deliveries go back to their queue when the link or the connection goes.
@@ -69,9 +78,9 @@ Unsettled deliveries go back to their queue when the link or the connection goes
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from proton import Link, Terminus
+from proton import Condition, Link, Terminus
 
 from addressing import (
     AddressError,
@@ -90,13 +99,16 @@ from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.incoming_link import IncomingLink
 from gateway.amqp10.link_context import INCOMING_CREDIT, _address_error, _broker_error
 from gateway.amqp10.link_host import LinkHost
+from gateway.amqp10.link_recovery import SubscriptionLink, attach_subscription, is_subscription
 from gateway.amqp10.outgoing_link import OutgoingLink
+from gateway.amqp10.source_filters import SourceFilters, echo_filters, read_source_filters
 from gateway.amqp10.transfer_routes import global_address
 from gateway.amqp10.unroutable_outcome import echo_capabilities, link_policy
 from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.broker.exchanges import DestinationKind
 from gateway.broker.queues import Queue
+from gateway.broker.store_marks import StoreMark, not_saved_text, store_full
 
 __all__ = [
     "INCOMING_CREDIT",
@@ -145,12 +157,15 @@ def _permit_publish_route(host: LinkHost, route: Any) -> None:
         host.permit(Action.WRITE, global_address(route))
 
 
-def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
+def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable[[], None]]:
     remote = link.remote_source
     vhost = host.vhost
     temporary = service_reply = False
+    subscription: Optional[SubscriptionLink] = None
     address = remote.address
+    filters = SourceFilters()
     if remote.dynamic:
+        filters = read_source_filters(remote, exchange_source=False)
         queue = _temporary_queue(host, Action.CONFIGURE)
         temporary = True
         address = f"/queue/{queue.name}"
@@ -165,19 +180,30 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         except AddressError as exc:
             raise _address_error(exc, address) from None
         if isinstance(route, LocalConsume):
+            filters = read_source_filters(remote, exchange_source=False)
             host.permit(Action.READ, route.queue)
             queue = vhost.checked_queue(route.queue, host.owner)
         elif isinstance(route, TemporaryBinding):
+            exchange = vhost.exchange(route.exchange)
+            filters = read_source_filters(
+                remote, exchange_source=True,
+                exchange_type=None if exchange is None else exchange.type.value)
             host.permit(Action.READ, route.exchange)
-            queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
-            temporary = True
-            try:
-                vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, route.routing_key,
-                           owner=host.owner)
-            except BrokerError:
-                vhost.delete_queue(queue.name, owner=host.owner)
-                raise
+            key = route.routing_key if filters.binding_key is None else filters.binding_key
+            if is_subscription(remote):  # a durable subscription (link_recovery)
+                queue, subscription = attach_subscription(host, link, route, key,
+                                                          filters.binding_arguments)
+            else:
+                queue = _temporary_queue(host, Action.CONFIGURE, Action.WRITE)
+                temporary = True
+                try:
+                    vhost.bind(DestinationKind.QUEUE, queue.name, route.exchange, key,
+                               arguments=filters.binding_arguments, owner=host.owner)
+                except BrokerError:
+                    vhost.delete_queue(queue.name, owner=host.owner)
+                    raise
         elif isinstance(route, ServiceRoute):
+            filters = read_source_filters(remote, exchange_source=False)
             # the node's replies to "$me" (a link pair: RabbitMQ 4's /management) wait in
             # a queue of this connection's own, which nobody else can name or bind
             queue = vhost.declare_queue("", exclusive=True, owner=host.owner, now=host.now)
@@ -191,6 +217,7 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         link.source.dynamic = True
     if not acquires:
         link.source.distribution_mode = Terminus.DIST_MODE_COPY
+    echo_filters(link.source, filters.applied)
     link.target.type = link.remote_target.type
     link.target.address = link.remote_target.address
     link.snd_settle_mode = link.remote_snd_settle_mode
@@ -199,16 +226,25 @@ def _attach_outgoing(host: LinkHost, link: Link) -> OutgoingLink:
         link.max_message_size = host.max_message_size
     handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
     handler.service_reply = service_reply
-    link.open()
-    try:
-        queue.add_consumer(handler, host.now)
-    except BrokerError:
-        handler.teardown()
-        raise
-    return handler
+    if subscription is not None:
+        handler.subscription = subscription
+        handler.exclusive = True  # one link at a time consumes a subscription
+    # a link's own temporary queue drops what its filter refuses: nobody else reads it
+    handler.message_filter = filters.message_filter(host.connection_id,
+                                                    drops=temporary and not remote.dynamic)
+
+    def start() -> None:
+        link.open()
+        try:
+            queue.add_consumer(handler, host.now)
+        except BrokerError:
+            handler.teardown()
+            raise
+
+    return handler, start
 
 
-def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
+def _attach_incoming(host: LinkHost, link: Link) -> tuple[IncomingLink, Callable[[], None]]:
     remote = link.remote_target
     vhost = host.vhost
     if remote.dynamic:
@@ -238,18 +274,58 @@ def _attach_incoming(host: LinkHost, link: Link) -> IncomingLink:
     if host.max_message_size:
         link.max_message_size = host.max_message_size
     handler = IncomingLink(host, link, route, unroutable=unroutable, directory=directory)
-    link.open()
-    handler.refill()
-    return handler
+
+    def start() -> None:
+        link.open()
+        handler.refill()
+
+    return handler, start
 
 
 def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink":
     """Answer a client's attach. Raises :class:`Amqp10Error` (link scope) to refuse it;
-    broker errors are mapped through ``conditions``."""
+    broker errors are mapped through ``conditions``. An attach that declared a durable
+    queue (``directory``) is answered once the store committed the queue: until then
+    the link is known but not attached on our side (no credit, no deliveries)."""
+    address = (link.remote_source if link.is_sender else link.remote_target).address
+    mark = StoreMark(host.broker.store)
     try:
-        if link.is_sender:
-            return _attach_outgoing(host, link)
-        return _attach_incoming(host, link)
+        handler, start = _attach_outgoing(host, link) if link.is_sender else _attach_incoming(host, link)
+        if not mark.wrote:
+            start()
+            return handler
     except BrokerError as exc:
-        terminus = link.remote_source if link.is_sender else link.remote_target
-        raise _broker_error(exc, terminus.address) from None
+        raise _broker_error(exc, address) from None
+    mark.answer(lambda error: _attach_saved(host, handler, start, address, error))
+    return handler
+
+
+def _attach_saved(host: LinkHost, handler: "IncomingLink | OutgoingLink", start: Callable[[], None],
+                  address: Optional[str], error: Optional[Exception]) -> None:
+    """The store committed (or failed to commit) the queue an attach declared: attach,
+    or refuse the link with ``amqp:resource-limit-exceeded`` (no space) or
+    ``amqp:internal-error`` naming the problem."""
+    link = handler.link
+    if host.closing:
+        return
+    refusal: Optional[Amqp10Error] = None
+    if handler.closed:  # the client detached meanwhile: complete the attach and detach
+        link.open()
+        link.close()
+    elif error is not None:
+        refusal = Amqp10Error(
+            ErrorCondition.RESOURCE_LIMIT_EXCEEDED if store_full(error) else ErrorCondition.INTERNAL_ERROR,
+            not_saved_text(f"the queue declared for address '{address}'", error))
+    else:
+        try:
+            start()
+        except BrokerError as exc:
+            refusal = _broker_error(exc, address)
+    if refusal is not None:
+        log.info("1.0 link %r on %s refused: %s", link.name, host.connection_id, refusal.description)
+        handler.teardown()
+        host.link_gone(handler)
+        link.condition = Condition(refusal.condition.value, refusal.description)
+        link.open()
+        link.close()
+    host.output_ready()

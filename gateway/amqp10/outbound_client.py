@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
 
+from gateway.amqp10.client_transport import push_input, take_output
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, c_pointer, ffi, lib, pn_collector_peek,
                                          pn_collector_pop, pn_delivery_link, pn_delivery_remote_state,
                                          pn_delivery_settle, pn_delivery_settled, pn_delivery_tag,
@@ -141,13 +142,7 @@ class OutboundAmqp10:
             data = self._scram_step(data)
             if not data:
                 return
-        transport = self._transport
-        while data:
-            capacity = transport.capacity()
-            if capacity < 0:
-                break
-            chunk, data = data[:capacity or len(data)], data[capacity or len(data):]
-            transport.push(chunk)
+        push_input(self._transport, data)
         self._process()
 
     def receive_eof(self) -> None:
@@ -162,17 +157,10 @@ class OutboundAmqp10:
             if scram.state is ScramClientState.FAILED:
                 self.closed = True
             return out
-        transport = self._transport
-        out = []
-        while True:
-            pending = transport.pending()
-            if pending <= 0:
-                if pending < 0:
-                    self.closed = True
-                break
-            out.append(bytes(transport.peek(pending)))
-            transport.pop(pending)
-        return b"".join(out)
+        out, ended = take_output(self._transport)
+        if ended:
+            self.closed = True
+        return out
 
     def tick(self, now: float) -> Optional[float]:
         deadline = self._transport.tick(now)
@@ -198,18 +186,28 @@ class OutboundAmqp10:
             self.on_output()
 
     def _process(self) -> None:
+        """Handle the collector's events; the settlements go to the forwarder together
+        (``settled_many``), before any other event that follows them."""
         impl = c_pointer(self._collector)
+        settled: list[Settlement] = []
         while True:
             ev = pn_collector_peek(impl)
             if ev == NULL:
                 break
             try:
                 if pn_event_type(ev) == PN_DELIVERY:
-                    self._settled(pn_event_delivery(ev))
+                    settlement = self._settled(pn_event_delivery(ev))
+                    if settlement is not None:
+                        settled.append(settlement)
                 else:
+                    if settled:
+                        self.events.settled_many(settled)
+                        settled = []
                     self._handle(Event.wrap(ev))
             finally:
                 pn_collector_pop(impl)
+        if settled:
+            self.events.settled_many(settled)
 
     def _handle(self, event: Any) -> None:
         kind = event.type
@@ -266,16 +264,17 @@ class OutboundAmqp10:
             self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
                                            f"link to '{link.target.address}': {error}"))
 
-    def _settled(self, d: Any) -> None:
-        """A disposition from the remote on C delivery ``d`` (a ``pn_delivery_t``)."""
+    def _settled(self, d: Any) -> Optional[Settlement]:
+        """The remote's settlement in a disposition on C delivery ``d`` (a
+        ``pn_delivery_t``), or None (progress only, or no entry of ours)."""
         state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
         if not state and not pn_delivery_updated(d):
-            return
+            return None
         try:
             entry_id = int(pn_delivery_tag(d))
         except (TypeError, ValueError):
             pn_delivery_settle(d)
-            return
+            return None
         error = None
         if state == Delivery.ACCEPTED:
             outcome = ForwardOutcome.ACCEPTED
@@ -287,12 +286,12 @@ class OutboundAmqp10:
         elif not state and pn_delivery_settled(d):
             outcome = ForwardOutcome.RELEASED  # settled with no outcome
         else:
-            return  # e.g. RECEIVED: progress only
+            return None  # e.g. RECEIVED: progress only
         name = self._names.get(pn_delivery_link(d))
         if name is not None:
             self._unsettled.get(name, set()).discard(entry_id)
         pn_delivery_settle(d)
-        self.events.settled(Settlement(entry_id, outcome, error))
+        return Settlement(entry_id, outcome, error)
 
     def report_down(self, error: str) -> None:
         """Tell the forwarder once that this connection is gone (the edge calls it too,

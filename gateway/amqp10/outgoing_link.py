@@ -50,6 +50,10 @@ class OutgoingLink:
     """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
 
     exclusive = False
+    #: the link's source filters (``broker.message_filter.MessageFilter``), or None
+    message_filter = None
+    #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or None
+    subscription = None
 
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
                  temporary: bool) -> None:
@@ -194,14 +198,15 @@ class OutgoingLink:
         pn_delivery_settle(d)
         if entry is None or not self.acquires:
             return
-        self._apply_outcome(entry, state, d)
-
-    def _apply_outcome(self, entry: QueuedMessage, state: int, d: Any) -> None:
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:  # before the queue acts on it
             ledger.settled(now, self._ledger_ctx, entry, queue.name,
                            _LEDGER_OUTCOME.get(state, _RELEASED))
+        if state == Delivery.ACCEPTED:
+            # what apply_outcome does first for ACCEPTED, without its call (every accept)
+            queue.settle(entry)
+            return
         if state == Delivery.MODIFIED:
             remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
@@ -231,6 +236,9 @@ class OutgoingLink:
                                    LINK_CLOSED)
                 queue.release(entry, redelivered=True, count_delivery=False, now=now)
         _end_ledger_context(self.host, self._ledger_ctx)
+        if self.subscription is not None:
+            self.subscription.link_ended(self.host, self.link)
+            self.subscription = None
         if self.temporary and not queue.deleted:
             try:
                 self.host.vhost.delete_queue(queue.name, owner=self.host.owner)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from proton import Event
+from proton import Array, Event, symbol
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
 
@@ -39,8 +39,9 @@ _PERFORMATIVES = {
 def invalid_utf8(field: str, exc: UnicodeDecodeError, scope: Scope) -> Amqp10Error:
     """``amqp:invalid-field``: ``field`` (``attach.name``, ``open`` ...) is not UTF-8."""
     bad = bytes(exc.object[exc.start:exc.start + 1]).hex()
+    encoding = "ASCII (a symbol)" if exc.encoding == "ascii" else "UTF-8"
     return Amqp10Error(ErrorCondition.INVALID_FIELD,
-                       f"{field} is not valid UTF-8 (byte 0x{bad} at offset {exc.start})", scope)
+                       f"{field} is not valid {encoding} (byte 0x{bad} at offset {exc.start})", scope)
 
 
 def read_text(read: Callable[[], _T], field: str, scope: Scope = Scope.LINK) -> _T:
@@ -53,9 +54,39 @@ def read_text(read: Callable[[], _T], field: str, scope: Scope = Scope.LINK) -> 
 
 
 def check_open(connection: Any) -> None:
-    """The strings of a received ``open``: container-id and hostname (connection scope)."""
+    """The fields of a received ``open`` that management and the logs show: container-id
+    and hostname must be UTF-8, the capabilities symbols, the properties a map whose
+    keys and values decode (connection scope). Refused here, a connection is never
+    admitted with fields that its management view could not show."""
     read_text(lambda: connection.remote_container, "open.container-id", Scope.CONNECTION)
     read_text(lambda: connection.remote_hostname, "open.hostname", Scope.CONNECTION)
+    for field, read in (("open.offered-capabilities", lambda: connection.remote_offered_capabilities),
+                        ("open.desired-capabilities", lambda: connection.remote_desired_capabilities)):
+        value = _read_typed(read, field, "a symbol or an array of symbols")
+        if value is not None and not _symbols(value):
+            raise _wrong_type(field, "a symbol or an array of symbols")
+    properties = _read_typed(lambda: connection.remote_properties, "open.properties", "a map")
+    if properties is not None and not isinstance(properties, dict):
+        raise _wrong_type("open.properties", "a map")
+
+
+def _read_typed(read: Callable[[], _T], field: str, wanted: str) -> _T:
+    """``read_text`` for a field proton converts too (it raises TypeError when the
+    value's type is not the one it converts from)."""
+    try:
+        return read_text(read, field, Scope.CONNECTION)
+    except (TypeError, ValueError):
+        raise _wrong_type(field, wanted) from None
+
+
+def _symbols(value: Any) -> bool:
+    if isinstance(value, symbol):
+        return True
+    return isinstance(value, (list, tuple, Array)) and all(isinstance(v, symbol) for v in value)
+
+
+def _wrong_type(field: str, wanted: str) -> Amqp10Error:
+    return Amqp10Error(ErrorCondition.INVALID_FIELD, f"{field} must be {wanted}", Scope.CONNECTION)
 
 
 def check_attach(link: Any) -> None:

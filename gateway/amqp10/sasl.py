@@ -19,8 +19,8 @@ oversized frame, a frame that is not SASL, an undecodable or unexpected performa
 ends in FAILED with ``failure`` set: there is no AMQP connection yet to carry a close,
 so the engine just drops the socket after writing what is queued.
 
-A login refused by the login throttle's gate (``LoginThrottled``: the address has too
-many refusals pending, the password was not checked) gets the outcome ``sys-temp``
+A login refused by the login throttle's gate (``LoginThrottled``: too many failed
+logins in the user's name, the password was not checked) gets the outcome ``sys-temp``
 (a temporary condition: try again later) instead of ``auth``; ``refusal`` keeps the
 exception and ``claimed_user`` the name the peer gave, for the engine's throttle and log.
 Refused logins are logged by the engine (once each); this layer logs malformed input.

@@ -22,7 +22,7 @@ class SaslLogin:
     """See the module docstring. ``peer`` is ``host:port`` for logs."""
 
     __slots__ = ("server", "release_at", "_held", "_throttle", "_peer_host", "_peer", "_clock",
-                 "_connection_id")
+                 "_connection_id", "_told")
 
     def __init__(self, authenticator: Authenticator, *, peer_host: str, peer: str,
                  allow_anonymous: bool, tls_peer_subject: Optional[str],
@@ -37,6 +37,9 @@ class SaslLogin:
         #: when the held answer to a refused login is due (seconds), else None
         self.release_at: Optional[float] = None
         self._held = b""
+        #: the throttle was told of the success (at the outcome, not at the AMQP header:
+        #: a client may log in and hang up)
+        self._told = False
         self.server = SaslServer(authenticator, peer_host=peer_host,
                                  allow_anonymous=allow_anonymous,
                                  tls_peer_subject=tls_peer_subject,
@@ -58,9 +61,9 @@ class SaslLogin:
         sasl = self.server
         sasl.receive_data(data)
         out = sasl.data_to_send()
-        if sasl.state is SaslState.DONE:
-            assert sasl.result is not None
-            if self._throttle is not None:
+        if sasl.result is not None:
+            if self._throttle is not None and not self._told:
+                self._told = True
                 self._throttle.succeeded(self._peer_host, sasl.result.user.name, now)
         elif sasl.state is SaslState.FAILED and sasl.refusal is not None:
             answer_at = refuse_login(

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from addressing import AddressError, AddressErrorKind, Forward, ServiceRoute, TRANSFER_SERVICE
 from addressing import resolve_target
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition as Cond
-from gateway.forward.annotations import Forwarded, forwarded_of
+from gateway.forward.annotations import annotations_section, forwarded_in
 from translators.amqp10_sections import Amqp10Summary
 from translators.errors import TranslationError
 
@@ -35,9 +35,11 @@ def global_address(route: Forward) -> str:
 
 
 def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional[str],
-                   summary: Amqp10Summary, encoded: bytes) -> tuple[Any, Optional[Forwarded]]:
+                   summary: Amqp10Summary, encoded: bytes) -> tuple[Any, Optional[tuple]]:
     """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
-    ``ServiceRoute``), and the forwarding identity it carries (to remember once it is
+    ``ServiceRoute``), and, for a forwarded message, its message-annotations section as
+    decoded here, once (``(start, end, annotations)``, for the container's
+    ``received_annotations``; ``forwarded_in`` reads the identity to remember once it is
     taken in). Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
     if route.__class__ is Forward:
         to = summary.to
@@ -52,9 +54,10 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: the message has no 'to' address")
     try:
-        forwarded = forwarded_of(encoded)
+        section = annotations_section(encoded)
     except TranslationError as exc:
         raise Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}") from None
+    forwarded = None if section is None else forwarded_in(section[2])
     if forwarded is not None:
         transfer = host.vhost.service(TRANSFER_SERVICE)
         if transfer.is_duplicate(forwarded):
@@ -64,4 +67,4 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
     if resolved.__class__ is ServiceRoute and resolved.name == TRANSFER_SERVICE:
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: 'to' must name a node, not '{summary.to}'")
-    return resolved, forwarded
+    return resolved, None if forwarded is None else section

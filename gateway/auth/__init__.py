@@ -32,6 +32,8 @@ from gateway.auth.responses import (amqplain_response, common_name, parse_amqpla
                                      plain_response)
 from gateway.auth.throttle import LoginRefusal, LoginThrottle, log_refused_login, refuse_login
 from gateway.auth.users import Permission, User, UserDirectory
+from gateway.auth.vhost_admission import (VhostAccessRefused, VhostNotFound, admit_to_vhost,
+                                          check_vhost_access, vhost_access_refusal)
 
 __all__ = [
     "PermissionRefused",
@@ -69,6 +71,11 @@ __all__ = [
     "is_permitted",
     "log_refused_login",
     "may_access_vhost",
+    "VhostAccessRefused",
+    "VhostNotFound",
+    "admit_to_vhost",
+    "check_vhost_access",
+    "vhost_access_refusal",
     "amqplain_response",
     "parse_amqplain",
     "parse_plain",

@@ -36,13 +36,11 @@ class PermissionRefused(Exception):
 
 
 class LoginThrottled(AuthenticationFailed):
-    """A login refused without checking its credentials: too many refused logins from
-    the peer's address are still pending (see ``throttle``). ``user`` is the name the
-    peer claimed (None if it named none)."""
+    """A login refused without checking its credentials: too many failed logins in the
+    name of ``user`` (see ``throttle``, rule 3). ``retry_at``: when its password is
+    checked again (the throttle's time)."""
 
-    def __init__(self, user: str | None, pending: int, limit: int) -> None:
-        super().__init__(f"{pending} refused logins from this address are still pending "
-                         f"(limit {limit}); try again later")
+    def __init__(self, user: str | None, reason: str, retry_at: float) -> None:
+        super().__init__(reason)
         self.user = user
-        self.pending = pending
-        self.limit = limit
+        self.retry_at = retry_at

@@ -3,7 +3,7 @@
 A 0-9-1 ``ServerConnection`` or a 1.0 engine whose client opened a proxied vhost asks its
 ``VhostProxy`` (made by the edge, which owns the sockets) for a backend connection; the
 login it opens with comes from ``backend_login`` (passthrough: the client's own PLAIN
-credentials; else the backend's service account). Failures reach the engine as
+credentials; anonymous: SASL ANONYMOUS; else the backend's service account). Failures reach the engine as
 ``BackendFailure``: ``kind`` says whether the backend refused the login, the vhost, or
 could not be reached or was lost, and ``text`` is the backend's own reason, which the
 client is told (0-9-1 reply codes and 1.0 conditions are the protocols' to choose).
@@ -18,7 +18,7 @@ from gateway.backend.nodes import BackendNodes
 from gateway.backend.settings import BackendSettings
 
 __all__ = ["BackendLogin", "FailureKind", "BackendFailure", "VhostProxy", "backend_login",
-           "lost_text"]
+           "lost_text", "LinkEvents", "LinkConnection", "CarriedEvents"]
 
 
 class FailureKind(enum.Enum):
@@ -53,6 +53,8 @@ def backend_login(settings: BackendSettings, user: str, password: Optional[str],
     """The login for a client ``user`` (with the ``password`` its SASL login kept, None
     for mechanisms that have none). Raises ``BackendFailure`` LOGIN_REFUSED when a
     passthrough backend gets no password to pass."""
+    if settings.anonymous:
+        return BackendLogin("", "", settings.vhost, "ANONYMOUS", connection_name)
     if settings.passthrough:
         if password is None:
             raise BackendFailure(FailureKind.LOGIN_REFUSED,
@@ -82,6 +84,9 @@ class VhostProxy(Protocol):
 
     def connect_bridge(self, backend: BackendNodes, login: BackendLogin, events: Any) -> Any:
         """``connect`` with the engine that carries a 1.0 client's links (``BridgeEvents``)."""
+
+    def connect_links(self, backend: BackendNodes, login: BackendLogin, events: Any) -> Any:
+        """``connect`` with the 1.0 client engine of an amqp10 backend (``LinkEvents``)."""
 
 
 
@@ -124,3 +129,61 @@ class BridgeConnection(Protocol):
     def drain(self, key: Any) -> None: ...
     def settle(self, key: Any, delivery_tag: int, disposition: Any) -> None: ...
     def close_channel(self, key: Any) -> None: ...
+
+
+class LinkEvents(Protocol):
+    """What a 0-9-1 connection on an amqp10 backend hears from its 1.0 connection there
+    (``key``: the link's, given when it was opened)."""
+
+    def opened(self, engine: Any, node: Any) -> None:
+        """The backend connection opened (the connector's)."""
+
+    def failed(self, failure: BackendFailure) -> None:
+        """No node opened a connection (the connector's)."""
+
+    def link_ready(self, key: Any) -> None:
+        """The backend attached the link (its address exists, or it made it)."""
+
+    def link_failed(self, key: Any, error: str, in_doubt: tuple) -> None:
+        """The backend refused or detached the link; ``in_doubt``: tokens of messages sent
+        on it that it never settled."""
+
+    def outcome(self, key: Any, token: Any, outcome: str, error: str) -> None:
+        """The backend settled a message sent on ``key`` (``accepted``, ``rejected``,
+        ``released``, ``modified``)."""
+
+    def delivered(self, key: Any, delivery: Any, message: Any, redelivered: bool) -> None:
+        """A message (a broker ``MessageContainer`` in 1.0 encoding) on receiver ``key``;
+        ``delivery`` is what ``settle`` takes."""
+
+    def lost(self, error: str) -> None:
+        """The open backend connection went away."""
+
+
+class LinkConnection(Protocol):
+    """A 1.0 connection to an amqp10 backend carrying a 0-9-1 client's operations
+    (``amqp10.backend_client``)."""
+
+    def open_sender(self, key: Any, address: str) -> None: ...
+    def open_receiver(self, key: Any, address: str, credit: int) -> None: ...
+    def send(self, key: Any, token: Any, message: Any) -> None: ...
+    def add_credit(self, key: Any, credit: int) -> None: ...
+    def settle(self, key: Any, delivery: Any, outcome: str) -> None: ...
+    def close_link(self, key: Any) -> None: ...
+
+
+class CarriedEvents(Protocol):
+    """What a 1.0 connection on an amqp10 backend hears of its links there, carried link
+    for link (``amqp10.backend_client``; ``key``: the link's, given at ``carry_link``);
+    ``opened``, ``failed``, ``lost``, ``link_ready`` and ``link_failed`` as ``LinkEvents``."""
+
+    def carried_flow(self, key: Any) -> None:
+        """The backend's flow on ``key``: new credit for a sender, a drain's end for a receiver."""
+
+    def carried_outcome(self, key: Any, token: Any, delivery: Any) -> None:
+        """The backend settled a payload sent on ``key``; ``delivery`` (proton's) holds its
+        outcome, read at once (it is settled after)."""
+
+    def carried_transfer(self, key: Any, delivery: Any, payload: bytes) -> None:
+        """A message's bytes on receiver ``key``, as the backend sent them; ``delivery`` is
+        what ``settle_carried`` takes, None when the backend sent it settled."""

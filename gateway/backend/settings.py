@@ -7,18 +7,23 @@ its default. TLS keys are the ones forwarding remotes have, checked by the same 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
+import string
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
 
-__all__ = ["BackendSettings", "BACKEND_KINDS", "PROXIED_KINDS", "PASSTHROUGH", "backend_problems",
+__all__ = ["AddressTemplates", "BackendSettings", "BACKEND_KINDS", "PROXIED_KINDS", "PASSTHROUGH", "ANONYMOUS",
+           "backend_problems",
            "backends_problems", "split_node"]
 
 #: ``kind`` of a backend
 BACKEND_KINDS = ("amqp091", "amqp10")
-#: the kinds a vhost may be proxied to in this build (amqp10: later, issue 44)
-PROXIED_KINDS = ("amqp091",)
+#: the kinds a vhost may be proxied to in this build
+PROXIED_KINDS = ("amqp091", "amqp10")
 #: ``credentials: passthrough``: the client's own PLAIN user and password open the backend
 PASSTHROUGH = "passthrough"
+#: ``credentials: anonymous`` (amqp10 only): SASL ANONYMOUS, for a 1.0 broker that takes no
+#: login (such as Qpid Proton's example broker); the gateway's own users and permissions apply
+ANONYMOUS = "anonymous"
 
 
 def split_node(node: str) -> tuple[str, int]:
@@ -42,6 +47,19 @@ def split_node(node: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class AddressTemplates:
+    """``address`` of an amqp10 backend: where a 0-9-1 client's operations go
+    (``gateway.backend.addresses`` renders them)."""
+
+    #: basic.consume(Q), and basic.publish to the default exchange with routing key Q
+    queue: str = "{queue}"
+    #: basic.publish(X, RK) to a named exchange: ``{exchange}`` and ``{key}``
+    exchange: str = "{key}"
+    #: per exchange name, a template in place of ``exchange`` (e.g. amq.topic: topic://{key})
+    exchanges: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class BackendSettings:
     """One ``backends[]`` entry."""
 
@@ -49,7 +67,7 @@ class BackendSettings:
     kind: str = "amqp091"                      # amqp091 | amqp10
     nodes: tuple[str, ...] = ()                # host:port, tried in order
     vhost: str = "/"                           # amqp091: the backend's vhost
-    credentials: str = ""                      # "passthrough", or "" with user/password_file
+    credentials: str = ""                      # "passthrough", "anonymous", or "" with user/password_file
     user: str = ""
     password_file: Optional[str] = None
     tls: bool = False
@@ -62,10 +80,15 @@ class BackendSettings:
     connect_timeout: float = 10.0              # seconds for TCP, TLS and the login, per node
     prefetch: int = 1000                       # ceiling of a consumer's prefetch (1.0 credit)
     credit: int = 1000                         # ceiling of unconfirmed publishes per link
+    address: AddressTemplates = field(default_factory=AddressTemplates)  # amqp10 only
 
     @property
     def passthrough(self) -> bool:
         return self.credentials == PASSTHROUGH
+
+    @property
+    def anonymous(self) -> bool:
+        return self.credentials == ANONYMOUS
 
     def addresses(self) -> list[tuple[str, int]]:
         """The nodes as ``(host, port)``, in order (checked when loaded)."""
@@ -89,21 +112,48 @@ def backend_problems(backend: BackendSettings,
             split_node(node)
         except ValueError as exc:
             out.append(("nodes", str(exc)))
-    if backend.credentials not in ("", PASSTHROUGH):
-        out.append(("credentials", f"{backend.credentials!r} is not 'passthrough' (a service "
-                                   "account is given by user and password_file instead)"))
-    elif backend.passthrough and (backend.user or backend.password_file):
-        out.append(("credentials", "credentials: passthrough uses the client's own user and "
-                                   "password; leave out user and password_file"))
-    elif not backend.passthrough and not backend.user:
-        out.append(("credentials", "a backend needs credentials: passthrough, or user and "
-                                   "password_file (a service account)"))
+    if backend.credentials not in ("", PASSTHROUGH, ANONYMOUS):
+        out.append(("credentials", f"{backend.credentials!r} is not 'passthrough' or 'anonymous' "
+                                   "(a service account is given by user and password_file instead)"))
+    elif backend.credentials and (backend.user or backend.password_file):
+        out.append(("credentials", f"credentials: {backend.credentials} "
+                                   + ("uses the client's own user and password" if backend.passthrough
+                                      else "logs in with no user") + "; leave out user and password_file"))
+    elif backend.anonymous and backend.kind != "amqp10":
+        out.append(("credentials", "credentials: anonymous (SASL ANONYMOUS) is for kind amqp10 "
+                                   "backends; a 0-9-1 backend needs passthrough or a service account"))
+    elif not backend.credentials and not backend.user:
+        out.append(("credentials", "a backend needs credentials: passthrough (or anonymous), or "
+                                   "user and password_file (a service account)"))
     out += tls_problems(backend, file_problem)
+    out += _address_problems(backend.address)
     for key in ("heartbeat", "prefetch", "credit"):
         if getattr(backend, key) < 0 or (key != "heartbeat" and getattr(backend, key) == 0):
             out.append((key, f"{getattr(backend, key)} is not a positive number"))
     if backend.connect_timeout <= 0:
         out.append(("connect_timeout", f"{backend.connect_timeout} is not a positive number of seconds"))
+    return out
+
+
+#: the fields each template may name
+_TEMPLATE_FIELDS = {"queue": {"queue"}, "exchange": {"exchange", "key"}}
+
+
+def _address_problems(address: AddressTemplates) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    templates = [("address.queue", "queue", address.queue), ("address.exchange", "exchange", address.exchange)]
+    templates += [(f"address.exchanges.{name}", "exchange", t) for name, t in address.exchanges.items()]
+    for key, kind, template in templates:
+        allowed = _TEMPLATE_FIELDS[kind]
+        try:
+            names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        except ValueError as exc:
+            out.append((key, f"{template!r} is not a template: {exc}"))
+            continue
+        if not template or names - allowed:
+            out.append((key, f"{template!r} may name only {', '.join('{%s}' % n for n in sorted(allowed))}"))
+        elif kind == "queue" and "queue" not in names:
+            out.append((key, f"{template!r} must contain {{queue}}"))
     return out
 
 

@@ -11,8 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from gateway.ledger import EventKind
 from gateway.store.interface import NullStore, Store
 
+from .entity_names import GlobalNames
 from .errors import BrokerError, NotFound
 from .exchanges import DestinationKind
 from .flow import BlockListener, ProducerGate
@@ -141,14 +143,14 @@ class Broker:
             if rec.name not in vhost.exchanges:
                 vhost.declare_exchange(
                     rec.name, rec.type, durable=True, auto_delete=rec.auto_delete,
-                    internal=rec.internal, arguments=rec.arguments,
+                    internal=rec.internal, arguments=rec.arguments, restored=True,
                 )
         for rec in snapshot.queues:
             vhost = self.add_vhost(rec.vhost)
             count(rec.vhost).queues += 1
             if rec.name not in vhost.queues:
                 vhost.declare_queue(rec.name, durable=True, arguments=rec.arguments, now=now,
-                                    enforce_limits=False)
+                                    restored=True)
         for rec in snapshot.bindings:
             vhost = self.add_vhost(rec.vhost)
             try:
@@ -167,16 +169,27 @@ class Broker:
                 log.warning("stored messages for missing queue %r in vhost %r; skipped", queue_name, vhost_name)
                 continue
             for e in entries:
-                queue.restore(stand_in(e.message_id, e.size, e.priority), seq=e.seq,
+                message = stand_in(e.message_id, e.size, e.priority)
+                queue.restore(message, seq=e.seq,
                               expires_at=e.expires_at, redelivered=e.redelivered or e.acquired,
                               delivery_count=e.delivery_count + e.acquired, ref=e.ref)
                 highest = max(highest, e.message_id)
+                if self.ledger is not None:
+                    self.ledger.queue_event(now, vhost_name, message, queue_name, EventKind.RESTORED)
             restored = count(vhost_name)
             restored.messages += len(entries)
             restored.redelivered += sum(1 for e in entries if e.acquired)
         if highest:
             self._use_ids(itertools.count(max(highest + 1, self.next_gateway_id())))
         return counts
+
+    def record_shutdown(self, now: float) -> int:
+        """The gateway stops (its connections closed): what the store does not keep goes
+        to the ledger as dropped (``Queue.record_shutdown``); returns how many."""
+        if self.ledger is None:
+            return 0
+        return sum(queue.record_shutdown(now) for vhost in self._vhosts.values()
+                   for queue in list(vhost.queues.values()))
 
     def use_ledger(self, ledger: Optional[Any]) -> None:
         """Record message events in ``ledger`` (a ``gateway.ledger.Ledger``, or None for
@@ -227,6 +240,16 @@ class Broker:
         """Add a fallback asked for names with no exact registration (e.g. the forwarder
         claiming every ``node@remote-container``); the first non-``None`` answer wins."""
         self._resolvers.append(resolver)
+
+    @property
+    def global_names(self) -> GlobalNames:
+        """Which ``node@container`` names are global addresses here: our container's,
+        and those a service resolver (the forwarder) claims (``entity_names``)."""
+        return GlobalNames(self.container_id, self.serves)
+
+    def serves(self, name: str) -> bool:
+        """True when a service node answers for ``name`` (a forwarded ``node@container``)."""
+        return self.service(name) is not None
 
     def service(self, name: str) -> Optional[ServiceNode]:
         """The service node for ``name``, or ``None``."""

@@ -17,7 +17,12 @@ Consumers are used as dict keys and set members: they must hash by identity (do 
 them ``eq=True`` dataclasses).
 
 Browsers (``acquires`` False, 1.0 distribution-mode ``copy``) are kept apart, each with a
-cursor: the ``seq`` of the last message it was shown.
+cursor: the ``seq`` of the last message it was shown. So are filtered consumers (a
+``message_filter`` that is not None: a 1.0 link with a selector), acquiring or not: each
+scans forward from its own cursor and skips what its filter refuses, leaving it for the
+others (Qpid Broker-J's per-consumer queue context), so the ring's round robin, and every
+unfiltered consumer, never pay for a filter. A filtered consumer tests each message once,
+until a release puts one back behind its cursor (:meth:`ConsumerSet.rewind`).
 """
 from __future__ import annotations
 
@@ -91,7 +96,7 @@ class ConsumerSet:
             raise ResourceLocked(f"{self._label} in exclusive use")
         if consumer.exclusive:
             self._exclusive = consumer
-        if consumer.acquires:
+        if consumer.acquires and getattr(consumer, "message_filter", None) is None:
             self._ring.append(consumer)
             self.acquiring = len(self._ring)
         else:
@@ -110,6 +115,13 @@ class ConsumerSet:
             return False
         self.acquiring = len(self._ring)
         return True
+
+    def rewind(self, seq: int) -> None:
+        """An entry with ``seq`` is available again: acquiring filtered consumers whose
+        cursor passed it look again from there (a browser saw it already)."""
+        for consumer, cursor in self.browsers.items():
+            if cursor >= seq and consumer.acquires:
+                self.browsers[consumer] = seq - 1
 
     def pick(self, excluded: Optional[set] = None) -> Optional[Consumer]:
         """The next acquiring consumer in ring order that has credit and is not in

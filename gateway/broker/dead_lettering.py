@@ -5,11 +5,16 @@ recorded in the ledger (``expired``, ``dead_lettered``) and, when the queue has 
 dead-letter exchange (``x-dead-letter-exchange``), a copy with its ``x-death`` (or 1.0
 annotations) is published there through the vhost (``QueueHost.dead_letter``), with
 ``x-dead-letter-routing-key`` or its own routing key. The copy gets a new gateway id there;
-the ledger records this message's end under its own.
+the ledger records this message's end under its own. Every other end without a
+consumer is recorded here too (``ended``): purged, deleted with the queue, dropped (a
+length limit without a dead-letter exchange, ``reject-publish``, a stop that does not
+keep it).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from gateway.ledger import EventKind
 
 from .message import DeathReason, MessageContainer
 
@@ -55,3 +60,13 @@ class DeadLettering:
         dead = message.with_death(queue=self.name, reason=reason, time=now, exchange=dlx,
                                   routing_key=routing_key)
         host.dead_letter(dead, now)
+
+    def ended(self, messages: Iterable[MessageContainer], event: EventKind, now: float,
+              reason: Optional[str] = None) -> None:
+        """``messages`` (a stand-in's gateway id will do) ended in the queue as ``event``
+        says (purged, deleted, dropped with its ``reason``): recorded."""
+        host = self.host
+        ledger = host.ledger
+        if ledger is not None:
+            for message in messages:
+                ledger.queue_event(now, host.name, message, self.name, event, reason)

@@ -197,10 +197,14 @@ class ProducerGate:
     ``low_ratio`` (0 < r <= 1) sets the low mark at which a raised alarm clears.
     ``add``/``sub`` are called by queues on the hot path: an int update and a compare.
     Raises ``ValueError`` on a ``low_ratio`` outside (0, 1].
+
+    Producers are blocked while the memory alarm (``memory_alarm``) or any named alarm
+    (``alarms``: ``disk``, ``store``) is raised; every alarm logs its own name when it is
+    set and cleared, and says whether producers are unblocked or stay blocked by others.
     """
 
     __slots__ = ("used", "high_watermark", "low_watermark", "low_ratio", "blocked", "transitions",
-                 "_listeners", "alarms")
+                 "_listeners", "alarms", "memory_alarm")
 
     def __init__(self, high_watermark: Optional[int] = None, low_ratio: float = 0.9) -> None:
         if not 0.0 < low_ratio <= 1.0:
@@ -210,8 +214,11 @@ class ProducerGate:
         self.high_watermark = high_watermark
         #: bytes at or below which a raised alarm clears (None: never raised)
         self.low_watermark = self._low_mark(high_watermark)
+        #: producers are blocked (by memory or by a named alarm)
         self.blocked = False
-        #: alarm transitions so far (set and clear each count one)
+        #: the memory alarm is raised (memory above the high mark, not yet at the low one)
+        self.memory_alarm = False
+        #: producer transitions so far (each block and each unblock counts one)
         self.transitions = 0
         self._listeners: list[BlockListener] = []
         #: raised alarms other than memory: name -> reason
@@ -233,20 +240,23 @@ class ProducerGate:
     def reason(self) -> str:
         if self.alarms:
             return "; ".join(self.alarms.values())
+        return self._memory_reason()
+
+    def _memory_reason(self) -> str:
         return (f"memory high watermark reached ({self.used} of {self.high_watermark} bytes; "
                 f"clears at {self.low_watermark})")
 
     def add(self, nbytes: int) -> None:
         self.used += nbytes
         hw = self.high_watermark
-        if hw is not None and not self.blocked and self.used > hw:
-            self._set(True)
+        if hw is not None and not self.memory_alarm and self.used > hw:
+            self._set_memory(True)
 
     def sub(self, nbytes: int) -> None:
         self.used -= nbytes
         lw = self.low_watermark
-        if self.blocked and (lw is None or self.used <= lw):
-            self._set(False)
+        if self.memory_alarm and (lw is None or self.used <= lw):
+            self._set_memory(False)
 
     def set_high_watermark(self, high_watermark: Optional[int]) -> None:
         """Change the mark (e.g. on config reload) and notify if the state changes."""
@@ -254,50 +264,56 @@ class ProducerGate:
         self.low_watermark = self._low_mark(high_watermark)
         if high_watermark is None:
             should = False
-        elif self.blocked:
+        elif self.memory_alarm:
             should = self.used > self.low_watermark  # type: ignore[operator]
         else:
             should = self.used > high_watermark
-        if should != self.blocked:
-            self._set(should)
+        if should != self.memory_alarm:
+            self._set_memory(should)
 
     def _low_mark(self, high_watermark: Optional[int]) -> Optional[int]:
         return None if high_watermark is None else int(high_watermark * self.low_ratio)
 
     def set_alarm(self, name: str, reason: Optional[str]) -> None:
         """Raise alarm ``name`` (``reason`` says why, for the listeners and the log) or,
-        with ``None``, clear it. Producers stay blocked while any alarm is raised, and
-        after the last one clears while memory is above the low mark."""
+        with ``None``, clear it. Producers stay blocked while any alarm is raised, the
+        memory alarm included."""
         if reason is None:
             if self.alarms.pop(name, None) is None:
                 return
-            log.warning("alarm cleared: %s", name)
-            lw = self.low_watermark
-            if self.blocked and not self.alarms and (lw is None or self.used <= lw):
-                self._set(False)
+            self._changed(f"{name} alarm cleared", None)
             return
         if self.alarms.get(name) == reason:
             return
         self.alarms[name] = reason
-        if not self.blocked:
-            self.blocked = True
-            self.transitions += 1
-            log.warning("%s alarm set, blocking producers: %s", name, reason)
-            for listener in list(self._listeners):
-                listener.blocked(reason)
+        self._changed(f"{name} alarm set", reason)
 
-    def _set(self, blocked: bool) -> None:
-        if not blocked and self.alarms:
-            return  # another alarm keeps producers blocked
+    def _set_memory(self, raised: bool) -> None:
+        self.memory_alarm = raised
+        if raised:
+            self._changed("memory alarm set", self._memory_reason())
+        else:
+            self._changed("memory alarm cleared", None,
+                          f"{self.used} bytes queued, at or below the low mark {self.low_watermark}")
+
+    def _changed(self, what: str, reason: Optional[str], detail: str = "") -> None:
+        """An alarm was set (``reason``) or cleared (None): log it in its own words, and
+        block or unblock producers if that changes."""
+        blocked = self.memory_alarm or bool(self.alarms)
+        if blocked == self.blocked:
+            others = [name for name in self.alarms] + (["memory"] if self.memory_alarm else [])
+            if reason is not None:
+                log.warning("%s: %s (producers were blocked already)", what, reason)
+            elif blocked:
+                log.warning("%s; producers stay blocked by: %s", what, ", ".join(others))
+            return
         self.blocked = blocked
         self.transitions += 1
         if blocked:
-            reason = self.reason()
-            log.warning("memory alarm set, blocking producers: %s", reason)
+            log.warning("%s, blocking producers: %s", what, reason)
             for listener in list(self._listeners):
-                listener.blocked(reason)
+                listener.blocked(reason or self.reason())
         else:
-            log.warning("memory alarm cleared, unblocking producers: %d bytes queued, at or below "
-                        "the low mark %s", self.used, self.low_watermark)
+            log.warning("%s, unblocking producers%s", what, f": {detail}" if detail else "")
             for listener in list(self._listeners):
                 listener.unblocked()

@@ -37,7 +37,7 @@ class DeathReason(enum.Enum):
 
 
 #: slots ``copy`` leaves behind
-_NOT_COPIED = frozenset(("_converted", "stored_body"))
+_NOT_COPIED = frozenset(("_converted", "stored_body", "publisher"))
 
 
 class MessageContainer:
@@ -67,6 +67,12 @@ class MessageContainer:
     - ``body_at``: for a 1.0 payload, ``Amqp10Summary.body_at`` (where its one data section
       starts, when its layout lets a 0-9-1 rendering skip scanning it again), else ``None``;
       a copy with another payload drops it.
+    - ``received_annotations``: for a 1.0 payload whose message-annotations were decoded
+      when it was received (a forwarded message, read by ``amqp$transfer``), ``(start,
+      end, annotations)``: where that section is in the payload and its map, so nothing
+      decodes it again (a 0-9-1 rendering, a hub forwarding it on); a copy with another
+      payload drops it.
+    - ``publisher``: the 1.0 connection id it was published on (no-local filters), or None.
     - ``stored_body``: the store's record of this message's row once a durable queue
       stored it, so the next durable queue refers to the same row; a copy has none.
 
@@ -94,7 +100,9 @@ class MessageContainer:
         "deaths",
         "annotations",
         "body_at",
+        "received_annotations",
         "stored_body",
+        "publisher",
         "_converted",
     )
 
@@ -121,6 +129,7 @@ class MessageContainer:
         deaths: Optional[list] = None,
         annotations: Optional[dict] = None,
         body_at: Optional[int] = None,
+        received_annotations: Optional[tuple[int, int, dict]] = None,
     ) -> None:
         self.origin = origin
         self.payload = payload
@@ -140,7 +149,11 @@ class MessageContainer:
         self.deaths = deaths
         self.annotations = annotations
         self.body_at = body_at
+        self.received_annotations = received_annotations
         self.stored_body: Any = None
+        #: the 1.0 connection it was published on (set by the 1.0 link, for no-local
+        #: filters), else None
+        self.publisher: Any = None
         self._converted: Optional[dict] = None
 
     def converted(self, target: Encoding, convert: Callable[["MessageContainer"], object]) -> object:
@@ -166,8 +179,11 @@ class MessageContainer:
         fields = {name: getattr(self, name) for name in self.__slots__
                   if name not in _NOT_COPIED}
         fields.update(changes)
-        if "payload" in changes and "body_at" not in changes:
-            fields["body_at"] = None  # it described the old payload
+        if "payload" in changes:  # they described the old payload
+            if "body_at" not in changes:
+                fields["body_at"] = None
+            if "received_annotations" not in changes:
+                fields["received_annotations"] = None
         origin = fields.pop("origin")
         payload = fields.pop("payload")
         return MessageContainer(origin, payload, **fields)

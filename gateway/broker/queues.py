@@ -36,7 +36,10 @@ its name, the memory gate, the ledger, the store, dead-lettering and its own del
 
 Ledger: with ``host.ledger`` set, an expiry is recorded as ``expired`` and a
 dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
-(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``).
+(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``);
+every other way an entry ends here is recorded too (``DeadLettering.ended``): ``purged``,
+``deleted`` with the queue, ``dropped`` (overflow without a dead-letter exchange, or at a
+stop when the store does not keep it).
 
 Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``
 (from ``host.queue_storage``);
@@ -48,6 +51,8 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+
+from gateway.ledger import EventKind
 
 from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
@@ -202,6 +207,8 @@ class Queue:
         if args.bounded and args.overflow is not _DROP_HEAD and self._full(message.size):
             if args.overflow is _REJECT_PUBLISH_DLX:
                 self.dead_lettering.dead_letter(message, DeathReason.MAXLEN, now)
+            else:
+                self.dead_lettering.ended((message,), EventKind.DROPPED, now, "reject-publish")
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
@@ -247,6 +254,11 @@ class Queue:
             or (max_bytes is not None and ready.nbytes > max_bytes)
         ):
             entry = entries.pop_lowest()  # lowest priority first
+            if args.dead_letter_exchange is None:  # (the stand-in's gateway id will do)
+                self.dead_lettering.ended((entry.message,), EventKind.DROPPED, now,
+                                          DeathReason.MAXLEN.value)
+                entries.finish(entry)
+                continue
             message = entries.leaving(entry)
             entries.finish(entry)
             if message is not None:
@@ -337,11 +349,15 @@ class Queue:
         return sent
 
     def _dispatch_browsers(self, now: float) -> int:
+        """Browsers and filtered consumers: each from its own cursor (see
+        ``consumers``); a filtered one skips what its filter refuses, or, on a queue of
+        its own (``MessageFilter.drops``: a temporary queue), drops it."""
         sent = 0
         browsers = self.consumers.browsers
         entries = self.entries
         for browser in list(browsers):
             cursor = browsers.get(browser)
+            accepts = browser.message_filter.accepts if getattr(browser, "message_filter", None) else None
             while cursor is not None and browser.credit.has_credit():
                 entry = self.ready.next_after(cursor, now)
                 if entry is None:
@@ -349,12 +365,29 @@ class Queue:
                 if entry.stored is not None and not entries.with_body(entry):
                     continue
                 cursor = browsers[browser] = entry.seq
+                if accepts is not None and not accepts(entry.message):
+                    if browser.message_filter.drops:
+                        self._drop_filtered(entry, now)
+                    continue
                 browser.credit.consume_one()
-                entries.browsed()
+                if browser.acquires:
+                    entries.acquire(entry, browser, now)
+                else:
+                    entries.browsed()
                 browser.deliver(entry, now)
                 sent += 1
                 cursor = browsers.get(browser)
         return sent
+
+    def _drop_filtered(self, entry: QueuedMessage, now: float) -> None:
+        """A message the filter of a queue's only consumer refuses (a filtered
+        ``/exchange`` source's temporary queue): it ends here, recorded ``dropped``."""
+        entries = self.entries
+        entries.remove_available(entry)
+        message = entries.leaving(entry)
+        entries.finish(entry)
+        if message is not None:
+            self.dead_lettering.ended((message,), EventKind.DROPPED, now, "filtered")
 
     # ------------------------------------------------------------------ settlement
     def release(
@@ -370,6 +403,8 @@ class Queue:
         if not self.entries.put_back(entry, redelivered, count_delivery):
             return False
         consumers = self.consumers
+        if consumers.browsers:
+            consumers.rewind(entry.seq)
         if consumers.acquiring or consumers.browsers:
             self.dispatch(self._now if now is None else now)
         return True
@@ -387,9 +422,12 @@ class Queue:
         multiple). Returns how many were acquired here and released."""
         put_back = self.entries.put_back
         count = 0
+        browsers = self.consumers.browsers
         for entry in entries:
             if put_back(entry, redelivered, count_delivery):
                 count += 1
+                if browsers:
+                    self.consumers.rewind(entry.seq)
         if count and self.consumers:
             self.dispatch(self._now if now is None else now)
         return count
@@ -485,16 +523,44 @@ class Queue:
             self.dead_lettering.expired(message, entry.delivery_count, now)
 
     # ------------------------------------------------------------------ the end
-    def purge(self) -> int:
-        """Drop every AVAILABLE entry (acquired ones stay); returns how many."""
+    def purge(self, now: Optional[float] = None) -> int:
+        """Drop every AVAILABLE entry (acquired ones stay); returns how many. ``now``: the
+        time the ledger records (else the queue's last)."""
+        if now is not None:
+            self._now = now
+        self.dead_lettering.ended(self._messages(ready=True), EventKind.PURGED, self._now)
         return self.entries.purge()
 
-    def delete(self, *, if_unused: bool = False, if_empty: bool = False) -> int:
+    def record_shutdown(self, now: float) -> int:
+        """The gateway stops: the entries the store does not keep are recorded as dropped
+        (reason ``transient queue``: a queue without storage, which is every queue of a
+        gateway without a store; ``transient message``: a stored queue's entry of a
+        transient message); returns how many."""
+        self._now = now
+        lost = [m for m, stored in self._messages(ready=True, acquired=True, stored=True)
+                if self.storage is None or not stored]
+        self.dead_lettering.ended(lost, EventKind.DROPPED, now,
+                                  "transient queue" if self.storage is None else "transient message")
+        return len(lost)
+
+    def _messages(self, ready: bool = False, acquired: bool = False, stored: bool = False) -> list:
+        """The messages of the AVAILABLE and/or ACQUIRED entries (with whether the store
+        keeps each, if ``stored``)."""
+        entries = self.entries
+        found = [e for level in entries.ready.levels for e in level] if ready else []
+        if acquired:
+            found += entries.acquired.values()
+        return [(e.message, e.stored is not None) if stored else e.message for e in found]
+
+    def delete(self, *, if_unused: bool = False, if_empty: bool = False,
+               now: Optional[float] = None) -> int:
         """Delete the queue; returns the number of AVAILABLE messages it held.
 
         Raises :class:`PreconditionFailed` if ``if_unused`` and it has consumers, or
         ``if_empty`` and it has available messages (RabbitMQ's texts).
         """
+        if now is not None:
+            self._now = now
         if if_unused and self.consumers:
             raise PreconditionFailed(f"{self.label} in use")
         if if_empty and self.ready.count:
@@ -514,6 +580,8 @@ class Queue:
         count = self.ready.count
         for consumer in self.consumers.clear():
             consumer.cancelled_by_broker(reason)
+        self.dead_lettering.ended(self._messages(ready=True, acquired=True), EventKind.DELETED,
+                                  self._now)
         self.entries.clear()
         return count
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 from gateway.store.interface import ExchangeRecord, NullStore, QueueRecord, Store
 
 from .consumers import Consumer
+from .entity_names import GlobalNames, check_new_name
 from .errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from .exchanges import Binding, DefaultExchange, DestinationKind, Exchange, exchange_class
 from .flow import ProducerGate
@@ -96,6 +97,11 @@ class VirtualHost:
             )
 
     # ------------------------------------------------------------------ lookups
+    @property
+    def global_names(self) -> Optional[GlobalNames]:
+        """Which ``node@container`` names are global addresses here (``entity_names``)."""
+        return self.broker.global_names if self.broker is not None else None
+
     def exchange(self, name: str) -> Optional[Exchange]:
         return self.exchanges.get(name)
 
@@ -140,12 +146,15 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
+        restored: bool = False,
     ) -> Exchange:
-        """Declare (or with ``passive`` only look up) an exchange.
+        """Declare (or with ``passive`` only look up) an exchange; ``restored``: from the
+        store, its name not checked again.
 
         Raises NotFound (passive, missing), CommandInvalid (unknown type),
         AccessRefused (the default exchange, a new ``amq.*`` name), PreconditionFailed
-        (inequivalent redeclare, naming the field).
+        (inequivalent redeclare, naming the field), InvalidArgument (a new name that
+        breaks a rule of ``entity_names``).
         """
         if passive:
             return self.checked_exchange(name)
@@ -156,6 +165,8 @@ class VirtualHost:
         if existing is None:
             if name.startswith("amq."):
                 raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
+            if not restored:
+                check_new_name("exchange", name, self.global_names)
             existing = cls(
                 name,
                 vhost_name=self.name,
@@ -170,12 +181,18 @@ class VirtualHost:
             if self.broker is not None:
                 self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
-                self.store.save_exchange(
-                    ExchangeRecord(self.name, name, type, durable, auto_delete, internal, dict(existing.arguments))
-                )
+                self.store.save_exchange(self._exchange_record(existing))
             return existing
         check_exchange_equivalence(existing, type, durable, auto_delete, internal, arguments or {})
+        if existing.durable and not existing.predeclared:
+            # writes nothing unless its first write is not committed yet: then the caller
+            # waits for that commit too (``gateway/store/sqlite_entities.py``)
+            self.store.save_exchange(self._exchange_record(existing))
         return existing
+
+    def _exchange_record(self, exchange: Exchange) -> ExchangeRecord:
+        return ExchangeRecord(self.name, exchange.name, exchange.type.value, True, exchange.auto_delete,
+                              exchange.internal, dict(exchange.arguments))
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
         """Delete an exchange and every binding to or from it. A missing exchange is not
@@ -216,17 +233,19 @@ class VirtualHost:
         arguments: Optional[Mapping[str, Any]] = None,
         owner: Any = None,
         now: float = 0.0,
-        enforce_limits: bool = True,
+        restored: bool = False,
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``. The vhost's best policy applies to a new queue.
+        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name and the
+        vhost's queue limit not checked again. The vhost's best policy applies to a new
+        queue.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed
-        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments),
-        ResourceLimitExceeded (the vhost's ``max-queues``, unless ``enforce_limits`` is
-        False: a restore brings back what the store holds).
+        (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments, or a
+        new name that breaks a rule of ``entity_names``), ResourceLimitExceeded (the
+        vhost's ``max-queues``).
         """
         if passive:
             queue = self.checked_queue(name, owner)
@@ -244,8 +263,11 @@ class VirtualHost:
                 self.checked_queue(name, owner)  # raises ResourceLocked
             check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments or {})
             existing.touch(now)
+            if existing.storable:
+                self.store.save_queue(self._queue_record(existing))  # as for exchanges above
             return existing
-        if enforce_limits:
+        if not restored:
+            check_new_name("queue", name, self.global_names)
             self.limits.check_new_queue(name, len(self.queues))
         queue = Queue(
             name,
@@ -273,11 +295,14 @@ class VirtualHost:
     def queue_storage(self, queue: Queue) -> Optional[QueueStorage]:
         """Write the storable ``queue``'s record; its ``QueueStorage`` when the store keeps
         messages, else None."""
-        key = self.store.save_queue(QueueRecord(self.name, queue.name, True, False, dict(queue.arguments)))
+        key = self.store.save_queue(self._queue_record(queue))
         if not self.store.persistent:
             return None
         loader = self.broker.message_loader if self.broker is not None else None
         return QueueStorage(queue, self.store, key, loader, self.gate)
+
+    def _queue_record(self, queue: Queue) -> QueueRecord:
+        return QueueRecord(self.name, queue.name, True, False, dict(queue.arguments))
 
     def _server_name(self) -> str:
         while True:
@@ -287,17 +312,20 @@ class VirtualHost:
                 return name
 
     def delete_queue(
-        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False, owner: Any = None,
+        now: Optional[float] = None,
     ) -> int:
         """Delete a queue; returns its available message count. A missing queue gives 0
-        (RabbitMQ). Raises ResourceLocked / PreconditionFailed."""
+        (RabbitMQ). Raises ResourceLocked / PreconditionFailed. ``now``: the time the
+        ledger records its messages' deletion at (else the queue's last)."""
         if name not in self.queues:
             return 0
-        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty)
+        return self.checked_queue(name, owner).delete(if_unused=if_unused, if_empty=if_empty,
+                                                      now=now)
 
-    def purge_queue(self, name: str, *, owner: Any = None) -> int:
+    def purge_queue(self, name: str, *, owner: Any = None, now: Optional[float] = None) -> int:
         """Purge available messages; returns how many. Raises NotFound / ResourceLocked."""
-        return self.checked_queue(name, owner).purge()
+        return self.checked_queue(name, owner).purge(now)
 
     def forget_queue(self, queue: Queue, reason: str) -> int:
         """QueueHost: called by ``Queue.delete``/auto-delete/expiry, the owner's close or

@@ -41,6 +41,10 @@ class Bindings:
         """Bind ``destination`` (a queue or an exchange) to ``source``; False if the
         binding existed."""
         if not source.add_binding(binding, destination):
+            if source.durable and _stored(destination):
+                # writes nothing unless its first write is not committed yet: then the
+                # caller waits for that commit too (``gateway/store/sqlite_entities.py``)
+                self._store.save_binding(_binding_record(self._vhost, binding))
             return False
         self._inbound.setdefault((binding.destination_kind, binding.destination), {})[binding] = None
         if source.durable and _stored(destination):

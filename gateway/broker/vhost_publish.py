@@ -3,7 +3,8 @@
 A collaborator of ``VirtualHost``: routing through the exchange graph (a visited set,
 since exchange-to-exchange bindings may form cycles; each queue gets a message at most
 once; an exchange's ``alternate-exchange`` when it routes nothing), the default
-exchange's lookup (a queue name, or ``node@container`` naming this gateway), enqueueing,
+exchange's lookup (a queue name, or a global address ``node@container``: its node, or no
+local queue when it is forwarded), enqueueing,
 and the broker's own publishes (dead-lettered copies, events) with their ledger
 verdicts. It reads the vhost's maps of exchanges and queues and writes neither; the
 vhost hands its publishing calls straight to it (its own bound methods, so the
@@ -76,14 +77,16 @@ class Publisher:
         self._queues = queues
 
     def queue_for_key(self, routing_key: str) -> Optional[Queue]:
-        """The default exchange's lookup: a queue name, or ``node@container`` naming this
-        gateway's own container (DESIGN.md: 0-9-1 reaches global addresses this way)."""
-        queue = self._queues.get(routing_key)
-        if queue is None and "@" in routing_key:
-            node, _, container = routing_key.rpartition("@")
-            if self._broker is not None and container == self._broker.container_id:
-                queue = self._queues.get(node)
-        return queue
+        """The default exchange's lookup: a queue name; a global address
+        (``entity_names``) always means its node: the node itself for this gateway's own
+        container, no local queue for a forwarded one (the transfer service takes it;
+        DESIGN.md: 0-9-1 reaches global addresses this way)."""
+        if "@" in routing_key and self._broker is not None:
+            found = self._broker.global_names.resolve(routing_key)
+            if found is not None:
+                node, _container, own = found
+                return self._queues.get(node) if own else None
+        return self._queues.get(routing_key)
 
     def publish(self, exchange: str, routing_key: str, message: MessageContainer, now: float) -> PublishResult:
         """Route ``message`` from ``exchange`` and enqueue it.
@@ -107,11 +110,18 @@ class Publisher:
         if not message.gateway_id and self._broker is not None:
             message.gateway_id = self._broker.next_gateway_id()
         if exchange == "":
-            queue = self._queues.get(routing_key)
-            if queue is None and "@" in routing_key:
-                queue = self.queue_for_key(routing_key)
-            if queue is None:
+            node = None
+            if "@" in routing_key:
+                # a global address always means its node, never a local queue of its name:
+                # the forwarder claims it first (``GlobalNames``: forwarded is what a service
+                # resolves), then this gateway's own container
                 node = self._broker.service(routing_key) if self._broker is not None else None
+                queue = None if node is not None else self.queue_for_key(routing_key)
+            else:
+                queue = self._queues.get(routing_key)
+            if queue is None:
+                if node is None:
+                    node = self._broker.service(routing_key) if self._broker is not None else None
                 if node is None:
                     return _NOTHING
                 call_service(node, message, now, ServiceCaller(None, self._vhost))

@@ -34,5 +34,5 @@ class LimitsConfig:
     failed_logins_before_delay: int = _checked(5, check=_positive)
     failed_login_window: float = _checked(60.0, check=_positive)
     failed_login_max_delay: float = _checked(30.0, check=_non_negative)
-    # refused logins of one address whose delayed answers are pending (gateway.auth.throttle)
+    # delayed answers to refused logins one address may have held at once (gateway.auth.throttle)
     failed_login_max_pending: int = _checked(8, check=_positive)

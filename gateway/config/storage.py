@@ -36,5 +36,6 @@ class StoreConfig:
     commit_batch: int = _checked(4096, check=_positive)
     memory_budget: Optional[int] = _checked(None, check=_positive)
     disk_free_limit: int = _checked(52428800, check=_non_negative)
+    disk_reserve: int = _checked(16777216, check=_non_negative)
     disk_check_interval: float = _checked(1.0, check=_positive)
     integrity_check: str = _checked("quick", check=_one_of("quick", "full", "off"))

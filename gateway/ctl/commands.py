@@ -2,11 +2,12 @@
 
     amqp-gateway ctl [--url URL | --config FILE] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
-``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|remotes|
-backends|shovels|vhosts|users|permissions|policies|vhost_limits``; ``purge queue NAME``;
-``delete queue|exchange NAME``; ``close connection NAME [--reason TEXT]``; and the changes
-and message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy,
-export, import, publish, get). Tables by default, the API's JSON with ``--json``. The password may
+``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|
+subscriptions|remotes|backends|shovels|vhosts|users|permissions|policies|vhost_limits``;
+``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection NAME [--reason
+TEXT]``; and the changes and message moves of ``admin_commands`` (declare, add_user,
+set_permissions, set_policy, export, import, publish, get). Tables by default, the API's
+JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
 Which gateway: ``--url``, else the management listener of ``--config FILE``, else of
@@ -67,6 +68,10 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("vhost", "queue.vhost"), ("queue", "queue.name"), ("consumer_tag", "consumer_tag"),
         ("channel", "channel_details.name"), ("ack_required", "ack_required"),
         ("prefetch", "prefetch_count")]),
+    "subscriptions": ("subscriptions", True, [
+        ("vhost", "vhost"), ("queue", "queue"), ("link_name", "link_name"),
+        ("container_id", "container_id"), ("source", "source"), ("durable", "durable"),
+        ("consumers", "consumers"), ("messages", "messages"), ("unsettled", "unsettled")]),
     "remotes": ("gateway/remotes", False, [
         ("name", "name"), ("state", "state"), ("address", "address"),
         ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),

@@ -187,11 +187,14 @@ class BackendConnector:
 class EdgeProxy:
     """``gateway.backend.VhostProxy`` over Twisted (see the module docstring)."""
 
-    def __init__(self, reactor: Any, backends: Backends, bridge_factory: Any) -> None:
+    def __init__(self, reactor: Any, backends: Backends, bridge_factory: Any, links_factory: Any) -> None:
         self.reactor = reactor
         self.backends = backends
         #: (node, settings, login, events) -> the engine that carries a 1.0 client's links
+        #: (an amqp091 backend), and the 1.0 engine that carries a 0-9-1 client's channels
+        #: (an amqp10 backend)
         self._bridge_factory = bridge_factory
+        self._links_factory = links_factory
 
     def backend_for(self, vhost: str) -> Optional[BackendNodes]:
         return self.backends.for_vhost(vhost)
@@ -203,4 +206,9 @@ class EdgeProxy:
     def connect_bridge(self, backend: BackendNodes, login: BackendLogin, events: Any) -> BackendConnector:
         """``connect`` with the bridge engine (a 1.0 client's links on a 0-9-1 backend)."""
         factory, settings = self._bridge_factory, backend.settings
+        return self.connect(backend, login, lambda node: factory(node, settings, login, events), events)
+
+    def connect_links(self, backend: BackendNodes, login: BackendLogin, events: Any) -> BackendConnector:
+        """``connect`` with the 1.0 engine of an amqp10 backend (a 0-9-1 client's channels)."""
+        factory, settings = self._links_factory, backend.settings
         return self.connect(backend, login, lambda node: factory(node, settings, login, events), events)

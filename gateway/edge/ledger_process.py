@@ -15,9 +15,12 @@ once and pauses us (we are the pipe's push producer) until the child has read it
 that arrive meanwhile wait here, up to ``max_pending_bytes``, beyond which the oldest
 are dropped and counted (a writer that cannot keep up must not grow the gateway's memory
 without bound). A child that dies is restarted after ``restart_delay`` (it recovers the
-segment it left open); what it had read but not yet written is lost and logged. A new
-child, or one that missed lines, is sent the open contexts first. ``stop`` sends the
-rest, closes the pipe, and waits for the child to write it and exit.
+segment it left open); what it had been sent and not acknowledged as written (the child
+acknowledges the lines it wrote after each flush, on its stdout) is lost: ``on_gap(count,
+since, now)`` is called with that count and the time of the last acknowledgement (the
+service records a ``gap``, counts it and raises an alert). A new child, or one that
+missed lines, is sent the open contexts first. ``stop`` sends the rest, closes the pipe,
+and waits for the child to write it and exit.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections import deque
 from typing import Any, Callable, Optional
 
@@ -114,10 +118,12 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     def __init__(self, reactor: Any, ledger: Ledger, settings: dict[str, Any], *,
                  max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
-                 restart_delay: float = RESTART_DELAY) -> None:
+                 restart_delay: float = RESTART_DELAY,
+                 on_gap: Optional[Callable[[int, float, float], None]] = None) -> None:
         self.reactor = reactor
         self.ledger = ledger
-        self.settings = settings
+        self.settings = dict(settings, acknowledge=True)
+        self.on_gap = on_gap
         self.max_pending_bytes = max_pending_bytes
         self.restart_delay = restart_delay
         self.shipping = LedgerShipping(reactor, ledger, self.send)
@@ -133,8 +139,15 @@ class LedgerProcess(protocol.ProcessProtocol):
         #: bytes the pipe to the child holds (after ``_widen_pipe``), 0 before it started
         self.pipe_capacity = 0
         self._stderr = b""
+        self._stdout = b""
         self.chunks_dropped = 0
         self.restarts = 0
+        #: lines handed to the current child, and those it acknowledged as written
+        self._sent = self._written = 0
+        #: when the current child last acknowledged (or started)
+        self._written_at = 0.0
+        #: children that died with lines unwritten, and those lines
+        self.gaps = self.records_lost = 0
 
     # -- life cycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -144,6 +157,8 @@ class LedgerProcess(protocol.ProcessProtocol):
         self._ended = defer.Deferred()
         self._paused = False
         self._replay = True  # a new child knows only what it is sent from now on
+        self._sent = self._written = 0
+        self._written_at = self.reactor.seconds()
         self.reactor.spawnProcess(self, sys.executable, argv, env=env,
                                   childFDs={0: "w", 1: "r", 2: "r"})
         if not self.shipping._loop.running:
@@ -219,11 +234,15 @@ class LedgerProcess(protocol.ProcessProtocol):
         while self._pending and self._running and not self._paused:
             if self._replay:
                 self._replay = False
-                self.transport.write(self.ledger.context_lines())
+                self._write(self.ledger.context_lines())
                 continue
             data = self._pending.popleft()
             self._pending_bytes -= len(data)
-            self.transport.write(data)  # may pause us at once
+            self._write(data)  # may pause us at once
+
+    def _write(self, data: bytes) -> None:
+        self._sent += data.count(b"\n")
+        self.transport.write(data)
 
     # IPushProducer: the stdin pipe's buffer is full / has room again
     def pauseProducing(self) -> None:
@@ -245,7 +264,14 @@ class LedgerProcess(protocol.ProcessProtocol):
                 log.warning("ledger writer: %s", line.decode("utf-8", "replace"))
 
     def outReceived(self, data: bytes) -> None:
-        pass
+        """The child's acknowledgements: lines written so far, one count a line."""
+        self._stdout += data
+        *lines, self._stdout = self._stdout.split(b"\n")
+        for line in reversed(lines):
+            if line.strip().isdigit():
+                self._written = int(line)
+                self._written_at = self.reactor.seconds()
+                break
 
     def processEnded(self, reason: Any) -> None:
         self._running = False
@@ -258,8 +284,14 @@ class LedgerProcess(protocol.ProcessProtocol):
                 ended.callback(None)
             return
         self.restarts += 1
+        lost = max(0, self._sent - self._written)
         log.error("ledger writer process exited unexpectedly (status %s); restarting in %.1fs; "
-                  "events it had not yet written are lost", code, self.restart_delay)
+                  "%d record(s) it had not acknowledged as written since %s are lost", code,
+                  self.restart_delay, lost, _utc(self._written_at))
+        self.gaps += 1
+        self.records_lost += lost
+        if self.on_gap is not None:
+            self.on_gap(lost, self._written_at, self.reactor.seconds())
         if ended is not None:
             ended.callback(None)
         self._restart = self.reactor.callLater(self.restart_delay, self._restarted)
@@ -267,6 +299,10 @@ class LedgerProcess(protocol.ProcessProtocol):
     def _restarted(self) -> None:
         self._restart = None
         self.start()
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
 
 
 def _widen_pipe(fd: int, capacity: int) -> int:

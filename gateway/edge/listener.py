@@ -13,9 +13,9 @@ does for its connection limits. A client refused at TCP level would only see a r
 Against floods there is still a hard cap on sockets (handshakes included): beyond
 ``hard_cap()`` a new TCP connection is closed at once, without a word.
 
-Login throttling: a new connection from an address whose refused logins hold every slot
-the shared ``LoginThrottle`` gives it is closed at accept, before any protocol work (the
-rules and their rate-limited log line are the throttle's, ``gateway.auth.throttle``).
+Login throttling is the engines' (the shared ``LoginThrottle``, ``gateway.auth.throttle``):
+no connection is closed at accept for its address's failed logins, since everyone behind
+a NAT would be locked out by one guesser.
 Handshake timeouts (the sniffer's, and those an engine records in ``timed_out``) are
 logged through the one shared ``RateLimitedLog`` (``connection_log``).
 
@@ -40,7 +40,6 @@ from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import Factory
 
 from gateway.auth.limits import ListenerSlots
-from gateway.auth.throttle import LoginThrottle
 from gateway.config import ListenerConfig, TlsMode
 from gateway.connection_log import ConnectionTrail, RateLimitedLog, peer_name
 from gateway.edge.sniffer import SniffingProtocol
@@ -113,10 +112,8 @@ class ListenerFactory(Factory):
 
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
                  engine_factory: EngineFactory, max_connections: int = 0,
-                 tls=None, login_throttle: Optional[LoginThrottle] = None,
-                 connection_log: Optional[RateLimitedLog] = None) -> None:
+                 tls=None, connection_log: Optional[RateLimitedLog] = None) -> None:
         self.listener = listener
-        self.login_throttle = login_throttle
         #: the rate limit of handshake-timeout lines, shared by every listener
         self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material
@@ -151,29 +148,12 @@ class ListenerFactory(Factory):
                         self.slots.limit, addr)
             self.metrics.sniff_failures.labels("connection-limit").inc()
             return None
-        # behind a balancer the client's address is known only from its PROXY header
-        if not self.listener.proxy_protocol and \
-                not self._admits(getattr(addr, "host", ""), getattr(addr, "port", 0)):
-            return None
         self.metrics.tcp_connections.inc()
         p = SniffingProtocol(self, next(_ids))
         p.factory = self
         return p
 
-    def _admits(self, host: str, port: int) -> bool:
-        """The login throttle's word on a new connection from ``host``."""
-        throttle = self.login_throttle
-        if throttle is None or throttle.admit_connection(host, peer_name(host, port),
-                                                         self.reactor.seconds()):
-            return True
-        self.metrics.sniff_failures.labels("login-throttled").inc()
-        return False
-
     # -- sniffer callbacks ------------------------------------------------------------
-    def admit(self, proto: SniffingProtocol) -> bool:
-        """After a PROXY header: whether the client it names may connect."""
-        return self._admits(*proto.peer)
-
     def refusal_reason(self, kind: HeaderKind, in_tls: bool = False) -> Optional[str]:
         """Why this listener will not serve ``kind`` (a metric label), or None."""
         # 1.0 without SASL too: the 1.0 engine serves it where the listener allows it, and

@@ -15,11 +15,11 @@ import time
 from typing import Any, Callable, Optional
 
 from twisted.web.resource import Resource
-from twisted.web.server import Site
+from twisted.web.server import NOT_DONE_YET, Site
 
 from gateway.auth import Authenticator, LoginThrottle
 from gateway.edge.http import QuietSite
-from gateway.management.http_api import ApiRequest, ApiResponse, HttpApi, handle, split_path
+from gateway.management.http_api import ApiRequest, ApiResponse, HttpApi, handle_saved, split_path
 from gateway.management.http_auth import REALM, BasicAuthenticator
 from gateway.management.http_errors import HttpError
 
@@ -90,13 +90,15 @@ class ManagementResource(Resource):
             body = request.content.read(limit + 1) if request.content is not None else b""
             if len(body) > limit:
                 raise HttpError(413, "payload_too_large", f"the body is larger than {limit} bytes")
-            response = handle(self.api, ApiRequest(
+            answer = _LaterAnswer(self, request)
+            handle_saved(self.api, ApiRequest(
                 method=request.method.decode("ascii", "replace"), segments=segments,
                 query={k.decode("utf-8", "replace"): [v.decode("utf-8", "replace") for v in vs]
                        for k, vs in request.args.items()},
                 body=body, user=user,
                 headers={k.decode("latin-1").lower(): vs[0].decode("latin-1")
-                         for k, vs in request.requestHeaders.getAllRawHeaders() if vs}))
+                         for k, vs in request.requestHeaders.getAllRawHeaders() if vs}), answer.respond)
+            return answer.now()
         except HttpError as exc:
             response = ApiResponse(exc.status, exc.body(), exc.headers)
         except Exception:  # noqa: BLE001 - a bug answers 500, never kills the listener
@@ -127,6 +129,39 @@ class ManagementResource(Resource):
             return b""
         request.setHeader(b"Content-Type", b"application/json")
         return json.dumps(response.body, default=_jsonable).encode()
+
+
+class _LaterAnswer:
+    """The answer to one API request: given during ``render`` (returned from it) or later,
+    once the store committed what the request changed (written then; dropped if the
+    client went away meanwhile)."""
+
+    __slots__ = ("_resource", "_request", "_response", "_waiting", "_gone")
+
+    def __init__(self, resource: ManagementResource, request: Any) -> None:
+        self._resource = resource
+        self._request = request
+        self._response: Optional[ApiResponse] = None
+        self._waiting = False
+        self._gone = False
+
+    def respond(self, response: ApiResponse) -> None:
+        if not self._waiting:
+            self._response = response
+        elif not self._gone:
+            self._request.write(self._resource._answer(self._request, response))
+            self._request.finish()
+
+    def now(self) -> Any:
+        """What ``render`` returns: the answer's bytes, or NOT_DONE_YET while it waits."""
+        if self._response is not None:
+            return self._resource._answer(self._request, self._response)
+        self._waiting = True
+        self._request.notifyFinish().addErrback(self._lost)
+        return NOT_DONE_YET
+
+    def _lost(self, _reason: Any) -> None:
+        self._gone = True
 
 
 def make_management_site(api: HttpApi, authenticator: Authenticator,

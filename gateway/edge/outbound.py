@@ -134,7 +134,10 @@ class RemoteLink:
                 forwarder.credit(available)
 
             def settled(self, settlement: Any) -> None:
-                forwarder.settled(settlement)
+                self.settled_many((settlement,))
+
+            def settled_many(self, settlements: Any) -> None:
+                forwarder.settled_many(settlements)
                 if link.on_settled is not None:
                     link.on_settled()
 

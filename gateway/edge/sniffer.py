@@ -193,9 +193,6 @@ class SniffingProtocol(Protocol):
             self.proxied = header.source
             log.debug("connection %d: PROXY v%d header: client %s via %s", self.connection_id,
                       header.version, self.factory.peer_text(self), via)
-        if not self.factory.admit(self):
-            self._close()
-            return False
         return True
 
     def _sniff(self) -> None:

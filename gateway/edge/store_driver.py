@@ -14,7 +14,8 @@ disk-space alarm and the store's write alarm.
   file system (``statvfs``: blocks available to this user) is compared with
   ``disk_free_limit``; below it the broker's producer gate raises the ``disk`` alarm
   (0-9-1 connection.blocked, no new 1.0 credit), cleared when space returns. A store
-  whose writes fail raises the ``store`` alarm until a write succeeds again.
+  whose writes fail raises the ``store`` alarm until its recovery checks pass (see
+  ``gateway/store/commit_thread.py``), also at start when it opens on a nearly full disk.
 """
 from __future__ import annotations
 
@@ -24,15 +25,11 @@ from typing import Any, Optional
 
 from twisted.internet import task
 
+from gateway.store.space_reserve import free_disk_bytes
+
 __all__ = ["StoreDriver", "free_disk_bytes"]
 
 log = logging.getLogger(__name__)
-
-
-def free_disk_bytes(directory: str) -> int:
-    """Bytes an unprivileged writer may still use on ``directory``'s file system."""
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize
 
 
 class StoreDriver:
@@ -55,6 +52,8 @@ class StoreDriver:
         store.on_pending = self._schedule_commit
         store.on_commit = self._committed
         store.on_alarm = self._store_alarm
+        if getattr(store, "write_error", None) is not None:  # it opened on a full disk
+            self._store_alarm(str(store.write_error))
 
     def start(self) -> None:
         self._disk_check.start(self._disk_check_interval, now=True)

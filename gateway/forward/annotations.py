@@ -16,7 +16,7 @@ from translators.errors import TranslationError
 from translators.section_scan import SectionCode, scan_sections
 
 __all__ = ["ORIGIN", "GATEWAY_ID", "HOPS", "ERROR", "REMOTE", "MAX_HOPS", "Forwarded",
-           "forwarded_of", "forward_annotations", "LoopError"]
+           "annotations_section", "forwarded_in", "forwarded_of", "forward_annotations", "LoopError"]
 
 ORIGIN = "x-opt-forward-origin"
 GATEWAY_ID = "x-opt-forward-id"
@@ -46,23 +46,37 @@ class LoopError(Exception):
     """The message passed too many containers, or this one already (the text says)."""
 
 
-def forwarded_of(encoded: bytes) -> Optional[Forwarded]:
-    """The forwarding annotations of an encoded 1.0 message, or None when it has none
-    (it was not forwarded by a gateway). Raises ``TranslationError`` on a malformed
-    encoding."""
+def annotations_section(encoded: bytes) -> Optional[tuple[int, int, dict]]:
+    """``(start, end, annotations)``: where an encoded 1.0 message's
+    message-annotations section is, and its map; None without one. Raises
+    ``TranslationError`` on a malformed encoding."""
     for span in scan_sections(encoded):
         if span.code is SectionCode.MESSAGE_ANNOTATIONS:
             annotations = decode_section_fast(encoded, span)
             if not isinstance(annotations, dict):
                 raise TranslationError("message-annotations", "must be a map")
-            origin, gid = annotations.get(ORIGIN), annotations.get(GATEWAY_ID)
-            if not isinstance(origin, str) or not isinstance(gid, int):
-                return None
-            hops = annotations.get(HOPS) or []
-            return Forwarded(str(origin), int(gid), tuple(str(h) for h in hops))
+            return span.start, span.end, annotations
         if span.code not in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):
             return None
     return None
+
+
+def forwarded_in(annotations: dict) -> Optional[Forwarded]:
+    """What a message's decoded message-annotations say of its forwarding, or None
+    (it was not forwarded by a gateway)."""
+    origin, gid = annotations.get(ORIGIN), annotations.get(GATEWAY_ID)
+    if not isinstance(origin, str) or not isinstance(gid, int):
+        return None
+    hops = annotations.get(HOPS) or []
+    return Forwarded(str(origin), int(gid), tuple(str(h) for h in hops))
+
+
+def forwarded_of(encoded: bytes) -> Optional[Forwarded]:
+    """The forwarding annotations of an encoded 1.0 message, or None when it has none
+    (it was not forwarded by a gateway). Raises ``TranslationError`` on a malformed
+    encoding."""
+    section = annotations_section(encoded)
+    return None if section is None else forwarded_in(section[2])
 
 
 def forward_annotations(container_id: str, gateway_id: int,

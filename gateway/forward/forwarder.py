@@ -9,7 +9,9 @@ the commit of each generation once, and every entry of that generation becomes `
 together (a failed commit drops them: their publishers are refused, and the remote never
 sees a message the outbox does not hold). Entries wait in ``ready`` (entry id order) until
 the connection is up and has credit (the remote's link credit, at most ``credit`` in
-flight); each is sent once and kept in ``in_flight`` until the remote settles it:
+flight, or the most the remote granted at once if that is more); each is sent once and
+kept in ``in_flight`` until the remote settles it (what one read of the connection
+settled is handled together, ``settled_many``, and the room it frees is used once):
 
 - ``accepted`` (a confirm ack): the outbox row is removed;
 - ``released`` (``modified`` delivery-failed): counted as an attempt and retried after a
@@ -36,9 +38,11 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
+from gateway import timeline
 from gateway.broker.message import MessageContainer
+from gateway.connection_log import RateLimitedLog
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
@@ -123,6 +127,9 @@ class Forwarder:
         self.up = False
         #: what the remote lets us send (its link credit, less what went since it said so)
         self.remote_credit = 0
+        #: the most the remote granted at once on this connection: the in-flight cap is
+        #: never below it (``in_flight_cap``)
+        self.granted = 0
         self.state = "connecting"
         self.last_error: Optional[str] = None
         self.bytes = 0
@@ -130,6 +137,9 @@ class Forwarder:
         self.acked = 0
         self.retried = 0
         self.dead_lettered = 0
+        #: one line per interval about dead letters (a remote that refuses a stream of
+        #: 20,000 messages must not write 20,000 lines); the rest counted by reason
+        self._dead_letter_log = RateLimitedLog()
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:
@@ -199,6 +209,9 @@ class Forwarder:
             return
         for entry in batch:
             self._ready(entry)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("outbox-committed", len(batch))
         self.pump()
 
     def _hold(self, entry: OutboxEntry) -> None:
@@ -251,7 +264,9 @@ class Forwarder:
         if self.paged and len(ready) <= self.settings.credit // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
-        while self.remote_credit > 0 and len(self.in_flight) < self.settings.credit:
+        sent = self.forwarded
+        cap = self.in_flight_cap
+        while self.remote_credit > 0 and len(self.in_flight) < cap:
             if not ready:
                 if self.paged:
                     self._page_in()
@@ -271,19 +286,33 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, entry, self._clock())
         self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+        marks = timeline.recorder
+        if marks is not None and self.forwarded != sent:
+            marks.mark("sent", self.forwarded - sent)
+
+    @property
+    def in_flight_cap(self) -> int:
+        """Entries in flight at most: the ``credit`` setting, or what the remote granted
+        at once when that is more (a remote that grants a larger window has room for
+        it; a cap below its grant left the two sides taking turns)."""
+        granted = self.granted
+        credit = self.settings.credit
+        return granted if granted > credit else credit
 
     @property
     def available(self) -> int:
-        """How many more may be sent now: the remote's credit, and the ``credit``
-        setting less what is in flight (which every settlement lowers)."""
-        return max(0, min(self.remote_credit, self.settings.credit - len(self.in_flight)))
+        """How many more may be sent now: the remote's credit, and the in-flight cap
+        less what is in flight (which every settlement lowers)."""
+        return max(0, min(self.remote_credit, self.in_flight_cap - len(self.in_flight)))
 
     def _deferred_pump(self) -> None:
         self._pump_deferred = False
         self.pump()
 
     def tick(self, now: float) -> None:
-        """Retries whose backoff is over go back to ``ready``."""
+        """Retries whose backoff is over go back to ``ready``; dead letters left out of
+        the log are summarised."""
+        self._dead_letter_log.flush(now)
         retrying = self.retrying
         moved = False
         while retrying and retrying[0][0] <= now:
@@ -307,8 +336,8 @@ class Forwarder:
             log.warning("forwarding to '%s': %s; %d message(s) wait", self.container, error,
                         self.depth)
         self.up = False
-        #: what the remote lets us send (its link credit, less what went since it said so)
         self.remote_credit = 0
+        self.granted = 0
         self.state = "backing off"
         self.last_error = error
         for entry in self.in_flight.values():
@@ -319,15 +348,34 @@ class Forwarder:
         self.state = "connecting"
 
     def credit(self, available: int) -> None:
-        self.remote_credit = max(0, available)
+        self.remote_credit = available = max(0, available)
+        if available > self.granted:
+            self.granted = available
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("credit", available)
         self.pump()
 
     def settled(self, settlement: Settlement) -> None:
+        self.settled_many((settlement,))
+
+    def settled_many(self, settlements: Sequence[Settlement]) -> None:
+        """What the remote settled in one read: the outbox follows each, and the freed
+        room is used once, for the lot (a settlement at a time sent one entry per
+        settlement)."""
+        now = self._clock()
+        for settlement in settlements:
+            self._settle(settlement, now)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("settled", len(settlements))
+        self.pump()
+
+    def _settle(self, settlement: Settlement, now: float) -> None:
         entry = self.in_flight.pop(settlement.entry_id, None)
         if entry is None:
             return
         outcome = settlement.outcome
-        now = self._clock()
         if self._ledger is not None:
             self._ledger.settled(self.container, entry, outcome, settlement.error, now)
         if outcome is ForwardOutcome.ACCEPTED:
@@ -346,7 +394,6 @@ class Forwarder:
                 s = self.settings
                 due = now + retry_delay(s.reconnect_initial, s.reconnect_max, entry.attempts)
                 heapq.heappush(self.retrying, (due, entry.entry_id, entry))
-        self.pump()
 
     # -- internals ---------------------------------------------------------------------
     def _remove(self, entry: OutboxEntry) -> None:
@@ -354,8 +401,10 @@ class Forwarder:
         self._store.remove_outbox(entry.entry_id)
 
     def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:
-        log.warning("forwarding to '%s': message %d dead-lettered: %s", self.container,
-                    entry.entry_id, error)
+        self._dead_letter_log.warning(
+            log, f"forwarding to '{self.container}': messages dead-lettered", now,
+            "forwarding to '%s': message %d dead-lettered: %s", self.container, entry.entry_id,
+            error, tally=error[:120])
         self.dead_lettered += 1
         self._dead_letter(self.container, entry, error, now)
         self._remove(entry)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, Sequence
 
 __all__ = ["ForwardOutcome", "OutboundConnection", "OutboundEvents", "OutboundMessage",
            "RemoteSettings", "Settlement"]
@@ -93,6 +93,10 @@ class OutboundEvents(Protocol):
 
     def settled(self, settlement: Settlement) -> None:
         """The remote settled one entry."""
+
+    def settled_many(self, settlements: Sequence[Settlement]) -> None:
+        """The remote settled these entries (what one read of the connection brought:
+        the forwarder then sends once for all of them)."""
 
 
 class OutboundConnection(Protocol):

@@ -1,18 +1,19 @@
 """The 1.0 bytes of a message on its way to a remote over 1.0.
 
 The bare message is what the client sent (a 1.0 message's own bytes; a 0-9-1 message as
-the translator renders it for a 1.0 receiver, ``translators.to_amqp10``); the forwarding
-annotations are merged into the message-annotations section alone
-(``with_message_annotations``). For ``kind: gateway`` the remote's ``amqp$transfer``
-reads ``to``, so a message without one gets its global address (its routing key) as
-``to`` (``with_to``; a message that has one keeps it, byte for byte).
+the translator renders it for a 1.0 receiver: ``gateway.broker.amqp10_form``); the
+forwarding annotations are merged into the message-annotations section alone. For
+``kind: gateway`` the remote's ``amqp$transfer`` reads ``to``, so a message without one
+gets its global address (its routing key) as ``to`` (a message that has one keeps it,
+byte for byte). Both changes are made by ``translators.amqp10_sections.forwarded_form``,
+which, for a sender that repeats its sections before the body, encodes only the
+annotations section per message.
 """
 from __future__ import annotations
 
-from gateway.broker.message import Encoding
+from gateway.broker.amqp10_form import amqp10_bytes
 from gateway.forward.outbound import OutboundMessage
-from translators import to_amqp10
-from translators.amqp10_sections import with_message_annotations, with_to
+from translators.amqp10_sections import forwarded_form
 
 __all__ = ["amqp10_payload"]
 
@@ -20,12 +21,5 @@ __all__ = ["amqp10_payload"]
 def amqp10_payload(out: OutboundMessage, *, fill_to: bool) -> bytes:
     """Raises ``translators.TranslationError`` for a message that cannot be rendered."""
     message = out.message
-    if message.origin is Encoding.AMQP10:
-        encoded = message.payload
-    else:
-        properties_bytes, body = message.payload
-        encoded = to_amqp10(message.properties, body, exchange=message.exchange,
-                            routing_key=message.routing_key, raw_properties=properties_bytes)
-    if fill_to and message.routing_key:
-        encoded = with_to(encoded, message.routing_key)
-    return with_message_annotations(encoded, out.annotations)
+    to = message.routing_key if fill_to and message.routing_key else None
+    return forwarded_form(amqp10_bytes(message), to, out.annotations)

@@ -61,7 +61,7 @@ class TransferService:
         #: letters are made 1.0 messages so the remote's error is in their bytes
         self._from_amqp10 = from_amqp10
         self.dedupe = DedupeWindow(broker.store, settings.dedupe_window)
-        ledger = ForwardLedger(broker)
+        ledger = self._ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
             r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate,
                                    broker.message_loader)
@@ -98,7 +98,10 @@ class TransferService:
         if container != forwarder.container:
             node = address  # through the hub: it resolves the whole address
         came_from = None
-        if message.origin.value == "amqp10" and message.payload is not None:
+        received = message.received_annotations
+        if received is not None:  # decoded when it was received
+            came_from = fa.forwarded_in(received[2])
+        elif message.origin.value == "amqp10" and message.payload is not None:
             came_from = fa.forwarded_of(message.payload)
         if not message.gateway_id:
             message.gateway_id = self.broker.next_gateway_id()
@@ -177,4 +180,5 @@ class TransferService:
         if copy is None:
             copy = entry.message.with_annotations(annotations)
         copy.durable = True
-        vhost.publish("", queue, copy, now)
+        result = vhost.publish("", queue, copy, now)
+        self._ledger.dead_lettered(container, entry, error, copy, vhost.name, result.queues, now)

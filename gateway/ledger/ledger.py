@@ -78,6 +78,17 @@ def _names(queues: Sequence[Any]) -> tuple:
     return tuple(q.name for q in queues)
 
 
+def _stored(message: Any, queues: Optional[Sequence[Any]]) -> Optional[tuple]:
+    """``stored_to``: of the queues routing chose, those that keep a persistent
+    ``message`` in the store (a queue with ``storage``); None for none. What the report
+    expects back after a restart: a copy there that is not ``restored`` was lost."""
+    if not queues or not message.durable:
+        return None
+    if len(queues) == 1:
+        return queues[0].routed_to if queues[0].storage is not None else None
+    return tuple(q.name for q in queues if q.storage is not None) or None
+
+
 class Ledger:
     """The ledger of one gateway container. ``sample_rate`` in [0, 1] keeps that fraction
     of messages (every record of a kept message), ``header_allowlist`` names the
@@ -102,6 +113,8 @@ class Ledger:
         self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
         #: remote container -> the context of what is forwarded to it
         self._forward_contexts: dict[str, int] = {}
+        #: the context of the gateway's own events (started, gap)
+        self._gateway_context: Optional[int] = None
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
         self._encode_lines = msgspec.json.Encoder(enc_hook=_text).encode_lines
         self.records_taken = self.records_sampled_out = 0
@@ -183,7 +196,8 @@ class Ledger:
         """The routing verdict of a message taken in earlier (a 0-9-1 transaction's, at
         commit or refused at publish)."""
         self._append(_Event(now, ctx, event._value_, message.gateway_id, None, None, None,
-                            None, None, None if queues is None else _names(queues), reason))
+                            None, None, None if queues is None else _names(queues), reason, None,
+                            None, _stored(message, queues)))
 
     def dead_letter_copy(self, now: float, vhost: str, message: Any, event: EventKind,
                          queues: Sequence[Any], reason: Optional[str], copied: bool = True) -> None:
@@ -223,15 +237,20 @@ class Ledger:
         exchange, routing_key = message.exchange, message.routing_key
         if not routed:
             exchange, routing_key = exchange or None, routing_key or None
+        stored = None
         if queues is None:
             names = None
-        elif len(queues) == 1:  # (per message: _names's usual case, without its call)
-            names = queues[0].routed_to
+        elif len(queues) == 1:  # (per message: _names's and _stored's usual case, no call)
+            queue = queues[0]
+            names = queue.routed_to
+            if message.durable and queue.storage is not None:
+                stored = names
         else:
             names = _names(queues)
+            stored = _stored(message, queues)
         return kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
                     message.size, None if event is None else event._value_, names, reason,
-                    address, headers)
+                    address, headers, None, None, None, stored)
 
     # -- deliveries --------------------------------------------------------------------
 
@@ -266,6 +285,40 @@ class Ledger:
                             EventKind.DEAD_LETTERED._value_, message.gateway_id, queue, None,
                             message.created_at, exchange, routing_key, None, reason))
 
+    def queue_event(self, now: float, vhost: str, message: Any, queue: str, event: EventKind,
+                    reason: Optional[str] = None) -> None:
+        """``message`` (its gateway id: a stand-in does) ended in ``queue`` as ``event``
+        says (``PURGED``, ``DELETED``, ``DROPPED`` with its ``reason``), or is back in it
+        from the store (``RESTORED``)."""
+        self._append(_Event(now, self.queue_context(now, vhost, message), event._value_,
+                            message.gateway_id, queue, None, message.created_at or None, None,
+                            None, None, reason))
+
+    def moved(self, now: float, vhost: str, message: Any, queue: str, to: Any) -> None:
+        """Management moved ``message`` from ``queue`` to the queue ``to`` (same gateway
+        id: the copy there carries on)."""
+        self._append(_Event(now, self.queue_context(now, vhost, message), EventKind.MOVED._value_,
+                            message.gateway_id, queue, None, message.created_at or None, None,
+                            None, to.routed_to, None, None, None, _stored(message, (to,))))
+
+    # -- the gateway -------------------------------------------------------------------
+
+    def started(self, now: float) -> None:
+        """The gateway started: before it restores anything."""
+        self._append(_Event(now, self.gateway_context(now), EventKind.STARTED._value_))
+
+    def gap(self, now: float, count: int, since: float) -> None:
+        """``count`` records made since ``since`` (seconds) could not be written."""
+        self._append(_Event(now, self.gateway_context(now), EventKind.GAP._value_, None, None,
+                            None, None, None, None, None, None, None, None, None, count,
+                            round(since * 1_000_000)))
+
+    def gateway_context(self, now: float) -> int:
+        """The context of the gateway's own events: no vhost, user or protocol."""
+        if self._gateway_context is None:
+            self._gateway_context = self.context(now, None, None, None, None, None)  # type: ignore[arg-type]
+        return self._gateway_context
+
     # -- forwarding --------------------------------------------------------------------
 
     def forward_context(self, now: float, remote: str) -> int:
@@ -294,6 +347,13 @@ class Ledger:
         self._append(_Event(now, self.forward_context(now, remote),
                             EventKind.FORWARD_SETTLED._value_, message.gateway_id, None, None,
                             message.created_at, None, None, None, reason, outcome, remote))
+
+    def forward_dead_lettered(self, now: float, message: Any, remote: str, reason: str) -> None:
+        """The message to be forwarded to ``remote`` was dead-lettered here, at the source
+        (rejected by the remote, released too often, the remote no longer configured)."""
+        self._append(_Event(now, self.forward_context(now, remote), EventKind.DEAD_LETTERED._value_,
+                            message.gateway_id, None, None, message.created_at, None, None,
+                            None, reason, None, remote))
 
     def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
                           peer: str) -> None:

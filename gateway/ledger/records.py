@@ -3,7 +3,10 @@
 
 An *event* is one thing that happened to a message: received, routed (to which queues),
 unroutable, returned, delivered, settled (with an outcome), expired, dead-lettered,
-forwarded and forward-settled, refused. ``COLUMNS`` lists the ``events`` table's columns;
+forwarded and forward-settled, refused; purged, deleted with its queue, dropped (overflow,
+or not kept over a restart), moved to another queue, restored from the store at a start.
+Two events concern the gateway itself: ``started`` (every start: what a queue held and
+was not ``restored`` is gone) and ``gap`` (records that could not be written). ``COLUMNS`` lists the ``events`` table's columns;
 ``pipeline/`` builds its Spark schema from it and imports nothing else from the gateway.
 Adding a nullable column is compatible, and so is appending a field to a v2 record (a
 shorter line written before reads it as null); renaming, removing or retyping one bumps
@@ -84,6 +87,24 @@ class EventKind(str, enum.Enum):
     FORWARD_SETTLED = "forward_settled"
     #: A publish was refused (access, limits, a bad address); ``reason`` names the error.
     REFUSED = "refused"
+    #: Purged from ``queue`` (0-9-1 queue.purge, the management API or ctl).
+    PURGED = "purged"
+    #: Gone with ``queue``, which was deleted (by a client, management, auto-delete, expiry).
+    DELETED = "deleted"
+    #: Dropped by ``queue``; ``reason``: ``maxlen`` (overflow drop-head, no dead-letter
+    #: exchange), ``reject-publish`` (overflow: not taken in), ``transient message`` or
+    #: ``transient queue`` (not kept in the store when the gateway stopped).
+    DROPPED = "dropped"
+    #: Moved by management from ``queue`` to the queue in ``routed_to`` (same gateway id).
+    MOVED = "moved"
+    #: Back in ``queue`` from the store when the gateway started (a message of a durable
+    #: queue that was not ``restored`` after a ``started`` is gone).
+    RESTORED = "restored"
+    #: The gateway started (no message).
+    STARTED = "started"
+    #: ``count`` records could not be written (the writer process died) between
+    #: ``since_us`` and ``ts_us`` (no message).
+    GAP = "gap"
 
 
 class Outcome(str, enum.Enum):
@@ -141,6 +162,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),              # refusal / dead-letter / return reason
     ("latency_us", "long"),            # microseconds since RECEIVED
     ("headers", "map<string,string>"), # allow-listed application headers, values as text
+    ("stored_to", "array<string>"),    # of routed_to, the queues that keep it in the store
+    ("count", "long"),                 # records lost (GAP)
+    ("since_us", "long"),              # start of a GAP, microseconds since the epoch
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
@@ -162,7 +186,8 @@ _MESSAGE_FIELDS = (
     ("routing_key", "string"), ("message_id", "string"), ("correlation_id", "string"),
     ("size", "long"), ("event", "string"), ("routed_to", "array<string>"),
     ("reason", "string"), ("address", "string"), ("headers", "map<string,string>"),
-    ("origin_id", "string"), ("origin_container", "string"), ("peer_container", "string"))
+    ("origin_id", "string"), ("origin_container", "string"), ("peer_container", "string"),
+    ("stored_to", "array<string>"))
 
 #: tag -> (field, Spark type) in record order, after the tag: positions are the format.
 #: ``ctx`` refers to a context record of the same segment, ``gateway_id`` to a message
@@ -182,7 +207,8 @@ RECORDS: dict[str, tuple[tuple[str, str], ...]] = {
     EVENT: (("ts", "double"), ("ctx", "long"), ("event", "string"), ("gateway_id", "string"),
             ("queue", "string"), ("delivery_count", "int"), ("received_at", "double"),
             ("exchange", "string"), ("routing_key", "string"), ("routed_to", "array<string>"),
-            ("reason", "string"), ("outcome", "string"), ("peer_container", "string")),
+            ("reason", "string"), ("outcome", "string"), ("peer_container", "string"),
+            ("stored_to", "array<string>"), ("count", "long"), ("since_us", "long")),
 }
 
 # Where an event's columns come from: "rec.F" the record's field F, "ctx.F" its context's,
@@ -205,9 +231,9 @@ _DELIVERY = {"proto_in": ("msg.proto",), "proto_out": ("ctx.proto",),
 EVENTS_OF: dict[str, tuple[dict[str, tuple[str, ...]], ...]] = {
     MESSAGE: ({"event": ("=received",), **_PUBLISH, "headers": ("rec.headers",)},
               {"event": ("rec.event",), **_PUBLISH, "routed_to": ("rec.routed_to",),
-               "reason": ("rec.reason",)}),
+               "reason": ("rec.reason",), "stored_to": ("rec.stored_to",)}),
     VERDICT: ({"event": ("rec.event",), **_PUBLISH, "routed_to": ("rec.routed_to",),
-               "reason": ("rec.reason",)},),
+               "reason": ("rec.reason",), "stored_to": ("rec.stored_to",)},),
     DELIVERED: ({"event": ("=delivered",), **_DELIVERY, "exchange": ("msg.exchange",),
                  "routing_key": ("msg.routing_key",)},),
     SETTLED: ({"event": ("=settled",), **_DELIVERY, "outcome": ("rec.outcome",),
@@ -218,7 +244,8 @@ EVENTS_OF: dict[str, tuple[dict[str, tuple[str, ...]], ...]] = {
              "routing_key": ("rec.routing_key", "msg.routing_key"),
              "origin_id": ("msg.origin_id",), "origin_container": ("msg.origin_container",),
              **{c: ("rec." + c,) for c in ("gateway_id", "queue", "delivery_count", "routed_to",
-                                           "reason", "outcome", "peer_container")}},),
+                                           "reason", "outcome", "peer_container", "stored_to",
+                                           "count", "since_us")}},),
 }
 
 
@@ -256,6 +283,9 @@ class LedgerRecord:
     reason: Optional[str] = None
     latency_us: Optional[int] = None
     headers: Optional[Mapping[str, object]] = None
+    stored_to: Optional[tuple[str, ...]] = None
+    count: Optional[int] = None
+    since_us: Optional[int] = None
 
     def to_json_dict(self, version: int = LEDGER_SCHEMA_VERSION) -> dict[str, object]:
         """The JSON object for this record (a v1 line with ``version`` 1): every non-None
@@ -267,7 +297,7 @@ class LedgerRecord:
                 continue
             if isinstance(value, enum.Enum):
                 value = value.value
-            elif name == "routed_to":
+            elif name in ("routed_to", "stored_to"):
                 value = list(value)
             elif name == "headers":
                 value = {str(k): _header_text(v) for k, v in value.items()}
@@ -286,8 +316,9 @@ class LedgerRecord:
         fields["ts_us"] = int(data["ts_us"])  # type: ignore[arg-type]
         if "outcome" in fields:
             fields["outcome"] = Outcome(fields["outcome"])
-        if "routed_to" in fields:
-            fields["routed_to"] = tuple(fields["routed_to"])  # type: ignore[arg-type]
+        for name in ("routed_to", "stored_to"):
+            if name in fields:
+                fields[name] = tuple(fields[name])  # type: ignore[arg-type]
         return cls(**fields)  # type: ignore[arg-type]
 
 

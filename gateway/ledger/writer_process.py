@@ -4,12 +4,19 @@ Started by the gateway (``gateway/edge/ledger_process.py``) as
 ``python -m gateway.ledger.writer_process SETTINGS_JSON``, with ``SETTINGS_JSON`` the
 keyword arguments of ``LedgerWriter`` plus ``directory`` and ``flush_interval``. The
 gateway encodes its records (``Ledger.take_lines``) and ships the lines every few
-milliseconds; this process keeps the whole lines and writes them once per
-``flush_interval``, so a crash of the machine loses at most that interval (and what the
-gateway had not shipped yet). A line cut off by the end of a read waits for the rest.
-End of input (the gateway closed the pipe, or died) flushes, closes the open segment and
-exits 0: a gateway killed with SIGKILL still gets every line it had shipped written out
-(a last line it was cut off in is dropped).
+milliseconds; this process keeps the whole lines and writes them at most
+``flush_interval`` seconds after they arrived, on a timer of its own: input or none, so
+a crash of the gateway, of this process or (with ``fsync``) of the machine loses at
+most that interval (and what the gateway had not shipped yet). A line cut off by the
+end of a read waits for the rest. End of input (the gateway closed the pipe, or died)
+flushes, closes the open segment and exits 0: a gateway killed with SIGKILL still gets
+every line it had shipped written out (a last line it was cut off in is dropped).
+
+Acknowledgements (``acknowledge`` in the settings): after each flush that wrote lines,
+the count of lines written so far goes to stdout as one decimal line. The gateway
+compares it with the lines it sent: when this process dies, the difference is the
+``gap`` it records (``gateway/edge/ledger_process.py``). A gateway that is gone (stdout
+closed) stops the acknowledgements, never the writing.
 
 Signals: SIGINT, SIGTERM and SIGHUP are ignored. The gateway stops this process by
 closing the pipe after its last batch, and a Ctrl-C or ``systemctl stop`` that reaches
@@ -26,7 +33,9 @@ import errno
 import fcntl
 import json
 import logging
+import math
 import os
+import select
 import signal
 import sys
 import time
@@ -35,11 +44,13 @@ from typing import Callable, Optional
 from .segments import safe_container
 from .writer import LedgerWriter
 
-__all__ = ["LOCK_WAIT", "lock_directory", "main", "serve"]
+__all__ = ["LOCK_WAIT", "StdoutAcknowledgements", "lock_directory", "main", "serve"]
 
 log = logging.getLogger("gateway.ledger.writer_process")
 
 LOCK_WAIT = 30.0
+#: seconds between tries to write lines a failed write kept (a full disk)
+RETRY_INTERVAL = 1.0
 _READ = 1 << 20
 #: exit statuses the gateway reads
 EXIT_OK, EXIT_USAGE, EXIT_LOCKED = 0, 2, 3
@@ -65,13 +76,27 @@ def lock_directory(directory: str, container_id: str, wait: float = LOCK_WAIT,
 
 
 def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
-          flush_interval: float = 0.0) -> int:
-    """Read lines from ``fd`` until end of input; keep the whole ones and write them once
-    ``flush_interval`` seconds have passed since the last write (0: as they come).
-    Returns the exit status."""
+          flush_interval: float = 0.0,
+          acknowledge: Optional[Callable[[int], None]] = None) -> int:
+    """Read lines from ``fd`` until end of input; keep the whole ones and write them at
+    most ``flush_interval`` seconds after the last write (0: as they come), whether more
+    input arrives or not. ``acknowledge(lines written so far)`` after each flush that
+    wrote something. Returns the exit status."""
     partial = b""
     flushed_at = clock()
+    wait = flush_interval
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     while True:
+        if writer.buffered:
+            due = flushed_at + wait - clock()
+            if due <= 0 or not poller.poll(math.ceil(due * 1000)):  # the timer's flush
+                flushed_at = clock()
+                if writer.flush(flushed_at) and acknowledge is not None:
+                    acknowledge(writer.records_written)
+                # lines a failed write kept are tried again, not in a busy loop
+                wait = max(flush_interval, RETRY_INTERVAL) if writer.buffered else flush_interval
+                continue
         try:
             chunk = os.read(fd, _READ)
         except InterruptedError:
@@ -82,16 +107,30 @@ def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
         if cut:
             writer.add(partial + chunk[:cut] if partial else chunk[:cut])
             partial = chunk[cut:]
-            now = clock()
-            if now - flushed_at >= flush_interval:
-                writer.flush(now)
-                flushed_at = now
         else:
             partial += chunk
     if partial:
         log.warning("ledger writer: input ended inside a line (%d bytes dropped)", len(partial))
     writer.close(clock())
+    if acknowledge is not None:
+        acknowledge(writer.records_written)
     return EXIT_OK
+
+
+class StdoutAcknowledgements:
+    """``acknowledge`` for ``serve``: one decimal line per flush on stdout; silent once
+    the reader is gone (a gateway killed with SIGKILL: the writing goes on)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: Optional[int] = fd
+
+    def __call__(self, written: int) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, b"%d\n" % written)
+        except OSError:
+            self.fd = None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -104,6 +143,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         settings = json.loads(argv[0])
         directory = settings.pop("directory")
         flush_interval = float(settings.pop("flush_interval", 0.0))
+        acknowledge = StdoutAcknowledgements(sys.stdout.fileno()) \
+            if settings.pop("acknowledge", False) else None
         container_id = settings["container_id"]
     except (ValueError, KeyError, TypeError) as exc:
         log.error("ledger writer: bad settings %r: %s", argv[0], exc)
@@ -119,7 +160,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         # and nothing should inherit them from a failed start either.
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
-        return serve(sys.stdin.fileno(), writer, flush_interval=flush_interval)
+        return serve(sys.stdin.fileno(), writer, flush_interval=flush_interval,
+                     acknowledge=acknowledge)
     finally:
         os.close(lock)
 

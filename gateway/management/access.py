@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gateway.auth import Action, PermissionRefused, User, check, may_access_vhost
+from gateway.auth import Action, PermissionRefused, User, check, may_access_vhost, vhost_access_refusal
 
 from .errors import Forbidden
 
@@ -66,7 +66,7 @@ def require_policymaker(user: User, vhost: str | None = None) -> None:
 def require_vhost(user: User, vhost: str) -> None:
     """Raise Forbidden unless ``user`` holds permissions in ``vhost``."""
     if not may_access_vhost(user, vhost):
-        raise Forbidden(f"access to vhost '{vhost}' refused for user '{user.name}'")
+        raise Forbidden(vhost_access_refusal(vhost, user.name))
 
 
 def require_permission(user: User, vhost: str, action: Action, resource: str) -> None:

@@ -10,6 +10,10 @@ line, ``alert.cleared``, the gauge sample gone). Thresholds come from
 ``queue_age`` seconds; 0 is off), overridden per queue by the first entry of
 ``management.alerts.queues`` whose ``pattern`` (a regular expression, searched as
 RabbitMQ's policies are) matches the queue name.
+
+An alert about something that happened once (``raised_once``: the ledger writer died
+with records unwritten, ``ledger_gap``) is counted, logged and published the same way,
+with nothing to clear.
 """
 from __future__ import annotations
 
@@ -20,12 +24,14 @@ from typing import Any, Iterable, Optional
 
 from gateway.broker import Broker, Queue
 
-__all__ = ["AlertMonitor", "QueueThresholds", "ThresholdRule", "shown_threshold"]
+__all__ = ["AlertMonitor", "LEDGER_GAP", "QueueThresholds", "ThresholdRule", "shown_threshold"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_DEPTH = "queue_depth"
 QUEUE_AGE = "queue_age"
+#: the ledger writer process died with records it had not written (``raised_once``)
+LEDGER_GAP = "ledger_gap"
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,15 @@ class AlertMonitor:
                             self._raise(key, value, limit)
         for key in [k for k in self.active if k not in seen]:
             self._clear(key)
+
+    def raised_once(self, alert: str, properties: dict[str, Any], text: str) -> None:
+        """An alert about something that happened and is over (a ledger gap): counted,
+        logged (``text``), published as ``alert.raised`` in every vhost; nothing to
+        clear."""
+        self.raised_total[alert] = self.raised_total.get(alert, 0) + 1
+        log.warning("alert raised: %s: %s", alert, text)
+        if self.events is not None:
+            self.events.emit("alert.raised", None, {"alert": alert, **properties})
 
     def _raise(self, key: tuple[str, str, str], value: float, limit: float) -> None:
         alert, vhost, queue = key

@@ -21,7 +21,9 @@ correlation-id), with application-properties ``statusCode`` and
 
 Every request needs a management tag (``access``); entities live in the caller's vhost
 unless the request names another in application-property ``vhost``. Errors answer
-400, 403, 404, 409 or 501 with a description naming the problem.
+400, 403, 404, 409 or 501 with a description naming the problem. A request that changed
+something durable is answered once the store committed it (``broker.store_marks``); if
+the commit failed, 507 (no space) or 500 with a description naming the problem.
 """
 from __future__ import annotations
 
@@ -31,11 +33,12 @@ from typing import Any, Mapping, Optional
 from gateway.auth import User
 from gateway.broker import MessageContainer
 from gateway.broker.service_calls import ServiceCaller
+from gateway.broker.store_marks import StoreMark
 
 from .access import require_management
 from .batch import UndoLog, check_reversible
 from .entities import ENTITY_TYPES, EntityType, Scope, entity_type
-from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError
+from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError, not_saved
 from .messages import Request, decode_request, deliver_reply, reply_container
 from .model import ManagementModel
 
@@ -50,6 +53,13 @@ NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "GE
 _STANDARD = {"operation", "type", "name", "identity", "locales", "entityType", "offset", "count", "vhost"}
 
 Outcome = tuple[int, str, Any, dict[str, Any]]
+
+
+def _given(props: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Application-property ``key``, with a null value taken as absent (as AMQP's own
+    fields are): ``offset`` sent as null is offset 0, not a bug."""
+    value = props.get(key)
+    return default if value is None else value
 
 
 def _status_text(status: int) -> str:
@@ -72,10 +82,21 @@ class AmqpManagementNode:
         if decoded is None:
             return
         user, req = decoded
-        status, text, body, extra = self.handle(req, user, caller.vhost, now)
-        props = {"statusCode": status, "statusDescription": text, **extra}
-        reply = reply_container(body, correlation=req.correlation, properties=props, now=now)
-        deliver_reply(self.model.broker, caller, user, req.reply_to, reply, now)
+        mark = StoreMark(self.model.broker.store)
+        outcome = self.handle(req, user, caller.vhost, now)
+
+        def answer(error: Optional[Exception]) -> None:
+            status, text, body, extra = outcome
+            if error is not None:  # the change is not on disk: say so instead
+                p = req.properties
+                failed = not_saved(f"{p.get('operation')} of {p.get('type')} "
+                                   f"'{p.get('name', p.get('identity', ''))}'", error)
+                status, text, body, extra = failed.status, failed.text, None, {}
+            props = {"statusCode": status, "statusDescription": text, **extra}
+            reply = reply_container(body, correlation=req.correlation, properties=props, now=now)
+            deliver_reply(self.model.broker, caller, user, req.reply_to, reply, now)
+
+        mark.answer(answer)  # once what the request changed is committed
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, req: Request, user: Optional[User], vhost: str, now: float) -> Outcome:
@@ -86,7 +107,7 @@ class AmqpManagementNode:
                                 "carry a user_id property)")
             require_management(user)
             props = req.properties
-            where = props.get("vhost", vhost)
+            where = _given(props, "vhost", vhost)
             if not isinstance(where, str):
                 raise BadRequest("application-property 'vhost' must be a string")
             scope = Scope(self.model, user, where, now)
@@ -164,7 +185,7 @@ class AmqpManagementNode:
 
     def _query(self, scope: Scope, props: Mapping[str, Any], body: Any, types: list[EntityType],
                *, all_types: bool) -> Outcome:
-        offset, count = props.get("offset", 0), props.get("count")
+        offset, count = _given(props, "offset", 0), props.get("count")
         for field, value in (("offset", offset), ("count", count)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise BadRequest(f"application-property '{field}' must be a non-negative integer")

@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 from gateway.auth.errors import PermissionRefused
 from gateway.broker.errors import BrokerError, ErrorKind
+from gateway.broker.store_marks import not_saved_text, store_full
 
-__all__ = ["BadRequest", "Conflict", "EntityNotFound", "Forbidden", "ManagementError",
-           "NotImplementedHere", "from_broker", "translated"]
+__all__ = ["BadRequest", "Conflict", "EntityNotFound", "Forbidden", "InsufficientStorage", "ManagementError",
+           "NotImplementedHere", "NotSaved", "from_broker", "not_saved", "translated"]
 
 
 class ManagementError(Exception):
@@ -58,6 +59,24 @@ class NotImplementedHere(ManagementError):
     """An operation the gateway does not offer."""
 
     status = 501
+
+
+class NotSaved(ManagementError):
+    """A change the store could not commit (an I/O error, a read-only file system)."""
+
+    status = 500
+
+
+class InsufficientStorage(NotSaved):
+    """A change the store could not commit for lack of space."""
+
+    status = 507
+
+
+def not_saved(what: str, error: Exception) -> NotSaved:
+    """The error for change ``what`` whose commit failed with ``error``."""
+    cls = InsufficientStorage if store_full(error) else NotSaved
+    return cls(not_saved_text(what, error))
 
 
 _BY_KIND: dict[ErrorKind, type[ManagementError]] = {

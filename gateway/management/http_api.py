@@ -11,6 +11,8 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 ``GET /api/connections[/NAME]``, ``DELETE ...``    connections; DELETE closes (``X-Reason``)
 ``GET /api/channels``, ``/api/consumers[/V]``      channels, consumers
 ``GET /api/users``                                 users (administrators only)
+``GET /api/subscriptions[/V]``                     durable subscriptions of 1.0 receivers
+                                                   (queue, link name, container id)
 ``GET /api/queues[/V[/Q]]``, ``PUT``, ``DELETE``    queues: declare (201, 204 if it existed),
                                                    delete (``if-unused``, ``if-empty``)
 ``DELETE /api/queues/V/Q/contents``                purge
@@ -32,16 +34,18 @@ RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
 Who sees what is RabbitMQ's rule, kept by the model (``access``): every caller has a
 management tag (``http_auth``); a user without ``monitoring`` or ``administrator`` sees
 only the vhosts it has permissions in and only its own connections, channels and
-consumers; writes need the caller's configure/write/read permissions.
+consumers; writes need the caller's configure/write/read permissions. A write is
+answered once the store committed what it changed (``handle_saved``).
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import quote
 
+from gateway.broker.store_marks import StoreMark
 from gateway.management.access import is_administrator
-from gateway.management.errors import ManagementError
+from gateway.management.errors import ManagementError, not_saved
 from gateway.management.http_admin import ADMIN_ROUTES, delete_vhost, put_vhost, with_vhost_metadata
 from gateway.management.http_definitions import DEFINITION_ROUTES
 from gateway.management.http_health import HEALTH_ROUTES
@@ -52,7 +56,7 @@ from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, 
                                               visible_vhost)
 from gateway.management.node_view import alarms, node_dict
 
-__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "split_path"]
+__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "handle_saved", "split_path"]
 
 
 # -- handlers ----------------------------------------------------------------------------
@@ -111,6 +115,12 @@ def _consumers(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> A
         visible_vhost(api, request, vhost)
         items = [c for c in items if c["queue"]["vhost"] == vhost]
     return listing(request, items)
+
+
+def _subscriptions(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
+    if vhost is not None:
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.subscriptions(vhost, user=acting_user(request)))
 
 
 def _users(api: HttpApi, request: ApiRequest) -> ApiResponse:
@@ -291,6 +301,8 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/consumers", {"GET": _consumers}),
     ("api/consumers/{vhost}", {"GET": _consumers}),
     ("api/users", {"GET": _users}),
+    ("api/subscriptions", {"GET": _subscriptions}),
+    ("api/subscriptions/{vhost}", {"GET": _subscriptions}),
     ("api/queues", {"GET": _queues}),
     ("api/queues/{vhost}", {"GET": _queues}),
     ("api/queues/{vhost}/{name}", {"GET": _queue, "PUT": _declare_queue,
@@ -344,6 +356,25 @@ def route(method: str, segments: tuple[str, ...]) -> tuple[Handler, dict[str, st
                                        f"{', '.join(sorted(methods))}")
         return handler, params
     raise HttpError(404, None, "Not Found")
+
+
+def handle_saved(api: HttpApi, request: ApiRequest, respond: Callable[[ApiResponse], None]) -> None:
+    """:func:`handle`, with the answer handed to ``respond`` once what the request
+    changed is committed by the store (at once when it changed nothing durable), so a
+    201 or 204 is never undone by a crash right after it (``broker.store_marks``). A
+    failed commit answers 507 (no space) or 500, naming the change and the problem."""
+    mark = StoreMark(api.model.broker.store)
+    response = handle(api, request)
+
+    def saved(error: Optional[Exception]) -> None:
+        if error is None:
+            respond(response)
+            return
+        failed = not_saved(f"{request.method} /{'/'.join(quote(s, safe='') for s in request.segments)}",
+                           error)
+        respond(ApiResponse(failed.status, HttpError(failed.status, None, failed.text).body()))
+
+    mark.answer(saved)
 
 
 def handle(api: HttpApi, request: ApiRequest) -> ApiResponse:

@@ -13,13 +13,14 @@ SHA-256 of it, never the password) for as long as the same user record is config
 a reload that replaces or removes the user forgets it.
 
 Failed logins are throttled by the AMQP listeners' ``LoginThrottle`` (one set of rules,
-one count per address across protocols; ``gateway.auth.throttle``). HTTP cannot hold an
-answer back as the AMQP handshakes do, so where those would delay a refusal the API
-answers 429 at once with ``Retry-After`` the delay; the delay still holds one of the
-address's slots, and while all are held every request from it gets 429 (with
-``Retry-After`` until a slot frees) without its password being checked, even a
-correct one, as over AMQP. Each refusal the password check makes is logged as the AMQP
-ones are (``login refused: ... (HTTP, basic) ...``).
+one count per address and per user name across protocols; ``gateway.auth.throttle``).
+Its gate runs before each password check, as over AMQP: a user name with too many
+failures in the window is checked at most once per delay, and the other requests in its
+name get 429 with ``Retry-After`` unchecked (except from an address the user logged in
+from). HTTP cannot hold an answer back as the AMQP handshakes do, so where those would
+delay a refusal the API answers 429 at once with ``Retry-After`` the delay. A correct
+password is never refused for its address's failures. Each refusal the password check
+makes is logged as the AMQP ones are (``login refused: ... (HTTP, basic) ...``).
 """
 from __future__ import annotations
 
@@ -79,11 +80,6 @@ class BasicAuthenticator:
         key = hashlib.sha256(encoded.strip()).digest()
         throttle = self._throttle
         now = self._clock()
-        if throttle is not None and not throttle.admits(peer_host, now):
-            try:
-                throttle.check_attempt(peer_host, None, peer_host, now)
-            except LoginThrottled as exc:
-                raise too_many(exc.reason, now, throttle.slot_free_at(peer_host, now)) from None
         user = self._cache.get(key)
         if user is not None and self._auth.users.get(user.name) is user:
             self._cache.move_to_end(key)
@@ -91,12 +87,17 @@ class BasicAuthenticator:
             self._cache.pop(key, None)
             name, password = _credentials(encoded.strip())
             try:
+                if throttle is not None:
+                    throttle.check_attempt(peer_host, name, peer_host, now)
                 user = self._auth.check_password(name, password)
+            except LoginThrottled as exc:
+                raise too_many(exc.reason, now, exc.retry_at) from None
             except AuthenticationFailed as exc:
                 answer_at = refuse_login(throttle, exc, address=peer_host, peer=peer_host, user=name,
                                          protocol="HTTP", mechanism="basic", now=now, answer_by=None)
                 if answer_at > now:
-                    raise too_many("too many failed logins from this address", now, answer_at) from None
+                    raise too_many("too many failed logins from this address or for this user",
+                                   now, answer_at) from None
                 raise unauthorised("Login failed") from None
             if throttle is not None:
                 throttle.succeeded(peer_host, name, now)

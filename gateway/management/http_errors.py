@@ -17,8 +17,11 @@ ERROR_KINDS = {
     404: "Object Not Found",
     405: "Method Not Allowed",
     409: "conflict",
+    413: "payload_too_large",
+    414: "uri_too_long",
     415: "Unsupported Media Type",
     429: "too_many_requests",
+    431: "request_header_fields_too_large",
     500: "internal_error",
 }
 

@@ -8,10 +8,10 @@ names may be dotted (``message_stats.publish``), as RabbitMQ's are.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Mapping, Sequence
 
 from gateway.management.http_errors import HttpError
+from gateway.management.name_patterns import PatternRefused, compile_name_pattern
 
 __all__ = ["shape_list", "MAX_PAGE_SIZE"]
 
@@ -93,9 +93,9 @@ def shape_list(items: list[dict[str, Any]], query: Mapping[str, Sequence[str]]) 
     if name:
         if (_one(query, "use_regex") or "").lower() == "true":
             try:
-                pattern = re.compile(name)
-            except re.error as exc:
-                raise HttpError(400, None, f"name is not a regular expression: {exc}") from None
+                pattern = compile_name_pattern(name)
+            except PatternRefused as exc:
+                raise HttpError(400, None, f"name is not a usable regular expression: {exc}") from None
             items = [i for i in items if pattern.search(str(i.get("name", "")))]
         else:
             items = [i for i in items if name in str(i.get("name", ""))]

@@ -19,8 +19,8 @@ from gateway.product import API_RABBITMQ_VERSION
 if TYPE_CHECKING:
     from gateway.management.definitions import Definitions
 
-__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "split_path", "json_body", "flag", "arguments",
-           "query_flag", "acting_user", "listing", "visible_vhost"]
+__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "MAX_JSON_DEPTH", "split_path",
+           "json_body", "flag", "arguments", "query_flag", "acting_user", "listing", "visible_vhost"]
 
 
 @dataclass(frozen=True)
@@ -83,16 +83,40 @@ def split_path(raw_path: bytes | str) -> tuple[str, ...]:
         raise HttpError(400, None, "the path is not UTF-8 after percent-decoding") from None
 
 
+#: how deep a request body may nest (a queue's arguments are two or three levels; a
+#: definitions file four or five)
+MAX_JSON_DEPTH = 32
+
+
 def json_body(request: ApiRequest) -> dict[str, Any]:
     if not request.body.strip():
         return {}
     try:
         body = json.loads(request.body)
+    except RecursionError:
+        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise HttpError(400, None, f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise HttpError(400, None, "the body must be a JSON object")
+    if _depth_over(body, MAX_JSON_DEPTH):
+        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     return body
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists and objects deeper than ``limit`` (without
+    recursion: what is refused is exactly what would exhaust Python's stack later)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def flag(body: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -18,8 +18,8 @@ from proton import Message
 from addressing import AddressError, AddressErrorKind, LocalPublish, resolve_target
 from gateway.auth import Action, User
 from gateway.broker import Broker, BrokerError, Encoding, MessageContainer
+from gateway.broker.amqp10_form import amqp10_bytes
 from gateway.broker.service_calls import ServiceCaller
-from translators import to_amqp10
 from translators.amqp10_sections import inspect_amqp10
 
 from .access import require_permission
@@ -53,18 +53,10 @@ class Request:
         return self.message.id if self.message.id is not None else self.message.correlation_id
 
 
-def _encoded(container: MessageContainer) -> bytes:
-    if container.origin is Encoding.AMQP10:
-        return bytes(container.payload)
-    raw, body = container.payload
-    return to_amqp10(container.properties, body, exchange=container.exchange,
-                     routing_key=container.routing_key, raw_properties=raw)
-
-
 def read_request(container: MessageContainer) -> Request:
     """Decode a request; raises ``BadRequest``-worthy ``ValueError`` on bad bytes."""
     message = Message()
-    message.decode(_encoded(container))
+    message.decode(bytes(amqp10_bytes(container)))
     if isinstance(message.body, (bytes, bytearray, memoryview, str)) and not message.body:
         message.body = None  # a 0-9-1 request has a body, if only an empty one
     props = {str(k): v for k, v in (message.properties or {}).items()}

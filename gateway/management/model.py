@@ -11,6 +11,7 @@ raise :mod:`gateway.management.errors`.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Iterator, Mapping, Optional
@@ -19,6 +20,7 @@ from gateway.auth import User
 from gateway.broker import (Binding, Broker, DeathReason, DestinationKind, MessageContainer, Queue,
                             VirtualHost)
 from gateway.broker.connection_views import ConnectionView
+from gateway.broker.subscriptions import list_subscriptions
 from gateway.product import PRODUCT, __version__
 
 from .access import (Action, may_see_all, may_see_vhost, require_administrator, require_management,
@@ -133,6 +135,10 @@ class ManagementModel:
         now = self.clock()
         return [queue_dict(q, self.node, now) for v in self._vhosts(vhost, user)
                 for _, q in sorted(v.queues.items())]
+
+    def subscriptions(self, vhost: Optional[str] = None, user: Optional[User] = None) -> list[dict[str, Any]]:
+        """The durable subscriptions of 1.0 receivers (``broker.subscriptions``)."""
+        return [dataclasses.asdict(s) for v in self._vhosts(vhost, user) for s in list_subscriptions(v)]
 
     def queue(self, vhost: str, name: str, user: Optional[User] = None) -> dict[str, Any]:
         v = self._visible_vhost(vhost, user)
@@ -254,7 +260,8 @@ class ManagementModel:
         if queue.exclusive and queue.exclusive_owner != owner:
             raise Conflict(f"{queue.label} is exclusive to a connection; close that connection")
         with _translated:
-            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner)
+            return v.delete_queue(name, if_unused=if_unused, if_empty=if_empty, owner=queue.exclusive_owner,
+                                  now=self.clock())
 
     def purge_queue(self, user: User, vhost: str, name: str) -> int:
         """Drop a queue's ready messages; returns how many."""
@@ -262,7 +269,7 @@ class ManagementModel:
         require_permission(user, vhost, Action.READ, name)
         queue = self._queue(v, name)
         with _translated:
-            return v.purge_queue(name, owner=queue.exclusive_owner)
+            return v.purge_queue(name, owner=queue.exclusive_owner, now=self.clock())
 
     def declare_exchange(self, user: User, vhost: str, name: str, type: str, durable: bool = True,
                          auto_delete: bool = False, internal: bool = False,
@@ -369,11 +376,14 @@ class ManagementModel:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
         now = self.clock()
         moved = 0
+        ledger = self.broker.ledger
         for message in _take_ready(source, count, now):
             if not target.enqueue(message.copy(), now):
                 log.warning("management: %s refused a moved message; it is dead-lettered from %s",
                             target.label, source.label)
                 source.dead_letter(message, DeathReason.REJECTED, now)
+            elif ledger is not None:
+                ledger.moved(now, vhost, message, queue, target)
             moved += 1
         return moved
 

@@ -19,7 +19,7 @@ def alarms(broker: Broker) -> list[str]:
     gate = broker.gate
     raised = sorted(gate.alarms)
     over = gate.high_watermark is not None and gate.used >= gate.high_watermark
-    if over or (gate.blocked and not raised):
+    if over or gate.memory_alarm:
         raised.insert(0, "memory")
     return raised
 

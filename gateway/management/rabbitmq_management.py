@@ -25,7 +25,9 @@ DELETE    /bindings/src=;dstq|dste=;key=;args=   204 (also when missing)
 GET       /bindings?src=&dstq|dste=&key=   200 list of bindings with their ``location``
 ========  ===============================  ==============================================
 
-As in RabbitMQ, the resource permissions apply and no management tag is needed. Names
+As in RabbitMQ, the resource permissions apply and no management tag is needed. A
+request that changed something durable is answered once the store committed it
+(``broker.store_marks``; a failed commit answers 507 or 500 naming the problem). Names
 are percent-encoded path segments; ``args=`` is a hash of the binding's arguments (empty
 for none), ours rather than RabbitMQ's (both are opaque to clients).
 """
@@ -41,8 +43,9 @@ from gateway.auth import User
 from gateway.broker import MessageContainer
 from gateway.broker.connection_views import plain
 from gateway.broker.service_calls import ServiceCaller
+from gateway.broker.store_marks import StoreMark
 
-from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError
+from .errors import BadRequest, EntityNotFound, Forbidden, ManagementError, not_saved
 from .messages import decode_request, deliver_reply, reply_container
 from .model import ManagementModel
 
@@ -120,17 +123,26 @@ class RabbitmqManagementNode:
             return
         user, req = decoded
         target, method = req.message.address, req.message.subject
+        mark = StoreMark(self.model.broker.store)
         try:
             if user is None:
                 raise Forbidden("no authenticated user")
-            status, body = self.handle(method, target, req.message.body, user, caller)
+            outcome = self.handle(method, target, req.message.body, user, caller)
         except ManagementError as exc:
             log.info("/management %s %s from %s failed: %s %s", method, target, caller.connection,
                      exc.status, exc.text)
-            status, body = exc.status, exc.text
-        reply = reply_container(body, correlation=req.message.id, properties={"http:response": "1.1"},
-                                subject=str(status), now=now)
-        deliver_reply(self.model.broker, caller, user, req.reply_to, reply, now)
+            outcome = exc.status, exc.text
+
+        def answer(error: Optional[Exception]) -> None:
+            status, body = outcome
+            if error is not None:  # the change is not on disk: say so instead
+                failed = not_saved(f"{method} {target}", error)
+                status, body = failed.status, failed.text
+            reply = reply_container(body, correlation=req.message.id, properties={"http:response": "1.1"},
+                                    subject=str(status), now=now)
+            deliver_reply(self.model.broker, caller, user, req.reply_to, reply, now)
+
+        mark.answer(answer)  # once what the request changed is committed
 
     def handle(self, method: Any, target: Any, body: Any, user: User, caller: ServiceCaller) -> Reply:
         if not isinstance(method, str) or not isinstance(target, str):

@@ -1,5 +1,5 @@
 """Durable storage: the interface the broker writes through, and implementations."""
-from .errors import StoreError, StoreUnusable, StoreWriteFailed
+from .errors import StoreError, StoreNoSpace, StoreUnusable, StoreWriteFailed
 from .interface import (
     BindingRecord,
     DefinitionRecord,
@@ -24,6 +24,7 @@ __all__ = [
     "Store",
     "StoreCodecs",
     "StoreError",
+    "StoreNoSpace",
     "StoreSnapshot",
     "StoreUnusable",
     "StoreWriteFailed",

@@ -9,7 +9,10 @@ transaction and commits it, so one sync covers writes from every connection (gro
 commit: the busier the disk, the larger the batches). Then it reports through
 ``call_in_loop(on_done, generation, error)`` (the service passes the reactor's
 ``callFromThread``), and the event loop learns that everything up to ``generation`` is on
-disk, or that it is not.
+disk, or that it is not. With ``store.sync: full`` the sync is a second stage
+(:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
+generation to the ``WalSync`` thread, which syncs the write-ahead log and only then
+reports it, while this thread already runs the next group.
 
 Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction only the
 final state matters, so message operations between two entity operations are grouped by
@@ -30,27 +33,47 @@ reported with a :class:`StoreWriteFailed`; its message inserts are dropped (thei
 publishers are told the message was not stored) and every other operation (deletions,
 updates, entity changes) is kept and retried first in the next transaction, or after
 ``retry_interval`` seconds if none comes, so a later success brings the file in line
-with memory again. With nothing to retry, the thread probes every ``retry_interval``
-seconds with a one-page write (the schema version, rewritten as it is), so the event loop
-learns that writes work again even while publishers are blocked and nothing else writes.
-A small write may pass where a batch of messages does not (a file-size limit, a nearly
-full disk): when a batch fails right after a successful probe, the probe interval
-doubles, up to ``MAX_RETRY_INTERVAL``, until a batch with writes succeeds.
+with memory again.
+
+The first failure starts a *failing* period (the service raises the store alarm, which
+blocks publishers), and only a recovery check ends it (issue 41: a one-page probe used
+to end it, publishers came back, their first batch failed again: 6 blocks and 5 unblocks
+in a minute on a full disk). While failing:
+
+- new message inserts (and outbox rows, forwarded ids) are refused without being tried:
+  their generation is reported failed, the rest of the transaction (acknowledgements,
+  deletions, entity changes) is committed. Room that deletions free is not eaten by the
+  publishes still in flight;
+- a commit that failed for lack of space deletes the space reserve (``space_reserve``),
+  so the write-ahead log can grow and deletions commit on a full disk, after a restart
+  too; the kept operations are retried at once;
+- every ``retry_interval`` seconds a recovery check runs: a probe writes ``probe_bytes``
+  of real pages (a row of ``messages`` with id ``PROBE_ID``, committed and checkpointed
+  into the file, then deleted, which leaves its pages free in the file for the next
+  messages), then the reserve is made again (the disk must have that room, and
+  ``probe_bytes`` more, so that it is not taken back from the deletions at once). The
+  period ends after ``RECOVERY_PASSES`` checks in a row pass (``on_recovered`` is
+  reported); a period that starts again soon after one ended doubles the interval, up to
+  ``MAX_RETRY_INTERVAL``.
 """
 from __future__ import annotations
 
 import enum
-import errno
 import logging
+import os
 import sqlite3
 import threading
 import time
 from typing import Any, Callable, Optional
 
-from .errors import StoreWriteFailed
-from .sqlite_schema import SCHEMA_VERSION
+from gateway import timeline
 
-__all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS"]
+from .commit_stats import LATENCY_BUCKETS, CommitStats
+from .errors import StoreWriteFailed, write_failed
+from .space_reserve import SpaceReserve
+from .wal_sync import WalSync
+
+__all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS", "PROBE_ID", "DEFAULT_PROBE_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -85,48 +108,24 @@ class Op(enum.IntEnum):
 _GROUPED = (Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.UPDATE_ENTRY, Op.DELETE_ENTRY, Op.DELETE_MESSAGE,
             Op.INSERT_OUTBOX, Op.UPDATE_OUTBOX, Op.DELETE_OUTBOX, Op.INSERT_SEEN)
 _GROUP_OF = {kind: i for i, kind in enumerate(_GROUPED)}
-#: operations kept after a failed transaction (a lost insert only costs a nack)
-_KEPT_ON_FAILURE = frozenset(Op) - {Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.INSERT_OUTBOX,
-                                    Op.INSERT_SEEN}
+#: inserts: dropped by a failed transaction (a lost insert only costs a nack), refused
+#: while writes fail; every other operation is kept and retried
+_INSERTS = frozenset({Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.INSERT_OUTBOX, Op.INSERT_SEEN})
+_KEPT_ON_FAILURE = frozenset(Op) - _INSERTS
 
 #: rows in one multi-row statement (then 32, 16 ... 1 for the rest)
 MULTI_ROW = 64
 _UPDATE_SQL = ("UPDATE queue_messages SET delivery_count=?, redelivered=?, acquired=?, annotations=? "
                "WHERE queue=? AND seq=?")
 
-#: the longest wait between probes of a store whose writes keep failing (seconds)
+#: the longest wait between recovery checks of a store whose writes keep failing (seconds)
 MAX_RETRY_INTERVAL = 30.0
-
-#: commit latency histogram bounds, seconds
-LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
-
-
-class CommitStats:
-    """Counters the commit thread keeps (read by metrics at scrape time)."""
-
-    __slots__ = ("batches", "syncs", "failures", "operations", "latency_counts",
-                 "latency_sum", "last_error", "execute_seconds", "commit_seconds")
-
-    def __init__(self) -> None:
-        self.batches = 0
-        self.syncs = 0
-        self.failures = 0
-        self.operations = 0
-        #: cumulative counts per ``LATENCY_BUCKETS`` bound, plus +Inf last
-        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.latency_sum = 0.0
-        self.last_error: Optional[str] = None
-        #: time spent running statements, and committing (the sync), in total
-        self.execute_seconds = 0.0
-        self.commit_seconds = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.latency_sum += seconds
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.latency_counts[i] += 1
-        self.latency_counts[-1] += 1
-
+#: recovery checks in a row that must pass before a failing period ends
+RECOVERY_PASSES = 2
+#: the ``messages`` row the recovery probe writes (real message ids are positive)
+PROBE_ID = -1
+#: bytes the recovery probe writes: a batch of messages, not one page
+DEFAULT_PROBE_BYTES = 1 << 20
 
 Codec = Callable[[Any], Optional[bytes]]
 
@@ -135,29 +134,50 @@ class CommitThread:
     """See the module docstring. ``encode_table`` turns argument tables and x-death lists
     into bytes, ``encode_annotations`` 1.0 annotation maps (both may raise; the value is
     then stored as NULL and a warning logged). ``synced``: whether a commit syncs (for the
-    ``syncs`` counter)."""
+    ``syncs`` counter). ``on_recovered()`` is called (through ``call_in_loop``) when a
+    failing period ends; ``reserve`` is the space reserve (None: none); ``failing`` starts
+    the thread in a failing period (the store opened on a full disk)."""
 
     def __init__(self, db: sqlite3.Connection, *, call_in_loop: Callable[..., None],
                  on_done: Callable[[int, Optional[StoreWriteFailed]], None],
                  encode_table: Codec, encode_annotations: Codec, synced: bool = True,
-                 retry_interval: float = 1.0, max_operations: int = 100_000) -> None:
+                 retry_interval: float = 1.0, max_operations: int = 100_000,
+                 on_recovered: Callable[[], None] = lambda: None,
+                 reserve: Optional[SpaceReserve] = None,
+                 probe_bytes: int = DEFAULT_PROBE_BYTES,
+                 failing: Optional[StoreWriteFailed] = None,
+                 wal_path: Optional[str] = None,
+                 sync_file: Callable[[int], None] = os.fdatasync) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
+        self._on_recovered = on_recovered
         self._encode_table = encode_table
         self._encode_annotations = encode_annotations
         self._synced = synced
         self._retry_interval = retry_interval
         self._max_operations = max_operations
+        self._reserve = reserve
+        self._probe_bytes = probe_bytes
         self._cond = threading.Condition()
         self._waiting: list[tuple[int, list, float]] = []
         self._kept: list[list] = []
-        self._failing = False
-        self._probed = False  # the last success was a probe
+        #: the failure that started the failing period (None: writes work)
+        self._failing: Optional[StoreWriteFailed] = failing
+        self._passes = 0  # recovery checks passed in a row
+        #: when kept operations are retried and the next recovery check runs
+        self._next_attempt = time.monotonic() + retry_interval
+        self._recovered_at: Optional[float] = None
         self._retry_base = retry_interval
         self._last_gen = 0
         self._stopping = False
         self.stats = CommitStats()
+        #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
+        #: ``WalSync`` thread syncs the log and reports, while this one runs the next group
+        self._wal: Optional[WalSync] = None
+        if wal_path is not None and synced:
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._wal = WalSync(wal_path, self._report, self.stats, sync_file)
         self._thread = threading.Thread(target=self._run, name="store-commit", daemon=True)
         self._thread.start()
 
@@ -174,20 +194,29 @@ class CommitThread:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        if self._thread.is_alive():
+            return False
+        return self._wal is None or self._wal.stop(timeout)
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._waiting and not self._stopping:
-                    retry = self._kept or self._failing
-                    if not self._cond.wait(self._retry_interval if retry else None):
-                        break  # retry what a failed transaction kept, or probe
+                    if not self._kept and self._failing is None:
+                        self._cond.wait()
+                        continue
+                    delay = self._next_attempt - time.monotonic()
+                    if delay <= 0:
+                        break  # retry what a failed transaction kept, check for recovery
+                    self._cond.wait(delay)
                 taken = self._take_waiting()
                 stopping = self._stopping and not self._waiting
-            if taken or self._kept or (self._failing and not stopping):
+            due = time.monotonic() >= self._next_attempt
+            if taken or (self._kept and (due or stopping)):
                 self._commit(taken)
+            if self._failing is not None and not stopping and time.monotonic() >= self._next_attempt:
+                self._check_recovery()
             if stopping and not taken:
                 return
 
@@ -209,54 +238,149 @@ class CommitThread:
         for _, ops, _ in taken:
             operations = operations + ops if operations else ops
         generation = taken[-1][0] if taken else self._last_gen
-        error: Optional[StoreWriteFailed] = None
+        refused = self._refuse_inserts(operations) if self._failing is not None else 0
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("commit-start", len(operations))
+        error = self._transaction(operations)
+        submitted: list[float] = []
+        if error is None:
+            self._kept = []
+            self.stats.batches += 1
+            if self._synced and self._wal is None:
+                self.stats.syncs += 1
+            submitted = [at for _, _, at in taken]
+            for op in operations:
+                op.clear()  # the event loop may still hold the list; not its body
+            if refused:
+                failing = self._failing
+                assert failing is not None
+                error = StoreWriteFailed(f"{failing}; new messages are refused until store writes "
+                                         f"work again", full=failing.full)
+        else:
+            self._kept = [op for op in operations if op and op[0] in _KEPT_ON_FAILURE]
+            self._failed(error, len(operations))
+        self._last_gen = generation
+        if marks is not None:
+            marks.mark("commit-done", len(operations))
+        self._done(generation, error, submitted, bool(operations))
+
+    def _done(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
+              wrote: bool) -> None:
+        """A generation is committed (or failed): reported now, or, with the ``WalSync``
+        stage, once the log sync after it is done (in commit order either way)."""
+        if self._wal is not None:
+            self._wal.put(generation, error, submitted, error is None and wrote)
+        else:
+            self._report(generation, error, submitted)
+
+    def _report(self, generation: int, error: Optional[StoreWriteFailed],
+                submitted: list[float]) -> None:
+        """Everything up to ``generation`` is on disk (or failed): tell the event loop
+        (from this thread, or from the ``WalSync`` thread once the log is synced)."""
+        done = time.monotonic()
+        for at in submitted:
+            self.stats.observe(done - at)
+        self._call_in_loop(self._on_done, generation, error)
+
+    def _refuse_inserts(self, operations: list[list]) -> int:
+        """While writes fail: drop the live inserts of ``operations`` (their generation is
+        reported failed); returns how many."""
+        refused = 0
+        for op in operations:
+            if op and op[0] in _INSERTS:
+                op.clear()
+                refused += 1
+        if refused:
+            log.debug("store writes fail: %d insert(s) refused", refused)
+        return refused
+
+    def _transaction(self, operations: list[list], probe: bool = False) -> Optional[StoreWriteFailed]:
+        """Run ``operations`` in one transaction, with ``probe`` also the probe (see
+        ``_check_recovery``); the error if it failed (rolled back)."""
         db = self._db
         try:
             started = time.monotonic()
             db.execute("BEGIN IMMEDIATE")
             written = self._execute(operations)
-            if not operations and self._failing:  # a probe: is the file writable again?
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if probe:
+                db.execute("INSERT OR REPLACE INTO messages (id, origin, body, exchange, routing_key, "
+                           "created_at, size) VALUES (?, 'probe', zeroblob(?), '', '', 0, 0)",
+                           (PROBE_ID, self._probe_bytes))
             executed = time.monotonic()
             db.execute("COMMIT")
-            self.stats.execute_seconds += executed - started
-            self.stats.commit_seconds += time.monotonic() - executed
+            if probe:
+                # the log's pages must reach the file too (the file grows there), then
+                # the row goes and leaves its pages free for the next messages
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                db.execute("DELETE FROM messages WHERE id = ?", (PROBE_ID,))
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError, or a bug: never kill the thread
             if not isinstance(exc, (sqlite3.Error, OSError)):
                 log.exception("store transaction failed unexpectedly")
-            error = _write_failed(exc)
             try:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
             except sqlite3.Error:
                 log.exception("store rollback failed")
-            self._kept = [op for op in operations if op and op[0] in _KEPT_ON_FAILURE]
-            self._failing = True
-            if self._probed:  # writes fail again right after a probe passed: wait longer
-                self._retry_interval = min(self._retry_interval * 2, MAX_RETRY_INTERVAL)
-            self._probed = False
-            self.stats.failures += 1
-            self.stats.last_error = str(error)
-            (log.error if operations else log.debug)(
-                "store write failed, %d operation(s) rolled back (%d kept for a retry): %s",
-                len(operations), len(self._kept), error)
+            return write_failed(exc)
+        if self._wal is None:
+            self.stats.execute_seconds += executed - started
+            self.stats.commit_seconds += time.monotonic() - executed
+        else:  # the sync is the WalSync thread's (and its time)
+            self.stats.execute_seconds += time.monotonic() - started
+        self.stats.operations += written
+        return None
+
+    def _failed(self, error: StoreWriteFailed, operations: int) -> None:
+        """A transaction failed: start (or go on with) the failing period."""
+        now = time.monotonic()
+        self.stats.failures += 1
+        self.stats.last_error = str(error)
+        self._passes = 0
+        first = self._failing is None
+        if first:
+            self._failing = error
+            recent = self._recovered_at is not None and now - self._recovered_at < 2 * self._retry_interval
+            self._retry_interval = (min(self._retry_interval * 2, MAX_RETRY_INTERVAL) if recent
+                                    else self._retry_base)
+            log.error("store write failed, %d operation(s) rolled back (%d kept for a retry); new "
+                      "messages are refused until writes work again: %s", operations, len(self._kept), error)
         else:
-            self._kept = []
-            self._probed = self._failing and not written
-            if written:
-                self._retry_interval = self._retry_base
-            self._failing = False
-            self.stats.batches += 1
-            self.stats.operations += written
-            if self._synced:
-                self.stats.syncs += 1
-            done = time.monotonic()
-            for _, _, submitted in taken:
-                self.stats.observe(done - submitted)
-            for op in operations:
-                op.clear()  # the event loop may still hold the list; not its body
-        self._last_gen = generation
-        self._call_in_loop(self._on_done, generation, error)
+            log.debug("store write failed again, %d operation(s) rolled back (%d kept): %s",
+                      operations, len(self._kept), error)
+        self._next_attempt = now + self._retry_interval
+        if error.full and self._reserve is not None and self._reserve.release():
+            log.warning("store: no space left; released the %d bytes set aside in %s so that "
+                        "acknowledgements and deletions can still be committed", self._reserve.size,
+                        self._reserve.path)
+            self._next_attempt = now  # retry the kept operations in the space just freed
+
+    def _check_recovery(self) -> None:
+        """One recovery check (see the module docstring): the probe (with any kept
+        operations), then the space reserve; ends the failing period after
+        ``RECOVERY_PASSES`` passes in a row."""
+        self._next_attempt = time.monotonic() + self._retry_interval
+        operations = self._kept
+        error = self._transaction(operations, probe=True)
+        if error is not None:
+            self._passes = 0
+            self._kept = [op for op in operations if op and op[0] in _KEPT_ON_FAILURE]
+            log.debug("store recovery check failed: %s", error)
+            return
+        self._kept = []
+        if operations:  # kept operations went with the probe: report their generation
+            self._done(self._last_gen, None, [], True)
+        reserve = self._reserve
+        if reserve is not None and not reserve.make(margin=self._probe_bytes):
+            self._passes = 0
+            log.debug("store recovery check: no room for the %d-byte space reserve", reserve.size)
+            return
+        self._passes += 1
+        if self._passes >= RECOVERY_PASSES:
+            self._failing = None
+            self._passes = 0
+            self._recovered_at = time.monotonic()
+            self._call_in_loop(self._on_recovered)
 
     def _execute(self, operations: list[list]) -> int:
         """Run ``operations``; returns how many were not cancelled."""
@@ -389,13 +513,3 @@ def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[tuple]) -
 def _delete(db: sqlite3.Connection, head: str, keys: list, *first: Any) -> None:
     for start, size in _chunks(len(keys)):
         db.execute(f"{head} ({','.join('?' * size)})", (*first, *keys[start:start + size]))
-
-
-def _write_failed(exc: BaseException) -> StoreWriteFailed:
-    """The error the protocols report, saying whether space ran out."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    full = name.startswith("SQLITE_FULL") or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG)
-    if not full and "full" in str(exc).lower():
-        full = True
-    detail = f"{exc} ({name})" if name else str(exc)
-    return StoreWriteFailed(f"store write failed: {detail}", full=full)

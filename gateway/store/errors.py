@@ -1,7 +1,9 @@
 """Store errors: a store that cannot be opened, and a write that did not reach the disk."""
 from __future__ import annotations
 
-__all__ = ["StoreError", "StoreUnusable", "StoreWriteFailed"]
+import errno
+
+__all__ = ["StoreError", "StoreNoSpace", "StoreUnusable", "StoreWriteFailed", "write_failed"]
 
 
 class StoreError(Exception):
@@ -24,6 +26,20 @@ class StoreUnusable(StoreError):
             f"to begin with an empty store")
 
 
+class StoreNoSpace(StoreUnusable):
+    """The store file cannot be opened because its disk is full: nothing is wrong with
+    the file, so the advice is to free space, not to move it aside."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        StoreError.__init__(
+            self, f"store {path!r} cannot be opened: no space left on its disk ({problem}). Nothing "
+                  f"was changed and the file is intact: free some disk space (keep "
+                  f"store.disk_reserve above 0 so that the gateway can start on a full disk) "
+                  f"and start again")
+
+
 class StoreWriteFailed(StoreError):
     """A batch of writes was rolled back (disk full, read-only file system, I/O error).
 
@@ -34,3 +50,13 @@ class StoreWriteFailed(StoreError):
     def __init__(self, text: str, *, full: bool) -> None:
         self.full = full
         super().__init__(text)
+
+
+def write_failed(exc: BaseException) -> StoreWriteFailed:
+    """The error the protocols report, saying whether space ran out."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    full = name.startswith("SQLITE_FULL") or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG)
+    if not full and "full" in str(exc).lower():
+        full = True
+    detail = f"{exc} ({name})" if name else str(exc)
+    return StoreWriteFailed(f"store write failed: {detail}", full=full)

@@ -18,7 +18,11 @@ Contract for implementations (every method runs on the event loop's thread):
   whether it is on disk (:meth:`Store.is_durable`) before dropping its body from memory;
   the body of a message in several queues is written once (``StoredBody`` shared through
   the reference, the broker keeps it on the container);
-- ``delete_*`` and removals of something unknown are no-ops;
+- ``delete_*`` and removals of something unknown are no-ops; ``save_*`` of a record the
+  store holds already writes nothing, unless that record's own write is not committed
+  yet (in flight, or rolled back and waiting for its retry): then it is written again,
+  so a caller comparing ``write_count`` waits for a commit (a re-declaration is never
+  answered "ok" for an entity that is not saved);
 - :meth:`Store.load` returns everything durable, for the broker to rebuild at start-up,
   and :meth:`Store.read_messages` reads bodies back on demand;
 - definitions changed at run time (users, vhosts, permissions, policies, limits) are

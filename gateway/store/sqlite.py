@@ -26,32 +26,40 @@ A message in several durable queues gets one ``messages`` row; ``StoredBody`` co
 queue entries referring to it and the row goes with the last of them.
 
 Failures: a failed transaction leaves the file as it was (see the commit thread); the
-store then holds ``write_error`` until a later commit succeeds, and calls ``on_alarm``
-with a reason (``None`` once writes work again) so the service blocks publishers
-meanwhile. Which entries are on disk is known per generation (:meth:`is_durable`), so
-the broker never drops from memory a body that is not in the file.
+store then holds ``write_error`` until the commit thread's recovery checks pass (a real
+write of ``probe_bytes``, twice, and the ``reserve_bytes`` space reserve made again: not
+merely one commit that happened to fit), and calls ``on_alarm`` with a reason (``None``
+once writes work again) so the service blocks publishers meanwhile; a store opened on a
+disk with less free space than its reserve starts that way. Which entries are on disk is
+known per generation (:meth:`is_durable`), so the broker never drops from memory a body
+that is not in the file.
 """
 from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections import deque
 from typing import Any, Callable, Optional
 
-from .commit_thread import CommitThread, Op
+from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
 from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
                         StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
 from .sqlite_definitions import DefinitionRows
+from .sqlite_entities import EntityWrites, binding_key
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
+from .space_reserve import RESERVE_SUFFIX, SpaceReserve
 
-__all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX"]
+__all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX", "DEFAULT_RESERVE_BYTES"]
 
 log = logging.getLogger(__name__)
 
 #: operations in one generation before it is handed over without waiting for the timer
 DEFAULT_BATCH_MAX = 4096
+#: bytes set aside beside the store for a full disk (``space_reserve``)
+DEFAULT_RESERVE_BYTES = 16 << 20
 
 _INSERT_MESSAGE, _INSERT_ENTRY, _UPDATE_ENTRY = Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.UPDATE_ENTRY
 _DELETE_ENTRY, _DELETE_MESSAGE = Op.DELETE_ENTRY, Op.DELETE_MESSAGE
@@ -91,14 +99,18 @@ class SqliteStore(ForwardingTables):
 
     ``call_in_loop(fn, *args)`` runs ``fn`` on the event loop's thread (the reactor's
     ``callFromThread``); ``sync`` is ``full`` or ``normal`` (``PRAGMA synchronous``);
-    ``check`` is ``quick``, ``full`` or ``off`` (the integrity check at open).
+    ``check`` is ``quick``, ``full`` or ``off`` (the integrity check at open);
+    ``reserve_bytes`` the space reserve (0: none; the service's default is
+    ``DEFAULT_RESERVE_BYTES``), ``probe_bytes`` what a recovery check writes and
+    ``retry_interval`` the seconds between retries and checks while writes fail.
     """
 
     persistent = True
 
     def __init__(self, path: str, *, call_in_loop: Callable[..., None], codecs: StoreCodecs,
                  sync: str = "full", check: str = "quick",
-                 batch_max: int = DEFAULT_BATCH_MAX) -> None:
+                 batch_max: int = DEFAULT_BATCH_MAX, reserve_bytes: int = 0,
+                 probe_bytes: int = DEFAULT_PROBE_BYTES, retry_interval: float = 1.0) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"unknown sync mode {sync!r}")
         self.path = path
@@ -106,9 +118,16 @@ class SqliteStore(ForwardingTables):
         self._codecs = codecs
         self._batch_max = batch_max
         self._lock_fd = lock_store(path)
+        self.reserve = SpaceReserve(path + RESERVE_SUFFIX, reserve_bytes)
+        # on a (nearly) full disk the reserve makes room to open the file and commit
+        # deletions; the store then starts with writes failing (see below)
+        short = bool(reserve_bytes) and self.reserve.short()
+        if short and self.reserve.release():
+            log.warning("store %s: less than %d bytes free on its disk: released the space reserve %s",
+                        path, reserve_bytes, self.reserve.path)
         try:
             db = open_store(path, sync=sync, check=check)
-            self._removed_orphans = _remove_orphans(db, path)
+            self._removed_orphans = _remove_orphans(db, path, self.reserve)
             self._reader = open_reader(path)
         except BaseException:
             os.close(self._lock_fd)
@@ -119,6 +138,7 @@ class SqliteStore(ForwardingTables):
         self._done_gen = 0
         self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
+        #: the failure that raised the alarm, until writes work again
         self.write_error: Optional[StoreWriteFailed] = None
         #: called with no arguments when a generation gets its first write (the service
         #: schedules ``flush``); ``on_commit()`` after each commit report; ``on_alarm(reason
@@ -126,20 +146,26 @@ class SqliteStore(ForwardingTables):
         self.on_pending: Optional[Callable[[], None]] = None
         self.on_commit: Optional[Callable[[], None]] = None
         self.on_alarm: Optional[Callable[[Optional[str]], None]] = None
-        self._exchanges: dict[tuple[str, str], ExchangeRecord] = {}
-        self._queues: dict[tuple[str, str], tuple[int, QueueRecord]] = {}
-        self._bindings: set[tuple] = set()
-        self._next_queue_id = 1
+        self._entities = EntityWrites(self._append, lambda: self._gen)
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
         self.bytes_stored = 0
         self._init_forwarding()
         self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
+        if short or (reserve_bytes and not self.reserve.make()):
+            self.write_error = StoreWriteFailed(
+                f"store write failed: less than {reserve_bytes} bytes free on the disk of {path} "
+                f"(the space reserve, store.disk_reserve): new messages are refused until space is freed",
+                full=True)
+            log.warning("%s", self.write_error)
         self._thread = CommitThread(db, call_in_loop=call_in_loop, on_done=self._committed,
                                     encode_table=codecs.encode_table,
                                     encode_annotations=codecs.encode_annotations,
-                                    synced=sync == "full")
+                                    synced=sync == "full", on_recovered=self._recovered,
+                                    reserve=self.reserve if reserve_bytes else None,
+                                    probe_bytes=probe_bytes, retry_interval=retry_interval,
+                                    failing=self.write_error, wal_path=path + "-wal")
 
     @property
     def stats(self) -> Any:
@@ -205,11 +231,8 @@ class SqliteStore(ForwardingTables):
             self.write_error = error
             if first and self.on_alarm is not None:
                 self.on_alarm(str(error))
-        elif self.write_error is not None:
-            log.warning("store writes work again")
-            self.write_error = None
-            if self.on_alarm is not None:
-                self.on_alarm(None)
+        else:
+            self._entities.committed(gen)
         if gen > self._done_gen:
             self._done_gen = gen
         waiters = self._waiters
@@ -221,6 +244,15 @@ class SqliteStore(ForwardingTables):
                 log.exception("store commit callback failed")
         if self.on_commit is not None:
             self.on_commit()
+
+    def _recovered(self) -> None:
+        """The commit thread's report that a failing period ended (see its docstring)."""
+        if self.write_error is None:
+            return
+        log.warning("store writes work again")
+        self.write_error = None
+        if self.on_alarm is not None:
+            self.on_alarm(None)
 
     def is_durable(self, ref: StoreRef) -> bool:
         """True once the entry's insert, its latest update and its message row are all
@@ -319,60 +351,22 @@ class SqliteStore(ForwardingTables):
 
     # ------------------------------------------------------------------ entities
     def save_exchange(self, record: ExchangeRecord) -> None:
-        key = (record.vhost, record.name)
-        if self._exchanges.get(key) == record:
-            return
-        self._exchanges[key] = record
-        self._append([Op.SAVE_EXCHANGE, record.vhost, record.name, record.type,
-                      int(record.auto_delete), int(record.internal), record.arguments])
+        self._entities.save_exchange(record)
 
     def delete_exchange(self, vhost: str, name: str) -> None:
-        if self._exchanges.pop((vhost, name), None) is None:
-            return
-        self._bindings = {b for b in self._bindings
-                          if not (b[0] == vhost and (b[1] == name or (b[2] == "exchange" and b[3] == name)))}
-        self._append([Op.DELETE_EXCHANGE, vhost, name])
+        self._entities.delete_exchange(vhost, name)
 
     def save_queue(self, record: QueueRecord) -> int:
-        key = (record.vhost, record.name)
-        known = self._queues.get(key)
-        if known is not None and known[1].arguments == record.arguments:
-            return known[0]
-        qid = known[0] if known is not None else self._next_queue_id
-        if known is None:
-            self._next_queue_id += 1
-        self._queues[key] = (qid, record)
-        self._append([Op.SAVE_QUEUE, qid, record.vhost, record.name, record.arguments])
-        return qid
+        return self._entities.save_queue(record)
 
     def delete_queue(self, vhost: str, name: str) -> None:
-        known = self._queues.pop((vhost, name), None)
-        if known is None:
-            return
-        self._bindings = {b for b in self._bindings
-                          if not (b[0] == vhost and b[2] == "queue" and b[3] == name)}
-        self._append([Op.DELETE_QUEUE, known[0], vhost, name])
-
-    @staticmethod
-    def _binding_key(record: BindingRecord) -> tuple:
-        return (record.vhost, record.source, record.destination_kind, record.destination,
-                record.routing_key, repr(sorted(record.arguments.items(), key=repr)))
+        self._entities.delete_queue(vhost, name)
 
     def save_binding(self, record: BindingRecord) -> None:
-        key = self._binding_key(record)
-        if key in self._bindings:
-            return
-        self._bindings.add(key)
-        self._append([Op.SAVE_BINDING, record.vhost, record.source, record.destination_kind,
-                      record.destination, record.routing_key, record.arguments])
+        self._entities.save_binding(record)
 
     def delete_binding(self, record: BindingRecord) -> None:
-        key = self._binding_key(record)
-        if key not in self._bindings:
-            return
-        self._bindings.discard(key)
-        self._append([Op.DELETE_BINDING, record.vhost, record.source, record.destination_kind,
-                      record.destination, record.routing_key, record.arguments])
+        self._entities.delete_binding(record)
 
     # ------------------------------------------------------------------ definitions
     def save_definition(self, record: DefinitionRecord) -> None:
@@ -413,16 +407,15 @@ class SqliteStore(ForwardingTables):
             record = QueueRecord(vhost, name, True, False, args(a), qid)
             queues.append(record)
             names[qid] = (vhost, name)
-            self._queues[(vhost, name)] = (qid, record)
-            self._next_queue_id = max(self._next_queue_id, qid + 1)
+            self._entities.loaded_queue(qid, record)
         bindings = tuple(
             BindingRecord(vhost, source, kind, dest, key, args(a))
             for vhost, source, kind, dest, key, a in db.execute(
                 "SELECT vhost, source, dest_kind, dest, routing_key, arguments FROM bindings"))
         for record in exchanges:
-            self._exchanges[(record.vhost, record.name)] = record
+            self._entities.exchanges[(record.vhost, record.name)] = record
         for record in bindings:
-            self._bindings.add(self._binding_key(record))
+            self._entities.bindings.add(binding_key(record))
         entries: dict[tuple[str, str], list[StoredEntry]] = {}
         bodies: dict[int, StoredBody] = {}
         current: Optional[int] = None
@@ -462,17 +455,29 @@ class SqliteStore(ForwardingTables):
             os.close(self._lock_fd)
 
 
-def _remove_orphans(db: Any, path: str) -> int:
+def _remove_orphans(db: Any, path: str, reserve: SpaceReserve) -> int:
     """Entries of missing queues and messages no entry refers to (left by a crash between
-    two batches of a queue deletion, say); returns how many rows went."""
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        removed = db.execute("DELETE FROM queue_messages WHERE queue NOT IN (SELECT id FROM queues)").rowcount
-        removed += db.execute(
-            "DELETE FROM messages WHERE id NOT IN (SELECT message FROM queue_messages)").rowcount
-        db.execute("COMMIT")
-    except Exception as exc:  # noqa: BLE001 - sqlite3.Error: the file is damaged
-        raise StoreUnusable(path, f"cannot tidy it: {exc}") from None
+    two batches of a queue deletion, or during a recovery probe); returns how many rows
+    went. On a full disk the space reserve is given up for it (once)."""
+    removed = 0
+    for attempt in (1, 2):
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            removed = db.execute("DELETE FROM queue_messages WHERE queue NOT IN (SELECT id FROM queues)").rowcount
+            removed += db.execute(
+                "DELETE FROM messages WHERE id NOT IN (SELECT message FROM queue_messages)").rowcount
+            db.execute("COMMIT")
+            break
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: the file is damaged, or no space
+            try:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if attempt == 1 and getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" and reserve.release():
+                log.warning("store %s: no space left; released the space reserve %s", path, reserve.path)
+                continue
+            raise StoreUnusable(path, f"cannot tidy it: {exc}") from None
     if removed:
         log.warning("store %s: removed %d row(s) no queue refers to", path, removed)
     return removed

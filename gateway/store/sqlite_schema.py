@@ -22,6 +22,9 @@ it lacks when opened: version 1 the forwarding tables and ``definitions``, versi
                                                                      at run time (JSON; NULL: a
                                                                      removal of the config's)
 
+A ``messages`` row with id -1 is the commit thread's recovery probe (written and deleted
+again while writes fail; one left by a crash is removed at open with the other orphans).
+
 A message routed to several durable queues is written once (``messages``) and referenced
 from each queue (``queue_messages``), as RabbitMQ's message store keeps one copy with
 per-queue references. Measured with 4 KiB bodies on this machine's disk, the second table
@@ -58,7 +61,7 @@ import os
 import sqlite3
 from typing import Optional
 
-from .errors import StoreUnusable
+from .errors import StoreNoSpace, StoreUnusable
 
 __all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
 
@@ -114,6 +117,9 @@ _MIGRATIONS = {
     1: (_TABLES - {"outbox", "forwarded_ids", "definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE outbox"):]),
     2: (_TABLES - {"definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE definitions"):]),
 }
+
+#: SQLite's errors for a disk without room (the shared-memory file cannot grow either)
+_NO_SPACE = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
 
 #: the log is cut back to this size after a checkpoint (it grows under a backlog)
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -190,6 +196,8 @@ def open_store(path: str, *, sync: str = "full", check: str = "quick") -> sqlite
         raise
     except sqlite3.Error as exc:
         db.close()
+        if getattr(exc, "sqlite_errorname", "") in _NO_SPACE:
+            raise StoreNoSpace(path, _problem(exc)) from None
         raise StoreUnusable(path, _problem(exc)) from None
     return db
 

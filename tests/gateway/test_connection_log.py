@@ -139,3 +139,39 @@ def test_a_connection_logger_adds_the_id_and_keeps_the_call_s_extra(caplog):
     ConnectionLogger(log, 9).info("x", extra={"event": "e"})
     [record] = [r for r in caplog.records if r.name == "tests.connection_log"]
     assert (getattr(record, CONNECTION_ID), record.event) == (9, "e")
+
+
+# ------------------------------------------------------------------ escaping (issue 41, item 5)
+
+@pytest.mark.parametrize("text,shown", [
+    ("plain text", "plain text"),
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("bell\x07 del\x7f c1\x85", "bell\\x07 del\\x7f c1\\x85"),
+    ("esc\x1b[31mred", "esc\\x1b[31mred"),
+    ("sep\u2028par\u2029", "sep\\u2028par\\u2029"),
+    (b"bad \xff\xfe utf-8".decode("utf-8", "surrogateescape"), "bad \\xff\\xfe utf-8"),
+    ("ünïcode stays", "ünïcode stays"),
+])
+def test_escape_for_log_keeps_a_message_on_one_line(text, shown):
+    from gateway.connection_log import escape_for_log
+    assert escape_for_log(text) == shown
+
+
+def _formatted(formatter: logging.Formatter, *args: object) -> str:
+    record = logging.LogRecord("gateway.test", logging.WARNING, __file__, 1,
+                               "mechanism %s offered by %s", args, None)
+    return formatter.format(record)
+
+
+def test_text_and_json_formats_escape_the_message_alike():
+    import json
+
+    from gateway.connection_log import TextFormatter, json_formatter
+    forged = "X\n2030-01-01 00:00:00,000 CRITICAL forged"
+    text = _formatted(TextFormatter(), forged, "peer\x1b[2J")
+    assert "\n" not in text and "\x1b" not in text
+    assert text.endswith("mechanism X\\n2030-01-01 00:00:00,000 CRITICAL forged offered by peer\\x1b[2J")
+    line = _formatted(json_formatter(), forged, "peer\x1b[2J")
+    assert "\n" not in line
+    assert json.loads(line)["message"] == ("mechanism X\\n2030-01-01 00:00:00,000 CRITICAL forged "
+                                           "offered by peer\\x1b[2J")

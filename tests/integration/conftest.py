@@ -7,6 +7,7 @@ import pytest
 from bench.reference import ReferenceUnavailable, rabbit_installed
 from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
+from tests.support.local_spark import local_session
 from tests.support.partner_broker import start_partner
 
 
@@ -51,6 +52,19 @@ def partner_rabbit():
     node.stop()
 
 
+@pytest.fixture
+def example_broker():
+    """Qpid Proton's C example broker (a broker that speaks only 1.0), compiled and started."""
+    from tests.support.example_broker import ExampleBroker, example_broker_missing
+
+    missing = example_broker_missing()
+    if missing:
+        pytest.skip(missing)
+    node = ExampleBroker().start()
+    yield node
+    node.stop()
+
+
 @pytest.fixture(scope="module")
 def management_gw():
     """A gateway of the module's own serving the management API, with users of each kind
@@ -60,3 +74,13 @@ def management_gw():
     gw = management_gateway(extra="vhosts:\n  - /\n  - other\n").start()
     yield gw
     gw.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session for a module of ledger report tests (starting one takes
+    seconds)."""
+    pytest.importorskip("matplotlib")
+    session = local_session("ledger-integration")
+    yield session
+    session.stop()

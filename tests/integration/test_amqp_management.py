@@ -230,3 +230,25 @@ def test_a_0_9_1_client_manages_with_its_validated_user_id(gw) -> None:
     assert anonymous.headers["statusCode"] == 403
     assert "user_id" in anonymous.headers["statusDescription"]
     conn.close()
+
+
+def test_null_arguments_are_absent_or_a_400_never_an_internal_error(gw, admin) -> None:
+    """Issue 41, item 4: ``offset`` present but null closed the connection with
+    ``amqp:internal-error``; null standard arguments are now taken as absent, and null
+    attributes are a 400 naming them. The connection stays open throughout."""
+    assert admin.call("CREATE", "queue", "mq.nulls", body={}).status == 201
+    names = {"attributeNames": ["name"]}
+    for props in ({"offset": None, "count": 1}, {"offset": None}, {"offset": 0, "count": None},
+                  {"vhost": None, "offset": None, "count": 5}):
+        reply = admin.call("QUERY", body=names, entityType="queue", **props)
+        assert reply.status == 200, (props, reply.description)
+        assert 1 <= len(reply.body["results"]) <= (props.get("count") or 1000)
+    for body, words in (({"durable": None}, "'durable' must be a boolean"),
+                        ({"type": None}, "'type' must be a string")):
+        reply = admin.call("CREATE", "exchange", "mq.nulls.x", body=body)
+        assert reply.status == 400 and words in reply.description, reply.description
+    moved = admin.call("MOVE", "queue", "mq.nulls", body={"to": None, "count": None})
+    assert moved.status == 400 and "'to' must be a string" in moved.description
+    assert admin.call("PURGE", "queue", "mq.nulls", body={"count": None}).status == 200
+    assert admin.call("DELETE", "queue", "mq.nulls", body={"if_unused": None}).status == 400
+    assert admin.call("DELETE", "queue", "mq.nulls").status == 204

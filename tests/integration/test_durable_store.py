@@ -357,7 +357,7 @@ def test_free_disk_below_the_limit_blocks_publishers_until_space_returns(tmp_pat
         with open(gw.config_path, "w") as f:
             f.write(config)
         gw.signal(signal.SIGHUP)
-        assert gw.wait_for_log(r"alarm cleared: disk")
+        assert gw.wait_for_log(r"disk alarm cleared, unblocking producers")
         conn.process_data_events(time_limit=0.3)
         assert events == ["blocked", "unblocked"]
         ch.confirm_delivery()

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from typing import Callable
 
 import pika
 import pytest
-from proton import Message, Timeout
+from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed, SendException
 
-from tests.support.edge_mode import edge_yaml
+from tests.support.edge_mode import edge_yaml, pump, queue_counts, until
 from tests.support.gateway_process import GatewayProcess, default_config
-from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, partner_pika
+from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, partner_pika
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 from tests.support.tcp_cutter import TcpCutter
 
@@ -43,21 +41,6 @@ def _connect(gw: GatewayProcess, user: str = PARTNER_USER, password: str = PARTN
                               timeout=15, allowed_mechs="PLAIN")
 
 
-def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def _pump(conn: BlockingConnection) -> None:
-    """Let the blocking client write what it queued (its dispositions go out only then)."""
-    try:
-        conn.wait(lambda: False, timeout=0.1)
-    except Timeout:
-        pass
-
-
 def _queues(rabbit, *names: str) -> None:
     with partner_pika(rabbit) as conn:
         ch = conn.channel()
@@ -66,16 +49,6 @@ def _queues(rabbit, *names: str) -> None:
             ch.queue_purge(name)
             ch.queue_bind(name, "amq.topic", routing_key=f"t.{name}")
             ch.queue_bind(name, "amq.direct", routing_key=name)
-
-
-def _counts(rabbit, queue: str) -> tuple[int, int]:
-    out = rabbit.ctl("list_queues", "-p", PARTNER_VHOST, "name", "messages_ready", "messages_unacknowledged",
-                     "--no-table-headers", "--quiet")
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == queue:
-            return int(parts[1]), int(parts[2])
-    raise AssertionError(f"no queue {queue}: {out}")
 
 
 @pytest.fixture
@@ -125,7 +98,7 @@ def test_prefetch_follows_credit_and_outcomes_map_to_the_backend(rabbit):
             receiver = conn.create_receiver("/queue/edge10.c", credit=0)  # no flow controller
             receiver.flow(2)
             conn.wait(lambda: len(receiver.fetcher.incoming) >= 2, timeout=15)
-            _until(lambda: _counts(rabbit, "edge10.c") == (8, 2))   # no more than the credit
+            until(lambda: queue_counts(rabbit, "edge10.c") == (8, 2))   # no more than the credit
             first = receiver.receive(timeout=10)
             # a 0-9-1 message, translated as for a local 1.0 consumer
             assert (first.body, first.content_type, first.id, first.properties) == (
@@ -137,7 +110,7 @@ def test_prefetch_follows_credit_and_outcomes_map_to_the_backend(rabbit):
             receiver.release(delivered=True)          # modified: basic.nack requeue
             rejected = receiver.receive(timeout=10)
             receiver.reject()                         # basic.reject, no requeue
-            _until(lambda: _pump(conn) or sum(_counts(rabbit, "edge10.c")) == 8)
+            until(lambda: pump(conn) or sum(queue_counts(rabbit, "edge10.c")) == 8)
             # drain: what the queue has comes, then the rest of the credit is drained
             receiver.link.drain(20)
             conn.wait(lambda: receiver.link.credit == 0, timeout=15)
@@ -149,7 +122,7 @@ def test_prefetch_follows_credit_and_outcomes_map_to_the_backend(rabbit):
             assert bodies == sorted({b"%d" % i for i in range(10)} - gone)
         finally:
             conn.close()
-        _until(lambda: _counts(rabbit, "edge10.c") == (7, 0))   # the unsettled went back
+        until(lambda: queue_counts(rabbit, "edge10.c") == (7, 0))   # the unsettled went back
 
 
 def test_a_refused_login_and_a_cut_backend_close_the_client_clearly(rabbit):

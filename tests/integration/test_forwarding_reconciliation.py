@@ -10,6 +10,8 @@ run on their ledger directories as an operator runs it (``amqp-gateway report --
 - kill -9 of org-b, and of org-a, mid-stream, restarted, the stream finished: every
   message the consumer got once is ``ok`` or ``late`` (re-sent after the crash), none is
   lost; a duplicate is flagged only where the consumer really got one.
+- A message org-b rejects (no such queue) and org-a dead-letters: ``dead-lettered``, not
+  lost, with org-a's final state of it saying why (issue 41).
 """
 from __future__ import annotations
 
@@ -141,10 +143,10 @@ def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hu
 
     summary = by_pair(table_rows(out, "reconciliation_summary"))
     assert summary == {
-        ("org-a", "hub"): {"forwarded": 30, "arrived": 30, "lost": 0, "duplicated": 0, "extra_copies": 0,
-                           "late": 0, "unverified": 0, "unexpected": 0},
-        ("hub", "org-b"): {"forwarded": 30, "arrived": 29, "lost": 1, "duplicated": 1, "extra_copies": 1,
-                           "late": 1, "unverified": 0, "unexpected": 0}}
+        ("org-a", "hub"): {"forwarded": 30, "arrived": 30, "lost": 0, "dead_lettered": 0, "still_queued": 0,
+                           "duplicated": 0, "extra_copies": 0, "late": 0, "unverified": 0, "unexpected": 0},
+        ("hub", "org-b"): {"forwarded": 30, "arrived": 29, "lost": 1, "dead_lettered": 0, "still_queued": 0,
+                           "duplicated": 1, "extra_copies": 1, "late": 1, "unverified": 0, "unexpected": 0}}
     findings = {(x["source"], x["status"]): x for x in table_rows(out, "reconciliation") if x["status"] != "ok"}
     assert set(findings) == {("hub", "lost"), ("hub", "duplicated"), ("hub", "late")}
     for status, message_id, copies in (("lost", "n-3", 0), ("duplicated", "p-4", 2), ("late", "n-9", 1)):
@@ -153,8 +155,8 @@ def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hu
             ("org-a", sent[message_id], message_id, copies), status
     assert findings[("hub", "late")]["delay_us"] > 120_000_000
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert ("Across gateways: 60 messages forwarded, 1 lost, 1 duplicated (1 extra copies), 1 late "
-            "(more than 60 s), 0 unverified") in html
+    assert ("Across gateways: 60 messages forwarded, 1 lost, 0 dead-lettered at the source, 0 still "
+            "queued at the source, 1 duplicated (1 extra copies), 1 late (more than 60 s), 0 unverified") in html
     for status, message_id in (("lost", "n-3"), ("duplicated", "p-4"), ("late", "n-9")):
         sample = html[html.index(f">Samples: {status}</h"):]
         sample = sample[:sample.index("</table>")]
@@ -208,3 +210,31 @@ def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, cr
     assert all(x["attempts"] >= 2 for x in by_status.get("late", []))
     [summary] = table_rows(out, "reconciliation_summary")
     assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == (150, 150, 0, 0)
+
+
+def test_a_forward_dead_lettered_at_its_source_is_dead_lettered_not_lost(tmp_path) -> None:
+    """org-b rejects a message for a queue it does not have (amqp:not-found) and org-a
+    dead-letters it: the report shows that forward as dead-lettered (before, lost), and
+    org-a's final state of it says why; the others arrived."""
+    p = Pair(tmp_path).start()
+    try:
+        q = unique("orders")
+        declare(p.b, q)
+        send_numbered(p.a, f"{q}@org-b", range(3))
+        send_numbered(p.a, "no-such-queue@org-b", [3])
+        assert sorted(drain_bodies(p.b, q, 3)) == [f"n {i}" for i in range(3)]
+        assert p.a.wait_for_log("message .* dead-lettered: amqp:not-found")
+    finally:
+        p.a.stop()
+        p.b.stop()
+    out = tmp_path / "report"
+    run_report_command([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out))
+    statuses = {x["message_id"]: x["status"] for x in table_rows(out, "reconciliation")}
+    assert statuses == {"n-0": "ok", "n-1": "ok", "n-2": "ok", "n-3": "dead-lettered"}
+    [summary] = table_rows(out, "reconciliation_summary")
+    assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["dead_lettered"]) == (4, 3, 0, 1)
+    [dead] = [x for x in table_rows(out, "final_states")
+              if x["container"] == "org-a" and x["message_id"] == "n-3" and x["place"] == "-> org-b"]
+    assert dead["state"] == "dead-lettered" and "amqp:not-found" in dead["detail"], dead
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "4 messages forwarded, 0 lost, 1 dead-lettered at the source" in html

@@ -5,6 +5,7 @@ RPC across the two; kill -9 of either side loses nothing and duplicates nothing;
 message org-b rejects is dead-lettered at org-a and the stream goes on."""
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 import uuid
@@ -294,6 +295,33 @@ def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair,
     arrived = [r for r in ledger_records(tmp_path / "b" / "ledger")
                if r["event"] == "received" and r.get("origin_id") is not None]
     assert {str(r["origin_id"]) for r in arrived} == sent and len(arrived) == 2
+
+
+def test_dead_letters_are_logged_once_per_interval_and_summarised(pair) -> None:
+    """Issue 41, item 8: 300 forwarded messages that org-b rejects write one WARNING line
+    at org-a, and the next interval's summary counts the rest (not 300 lines)."""
+    a, _b = pair
+    count = 300
+    send_numbered(a, "no-such-queue@org-b", range(count), durable=False)
+    deadline = time.monotonic() + 30
+    remote = ("remote", "org-b")
+    while metrics(a).get(("amqp_gateway_forward_dead_lettered_total", remote), 0) < count:
+        assert time.monotonic() < deadline, "the messages were not all dead-lettered"
+        time.sleep(0.1)
+
+    def accounted() -> tuple[int, list[str]]:
+        lines = [line for line in a.log_lines if "dead-lettered" in line and "WARNING" in line]
+        left_out = sum(int(n) for line in lines
+                       for n in re.findall(r"(\d+) more in the last 10s not logged", line))
+        return sum(1 for line in lines if "dead-lettered: " in line and "message " in line) + left_out, lines
+
+    deadline = time.monotonic() + 15  # the summary comes with the next interval
+    while accounted()[0] < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    total, lines = accounted()
+    assert total == count, lines
+    assert 2 <= len(lines) <= 4, lines  # a line, then one summary per 10 s interval
+    assert all("amqp:not-found" in line for line in lines), lines
 
 
 def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:

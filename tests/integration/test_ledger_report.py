@@ -35,30 +35,6 @@ from tests.support.ledger_files import read_events, segment_lines
 pytestmark = [pytest.mark.integration, pytest.mark.pipeline, pytest.mark.timeout(600)]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for the module (starting one takes seconds)."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    pytest.importorskip("matplotlib")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime for local Spark")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("ledger-integration")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def ledger_config(directory: str) -> str:
     return default_config(extra=f"ledger:\n  directory: {directory}\n  flush_interval: 0.2\n")
 
@@ -255,33 +231,41 @@ def test_report_counts_every_event_exactly(fresh_gateway, spark, tmp_path):
         "settled": 20,
         "expired": 7,
         "dead_lettered": 3,    # 1 rejected, 2 expired
+        "dropped": 10,         # left in transient queues at the stop: 3 + 2 + 1 + 1 + 3 dead letters
+        "started": 1,
     }
     assert summary.settled_by_outcome == {"accepted": 13, "rejected": 3, "released": 3, "modified": 1}
     assert summary.protocol_pairs == {
         "0-9-1->0-9-1": 5 + 2 + 1, "0-9-1->1.0": 4, "1.0->0-9-1": 3, "1.0->1.0": 4 + 1,
     }
-    assert summary.events == 122
+    assert summary.events == 133
     [(node, latency)] = summary.latency_us.items()
     assert node in summary.containers and latency["settled"] == 20
 
-    # where each message that was not finally settled is when the ledger ends
-    queued, given_back = "still queued", "given back by a consumer"
+    # where each message that was not finally settled is when the ledger ends: what was
+    # left in a queue went with it at the stop (every queue here is transient)
+    dropped = ("dropped", "by the queue: transient queue")
     assert summary.unsettled == {
-        (node, "/", left, queued, "never delivered"): 3,
-        (node, "/", requeued, queued, f"{given_back} (released)"): 2,
-        (node, "/", modified, queued, f"{given_back} (modified)"): 1,
-        (node, "/", unacked, queued, f"{given_back} (released)"): 1,
+        (node, "/", left, *dropped): 3,
+        (node, "/", requeued, *dropped): 2,
+        (node, "/", modified, *dropped): 1,
+        (node, "/", unacked, *dropped): 1,
         (node, "/", ttl, "expired", "TTL ran out, no dead-letter exchange"): 5,
         (node, "/", qb, "dead-lettered", "reason rejected, to exchange ''"): 1,
         (node, "/", ttl_dl, "dead-lettered", "reason expired, to exchange ''"): 2,
-        (node, "/", dead, queued, "dead-letter copy (rejected), never delivered"): 1,
-        (node, "/", dead, queued, "dead-letter copy (expired), never delivered"): 2,
+        (node, "/", dead, *dropped): 3,  # the dead-letter copies
     }
-    assert summary.unsettled_by_state == {queued: 10, "expired": 5, "dead-lettered": 3}
+    assert summary.unsettled_by_state == {"dropped": 10, "expired": 5, "dead-lettered": 3}
+    # and the final state of every message: 16 settled for good, less the rejected one
+    # dead-lettered; dropped: the 10 above and the 3 unroutable and 1 returned publishes
+    assert summary.final_by_state == {"delivered": 15, "dropped": 10 + 4, "expired": 5,
+                                      "dead-lettered": 3}
     assert summary.refusals == {("unroutable", None): 3, ("returned", "NO_ROUTE"): 1,
                                 ("refused", "user-id 'mallory' does not match the authenticated user 'alice'"): 1}
     html = open(summary.html_path, encoding="utf-8").read()
-    assert "Not finally settled at the end of the ledger: 18 messages (still queued 10, dead-lettered 3, expired 5)." in html
+    assert "Not finally settled at the end of the ledger: 18 messages (dead-lettered 3, expired 5, dropped 10)." in html
+    assert ("Final state of every message: delivered 15, expired 5, dead-lettered 3, dropped 14; "
+            "none lost.") in html
     assert 0 <= latency["p50"] <= latency["max"] < 60_000_000
     assert os.path.exists(summary.html_path)
 

@@ -7,6 +7,7 @@ import io
 import pytest
 
 from tests.support.ledgers import single_gateway_ledger
+from tests.support.local_spark import local_session
 
 
 def pytest_configure(config):
@@ -15,22 +16,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def spark():
-    pyspark_sql = pytest.importorskip("pyspark.sql")
-    from pipeline.environment import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
-               .appName("pipeline-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("pipeline-tests")
     yield session
     session.stop()
 

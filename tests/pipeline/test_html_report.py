@@ -47,8 +47,16 @@ def test_report_html_in_headless_chromium_shows_the_summary_and_every_chart(sing
                       "p50 14.00 ms, p95 500.00 ms, p99 500.00 ms",
                       "Refused or unroutable: 7 messages (unroutable 3, returned 2, refused 2)",
                       "Not finally settled at the end of the ledger: 4 messages (expired 4)",
-                      "TTL ran out, no dead-letter exchange"):
+                      "TTL ran out, no dead-letter exchange",
+                      # issue 41: one final state each, the ledger's gaps
+                      "Final state of every message: delivered 25, expired 4, dropped 5; none lost.",
+                      "Ledger gaps: none; every record the gateways made was written.",
+                      "unroutable: no queue took it"):
             assert words in text, words
+        # throughput as numbers: per route, the busiest minute's rate and the mean
+        rates = page.locator("h2:has-text('Throughput by route') + p + table").inner_text()
+        assert "gw-A\t/\tin\t/exchanges/ex/k\t20\t1\t0.33\t2023-11-14 22:13\t0.33" in rates, rates
+        assert "gw-A\t/\tout\t/queues/q1\t22\t1\t0.37\t2023-11-14 22:13\t0.37" in rates, rates
         summary_box = page.locator("#summary").bounding_box()
         first_chart = page.locator("img").first.bounding_box()
         assert summary_box["y"] + summary_box["height"] <= first_chart["y"], "the summary comes first"

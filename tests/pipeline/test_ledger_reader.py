@@ -65,7 +65,7 @@ def test_a_crashed_v1_segment_gives_every_complete_line_and_one_malformed(spark,
 def _message(gid: int, **fields) -> SimpleNamespace:
     values = dict(gateway_id=gid, exchange="x", routing_key="k", message_id=f"m-{gid}",
                   correlation_id=None, size=10 + gid, headers={"tenant": "acme", "no": 1},
-                  created_at=T0, origin=SimpleNamespace(_value_="amqp091"))
+                  created_at=T0, origin=SimpleNamespace(_value_="amqp091"), durable=False)
     values.update(fields)
     return SimpleNamespace(**values)
 

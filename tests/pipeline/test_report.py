@@ -161,8 +161,9 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
     outside = 5 if match_by == "gateway-id" else 0
     # u-1 "from gw-A" that gw-A never forwarded is unexpected; a-60 "from gw-X" is not a-60's
     # arrival from gw-A (matched by origin gateway id and the gateway it came from)
-    assert s.reconciliation == {"forwarded": 100 + outside, "arrived": 97, "lost": 3, "duplicated": 2,
-                                "extra_copies": 2, "late": 2, "unverified": outside, "unexpected": 1}
+    assert s.reconciliation == {"forwarded": 100 + outside, "arrived": 97, "lost": 3, "dead_lettered": 0,
+                                "still_queued": 0, "duplicated": 2, "extra_copies": 2, "late": 2,
+                                "unverified": outside, "unexpected": 1}
     if match_by == "gateway-id":
         expect = chosen
     else:
@@ -178,19 +179,24 @@ def test_reconciliation_finds_exactly_the_chosen_messages(spark, tmp_path, match
     assert retried[0]["attempts"] == 2 and retried[0]["copies"] == 1
     assert [r["copies"] for r in rows if r["message_id"] == "msg-60"] == [1]
     # the rest of the summary, per gateway: gw-A's forwards (every attempt) and receipts,
-    # gw-B's arrivals; no forward_settled in these ledgers, so every forward is unsettled
+    # gw-B's arrivals; gw-B settled every forward to it, gw-C none
     assert s.crossed_by_vhost[("gw-A", "/")] == {"received": 100, "bytes_in": 5000, "delivered": 0,
-                                                 "forwarded": 101, "refused": 0, "unsettled": 100}
+                                                 "forwarded": 101, "refused": 0, "unsettled": 0}
     assert s.crossed_by_vhost[("gw-A", None)]["forwarded"] == 5
     assert s.crossed_by_vhost[("gw-B", "/")]["received"] == 97 + 2 + 2
-    assert s.unsettled_by_state == {"forwarded, unsettled": 105}
+    assert s.unsettled_by_state == {"still queued": 5}
+    assert s.unsettled == {("gw-A", None, "-> gw-C", "still queued", "not settled by the peer"): 5}
+    assert s.final_by_state["forwarded"] == 100
     # the summary says it, with samples keyed by origin gateway id and source gateway
     html = (tmp_path / "out" / "report.html").read_text()
     summary = _section(html, "Summary", until="<h2>")
-    assert ("Across gateways: 105 messages forwarded, 3 lost, 2 duplicated (2 extra copies), 2 late "
-            "(more than 60 s), 5 unverified" if match_by == "gateway-id" else
-            "Across gateways: 100 messages forwarded, 3 lost, 2 duplicated (2 extra copies), 2 late") in summary
-    assert "<td>gw-A</td><td>gw-B</td><td>100</td><td>97</td><td>3</td><td>2</td><td>2</td><td>2</td>" in summary
+    assert ("Across gateways: 105 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still "
+            "queued at the source, 2 duplicated (2 extra copies), 2 late (more than 60 s), 5 unverified"
+            if match_by == "gateway-id" else
+            "Across gateways: 100 messages forwarded, 3 lost, 0 dead-lettered at the source, 0 still "
+            "queued at the source, 2 duplicated (2 extra copies), 2 late") in summary
+    assert ("<td>gw-A</td><td>gw-B</td><td>100</td><td>97</td><td>3</td><td>0</td><td>0</td><td>2</td>"
+            "<td>2</td><td>2</td>") in summary
     lost = _section(summary, "Samples: lost")
     origin, key = ("gw-A", "a-50") if match_by == "gateway-id" else ("", "msg-50")
     assert f"<td>gw-A</td><td>gw-B</td><td>{origin}</td><td>{key}</td><td>msg-50</td><td>2023-11-14 22:14:10.100</td><td></td><td>0</td>" in lost

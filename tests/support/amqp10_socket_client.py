@@ -17,7 +17,11 @@ from typing import Any, Callable, Optional
 
 from proton import Collector, Connection, Data, Delivery, Described, Message, Transport, ulong
 
-__all__ = ["SocketClient", "amqp_frame", "parse_performatives", "read_exactly", "read_sasl_frames"]
+__all__ = ["SocketClient", "amqp_frame", "error_conditions", "parse_performatives", "read_exactly",
+           "read_sasl_frames"]
+
+#: where detach, end and close carry their error (the index of the field)
+_ERROR_FIELD = {0x16: 2, 0x17: 0, 0x18: 0}
 
 
 def amqp_frame(descriptor: int, fields: list, channel: int = 0) -> bytes:
@@ -50,6 +54,18 @@ def parse_performatives(data: bytes) -> list[tuple[int, list]]:
                 fields = []
             out.append((descriptor, fields))
     return out
+
+
+def error_conditions(frames: list[tuple[int, list]]) -> list[tuple[int, str, str]]:
+    """``(performative, condition, description)`` of every error in ``frames`` (from
+    ``parse_performatives``): the detaches, ends and closes that carry one."""
+    found = []
+    for descriptor, fields in frames:
+        index = _ERROR_FIELD.get(descriptor)
+        if index is not None and len(fields) > index and fields[index] is not None:
+            error = fields[index].value
+            found.append((descriptor, str(error[0]), str(error[1]) if len(error) > 1 else ""))
+    return found
 
 
 def read_exactly(sock: socket.socket, count: int, timeout: float = 10.0) -> bytes:

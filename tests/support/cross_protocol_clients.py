@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 import pika
 import proton._handlers
 from proton import Message
+from proton.reactor import Container
 from proton.utils import BlockingConnection
 
 from tests.support.amqp091_clients import pika_connection
@@ -32,6 +33,7 @@ __all__ = [
     "TIMEOUT",
     "unique",
     "proton_connection",
+    "check_serves_after_fuzz",
     "pika_channel",
     "pika_get",
     "capture_raw_amqp10",
@@ -48,11 +50,31 @@ def unique(prefix: str = "x") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def proton_connection(gateway: Any, user: str = "guest", password: str = "guest") -> BlockingConnection:
-    """A blocking proton connection (SASL PLAIN, vhost ``/``) with a bounded timeout."""
+def proton_connection(gateway: Any, user: str = "guest", password: str = "guest",
+                      container_id: Optional[str] = None) -> BlockingConnection:
+    """A blocking proton connection (SASL PLAIN, vhost ``/``) with a bounded timeout;
+    ``container_id``: the container id its open announces (else a random one)."""
+    container = None
+    if container_id is not None:
+        container = Container()
+        container.container_id = container_id
     return BlockingConnection(f"amqp://127.0.0.1:{gateway.amqp_port}", user=user, password=password,
                               virtual_host="vhost:/", allowed_mechs="PLAIN", sasl_enabled=True,
-                              allow_insecure_mechs=True, timeout=TIMEOUT)
+                              allow_insecure_mechs=True, timeout=TIMEOUT, container=container)
+
+
+def check_serves_after_fuzz(gateway: Any, address: str) -> None:
+    """After a fuzz run: the gateway is up, a 1.0 client sends to ``address`` and receives
+    what it sent, and the log holds no traceback and no internal error."""
+    conn = proton_connection(gateway)
+    try:
+        receiver = conn.create_receiver(address)
+        conn.create_sender(address).send(Message(body="still here"))
+        assert receiver.receive(timeout=TIMEOUT).body == "still here"
+    finally:
+        conn.close()
+    assert gateway.proc.poll() is None
+    assert "Traceback" not in gateway.log and "internal error" not in gateway.log, gateway.log[-4000:]
 
 
 def pika_channel(gateway: Any) -> tuple[pika.BlockingConnection, Any]:

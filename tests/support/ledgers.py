@@ -90,8 +90,8 @@ LOST, DUPLICATED, LATE = {"a-3", "a-50", "a-77"}, {"a-10", "a-20"}, {"a-40", "a-
 
 
 def forwarding_ledgers(root) -> tuple[str, str, dict]:
-    """gw-A forwards 100 messages a-0..a-99 to gw-B (a-5 twice, a retry) and 5 to gw-C (no
-    ledger); gw-B loses a-3, a-50, a-77, receives a-10 and a-20 twice and a-40, a-41
+    """gw-A forwards 100 messages a-0..a-99 to gw-B (a-5 twice, a retry), which settles
+    each accepted, and 5 to gw-C (no ledger, never settled); gw-B loses a-3, a-50, a-77, receives a-10 and a-20 twice and a-40, a-41
     120 s late. gw-B also records two arrivals that no forward explains: u-1 "from gw-A"
     (gw-A's ledger has no forward of it: unexpected) and a-60 "from gw-X" (a gateway whose
     ledger is not given, and not the gw-A that forwarded a-60: it does not count as a-60's
@@ -107,6 +107,8 @@ def forwarding_ledgers(root) -> tuple[str, str, dict]:
         wa.record(K.FORWARDED, t + 0.1, proto_in=P091, proto_out=P10, peer_container="gw-B", **common)
         if i == 5:  # a retry after a reconnect: still one message
             wa.record(K.FORWARDED, t + 5, proto_in=P091, proto_out=P10, peer_container="gw-B", **common)
+        # gw-B accepted every one (the losses are gw-B's): nothing at gw-A explains them
+        wa.record(K.FORWARD_SETTLED, t + 6, outcome=Outcome.ACCEPTED, peer_container="gw-B", **common)
         if g in LOST:
             continue
         delay = 120.0 if g in LATE else 0.2

@@ -60,6 +60,10 @@ class MinimalForwarder:
             self.final[settlement.entry_id] = settlement
         self.pump()
 
+    def settled_many(self, settlements: list[Settlement]) -> None:
+        for settlement in settlements:
+            self.settled(settlement)
+
     # ---- the test's side -----------------------------------------------------------------
     def submit(self, *messages: OutboundMessage) -> None:
         self.pending.extend(messages)

@@ -12,7 +12,8 @@ import shutil
 import subprocess
 from typing import Any
 
-__all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management", "rhea_without_sasl"]
+__all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management", "rhea_without_sasl",
+           "rhea_filtered_receive"]
 
 RHEA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rhea")
 
@@ -54,3 +55,20 @@ def rhea_without_sasl(port: int) -> dict[str, Any]:
         raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stdout.strip()} "
                            f"{done.stderr.strip()}")
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def rhea_filtered_receive(port: int, address: str, kind: str, value: Any, count: int,
+                          user: str = "guest", password: str = "guest") -> list[dict[str, Any]]:
+    """Attach a rhea receiver to ``address`` with a source filter (``kind`` "selector":
+    rhea's ``filter.selector(value)``; "raw": ``value`` maps a key to ``[descriptor,
+    value]``) and take ``count`` messages: the client's JSON lines (``echoed`` filter
+    keys, then ``body`` per message, or ``error`` for a refused attach)."""
+    ensure_node_clients()
+    arg = value if kind == "selector" else json.dumps(value)
+    done = subprocess.run(["node", "filter_receiver.js", str(port), user, password, address,
+                           kind, arg, str(count)], cwd=RHEA_DIR, capture_output=True,
+                          text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stdout.strip()} "
+                           f"{done.stderr.strip()}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]

@@ -9,7 +9,7 @@ from proton import Data, Described, Message, symbol, uint
 
 from tests.support.amqp_message_strategies import amqp10_sections, encode_sections
 from translators import TranslationError, decode_sections, with_delivery_header
-from translators.delivery_header import delivery_header
+from translators.delivery_header import delivered_before, delivery_header
 from translators.section_scan import SectionCode, scan_sections
 
 
@@ -108,3 +108,12 @@ def test_with_delivery_header_rejects_bad_count():
     with pytest.raises(TranslationError) as caught:
         with_delivery_header(b"", delivery_count=-1, first_acquirer=False)
     assert caught.value.field == "delivery-count"
+
+
+def test_delivered_before_reads_the_count_and_a_first_acquirer_written_false():
+    plain = encode_sections([(SectionCode.DATA, b"x")])
+    assert not delivered_before(plain)   # no header: a sender's message
+    assert not delivered_before(bytes(Message(body="x", durable=True).encode()))   # fields left out
+    assert not delivered_before(with_delivery_header(plain, delivery_count=0, first_acquirer=True))
+    assert delivered_before(with_delivery_header(plain, delivery_count=0, first_acquirer=False))
+    assert delivered_before(with_delivery_header(plain, delivery_count=3, first_acquirer=True))

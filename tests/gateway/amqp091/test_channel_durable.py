@@ -21,10 +21,11 @@ TRANSIENT = BasicProperties(delivery_mode=1)
 
 
 @pytest.fixture
-def client(store):
+def client(store, loop):
     c = BrokerClient(make_broker(store=store))
     c.open(1)
     c.declare(1, "durable", durable=True)
+    assert committed(c, store, loop) == [m.QueueDeclareOk(queue="durable")]
     c.declare(1, "plain")
     c.call(1, m.ConfirmSelect())
     return c
@@ -87,6 +88,7 @@ def test_tx_commit_ok_waits_for_the_commit(store, loop):
     c = BrokerClient(make_broker(store=store))
     c.open(1)
     c.declare(1, "durable", durable=True)
+    committed(c, store, loop)
     c.call(1, m.TxSelect())
     c.publish(1, "", "durable", b"p", PERSISTENT)
     assert c.call(1, m.TxCommit()) == []
@@ -99,6 +101,7 @@ def test_a_failed_tx_commit_closes_the_connection_naming_the_problem(store, loop
     c = BrokerClient(make_broker(store=store))
     c.open(1)
     c.declare(1, "durable", durable=True)
+    committed(c, store, loop)
     c.call(1, m.TxSelect())
     real = store._thread._execute
 

@@ -90,7 +90,7 @@ def test_a_held_refusal_goes_out_at_the_handshake_deadline_at_the_latest() -> No
     assert throttle.pending("127.0.0.1", T0 + 20.9) == 1 and throttle.pending("127.0.0.1", T0 + 21) == 0
 
 
-def test_successful_login_keeps_the_address_failures_and_clears_the_users() -> None:
+def test_successful_login_keeps_every_count() -> None:
     throttle = LoginThrottle(max_failures=2, window=60.0, base_delay=1.0, max_delay=1.0)
     bad = ConnectionDriver(now=T0, login_throttle=throttle)
     bad.received()
@@ -98,18 +98,18 @@ def test_successful_login_keeps_the_address_failures_and_clears_the_users() -> N
     assert throttle.failures("127.0.0.1", T0) == 1 and throttle.user_failures("guest", T0) == 1
     good = ConnectionDriver(now=T0, login_throttle=throttle)
     good.handshake()
-    assert throttle.failures("127.0.0.1", T0) == 1 and throttle.user_failures("guest", T0) == 0
+    assert throttle.failures("127.0.0.1", T0) == 1 and throttle.user_failures("guest", T0) == 1
     again = ConnectionDriver(now=T0, login_throttle=throttle)
     again.received()
     assert again.send(again.frames.start_ok(password="wrong", capabilities=CAPS)) == []  # held
 
 
-def test_logins_beyond_the_pending_limit_are_refused_unchecked(caplog) -> None:
-    throttle = LoginThrottle(max_failures=1, window=60.0, base_delay=5.0, max_delay=5.0,
-                             max_pending=1)
-    held = ConnectionDriver(now=T0, login_throttle=throttle)
-    held.received()
-    assert held.send(held.frames.start_ok(password="wrong", capabilities=CAPS)) == []
+def test_a_user_past_its_limit_is_refused_unchecked_until_its_next_check(caplog) -> None:
+    throttle = LoginThrottle(max_failures=1, window=60.0, base_delay=5.0, max_delay=5.0)
+    for _ in range(2):  # the first failure, then the one check due after it
+        held = ConnectionDriver(now=T0, login_throttle=throttle)
+        held.received()
+        assert held.send(held.frames.start_ok(password="wrong", capabilities=CAPS)) == []
     caplog.set_level("WARNING")
     checks = []
     auth = make_authenticator()
@@ -119,14 +119,14 @@ def test_logins_beyond_the_pending_limit_are_refused_unchecked(caplog) -> None:
     over.received()
     (close,) = methods_of(over.send(over.frames.start_ok(password="guest", capabilities=CAPS)))
     assert close.reply_code == ReplyCode.ACCESS_REFUSED
-    assert "1 refused logins from this address are still pending (limit 1)" in close.reply_text
+    assert "too many failed logins for user 'guest'; try again in 4s" in close.reply_text
     assert checks == []                          # the (right) password was never checked
-    assert throttle.failures("127.0.0.1", T0 + 1) == 1   # and it is not a failure either
+    assert throttle.user_failures("guest", T0 + 1) == 2   # and it is not a failure either
     assert [r.getMessage() for r in caplog.records if "throttled" in r.getMessage()] == [
-        "login throttled: login of user 'guest' from 127.0.0.1:4242 refused unchecked: 1 refused "
-        "logins from this address are pending (limit 1)"]
+        "login throttled: login of user 'guest' from 127.0.0.1:4242 refused unchecked: 2 failed "
+        "logins in its name in the window; its next check in 4s"]
     later = ConnectionDriver(now=T0 + 5, login_throttle=throttle)
-    later.handshake()                            # the slot came back: checked, and right
+    later.handshake()                            # its next check: checked, and right
     assert later.conn.state is ConnectionState.OPEN
 
 

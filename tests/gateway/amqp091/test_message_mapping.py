@@ -94,3 +94,32 @@ def test_a_forwarded_message_carries_the_forwarding_annotations_as_headers():
     assert body == expected_body and props.message_id == "m-1"
     assert props.headers == {**decode_properties(expected_props).headers, "x-opt-origin-container": "org-a",
                              "x-opt-hops": ["org-a"], "x-k": 7}
+
+
+def test_a_forwarded_message_renders_from_its_annotations_decoded_at_receipt() -> None:
+    """``received_annotations`` (decoded by ``amqp$transfer``) spare the decoding of every
+    section on each render (issue 45): the properties and body are those of a full
+    translation, for messages whose annotations differ every time."""
+    from gateway.broker.message import Encoding, MessageContainer
+    from gateway.forward.annotations import annotations_section
+    from translators import to_amqp10
+    from translators.amqp10_sections import forwarded_form
+    from translators.basic_properties import BasicProperties
+
+    sources = [to_amqp10(BasicProperties(delivery_mode=2), b"x" * 100, exchange="", routing_key="q@b"),
+               to_amqp10(BasicProperties(delivery_mode=2, headers={"a": 1}, message_id="m"), b"y",
+                         exchange="e", routing_key="k")]
+    message = Message(body=b"z" * 50, address="q@b", properties={"p": 1})
+    message.annotations = {"x-opt-a": 1}
+    message.inferred = True
+    sources.append(message.encode())
+    for n in range(3):
+        for i, source in enumerate(sources):
+            encoded = forwarded_form(source, "q@b", {"x-opt-forward-origin": "a",
+                                                     "x-opt-forward-id": 10 * n + i,
+                                                     "x-opt-forward-hops": ["a"]})
+            plain = MessageContainer(Encoding.AMQP10, encoded)
+            received = MessageContainer(Encoding.AMQP10, encoded,
+                                        received_annotations=annotations_section(encoded))
+            assert message_mapping.delivery_payload(received) == message_mapping.delivery_payload(plain)
+            assert b"x-opt-forward-id" in message_mapping.delivery_payload(received)[0]

@@ -1,13 +1,15 @@
 """Links on the broker model: addresses, credit, drain, outcomes, browse, big messages."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from proton import Delivery, Endpoint, Terminus
 
 from gateway.amqp10 import INCOMING_CREDIT
-from gateway.broker import UnroutablePolicy
+from gateway.broker import Broker, UnroutablePolicy
 from gateway.broker.exchanges import DestinationKind
-from tests.support.amqp10_pump import decode_message, encode_message
+from tests.support.amqp10_pump import Amqp10Pump, decode_message, encode_message, engine_factory
 from translators import with_delivery_header
 
 
@@ -790,3 +792,70 @@ def test_modified_annotations_keep_every_other_section(connect):
     # everything after the annotations is the sender's bytes
     tail = original[original.index(b"\x00\x53\x73"):]
     assert again.endswith(tail)
+
+
+# ------------------------------------------------------------------ a declare waits for the store
+
+def _stored_pump(store, authenticator):
+    broker = Broker(container_id="gateway-test", store=store)
+    return Amqp10Pump(engine_factory(broker, authenticator)).open(), broker
+
+
+def _commit(store, loop, pump) -> None:
+    done: list = []
+    store.after_commit(done.append)
+    store.flush()
+    loop.run_until(lambda: bool(done))
+    pump.pump()
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+def test_an_attach_that_declares_a_durable_queue_is_answered_once_it_is_saved(store, loop, authenticator,
+                                                                              tmp_path, role):
+    pump, broker = _stored_pump(store, authenticator)
+    link = getattr(pump, role)("/queue/made", durable=True)
+    assert broker.vhost("/").queue("made").durable  # declared at once...
+    assert not link.state & Endpoint.REMOTE_ACTIVE  # ...but not attached before its commit
+    _commit(store, loop, pump)
+    assert link.state & Endpoint.REMOTE_ACTIVE and link.remote_condition is None
+    db = sqlite3.connect(str(tmp_path / "store.db"))
+    assert db.execute("SELECT name FROM queues").fetchall() == [("made",)]
+    if role == "sender":
+        assert link.credit == INCOMING_CREDIT
+        assert pump.send(link, encode_message("m")).remote_state == Delivery.ACCEPTED
+    # an existing queue, or a transient one, is attached at once
+    again = getattr(pump, role)("/queue/made", name="again", durable=True)
+    transient = getattr(pump, role)("/queue/plain", name="plain")
+    assert again.state & Endpoint.REMOTE_ACTIVE and transient.state & Endpoint.REMOTE_ACTIVE
+
+
+def test_a_failed_commit_refuses_the_attach_naming_the_problem(store, loop, authenticator):
+    pump, _ = _stored_pump(store, authenticator)
+    real = store._thread._execute
+
+    def full(ops):
+        real(ops)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    store._thread._execute = full
+    link = pump.sender("/queue/made", durable=True)
+    _commit_failed: list = []
+    store.after_commit(_commit_failed.append)
+    store.flush()
+    loop.run_until(lambda: bool(_commit_failed))
+    pump.pump()
+    assert link.state & Endpoint.REMOTE_CLOSED
+    assert link.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert link.remote_condition.description.startswith(
+        "the queue declared for address '/queue/made' is in effect but not saved: store write failed: "
+        "database or disk is full")
+
+
+def test_a_link_detached_before_its_queue_is_saved_is_closed_cleanly(store, loop, authenticator):
+    pump, broker = _stored_pump(store, authenticator)
+    link = pump.receiver("/queue/made", durable=True, credit=5)
+    link.close()
+    pump.pump()
+    _commit(store, loop, pump)
+    assert link.state & Endpoint.REMOTE_CLOSED  # our attach, then our detach
+    assert broker.vhost("/").queue("made").consumer_count == 0  # never became a consumer

@@ -21,3 +21,9 @@ def test_a_service_account_ignores_the_clients_credentials() -> None:
     login = backend_login(settings, "ann", "pw", service_password="s3", connection_name="c")
     assert (login.user, login.password, login.vhost) == ("svc", "s3", "/")
     assert lost_text("rabbit", "socket closed") == "backend rabbit lost: socket closed"
+
+
+def test_anonymous_logs_in_with_no_user() -> None:
+    settings = BackendSettings("mini", kind="amqp10", nodes=("h",), credentials="anonymous")
+    login = backend_login(settings, "ann", "pw", service_password="", connection_name="c")
+    assert (login.user, login.password, login.mechanism) == ("", "", "ANONYMOUS")

@@ -43,19 +43,36 @@ def test_an_unknown_backend_is_named_with_its_line() -> None:
     assert "'rabit' is not the name of a backend (rabbit)" in message
 
 
-def test_an_amqp10_backend_is_accepted_but_its_vhost_is_refused_as_not_yet_supported() -> None:
-    text = GOOD + "  - name: amq\n    kind: amqp10\n    nodes: [a]\n    user: svc\n"
-    assert load_config_text(text).backends[1].kind == "amqp10"
-    [(path, line, message)] = _problems(text.replace("backend: rabbit", "backend: amq"))
-    assert path == "vhosts[1].backend" and line == 4
-    assert "kind amqp10 ('amq') is not yet supported" in message
+def test_a_vhost_on_an_amqp10_backend_loads_with_its_address_templates() -> None:
+    text = (GOOD + "  - name: amq\n    kind: amqp10\n    nodes: [a]\n    user: svc\n"
+            "    address:\n      queue: \"queue://{queue}\"\n      exchange: \"topic://{key}\"\n"
+            "      exchanges: {celery: \"queue://{key}\"}\n").replace("backend: rabbit", "backend: amq")
+    backend = load_config_text(text).backend_of("edge")
+    assert backend is not None and backend.kind == "amqp10"
+    assert (backend.address.queue, backend.address.exchange) == ("queue://{queue}", "topic://{key}")
+    assert dict(backend.address.exchanges) == {"celery": "queue://{key}"}
+
+
+@pytest.mark.parametrize("templates, key, text", [
+    ('queue: "queue://{name}"', "backends[0].address.queue", "may name only {queue}"),
+    ('queue: "queue://fixed"', "backends[0].address.queue", "must contain {queue}"),
+    ('exchange: "topic://{queue}"', "backends[0].address.exchange", "may name only {exchange}, {key}"),
+    ('exchanges: {x: "topic://{"}', "backends[0].address.exchanges.x", "is not a template"),
+])
+def test_a_bad_address_template_is_named(templates: str, key: str, text: str) -> None:
+    [(path, _line, message)] = _problems(GOOD.replace("    heartbeat: 30\n", f"    heartbeat: 30\n    kind: amqp10\n"
+                                                     f"    address:\n      {templates}\n"))
+    assert path == key and text in message, message
 
 
 @pytest.mark.parametrize("old, new, key, text", [
-    ("    credentials: passthrough\n", "", "backends[0].credentials", "needs credentials: passthrough, or user"),
+    ("    credentials: passthrough\n", "", "backends[0].credentials", "needs credentials: passthrough (or anonymous), or user"),
+    ("credentials: passthrough", "credentials: anonymous", "backends[0].credentials", "is for kind amqp10"),
+    ("credentials: passthrough", "credentials: anonymous\n    kind: amqp10\n    user: x", "backends[0].credentials",
+     "logs in with no user"),
     ("credentials: passthrough", "credentials: passthrough\n    user: x", "backends[0].credentials",
      "leave out user"),
-    ("credentials: passthrough", "credentials: shared", "backends[0].credentials", "is not 'passthrough'"),
+    ("credentials: passthrough", "credentials: shared", "backends[0].credentials", "is not 'passthrough' or 'anonymous'"),
     ("10.0.0.1:5672", "10.0.0.1:0", "backends[0].nodes", "is not a port"),
     ("prefetch: 50", "prefetch: 0", "backends[0].prefetch", "not a positive number"),
     ("vhost: prod", "vhost: prod\n    tls_ca_file: /nonexistent/ca.pem", "backends[0].tls_ca_file",
@@ -84,3 +101,9 @@ def test_split_node(node: str, expected: tuple[str, int]) -> None:
 def test_split_node_refuses(node: str) -> None:
     with pytest.raises(ValueError):
         split_node(node)
+
+
+def test_an_amqp10_backend_may_log_in_anonymously() -> None:
+    cfg = load_config_text(GOOD.replace("credentials: passthrough", "credentials: anonymous\n    kind: amqp10"))
+    backend = cfg.backend_of("edge")
+    assert backend is not None and backend.anonymous and not backend.passthrough

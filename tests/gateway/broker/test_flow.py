@@ -175,3 +175,27 @@ def test_gate_without_watermark_never_blocks_and_can_be_changed() -> None:
     assert gate.blocked and listener.events == ["blocked"]
     gate.set_high_watermark(None)
     assert not gate.blocked and listener.events == ["blocked", "unblocked"]
+
+
+def test_each_alarm_is_logged_in_its_own_words(caplog) -> None:
+    """Issue 41: the store alarm's clearing was logged as "memory alarm cleared"."""
+    gate = ProducerGate(1000, low_ratio=0.5)
+    listener = Listener()
+    gate.add_listener(listener)
+    caplog.set_level("WARNING", logger="gateway.broker.flow")
+    gate.set_alarm("store", "store writes fail: disk full")
+    gate.add(2000)                               # memory too, while the store blocks
+    gate.set_alarm("store", None)                # memory still blocks
+    gate.sub(1800)                               # memory clears: producers flow
+    gate.set_alarm("disk", "free disk space below the limit")
+    gate.set_alarm("disk", None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "store alarm set, blocking producers: store writes fail: disk full",
+        "memory alarm set: memory high watermark reached (2000 of 1000 bytes; clears at 500) "
+        "(producers were blocked already)",
+        "store alarm cleared; producers stay blocked by: memory",
+        "memory alarm cleared, unblocking producers: 200 bytes queued, at or below the low mark 500",
+        "disk alarm set, blocking producers: free disk space below the limit",
+        "disk alarm cleared, unblocking producers",
+    ]
+    assert listener.events == ["blocked", "unblocked", "blocked", "unblocked"] and gate.transitions == 4

@@ -68,7 +68,10 @@ def test_with_annotations_merges() -> None:
     assert m2.annotations == {"a": 1, "b": 2} and m.annotations == {"a": 1}
 
 
-def test_a_copy_with_another_payload_drops_body_at():
-    message = MessageContainer(Encoding.AMQP10, b"\x00\x53\x75\xa0\x01x", body_at=0)
-    assert message.copy(routing_key="k").body_at == 0  # same payload: still true
-    assert message.copy(payload=b"\x00\x53\x77\x40").body_at is None
+def test_a_copy_with_another_payload_drops_body_at_and_the_received_annotations():
+    message = MessageContainer(Encoding.AMQP10, b"\x00\x53\x75\xa0\x01x", body_at=0,
+                               received_annotations=(0, 0, {}))
+    same = message.copy(routing_key="k")  # same payload: still true
+    assert same.body_at == 0 and same.received_annotations == (0, 0, {})
+    other = message.copy(payload=b"\x00\x53\x77\x40")
+    assert other.body_at is None and other.received_annotations is None

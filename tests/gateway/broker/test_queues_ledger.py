@@ -66,3 +66,59 @@ def test_maxlen_drop_dead_letters_with_reason(vhost, msg, ledger) -> None:
     vhost.publish("", "work", msg("a"), 0.0)
     vhost.publish("", "work", msg("b"), 0.0)
     assert [e["reason"] for e in ledger.of("dead_lettered")] == ["maxlen"]
+
+
+# ---------------------------------------------------------------- every way out (issue 41)
+
+def _ids(events) -> list:
+    return [e["gateway_id"] for e in events]
+
+
+def test_purge_records_each_message_purged_and_leaves_acquired_ones(vhost, msg, ledger) -> None:
+    q = vhost.declare_queue("q")
+    for body in ("a", "b", "c"):
+        vhost.publish("", "q", msg(body), 0.0)
+    held = q.get(0.0, ack=True)
+    assert vhost.purge_queue("q", now=5.0) == 2
+    purged = ledger.of("purged")
+    assert [(e.now, e["queue"], e["vhost"]) for e in purged] == [(5.0, "q", "/")] * 2
+    assert held.message.gateway_id not in _ids(purged)
+
+
+def test_a_deleted_queue_records_its_ready_and_its_unsettled_messages(vhost, msg, ledger) -> None:
+    q = vhost.declare_queue("q")
+    for body in ("a", "b"):
+        vhost.publish("", "q", msg(body), 0.0)
+    held = q.get(0.0, ack=True)
+    assert vhost.delete_queue("q", now=7.0) == 1
+    deleted = ledger.of("deleted")
+    assert sorted(_ids(deleted)) == sorted([held.message.gateway_id, deleted[0]["gateway_id"]])
+    assert len(deleted) == 2 and {(e.now, e["queue"]) for e in deleted} == {(7.0, "q")}
+    assert ledger.of("purged") == []
+
+
+def test_overflow_drops_are_recorded_with_their_reason(vhost, msg, ledger) -> None:
+    head = vhost.declare_queue("head", arguments={"x-max-length": 1})
+    vhost.publish("", "head", msg("a"), 0.0)
+    first = head.ready.head(0.0, []).message.gateway_id
+    vhost.publish("", "head", msg("b"), 1.0)
+    vhost.declare_queue("full", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    vhost.publish("", "full", msg("c"), 2.0)
+    refused = msg("d")
+    assert vhost.publish("", "full", refused, 3.0).rejected
+    dropped = ledger.of("dropped")
+    assert [(e.now, e["queue"], e["reason"], e["gateway_id"]) for e in dropped] == [
+        (1.0, "head", "maxlen", first), (3.0, "full", "reject-publish", refused.gateway_id)]
+
+
+def test_at_a_stop_what_the_store_does_not_keep_is_recorded_as_dropped(broker, vhost, msg,
+                                                                         ledger) -> None:
+    """Without a store nothing is kept: a durable queue's messages too."""
+    vhost.declare_queue("t")
+    vhost.declare_queue("d", durable=True)
+    vhost.publish("", "t", msg("a"), 0.0)
+    vhost.publish("", "d", msg("b", durable=True), 0.0)
+    vhost.queue("t").get(0.0, ack=True)  # unsettled when the gateway stops
+    assert broker.record_shutdown(9.0) == 2
+    assert sorted((e.now, e["queue"], e["reason"]) for e in ledger.of("dropped")) == [
+        (9.0, "d", "transient queue"), (9.0, "t", "transient queue")]

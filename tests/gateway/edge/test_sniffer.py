@@ -5,7 +5,6 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 
-from gateway.auth import LoginThrottle
 from gateway.config import ListenerConfig
 from gateway.connection_log import HANDSHAKE_TIMEOUT_KIND, HandshakeTimeout
 from gateway.edge.listener import HARD_CAP_MIN_MARGIN, ListenerFactory, hard_cap
@@ -226,23 +225,6 @@ def test_engines_get_the_listener_slots_and_the_listener_cap_wins(env):
 
 # ------------------------------------------------------------------ login throttle, timeouts
 
-def test_an_address_with_every_throttle_slot_held_is_closed_at_accept(env, caplog):
-    reactor, _, engines, metrics = env
-    throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
-    factory = ListenerFactory(ListenerConfig(port=0, sniff_timeout=3.0), reactor, metrics,
-                              lambda ctx: None, login_throttle=throttle)
-    throttle.refused("127.0.0.1", "u", reactor.seconds())
-    caplog.set_level("WARNING", logger="gateway.auth.throttle")
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40001)) is None
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.2", 40002)) is not None
-    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) == 1
-    assert [r.getMessage() for r in caplog.records] == [
-        "login throttled: connection from 127.0.0.1:40001 closed at accept: 1 refused logins "
-        "from this address are pending (limit 1)"]
-    reactor.advance(5.0)                                  # the slot came back
-    assert factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40003)) is not None
-
-
 def test_sniff_timeouts_are_logged_once_per_interval_with_a_count(env, caplog):
     reactor, factory, engines, metrics = env
     caplog.set_level("INFO", logger="gateway.edge")
@@ -349,17 +331,12 @@ def test_a_proxy_header_not_finished_by_the_deadline_is_closed(env):
     assert transport.disconnecting and not engines
 
 
-def test_behind_a_balancer_the_throttle_counts_the_client_not_the_balancer(env):
+def test_behind_a_balancer_the_engine_sees_the_client_not_the_balancer(env):
+    """The login throttle (in the engines) counts the client the PROXY header names; no
+    connection is refused at the listener for its failed logins (issue 41)."""
     reactor, _, engines, metrics = env
-    throttle = LoginThrottle(max_failures=1, base_delay=5.0, max_delay=5.0, max_pending=1)
-    factory = proxy_listener(reactor, metrics, engines, login_throttle=throttle)
-    throttle.refused("127.0.0.1", "u", reactor.seconds())   # the balancer's own address
-    throttle.refused("203.0.113.9", "u", reactor.seconds())
+    factory = proxy_listener(reactor, metrics, engines)
     proto, transport = connect(factory)                      # accepted from 127.0.0.1
     proto.dataReceived(PROXY_V2 + AMQP091_HEADER)
-    assert transport.disconnecting and not engines           # 203.0.113.9 is throttled
-    assert sample(metrics, "amqp_gateway_sniff_failures_total", {"reason": "login-throttled"}) == 1
-    other = PROXY_V2.replace(bytes([203, 0, 113, 9]), bytes([198, 51, 100, 1]))
-    proto, transport = connect(factory)
-    proto.dataReceived(other + AMQP091_HEADER)
-    assert engines and engines[0].ctx.peer_host == "198.51.100.1"
+    assert engines and engines[0].ctx.peer_host == "203.0.113.9"
+    assert not transport.disconnecting

@@ -64,13 +64,22 @@ def test_nothing_is_sent_before_the_connection_is_up_then_credit_bounds_it() -> 
     assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.state == "up"
 
 
-def test_the_credit_setting_caps_what_is_in_flight() -> None:
+def test_the_credit_setting_caps_what_is_in_flight_unless_the_remote_grants_more() -> None:
     f, _, conn, _, _ = make(credit=2)
     f.connection_up()
-    for i in range(1, 5):
+    for i in range(1, 6):
         f.add(entry(i))
-    f.credit(100)
-    assert len(conn.sent) == 2
+    for _ in range(4):  # a remote granting one at a time, settling nothing
+        f.credit(1)
+    assert len(conn.sent) == 2 and f.available == 0
+    f.credit(4)  # a remote that grants more than the setting at once: it is never cut
+    assert len(conn.sent) == 4 and f.in_flight_cap == 4
+    f.connection_down("lost")
+    f.connection_up()
+    f.credit(1)
+    f.credit(1)
+    f.credit(1)
+    assert len(conn.sent) == 6  # a new connection: the setting again
 
 
 def test_accepted_removes_rejected_dead_letters_with_the_error() -> None:
@@ -241,21 +250,24 @@ def test_a_large_window_is_sent_a_slice_per_turn_of_the_loop() -> None:
     assert [m.entry_id for m in conn.sent] == [*range(1, 2 * SEND_SLICE + 6), 1000] and turns == []
 
 
-def test_a_settlement_frees_room_under_the_credit_setting_without_new_remote_credit() -> None:
-    """A remote that grants more credit than the ``credit`` setting says so once: each
-    settlement must let the next entry go, or forwarding stalls at ``credit`` messages."""
+def test_a_settlement_frees_room_under_the_in_flight_cap_without_new_remote_credit() -> None:
+    """A remote whose credit outlasts the in-flight cap says so once: each settlement
+    must let the next entry go, or forwarding stalls at the cap."""
     f, _, conn, _, _ = make(credit=2)
     f.connection_up()
-    f.credit(1000)                            # e.g. a broker granting a large window
+    f.credit(1)
+    f.credit(1)
     for i in range(1, 6):
         f.add(entry(i))
-    assert [m.entry_id for m in conn.sent] == [1, 2] and f.available == 0
+    assert [m.entry_id for m in conn.sent] == [1] and f.in_flight_cap == 2
+    f.credit(3)                               # 1 in flight, 3 more granted: the cap is 3
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3] and f.available == 0
+    assert f.remote_credit == 1
     f.settled(Settlement(1, ForwardOutcome.ACCEPTED))
-    assert [m.entry_id for m in conn.sent] == [1, 2, 3]
-    f.settled(Settlement(2, ForwardOutcome.ACCEPTED))
-    f.settled(Settlement(3, ForwardOutcome.ACCEPTED))
-    assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.available == 0
-    assert f.remote_credit == 995
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4] and f.remote_credit == 0
+    f.credit(5)
+    f.settled_many([Settlement(2, ForwardOutcome.ACCEPTED), Settlement(3, ForwardOutcome.ACCEPTED)])
+    assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.remote_credit == 4
 
 
 def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:

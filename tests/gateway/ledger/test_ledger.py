@@ -17,7 +17,8 @@ T0 = 1_700_000_000.0
 
 def message(gid: int = 7, **fields) -> SimpleNamespace:
     values = dict(gateway_id=gid, exchange="x", routing_key="k", message_id="m", correlation_id=None,
-                  size=12, headers=None, created_at=T0, origin=SimpleNamespace(_value_="amqp091"))
+                  size=12, headers=None, created_at=T0, origin=SimpleNamespace(_value_="amqp091"),
+                  durable=False)
     values.update(fields)
     return SimpleNamespace(**values)
 
@@ -48,13 +49,14 @@ def test_each_call_writes_one_record_of_its_kind():
         ["c", T0, 100, "gw", "/", "ann", "0-9-1", "c1", 1, None],
         ["c", T0, 101, "gw", "/", "bob", "1.0", "c2", "r", "/queues/q"],
         ["m", T0, 100, 7, "x", "k", "m", None, 12, "routed", ["q", "q2"], None, None, None, None,
-         None, None],
+         None, None, None],
         ["d", T0 + 1, 101, 7, "q", 1, T0],
         ["s", T0 + 2, 101, 7, "q", 1, T0, "rejected", "why"],
         ["e", T0 + 3, 100, "refused", None, None, None, None, "secret", "k", None,
-         "ACCESS_REFUSED", None, None],
+         "ACCESS_REFUSED", None, None, None, None, None],
         ["c", T0 + 4, 102, "gw", "/", None, "0-9-1", None, None, None],  # the queues' context
-        ["e", T0 + 4, 102, "expired", 7, "q", 1, T0, None, None, None, None, None, None],
+        ["e", T0 + 4, 102, "expired", 7, "q", 1, T0, None, None, None, None, None, None, None,
+         None, None],
         ["x", T0 + 5, 101],
     ]
     assert list(ledger.contexts) == [100, 102]
@@ -171,10 +173,49 @@ def test_forwarding_events_share_a_context_per_remote_and_arrivals_carry_the_ori
     ledger.arrived_forwarded(arrived, 7, "org-x", "org-a")
     assert lines(ledger) == [
         ["c", T0, 100, "gw", None, None, "1.0", "forward:org-b", None, None],
-        ["e", T0, 100, "forwarded", 7, None, None, T0, None, None, None, None, None, "org-b"],
+        ["e", T0, 100, "forwarded", 7, None, None, T0, None, None, None, None, None, "org-b",
+         None, None, None],
         ["e", T0 + 1, 100, "forward_settled", 7, None, None, T0, None, None, None,
-         "amqp:not-found: no queue", "rejected", "org-b"],
+         "amqp:not-found: no queue", "rejected", "org-b", None, None, None],
         ["c", T0, 101, "gw", "/", "org-a", "1.0", "c9", "l", None],
         ["m", T0 + 2, 101, 8, "x", "k", "m", None, 12, "routed", ["q"], None, None, None, 7,
-         "org-x", "org-a"],
+         "org-x", "org-a", None],
     ]
+
+
+def test_the_gateways_own_events_and_every_way_out_of_a_queue():
+    """Issue 41: started, gap (count and since), queue events with their reasons, a move
+    (the target's name and whether it stores the message), a dead letter at the
+    forwarding source, and ``stored_to`` on a persistent message's verdict."""
+    ledger = Ledger(container_id="gw")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    stored = SimpleNamespace(name="d", routed_to=("d",), storage=object())
+    plain = SimpleNamespace(name="t", routed_to=("t",), storage=None)
+    pub = ledger.context(T0, "/", "ann", "0-9-1", "c1", 1)
+    ledger.started(T0)
+    ledger.received(T0, pub, message(durable=True), EventKind.ROUTED, [stored, plain])
+    ledger.received(T0, pub, message(gid=8), EventKind.ROUTED, [stored])
+    ledger.queue_event(T0 + 1, "/", message(), "d", EventKind.DROPPED, "maxlen")
+    ledger.queue_event(T0 + 1, "/", message(created_at=0.0), "d", EventKind.RESTORED)
+    ledger.moved(T0 + 2, "/", message(durable=True), "d", stored)
+    ledger.forward_dead_lettered(T0 + 3, message(), "org-b", "amqp:not-found")
+    ledger.gap(T0 + 4, 12, T0 + 3.5)
+    events = events_of_lines(ledger.take_lines(10 ** 6))
+    got = [(e["event"], e.get("queue"), e.get("reason"), e.get("stored_to"), e.get("routed_to"),
+            e.get("peer_container"), e.get("count"), e.get("since_us")) for e in events]
+    assert got == [
+        ("started", None, None, None, None, None, None, None),
+        ("received", None, None, None, None, None, None, None),
+        ("routed", None, None, ["d"], ["d", "t"], None, None, None),
+        ("received", None, None, None, None, None, None, None),
+        ("routed", None, None, None, ["d"], None, None, None),  # transient: not stored
+        ("dropped", "d", "maxlen", None, None, None, None, None),
+        ("restored", "d", None, None, None, None, None, None),
+        ("moved", "d", None, ["d"], ["d"], None, None, None),
+        ("dead_lettered", None, "amqp:not-found", None, None, "org-b", None, None),
+        ("gap", None, None, None, None, None, 12, round((T0 + 3.5) * 1_000_000)),
+    ]
+    assert all(e["container"] == "gw" for e in events)
+    restored = events[6]
+    assert "latency_us" not in restored, "a stand-in has no receipt time"

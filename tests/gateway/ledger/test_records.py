@@ -34,6 +34,8 @@ def test_event_kinds_cover_the_issue():
     assert {k.value for k in EventKind} == {
         "received", "routed", "unroutable", "returned", "delivered", "settled", "expired",
         "dead_lettered", "forwarded", "forward_settled", "refused",
+        # issue 41: every way a message can end, and the gateway's own events
+        "purged", "deleted", "dropped", "moved", "restored", "started", "gap",
     }
     assert {o.value for o in Outcome} == {"accepted", "rejected", "released", "modified"}
 

@@ -92,18 +92,42 @@ def test_serve_keeps_rows_until_the_flush_interval_has_passed(tmp_path) -> None:
             os.write(write_fd, _row(i))
             seen.append(_wait_for(lambda: writer.buffered == i + 2))  # (the context too)
             seen.append(len(_lines(str(tmp_path))))
-        now[0] = 101.5  # more than a second after serve started
+        now[0] = 131.5  # more than the interval after serve started
         os.write(write_fd, _row(2))
         seen.append(_wait_for(lambda: len(_lines(str(tmp_path))) == 3))
         os.close(write_fd)
 
     feeder = threading.Thread(target=gateway)
     feeder.start()
-    assert serve(read_fd, writer, clock=lambda: now[0], flush_interval=1.0) == 0
+    assert serve(read_fd, writer, clock=lambda: now[0], flush_interval=30.0) == 0
     feeder.join()
     os.close(read_fd)
     assert seen == [True, 0, True, 0, True], "kept, kept, then written together"
     assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", "m1", "m2"]
+
+
+def test_an_idle_writer_flushes_on_its_timer_and_acknowledges(tmp_path) -> None:
+    """Rows and then nothing more: they are written within the flush interval all the
+    same (before, they waited for the next input), and the count of lines written is
+    acknowledged after each flush that wrote."""
+    read_fd, write_fd = os.pipe()
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    acknowledged: list[int] = []
+    server = threading.Thread(target=serve, args=(read_fd, writer),
+                              kwargs=dict(flush_interval=0.2, acknowledge=acknowledged.append))
+    server.start()
+    try:
+        os.write(write_fd, _row(0))
+        assert _wait_for(lambda: len(_lines(str(tmp_path))) == 1, timeout=5.0)
+        os.write(write_fd, _row(1))  # within the interval of the first flush
+        assert _wait_for(lambda: len(_lines(str(tmp_path))) == 2, timeout=5.0), \
+            "the second row waits for no further input"
+        assert acknowledged == [2, 3]  # m0 with its context, then m1
+    finally:
+        os.close(write_fd)
+        server.join(10)
+        os.close(read_fd)
+    assert acknowledged == [2, 3, 3]  # and once more at the end of input
 
 
 def test_lock_is_exclusive_per_directory_and_container(tmp_path) -> None:
@@ -133,18 +157,19 @@ def test_bad_usage_and_bad_settings_exit_2() -> None:
 def _spawn(settings: dict) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, "-m", "gateway.ledger.writer_process", json.dumps(settings)],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
 
 
 def test_real_process_ignores_sigterm_and_writes_the_last_batch(tmp_path) -> None:
-    proc = _spawn({"directory": str(tmp_path), "container_id": "gw"})
+    proc = _spawn({"directory": str(tmp_path), "container_id": "gw", "acknowledge": True})
     proc.stdin.write(_row(0))
     proc.stdin.flush()
-    deadline = time.monotonic() + 10
-    while not _lines(str(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert proc.stdout.readline() == b"2\n", "the lines written, acknowledged on stdout"
+    assert [r["message_id"] for r in _lines(str(tmp_path))] == ["m0"]
     proc.send_signal(signal.SIGTERM)  # the gateway stops it by closing the pipe, not this
     proc.send_signal(signal.SIGINT)
+    proc.stdout.close()  # a gateway gone: the acknowledgements stop, the writing does not
     proc.stdin.write(_row(1))
     proc.stdin.close()
     assert proc.wait(10) == 0

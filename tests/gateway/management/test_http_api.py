@@ -3,13 +3,14 @@ percent-encoded names, status codes and RabbitMQ's error bodies, without a socke
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
 from gateway.auth import Authenticator, ConnectionRegistry, Permission, User, UserDirectory
 from gateway.broker import Broker
 from gateway.management import ManagementModel
-from gateway.management.http_api import ApiRequest, HttpApi, handle, split_path
+from gateway.management.http_api import ApiRequest, HttpApi, handle, handle_saved, split_path
 from gateway.management.http_errors import HttpError
 
 ALL = Permission(".*", ".*", ".*")
@@ -88,3 +89,53 @@ def test_a_management_user_sees_only_its_vhosts(api):
 
 def test_the_ledger_status_is_the_service_s(api):
     assert call(api, "GET", "/api/gateway/ledger").body == {"enabled": False}
+
+
+# -- answers that wait for the store (issue 41, item 2) ------------------------------------
+
+def _stored_api(store) -> HttpApi:
+    broker = Broker(container_id="gw-test", store=store)
+    model = ManagementModel(broker, ConnectionRegistry(), Authenticator(UserDirectory([ADMIN])),
+                            clock=lambda: 150.0)
+    return HttpApi(model, lambda: {"enabled": False}, started_at=100.0)
+
+
+def _saved_call(api, method: str, path: str, body=None) -> list:
+    answers: list = []
+    handle_saved(api, ApiRequest(method, split_path(path), {}, json.dumps(body or {}).encode(), ADMIN),
+                 answers.append)
+    return answers
+
+
+def test_a_durable_declare_is_answered_once_the_store_committed_it(store, loop, tmp_path):
+    api = _stored_api(store)
+    answers = _saved_call(api, "PUT", "/api/queues/%2F/q", {"durable": True})
+    assert answers == []  # in memory, not yet on disk
+    done: list = []
+    store.after_commit(done.append)
+    store.flush()
+    loop.run_until(lambda: bool(answers))
+    assert [a.status for a in answers] == [201]
+    db = sqlite3.connect(str(tmp_path / "store.db"))
+    assert db.execute("SELECT name FROM queues").fetchall() == [("q",)]
+    # a transient one, and a read, are answered at once
+    assert [a.status for a in _saved_call(api, "PUT", "/api/queues/%2F/t", {"durable": False})] == [201]
+    assert [a.status for a in _saved_call(api, "GET", "/api/queues/%2F/q")] == [200]
+
+
+def test_a_failed_commit_answers_507_naming_the_change(store, loop):
+    api = _stored_api(store)
+    real = store._thread._execute
+
+    def full(ops):
+        real(ops)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    store._thread._execute = full
+    answers = _saved_call(api, "PUT", "/api/exchanges/%2F/x", {"type": "direct", "durable": True})
+    store.flush()
+    loop.run_until(lambda: bool(answers))
+    (answer,) = answers
+    assert answer.status == 507
+    assert answer.body["reason"].startswith("PUT /api/exchanges/%2F/x is in effect but not saved: "
+                                            "store write failed: database or disk is full")

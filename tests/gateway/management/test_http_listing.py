@@ -52,7 +52,7 @@ def test_paging_answers_rabbitmq_s_paging_object():
     ({"page": ["0"]}, "page must be at least 1"),
     ({"page": ["1"], "page_size": ["501"]}, "page_size must be at most 500"),
     ({"page": ["3"], "page_size": ["2"]}, "page 3 is past the last page, 2"),
-    ({"name": ["("], "use_regex": ["true"]}, "name is not a regular expression"),
+    ({"name": ["("], "use_regex": ["true"]}, "name is not a usable regular expression"),
 ])
 def test_bad_parameters_are_400_naming_them(query, words):
     with pytest.raises(HttpError) as info:

@@ -155,6 +155,31 @@ def test_move_and_dead_letter_messages(model) -> None:
     assert model.move_messages(ADMIN, "/", "work", "parking") == 1
 
 
+def test_moves_purges_and_deletes_are_in_the_ledger_at_the_operators_time(model, clock) -> None:
+    """Issue 41: a move is recorded (from, to, same gateway id), a purge and a deletion
+    each message's end, at the time the operator acted."""
+    from tests.support.ledger_capture import LedgerCapture
+
+    model.broker.use_ledger(LedgerCapture())
+    ledger = model.broker.ledger
+    for name in ("work", "parking", "gone"):
+        model.declare_queue(ADMIN, "/", name)
+    vhost = model.broker.vhost("/")
+    for queue in ("work", "work", "gone"):
+        vhost.publish("", queue, message(), 1.0)
+    first = vhost.queue("work").ready.head(1.0, []).message.gateway_id
+    clock[0] = 200.0
+    assert model.move_messages(ADMIN, "/", "work", "parking", count=1) == 1
+    assert model.purge_queue(ADMIN, "/", "work") == 1
+    assert model.delete_queue(ADMIN, "/", "gone") == 1
+    [moved] = ledger.of("moved")
+    assert (moved.now, moved["queue"], moved["routed_to"], moved["gateway_id"]) == \
+        (200.0, "work", ("parking",), first)
+    assert vhost.queue("parking").ready.head(200.0, []).message.gateway_id == first
+    assert [(e.now, e["queue"]) for e in ledger.of("purged") + ledger.of("deleted")] == \
+        [(200.0, "work"), (200.0, "gone")]
+
+
 def test_durable_declarations_reach_the_store(tmp_path, loop) -> None:
     store = open_test_store(str(tmp_path), loop)
     try:

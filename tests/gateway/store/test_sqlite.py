@@ -7,6 +7,7 @@ import ast
 import os
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -147,6 +148,49 @@ def test_group_commit_one_transaction_for_several_generations(path, loop) -> Non
     store.close()
 
 
+def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) -> None:
+    """``sync: full``: the sync of the write-ahead log runs in a second stage (issue 45).
+    While it is held up, the commit thread commits the next group (its rows are visible
+    to another connection), nothing is reported before its sync, and once the sync
+    ends both generations are reported, in order."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    wal = store._thread._wal
+    gate = threading.Event()
+    real_sync = wal._sync_file
+    wal._sync_file = lambda fd: (gate.wait(10), real_sync(fd))
+    first: list = []
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.after_commit(first.append)
+    store.flush()
+    reader = sqlite3.connect(path)
+    try:
+        deadline = time.monotonic() + 10
+        while not wal.syncing and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert wal.syncing
+        second: list = []
+        store.add_message(qid, 2, None, 0, False, None, row(2))
+        store.after_commit(second.append)
+        store.flush()
+        ids: list = []
+        while ids != [1, 2] and time.monotonic() < deadline:  # committed, not synced yet
+            ids = [r[0] for r in reader.execute("SELECT id FROM messages ORDER BY id")]
+        assert ids == [1, 2] and wal.syncing
+        with loop.lock:  # reports queued for the loop: none
+            assert loop.calls == []
+        assert first == [] and second == []
+        gate.set()
+        loop.run_until(lambda: first and second)
+        assert first == [None] and second == [None]
+        assert store.stats.syncs >= 2
+    finally:
+        gate.set()
+        reader.close()
+        store.close()
+
+
 def test_callbacks_wait_for_their_generation(path, loop) -> None:
     store = open_store(path, loop)
     qid = store.save_queue(QueueRecord("/", "q"))
@@ -210,11 +254,20 @@ def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> 
     ok: list = []
     store.after_commit(ok.append)  # nothing new: the failed generation answers at once
     assert isinstance(ok[0], StoreWriteFailed)
-    fresh = store.add_message(qid, 3, None, 0, False, None, row(3))
+    # the failure ends only after the recovery checks: until then inserts are refused
+    refused = store.add_message(qid, 3, None, 0, False, None, row(3))
+    answers: list = []
+    store.after_commit(answers.append)
+    store.flush()
+    loop.run_until(lambda: answers)
+    assert "new messages are refused until store writes work again" in str(answers[0])
+    assert not store.is_durable(refused)
+    loop.run_until(lambda: store.write_error is None, timeout=10)
+    assert alarms[-1] is None
+    fresh = store.add_message(qid, 4, None, 0, False, None, row(4))
     commit(store, loop)
-    assert alarms[-1] is None and store.write_error is None
-    # the deletion was kept and retried; the failed insert stays lost
-    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(3,)]
+    # the deletion was kept and retried; the failed and the refused inserts stay lost
+    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(4,)]
     assert store.is_durable(fresh) and not store.is_durable(lost)
     store.close()
 
