@@ -331,6 +331,7 @@ _LEDGER_COUNTS = {
                     "acknowledged them as written)",
     "chunks_dropped": "Chunks of ledger records dropped because the writer process could "
                       "not keep up",
+    "records_sent": "Ledger records handed to the writer process (any of its lives)",
 }
 
 BACKEND_NODE_STATE = "amqp_gateway_backend_node_state"

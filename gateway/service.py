@@ -278,7 +278,7 @@ class GatewayService(service.MultiService):
         p = self.ledger_process
         assert p is not None
         return {"writer_restarts": p.restarts, "gaps": p.gaps, "records_lost": p.records_lost,
-                "chunks_dropped": p.chunks_dropped}
+                "chunks_dropped": p.chunks_dropped, "records_sent": p.records_sent}
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:

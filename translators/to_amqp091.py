@@ -296,22 +296,18 @@ def with_added_annotations(
     return dataclasses.replace(properties, headers=headers)
 
 
-def with_annotations_header(props: BasicProperties, annotations: dict) -> Optional[BasicProperties]:
-    """What ``amqp091_properties`` gives for a message with message-annotations
-    ``annotations``, from what it gives for the same message without that section
-    (``props``): only the ``x-amqp-1.0-message-annotations`` header differs (it is there,
-    empty, without annotations, at the same place), as long as no annotation is one that
-    goes back into a 0-9-1 property (``x-amqp-0-9-1-*``) and they are not only the
-    ``x-exchange``/``x-routing-key`` pair; None otherwise (translate in full). Why: a
-    receiving gateway has a forwarded message's annotations decoded already, and the
-    properties without them recur."""
-    if props.headers is None or _MESSAGE_ANNOTATIONS not in props.headers:
-        return None
+def annotations_header(annotations: dict) -> Optional[dict]:
+    """The value of the ``x-amqp-1.0-message-annotations`` header that ``amqp091_properties``
+    gives a message with message-annotations ``annotations``, when that header is all
+    they change: the properties are then those of the same message without that section
+    (where the header is there, empty, at the same place) with this value in it. None
+    (translate in full) when an annotation is one that goes back into a 0-9-1 property
+    (``x-amqp-0-9-1-*``), or when they are only the ``x-exchange``/``x-routing-key`` pair.
+    Why: a receiving gateway has a forwarded message's annotations decoded already, and
+    the properties without them recur, so only this header is made per message."""
     if _from_amqp091(annotations):
         return None
     for key in annotations:
         if str(key).startswith(_TAKEN_PREFIX):
             return None
-    headers = dict(props.headers)
-    headers[_MESSAGE_ANNOTATIONS] = map_to_field(annotations, symbol)
-    return dataclasses.replace(props, headers=headers)
+    return map_to_field(annotations, symbol)

@@ -196,7 +196,7 @@ class BrokerChannel:
         """basic.deliver for ``entry`` (already acquired for ``consumer``) at ``now``."""
         message = entry.message
         unacked = self.settlement.unacked
-        tag = unacked.next_tag()
+        tag = unacked.next_tag() if consumer.no_ack else unacked.track(entry, consumer.credit)
         self.context.trail.messages_out += 1
         ledger = self.broker.ledger
         if ledger is not None:
@@ -206,8 +206,6 @@ class BrokerChannel:
         if consumer.no_ack:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
-        else:
-            unacked.add(Unacked(tag, entry, consumer.credit))
         props, body = delivery_payload(message)
         self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
                                  message.routing_key, props, body)
@@ -306,10 +304,8 @@ class BrokerChannel:
             self.writer.send_method(m.BasicGetEmpty())
             return
         unacked = self.settlement.unacked
-        tag = unacked.next_tag()
+        tag = unacked.next_tag() if method.no_ack else unacked.track(entry, None)
         self.context.trail.messages_out += 1
-        if not method.no_ack:
-            unacked.add(Unacked(tag, entry, None))
         message = entry.message
         ledger = self.broker.ledger
         if ledger is not None:

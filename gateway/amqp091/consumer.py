@@ -86,6 +86,14 @@ class UnackedDeliveries:
     def add(self, item: Unacked) -> None:
         self._items[item.tag] = item
 
+    def track(self, entry: QueuedMessage, window: Optional[CreditWindow]) -> int:
+        """A new delivery tag, outstanding for ``entry`` until acked (``window``: the
+        consumer's, ``None`` for basic.get): :meth:`next_tag` and :meth:`add` in one call
+        (one per delivery)."""
+        self._last_tag = tag = self._last_tag + 1
+        self._items[tag] = Unacked(tag, entry, window)
+        return tag
+
     def take(self, tag: int, multiple: bool) -> list[Unacked]:
         """Remove and return the deliveries an ack/nack/reject names.
 

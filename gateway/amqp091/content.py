@@ -25,11 +25,13 @@ from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ClassId, Domain, ReplyCode
 from translators.basic_properties import BasicProperties
 
-__all__ = ["Content", "ContentAssembler", "encode_properties", "decode_properties"]
+__all__ = ["Content", "ContentAssembler", "HeaderSlot", "encode_properties", "decode_properties",
+           "header_slot", "with_headers"]
 
 _H = struct.Struct(">H")
 _B = struct.Struct(">B")
 _Q = struct.Struct(">Q")
+_I = struct.Struct(">I")
 _NAMES = tuple(name for name, _ in PROPERTY_DOMAINS)
 _DOMAINS = tuple(domain for _, domain in PROPERTY_DOMAINS)
 
@@ -142,14 +144,11 @@ def decode_properties(raw: bytes) -> BasicProperties:
     return properties
 
 
-def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
-    """The property list ``raw`` with a headers table ``headers`` added, the other
-    properties' octets copied; None when ``raw`` has a headers table already (the caller
-    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
-    annotations as headers to every message, and decoding, replacing and encoding the
-    whole list cost more than the rest of the publish. Raises ValueError for a value no
-    field table can hold."""
-    if len(raw) < 2 or raw[0] & _HEADERS_BIT or raw[1] & 1:
+def _headers_at(raw: bytes) -> Optional[int]:
+    """Where the headers table of property list ``raw`` is (or would be): after the flag
+    word and the content-type and content-encoding shortstrs; None if ``raw`` is cut
+    short there or has more than one flag word."""
+    if len(raw) < 2 or raw[1] & 1:
         return None
     at = 2
     for bit in (0x80, 0x40):  # content-type, content-encoding: the shortstrs before headers
@@ -157,9 +156,65 @@ def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
             if at >= len(raw):
                 return None
             at += 1 + raw[at]
-    if at > len(raw):
+    return None if at > len(raw) else at
+
+
+def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
+    """The property list ``raw`` with a headers table ``headers`` added, the other
+    properties' octets copied; None when ``raw`` has a headers table already (the caller
+    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
+    annotations as headers to every message, and decoding, replacing and encoding the
+    whole list cost more than the rest of the publish. Raises ValueError for a value no
+    field table can hold."""
+    at = _headers_at(raw)
+    if at is None or raw[0] & _HEADERS_BIT:
         return None
     return bytes((raw[0] | _HEADERS_BIT, raw[1])) + raw[2:at] + _values.encode_table(headers) + raw[at:]
+
+
+class HeaderSlot:
+    """An encoded property list with one header whose value changes from message to
+    message: ``fill(value)`` is ``encode_properties`` of the list with that header set to
+    ``value``, encoding only ``value`` (the other octets are kept, the headers table's
+    size is the only one that changes). Why: a receiving gateway renders each forwarded
+    message for its 0-9-1 consumers with the same properties but for the
+    ``x-amqp-1.0-message-annotations`` header, and encoding the whole list was the
+    largest part of that render."""
+
+    __slots__ = ("_head", "_before", "_after", "_tail", "_fixed")
+
+    def __init__(self, head: bytes, before: bytes, after: bytes, tail: bytes) -> None:
+        self._head, self._before, self._after, self._tail = head, before, after, tail
+        self._fixed = len(before) + len(after)
+
+    def fill(self, value: Any) -> bytes:
+        """Raises ValueError/TypeError for a value no field table can hold."""
+        encoded = _values.encode_field_value(value)
+        return b"".join((self._head, _I.pack(self._fixed + len(encoded)), self._before, encoded,
+                         self._after, self._tail))
+
+
+def header_slot(props: BasicProperties, name: str) -> Optional[HeaderSlot]:
+    """``props`` encoded around its header ``name`` (see ``HeaderSlot``); None when
+    ``props`` has no such header. Raises ValueError like ``encode_properties``."""
+    headers = props.headers
+    if not headers or name not in headers:
+        return None
+    raw = encode_properties(props)
+    at = _headers_at(raw)
+    if at is None:  # never for what encode_properties makes
+        return None
+    (size,) = _I.unpack_from(raw, at)
+    before: list[bytes] = []
+    after: list[bytes] = []
+    side = before
+    for key, value in headers.items():
+        if key == name:
+            side = after
+            before.append(_values.encode_shortstr(key))
+            continue
+        side.append(_values.encode_shortstr(key) + _values.encode_field_value(value))
+    return HeaderSlot(raw[:at], b"".join(before), b"".join(after), raw[at + 4 + size:])
 
 
 _EMPTY = BasicProperties()
@@ -172,23 +227,22 @@ class ContentAssembler:
     content method, a header, a body, or any frame while :attr:`busy` is True.
     """
 
-    __slots__ = ("max_message_size", "_method", "_header", "_properties", "_remaining", "_chunks")
+    __slots__ = ("max_message_size", "busy", "_method", "_header", "_properties", "_remaining",
+                 "_chunks")
 
     def __init__(self, max_message_size: int) -> None:
         self.max_message_size = max_message_size
         self._reset()
 
     def _reset(self) -> None:
+        #: True between a content method and the last octet of its body (a plain
+        #: attribute: read for every frame, and for every publish twice)
+        self.busy = False
         self._method: Method | None = None
         self._header: HeaderFrame | None = None
         self._properties: BasicProperties | None = None
         self._remaining = 0
         self._chunks: list[bytes] = []
-
-    @property
-    def busy(self) -> bool:
-        """True between a content method and the last octet of its body."""
-        return self._method is not None
 
     def accept(self, frame: Frame) -> tuple[Method, Content] | None:
         """Take one frame; return the finished ``(method, content)`` or None while more is
@@ -212,6 +266,7 @@ class ContentAssembler:
             if not frame.method.CONTENT:
                 raise ValueError(f"{frame.method.NAME} carries no content")  # caller bug
             self._method = frame.method
+            self.busy = True
             return None
         raise self._unexpected("heartbeat frame in the middle of a content")
 
@@ -228,17 +283,13 @@ class ContentAssembler:
             method.METHOD_ID,
         )
 
-    def content_of(self, method: Method, header: HeaderFrame, body: bytes) -> Content:
-        """The content of ``method`` whose ``header`` and whole ``body`` arrived together
-        (the connection's one-step path for a publish in three frames): the checks
-        ``accept`` makes of a header, without the frame-by-frame state. Raises as
-        ``accept`` does; the caller has checked that ``body`` is ``header.body_size``
-        octets."""
-        return Content(self._checked_properties(method, header), header.properties, body)
-
-    def _checked_properties(self, method: Method, frame: HeaderFrame) -> BasicProperties:
-        """The properties of ``method``'s content header ``frame``, once its class, weight
-        and body size are checked (501, 501, 406)."""
+    def content_of(self, method: Method, frame: HeaderFrame, body: bytes) -> Content:
+        """The content of ``method`` whose header ``frame`` and whole ``body`` arrived
+        together (the connection's one-step path for a publish in three frames), once the
+        header's class, weight and body size are checked (501, 501, 406): the checks
+        ``accept`` makes of a header (it calls this with no body), without the
+        frame-by-frame state. The caller has checked that ``body`` is
+        ``frame.body_size`` octets."""
         if frame.class_id != method.CLASS_ID:
             raise ConnectionException(
                 ReplyCode.FRAME_ERROR,
@@ -261,14 +312,14 @@ class ContentAssembler:
                 method.METHOD_ID,
             )
         try:
-            return decode_properties(frame.properties)
+            return Content(decode_properties(frame.properties), frame.properties, body)
         except ConnectionException as exc:
             exc.method_id = method.METHOD_ID
             raise
 
     def _start_header(self, method: Method, frame: HeaderFrame) -> tuple[Method, Content] | None:
         try:
-            self._properties = self._checked_properties(method, frame)
+            self._properties = self.content_of(method, frame, b"").properties
         except (ConnectionException, ChannelException):
             self._reset()
             raise

@@ -23,7 +23,8 @@ import dataclasses
 import logging
 from typing import Any, Optional
 
-from gateway.amqp091.content import Content, decode_properties, encode_properties, with_headers
+from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, encode_properties,
+                                     header_slot, with_headers)
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
@@ -32,8 +33,9 @@ from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
 from translators.carried_counts import TO_AMQP091, count_carried, headers_carried
-from translators.to_amqp091 import (amqp091_properties, plain_body, properties_source,
-                                     with_added_annotations, with_annotations_header)
+from translators.mapping import Reserved
+from translators.to_amqp091 import (amqp091_properties, annotations_header, plain_body,
+                                     properties_source, with_added_annotations)
 from translators.field_types import Timestamp
 
 __all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
@@ -213,10 +215,12 @@ def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes
     return kept[0], body
 
 
-#: the properties (not encoded) of a 1.0 message rendered as if it had no
-#: message-annotations section, and the reserved headers carrying 1.0-only fields, by
-#: ``(sections before the body less that section, labelled)``; see ``_render_received``
-_RENDERED_BASE: dict[tuple[bytes, bool], tuple[BasicProperties, tuple[str, ...]]] = {}
+#: the properties of a 1.0 message rendered as if it had no message-annotations section,
+#: encoded around their ``x-amqp-1.0-message-annotations`` header (None: no such header),
+#: and the reserved headers carrying 1.0-only fields, by ``(sections before the body less
+#: that section, labelled)``; see ``_render_received``
+_RENDERED_BASE: dict[tuple[bytes, bool], tuple[Optional[HeaderSlot], tuple[str, ...]]] = {}
+_ANNOTATIONS_HEADER = Reserved.MESSAGE_ANNOTATIONS.value
 
 
 def _render_received(encoded: bytes,
@@ -224,15 +228,19 @@ def _render_received(encoded: bytes,
     """``_render_amqp10`` of a message whose message-annotations were decoded when it was
     received (``MessageContainer.received_annotations``), without decoding any section
     again when the sender repeats the others: the properties of the message without that
-    section are kept per its other sections, and the annotations, taken as decoded, only
-    fill in their header (``x-amqp-1.0-message-annotations``, whose place among the
-    headers is the same with or without annotations), and the properties are encoded
-    once. None (the caller renders it in full) when an annotation is one that
-    ``to_amqp091`` turns back into a 0-9-1 property (``x-amqp-0-9-1-*``): then the
-    annotations change more than their header. Why: a forwarded message's annotations
-    are new for every message (its id), so the renders kept per whole prefix never hit,
-    and decoding every section again was most of a receiving gateway's time."""
+    section are kept per its other sections, encoded around the
+    ``x-amqp-1.0-message-annotations`` header (whose place among the headers is the same
+    with or without annotations), and per message only that header's value, made from the
+    annotations as decoded, is encoded (``HeaderSlot``). None (the caller renders it in
+    full) when an annotation is one that ``to_amqp091`` turns back into a 0-9-1 property
+    (``x-amqp-0-9-1-*``): then the annotations change more than their header. Why: a forwarded message's annotations are new for every
+    message (its id), so the renders kept per whole prefix never hit, and decoding every
+    section again, then encoding all the properties, was most of a receiving gateway's
+    time."""
     start, end, annotations = received
+    value = annotations_header(annotations)
+    if value is None:
+        return None
     stripped = encoded[:start] + encoded[end:]
     prefix, labelled, body, spans = properties_source(stripped)  # a scan, no decoding
     if prefix is None:
@@ -241,16 +249,16 @@ def _render_received(encoded: bytes,
     kept = _RENDERED_BASE.get(key)
     if kept is None:
         props = amqp091_properties(stripped, spans, body, labelled)
-        kept = props, headers_carried(props.headers)
+        kept = header_slot(props, _ANNOTATIONS_HEADER), headers_carried(props.headers)
         if len(_RENDERED_BASE) >= RENDERED_MAX:
             _RENDERED_BASE.clear()
         _RENDERED_BASE[key] = kept
-    props = with_annotations_header(kept[0], annotations)
-    if props is None:
+    slot, carried = kept
+    if slot is None:
         return None
-    if kept[1]:
-        count_carried(TO_AMQP091, kept[1])
-    return encode_properties(props), body
+    if carried:
+        count_carried(TO_AMQP091, carried)
+    return slot.fill(value), body
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

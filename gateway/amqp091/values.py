@@ -192,9 +192,23 @@ def decode_field_value(buf: bytes, o: int, depth: int = 0) -> tuple[Any, int]:
     return decoder(buf, o + 1, depth)
 
 
+#: decoded small top-level tables of plain values, by their octets (see decode_table)
+_TABLES: dict[bytes, dict[str, Any]] = {}
+TABLES_MAX = 256
+#: the largest table (in octets) kept in ``_TABLES``
+TABLE_KEPT_MAX = 512
+
+
 def decode_table(buf: bytes, o: int, depth: int = 0) -> tuple[dict[str, Any], int]:
     """A 4-octet size then name/value pairs. Duplicate names: the first wins (REQUIREMENTS
-    2.4) and the duplicate is logged."""
+    2.4) and the duplicate is logged.
+
+    A small top-level table whose values are all immutable (no nested table or array) and
+    whose names are unique is kept by its octets (at most ``TABLES_MAX``, forgotten all
+    at once when full), and the next one with the same octets is a copy of it: the same
+    dict a decode gives, made in C. Why: publishers send the same few headers on every
+    message, and decoding them was four Python calls for each header of every publish.
+    """
     if depth > MAX_DEPTH:
         raise DecodeError(f"field tables nested deeper than {MAX_DEPTH}")
     if o + 4 > len(buf):
@@ -204,16 +218,29 @@ def decode_table(buf: bytes, o: int, depth: int = 0) -> tuple[dict[str, Any], in
     end = o + n
     if end > len(buf):
         raise DecodeError(f"table of {n} octets overruns the frame")
+    key = buf[o:end] if not depth and n <= TABLE_KEPT_MAX and type(buf) is bytes else None
+    if key is not None:
+        kept = _TABLES.get(key)
+        if kept is not None:
+            return dict(kept), end
     table: dict[str, Any] = {}
+    plain = key is not None
     while o < end:
         name, o = decode_shortstr(buf, o)
         value, o = decode_field_value(buf, o, depth)
         if name in table:
             log.warning("duplicate field-table name %r: keeping the first value", name)
+            plain = False  # the next copy would not be logged
             continue
+        if value.__class__ is dict or value.__class__ is list:
+            plain = False  # a nested table or array: each message has its own
         table[name] = value
     if o != end:
         raise DecodeError("field table entries overrun the table size")
+    if plain:
+        if len(_TABLES) >= TABLES_MAX:
+            _TABLES.clear()
+        _TABLES[key] = dict(table)  # type: ignore[index]
     return table, o
 
 

@@ -58,6 +58,7 @@ from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
 from gateway.amqp10.link_recovery import connection_ended
 from gateway.amqp10.received_strings import check_open
+from gateway.amqp10.proton_calls import transport_tick
 from gateway.amqp10.proton_transport import ProtonTransport
 from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
@@ -314,7 +315,7 @@ class Amqp10Engine:
                 else:
                     deadlines.append(self._handshake_deadline)
             if self._proton is not None and not self.closed:
-                nxt = self._proton.transport.tick(now)
+                nxt = transport_tick(self._proton.transport, now)
                 self._process_events()
                 if nxt:
                     deadlines.append(nxt)

@@ -61,12 +61,14 @@ class EngineEvents:
     connection and collector; ``links`` its link table (shared: both change it only
     through ``LinkTable``'s methods)."""
 
-    __slots__ = ("_host", "_proton", "_links", "_log", "flowed")
+    __slots__ = ("_host", "_proton", "_links", "_log", "flowed", "_collector")
 
     def __init__(self, host: EventsHost, proton: ProtonTransport, links: LinkTable) -> None:
         self._host = host
         self._proton = proton
         self._links = links
+        #: the C collector (the transport's for its whole life): read once per batch
+        self._collector = c_pointer(proton.collector)
         self._log = ConnectionLogger(log, host.trail.connection_id)
         #: outgoing links whose credit changed in this batch of events
         self.flowed: dict[OutgoingLink, None] = {}
@@ -90,7 +92,7 @@ class EngineEvents:
         host = self._host
         if host.held_for_backend:
             return  # edge mode: the client's frames wait until its backend opened
-        impl = c_pointer(self._proton.collector)
+        impl = self._collector
         by_pointer = self._links.by_pointer
         flowed = self.flowed
         while True:

@@ -45,14 +45,14 @@ from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
     TRANSFER_CREDIT,
-    _ROUTED,
-    _WRITE,
-    _address_error,
-    _broker_error,
-    _condition,
-    _end_ledger_context,
-    _ledger_context,
-    _naming,
+    ROUTED as _ROUTED,
+    WRITE as _WRITE,
+    address_error as _address_error,
+    broker_error as _broker_error,
+    make_condition as _condition,
+    end_ledger_context as _end_ledger_context,
+    ledger_context as _ledger_context,
+    naming_address as _naming,
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
@@ -206,35 +206,31 @@ class IncomingLink:
                 if got < 0 and got != PN_EOS:
                     link._check(got)
                 chunk = chunk[:got] if got > 0 else None
-        if not self._buffer and chunk and not pn_delivery_partial(d):
+        if not self._buffer and chunk and not pn_delivery_partial(d) and not (
+                self.host.max_message_size and len(chunk) > self.host.max_message_size):
             # the whole message in one transfer (the usual case): no reassembly copies
-            if not (self.host.max_message_size and len(chunk) > self.host.max_message_size):
-                pn_link_advance(link._impl)
-                self._finish(d, chunk)
+            encoded: bytes = chunk  # type: ignore[assignment]
+        else:
+            if chunk:
+                self._buffer += chunk
+            limit = self.host.max_message_size
+            if limit and len(self._buffer) > limit:
+                self._buffer.clear()
+                error = Amqp10Error(
+                    ErrorCondition.MESSAGE_SIZE_EXCEEDED,
+                    f"message larger than the maximum message size of {limit} bytes",
+                )
+                ledger = self.host.broker.ledger
+                if ledger is not None:
+                    ledger.refused(self.host.now, self._ledger_ctx, error.description)
+                raise error
+            if pn_delivery_partial(d):
                 return
-        if chunk:
-            self._buffer += chunk
-        limit = self.host.max_message_size
-        if limit and len(self._buffer) > limit:
+            encoded = bytes(self._buffer)
             self._buffer.clear()
-            error = Amqp10Error(
-                ErrorCondition.MESSAGE_SIZE_EXCEEDED,
-                f"message larger than the maximum message size of {limit} bytes",
-            )
-            ledger = self.host.broker.ledger
-            if ledger is not None:
-                ledger.refused(self.host.now, self._ledger_ctx, error.description)
-            raise error
-        if pn_delivery_partial(d):
-            return
-        encoded = bytes(self._buffer)
-        self._buffer.clear()
         pn_link_advance(link._impl)
-        self._finish(d, encoded)
-
-    def _finish(self, d: Any, encoded: bytes) -> None:
-        """Publish a complete message and settle its transfer with the outcome (an
-        accepted one the store wrote once it is on disk)."""
+        # the message is complete: publish it and settle its transfer with the outcome (an
+        # accepted one the store wrote once it is on disk)
         writes = self._store.write_count
         self.host.trail.messages_in += 1
         marks = timeline.recorder

@@ -16,6 +16,11 @@ from gateway.auth import Action
 from gateway.broker.errors import BrokerError
 from gateway.ledger import EventKind, Outcome as LedgerOutcome, Protocol as WireProtocol
 
+__all__ = ["INCOMING_CREDIT", "LEDGER_ACCEPTED", "LEDGER_OUTCOME", "LEDGER_RELEASED", "LINK_CLOSED",
+           "QUEUE_FULL", "ROUTED", "TERMINAL_STATES", "UNTRANSLATABLE", "WRITE", "address_error",
+           "broker_error", "end_ledger_context", "ledger_context", "make_condition",
+           "naming_address"]
+
 INCOMING_CREDIT = 256
 #: the window of a link to ``amqp$transfer`` (another gateway's forwarder): larger than a
 #: forwarder's default ``credit`` (500) and topped up at three quarters, so the sender
@@ -24,16 +29,17 @@ INCOMING_CREDIT = 256
 TRANSFER_CREDIT = 2048
 
 _P10 = WireProtocol.AMQP10.value
-# read on every message: a module global is four times cheaper to reach
-_ROUTED = EventKind.ROUTED
-_ACCEPTED, _RELEASED = LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value
-_WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
+# read on every message: a module global is four times cheaper to reach (the links
+# import them under short private aliases of their own)
+ROUTED = EventKind.ROUTED
+LEDGER_ACCEPTED, LEDGER_RELEASED = LedgerOutcome.ACCEPTED.value, LedgerOutcome.RELEASED.value
+WRITE = Action.WRITE  # per publish: a read through the enum class is a lookup
 #: proton's terminal delivery states -> the ledger's settlement outcome (anything else:
 #: released)
-_LEDGER_OUTCOME = {
-    Delivery.ACCEPTED: _ACCEPTED,
+LEDGER_OUTCOME = {
+    Delivery.ACCEPTED: LEDGER_ACCEPTED,
     Delivery.REJECTED: LedgerOutcome.REJECTED.value,
-    Delivery.RELEASED: _RELEASED,
+    Delivery.RELEASED: LEDGER_RELEASED,
     Delivery.MODIFIED: LedgerOutcome.MODIFIED.value,
 }
 #: ledger reasons
@@ -42,7 +48,7 @@ QUEUE_FULL = "queue full"
 UNTRANSLATABLE = "cannot translate"
 
 
-def _ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Optional[int]:
+def ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Optional[int]:
     """A link's ledger context (None: no ledger), for its life."""
     ledger = host.broker.ledger
     if ledger is None:
@@ -51,13 +57,13 @@ def _ledger_context(host: LinkHost, name: str, address: Optional[str]) -> Option
                           name, address)
 
 
-def _end_ledger_context(host: LinkHost, ctx: Optional[int]) -> None:
+def end_ledger_context(host: LinkHost, ctx: Optional[int]) -> None:
     ledger = host.broker.ledger
     if ledger is not None:
         ledger.close_context(host.now, ctx)
 
 
-def _naming(text: str, address: Optional[str]) -> str:
+def naming_address(text: str, address: Optional[str]) -> str:
     """``text`` plus the address the client used, unless the text already names it: the
     node a resolver names (``amqp$transfer`` for ``x@elsewhere``, ``q`` for
     ``/amq/queue/q``) is not always what the client wrote."""
@@ -66,24 +72,24 @@ def _naming(text: str, address: Optional[str]) -> str:
     return f"{text} (address '{address}')"
 
 
-def _address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
+def address_error(exc: AddressError, address: Optional[str]) -> Amqp10Error:
     condition = (ErrorCondition.NOT_FOUND if exc.kind is AddressErrorKind.NOT_FOUND
                  else ErrorCondition.INVALID_FIELD)
-    return Amqp10Error(condition, _naming(exc.text, address))
+    return Amqp10Error(condition, naming_address(exc.text, address))
 
 
-def _broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
+def broker_error(exc: BrokerError, address: Optional[str], scope: Scope = Scope.LINK) -> Amqp10Error:
     error = error_from_broker(exc, scope)
     if error.condition is ErrorCondition.NOT_FOUND:
-        error = Amqp10Error(error.condition, _naming(error.description, address), scope)
+        error = Amqp10Error(error.condition, naming_address(error.description, address), scope)
     return error
 
 
 # Outcomes that end a delivery (proton's DispositionType values, as ints).
-_TERMINAL = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
+TERMINAL_STATES = frozenset((Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED))
 
 
-def _condition(cond: ErrorCondition, text: str) -> Condition:
+def make_condition(cond: ErrorCondition, text: str) -> Condition:
     return Condition(cond.value, text)
 
 

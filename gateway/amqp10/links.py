@@ -97,7 +97,11 @@ from addressing import (
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.incoming_link import IncomingLink
-from gateway.amqp10.link_context import INCOMING_CREDIT, _address_error, _broker_error
+from gateway.amqp10.link_context import (
+    INCOMING_CREDIT,
+    address_error as _address_error,
+    broker_error as _broker_error,
+)
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.link_recovery import SubscriptionLink, attach_subscription, is_subscription
 from gateway.amqp10.outgoing_link import OutgoingLink

@@ -15,13 +15,13 @@ from gateway.amqp10.conditions import ErrorCondition
 from gateway.amqp10.link_context import (
     LINK_CLOSED,
     UNTRANSLATABLE,
-    _ACCEPTED,
-    _LEDGER_OUTCOME,
-    _RELEASED,
-    _TERMINAL,
-    _condition,
-    _end_ledger_context,
-    _ledger_context,
+    LEDGER_ACCEPTED as _ACCEPTED,
+    LEDGER_OUTCOME as _LEDGER_OUTCOME,
+    LEDGER_RELEASED as _RELEASED,
+    TERMINAL_STATES as _TERMINAL,
+    make_condition as _condition,
+    end_ledger_context as _end_ledger_context,
+    ledger_context as _ledger_context,
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.payloads import delivery_parts

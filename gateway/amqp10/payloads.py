@@ -64,7 +64,8 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
     message = MessageContainer(
         _AMQP10, encoded, "", "", summary.application_properties or None, summary.durable,
         priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
-        summary.correlation_id, user_id_text(summary), None, 0, None, None, summary.body_at)
+        summary.correlation_id, None if summary.user_id is None else user_id_text(summary),
+        None, 0, None, None, summary.body_at)
     return message, summary
 
 

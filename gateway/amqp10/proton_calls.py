@@ -15,6 +15,8 @@ messages of the figures):
   ``pn_link_credit``: W2 100 B 49.1k -> 50.6k msgs/s (96c03d1);
 * deliveries and dispositions: a Python ``Delivery`` per transfer or settlement; the
   links work on the C delivery (``pn_delivery_*``) (237ecf8);
+* timers: ``Transport.tick`` converts seconds to milliseconds and back in two more
+  Python calls, on every tick (the edge ticks after every read): :func:`transport_tick`;
 * outgoing deliveries: ``Sender.delivery``/``Sender.stream`` convert the tag and the
   buffer, about a microsecond a message (f850916); ``lib.pn_delivery`` and
   :func:`send_parts` send from the message's own buffer, its header replaced without a copy.
@@ -35,7 +37,7 @@ from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, pn_collector_peek, pn_co
                      pn_delivery_pending, pn_delivery_remote_state, pn_delivery_settle,
                      pn_delivery_settled, pn_delivery_tag, pn_delivery_update, pn_delivery_updated,
                      pn_event_delivery, pn_event_link, pn_event_type, pn_link_advance,
-                     pn_link_credit)
+                     pn_link_credit, pn_transport_tick)
 from cproton_ffi import ffi, lib
 
 __all__ = [
@@ -45,7 +47,7 @@ __all__ = [
     "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_tag", "pn_delivery_update",
     "pn_delivery_updated",
     "pn_event_delivery", "pn_event_link", "pn_event_type", "pn_link_advance", "pn_link_credit",
-    "raise_link_error", "send_parts",
+    "raise_link_error", "send_parts", "transport_tick",
 ]
 
 #: cffi's null pointer: ``pn_collector_peek`` returns it when no event is left (compared
@@ -57,6 +59,12 @@ def c_pointer(wrapper: Any) -> Any:
     """The C object behind a proton wrapper (``Link``, ``Collector``, ``Delivery`` ...).
     cffi pointers hash and compare by address, so they key dicts."""
     return wrapper._impl
+
+
+def transport_tick(transport: Any, now: float) -> float:
+    """``Transport.tick(now)`` (seconds in, the next deadline in seconds out, 0.0 for
+    none) in one Python call, not three: the engine ticks after every read."""
+    return pn_transport_tick(transport._impl, int(now * 1000)) / 1000.0
 
 
 def raise_link_error(link: Any, code: int) -> NoReturn:

@@ -11,6 +11,8 @@ the memory gate's count of the bodies held, the store's record of a persistent e
 
     move                     from        to          method
     enqueue / restore        -           AVAILABLE   add / restore
+    enqueue to a waiting     -           ACQUIRED    add with a holder
+      consumer with credit
     deliver / get with ack   AVAILABLE   ACQUIRED    acquire
     get without ack          AVAILABLE   GONE        take_gone
     settle (ack, accepted)   ACQUIRED    GONE        settle
@@ -68,21 +70,34 @@ class QueueEntries:
         self.head: Callable[[float], Optional[QueuedMessage]] = partial(self.ready.head, expired=self.expired)
 
     # ------------------------------------------------------------------ -> AVAILABLE
-    def add(self, message: MessageContainer, expires_at: Optional[float], queue: Any) -> QueuedMessage:
-        """A new AVAILABLE entry of ``queue`` at the tail of its level (written to the store
-        when the queue is stored and the message persistent)."""
+    def add(self, message: MessageContainer, expires_at: Optional[float], queue: Any,
+            holder: Any = None, now: float = 0.0) -> QueuedMessage:
+        """A new entry of ``queue``: AVAILABLE at the tail of its level or, with a
+        ``holder`` (the queue's fast path: nothing is waiting and a consumer with credit
+        is), ACQUIRED by it at ``now`` at once, as ``acquire`` would right after. Written
+        to the store when the queue is stored and the message persistent."""
         self.seq = seq = self.seq + 1
         ready = self.ready
-        priority = message.priority
-        level = 0 if not ready.max_level else ready.level_of(priority)
+        level = 0 if not ready.max_level else ready.level_of(message.priority)
         entry = QueuedMessage(message, seq, expires_at, level, queue)
-        ready.append(entry)
+        if holder is None:
+            ready.append(entry)
         self.published += 1
         gate = self.gate
         if gate is not None:
             gate.add(message.size)
-        if self.storage is not None and message.durable:
-            self.storage.added(entry)
+        storage = self.storage
+        if storage is not None and message.durable:
+            storage.added(entry)
+        if holder is None:
+            return entry
+        if entry.stored is not None:
+            storage.taking(entry)  # type: ignore[union-attr]
+        entry.state = _ACQUIRED
+        entry.holder = holder
+        entry.acquired_at = now
+        self.acquired[seq] = entry
+        self.delivered += 1
         return entry
 
     def restore(self, message: MessageContainer, seq: int, expires_at: Optional[float],

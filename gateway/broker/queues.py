@@ -214,8 +214,31 @@ class Queue:
         mttl = message.ttl_ms
         if mttl is not None and (ttl is None or mttl < ttl):
             ttl = mttl
-        entry = self.entries.add(message, None if ttl is None else now + ttl / 1000.0, self)
-        if self.consumers.acquiring or self.consumers.browsers:
+        expires_at = None if ttl is None else now + ttl / 1000.0
+        consumers = self.consumers
+        if consumers.acquiring and not self.ready.count and not consumers.browsers \
+                and not self._dispatching:
+            # the fast path: nothing waits, so a consumer with credit takes it at once, as
+            # dispatch would right after (``entries.add`` with a holder: still one table)
+            consumer = consumers.pick()
+            if consumer is not None:
+                entry = self.entries.add(message, expires_at, self, consumer, now)
+                # handed over as dispatch does: a call back into the queue during the
+                # delivery is folded in and run after it
+                self._dispatching = True
+                self._again = False
+                try:
+                    consumer.credit.consume_one()
+                    consumer.deliver(entry, now)
+                finally:
+                    self._dispatching = False
+                if self._again:
+                    self.dispatch(now)
+                if args.bounded and args.overflow is _DROP_HEAD:
+                    self._drop_over_limit(now)
+                return True
+        entry = self.entries.add(message, expires_at, self)
+        if consumers.acquiring or consumers.browsers:
             self.dispatch(now)
         if ttl == 0 and entry.state is _AVAILABLE:
             self._expire_available(entry, now)

@@ -148,6 +148,8 @@ class LedgerProcess(protocol.ProcessProtocol):
         self._written_at = 0.0
         #: children that died with lines unwritten, and those lines
         self.gaps = self.records_lost = 0
+        #: lines handed to any child since start
+        self.records_sent = 0
 
     # -- life cycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -241,7 +243,9 @@ class LedgerProcess(protocol.ProcessProtocol):
             self._write(data)  # may pause us at once
 
     def _write(self, data: bytes) -> None:
-        self._sent += data.count(b"\n")
+        lines = data.count(b"\n")
+        self._sent += lines
+        self.records_sent += lines
         self.transport.write(data)
 
     # IPushProducer: the stdin pipe's buffer is full / has room again

@@ -22,6 +22,7 @@ Ids: contexts and messages are numbered from the broker's gateway-id counter
 from __future__ import annotations
 
 import zlib
+from functools import partial
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import msgspec
@@ -107,6 +108,7 @@ class Ledger:
         #: what was recorded and not yet taken, oldest first
         self.records: list = []
         self._append = self.records.append
+        self.received = partial(self._record, _Message)
         #: the contexts still open (ctx id -> record): replayed to a new writer
         self.contexts: dict[int, Any] = {}
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
@@ -166,16 +168,14 @@ class Ledger:
 
     # -- publishes ---------------------------------------------------------------------
 
-    def received(self, now: float, ctx: int, message: Any, event: Optional[EventKind] = None,
-                 queues: Optional[Sequence[Any]] = None, reason: Optional[str] = None,
-                 address: Optional[str] = None, routed: bool = True) -> None:
-        """``message`` was taken in on ``ctx``; ``event`` its routing verdict when known
-        (None in a transaction: ``verdict`` then), ``queues`` those routing chose.
-        ``address``: the message's own 1.0 address when not its link's. ``routed``
-        False: the message's exchange and routing key are not set yet (a 1.0 message
-        refused or dropped before routing) and are recorded as none."""
-        self._append(self._message(_Message, now, ctx, message, event, queues, reason,
-                                   address, routed))
+    # ``received(now, ctx, message, event=None, queues=None, reason=None, address=None,
+    # routed=True)``: ``message`` was taken in on ``ctx``; ``event`` its routing verdict
+    # when known (None in a transaction: ``verdict`` then), ``queues`` those routing
+    # chose. ``address``: the message's own 1.0 address when not its link's. ``routed``
+    # False: the message's exchange and routing key are not set yet (a 1.0 message refused
+    # or dropped before routing) and are recorded as none. It is ``_record`` bound to the
+    # message record in ``__init__``: one Python call per publish, not two.
+    received: Callable[..., Any]
 
     def refused(self, now: float, ctx: int, reason: str, message: Any = None,
                 exchange: Optional[str] = None, routing_key: Optional[str] = None,
@@ -183,10 +183,9 @@ class Ledger:
         """A publish refused before it was taken in (no gateway id): its ``exchange`` and
         ``routing_key`` as the publish named them, or ``message`` when it was decoded."""
         if message is not None:
-            record = self._message(_Verdict, now, ctx, message, EventKind.REFUSED, None,
-                                   reason, address, False)
+            record = self._record(_Verdict, now, ctx, message, EventKind.REFUSED, None,
+                                  reason, address, False)
             record.gateway_id = None  # not taken in: none given yet
-            self._append(record)
         else:
             self._append(_Event(now, ctx, EventKind.REFUSED._value_, None, None, None, None,
                                 exchange, routing_key, None, reason))
@@ -206,8 +205,7 @@ class Ledger:
         verdict is the original message's (by its gateway id)."""
         ctx = self.queue_context(now, vhost, message)
         if copied:  # a message of its own, with its own gateway id
-            self._append(self._message(_Verdict, now, ctx, message, event, queues, reason,
-                                       None, True))
+            self._record(_Verdict, now, ctx, message, event, queues, reason, None, True)
         else:
             self._append(_Event(now, ctx, event._value_, message.gateway_id, None, None, None,
                                 message.exchange, message.routing_key, _names(queues), reason))
@@ -218,11 +216,13 @@ class Ledger:
         copy: no death reason) and its routing verdict, in the context of the broker's
         publishes to its exchange (the context's ``address``)."""
         ctx = self._broker_context(now, vhost, message, message.exchange)
-        self._append(self._message(_Verdict, now, ctx, message, event, queues, None, None, True))
+        self._record(_Verdict, now, ctx, message, event, queues, None, None, True)
 
-    def _message(self, kind: type, now: float, ctx: int, message: Any, event: Any,
-                 queues: Optional[Sequence[Any]], reason: Optional[str],
-                 address: Optional[str], routed: bool) -> Any:
+    def _record(self, kind: type, now: float, ctx: int, message: Any, event: Any = None,
+                queues: Optional[Sequence[Any]] = None, reason: Optional[str] = None,
+                address: Optional[str] = None, routed: bool = True) -> Any:
+        """Record ``kind`` (a message's or a verdict's record) about ``message``; returns
+        the record (appended already). The one home of which message fields fill it."""
         mid, cid = message.message_id, message.correlation_id
         if mid is not None and mid.__class__ is not str:
             mid = _text(mid)
@@ -248,9 +248,11 @@ class Ledger:
         else:
             names = _names(queues)
             stored = _stored(message, queues)
-        return kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
-                    message.size, None if event is None else event._value_, names, reason,
-                    address, headers, None, None, None, stored)
+        record = kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
+                      message.size, None if event is None else event._value_, names, reason,
+                      address, headers, None, None, None, stored)
+        self._append(record)
+        return record
 
     # -- deliveries --------------------------------------------------------------------
 

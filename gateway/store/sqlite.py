@@ -94,7 +94,7 @@ class StoreRef:
         self.acquired = acquired
 
 
-class SqliteStore(ForwardingTables):
+class SqliteStore:
     """See the module docstring. Raises :class:`StoreUnusable` from the constructor.
 
     ``call_in_loop(fn, *args)`` runs ``fn`` on the event loop's thread (the reactor's
@@ -150,7 +150,16 @@ class SqliteStore(ForwardingTables):
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
         self.bytes_stored = 0
-        self._init_forwarding()
+        #: the outbox and the forwarded ids (``sqlite_forwarding``); their ``Store``
+        #: operations are its methods, bound here
+        self.forwarding = ForwardingTables(self._append, lambda: self._gen, self._reader, codecs)
+        forwarding = self.forwarding
+        self.add_outbox, self.update_outbox = forwarding.add_outbox, forwarding.update_outbox
+        self.remove_outbox, self.load_outbox = forwarding.remove_outbox, forwarding.load_outbox
+        self.read_outbox = forwarding.read_outbox
+        self.remember_forwarded = forwarding.remember_forwarded
+        self.forget_forwarded = forwarding.forget_forwarded
+        self.load_forwarded = forwarding.load_forwarded
         self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
         if short or (reserve_bytes and not self.reserve.make()):
@@ -166,6 +175,11 @@ class SqliteStore(ForwardingTables):
                                     reserve=self.reserve if reserve_bytes else None,
                                     probe_bytes=probe_bytes, retry_interval=retry_interval,
                                     failing=self.write_error, wal_path=path + "-wal")
+
+    @property
+    def outbox_rows(self) -> int:
+        """Outbox rows in the store (``ForwardingTables.outbox_rows``)."""
+        return self.forwarding.outbox_rows
 
     @property
     def stats(self) -> Any:

@@ -1,7 +1,8 @@
 """The forwarding tables of ``SqliteStore``: the outbox per remote and the ids of forwarded
-messages received (the receiving side's dedupe window).
+messages received (the receiving side's dedupe window), with their statements and the
+outbox's pending inserts: a collaborator the store makes and calls, as ``EntityWrites``.
 
-Their writes join the same generations as message writes (``SqliteStore._append``), so a
+Their writes join the same generations as message writes (the store's ``append``), so a
 forwarded message's outbox row is committed, and its publisher confirmed, with one sync
 shared by every connection. An outbox row removed while its insert is still in the open
 generation is never written at all, as for queue entries.
@@ -21,17 +22,19 @@ _MESSAGE_COLUMNS = "origin, properties, body, exchange, routing_key, created_at,
 
 
 class ForwardingTables:
-    """Mixed into ``SqliteStore``: uses its ``_append``, ``_gen``, ``_reader`` and
-    ``_codecs``."""
+    """See the module docstring. ``append(op)`` adds an operation to the store's open
+    generation, ``generation()`` returns that generation's number, ``reader`` is the
+    store's reading connection and ``codecs`` its value codecs."""
 
-    _append: Callable[[list], None]
-    _gen: int
-    _reader: Any
-    _codecs: StoreCodecs
-
-    def _init_forwarding(self) -> None:
+    def __init__(self, append: Callable[[list], None], generation: Callable[[], int],
+                 reader: Any, codecs: StoreCodecs) -> None:
+        self._append = append
+        self._generation = generation
+        self._reader = reader
+        self._codecs = codecs
         #: pending insert operations of the open generation, by entry id
         self._outbox_ops: dict[int, tuple[int, list]] = {}
+        #: outbox rows in the store (loaded, plus added, minus removed)
         self.outbox_rows = 0
 
     def add_outbox(self, row: OutboxRow) -> None:
@@ -39,7 +42,7 @@ class ForwardingTables:
         op = [_INSERT_OUTBOX, row.entry_id, row.remote, row.node, m.origin, m.properties, m.body,
               m.exchange, m.routing_key, m.created_at, m.size, m.priority, m.deaths,
               row.annotations, row.attempts]
-        self._outbox_ops[row.entry_id] = (self._gen, op)
+        self._outbox_ops[row.entry_id] = (self._generation(), op)
         self.outbox_rows += 1
         self._append(op)
 
@@ -48,13 +51,13 @@ class ForwardingTables:
         if pending is None:
             return None
         gen, op = pending
-        return op if gen == self._gen and op and op[0] is _INSERT_OUTBOX else None
+        return op if gen == self._generation() and op and op[0] is _INSERT_OUTBOX else None
 
     def update_outbox(self, entry_id: int, attempts: int) -> None:
         op = self._pending_insert(entry_id)
         if op is not None:
             op[14] = attempts
-            self._outbox_ops[entry_id] = (self._gen, op)
+            self._outbox_ops[entry_id] = (self._generation(), op)
             return
         self._append([Op.UPDATE_OUTBOX, entry_id, attempts])
 

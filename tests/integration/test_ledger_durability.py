@@ -124,7 +124,11 @@ def test_a_writer_that_dies_is_restarted_and_what_it_lost_is_a_gap(fresh_gateway
     ch.confirm_delivery()
     queue = unique("gap")
     ch.queue_declare(queue)
+    sent_before = _metrics(gw)["amqp_gateway_ledger_records_sent_total"]
     _publish(ch, queue, [f"g{i}" for i in range(5)], persistent=False)
+    # the records are shipped on a timer: kill the writer once it has been sent them
+    assert _wait(lambda: _metrics(gw)["amqp_gateway_ledger_records_sent_total"] >= sent_before + 5,
+                 time.monotonic() + 10), "the five messages' records never reached the writer"
     [writer] = gw.child_pids()
     os.kill(writer, signal.SIGKILL)
     assert gw.wait_for_log_count(r"ledger writer process \d+ started", 2, timeout=15), gw.log

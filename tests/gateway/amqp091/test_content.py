@@ -4,12 +4,13 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from pamqp import commands as pamqp_commands
 from pamqp import header as pamqp_header
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.content import Content, ContentAssembler, decode_properties, encode_properties
+from gateway.amqp091.content import (Content, ContentAssembler, decode_properties, encode_properties,
+                                     header_slot)
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import BodyFrame, HeaderFrame, HeartbeatFrame, MethodFrame
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ReplyCode
@@ -271,3 +272,24 @@ def test_with_headers_is_the_encoding_of_the_list_with_those_headers(props) -> N
     else:
         assert spliced == encode_properties(dataclasses.replace(props, headers=added))
         assert decode_properties(spliced).headers == added
+
+
+@settings(max_examples=50, deadline=None)
+@given(basic_properties)
+def test_a_header_slot_filled_is_the_list_encoded_with_that_header(props) -> None:
+    """``header_slot(props, name).fill(v)`` encodes only ``v`` (issue 45) and gives the
+    octets ``encode_properties`` gives with header ``name`` set to ``v``, wherever the
+    header is among the others and whatever the size of the new value."""
+    import dataclasses
+    headers = dict(props.headers or {})
+    assert header_slot(dataclasses.replace(props, headers=headers or None), "x-slot") is None
+    for place in range(len(headers) + 1):
+        items = list(headers.items())
+        items.insert(place, ("x-slot", {}))
+        shaped = dataclasses.replace(props, headers=dict(items))
+        slot = header_slot(shaped, "x-slot")
+        assert slot is not None
+        for value in ({}, {"origin": "org-a", "id": 2**40, "hops": ["org-a", "org-c"]}, {"k": "v" * 300}):
+            filled = dataclasses.replace(shaped, headers={**shaped.headers, "x-slot": value})
+            assert slot.fill(value) == encode_properties(filled)
+            assert decode_properties(slot.fill(value)) == filled

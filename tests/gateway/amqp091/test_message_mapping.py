@@ -123,3 +123,38 @@ def test_a_forwarded_message_renders_from_its_annotations_decoded_at_receipt() -
                                         received_annotations=annotations_section(encoded))
             assert message_mapping.delivery_payload(received) == message_mapping.delivery_payload(plain)
             assert b"x-opt-forward-id" in message_mapping.delivery_payload(received)[0]
+
+
+def test_a_forwarded_message_taken_in_renders_as_in_full_translation() -> None:
+    """As ``amqp$transfer`` takes a forwarded message in (``container_from_transfer``,
+    the annotations decoded once): only the annotations header
+    is encoded per message (``HeaderSlot``), the first and the later messages of a
+    sender alike, and the result is the full translation's; annotations that go back
+    into 0-9-1 properties (``x-amqp-0-9-1-*``) still translate in full."""
+    from gateway.amqp10.payloads import container_from_transfer
+    from gateway.broker.message import Encoding, MessageContainer
+    from gateway.forward.annotations import annotations_section
+    from translators import to_amqp10
+    from translators.amqp10_sections import forwarded_form
+    from translators.basic_properties import BasicProperties
+
+    message_mapping._RENDERED_BASE.clear()
+    sources = [to_amqp10(BasicProperties(delivery_mode=2, headers={"a": 1, "z": "last"},
+                                         content_type="text/plain", priority=3),
+                         b"x" * 4096, exchange="", routing_key="q@b")]
+    proton_message = Message(body=b"z" * 50, address="q@b", properties={"p": 1})
+    proton_message.annotations = {"x-opt-a": 1}
+    proton_message.inferred = True
+    sources.append(proton_message.encode())
+    extras = ({}, {"x-opt-more": ["x", 2]}, {"x-amqp-0-9-1-priority": 9})
+    for n in range(3):
+        for i, source in enumerate(sources):
+            for extra in extras:
+                annotations = {"x-opt-forward-origin": "a", "x-opt-forward-id": 100 * n + i,
+                               "x-opt-forward-hops": ["a", "c"], **extra}
+                encoded = forwarded_form(source, "q@b", annotations)
+                taken, _ = container_from_transfer(encoded, 0.0)
+                taken.received_annotations = annotations_section(encoded)
+                plain = MessageContainer(Encoding.AMQP10, encoded)
+                assert message_mapping.delivery_payload(taken) == message_mapping.delivery_payload(plain)
+                assert message_mapping.delivery_payload(taken) == _uncached(encoded)
