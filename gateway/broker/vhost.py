@@ -237,9 +237,9 @@ class VirtualHost:
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``. The vhost's best policy applies to a new queue.
-        ``restored``: from the store, its name not checked again and the vhost's
-        ``max-queues`` not enforced (a restore brings back what the store holds).
+        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name and the
+        vhost's queue limit not checked again. The vhost's best policy applies to a new
+        queue.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed

@@ -16,7 +16,7 @@ worker's counters, a connection listing a third of the connections.
   lists that every worker has alike (``SHARED``: users, vhosts, permissions, policies,
   vhost limits, parameters, definitions, health checks: from the config, or changed at
   run time through this relay, which sends each change to every worker) come from the
-  first worker, unmarked. Anything else gets the first answer, in
+  first worker. Anything else gets the first answer, in
   worker order, that is not 404 (an object gets its ``worker``), so ``DELETE
   /api/connections/NAME`` reaches the worker holding the connection.
 """
@@ -169,7 +169,7 @@ def combine(method: bytes, path: bytes, results: Sequence[tuple[WorkerPlace, Any
             joined = [_marked(item, place) for place, items in lists for item in items]
             return 200, answered[0][1][1], json.dumps(joined).encode()
     place, (status, headers, body) = next(((p, got) for p, got in answered if got[0] != 404), answered[0])
-    if method == b"GET" and status == 200 and not shared:
+    if method == b"GET" and status == 200:
         value = _json((status, headers, body))
         if isinstance(value, dict):
             body = json.dumps(_marked(value, place)).encode()

@@ -122,8 +122,8 @@ def _consumers(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> A
 
 def _subscriptions(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
     if vhost is not None:
-        _vhost_name(api, request, vhost)
-    return _listing(request, api.model.subscriptions(vhost, user=_user(request)))
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.subscriptions(vhost, user=acting_user(request)))
 
 
 def _users(api: HttpApi, request: ApiRequest) -> ApiResponse:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from gateway.management.definitions import Definitions
     from gateway.management.rate_history import RateHistory
 
-__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "split_path", "json_body", "flag", "arguments",
-           "query_flag", "acting_user", "listing", "visible_vhost"]
+__all__ = ["ApiRequest", "ApiResponse", "HttpApi", "Handler", "MAX_JSON_DEPTH", "split_path",
+           "json_body", "flag", "arguments", "query_flag", "acting_user", "listing", "visible_vhost"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def split_path(raw_path: bytes | str) -> tuple[str, ...]:
         raise HttpError(400, None, "the path is not UTF-8 after percent-decoding") from None
 
 
-#: how deep a request body may nest (a queue's arguments are two or three levels)
+#: how deep a request body may nest (a queue's arguments are two or three levels; a
+#: definitions file four or five)
 MAX_JSON_DEPTH = 32
 
 
