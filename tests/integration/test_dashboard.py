@@ -103,6 +103,8 @@ def test_the_dashboard_shows_what_the_api_says_and_keeps_up(gw):
         for i in range(2):
             sender.send(Message(body=f"from 1.0 #{i}"))
         with chromium_page() as page:
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url))
             sign_in(page, gw, query="?interval=400")
             assert page.title() == "amqp-gateway"
             wait_refreshes(page, 1)
@@ -130,6 +132,8 @@ def test_the_dashboard_shows_what_the_api_says_and_keeps_up(gw):
             assert "updated" in page.inner_text("#status")
             assert cell(page, "exchanges", "amq.topic", "type", "/") == "topic"
             screenshot(page, "dashboard.png")
+            # nothing from the network: every request went to the gateway itself
+            assert asked and all(url.startswith(gw.management_url + "/") for url in asked), asked
     finally:
         conn091.close()
         conn10.close()
@@ -465,4 +469,12 @@ def test_redrive_from_the_remotes_table(gateways):
         finally:
             conn.close()
         page.wait_for_selector('#remotes tr[data-name="org-b"] td[data-field="outbox_depth"]:has-text("0")')
+        # the forwarded message is in the rate history's next sample (every 5 s), and on the chart
+        wait_until(lambda: any(s["forwarded"] > 0 for s in call(a, "GET", "/api/gateway/rates").body["samples"]),
+                   timeout=20, what="a rate sample with the forwarded message")
+        page.wait_for_function(  # a point of the forwarded line above the chart's zero line
+            """() => { const line = document.querySelector('#rates polyline[data-series="forwarded"]');
+                       const zero = Number(document.querySelector('#rates line.grid').getAttribute('y1'));
+                       return line && line.getAttribute('points').split(' ')
+                           .some(p => Number(p.split(',')[1]) < zero); }""", timeout=20_000)
         screenshot(page, "dashboard-redrive.png")
