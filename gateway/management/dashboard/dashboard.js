@@ -10,10 +10,11 @@ let previous = null;  // the last overview poll: {at, queues: {key: stats}, exch
 let csrfToken = null;
 let timer = null;
 
-// Every URL is a path on this listener resolved against location.origin, never built from
-// location.href: a page opened as http://user:pass@host/ has the credentials in its URL,
-// and fetch refuses such a URL ("Request cannot be constructed from a URL that includes
-// credentials"). The origin never carries them.
+// Every URL is a path on this listener resolved against location.origin: a page opened as
+// http://user:pass@host/ keeps the credentials in its document URL, a relative URL (even
+// "/api/...") resolves against it and inherits them, and fetch refuses such a URL
+// ("Request cannot be constructed from a URL that includes credentials"; what the
+// dashboard did before issue 46). The origin never carries them.
 function here(path) {
   return new URL(path, location.origin).toString();
 }
