@@ -478,3 +478,21 @@ def test_redrive_from_the_remotes_table(gateways):
                        return line && line.getAttribute('points').split(' ')
                            .some(p => Number(p.split(',')[1]) < zero); }""", timeout=20_000)
         screenshot(page, "dashboard-redrive.png")
+
+
+def test_the_remotes_table_shows_each_remote_s_name_and_outbox_depth(tmp_path):
+    """Issue 46: the table read ``name``/``backlog`` while the API gave ``container``/
+    ``outbox_depth``, so both were blank."""
+    from tests.integration.test_management_forwarding import FORWARDING
+    password_file = tmp_path / "org-b.password"
+    password_file.write_text("secret\n")
+    gw = management_gateway(extra=FORWARDING.format(password_file=password_file)).start()
+    try:
+        with chromium_page() as page:
+            sign_in(page, gw, query="?interval=400")
+            wait_refreshes(page, 1)
+            assert cell(page, "remotes", "org-b", "name") == "org-b"
+            assert cell(page, "remotes", "org-b", "outbox_depth") == "0"
+            assert cell(page, "remotes", "org-b", "state") in ("connecting", "backing off")
+    finally:
+        gw.stop()
