@@ -418,7 +418,8 @@ class Amqp10Engine:
         """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
         if self._registry is not None:
             try:
-                self._admission = self._registry.admit(self.user.name, connection=self)
+                self._admission = self._registry.admit(self.user.name, connection=self,
+                                                       vhost=self.vhost_name)
             except ConnectionLimitReached as exc:
                 raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
                                   Scope.CONNECTION) from None

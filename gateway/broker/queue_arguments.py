@@ -23,7 +23,7 @@ from translators.field_types import LongStrBytes
 from .errors import InvalidArgument, PreconditionFailed
 
 __all__ = ["Overflow", "QueueArguments", "parse_queue_arguments", "check_queue_flags", "MAX_PRIORITY",
-           "QUEUE_TYPES"]
+           "QUEUE_TYPES", "without_refused_by_type"]
 
 #: the highest ``x-max-priority`` accepted
 MAX_PRIORITY = 255
@@ -179,6 +179,15 @@ def parse_queue_arguments(
         queue_type=queue_type,
         delivery_limit=integer("x-delivery-limit", 0),
     )
+
+
+def without_refused_by_type(merged: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
+    """``merged`` (a queue's ``declared`` arguments with a policy's) without what the
+    policy added that the queue's type refuses: RabbitMQ ignores a policy's
+    ``queue-mode`` on a quorum queue, where the same argument declared is refused."""
+    queue_type = declared.get("x-queue-type", "classic")
+    refused = _UNSUPPORTED.get(queue_type if isinstance(queue_type, str) else "classic", ())
+    return {k: v for k, v in merged.items() if k in declared or k not in refused}
 
 
 def check_queue_flags(args: QueueArguments, queue: str, vhost: str, *, durable: bool, exclusive: bool,

@@ -58,7 +58,9 @@ from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
 from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
-from .queue_arguments import Overflow, QueueArguments, check_queue_flags, parse_queue_arguments
+from .policies import QUEUE_KEYS, Policy, with_policy
+from .queue_arguments import (Overflow, QueueArguments, check_queue_flags, parse_queue_arguments,
+                              without_refused_by_type)
 from .queue_entries import QueueEntries
 from .queued_message import _AVAILABLE, MessageState, QueuedMessage
 
@@ -91,6 +93,7 @@ class Queue:
         auto_delete: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
         now: float = 0.0,
+        policy: Optional[Policy] = None,
     ) -> None:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
@@ -104,10 +107,14 @@ class Queue:
         #: opaque owner token (e.g. a connection id) of an exclusive queue, else None
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
+        #: the arguments as declared (redeclares are compared with these)
         self.arguments: dict = dict(arguments or {})
-        self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
-        check_queue_flags(self.args, name, self.vhost_name, durable=durable,
+        declared = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        check_queue_flags(declared, name, self.vhost_name, durable=durable,
                           exclusive=exclusive_owner is not None, auto_delete=auto_delete)
+        #: the vhost's policy that applies (``policies``), and the arguments in effect
+        self.policy = policy
+        self.args: QueueArguments = declared if policy is None else self._with_policy(policy)
         #: a quorum queue: every return counts as a failed delivery (0-9-1 consumers get
         #: ``x-delivery-count``), and ``x-delivery-limit`` applies
         self.quorum = self.args.queue_type == "quorum"
@@ -176,6 +183,18 @@ class Queue:
     def unsettled_since(self, cutoff: float) -> int:
         """Deliveries acquired at or before ``cutoff`` and still unsettled."""
         return self.entries.unsettled_since(cutoff)
+
+    def _with_policy(self, policy: Optional[Policy]) -> QueueArguments:
+        merged = without_refused_by_type(with_policy(self.arguments, policy, QUEUE_KEYS), self.arguments)
+        return parse_queue_arguments(merged, self.name, self.vhost_name)
+
+    def apply_policy(self, policy: Optional[Policy], now: float) -> None:
+        """Take ``policy`` (None: none) in place of the one applied; a lower length limit
+        drops messages from the head at once (``policies`` says what changes when)."""
+        self.policy = policy
+        self.args = self.dead_lettering.args = self._with_policy(policy)
+        if self.args.bounded and self.args.overflow is Overflow.DROP_HEAD:
+            self._drop_over_limit(now)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""

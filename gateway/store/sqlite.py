@@ -45,8 +45,9 @@ from typing import Any, Callable, Iterator, Optional
 
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
-from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
-                        StoredEntry, StoredMessage, StoreSnapshot)
+from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
+                        StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_definitions import DefinitionRows
 from .sqlite_entities import EntityWrites, binding_key
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
@@ -162,6 +163,7 @@ class SqliteStore:
         self.remember_forwarded = forwarding.remember_forwarded
         self.forget_forwarded = forwarding.forget_forwarded
         self.load_forwarded = forwarding.load_forwarded
+        self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
         if short or (reserve_bytes and not self.reserve.make()):
             self.write_error = StoreWriteFailed(
@@ -394,6 +396,16 @@ class SqliteStore:
 
     def delete_binding(self, record: BindingRecord) -> None:
         self._entities.delete_binding(record)
+
+    # ------------------------------------------------------------------ definitions
+    def save_definition(self, record: DefinitionRecord) -> None:
+        self._definitions.save(record)
+
+    def delete_definition(self, kind: str, key: str) -> None:
+        self._definitions.delete(kind, key)
+
+    def load_definitions(self) -> list[DefinitionRecord]:
+        return self._definitions.load()
 
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:
