@@ -67,12 +67,13 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
 from gateway.amqp091.message_mapping import delivery_payload
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import PendingPublish, PendingSettle, PublishMode, SettleKind
+from gateway.amqp091.transactions import PendingSettle, PublishMode, SettleKind
 from gateway.auth.permissions import Action
 from gateway.broker.errors import BrokerError, ResourceLocked
 from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import QueuedMessage
 from gateway.broker.store_marks import StoreMark
+from gateway.broker.transaction import WorkKind
 from gateway.ledger import Outcome as LedgerOutcome
 from gateway.ledger import Protocol as WireProtocol
 
@@ -365,12 +366,14 @@ class BrokerChannel:
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
         publishing = self.publishing
-        mark = StoreMark(self.broker.store)
-        for work in publishing.transaction(method).take():
-            if isinstance(work, PendingPublish):
-                publishing.route(work.method, work.content, work.message)
-            else:
-                self._settle(work.kind, work.items)
+        store = self.broker.store
+        mark = StoreMark(store)
+        with store.one_commit():  # on disk all together, or not at all
+            for kind, work in publishing.transaction(method).take():
+                if kind is WorkKind.POST:
+                    publishing.route(work.method, work.content, work.message)
+                else:
+                    self._settle(work.kind, work.items)
         mark.answer(self._tx_durable)
 
     def _tx_durable(self, error: Exception | None) -> None:

@@ -32,8 +32,9 @@ Contract for implementations (every method runs on the event loop's thread):
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, ContextManager, NamedTuple, Optional, Protocol
 
 __all__ = [
     "ExchangeRecord",
@@ -238,6 +239,10 @@ class Store(Protocol):
 
     def after_commit(self, callback: Callback) -> None: ...
 
+    def one_commit(self) -> ContextManager[None]:
+        """Within it, every write goes to the same commit (a transaction's commit: its
+        writes are on disk all together or not at all, however many)."""
+
     # forwarding: the outbox per remote and the ids of forwarded messages received
     def add_outbox(self, row: OutboxRow) -> None: ...
 
@@ -320,6 +325,9 @@ class NullStore:
 
     def after_commit(self, callback: Callback) -> None:
         callback(None)
+
+    def one_commit(self) -> ContextManager[None]:
+        return nullcontext()
 
     def add_outbox(self, row: OutboxRow) -> None:
         pass

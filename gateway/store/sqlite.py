@@ -40,7 +40,8 @@ import logging
 import os
 import sqlite3
 from collections import deque
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
@@ -135,6 +136,8 @@ class SqliteStore:
         self.write_count = 0
         self._gen = 1
         self._ops: list[list] = []
+        #: depth of ``one_commit`` blocks (no batch_max hand-over inside them)
+        self._one_commit = 0
         self._done_gen = 0
         self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
@@ -204,8 +207,20 @@ class SqliteStore:
         if len(ops) == 1:
             if self.on_pending is not None:
                 self.on_pending()
-        elif len(ops) >= self._batch_max:
+        elif len(ops) >= self._batch_max and not self._one_commit:
             self.flush()
+
+    @contextmanager
+    def one_commit(self) -> Iterator[None]:
+        """Writes made within it are not split by ``batch_max`` (see ``Store.one_commit``):
+        the generation is handed over at its end if it grew past the limit."""
+        self._one_commit += 1
+        try:
+            yield
+        finally:
+            self._one_commit -= 1
+            if not self._one_commit and len(self._ops) >= self._batch_max:
+                self.flush()
 
     def flush(self, now: float = 0.0) -> None:
         """Hand the open generation to the commit thread (nothing to do when empty)."""
