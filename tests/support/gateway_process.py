@@ -158,6 +158,8 @@ class GatewayProcess(GatewayEndpoint):
     env: Optional[Mapping[str, str]] = None
     #: runs in the child before exec (to start the gateway as a parent would)
     preexec_fn: Optional[Callable[[], None]] = None
+    #: the working directory (relative paths in the config); None: its own temporary one
+    cwd: Optional[str] = None
     proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 30.0) -> "GatewayProcess":
@@ -174,7 +176,7 @@ class GatewayProcess(GatewayEndpoint):
             env.update(self.env)
         args = [sys.executable, "-m", "gateway.cli", "run", "--config", cfg,
                 "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *self.extra_args]
-        self.proc = subprocess.Popen(args, cwd=self._tmp.name, env=env, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(args, cwd=self.cwd or self._tmp.name, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=self.preexec_fn)
         ready = threading.Event()
@@ -276,10 +278,10 @@ Gateway = GatewayEndpoint
 
 
 def make_gateway(*, process: bool = False, **kwargs) -> Gateway:
-    """An unstarted gateway: a ``GatewayProcess`` when ``process`` (or ``env`` or
-    ``preexec_fn``, which only a process has, or ``TEST_GATEWAYS=process``), else an
-    ``InProcessGateway``; both take ``config_text`` and ``extra_args``."""
-    if process or ALWAYS_PROCESS or kwargs.get("env") or kwargs.get("preexec_fn"):
+    """An unstarted gateway: a ``GatewayProcess`` when ``process`` (or ``env``,
+    ``preexec_fn`` or ``cwd``, which only a process has, or ``TEST_GATEWAYS=process``),
+    else an ``InProcessGateway``; both take ``config_text`` and ``extra_args``."""
+    if process or ALWAYS_PROCESS or kwargs.get("env") or kwargs.get("preexec_fn") or kwargs.get("cwd"):
         return GatewayProcess(**kwargs)
     from tests.support.in_process_gateway import InProcessGateway
 
