@@ -14,7 +14,7 @@ from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.gateway_process import REPO
 from tests.support.management_http import call, management_gateway
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]  # runs the CLI (ctl) as a process
 
 
 @pytest.fixture(scope="module")
