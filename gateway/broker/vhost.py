@@ -69,6 +69,8 @@ class VirtualHost:
     dead_letter: Callable[[MessageContainer, float], PublishResult]
     #: ``Publisher.publish_own``: the broker's own message (a dead-lettered copy, an event)
     publish_own: Callable[..., PublishResult]
+    #: ``Publisher.move``: management's move of ready messages from one queue to another
+    move_messages: Callable[[str, str, Optional[int], float], int]
 
     def __init__(self, name: str, broker: Any = None) -> None:
         self.name = name
@@ -84,6 +86,7 @@ class VirtualHost:
         self.route = publisher.route
         self.dead_letter = publisher.dead_letter
         self.publish_own = publisher.publish_own
+        self.move_messages = publisher.move
         self.default_exchange = DefaultExchange(publisher.queue_for_key, vhost_name=name)
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():

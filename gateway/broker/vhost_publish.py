@@ -4,9 +4,9 @@ A collaborator of ``VirtualHost``: routing through the exchange graph (a visited
 since exchange-to-exchange bindings may form cycles; each queue gets a message at most
 once; an exchange's ``alternate-exchange`` when it routes nothing), the default
 exchange's lookup (a queue name, or a global address ``node@container``: its node, or no
-local queue when it is forwarded), enqueueing,
-and the broker's own publishes (dead-lettered copies, events) with their ledger
-verdicts. It reads the vhost's maps of exchanges and queues and writes neither; the
+local queue when it is forwarded), enqueueing, the broker's own publishes (dead-lettered
+copies, events) with their ledger verdicts, and management's moves from one queue to
+another with their ledger records. It reads the vhost's maps of exchanges and queues and writes neither; the
 vhost hands its publishing calls straight to it (its own bound methods, so the
 per-message path has no call in between)."""
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, NamedTuple, Optional
 
 from gateway.ledger import EventKind
 
-from .errors import AccessRefused
+from .errors import AccessRefused, NotFound
 from .exchanges import Exchange
-from .message import MessageContainer
+from .message import DeathReason, MessageContainer
 from .queues import Queue
 from .service_calls import ServiceCaller, call_service
 from .vhost_checks import no_exchange
@@ -198,6 +198,35 @@ class Publisher:
         result = self._deliver(queues, message, now)
         self._record_own_verdict(message, result, now, dead_letter)
         return result
+
+    def move(self, source: str, target: str, count: Optional[int], now: float) -> int:
+        """Move up to ``count`` (None: all) ready messages from the head of the queue
+        ``source`` to the tail of ``target`` (management's poison-message handling); returns
+        how many left ``source``. Each goes on as a copy with the same gateway id, recorded
+        in the ledger as ``moved``; one that ``target`` refuses (a full ``reject-publish``
+        queue) is dead-lettered from ``source`` (reason ``rejected``). Raises NotFound for
+        a missing queue."""
+        queues = self._queues
+        source_queue, target_queue = queues.get(source), queues.get(target)
+        for name, queue in ((source, source_queue), (target, target_queue)):
+            if queue is None:
+                raise NotFound(f"no queue '{name}' in vhost '{self._vhost}'")
+        assert source_queue is not None and target_queue is not None
+        ledger = self._broker.ledger if self._broker is not None else None
+        moved = 0
+        while count is None or moved < count:
+            entry = source_queue.get(now, ack=False)
+            if entry is None:
+                break
+            moved += 1
+            message = entry.message
+            if not target_queue.enqueue(message.copy(), now):
+                log.warning("%s refused a moved message; it is dead-lettered from %s",
+                            target_queue.label, source_queue.label)
+                source_queue.dead_letter(message, DeathReason.REJECTED, now)
+            elif ledger is not None:
+                ledger.moved(now, self._vhost, message, source, target_queue)
+        return moved
 
     def _record_own_verdict(self, message: MessageContainer, result: PublishResult, now: float,
                             dead_letter: bool, copied: bool = True) -> None:

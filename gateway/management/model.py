@@ -373,18 +373,8 @@ class ManagementModel:
         source, target = self._queue(v, queue), self._queue(v, to_queue)
         if source is target:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
-        now = self.clock()
-        moved = 0
-        ledger = self.broker.ledger
-        for message in _take_ready(source, count, now):
-            if not target.enqueue(message.copy(), now):
-                log.warning("management: %s refused a moved message; it is dead-lettered from %s",
-                            target.label, source.label)
-                source.dead_letter(message, DeathReason.REJECTED, now)
-            elif ledger is not None:
-                ledger.moved(now, vhost, message, queue, target)
-            moved += 1
-        return moved
+        _check_count(count)
+        return v.move_messages(source.name, target.name, count, self.clock())
 
     def dead_letter_messages(self, user: User, vhost: str, queue: str, count: Optional[int] = None) -> int:
         """Dead-letter up to ``count`` (default all) ready messages from the head of
@@ -406,8 +396,7 @@ class ManagementModel:
 def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
     """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
     gone from it (and from the store) before the caller places it elsewhere."""
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
-        raise BadRequest(f"count must be a non-negative integer, not {count!r}")
+    _check_count(count)
     taken = 0
     while count is None or taken < count:
         entry = queue.get(now, ack=False)
@@ -415,3 +404,8 @@ def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[Mess
             return
         taken += 1
         yield entry.message
+
+
+def _check_count(count: Optional[int]) -> None:
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        raise BadRequest(f"count must be a non-negative integer, not {count!r}")
