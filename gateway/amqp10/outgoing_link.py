@@ -15,7 +15,6 @@ from gateway.amqp10.conditions import ErrorCondition
 from gateway.amqp10.link_context import (
     LINK_CLOSED,
     UNTRANSLATABLE,
-    LEDGER_ACCEPTED as _ACCEPTED,
     LEDGER_OUTCOME as _LEDGER_OUTCOME,
     LEDGER_RELEASED as _RELEASED,
     TERMINAL_STATES as _TERMINAL,
@@ -118,15 +117,17 @@ class OutgoingLink:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
-        if ledger is not None:
-            ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
                 if ledger is not None:
-                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
+                    ledger.delivered_settled(now, self._ledger_ctx, entry, self.queue.name)
                 self.queue.settle(entry)
+            elif ledger is not None:
+                ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
         else:
+            if ledger is not None:
+                ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
             self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
         self.host.output_ready()
 
