@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .message import MessageContainer
-from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, QueuedMessage
+from .queued_message import ACQUIRED, AVAILABLE, GONE, QueuedMessage
 from .ready_list import ReadyList
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class QueueEntries:
             return entry
         if entry.stored is not None:
             storage.taking(entry)  # type: ignore[union-attr]
-        entry.state = _ACQUIRED
+        entry.state = ACQUIRED
         entry.holder = holder
         entry.acquired_at = now
         self.acquired[seq] = entry
@@ -121,7 +121,7 @@ class QueueEntries:
             entry.redelivered = True
         if count_delivery:
             entry.delivery_count += 1
-        entry.state = _AVAILABLE
+        entry.state = AVAILABLE
         entry.holder = None
         self.ready.put_back(entry)
         if entry.stored is not None:
@@ -144,7 +144,7 @@ class QueueEntries:
         if entry.stored is not None:
             self.storage.taking(entry)  # type: ignore[union-attr]
         self.ready.remove(entry)
-        entry.state = _ACQUIRED
+        entry.state = ACQUIRED
         entry.holder = holder
         entry.acquired_at = now
         self.acquired[entry.seq] = entry
@@ -194,7 +194,7 @@ class QueueEntries:
             return False
         self.acked += 1
         # finish()'s lines, inline: this runs once per ack and accepted outcome
-        entry.state = _GONE
+        entry.state = GONE
         entry.holder = None
         if entry.stored is not None:
             self._forget_stored(entry)
@@ -212,7 +212,7 @@ class QueueEntries:
     def finish(self, entry: QueuedMessage) -> None:
         """-> GONE for an entry already out of ``ready`` and ``acquired``: its body leaves
         the memory count and its row the store."""
-        entry.state = _GONE
+        entry.state = GONE
         entry.holder = None
         if entry.stored is not None:
             self._forget_stored(entry)

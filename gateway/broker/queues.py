@@ -60,7 +60,7 @@ from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queue_entries import QueueEntries
-from .queued_message import _AVAILABLE, MessageState, QueuedMessage
+from .queued_message import AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
     from .queue_host import QueueHost
@@ -222,7 +222,7 @@ class Queue:
         entry = self.entries.add(message, expires_at, self)
         if consumers.acquiring or consumers.browsers:
             self.dispatch(now)
-        if ttl == 0 and entry.state is _AVAILABLE:
+        if ttl == 0 and entry.state is AVAILABLE:
             self._expire_available(entry, now)
         if args.bounded and args.overflow is _DROP_HEAD:
             self._drop_over_limit(now)

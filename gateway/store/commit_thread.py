@@ -196,6 +196,10 @@ class CommitThread:
             return False
         return self._wal is None or self._wal.stop(timeout)
 
+    def close(self) -> None:
+        """Close the write connection (after :meth:`stop`)."""
+        self._db.close()
+
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
         while True:

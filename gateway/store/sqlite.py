@@ -452,7 +452,7 @@ class SqliteStore:
         self._waiters.clear()
         try:
             self._reader.close()
-            self._thread._db.close()
+            self._thread.close()
         finally:
             os.close(self._lock_fd)
 
