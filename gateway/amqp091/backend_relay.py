@@ -252,9 +252,9 @@ class BackendEngine(ClientEngine):
     is the subclass's (``_flow``, ``_lost``)."""
 
     def __init__(self, node: BackendNode, name: str, client: ClientConnection) -> None:
+        super().__init__(client)
         self.node = node
         self.name = name
-        self.client = client
         self.listener: Any = None
         self.opened = False
         self.frame_max = 0
