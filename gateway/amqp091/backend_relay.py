@@ -118,7 +118,7 @@ class RelaySession:
         self._closing_client: set[int] = set()
         self._closing_backend: set[int] = set()
         self.handle: Any = None
-        connection.backend_session = self
+        connection.use_backend_session(self)
         connection.add_close_callback(self._client_gone)
         self.handle = connection.vhost_proxy.connect(backend, login, self._make_engine, self)
         if connection.closed:  # refused at once (no node could even be tried)
