@@ -125,7 +125,7 @@ class Queue:
         self._again = False
         #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
         self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
-        self.entries.storage = self.storage
+        self.entries.use_storage(self.storage)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -461,14 +461,10 @@ class Queue:
         """1.0 ``modified``: merge ``annotations`` into the message, never offer it again
         to the holding consumer if ``undeliverable_here``, count a failed delivery if
         ``delivery_failed``, and release it. False if not acquired."""
-        if not self.entries.is_acquired(entry):
+        entries = self.entries
+        if not entries.is_acquired(entry):
             return False
-        if annotations:
-            entry.message = entry.message.with_annotations(annotations)
-        if undeliverable_here and entry.holder is not None:
-            if entry.undeliverable_to is None:
-                entry.undeliverable_to = set()
-            entry.undeliverable_to.add(entry.holder)
+        entries.modified(entry, annotations, undeliverable_here)
         return self.release(entry, redelivered=True, count_delivery=delivery_failed, now=now)
 
     def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:

@@ -291,7 +291,7 @@ class VirtualHost:
         if not self.store.persistent:
             return None
         loader = self.broker.message_loader if self.broker is not None else None
-        return QueueStorage(queue, self.store, key, loader, self.gate)
+        return QueueStorage(queue, self.store, key, loader)
 
     def _queue_record(self, queue: Queue) -> QueueRecord:
         return QueueRecord(self.name, queue.name, True, False, dict(queue.arguments))
