@@ -48,14 +48,9 @@ log = logging.getLogger(__name__)
 class OutgoingLink:
     """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
 
-    exclusive = False
-    #: the link's source filters (``broker.message_filter.MessageFilter``), or None
-    message_filter = None
-    #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or None
-    subscription = None
-
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
-                 temporary: bool) -> None:
+                 temporary: bool, service_reply: bool = False, message_filter: Any = None,
+                 subscription: Any = None) -> None:
         self.host = host
         self.link = link
         self.queue = queue
@@ -63,7 +58,13 @@ class OutgoingLink:
         self.acquires = acquires
         self.temporary = temporary
         #: the receiving half of a link pair with a service node (``/management``)
-        self.service_reply = False
+        self.service_reply = service_reply
+        #: the link's source filters (``broker.message_filter.MessageFilter``), or None
+        self.message_filter = message_filter
+        #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or
+        #: None; one link at a time consumes a subscription (``exclusive``)
+        self.subscription = subscription
+        self.exclusive = subscription is not None
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link

@@ -60,6 +60,7 @@ from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
 from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
 from .queue_entries import QueueEntries
+from .publish_result import PublishResult
 from .queued_message import AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
@@ -97,7 +98,9 @@ class Queue:
         self.routed_to = (name,)
         #: the vhost's ``PublishResult`` for a message this queue alone took (made once,
         #: by the vhost: results are immutable, and one was made for every publish)
-        self.took_alone: Any = None
+        #: the result of a publish only this queue took (``vhost_publish``), made once;
+        #: it holds the queue (a cycle): dropped when the queue is deleted
+        self.took_alone: Optional[PublishResult] = PublishResult((self,))
         self.host = host
         self.vhost_name = host.name
         self.durable = durable

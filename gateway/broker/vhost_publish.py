@@ -12,13 +12,14 @@ per-message path has no call in between)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from gateway.ledger import EventKind
 
 from .errors import AccessRefused, NotFound
 from .exchanges import Exchange
 from .message import DeathReason, MessageContainer
+from .publish_result import PublishResult
 from .queues import Queue
 from .service_calls import ServiceCaller, call_service
 from .vhost_checks import no_exchange
@@ -28,39 +29,7 @@ __all__ = ["PublishResult", "Publisher"]
 log = logging.getLogger(__name__)
 
 
-class PublishResult(NamedTuple):
-    """What a publish did.
-
-    ``queues``: queues that took the message; ``rejected``: queues that refused it
-    (``reject-publish`` overflow: 0-9-1 nacks the confirm); ``service``: the service node
-    name it was handed to, if any. ``routed`` is False for an unroutable message
-    (0-9-1 ``mandatory`` returns it).
-
-    A named tuple, not a frozen dataclass: one is made per publish, and a frozen
-    dataclass's ``__init__`` costs twice as much.
-    """
-
-    queues: tuple[Queue, ...] = ()
-    rejected: tuple[Queue, ...] = ()
-    service: Optional[str] = None
-
-    @property
-    def routed(self) -> bool:
-        return bool(self.queues or self.rejected or self.service is not None)
-
-    @property
-    def count(self) -> int:
-        """Number of queues that took the message."""
-        return len(self.queues)
-
-
 _NOTHING = PublishResult()
-
-
-def _took_alone(queue: Queue) -> PublishResult:
-    """``queue``'s result for a message it alone took, made on first use."""
-    result = queue.took_alone = PublishResult((queue,))
-    return result
 
 
 class Publisher:
@@ -127,7 +96,7 @@ class Publisher:
                 call_service(node, message, now, ServiceCaller(None, self._vhost))
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
-                return queue.took_alone or _took_alone(queue)
+                return queue.took_alone
             return PublishResult(rejected=(queue,))
         return self._deliver(self.route(source, message), message, now)
 
@@ -162,7 +131,7 @@ class Publisher:
         for queue in queues:
             (took if queue.enqueue(message, now) else refused).append(queue)
         if len(took) == 1 and not refused:
-            return took[0].took_alone or _took_alone(took[0])
+            return took[0].took_alone
         return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
 
     def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
