@@ -12,7 +12,7 @@ per-message path has no call in between)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from gateway.ledger import EventKind
 
@@ -24,12 +24,25 @@ from .queues import Queue
 from .service_calls import ServiceCaller, call_service
 from .vhost_checks import no_exchange
 
-__all__ = ["PublishResult", "Publisher"]
+__all__ = ["PublishResult", "Publisher", "take_ready"]
 
 log = logging.getLogger(__name__)
 
 
 _NOTHING = PublishResult()
+
+
+def take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
+    """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
+    gone from it (and from the store) before the caller places it elsewhere (management's
+    move and dead-lettering)."""
+    taken = 0
+    while count is None or taken < count:
+        entry = queue.get(now, ack=False)
+        if entry is None:
+            return
+        taken += 1
+        yield entry.message
 
 
 class Publisher:
@@ -191,12 +204,8 @@ class Publisher:
         assert source_queue is not None and target_queue is not None
         ledger = self._broker.ledger if self._broker is not None else None
         moved = 0
-        while count is None or moved < count:
-            entry = source_queue.get(now, ack=False)
-            if entry is None:
-                break
+        for message in take_ready(source_queue, count, now):
             moved += 1
-            message = entry.message
             if not target_queue.enqueue(message.copy(), now):
                 log.warning("%s refused a moved message; it is dead-lettered from %s",
                             target_queue.label, source_queue.label)

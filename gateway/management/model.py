@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from gateway.auth import User
-from gateway.broker import (Binding, Broker, DeathReason, DestinationKind, MessageContainer, Queue,
-                            VirtualHost)
+from gateway.broker import Binding, Broker, DeathReason, DestinationKind, Queue, VirtualHost
 from gateway.broker.connection_views import ConnectionView
+from gateway.broker.vhost_publish import take_ready
 from gateway.broker.subscriptions import list_subscriptions
 from gateway.product import PRODUCT, __version__
 
@@ -390,9 +390,10 @@ class ManagementModel:
         source = self._queue(v, queue)
         if source.args.dead_letter_exchange is None:
             raise Conflict(f"{source.label} has no dead-letter exchange (x-dead-letter-exchange)")
+        _check_count(count)
         now = self.clock()
         done = 0
-        for message in _take_ready(source, count, now):
+        for message in take_ready(source, count, now):
             source.dead_letter(message, DeathReason.REJECTED, now)
             done += 1
         return done
@@ -401,19 +402,6 @@ class ManagementModel:
 def _close(conn: Any, reason: str) -> None:
     conn.shutdown(reason)
     conn.output_ready()
-
-
-def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
-    """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
-    gone from it (and from the store) before the caller places it elsewhere."""
-    _check_count(count)
-    taken = 0
-    while count is None or taken < count:
-        entry = queue.get(now, ack=False)
-        if entry is None:
-            return
-        taken += 1
-        yield entry.message
 
 
 def _check_count(count: Optional[int]) -> None:
