@@ -103,7 +103,7 @@ def test_a_forwarded_message_renders_from_its_annotations_decoded_at_receipt() -
     from gateway.broker.message import Encoding, MessageContainer
     from gateway.forward.annotations import annotations_section
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
 
     sources = [to_amqp10(BasicProperties(delivery_mode=2), b"x" * 100, exchange="", routing_key="q@b"),
@@ -135,7 +135,7 @@ def test_a_forwarded_message_taken_in_renders_as_in_full_translation() -> None:
     from gateway.broker.message import Encoding, MessageContainer
     from gateway.forward.annotations import annotations_section
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
 
     message_mapping._RENDERED_BASE.clear()
@@ -168,7 +168,8 @@ def test_a_forwarded_stream_renders_from_the_slot_of_its_first_message(monkeypat
     from gateway.amqp10.payloads import container_from_summary
     from gateway.forward import annotations as fa
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form, inspect_amqp10
+    from translators.amqp10_sections import inspect_amqp10
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
 
     first = 1_750_000_000_000_000_000

@@ -37,7 +37,7 @@ def test_loops_and_long_paths_are_refused(hops, words) -> None:
 
 def _forwarded_stream(body: bytes, ids, origin: str = "org-a", **properties) -> list[bytes]:
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
     source = to_amqp10(BasicProperties(delivery_mode=2, **properties), body, exchange="",
                        routing_key="q@org-b")
