@@ -117,3 +117,15 @@ def test_hash_password_takes_iterations_in_range():
 def test_hash_password_refuses_an_empty_password_from_stdin():
     r = run_cli("hash-password", "--password-stdin", stdin="")
     assert (r.returncode, r.stderr) == (2, "amqp-gateway: empty password\n")
+
+
+def test_the_store_threads_wait_at_most_half_a_millisecond_for_the_interpreter_lock():
+    """``run`` sets the switch interval (issue 45): the store's commit thread takes the lock
+    back after each SQLite statement within it, not within CPython's 5 ms."""
+    from gateway import cli
+    before = sys.getswitchinterval()
+    try:
+        cli.tune_thread_switching()
+        assert sys.getswitchinterval() == pytest.approx(cli.SWITCH_INTERVAL) and cli.SWITCH_INTERVAL <= 0.0005
+    finally:
+        sys.setswitchinterval(before)
