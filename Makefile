@@ -7,11 +7,13 @@ STAMP  := $(VENV)/.installed
 RHEA   := tests/support/rhea/node_modules/.installed
 CONFIG ?= config.example.yaml
 # make run LISTEN=127.0.0.1:5673 (several: LISTEN="127.0.0.1:5673 [::1]:5673") METRICS=127.0.0.1:9420
+#          MANAGEMENT=127.0.0.1:15673 (serves the management API and dashboard there)
 LISTEN  ?=
 METRICS ?=
+MANAGEMENT ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint bench clean deb check-deb
+.PHONY: run test lint bench clean deb check-deb dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
@@ -23,12 +25,13 @@ $(RHEA): tests/support/rhea/package-lock.json
 	cd tests/support/rhea && npm ci --no-audit --no-fund
 	touch $(RHEA)
 
-RUN_ARGS = run --config $(CONFIG) $(foreach a,$(LISTEN),--listen $(a)) $(if $(METRICS),--metrics $(METRICS))
+RUN_ARGS = run --config $(CONFIG) $(foreach a,$(LISTEN),--listen $(a)) $(if $(METRICS),--metrics $(METRICS)) \
+           $(if $(MANAGEMENT),--management $(MANAGEMENT))
 
 run: $(STAMP)
 	@echo "$(BIN)/amqp-gateway $(strip $(RUN_ARGS))"
 	@status=0; $(BIN)/amqp-gateway $(RUN_ARGS) || status=$$?; \
-	if [ $$status = 1 ]; then echo "make: to move a port: make run LISTEN=HOST:PORT METRICS=HOST:PORT (or CONFIG=FILE)" >&2; fi; \
+	if [ $$status = 1 ]; then echo "make: to move a port: make run LISTEN=HOST:PORT METRICS=HOST:PORT MANAGEMENT=HOST:PORT (or CONFIG=FILE)" >&2; fi; \
 	exit $$status
 
 lint: $(STAMP)
@@ -43,6 +46,12 @@ bench: $(STAMP)
 # dist/amqp-gateway_VERSION-1_ARCH.deb: a self-contained venv in /opt/amqp-gateway (see deploy/README.md)
 deb:
 	deploy/build-deb
+
+# dist/amqp-gateway-VERSION.tar.gz: the source tarball (`make deb` works in it unpacked, without git)
+dist:
+	mkdir -p dist
+	git archive --format=tar.gz --prefix=amqp-gateway-$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)/ \
+	    -o dist/amqp-gateway-$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml).tar.gz HEAD
 
 # install it in a throw-away root and run it from there (what CI does)
 check-deb:

@@ -61,7 +61,10 @@ class PrivateRabbit:
     start_timeout: float = 90.0
     plugins: tuple[str, ...] = ("rabbitmq_amqp1_0",)
     host: str = "127.0.0.1"
+    #: the AMQP port; 0: a free one is picked at start
     port: int = 0
+    #: the management plugin's HTTP port: None for no management plugin, 0 for a free one
+    management_port: Optional[int] = None
     node: str = ""
     #: a cluster's nodes share an Erlang cookie and one epmd (``tests/support/rabbit_cluster``)
     cookie: str = ""
@@ -74,20 +77,27 @@ class PrivateRabbit:
         if not rabbit_installed():
             raise ReferenceUnavailable("rabbitmq-server is not installed")
         self._tmp = tempfile.mkdtemp(prefix="bench-rabbit-")
-        self.port = free_port()
+        self.port = self.port or free_port()
         self.node = self.node or f"bench-{os.getpid()}@localhost"
         if self.cookie:
             cookie_file = os.path.join(self._tmp, ".erlang.cookie")
             with open(cookie_file, "w") as f:
                 f.write(self.cookie)
             os.chmod(cookie_file, 0o400)
+        plugins = list(self.plugins)
+        management = ""
+        if self.management_port is not None:
+            self.management_port = self.management_port or free_port()
+            plugins.append("rabbitmq_management")
+            management = (f"management.tcp.ip = 127.0.0.1\n"
+                          f"management.tcp.port = {self.management_port}\n")
         with open(os.path.join(self._tmp, "enabled_plugins"), "w") as f:
-            f.write(f"[{','.join(self.plugins)}].\n")
+            f.write(f"[{','.join(dict.fromkeys(plugins))}].\n")
         with open(os.path.join(self._tmp, "rabbitmq.conf"), "w") as f:
             f.write(f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
                     "loopback_users = none\n"
                     "vm_memory_high_watermark.relative = 0.6\n"
-                    "disk_free_limit.absolute = 50MB\n")
+                    "disk_free_limit.absolute = 50MB\n" + management)
         env = dict(os.environ)
         env.update({
             "HOME": self._tmp,  # private Erlang cookie

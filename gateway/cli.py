@@ -14,7 +14,6 @@ the problem and what to do).
 from __future__ import annotations
 
 import argparse
-import gc
 import getpass
 import logging
 import os
@@ -25,9 +24,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Sequence
 
 from gateway.config import (
-    ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
+    CONFIG_ENV, ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
 from gateway.connection_log import TextFormatter, json_formatter
+from gateway.interpreter_tuning import tune_garbage_collector, tune_thread_switching
 from gateway.product import PRODUCT, __version__
 
 log = logging.getLogger("gateway")
@@ -89,9 +89,11 @@ def _add_target_arguments(cmd: argparse.ArgumentParser, *, metrics: bool) -> Non
     from gateway.health import DEFAULT_METRICS_URL, DEFAULT_URL
 
     where = cmd.add_mutually_exclusive_group()
-    where.add_argument("--url", help=f"amqp://HOST:PORT or amqps://HOST:PORT (default {DEFAULT_URL})")
+    where.add_argument("--url", help=f"amqp://HOST:PORT or amqps://HOST:PORT (default: "
+                                     f"${CONFIG_ENV}'s config, else {DEFAULT_URL})")
     where.add_argument("--config", metavar="FILE",
-                       help="ask the first listener (and metrics address) of this config file")
+                       help=f"ask the first listener (and metrics address) of this config file "
+                            f"(default ${CONFIG_ENV})")
     cmd.add_argument("--host", help="the gateway's host (with the default port, or --port)")
     cmd.add_argument("--port", type=int, help="the gateway's AMQP port")
     cmd.add_argument("--timeout", type=_positive_number, default=5.0, metavar="SECONDS",
@@ -100,7 +102,8 @@ def _add_target_arguments(cmd: argparse.ArgumentParser, *, metrics: bool) -> Non
                      help="verify a TLS listener's certificate against this CA file")
     if metrics:
         cmd.add_argument("--metrics-url", metavar="URL",
-                         help=f"the metrics page (default {DEFAULT_METRICS_URL}, or the config's)")
+                         help=f"the metrics page (default: the config's, else port 9419 of the "
+                              f"gateway's host, {DEFAULT_METRICS_URL} for the default gateway)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,9 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
-    with ``time``, ``level``, ``logger``, ``message`` and each line's own fields
-    (``connection_id``, ``event``... see ``connection_log``), by python-json-logger.
-    ``worker``: the number of this worker of ``workers: N``, on each of its lines."""
+    with ``time`` (ISO 8601 in UTC, with its zone: ``2026-01-02T03:04:05.678901+00:00``),
+    ``level``, ``logger``, ``message`` and each line's own fields (``connection_id``,
+    ``event``... see ``connection_log``), by python-json-logger. ``worker``: the number
+    of this worker of ``workers: N``, on each of its lines."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(json_formatter(worker))
@@ -154,10 +158,22 @@ def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = N
                         force=True)
 
 
-def _bridge_twisted_logging() -> None:
-    from twisted.logger import STDLibLogObserver, globalLogBeginner
+#: Twisted's lines an operator does not need at INFO: a factory starts and stops with
+#: every outbound connection attempt (forwarding, edge mode, health checks)
+_TWISTED_DEBUG_LINES = ("Starting factory", "Stopping factory")
 
-    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
+
+def _bridge_twisted_logging() -> None:
+    from twisted.logger import LogLevel, STDLibLogObserver, globalLogBeginner
+
+    observer = STDLibLogObserver(name="twisted")
+
+    def observe(event: dict) -> None:
+        if str(event.get("log_format") or "").startswith(_TWISTED_DEBUG_LINES):
+            event = dict(event, log_level=LogLevel.debug)
+        observer(event)
+
+    globalLogBeginner.beginLoggingTo([observe], redirectStandardIO=False)
 
 
 def print_config_errors(exc: ConfigError) -> None:
@@ -281,15 +297,16 @@ def _target(args: argparse.Namespace):
     """The gateway ``ping``/``status`` ask; raises ``TargetError`` or ``ConfigError``."""
     from dataclasses import replace
 
-    from gateway.health import DEFAULT_METRICS_URL, DEFAULT_URL, target_from_config, target_from_url
+    from gateway.health import DEFAULT_URL, target_from_config, target_from_url
 
     metrics_url = getattr(args, "metrics_url", None)
-    if args.config:
-        target = target_from_config(load_config(args.config))
+    config_path = args.config or (None if args.url else os.environ.get(CONFIG_ENV) or None)
+    if config_path:
+        target = target_from_config(load_config(config_path))
         if metrics_url:
             target = replace(target, metrics_url=metrics_url)
     else:
-        target = target_from_url(args.url or DEFAULT_URL, metrics_url or DEFAULT_METRICS_URL)
+        target = target_from_url(args.url or DEFAULT_URL, metrics_url)
     if args.host:
         target = replace(target, host=args.host)
     if args.port is not None:
@@ -302,9 +319,12 @@ def _target(args: argparse.Namespace):
 
 
 def health_command(args: argparse.Namespace) -> int:
-    """``ping``: one line, exit 0 when the AMQP listener answers. ``status``: that line
-    and the figures of the metrics page; exit 1 when either does not answer."""
+    """``ping``: one line, exit 0 when the AMQP listener answers as amqp-gateway.
+    ``status``: that line and the figures of the metrics page; exit 1 when either does
+    not answer, or answers as something else (a RabbitMQ on the default port)."""
     from gateway.health import MetricsPage, ProbeFailed, TargetError, amqp_handshake, render_status
+    from gateway.health.status import listener_mismatch
+    from gateway.product import names_us
 
     try:
         target = _target(args)
@@ -323,9 +343,13 @@ def health_command(args: argparse.Namespace) -> int:
         print(f"amqp-gateway {args.command}: --cacert {args.cacert}: {exc.strerror or exc}",
               file=sys.stderr)
         return EXIT_CONFIG
+    if not names_us(reply.product, reply.information):
+        print(f"amqp-gateway {args.command}: {target.address} answered as {reply.who}, which is "
+              f"not amqp-gateway: give the gateway's address with --config FILE (or "
+              f"${CONFIG_ENV}) or --url", file=sys.stderr)
+        return EXIT_FAILURE
     if args.command == "ping":
-        who = f"{reply.product} {reply.version}".strip() or "an AMQP 0-9-1 server"
-        print(f"{target.address}: {who} answered in {reply.elapsed * 1000:.0f} ms")
+        print(f"{target.address}: {reply.who} answered in {reply.elapsed * 1000:.0f} ms")
         return EXIT_OK
     figures, problem, status = None, None, EXIT_OK
     if target.metrics_url is None:
@@ -337,49 +361,13 @@ def health_command(args: argparse.Namespace) -> int:
             figures = page.figures(args.timeout)
         except ProbeFailed as exc:
             problem, status = str(exc), EXIT_FAILURE
+        else:
+            problem = listener_mismatch(target, figures)
+            if problem is not None:
+                figures, status = None, EXIT_FAILURE
     for line in render_status(target, reply, figures, source, problem):
         print(line)
     return status
-
-
-#: gen0, gen1, gen2 thresholds of the cyclic garbage collector while serving (CPython's
-#: default is 700, 10, 10)
-GC_THRESHOLDS = (700, 10, 1000)
-
-
-def tune_garbage_collector() -> None:
-    """Make full collections rare; keep what start-up allocated out of them.
-
-    Why: under load a queue holds hundreds of thousands of messages, each a few tracked
-    objects, and with CPython's default thresholds a full collection walks all of them
-    every few tens of thousands of allocations: measured, a third of the gateway's CPU
-    on a 0-9-1 -> 0-9-1 run with a backlog (25k msgs/s -> 36k msgs/s with this). Messages
-    and deliveries are freed by reference counting as before; only cyclic garbage (what a
-    closed connection leaves) waits longer in the old generation, and the young
-    generations are collected as usual. ``gc.freeze`` moves the objects of start-up
-    (modules, config, the broker's tables) to the permanent generation.
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
-#: seconds a thread holds the interpreter lock while another one waits for it (CPython's
-#: default is 0.005); see ``tune_thread_switching``
-SWITCH_INTERVAL = 0.0005
-
-
-def tune_thread_switching() -> None:
-    """Let the store's threads take the interpreter lock back within half a millisecond.
-
-    Why: the commit thread (and the log's sync thread) hand most of their work to SQLite,
-    which gives up the lock for every statement; taking it back, while the event loop
-    runs Python, waited for the loop's switch interval, 5 ms by default, at every
-    statement. A group commit of a few hundred messages ran 20-40 statements, and the
-    store's commits took 20-200 ms of which 1-8 ms were their own work (measured in a
-    gateway -> gateway forwarding run, load 8-11): confirms and accepted outcomes waited,
-    and the forwarder with them. At 0.2-1 ms the commits of the receiving gateway took
-    half as long in all (841 -> 461-509 ms over 20,000 messages)."""
-    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 #: signals the gateway answers (stop gracefully, reload users)

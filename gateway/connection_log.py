@@ -215,9 +215,9 @@ def json_formatter(worker: int | None = None) -> logging.Formatter:
                 log_data["message"] = escape_for_log(message)
             return super().process_log_record(log_data)
 
-    return _EscapingJsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
-                                  rename_fields={"asctime": "time", "levelname": "level",
-                                                 "name": "logger"},
+    # ``time``: ISO 8601 in UTC with its zone (``2026-01-02T03:04:05.678901+00:00``)
+    return _EscapingJsonFormatter("%(levelname)s %(name)s %(message)s", timestamp="time",
+                                  rename_fields={"levelname": "level", "name": "logger"},
                                   static_fields={"worker": worker} if worker is not None else None)
 
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["PRODUCT", "__version__", "product_properties"]
+__all__ = ["PRODUCT", "__version__", "product_properties", "names_us", "API_RABBITMQ_VERSION"]
 
 PRODUCT = "amqp-gateway"
+
+#: the RabbitMQ release whose management HTTP API (paths, fields, definitions) the
+#: gateway's follows: the overview's ``rabbitmq_version`` when ``rabbitmq_version`` is not
+#: configured (tools such as rabbitmqadmin read it to pick what they may ask)
+API_RABBITMQ_VERSION = "3.10.8"
 
 try:
     __version__ = version(PRODUCT)
@@ -41,3 +46,11 @@ def product_properties(rabbitmq_version: str = "") -> dict[str, str]:
         "version": __version__,
         "platform": f"Python {platform.python_version()}",
     }
+
+
+def names_us(product: str, information: str = "") -> bool:
+    """Whether a server that calls itself ``product`` (with ``information``, as both
+    protocols announce and the HTTP API's overview says) is an amqp-gateway: by name, or
+    by the ``information`` a gateway announcing RabbitMQ's name still carries. The one
+    test the command-line tools use before trusting an answer."""
+    return product == PRODUCT or information.startswith(PRODUCT + " ")

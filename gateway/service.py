@@ -44,8 +44,10 @@ from gateway.edge.http import make_site
 from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
+from gateway.edge.listener_facts import listener_facts
 from gateway.edge.management_http import make_management_site
 from gateway.edge.backend import EdgeProxy
+from gateway.edge.process_memory import resident_bytes
 from gateway.edge.outbound import ForwardingEdge
 from gateway.forward.status import ForwardingStatus
 from gateway.edge.ports import AMQP_LISTENER, MANAGEMENT_ENDPOINT, METRICS_ENDPOINT, listen_on
@@ -55,15 +57,18 @@ from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
 from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import LEDGER_GAP, QueueThresholds, ThresholdRule
+from gateway.management.definitions import Definitions
+from gateway.management.rate_history import RateHistory
 from gateway.management.remote_alerts import RemoteThresholds
 from gateway.management.gateway_management import GatewayManagement
 from gateway.management.http_api import HttpApi
+from gateway.management.api_facts import HealthFacts
 from gateway.metrics import GatewayMetrics
-from gateway.product import product_properties
+from gateway.product import API_RABBITMQ_VERSION, product_properties
 from gateway.protocol_header import HeaderKind
 from gateway.store import NullStore
 from gateway.store.sqlite import SqliteStore
-from gateway.store_codecs import STORE_CODECS, load_stored_message
+from gateway.store_codecs import MANAGEMENT_MESSAGES, STORE_CODECS, load_stored_message
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +165,17 @@ class GatewayService(service.MultiService):
                              first_gateway_id=first_gateway_id(reactor.seconds()),
                              store=self.store, message_loader=load_stored_message,
                              memory_budget=memory_budget(config))
+        self.users = UserDirectory()
+        #: users, vhosts, permissions, policies and limits changed at run time, in effect
+        #: before the broker restores its queues (they come back with their policies)
+        self.definitions = Definitions(self.broker, self.users, users_from_config(config.users),
+                                       config.local_vhosts, self.store, reactor.seconds,
+                                       proxied=[v.name for v in config.vhosts if v.backend])
+        try:
+            self.definitions.load()
+        except BaseException:
+            self.store.close()
+            raise
         self.store_driver: Optional[StoreDriver] = None
         if self.store.persistent:
             sc = config.store
@@ -176,7 +192,6 @@ class GatewayService(service.MultiService):
         self.forwarding = ForwardingEdge(reactor, self.transfer, self.container_id,
                                          shovel_vhost=self.broker.vhost(config.local_vhosts[0] if config.local_vhosts else "/"))
         self.metrics.watch_forwarding(self.transfer.status)
-        self.users = UserDirectory(users_from_config(config.users))
         #: edge mode: the backends of proxied vhosts and the proxy the engines open them with
         self.backends = Backends(config.backends, {v.name: v.backend for v in config.vhosts if v.backend})
         self.vhost_proxy = (EdgeProxy(reactor, self.backends, BackendBridge, BackendLinkClient) if self.backends.proxied
@@ -189,7 +204,7 @@ class GatewayService(service.MultiService):
         # shared by both engines: a user's connections count across protocols/listeners
         self.connection_registry = ConnectionRegistry(
             default_max_connections=limits.max_connections_per_user,
-            per_user=user_limits(config.users))
+            per_user=user_limits(config.users), vhost_limit=self._vhost_connection_limit)
         alerts = config.management.alerts
         #: the management nodes, events and alerts, around the model
         self.management_plane = GatewayManagement(
@@ -201,6 +216,9 @@ class GatewayService(service.MultiService):
             backends=self.backends if self.backends.proxied else None)
         #: management's one model over the broker (``gateway.management.model``)
         self.management = self.management_plane.model
+        events = self.management_plane.events
+        self.transfer.on_dead_letter = lambda dead: events.emit("forward.dead_lettered",
+                                                                dead["vhost"], dead)
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
         self.connection_log = RateLimitedLog()
@@ -218,7 +236,15 @@ class GatewayService(service.MultiService):
         self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
+        #: the dashboard's rate history, sampled on its own timer (never per message)
+        self.rate_history = RateHistory(self.management.message_totals)
+        self._rate_sampling: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
+
+    def _vhost_connection_limit(self, name: str) -> Optional[int]:
+        """The vhost's ``max-connections`` (management's vhost limits), None for none."""
+        vhost = self.broker.vhost(name)
+        return vhost.limits.max_connections if vhost is not None else None
 
     def _make_ledger(self, config: GatewayConfig) -> Ledger:
         """The ledger the broker and the protocols record into; its lines go to a child
@@ -381,7 +407,18 @@ class GatewayService(service.MultiService):
             log.info("metrics on http://%s:%d%s", addr.host, addr.port, m.path)
         mg = self.config.management
         if mg.enabled:
-            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds())
+            health = HealthFacts(
+                lambda: listener_facts(zip(self.config.listeners, self.ports), self.http_port,
+                                       self.management_port),
+                lambda: len(self.connection_registry), self.config.limits.max_connections,
+                self.reactor.seconds)
+            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
+                          rabbitmq_version=self.config.rabbitmq_version or API_RABBITMQ_VERSION,
+                          process_memory=resident_bytes, definitions=self.definitions,
+                          messages=MANAGEMENT_MESSAGES, health=health, rates=self.rate_history)
+            self._rate_sampling = task.LoopingCall(self._sample_rates)
+            self._rate_sampling.clock = self.reactor
+            self._rate_sampling.start(self.rate_history.interval, now=True)
             site = make_management_site(api, self.authenticator, self.login_throttle, self.reactor.seconds)
         if mg.enabled and self.worker:
             self.management_port = yield self._listen_for_parent("management", site)
@@ -419,6 +456,12 @@ class GatewayService(service.MultiService):
             os.unlink(path)  # left by this worker's previous life
         log.info("%s for the supervisor on unix:%s", serves, path)
         return UNIXServerEndpoint(self.reactor, path).listen(site)
+
+    def _sample_rates(self) -> None:
+        try:
+            self.rate_history.sample(self.reactor.seconds())
+        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
+            log.exception("sampling the rate history failed")
 
     def _tick_broker(self) -> None:
         now = self.reactor.seconds()
@@ -464,6 +507,8 @@ class GatewayService(service.MultiService):
             self.timeline.write()
         if self._ledger_flush is not None and self._ledger_flush.running:
             self._ledger_flush.stop()
+        if self._rate_sampling is not None and self._rate_sampling.running:
+            self._rate_sampling.stop()
         if self.ledger_process is not None:
             await self.ledger_process.stop(self.config.shutdown_timeout)
         elif self.ledger_writer is not None:
@@ -489,7 +534,7 @@ class GatewayService(service.MultiService):
         if self.config.source:
             try:
                 fresh = load_config(self.config.source)
-                self.users.replace(users_from_config(fresh.users))
+                self.definitions.users.rebase(users_from_config(fresh.users))
                 self.connection_registry.replace_limits(user_limits(fresh.users))
                 log.info("users reloaded: %d user(s)", len(self.users))
                 if self.store_driver is not None:

@@ -148,13 +148,14 @@ def run_report(
     missing = [d for d in ledger_dirs if _is_local(d) and not os.path.isdir(_local_path(d))]
     if missing:
         raise ValueError(f"ledger directory not found: {', '.join(missing)}")
+    own_session = spark is None
+    if own_session:  # before anything imports PySpark: a missing one is named, with the fix
+        check_environment(need_java=not submitted())
     from pipeline.reconcile import MatchBy
 
     matching = MatchBy(match_by)
     progress = progress or Progress(STAGES)
-    own_session = spark is None
     if own_session:
-        check_environment(need_java=not submitted())
         if master is None and not submitted():
             master = DEFAULT_MASTER
         progress.note(f"starting Spark on {master or 'the spark-submit master'}")

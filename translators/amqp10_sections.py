@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Optional
 from proton import Array, Data, DataException, Described, symbol, ulong
 
 from translators.errors import TranslationError
+from translators.mapping import Annotation
 from translators.primitive_decoder import Unsupported, decode_value
 from translators.primitive_encoder import Unencodable, encode_described_list, encode_described_map
 from translators.section_scan import (
@@ -326,24 +327,62 @@ def annotation_key(key: Any) -> Any:
     return key
 
 
-def with_message_annotations(encoded: bytes, annotations: dict) -> bytes:
+def with_message_annotations(encoded: bytes, annotations: dict, drop: tuple = ()) -> bytes:
     """Return ``encoded`` with ``annotations`` merged into its message-annotations
-    section: existing entries are kept, and entries of the same key replaced. Without
+    section: existing entries are kept, and entries of the same key replaced; keys in
+    ``drop`` are removed. Without
     such a section one is inserted where the spec puts it (after the header and
     delivery-annotations). Only that section is decoded and re-encoded; every other
     section is copied octet for octet. Raises ``TranslationError`` on a malformed
     encoding or a value proton cannot encode.
     """
-    if not annotations:
+    if not annotations and not drop:
         return encoded
     start, end, existing = annotations_place(encoded)
+    return _merged(encoded, start, end, existing, annotations, drop)
+
+
+def _merged(encoded: bytes, start: int, end: int, existing: Any, annotations: dict,
+            drop: tuple) -> bytes:
+    """``encoded`` with the message-annotations ``existing`` (at ``start:end``) merged
+    with ``annotations`` and without the keys in ``drop``."""
     if existing is not None and not isinstance(existing, dict):
         raise TranslationError("message-annotations", "must be a map")
     merged: dict = dict(existing or {})
     for key, value in annotations.items():
         merged[annotation_key(key)] = owned_value(value)
+    for key in drop:
+        merged.pop(key, None)
     return _spliced(encoded, start, end, SectionCode.MESSAGE_ANNOTATIONS, merged,
                     "message-annotations")
+
+
+_X_EXCHANGE, _X_ROUTING_KEY = Annotation.EXCHANGE, Annotation.ROUTING_KEY
+#: the message-annotations sections of ``with_routing_annotations``, by (exchange, routing
+#: key): a delivery of a message without annotations of its own encodes nothing
+_ROUTING_SECTIONS: dict[tuple[str, str], bytes] = {}
+#: distinct (exchange, routing key) pairs kept; the cache is emptied when it is full
+ROUTING_SECTIONS_KEPT = 4096
+
+
+def with_routing_annotations(encoded: bytes, exchange: str, routing_key: str) -> bytes:
+    """``encoded`` with ``x-exchange`` and ``x-routing-key`` in its message-annotations, as
+    RabbitMQ 4 delivers every message (merged as :func:`with_message_annotations` does; a
+    message that has no such section gets one whose octets are made once per pair).
+    Raises ``TranslationError`` on a malformed encoding."""
+    start, end, existing = annotations_place(encoded)
+    if start != end:  # a section of its own: merge into it
+        return _merged(encoded, start, end, existing,
+                       {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}, ())
+    key = (exchange, routing_key)
+    section = _ROUTING_SECTIONS.get(key)
+    if section is None:
+        if len(_ROUTING_SECTIONS) >= ROUTING_SECTIONS_KEPT:
+            _ROUTING_SECTIONS.clear()
+        section = _ROUTING_SECTIONS[key] = _spliced(
+            b"", 0, 0, SectionCode.MESSAGE_ANNOTATIONS,
+            {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}, "message-annotations")
+    return encoded[:start] + section + encoded[start:]
 
 
 def annotations_place(encoded: bytes) -> tuple[int, int, Any]:

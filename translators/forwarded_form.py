@@ -90,7 +90,8 @@ def _varying_section(split: tuple, annotations: dict, key: str) -> Optional[byte
             section = _merged_section(existing, annotations)
             slot = IntSlot.find(section, b"\x81", value)
             other = value - 1 if value > 0 else value + 1
-            if slot is not None and slot.fill(other) != _merged_section(existing, {**annotations, key: other}):
+            if slot is not None and \
+                    slot.fill(other) != _merged_section(existing, {**annotations, key: other}):
                 slot = None
         except Unencodable:
             slot = None

@@ -65,14 +65,15 @@ from gateway.amqp091.content import Content
 from gateway.amqp091.error_map import amqp_error
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ChannelHandlerFactory, CloseReason, ConnectionContext
-from gateway.amqp091.message_mapping import delivery_payload
+from gateway.amqp091.message_mapping import delivery_payload, with_delivery_count
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import PendingPublish, PendingSettle, PublishMode, SettleKind
+from gateway.amqp091.transactions import PendingSettle, PublishMode, SettleKind
 from gateway.auth.permissions import Action
 from gateway.broker.errors import BrokerError, ResourceLocked
 from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import QueuedMessage
 from gateway.broker.store_marks import StoreMark
+from gateway.broker.transaction import WorkKind
 from gateway.ledger import Outcome as LedgerOutcome
 from gateway.ledger import Protocol as WireProtocol
 
@@ -207,6 +208,8 @@ class BrokerChannel:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
         props, body = delivery_payload(message)
+        if consumer.queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_deliver(consumer.tag, tag, entry.redelivered, message.exchange,
                                  message.routing_key, props, body)
 
@@ -314,6 +317,8 @@ class BrokerChannel:
             if method.no_ack:
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)
         props, body = delivery_payload(message)
+        if queue.quorum:
+            props = with_delivery_count(props, entry.delivery_count)
         self.writer.send_content(
             m.BasicGetOk(delivery_tag=tag, redelivered=entry.redelivered, exchange=message.exchange,
                          routing_key=message.routing_key, message_count=queue.message_count),
@@ -365,12 +370,14 @@ class BrokerChannel:
 
     def _tx_commit(self, method: m.Method, _: Content | None) -> None:
         publishing = self.publishing
-        mark = StoreMark(self.broker.store)
-        for work in publishing.transaction(method).take():
-            if isinstance(work, PendingPublish):
-                publishing.route(work.method, work.content, work.message)
-            else:
-                self._settle(work.kind, work.items)
+        store = self.broker.store
+        mark = StoreMark(store)
+        with store.one_commit():  # on disk all together, or not at all
+            for kind, work in publishing.transaction(method).take():
+                if kind is WorkKind.POST:
+                    publishing.route(work.method, work.content, work.message)
+                else:
+                    self._settle(work.kind, work.items)
         mark.answer(self._tx_durable)
 
     def _tx_durable(self, error: Exception | None) -> None:

@@ -21,7 +21,8 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import ConnectionContext
 from gateway.amqp091.message_mapping import container_from_publish
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.transactions import ConfirmTracker, PendingPublish, PendingSettle, PublishMode, TxBuffer
+from gateway.amqp091.transactions import (ConfirmTracker, PendingPublish, PendingSettle, PublishMode, TxBuffer,
+                                          settled_items)
 from gateway.auth.permissions import Action
 from gateway.broker.errors import AccessRefused, BrokerError
 from gateway.broker.message import MessageContainer
@@ -132,7 +133,7 @@ class ChannelPublishing:
                                    reason=exc.text)
                 raise
             assert self.tx is not None
-            self.tx.add(PendingPublish(method, content, message))
+            self.tx.post(PendingPublish(method, content, message))
             return
         self.route(method, content, message, received=True)
 
@@ -227,7 +228,7 @@ class ChannelPublishing:
     def buffer_settle(self, settle: PendingSettle) -> None:
         """Hold an ack/nack/reject in the open transaction (the caller checked ``tx``)."""
         assert self.tx is not None
-        self.tx.add(settle)
+        self.tx.retire(settle)
 
     def rollback(self, method: m.Method) -> list[Unacked]:
         """tx.rollback: drop the transaction's work; returns the deliveries it had
@@ -237,6 +238,6 @@ class ChannelPublishing:
 
 def _drop(tx: TxBuffer) -> list[Unacked]:
     """Empty ``tx``; the deliveries its acks had taken."""
-    items = tx.settled_items()
+    items = settled_items(tx)
     tx.take()
     return items

@@ -162,12 +162,13 @@ class Handshake:
     def admit(self, method: m.ConnectionOpen, user: Any, *,
               connection: Any = None) -> Optional[Callable[[], None]]:
         """Take the user's connection slot; the release callable (None without a
-        registry). Raises ``ConnectionException`` 530 over the user's limit."""
+        registry). Raises ``ConnectionException`` 530 over the user's or the vhost's
+        connection limit."""
         registry = self._registry
         if registry is None:
             return None
         try:
-            token = registry.admit(user.name, connection=connection)
+            token = registry.admit(user.name, connection=connection, vhost=method.virtual_host)
         except ConnectionLimitReached as exc:
             raise _not_allowed(method, exc.text) from None
         return lambda: registry.release(token)

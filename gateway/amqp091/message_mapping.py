@@ -39,8 +39,9 @@ from translators.to_amqp091 import (amqp091_properties, annotations_header, plai
 from translators.field_types import Timestamp
 from translators.int_slot import IntSlot
 
-__all__ = ["container_from_publish", "delivery_payload", "forwarded_payload", "parse_expiration",
-           "death_table"]
+__all__ = ["container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
+           "parse_expiration", "death_table", "expiration_ms", "container_from_properties",
+           "delivered_properties"]
 
 _AMQP091 = Encoding.AMQP091
 log = logging.getLogger(__name__)
@@ -49,13 +50,48 @@ _EMPTY_PROPERTIES = encode_properties(BasicProperties())
 _MAX_EXPIRATION_MS = 2**32 - 1  # RabbitMQ's limit for a per-message TTL
 
 
-def parse_expiration(value: str, method: Method) -> int:
-    """The ``expiration`` property in milliseconds. RabbitMQ accepts only a non-negative
-    decimal integer string; anything else is 406 PRECONDITION_FAILED (a channel error)."""
+def expiration_ms(value: str) -> Optional[int]:
+    """The ``expiration`` property in milliseconds, or None when RabbitMQ would refuse it
+    (it takes only a non-negative decimal integer string up to 2^32 - 1)."""
     if not value.isascii() or not value.isdigit() or int(value) > _MAX_EXPIRATION_MS:
+        return None
+    return int(value)
+
+
+def parse_expiration(value: str, method: Method) -> int:
+    """The ``expiration`` property in milliseconds; anything ``expiration_ms`` refuses is
+    406 PRECONDITION_FAILED (a channel error)."""
+    ttl = expiration_ms(value)
+    if ttl is None:
         raise ChannelException(ReplyCode.PRECONDITION_FAILED, f"invalid expiration '{value}'",
                                method.CLASS_ID, method.METHOD_ID)
-    return int(value)
+    return ttl
+
+
+def container_from_properties(properties: BasicProperties, body: bytes, exchange: str,
+                              routing_key: str, now: float) -> MessageContainer:
+    """A container for a message published by an operator rather than a 0-9-1 client
+    (the management API's publish), as ``container_from_publish`` makes one. Raises
+    ``ValueError`` naming a property the 0-9-1 encoding refuses (an invalid expiration, a
+    string over 255 octets, a header value no field table holds)."""
+    ttl_ms = None
+    if properties.expiration is not None:
+        ttl_ms = expiration_ms(properties.expiration)
+        if ttl_ms is None:
+            raise ValueError(f"invalid expiration '{properties.expiration}' (milliseconds, as a "
+                             "decimal integer string)")
+    raw = encode_properties(properties)
+    return MessageContainer(
+        _AMQP091, (raw, body), exchange, routing_key, properties.headers,
+        properties.delivery_mode == 2, properties.priority, ttl_ms, now, len(body),
+        properties.message_id, properties.correlation_id, properties.user_id, properties)
+
+
+def delivered_properties(message: MessageContainer) -> tuple[BasicProperties, bytes]:
+    """The properties and body a 0-9-1 consumer would get for ``message`` (the management
+    API's get shows them)."""
+    raw, body = delivery_payload(message)
+    return decode_properties(raw), bytes(body)
 
 
 def container_from_publish(
@@ -279,6 +315,17 @@ def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:
     if message.origin is Encoding.AMQP091 and not message.deaths and not message.annotations:
         return message.payload  # type: ignore[no-any-return]
     return message.converted(Encoding.AMQP091, _render)  # type: ignore[return-value]
+
+
+def with_delivery_count(properties_bytes: bytes, delivery_count: int) -> bytes:
+    """The properties of a delivery from a quorum queue: an ``x-delivery-count`` header
+    (failed deliveries so far), as RabbitMQ 3.10 sets it on every one."""
+    added = with_headers(properties_bytes, {"x-delivery-count": delivery_count})
+    if added is not None:
+        return added
+    props = decode_properties(properties_bytes)
+    return encode_properties(dataclasses.replace(
+        props, headers={**(props.headers or {}), "x-delivery-count": delivery_count}))
 
 
 def forwarded_payload(message: MessageContainer, annotations: dict) -> tuple[bytes, bytes]:

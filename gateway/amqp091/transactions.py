@@ -18,24 +18,25 @@ A channel is in at most one of the two modes (RabbitMQ: switching is 406).
   handed to the store as one callback (:meth:`ConfirmTracker.take_held`), which answers
   them with one ``basic.ack multiple=true``, or a ``basic.nack multiple=true`` if that
   batch failed to reach the disk. A channel with nothing held acks as before, at once.
-* :class:`TxBuffer`: after tx.select publishes and acknowledgements are held until
-  tx.commit (applied in order) or dropped by tx.rollback (acknowledged deliveries become
-  outstanding again, as in RabbitMQ).
+* :data:`TxBuffer`: after tx.select publishes (``PendingPublish``, posts) and
+  acknowledgements (``PendingSettle``, retirements) are held in the broker's one
+  transaction buffer (``broker.transaction``) until tx.commit (applied in order) or dropped
+  by tx.rollback (acknowledged deliveries become outstanding again, as in RabbitMQ).
 """
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from gateway.amqp091.consumer import Unacked
 from gateway.amqp091.content import Content
 from gateway.amqp091.methods import BasicAck, BasicNack, Method
 from gateway.broker.message import MessageContainer
 from gateway.broker.outcomes import ACCEPTED, REJECTED, REQUEUED, DeliveryOutcome
+from gateway.broker.transaction import TransactionWork
 
 __all__ = ["PublishMode", "ConfirmTracker", "TxBuffer", "PendingPublish", "PendingSettle", "SettleKind",
-           "OUTCOME_OF"]
+           "OUTCOME_OF", "settled_items"]
 
 
 class PublishMode(enum.Enum):
@@ -138,19 +139,10 @@ class PendingSettle:
     items: list[Unacked]
 
 
-@dataclass(slots=True)
-class TxBuffer:
-    """Work of the open transaction, in arrival order."""
+#: a channel's open transaction: publishes posted, acks/nacks/rejects retired
+TxBuffer = TransactionWork[PendingPublish, PendingSettle]
 
-    work: list[Any] = field(default_factory=list)
 
-    def add(self, item: PendingPublish | PendingSettle) -> None:
-        self.work.append(item)
-
-    def take(self) -> list[PendingPublish | PendingSettle]:
-        work, self.work = self.work, []
-        return work
-
-    def settled_items(self) -> list[Unacked]:
-        """Every delivery the open transaction acknowledged (to restore on rollback)."""
-        return [u for w in self.work if isinstance(w, PendingSettle) for u in w.items]
+def settled_items(tx: TxBuffer) -> list[Unacked]:
+    """Every delivery the open transaction acknowledged (to restore on rollback)."""
+    return [u for settle in tx.retirements() for u in settle.items]

@@ -27,7 +27,7 @@ __all__ = [
 
 
 class ErrorCondition(enum.StrEnum):
-    """AMQP 1.0 error condition symbols (spec 2.8.15 - 2.8.18)."""
+    """AMQP 1.0 error condition symbols (spec 2.8.15 - 2.8.18, 4.5.8)."""
 
     INTERNAL_ERROR = "amqp:internal-error"
     NOT_FOUND = "amqp:not-found"
@@ -57,6 +57,10 @@ class ErrorCondition(enum.StrEnum):
     MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
     LINK_REDIRECT = "amqp:link:redirect"
     STOLEN = "amqp:link:stolen"
+    # transactions (spec 4.5.8)
+    TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
+    TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
+    TRANSACTION_TIMEOUT = "amqp:transaction:timeout"
 
 
 class SaslCode(enum.IntEnum):

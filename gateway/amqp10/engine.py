@@ -62,6 +62,7 @@ from gateway.amqp10.proton_calls import transport_tick
 from gateway.amqp10.proton_transport import ProtonTransport
 from gateway.amqp10.sasl import SASL_HEADER, SaslState
 from gateway.amqp10.sasl_login import SaslLogin
+from gateway.amqp10.transactions import ConnectionTransactions
 from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
@@ -201,6 +202,8 @@ class Amqp10Engine:
         #: proton's events dispatched (made with ``_proton``)
         self._events: Optional[EngineEvents] = None
         self._links = LinkTable()
+        #: the open transactions, once the client attached a coordinator (``coordinator``)
+        self.transactions: Optional[ConnectionTransactions] = None
         self._torn_down = False
         #: True once the peer closed its side of the socket
         self.eof_received = False
@@ -415,7 +418,8 @@ class Amqp10Engine:
         """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
         if self._registry is not None:
             try:
-                self._admission = self._registry.admit(self.user.name, connection=self)
+                self._admission = self._registry.admit(self.user.name, connection=self,
+                                                       vhost=self.vhost_name)
             except ConnectionLimitReached as exc:
                 raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
                                   Scope.CONNECTION) from None
@@ -562,8 +566,8 @@ class Amqp10Engine:
 
     # ------------------------------------------------------------------ teardown
     def teardown(self) -> None:
-        """Release every link's unsettled messages and drop this connection's
-        exclusive queues (idempotent; the event handlers call it when the connection
+        """Roll back the open transactions, release every link's unsettled messages and
+        drop this connection's exclusive queues (idempotent; the event handlers call it when the connection
         ends)."""
         if self._torn_down:
             return
@@ -571,6 +575,11 @@ class Amqp10Engine:
         if self._registry is not None:
             self._registry.release(self._admission)
             self._admission = None
+        if self.transactions is not None:  # first: retired deliveries back to their links
+            try:
+                self.transactions.roll_back_all()
+            except Exception:  # noqa: BLE001 - the links must still give back their messages
+                log.exception("1.0 transaction rollback failed on %s", self.owner)
         for handler in self._links.take_all():
             try:
                 handler.teardown()

@@ -64,12 +64,14 @@ from gateway.amqp10.proton_calls import (
     pn_delivery_aborted,
     pn_delivery_partial,
     pn_delivery_pending,
+    pn_delivery_remote_state,
     pn_delivery_settle,
     pn_delivery_settled,
     pn_delivery_update,
     pn_link_advance,
     pn_link_credit,
 )
+from gateway.amqp10.transactions import TRANSACTIONAL_STATE
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
 from gateway.forward.annotations import ForwardedPrefix, forwarded_in
 from gateway.amqp10.unroutable_outcome import settle_unroutable
@@ -88,8 +90,28 @@ from translators.errors import TranslationError
 log = logging.getLogger(__name__)
 
 
+def _as_amqp10_error(exc: Exception, address: Optional[str]) -> Amqp10Error:
+    """The 1.0 error a refused message is settled with (naming ``address``)."""
+    if isinstance(exc, AddressError):
+        return _address_error(exc, address)
+    if isinstance(exc, BrokerError):
+        return _broker_error(exc, address)
+    assert isinstance(exc, Amqp10Error)
+    return exc
+
+
+def _not_transactional(address: Optional[str]) -> Amqp10Error:
+    return Amqp10Error(ErrorCondition.NOT_IMPLEMENTED,
+                       _naming("transactional posting reaches local queues and exchanges only",
+                               address))
+
+
 class IncomingLink:
     """The client sends on ``link`` (a proton receiver); see the module docstring."""
+
+    #: while a transactional transfer is taken in: where its route goes, instead of
+    #: being routed (``take_in_posted``)
+    posting: Optional[list[Any]] = None
 
     def __init__(self, host: LinkHost, link: Link, route: Any, *,
                  unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT,
@@ -234,6 +256,10 @@ class IncomingLink:
         pn_link_advance(link._impl)
         # the message is complete: publish it and settle its transfer with the outcome (an
         # accepted one the store wrote once it is on disk)
+        transactions = self.host.transactions
+        if transactions is not None and pn_delivery_remote_state(d) == TRANSACTIONAL_STATE:
+            transactions.post(self, d, encoded)  # held until the discharge (``transactions``)
+            return
         writes = self._store.write_count
         self.host.trail.messages_in += 1
         marks = timeline.recorder
@@ -291,6 +317,8 @@ class IncomingLink:
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
             elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+                if self.posting is not None:
+                    raise _not_transactional(address)
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
                 route, section = transfer_route(host, self._directory, route, self._address,
@@ -308,13 +336,19 @@ class IncomingLink:
                             ledger.arrived_forwarded(message, forwarded.gateway_id,
                                                      forwarded.origin, forwarded.sender)
                     return verdict
+            if self.posting is not None:  # a transactional transfer: routed at commit
+                if route.__class__ is not LocalPublish:
+                    raise _not_transactional(address)
+                self.posting.append((route, message, address))
+                return Delivery.ACCEPTED, None
             return self._route(route, message, now, ledger, address, d)
-        except AddressError as exc:
-            error = _address_error(exc, address)
-        except BrokerError as exc:
-            error = _broker_error(exc, address)
-        except Amqp10Error as exc:
-            error = exc
+        except (AddressError, BrokerError, Amqp10Error) as exc:
+            error = _as_amqp10_error(exc, address)
+        link_route = self.route
+        if link_route.__class__ is ServiceRoute and link_route.name == TRANSFER_SERVICE:
+            # the sending gateway dead-letters it: both sides' logs say why (issue 46)
+            log.warning("refused a message forwarded to '%s' over connection %s (user '%s'): %s",
+                        address, host.connection_id, host.user.name, error.description)
         return self._refuse(ledger, message, now, address, error, received=True)
 
     def _refuse(self, ledger: Any, message: Optional[MessageContainer], now: float,
@@ -388,11 +422,40 @@ class IncomingLink:
         recorded ``unroutable`` (``reason``: the outcome when it was not accepted)."""
         host = self.host
         outcome, condition, reason = settle_unroutable(
-            self.unroutable, bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
+            self.unroutable, d is not None and bool(pn_delivery_settled(d)), host.broker.unroutable, host.vhost,
             message.exchange, message.routing_key)
         if ledger is not None:
             self._record(ledger, EventKind.UNROUTABLE, message, now, address, reason=reason)
         return outcome, condition
+
+    # -- transactional posting (``transactions``): small hooks for the coordinator
+    def take_in_posted(self, d: Any, encoded: bytes) -> tuple[list[Any], int, Optional[Condition]]:
+        """A transactional transfer ``d`` (C delivery) of ``encoded``: decoded, checked
+        and resolved as any (its outcome, rejected with the usual condition), but not
+        routed. Returns what to route at commit (:meth:`route_posted`'s arguments; empty
+        when refused), the outcome and its condition."""
+        self.host.trail.messages_in += 1
+        posted: list[Any] = []
+        self.posting = posted
+        try:
+            outcome, condition = self._publish(encoded, d)
+        finally:
+            self.posting = None
+        return posted, outcome, condition
+
+    def route_posted(self, route: Any, message: MessageContainer, address: Optional[str]) -> None:
+        """The transaction that posted ``message`` committed: route it now. A refusal
+        (its queue full or gone since) is logged and recorded in the ledger as any."""
+        host = self.host
+        now, ledger = host.now, host.broker.ledger
+        try:
+            outcome, condition = self._route(route, message, now, ledger, address, None)
+        except (AddressError, BrokerError, Amqp10Error) as exc:
+            error = _as_amqp10_error(exc, address)
+            outcome, condition = self._refuse(ledger, message, now, address, error, received=True)
+        if condition is not None:
+            log.info("1.0 link %r on %s: a committed message was refused: %s",
+                     self.link.name, host.connection_id, condition.description)
 
     @property
     def reply_queue(self) -> Optional[str]:

@@ -32,6 +32,10 @@ class LinkHost(Protocol):
     unroutable: UnroutablePolicy
     #: the connection's log trail: links count its messages in and out
     trail: ConnectionTrail
+    #: the open transactions (``transactions.ConnectionTransactions``), made when the
+    #: client attaches a coordinator; None before (the links then never look for a
+    #: ``transactional-state``)
+    transactions: Any
 
     @property
     def now(self) -> float: ...

@@ -14,13 +14,14 @@ from typing import Any, Optional, Union
 
 from proton import Link
 
+from gateway.amqp10.coordinator import CoordinatorLink
 from gateway.amqp10.incoming_link import IncomingLink
 from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.proton_calls import c_pointer
 
 __all__ = ["LinkTable", "LinkHandler"]
 
-LinkHandler = Union[IncomingLink, OutgoingLink]
+LinkHandler = Union[IncomingLink, OutgoingLink, CoordinatorLink]
 
 
 class LinkTable:

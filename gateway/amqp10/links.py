@@ -28,7 +28,10 @@ resolved through ``addressing`` against the connection's vhost:
   the link a filtered consumer that skips what they refuse (``broker.consumers``);
   the reply echoes the filters applied; any other filter refuses the attach.
   A durable source terminus on an exchange source is a durable subscription instead of
-  a temporary queue, resumed by link name and container id (``link_recovery``).
+  a temporary queue, resumed by link name and container id (``link_recovery``);
+* a proton receiver whose target is a ``coordinator`` gets a :class:`CoordinatorLink`
+  (transactions: ``coordinator`` and ``transactions``). A ``txn-id`` in any attach's
+  properties (transactional acquisition) refuses it with ``amqp:not-implemented``.
 
 Credit (client senders): see ``incoming_link.py``.
 
@@ -95,6 +98,8 @@ from addressing import (
     resolve_source,
 )
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.coordinator import (CoordinatorLink, attach_coordinator, is_coordinator,
+                                        refuse_transactional_acquisition)
 from gateway.amqp10.directory import VhostDirectory, durable_terminus
 from gateway.amqp10.incoming_link import IncomingLink
 from gateway.amqp10.link_context import (
@@ -286,11 +291,15 @@ def _attach_incoming(host: LinkHost, link: Link) -> tuple[IncomingLink, Callable
     return handler, start
 
 
-def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink":
-    """Answer a client's attach. Raises :class:`Amqp10Error` (link scope) to refuse it;
+def attach_link(host: LinkHost, link: Link) -> "IncomingLink | OutgoingLink | CoordinatorLink":
+    """Answer a client's attach (one to the coordinator: ``coordinator``). Raises
+    :class:`Amqp10Error` (link scope) to refuse it;
     broker errors are mapped through ``conditions``. An attach that declared a durable
     queue (``directory``) is answered once the store committed the queue: until then
     the link is known but not attached on our side (no credit, no deliveries)."""
+    if is_coordinator(link):  # transactions (``coordinator``)
+        return attach_coordinator(host, link)
+    refuse_transactional_acquisition(link)
     address = (link.remote_source if link.is_sender else link.remote_target).address
     mark = StoreMark(host.broker.store)
     try:

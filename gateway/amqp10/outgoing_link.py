@@ -35,6 +35,7 @@ from gateway.amqp10.proton_calls import (
     pn_link_advance,
     send_parts,
 )
+from gateway.amqp10.transactions import TRANSACTIONAL_STATE, retire_transactional
 from gateway.broker.errors import BrokerError
 from gateway.broker.flow import CreditWindow
 from gateway.broker.outcomes import ACCEPTED, REJECTED, RELEASED, apply_outcome, modified
@@ -192,23 +193,36 @@ class OutgoingLink:
         if not settled and not pn_delivery_updated(d):
             return
         state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
-        if not settled and state not in _TERMINAL:
-            return  # e.g. a RECEIVED state: progress only
+        if state not in _TERMINAL:
+            if state == TRANSACTIONAL_STATE:  # settled at the discharge (``transactions``)
+                retire_transactional(self.host, self, d)
+                return
+            if not settled:
+                return  # e.g. a RECEIVED state: progress only
         entry = self._unsettled.pop(d, None)
         pn_delivery_settle(d)
         if entry is None or not self.acquires:
             return
+        if state == Delivery.ACCEPTED:
+            # what apply_outcome does first for ACCEPTED, without its call (every accept)
+            ledger = self.host.broker.ledger
+            if ledger is not None:  # before the queue acts on it
+                ledger.settled(self.host.now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
+            self.queue.settle(entry)
+            return
+        remote = Delivery.wrap(d).remote if state == Delivery.MODIFIED else None
+        self._settle_entry(entry, state, remote)
+
+    def _settle_entry(self, entry: QueuedMessage, state: int, remote: Any = None) -> None:
+        """Apply the client's outcome ``state`` (proton's number; anything but the four
+        outcomes: released) to ``entry``, recorded in the ledger first; ``remote`` holds
+        a ``modified`` outcome's fields (``failed``, ``undeliverable``, ``annotations``)."""
         queue, now = self.queue, self.host.now
         ledger = self.host.broker.ledger
         if ledger is not None:  # before the queue acts on it
             ledger.settled(now, self._ledger_ctx, entry, queue.name,
                            _LEDGER_OUTCOME.get(state, _RELEASED))
-        if state == Delivery.ACCEPTED:
-            # what apply_outcome does first for ACCEPTED, without its call (every accept)
-            queue.settle(entry)
-            return
         if state == Delivery.MODIFIED:
-            remote = Delivery.wrap(d).remote
             # keys stay symbols (or ulongs); binaries are copied out of proton's buffer
             annotations = owned_value(dict(remote.annotations or {}))
             outcome = modified(bool(remote.failed), bool(remote.undeliverable), annotations)
@@ -217,6 +231,36 @@ class OutgoingLink:
             outcome = (ACCEPTED if state == Delivery.ACCEPTED
                        else REJECTED if state == Delivery.REJECTED else RELEASED)
         apply_outcome(queue, entry, outcome, now)
+
+    # -- transactional retirement (``transactions``): small hooks for the coordinator
+    def holds(self, d: Any) -> bool:
+        """Whether our delivery ``d`` (C delivery) is acquired and unsettled on this link."""
+        return d in self._unsettled
+
+    def commit_retirement(self, d: Any, state: int, remote: Any = None) -> None:
+        """A transaction that retired our delivery ``d`` (C delivery) with ``state`` (and
+        ``remote``: see :meth:`_settle_entry`) committed: apply it and settle ``d``.
+        Nothing to apply when the delivery went back meanwhile (the link ended)."""
+        entry = self._unsettled.pop(d, None)
+        if entry is None:
+            return
+        pn_delivery_settle(d)
+        if self.acquires:
+            self._settle_entry(entry, state, remote)
+
+    def roll_back_retirement(self, d: Any) -> None:
+        """A transaction that retired ``d`` rolled back: its outcome is discarded and the
+        delivery is acquired and unsettled again (spec 4.4.2), for the client to settle
+        anew. A client that settled it already cannot: it goes back to the queue then
+        (released, not counted as a failed delivery)."""
+        if not pn_delivery_settled(d):
+            return
+        entry = self._unsettled.pop(d, None)
+        if entry is None:
+            return
+        pn_delivery_settle(d)
+        if self.acquires:
+            self._settle_entry(entry, Delivery.RELEASED)
 
     def teardown(self) -> None:
         """Stop consuming, return unsettled messages, drop a temporary queue."""

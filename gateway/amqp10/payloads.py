@@ -10,13 +10,15 @@ Only the ranking uses the default: the message itself is not changed, so a 0-9-1
 consumer gets no ``priority`` property for it (translators/MAPPING.md).
 
 Outgoing: :func:`delivery_parts` gives what one delivery sends: the message as it is
-kept, and the header section to send in place of its own. Every delivery's header says
+kept (a 1.0-origin one with ``x-exchange`` and ``x-routing-key`` merged into its
+message-annotations once, as RabbitMQ 4 delivers every message: its own clients need
+them), and the header section to send in place of its own. Every delivery's header says
 the broker's ``delivery-count`` and ``first-acquirer``: true on a message's first
 acquisition from the queue, false on a redelivery (after a release, a ``modified``
 outcome, a lost link or connection) and on a browsing (``copy``) link, which acquires
 nothing (spec 3.2.1: first-acquirer true means no other link acquired the message; seed
 001: first-acquirer iff not redelivered; a receiver reads a missing one as false). A
-1.0-origin payload is never re-encoded or copied for this: the new header is made from
+1.0-origin payload is not re-encoded for this: the new header is made from
 the old one (``delivery_header``, kept per header octets) and the link sends the two parts
 into the same delivery. A 0-9-1-origin message is translated once per message through
 ``MessageContainer.converted`` (cached for every other 1.0 consumer, so a fan-out
@@ -33,7 +35,7 @@ import functools
 from gateway.broker.amqp10_form import amqp10_bytes
 from gateway.broker.message import Encoding, MessageContainer
 from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspect_amqp10,
-                                         with_message_annotations)
+                                         with_message_annotations, with_routing_annotations)
 from translators.delivery_header import delivery_header
 
 __all__ = ["container_from_summary", "container_from_transfer", "delivery_parts", "service_request_container",
@@ -86,12 +88,23 @@ def service_request_container(encoded: bytes, now: float) -> MessageContainer:
 _from_amqp091 = functools.partial(amqp10_bytes, first_delivery=True)
 
 
+def _routed(message: MessageContainer) -> bytes:
+    """A 1.0 message as RabbitMQ 4 delivers it: ``x-exchange`` and ``x-routing-key`` (where
+    it was published) merged into its message-annotations section, every other section
+    kept octet for octet (cached per message, so a fan-out splices once)."""
+    return with_routing_annotations(message.payload, message.exchange, message.routing_key)
+
+
 def _annotated(message: MessageContainer) -> bytes:
     """The first-delivery form of a message a ``modified`` outcome annotated: its 1.0
-    bytes (as received, or translated from 0-9-1) with the annotations merged into the
-    message-annotations section only (cached on the container, a copy made by the
-    outcome)."""
-    return with_message_annotations(_from_amqp091(message), message.annotations or {})
+    bytes (as received, with ``x-exchange``/``x-routing-key``, or translated from 0-9-1)
+    with the annotations merged into the message-annotations section only (cached on
+    the container, a copy made by the outcome)."""
+    if message.origin is _AMQP10:
+        encoded = _routed(message)
+    else:
+        encoded = _from_amqp091(message)
+    return with_message_annotations(encoded, message.annotations or {})
 
 
 def delivery_parts(message: MessageContainer, *, delivery_count: int,
@@ -104,7 +117,7 @@ def delivery_parts(message: MessageContainer, *, delivery_count: int,
     if message.annotations:
         encoded = message.converted(Encoding.AMQP10, _annotated)
     elif message.origin is _AMQP10:
-        encoded = message.payload
+        encoded = message.converted(_AMQP10, _routed)
     else:
         encoded = message.converted(Encoding.AMQP10, _from_amqp091)
         if first_acquirer and not delivery_count:  # translated with this header already

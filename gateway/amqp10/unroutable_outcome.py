@@ -36,6 +36,7 @@ __all__ = [
     "TARGET_CAPABILITIES",
     "UNROUTABLE_RELEASED",
     "link_policy",
+    "capability_symbols",
     "echo_capabilities",
     "settle_unroutable",
     "unroutable_text",
@@ -57,7 +58,7 @@ TARGET_CAPABILITIES: dict[str, UnroutablePolicy] = {
 UNROUTABLE_RELEASED = "released"
 
 
-def _symbols(data: Data) -> list[str]:
+def capability_symbols(data: Data) -> list[str]:
     """The symbols of a ``multiple="true"`` field: an array, or one symbol alone."""
     data.rewind()
     if not data.next():
@@ -74,7 +75,7 @@ def link_policy(default: UnroutablePolicy,
     """The policy of a link whose client target is ``terminus``, and the capabilities
     it honours (to echo). Raises :class:`Amqp10Error` (``amqp:invalid-field``) when
     the target asks for two policies."""
-    honoured = [s for s in _symbols(terminus.capabilities) if s in TARGET_CAPABILITIES]
+    honoured = [s for s in capability_symbols(terminus.capabilities) if s in TARGET_CAPABILITIES]
     chosen = {TARGET_CAPABILITIES[s] for s in honoured}
     if len(chosen) > 1:
         raise Amqp10Error(ErrorCondition.INVALID_FIELD, "target capabilities "

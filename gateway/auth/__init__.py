@@ -13,6 +13,7 @@ from gateway.auth.limits import (
     ListenerLimitReached,
     ListenerSlots,
     UserLimits,
+    VhostLimitReached,
     cap_channel_max,
 )
 from gateway.auth.mechanisms import (
@@ -24,7 +25,8 @@ from gateway.auth.mechanisms import (
     SaslExchange,
     is_loopback,
 )
-from gateway.auth.passwords import StoredPassword, hash_password, parse_stored, verify_password
+from gateway.auth.passwords import (StoredPassword, check_stored, hash_password, parse_stored,
+                                     scram_capable, verify_password)
 from gateway.auth.permissions import Action, PermissionCache, check, is_permitted, may_access_vhost
 from gateway.auth.responses import (amqplain_response, common_name, parse_amqplain, parse_plain,
                                      plain_response)
@@ -58,8 +60,11 @@ __all__ = [
     "User",
     "UserDirectory",
     "UserLimits",
+    "VhostLimitReached",
     "cap_channel_max",
     "check",
+    "check_stored",
+    "scram_capable",
     "common_name",
     "hash_password",
     "is_loopback",

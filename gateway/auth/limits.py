@@ -15,6 +15,12 @@ non-zero, else ``default_max_connections`` (``limits.max_connections_per_user``)
 is the user's own value, ``0`` meaning "no per-user cap" (the listener's channel_max
 still applies). Pure bookkeeping: no clock, no I/O.
 
+Per-vhost caps (RabbitMQ's vhost limit ``max-connections``, set through management) go
+through the same door: ``admit(..., vhost=NAME)`` asks ``vhost_limit(NAME)`` (None: no
+limit) and refuses with ``VhostLimitReached`` (RabbitMQ's text: "access to vhost 'v'
+refused for user 'u': connection limit (n) is reached"), again a
+``ConnectionLimitReached`` the engines already map.
+
 Listener-wide caps (``max_connections`` of a listener, else ``limits.max_connections``)
 go through the same door, so a client over the cap gets the protocol's own error (0-9-1
 530, 1.0 ``amqp:resource-limit-exceeded``) naming the limit instead of a bare TCP reset:
@@ -29,9 +35,9 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Optional
 
-__all__ = ["UserLimits", "ConnectionLimitReached", "AdmissionToken", "ConnectionRegistry",
+__all__ = ["UserLimits", "ConnectionLimitReached", "VhostLimitReached", "AdmissionToken", "ConnectionRegistry",
            "cap_channel_max", "ListenerLimitReached", "ListenerSlots", "ListenerAdmission"]
 
 
@@ -53,12 +59,24 @@ class ConnectionLimitReached(Exception):
         super().__init__(self.text)
 
 
+class VhostLimitReached(ConnectionLimitReached):
+    """The vhost ``vhost`` already holds ``limit`` connections."""
+
+    def __init__(self, user: str, vhost: str, limit: int) -> None:
+        super().__init__(user, limit)
+        self.vhost = vhost
+        self.text = (f"access to vhost '{vhost}' refused for user '{user}': connection limit "
+                     f"({limit}) is reached")
+        self.args = (self.text,)
+
+
 @dataclass(frozen=True, slots=True)
 class AdmissionToken:
     """Proof of one admitted connection; hand it back to ``release``."""
 
     user: str
     serial: int
+    vhost: Optional[str] = None
 
 
 def cap_channel_max(channel_max: int, user_max_channels: int) -> int:
@@ -79,12 +97,16 @@ class ConnectionRegistry:
     """
 
     def __init__(self, *, default_max_connections: int = 0,
-                 per_user: Mapping[str, UserLimits] | None = None) -> None:
+                 per_user: Mapping[str, UserLimits] | None = None,
+                 vhost_limit: Callable[[str], Optional[int]] | None = None) -> None:
         if default_max_connections < 0:
             raise ValueError("default_max_connections must not be negative")
         self.default_max_connections = default_max_connections
         self._per_user: dict[str, UserLimits] = dict(per_user or {})
+        #: a vhost's connection limit (None: none); see the module docstring
+        self.vhost_limit = vhost_limit
         self._counts: Counter[str] = Counter()
+        self._vhost_counts: Counter[str] = Counter()
         self._live: set[AdmissionToken] = set()
         #: the admitted connection objects (engines), for management to list and close
         self._connections: dict[AdmissionToken, object] = {}
@@ -102,17 +124,24 @@ class ConnectionRegistry:
         return UserLimits(max_connections=max_connections, max_channels=own.max_channels)
 
     def admit(self, user_name: str, limit: int | None = None, *,
-              connection: object = None) -> AdmissionToken:
-        """Count one more connection of ``user_name``; ``limit`` overrides the resolved
-        one (0 = unlimited). Raises ``ConnectionLimitReached`` (nothing counted) when
-        the user already holds ``limit`` connections. ``connection`` (the engine) is
-        kept until ``release``, for :meth:`connections`."""
+              connection: object = None, vhost: str | None = None) -> AdmissionToken:
+        """Count one more connection of ``user_name`` (to ``vhost``, when given); ``limit``
+        overrides the user's resolved one (0 = unlimited). Raises
+        ``ConnectionLimitReached`` (nothing counted) when the user already holds ``limit``
+        connections, ``VhostLimitReached`` when the vhost holds its limit.
+        ``connection`` (the engine) is kept until ``release``, for :meth:`connections`."""
         if limit is None:
             limit = self.limits_for(user_name).max_connections
         if limit and self._counts[user_name] >= limit:
             raise ConnectionLimitReached(user_name, limit)
+        if vhost is not None and self.vhost_limit is not None:
+            vhost_limit = self.vhost_limit(vhost)
+            if vhost_limit is not None and self._vhost_counts[vhost] >= vhost_limit:
+                raise VhostLimitReached(user_name, vhost, vhost_limit)
         self._counts[user_name] += 1
-        token = AdmissionToken(user_name, next(self._serials))
+        if vhost is not None:
+            self._vhost_counts[vhost] += 1
+        token = AdmissionToken(user_name, next(self._serials), vhost)
         self._live.add(token)
         if connection is not None:
             self._connections[token] = connection
@@ -132,10 +161,18 @@ class ConnectionRegistry:
         self._counts[token.user] -= 1
         if self._counts[token.user] <= 0:
             del self._counts[token.user]
+        if token.vhost is not None:
+            self._vhost_counts[token.vhost] -= 1
+            if self._vhost_counts[token.vhost] <= 0:
+                del self._vhost_counts[token.vhost]
 
     def count(self, user_name: str) -> int:
         """Connections ``user_name`` holds now."""
         return self._counts.get(user_name, 0)
+
+    def vhost_count(self, vhost: str) -> int:
+        """Connections admitted to ``vhost`` and open now."""
+        return self._vhost_counts.get(vhost, 0)
 
     def users(self) -> Iterable[str]:
         """Names of the users holding at least one connection."""
@@ -208,10 +245,10 @@ class ListenerAdmission:
         self._slots = slots
 
     def admit(self, user_name: str, limit: int | None = None, *,
-              connection: object = None) -> AdmissionToken:
+              connection: object = None, vhost: str | None = None) -> AdmissionToken:
         if self._slots.full:
             raise ListenerLimitReached(self._slots.name, self._slots.limit)
-        token = self._registry.admit(user_name, limit, connection=connection)
+        token = self._registry.admit(user_name, limit, connection=connection, vhost=vhost)
         self._slots.take(token)
         return token
 

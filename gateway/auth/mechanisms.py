@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 import scramp
 
 from gateway.auth.errors import AuthenticationFailed, LoginThrottled
-from gateway.auth.passwords import hash_password, parse_stored, verify_password
+from gateway.auth.passwords import hash_password, parse_stored, scram_capable, verify_password
 from gateway.auth.responses import common_name, parse_amqplain, parse_plain
 from gateway.auth.users import User, UserDirectory
 
@@ -280,7 +280,10 @@ class _ScramExchange(SaslExchange):
             self._throttled = exc
             return self._authenticator.fake_scram_info(username)
         user = self._authenticator.users.get(username)
-        if user is not None and user.password_hash is not None:
+        if user is not None and user.password_hash is not None and not scram_capable(user.password_hash):
+            logger.debug("user %r has a RabbitMQ password hash: SCRAM-SHA-256 cannot verify it "
+                         "(PLAIN can)", username)
+        elif user is not None and user.password_hash is not None:
             try:
                 stored = parse_stored(user.password_hash)
             except ValueError:

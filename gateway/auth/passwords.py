@@ -16,6 +16,10 @@ Passwords are normalised with SASLprep (RFC 4013) as SCRAM requires. A
 password SASLprep refuses is used as it is (UTF-8), as PostgreSQL does, so
 any password can be stored; such a password then only works with PLAIN.
 ``hash_password`` is the implementation of ``amqp-gateway hash-password``.
+
+A stored string may also be one of RabbitMQ's own hashes (``rabbit_hashes``),
+imported with a RabbitMQ export: ``check_stored`` and ``verify_password`` take
+either; only SCRAM strings serve SCRAM-SHA-256 (``scram_capable``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from dataclasses import dataclass
 
 from scramp.utils import ScramException, saslprep
 
+from gateway.auth.rabbit_hashes import RABBIT_ALGORITHMS, parse_rabbit, verify_rabbit
+
 __all__ = [
     "SCHEME",
     "DEFAULT_ITERATIONS",
@@ -40,6 +46,8 @@ __all__ = [
     "hash_password",
     "verify_password",
     "parse_stored",
+    "check_stored",
+    "scram_capable",
 ]
 
 SCHEME = "SCRAM-SHA-256"
@@ -156,6 +164,24 @@ def parse_stored(stored: str) -> StoredPassword:
     return StoredPassword(iterations, salt, stored_key, server_key)
 
 
+def _is_rabbit(stored: str) -> bool:
+    return isinstance(stored, str) and stored.partition("$")[0] in RABBIT_ALGORITHMS
+
+
+def scram_capable(stored: str) -> bool:
+    """Whether ``stored`` can serve SCRAM-SHA-256 (a SCRAM string, not RabbitMQ's hash)."""
+    return not _is_rabbit(stored)
+
+
+def check_stored(stored: str) -> None:
+    """Raise ``ValueError`` naming the problem unless ``stored`` is a SCRAM string or
+    one of RabbitMQ's hashes."""
+    if _is_rabbit(stored):
+        parse_rabbit(stored)
+    else:
+        parse_stored(stored)
+
+
 def verify_password(stored: str, password: str) -> bool:
     """Return True if ``password`` matches the stored string.
 
@@ -163,6 +189,8 @@ def verify_password(stored: str, password: str) -> bool:
     does not depend on how much of a key matched. Raises ``ValueError`` if
     ``stored`` is malformed (a configuration error, not a wrong password).
     """
+    if _is_rabbit(stored):
+        return verify_rabbit(stored, password)
     parsed = parse_stored(stored)
     stored_key, server_key = _derive_keys(password, parsed.salt, parsed.iterations)
     return hmac.compare_digest(stored_key + server_key,

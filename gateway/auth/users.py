@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gateway.auth.passwords import parse_stored
+from gateway.auth.passwords import check_stored
 
 __all__ = ["Permission", "User", "UserDirectory"]
 
@@ -47,7 +47,8 @@ class Permission:
 class User:
     """One configured user.
 
-    ``password_hash`` is a ``passwords.hash_password`` string, or None for a
+    ``password_hash`` is a ``passwords.hash_password`` string (or one of RabbitMQ's
+    hashes, ``rabbit_hashes``), or None for a
     user that cannot log in with a password (EXTERNAL or ANONYMOUS only).
     ``permissions`` maps a vhost name to its ``Permission``; a vhost missing
     from it is not accessible. ``loopback_only`` users may log in only from
@@ -67,7 +68,7 @@ class User:
             raise ValueError("user name must not be empty")
         if self.password_hash is not None:
             try:
-                parse_stored(self.password_hash)
+                check_stored(self.password_hash)
             except ValueError as exc:
                 raise ValueError(f"user {self.name!r}: {exc}") from None
         object.__setattr__(self, "tags", tuple(self.tags))

@@ -34,14 +34,19 @@ from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate
 from .headers_match import MatchKind, headers_match
 from .message import DeathReason, Encoding, MessageContainer
 from .outcomes import DeliveryOutcome, OutcomeKind, apply_outcome, modified
+from .policies import Policy, parse_policy
 from .queue_arguments import Overflow, QueueArguments
 from .queue_host import QueueHost
 from .queues import MessageState, Queue, QueuedMessage
 from .topic_index import TopicIndex
 from .unroutable import UnroutableCounts, UnroutablePolicy
 from .vhost import PREDECLARED_EXCHANGES, PublishResult, ServiceNode, VirtualHost
+from .vhost_policies import LIMIT_NAMES
 
 __all__ = [
+    "LIMIT_NAMES",
+    "Policy",
+    "parse_policy",
     "AccessRefused",
     "Binding",
     "BlockListener",

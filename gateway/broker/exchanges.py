@@ -133,6 +133,8 @@ class Exchange:
             ae = bytes(ae).decode("utf-8", "replace")
         #: RabbitMQ's ``alternate-exchange`` argument: where unroutable messages go
         self.alternate_exchange: Optional[str] = ae if isinstance(ae, str) else None
+        #: the vhost's policy that applies (``vhost_policies.apply_exchange_policy``)
+        self.policy: Any = None
 
     def add_binding(self, binding: Binding, destination: Any) -> bool:
         """Add ``binding`` to ``destination`` (a Queue or Exchange); False if it existed.

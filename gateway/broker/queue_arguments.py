@@ -2,8 +2,15 @@
 
 Unknown arguments are kept and ignored (as RabbitMQ does); known ones must have the right
 type and range, else :class:`InvalidArgument` (0-9-1: 406) with a text that names the
-argument, the queue and the vhost. ``x-queue-type`` other than ``classic`` raises
-:class:`FeatureNotImplemented`.
+argument, the queue and the vhost.
+
+Queue types: ``classic`` (the default) and ``quorum``, with the semantics of a
+single-node quorum queue (RabbitMQ 3.10's texts throughout): it must be durable, neither
+exclusive nor auto-delete (:func:`check_queue_flags`); ``x-delivery-limit`` counts
+failed deliveries (a message returned more often is dead-lettered, reason
+``delivery_limit``, or dropped) and is refused on a classic queue; priorities
+(``x-max-priority``) and ``x-queue-mode`` are refused. ``stream`` and any other type are
+refused (406) with a text naming what is supported.
 """
 from __future__ import annotations
 
@@ -13,9 +20,10 @@ from typing import Any, Mapping, Optional
 
 from translators.field_types import LongStrBytes
 
-from .errors import FeatureNotImplemented, InvalidArgument, PreconditionFailed
+from .errors import InvalidArgument, PreconditionFailed
 
-__all__ = ["Overflow", "QueueArguments", "parse_queue_arguments", "MAX_PRIORITY"]
+__all__ = ["Overflow", "QueueArguments", "parse_queue_arguments", "check_queue_flags", "MAX_PRIORITY",
+           "QUEUE_TYPES", "without_refused_by_type"]
 
 #: the highest ``x-max-priority`` accepted
 MAX_PRIORITY = 255
@@ -31,6 +39,13 @@ class Overflow(enum.Enum):
 
 _OVERFLOW = {o.value: o for o in Overflow}
 
+#: the ``x-queue-type`` values served
+QUEUE_TYPES = ("classic", "quorum")
+#: RabbitMQ's module name of each type, as its errors name them
+_TYPE_MODULE = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue"}
+#: arguments a type refuses
+_UNSUPPORTED = {"classic": ("x-delivery-limit",), "quorum": ("x-max-priority", "x-queue-mode")}
+
 
 @dataclass(frozen=True, slots=True)
 class QueueArguments:
@@ -44,6 +59,11 @@ class QueueArguments:
     dead_letter_exchange: Optional[str] = None
     dead_letter_routing_key: Optional[str] = None
     max_priority: Optional[int] = None
+    #: ``x-queue-type``: classic | quorum
+    queue_type: str = "classic"
+    #: quorum ``x-delivery-limit``: failed deliveries a message may have; one more and
+    #: it is dead-lettered (reason ``delivery_limit``) or dropped
+    delivery_limit: Optional[int] = None
     #: a length or byte limit is set (read on every enqueue: a field, not a property)
     bounded: bool = field(init=False, repr=False, compare=False)
 
@@ -126,11 +146,14 @@ def parse_queue_arguments(
             raise bad(name, f"unacceptable type {type(arguments[name]).__name__} (string required)")
         return text
 
-    queue_type = string("x-queue-type")
-    if queue_type is not None and queue_type != "classic":
-        raise FeatureNotImplemented(
-            f"queue type '{queue_type}' is not supported {where}; only 'classic' is"
-        )
+    queue_type = string("x-queue-type") or "classic"
+    if queue_type not in QUEUE_TYPES:
+        unsupported = "is not supported by amqp-gateway" if queue_type == "stream" else "is unknown"
+        raise bad("x-queue-type", f'"queue type \'{queue_type}\' {unsupported}; supported: '
+                                  f'{", ".join(QUEUE_TYPES)}"')
+    for name in _UNSUPPORTED[queue_type]:
+        if name in arguments:
+            raise InvalidArgument(f"invalid arg '{name}' {where} of queue type {_TYPE_MODULE[queue_type]}")
     overflow_name = string("x-overflow")
     overflow = Overflow.DROP_HEAD
     if overflow_name is not None:
@@ -153,4 +176,27 @@ def parse_queue_arguments(
         dead_letter_exchange=dlx,
         dead_letter_routing_key=dlrk,
         max_priority=integer("x-max-priority", 1, MAX_PRIORITY),
+        queue_type=queue_type,
+        delivery_limit=integer("x-delivery-limit", 0),
     )
+
+
+def without_refused_by_type(merged: Mapping[str, Any], declared: Mapping[str, Any]) -> dict[str, Any]:
+    """``merged`` (a queue's ``declared`` arguments with a policy's) without what the
+    policy added that the queue's type refuses: RabbitMQ ignores a policy's
+    ``queue-mode`` on a quorum queue, where the same argument declared is refused."""
+    queue_type = declared.get("x-queue-type", "classic")
+    refused = _UNSUPPORTED.get(queue_type if isinstance(queue_type, str) else "classic", ())
+    return {k: v for k, v in merged.items() if k in declared or k not in refused}
+
+
+def check_queue_flags(args: QueueArguments, queue: str, vhost: str, *, durable: bool, exclusive: bool,
+                      auto_delete: bool) -> None:
+    """A quorum queue is durable, not exclusive, not auto-delete: RabbitMQ's
+    :class:`PreconditionFailed` (406) naming the property otherwise."""
+    if args.queue_type != "quorum":
+        return
+    for refused, name in ((not durable, "non-durable"), (exclusive, "exclusive-owner"),
+                          (auto_delete, "auto-delete")):
+        if refused:
+            raise PreconditionFailed(f"invalid property '{name}' for queue '{queue}' in vhost '{vhost}'")

@@ -58,7 +58,9 @@ from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
 from .errors import PreconditionFailed
 from .message import DeathReason, MessageContainer
-from .queue_arguments import Overflow, QueueArguments, parse_queue_arguments
+from .policies import QUEUE_KEYS, Policy, with_policy
+from .queue_arguments import (Overflow, QueueArguments, check_queue_flags, parse_queue_arguments,
+                              without_refused_by_type)
 from .queue_entries import QueueEntries
 from .queued_message import _AVAILABLE, MessageState, QueuedMessage
 
@@ -91,6 +93,7 @@ class Queue:
         auto_delete: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
         now: float = 0.0,
+        policy: Optional[Policy] = None,
     ) -> None:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
@@ -104,8 +107,17 @@ class Queue:
         #: opaque owner token (e.g. a connection id) of an exclusive queue, else None
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
+        #: the arguments as declared (redeclares are compared with these)
         self.arguments: dict = dict(arguments or {})
-        self.args: QueueArguments = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        declared = parse_queue_arguments(self.arguments, name, self.vhost_name)
+        check_queue_flags(declared, name, self.vhost_name, durable=durable,
+                          exclusive=exclusive_owner is not None, auto_delete=auto_delete)
+        #: the vhost's policy that applies (``policies``), and the arguments in effect
+        self.policy = policy
+        self.args: QueueArguments = declared if policy is None else self._with_policy(policy)
+        #: a quorum queue: every return counts as a failed delivery (0-9-1 consumers get
+        #: ``x-delivery-count``), and ``x-delivery-limit`` applies
+        self.quorum = self.args.queue_type == "quorum"
         self.label = f"queue '{name}' in vhost '{self.vhost_name}'"
         #: the entries, their states, the memory count and the store's records
         self.entries = QueueEntries(self.args.max_priority, host.gate)
@@ -171,6 +183,18 @@ class Queue:
     def unsettled_since(self, cutoff: float) -> int:
         """Deliveries acquired at or before ``cutoff`` and still unsettled."""
         return self.entries.unsettled_since(cutoff)
+
+    def _with_policy(self, policy: Optional[Policy]) -> QueueArguments:
+        merged = without_refused_by_type(with_policy(self.arguments, policy, QUEUE_KEYS), self.arguments)
+        return parse_queue_arguments(merged, self.name, self.vhost_name)
+
+    def apply_policy(self, policy: Optional[Policy], now: float) -> None:
+        """Take ``policy`` (None: none) in place of the one applied; a lower length limit
+        drops messages from the head at once (``policies`` says what changes when)."""
+        self.policy = policy
+        self.args = self.dead_lettering.args = self._with_policy(policy)
+        if self.args.bounded and self.args.overflow is Overflow.DROP_HEAD:
+            self._drop_over_limit(now)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""
@@ -404,8 +428,11 @@ class Queue:
         now: Optional[float] = None,
     ) -> bool:
         """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
-        ``now``, or the last time the queue saw). False if not acquired here."""
-        if not self.entries.put_back(entry, redelivered, count_delivery):
+        ``now``, or the last time the queue saw). False if not acquired here. A message
+        past a quorum queue's ``x-delivery-limit`` is dead-lettered instead."""
+        if self.args.delivery_limit is not None and self._past_limit(entry, now):
+            return True
+        if not self.entries.put_back(entry, redelivered, count_delivery or self.quorum):
             return False
         consumers = self.consumers
         if consumers.browsers:
@@ -426,16 +453,31 @@ class Queue:
         order whatever order they come in (channel close, ``basic.recover``, nack
         multiple). Returns how many were acquired here and released."""
         put_back = self.entries.put_back
+        count_delivery = count_delivery or self.quorum
+        limited = self.args.delivery_limit is not None
         count = 0
         browsers = self.consumers.browsers
         for entry in entries:
-            if put_back(entry, redelivered, count_delivery):
+            if (limited and self._past_limit(entry, now)) or put_back(entry, redelivered, count_delivery):
                 count += 1
                 if browsers:
                     self.consumers.rewind(entry.seq)
         if count and self.consumers:
             self.dispatch(self._now if now is None else now)
         return count
+
+    def _past_limit(self, entry: QueuedMessage, now: Optional[float]) -> bool:
+        """The one place ``x-delivery-limit`` is applied: a returned message whose failed
+        deliveries would pass the limit leaves the queue (dead-lettered, reason
+        ``delivery_limit``, or dropped) instead of going back (poison-message handling,
+        as RabbitMQ's quorum queues). False (nothing done) for any other."""
+        entries = self.entries
+        if entry.delivery_count + 1 <= self.args.delivery_limit or not entries.take_acquired(entry):  # type: ignore[operator]
+            return False
+        entries.finish(entry)
+        self.dead_lettering.dead_letter(entry.message, DeathReason.DELIVERY_LIMIT,
+                                        self._now if now is None else now)
+        return True
 
     def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
         """0-9-1 reject/nack and 1.0 rejected: ``requeue`` -> :meth:`release`; else the

@@ -30,6 +30,7 @@ from .queue_storage import QueueStorage
 from .queues import Queue
 from .vhost_bindings import DEFAULT_EXCHANGE_REFUSED, Bindings
 from .vhost_checks import check_exchange_equivalence, check_queue_equivalence, no_exchange
+from .vhost_policies import VhostLimits, VhostPolicies, apply_exchange_policy
 from .vhost_publish import PublishResult, Publisher
 
 
@@ -78,9 +79,13 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         self._exclusive: dict[Any, dict[str, None]] = {}
+        #: policies and limits (management sets them; ``vhost_policies``)
+        self.policies = VhostPolicies(self)
+        self.limits = VhostLimits(name)
         self._bindings = Bindings(name, self.store, broker, self.exchanges, self._drop_exchange)
         publisher = Publisher(name, broker, self.exchanges, self.queues)
         self.publish = publisher.publish
+        self.publish_recorded = publisher.publish_recorded
         self.route = publisher.route
         self.dead_letter = publisher.dead_letter
         self.publish_own = publisher.publish_own
@@ -171,6 +176,8 @@ class VirtualHost:
                 arguments=arguments,
             )
             self.exchanges[name] = existing
+            if len(self.policies):
+                apply_exchange_policy(existing, self.policies.for_exchange(name))
             if self.broker is not None:
                 self.broker.entity_event("exchange.created", self.name, existing)
             if durable:
@@ -230,13 +237,15 @@ class VirtualHost:
     ) -> Queue:
         """Declare (or with ``passive`` look up) a queue; ``owner`` is the caller's owner
         token (needed for ``exclusive``). An empty name gets a server name
-        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name not
-        checked again.
+        ``amq.gen-<22 base64url chars>``. ``restored``: from the store, its name and the
+        vhost's queue limit not checked again. The vhost's best policy applies to a new
+        queue.
 
         Raises NotFound (passive, missing), AccessRefused (a new name starting with
         ``amq.``), ResourceLocked (another owner's exclusive queue), PreconditionFailed
         (inequivalent redeclare), InvalidArgument / FeatureNotImplemented (arguments, or a
-        new name that breaks a rule of ``entity_names``).
+        new name that breaks a rule of ``entity_names``), ResourceLimitExceeded (the
+        vhost's ``max-queues``).
         """
         if passive:
             queue = self.checked_queue(name, owner)
@@ -259,6 +268,7 @@ class VirtualHost:
             return existing
         if not restored:
             check_new_name("queue", name, self.global_names)
+            self.limits.check_new_queue(name, len(self.queues))
         queue = Queue(
             name,
             self,
@@ -267,6 +277,7 @@ class VirtualHost:
             auto_delete=auto_delete,
             arguments=arguments,
             now=now,
+            policy=self.policies.for_queue(name) if len(self.policies) else None,
         )
         self.queues[name] = queue
         if self.broker is not None:

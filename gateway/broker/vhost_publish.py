@@ -131,6 +131,14 @@ class Publisher:
             return PublishResult(rejected=(queue,))
         return self._deliver(self.route(source, message), message, now)
 
+    def publish_recorded(self, exchange: str, routing_key: str, message: MessageContainer,
+                         now: float) -> PublishResult:
+        """``publish`` for a message no connection carried in (the management API's
+        publish): its routing verdict goes to the ledger as one of the broker's own."""
+        result = self.publish(exchange, routing_key, message, now)
+        self._record_own_verdict(message, result, now, dead_letter=False)
+        return result
+
     def route(self, source: Exchange, message: MessageContainer) -> list[Queue]:
         """The queues ``message`` reaches from ``source``, each once, following
         exchange-to-exchange bindings and alternate exchanges; cycle-safe."""

@@ -14,8 +14,8 @@ the dataclasses, ``checks`` holds the value checks; one module per group of sect
 """
 from gateway.config.checks import directory_problem
 from gateway.config.errors import ConfigError
-from gateway.config.listeners import ListenerConfig, SniCertificate, TlsMode, parse_host_port
-from gateway.config.loading import line_of, load_config, load_config_text, load_users_file
+from gateway.config.listeners import ListenerConfig, SniCertificate, TlsMode, client_host, parse_host_port
+from gateway.config.loading import CONFIG_ENV, line_of, load_config, load_config_text, load_users_file
 from gateway.config.monitoring import (
     AlertsConfig, LoggingConfig, ManagementConfig, MetricsConfig, QueueAlertConfig,
 )
@@ -46,6 +46,8 @@ __all__ = [
     "load_config_text",
     "load_users_file",
     "parse_host_port",
+    "client_host",
+    "CONFIG_ENV",
     "line_of",
     "directory_problem",
 ]

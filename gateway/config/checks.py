@@ -12,7 +12,7 @@ import re
 from dataclasses import field
 from typing import Any, Callable, Optional
 
-from gateway.auth.passwords import parse_stored
+from gateway.auth.passwords import check_stored
 
 
 Check = Callable[[Any], Optional[str]]
@@ -73,7 +73,7 @@ def _regex(v: str) -> str | None:
 
 def _password_hash(v: str) -> str | None:
     try:
-        parse_stored(v)
+        check_stored(v)
         return None
     except ValueError as exc:
         return (f"not a password hash ({exc}); make one with 'amqp-gateway hash-password'"

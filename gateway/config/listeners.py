@@ -66,3 +66,13 @@ def parse_host_port(text: str) -> tuple[str, int]:
     if problem:
         raise ValueError(problem)
     return host, port
+
+
+#: a wildcard listen address -> the address a client on the same machine asks
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def client_host(host: str) -> str:
+    """Where a tool on this machine reaches a listener bound to ``host``: a wildcard
+    address is asked on loopback, any other address as it is."""
+    return _WILDCARDS.get(host, host)

@@ -17,6 +17,11 @@ from gateway.config.schema_walker import _Walker
 from gateway.config.users import UserConfig
 
 
+#: the environment variable naming the gateway's config file for the command-line tools
+#: (``ctl``, ``ping``, ``status``) when no ``--config`` or ``--url`` is given
+CONFIG_ENV = "AMQP_GATEWAY_CONFIG"
+
+
 def load_config(path: str) -> GatewayConfig:
     """Load and validate ``path``; raises ``ConfigError`` (also for an unreadable file)."""
     try:

@@ -14,8 +14,10 @@ import urllib.request
 from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
+from gateway.product import PRODUCT, names_us
+
 __all__ = ["ManagementClient", "CtlError", "Unreachable", "CredentialsRefused", "Missing",
-           "Refused", "DEFAULT_URL", "api_path"]
+           "Refused", "NotTheGateway", "DEFAULT_URL", "api_path"]
 
 DEFAULT_URL = "http://127.0.0.1:15672"
 
@@ -42,6 +44,11 @@ class Missing(CtlError):
 
 class Refused(CtlError):
     """Any other refusal: 400, 403 (permissions), 405, 409, 5xx; carries the reason."""
+
+
+class NotTheGateway(CtlError):
+    """Something answered that is not amqp-gateway's management API (a RabbitMQ on the
+    default port): every command is refused rather than run against it."""
 
 
 def api_path(*segments: str) -> str:
@@ -74,7 +81,7 @@ class ManagementClient:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raise _refusal(exc, method, path) from None
+            raise _refusal(exc, method, path, self.base) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise Unreachable(f"no management API at {self.base}: {reason} (is "
@@ -90,17 +97,39 @@ class ManagementClient:
     def get(self, path: str) -> Any:
         return self.request("GET", path)
 
+    def check_gateway(self) -> dict[str, Any]:
+        """The overview, once it says this is amqp-gateway's API; raises
+        ``NotTheGateway`` naming what answered instead."""
+        overview = self.get("/api/overview")
+        if not isinstance(overview, dict):
+            raise NotTheGateway(f"{self.base} answered /api/overview with something other than "
+                                f"an object: is this the gateway's management API?")
+        product = str(overview.get("product_name") or "")
+        if not names_us(product):
+            version = overview.get("product_version") or overview.get("rabbitmq_version") or ""
+            raise NotTheGateway(_elsewhere(self.base, f"{product or 'a management API'} {version}".strip()))
+        return overview
+
     def delete(self, path: str, headers: Optional[dict[str, str]] = None) -> Any:
         return self.request("DELETE", path, headers=headers)
 
 
-def _refusal(exc: urllib.error.HTTPError, method: str, path: str) -> CtlError:
+def _elsewhere(base: str, what: str) -> str:
+    return (f"{base} is {what}, not {PRODUCT}'s management API: give the gateway's with "
+            f"--config FILE (or $AMQP_GATEWAY_CONFIG) or --url")
+
+
+def _refusal(exc: urllib.error.HTTPError, method: str, path: str, base: str) -> CtlError:
     try:
         body = json.loads(exc.read() or b"{}")
-        reason = body.get("reason") or body.get("error") or exc.reason
+        reason = (body.get("reason") or body.get("error") or exc.reason) if isinstance(body, dict) \
+            else exc.reason
     except ValueError:
         reason = exc.reason
     if exc.code == 401:
+        realm = (exc.headers.get("WWW-Authenticate") or "") if exc.headers is not None else ""
+        if realm and PRODUCT not in realm:
+            return NotTheGateway(_elsewhere(base, f"a server asking for {realm.strip()}"))
         return CredentialsRefused(f"the gateway refused the credentials: {reason}")
     if exc.code == 404:
         return Missing(f"not found: {reason} ({method} {path})")

@@ -1,15 +1,24 @@
 """``amqp-gateway ctl``: rabbitmqctl- and qdstat-like commands over the management HTTP API.
 
-    amqp-gateway ctl [--url URL] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
+    amqp-gateway ctl [--url URL | --config FILE] [-u USER] [-p PASSWORD] [--vhost V] [--json] COMMAND
 
 ``status``; ``list connections|channels|links|queues|exchanges|bindings|consumers|
-subscriptions|remotes|backends|shovels|vhosts``; ``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection
-NAME [--reason TEXT]``. Tables by default, the API's JSON with ``--json``. The password may
+subscriptions|remotes|backends|shovels|vhosts|users|permissions|policies|vhost_limits``;
+``purge queue NAME``; ``delete queue|exchange NAME``; ``close connection NAME [--reason
+TEXT]``; ``redrive REMOTE`` (its dead letters back to its outbox); and the changes and
+message moves of ``admin_commands`` (declare, add_user, set_permissions, set_policy, export,
+import, publish, get). Tables by default, the API's JSON with ``--json``. The password may
 also come from ``$AMQP_GATEWAY_PASSWORD`` (kept out of ``ps``).
 
-Exit status: 0 done; 1 the gateway is unreachable, or it refused the operation (the
-entity is missing, permissions, a conflict), with its reason on one line; 2 a usage error
-or refused credentials (something to fix in the command line).
+Which gateway: ``--url``, else the management listener of ``--config FILE``, else of
+``$AMQP_GATEWAY_CONFIG``'s file, else ``http://127.0.0.1:15672``. Every command first reads
+the overview and stops unless it is amqp-gateway's (a RabbitMQ on the default port is
+named, never listed or changed).
+
+Exit status: 0 done; 1 the gateway is unreachable, something else answered, or it refused
+the operation (the entity is missing, permissions, a conflict), with its reason on one
+line; 2 a usage error, a config file without a management listener, or refused
+credentials (something to fix in the command line).
 """
 from __future__ import annotations
 
@@ -19,7 +28,10 @@ import os
 import sys
 from typing import Any
 
+from gateway.config import CONFIG_ENV
+from gateway.ctl.admin_commands import ADMIN_VERBS, add_admin_verbs, run_admin
 from gateway.ctl.client import DEFAULT_URL, CtlError, ManagementClient, api_path
+from gateway.ctl.target import management_url
 from gateway.ctl.tables import Column, cell_text, lookup, render_table
 
 __all__ = ["add_ctl_parser", "ctl_command", "LISTS"]
@@ -61,8 +73,9 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("container_id", "container_id"), ("source", "source"), ("durable", "durable"),
         ("consumers", "consumers"), ("messages", "messages"), ("unsettled", "unsettled")]),
     "remotes": ("gateway/remotes", False, [
-        ("name", "name"), ("state", "state"), ("address", "address"),
-        ("backlog", "backlog"), ("forwarded", "forwarded"), ("last_error", "last_error")]),
+        ("name", "name"), ("kind", "kind"), ("state", "state"), ("host", "host"), ("port", "port"),
+        ("outbox_depth", "outbox_depth"), ("forwarded", "forwarded"),
+        ("dead_lettered", "dead_lettered"), ("last_error", "last_error")]),
     "backends": ("gateway/backends", False, [
         ("name", "name"), ("kind", "kind"), ("state", "state"), ("connections", "connections"),
         ("nodes", "node_states"), ("refused", "refused"), ("lost", "lost"), ("last_error", "last_error")]),
@@ -71,7 +84,15 @@ LISTS: dict[str, tuple[str, bool, list[Column]]] = {
         ("destination", "destination"), ("forwarded", "forwarded")]),
     "vhosts": ("vhosts", False, [
         ("name", "name"), ("messages", "messages"), ("ready", "messages_ready"),
-        ("unacked", "messages_unacknowledged")]),
+        ("unacked", "messages_unacknowledged"), ("description", "description")]),
+    "users": ("users", False, [("name", "name"), ("tags", "tags")]),
+    "permissions": ("permissions", False, [
+        ("user", "user"), ("vhost", "vhost"), ("configure", "configure"), ("write", "write"),
+        ("read", "read")]),
+    "policies": ("policies", True, [
+        ("vhost", "vhost"), ("name", "name"), ("pattern", "pattern"), ("apply-to", "apply-to"),
+        ("priority", "priority"), ("definition", "definition")]),
+    "vhost_limits": ("vhost-limits", True, [("vhost", "vhost"), ("limits", "value")]),
 }
 
 
@@ -79,8 +100,12 @@ def add_ctl_parser(sub: Any) -> None:
     """``ctl`` and its sub-commands on the CLI's sub-parser set."""
     ctl = sub.add_parser("ctl", help="inspect and manage a running gateway over its "
                                      "management HTTP API")
-    ctl.add_argument("--url", default=DEFAULT_URL,
-                     help=f"the management API (default {DEFAULT_URL})")
+    where = ctl.add_mutually_exclusive_group()
+    where.add_argument("--url", default=None,
+                       help=f"the management API (default: ${CONFIG_ENV}'s config, else {DEFAULT_URL})")
+    where.add_argument("--config", metavar="FILE", default=None,
+                       help=f"the gateway's config file: ask its management listener "
+                            f"(default ${CONFIG_ENV})")
     ctl.add_argument("-u", "--user", default="guest", help="user name (default guest)")
     ctl.add_argument("-p", "--password", default=None,
                      help=f"password (default ${PASSWORD_ENV}, else guest)")
@@ -103,6 +128,10 @@ def add_ctl_parser(sub: Any) -> None:
     close.add_argument("what", choices=["connection"])
     close.add_argument("name")
     close.add_argument("--reason", default="closed by amqp-gateway ctl")
+    again = verbs.add_parser("redrive", help="send a remote's dead letters again (back to "
+                                             "its outbox)")
+    again.add_argument("remote", help="the remote's container")
+    add_admin_verbs(verbs)
 
 
 def _print_json(value: Any) -> None:
@@ -135,8 +164,7 @@ _STATUS_FIELDS: list[Column] = [
     ("alarms", "alarms")]
 
 
-def _status(client: ManagementClient, args: argparse.Namespace) -> None:
-    overview = client.get("/api/overview")
+def _status(client: ManagementClient, args: argparse.Namespace, overview: dict[str, Any]) -> None:
     if args.json:
         _print_json(overview)
         return
@@ -172,6 +200,10 @@ def _change(client: ManagementClient, args: argparse.Namespace) -> str:
         plural = "queues" if args.what == "queue" else "exchanges"
         client.delete(api_path(plural, _vhost(args), args.name))
         return f"{args.what} '{args.name}' in vhost '{_vhost(args)}' deleted"
+    if args.verb == "redrive":
+        done = client.request("POST", api_path("remotes", args.remote, "redrive"))
+        return (f"{done['redriven']} dead letter(s) of remote '{args.remote}' back in its outbox"
+                + (f"; {done['kept']} kept (no node)" if done["kept"] else ""))
     client.delete(api_path("connections", args.name), headers={"X-Reason": args.reason})
     return f"connection '{args.name}' closed"
 
@@ -180,11 +212,15 @@ def ctl_command(args: argparse.Namespace) -> int:
     password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV,
                                                                                 "guest")
     try:
-        client = ManagementClient(args.url, args.user, password, args.timeout)
+        url = management_url(args.url, args.config, os.environ)
+        client = ManagementClient(url, args.user, password, args.timeout)
+        overview = client.check_gateway()
         if args.verb == "status":
-            _status(client, args)
+            _status(client, args, overview)
         elif args.verb == "list":
             _list(client, args)
+        elif args.verb in ADMIN_VERBS:
+            run_admin(client, args, _print_json)
         else:
             done = _change(client, args)
             if args.json:

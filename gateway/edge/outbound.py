@@ -4,7 +4,11 @@
 remote's host and port, drives the client engine of the remote's ``kind`` with the same
 ``EngineDriver`` as inbound connections, and on a refused or lost connection waits
 ``Backoff`` (``reconnect_initial`` doubling with jitter up to ``reconnect_max``) before
-the next try. ``ForwardingEdge`` starts one per remote and runs the forwarders' timers.
+the next try. A login alone does not reset the backoff: a remote that lets us in and
+then refuses the link (RabbitMQ 3's 1.0 plugin closes the session on an address it does
+not know, such as ``/queues/{node}``) would be retried at the initial delay forever. The
+backoff starts again only once the remote accepted a message, or the connection stayed
+up for ``reconnect_max`` seconds. ``ForwardingEdge`` starts one per remote and runs the forwarders' timers.
 The engine of each ``kind`` comes from ``ENGINE_FACTORIES``: proton's client role for
 ``gateway`` and ``amqp10``, our 0-9-1 client role for ``amqp091``.
 
@@ -27,7 +31,7 @@ from gateway.edge.engine_protocol import EngineDriver
 from gateway.edge.outbound_tls import OutboundTlsError, describe_tls_failure, outbound_endpoint
 from gateway.forward.backoff import Backoff
 from gateway.forward.forwarder import Forwarder
-from gateway.forward.outbound import OutboundEvents, OutboundMessage, RemoteSettings
+from gateway.forward.outbound import ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings
 from gateway.forward.settings import PasswordFileError, read_password
 from gateway.forward.shovel import Shovel
 
@@ -80,6 +84,8 @@ class RemoteLink:
         self._protocol: Optional[_EngineProtocol] = None
         self._retry: Any = None
         self._stopped = False
+        #: when the current connection came up (None: not up); see the module docstring
+        self._up_since: Optional[float] = None
         #: called after the remote settled messages (the shovels of this remote top up)
         self.on_settled: Optional[Callable[[], None]] = None
         forwarder.connection = self
@@ -119,12 +125,12 @@ class RemoteLink:
             f"cannot connect to {s.host}:{s.port}: {reason.getErrorMessage()}"))
 
     def _events(self) -> OutboundEvents:
-        """The forwarder, with a successful login resetting the backoff."""
+        """The forwarder, with an accepted message resetting the backoff."""
         link, forwarder = self, self.forwarder
 
         class Events:
             def connection_up(self) -> None:
-                link.backoff.reset()
+                link._up_since = link.reactor.seconds()
                 forwarder.connection_up()
 
             def connection_down(self, error: str) -> None:
@@ -137,6 +143,8 @@ class RemoteLink:
                 self.settled_many((settlement,))
 
             def settled_many(self, settlements: Any) -> None:
+                if any(s.outcome is ForwardOutcome.ACCEPTED for s in settlements):
+                    link.backoff.reset()
                 forwarder.settled_many(settlements)
                 if link.on_settled is not None:
                     link.on_settled()
@@ -169,6 +177,9 @@ class RemoteLink:
     def _schedule(self) -> None:
         if self._stopped:
             return
+        up_since, self._up_since = self._up_since, None
+        if up_since is not None and self.reactor.seconds() - up_since >= self.settings.reconnect_max:
+            self.backoff.reset()  # a long-lived connection lost: not a refusal
         delay = self.backoff.next_delay()
         log.info("forwarding to '%s': reconnecting in %.1fs", self.settings.container, delay)
         self._retry = self.reactor.callLater(delay, self.start)

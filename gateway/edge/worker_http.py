@@ -13,8 +13,10 @@ worker's counters, a connection listing a third of the connections.
   authenticates it as usual). A ``GET`` that every worker answers with a JSON list
   of what each worker holds for itself (connections, channels, consumers, links,
   nodes...) is answered with the lists joined, each item marked with its ``worker``;
-  lists that every worker has alike from the config (``SHARED``: users, vhosts,
-  permissions) come from the first worker. Anything else gets the first answer, in
+  lists that every worker has alike (``SHARED``: users, vhosts, permissions, policies,
+  vhost limits, parameters, definitions, health checks: from the config, or changed at
+  run time through this relay, which sends each change to every worker) come from the
+  first worker. Anything else gets the first answer, in
   worker order, that is not 404 (an object gets its ``worker``), so ``DELETE
   /api/connections/NAME`` reaches the worker holding the connection.
 """
@@ -47,7 +49,8 @@ WORKER_TIMEOUT = 5.0
 #: request headers relayed to the workers
 _RELAYED = (b"authorization", b"content-type", b"x-reason", b"accept")
 #: ``/api/NAME`` lists every worker has alike: answered by the first worker, not joined
-SHARED = frozenset({"users", "vhosts", "permissions", "whoami", "overview"})
+SHARED = frozenset({"users", "vhosts", "permissions", "whoami", "overview", "policies",
+                    "vhost-limits", "parameters", "definitions", "health"})
 #: answer headers relayed back to the client
 _ANSWERED = (b"content-type", b"www-authenticate", b"retry-after", b"cache-control", b"location")
 

@@ -17,16 +17,22 @@ from translators.errors import TranslationError
 from translators.int_slot import IntSlot
 from translators.section_scan import BODY_CODES, SectionCode, scan_sections
 
-__all__ = ["ORIGIN", "GATEWAY_ID", "HOPS", "ERROR", "REMOTE", "MAX_HOPS", "Forwarded",
-           "ForwardedPrefix", "annotations_section", "forwarded_in", "forwarded_of",
+__all__ = ["ORIGIN", "GATEWAY_ID", "HOPS", "ERROR", "REMOTE", "REASON", "NODE", "DEAD_LETTER_KEYS",
+           "MAX_HOPS", "Forwarded", "ForwardedPrefix", "annotations_section", "forwarded_in", "forwarded_of",
            "forward_annotations", "LoopError"]
 
 ORIGIN = "x-opt-forward-origin"
 GATEWAY_ID = "x-opt-forward-id"
 HOPS = "x-opt-forward-hops"
-#: on a dead-lettered copy: the remote's error and the remote container
+#: on a dead-lettered copy: the remote's error, the remote container and why it was
+#: dead-lettered (``forwarder.REJECTED`` ...)
 ERROR = "x-opt-forward-error"
 REMOTE = "x-opt-forward-remote"
+REASON = "x-opt-forward-reason"
+#: on a dead-lettered copy: the node it was for at the remote (a re-drive sends it there)
+NODE = "x-opt-forward-node"
+#: what a re-drive removes before the copy goes back to the outbox
+DEAD_LETTER_KEYS = (ERROR, REMOTE, REASON, NODE)
 
 #: containers a message may pass before it is refused as looping
 MAX_HOPS = 8

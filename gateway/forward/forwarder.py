@@ -51,7 +51,8 @@ from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, Outbou
                                       RemoteSettings, Settlement)
 from gateway.store.interface import StoredMessage
 
-__all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS"]
+__all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS", "REJECTED",
+           "RELEASED_TOO_OFTEN", "REMOTE_NOT_CONFIGURED"]
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,14 @@ class OutboxEntry:
         return self.entry_id < other.entry_id
 
 
-DeadLetter = Callable[[str, OutboxEntry, str, float], None]
+#: (remote container, entry, reason, the remote's error, now)
+DeadLetter = Callable[[str, OutboxEntry, str, str, float], None]
+
+#: the reasons a forwarded message is dead-lettered (``x-opt-forward-reason``): the remote
+#: rejected it; it released it ``MAX_RELEASES`` times; its remote left the configuration
+REJECTED = "rejected"
+RELEASED_TOO_OFTEN = "released_too_often"
+REMOTE_NOT_CONFIGURED = "remote_not_configured"
 
 
 class Forwarder:
@@ -391,11 +399,11 @@ class Forwarder:
             self.acked += 1
             self._remove(entry)
         elif outcome is ForwardOutcome.REJECTED:
-            self._dead(entry, settlement.error or "rejected by the remote", now)
+            self._dead(entry, REJECTED, settlement.error or "rejected by the remote", now)
         else:
             entry.attempts += 1
             if entry.attempts >= MAX_RELEASES:
-                self._dead(entry, f"released by the remote {entry.attempts} times"
+                self._dead(entry, RELEASED_TOO_OFTEN, f"released by the remote {entry.attempts} times"
                                   f"{': ' + settlement.error if settlement.error else ''}", now)
             else:
                 self.retried += 1
@@ -409,20 +417,24 @@ class Forwarder:
         self._release(entry)
         self._store.remove_outbox(entry.entry_id)
 
-    def _dead(self, entry: OutboxEntry, error: str, now: float) -> None:
+    def _dead(self, entry: OutboxEntry, reason: str, error: str, now: float) -> None:
         self._dead_letter_log.warning(
             log, f"forwarding to '{self.container}': messages dead-lettered", now,
-            "forwarding to '%s': message %d dead-lettered: %s", self.container, entry.entry_id,
-            error, tally=error[:120])
+            "forwarding to '%s': message %d for '%s' dead-lettered (%s): %s", self.container,
+            entry.entry_id, entry.node, reason, error, tally=error[:120])
         self.dead_lettered += 1
-        self._dead_letter(self.container, entry, error, now)
+        #: an operator reads why the last one went (it was null after dead letters)
+        self.last_error = f"message {entry.entry_id} for '{entry.node}' dead-lettered: {error}"
+        self._dead_letter(self.container, entry, reason, error, now)
         self._remove(entry)
 
     def status(self) -> dict:
-        """What management and the metrics show of this remote."""
+        """What management and the metrics show of this remote. ``name`` is the container
+        again: every object the management API lists has a ``name`` (the dashboard and
+        ``ctl`` key their rows on it)."""
         oldest = self.oldest_created_at()
         return {
-            "container": self.container, "kind": self.settings.kind,
+            "name": self.container, "container": self.container, "kind": self.settings.kind,
             "host": self.settings.host, "port": self.settings.port,
             "state": self.state, "last_error": self.last_error,
             "outbox_depth": self.depth, "outbox_bytes": self.bytes,

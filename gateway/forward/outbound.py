@@ -26,6 +26,9 @@ class RemoteSettings:
     port: int = 5672
     kind: str = "gateway"                      # gateway | amqp10 | amqp091
     address: str = ""                          # amqp10/amqp091: template with {node}
+    #: what the remote runs: rabbitmq-3 | rabbitmq-4 | activemq | artemis | amqp-gateway
+    #: ("" = not said); check-config suggests and checks ``address`` by it
+    broker: str = ""
     vhost: str = "/"
     user: str = ""
     password_file: Optional[str] = None        # the password is read from here, never YAML

@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from gateway.forward.outbound import RemoteSettings
 
-__all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "SASL_MECHANISMS", "MECHANISMS_BY_KIND", "read_password",
+__all__ = ["ForwardingSettings", "ShovelSettings", "KINDS", "BROKERS", "ADDRESS_TEMPLATES",
+           "suggested_template", "SASL_MECHANISMS", "MECHANISMS_BY_KIND", "read_password",
            "PasswordFileError", "remote_problems", "forwarding_problems", "tls_problems"]
 
 #: ``kind`` of a remote
@@ -25,6 +26,33 @@ MECHANISMS_BY_KIND = {"gateway": _AMQP10_MECHANISMS, "amqp10": _AMQP10_MECHANISM
                       "amqp091": ("PLAIN", "AMQPLAIN", "EXTERNAL")}
 #: every ``sasl_mechanism`` of a remote
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "EXTERNAL", "ANONYMOUS", "AMQPLAIN")
+
+#: ``broker`` of a remote -> the address template of each ``kind`` it speaks. RabbitMQ
+#: 3.x's 1.0 plugin knows the v1 forms (``/amq/queue/Q``: an existing queue) and closes
+#: the session on RabbitMQ 4's ``/queues/Q``; RabbitMQ 4 knows ``/queues/Q``; ActiveMQ
+#: Classic takes ``queue://Q``, Artemis the bare address; a gateway takes every form,
+#: and ``kind: gateway`` (its ``amqp$transfer``) needs none. The 0-9-1 forms are the
+#: client role's (``/queue/Q``: the default exchange, routing key Q).
+ADDRESS_TEMPLATES: dict[str, dict[str, str]] = {
+    "rabbitmq-3": {"amqp10": "/amq/queue/{node}", "amqp091": "/queue/{node}"},
+    "rabbitmq-4": {"amqp10": "/queues/{node}", "amqp091": "/queue/{node}"},
+    "activemq": {"amqp10": "queue://{node}"},
+    "artemis": {"amqp10": "{node}"},
+    "amqp-gateway": {"gateway": "", "amqp10": "/queues/{node}", "amqp091": "/queue/{node}"},
+}
+#: ``broker`` values
+BROKERS = tuple(ADDRESS_TEMPLATES)
+#: address prefixes a broker refuses (its attach is refused, the forwarder backs off)
+_UNKNOWN_FORMS = {"rabbitmq-3": ("/queues/", "/exchanges/")}
+
+
+def suggested_template(kind: str, broker: str = "") -> str:
+    """The address template to write for ``kind`` at ``broker`` (every broker's when
+    ``broker`` is not said), as check-config prints it."""
+    if broker:
+        return f'"{ADDRESS_TEMPLATES[broker][kind]}" for {broker}'
+    return ", ".join(f'"{kinds[kind]}" ({name})' for name, kinds in ADDRESS_TEMPLATES.items()
+                     if kinds.get(kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +124,21 @@ def remote_problems(remote: RemoteSettings,
         out.append(("host", "a remote needs a host"))
     if not 0 < remote.port <= 65535:
         out.append(("port", f"{remote.port} is not a valid port (1-65535)"))
+    broker = remote.broker
+    if broker and broker not in BROKERS:
+        out.append(("broker", f"{broker!r} is not one of: {', '.join(BROKERS)}"))
+        broker = ""
     if remote.kind not in KINDS:
         out.append(("kind", f"{remote.kind!r} is not one of: {', '.join(KINDS)}"))
+    elif broker and remote.kind not in ADDRESS_TEMPLATES[broker]:
+        spoken = ", ".join(ADDRESS_TEMPLATES[broker])
+        out.append(("kind", f"{broker} is not reached with kind {remote.kind}; use kind {spoken}"))
     elif remote.kind != "gateway" and "{node}" not in remote.address:
-        out.append(("address", f"kind {remote.kind} needs an address template with {{node}}, "
-                               "e.g. \"/queues/{node}\""))
+        out.append(("address", f"kind {remote.kind} needs an address template with {{node}}: "
+                               f"{suggested_template(remote.kind, broker)}"))
+    elif remote.kind != "gateway" and remote.address.startswith(_UNKNOWN_FORMS.get(broker, ())):
+        out.append(("address", f"{broker} does not know the address {remote.address!r} (it "
+                               f"refuses the attach); use {suggested_template(remote.kind, broker)}"))
     allowed = MECHANISMS_BY_KIND.get(remote.kind, SASL_MECHANISMS)
     if remote.sasl_mechanism not in allowed:
         out.append(("sasl_mechanism", f"{remote.sasl_mechanism!r} is not one of: "

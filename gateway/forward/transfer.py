@@ -21,16 +21,17 @@ import logging
 from typing import Any, Callable, Optional
 
 from gateway.broker.errors import NotAllowed, NotFound
-from gateway.broker.message import MessageContainer
+from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queued_message import message_row
 from gateway.forward import annotations as fa
 from gateway.forward.dedupe import DedupeWindow
-from gateway.forward.forwarder import Forwarder, OutboxEntry
+from gateway.forward.forwarder import REMOTE_NOT_CONFIGURED, Forwarder, OutboxEntry
 from gateway.forward.ledger_events import ForwardLedger
 from gateway.forward.outbound import OutboundMessage
 from gateway.forward.rendering import amqp10_payload
 from gateway.forward.settings import ForwardingSettings
 from gateway.store.interface import OutboxRow, StoredMessage
+from translators.amqp10_sections import with_message_annotations
 from translators.errors import TranslationError
 
 __all__ = ["TransferService", "dead_letter_queue"]
@@ -56,7 +57,8 @@ class TransferService:
         self.container_id: str = broker.container_id
         self._store = broker.store
         self._clock = clock
-        self._dead_letter_vhost = dead_letter_vhost
+        #: where the dead-letter queues are (management checks the caller's rights there)
+        self.dead_letter_vhost = dead_letter_vhost
         #: encoded 1.0 message, receive time -> a container (the 1.0 engine's); dead
         #: letters are made 1.0 messages so the remote's error is in their bytes
         self._from_amqp10 = from_amqp10
@@ -67,6 +69,9 @@ class TransferService:
                                    broker.message_loader)
             for r in settings.remotes}
         self.refused_loops = 0
+        #: called with each dead letter's description (the service emits the
+        #: ``forward.dead_lettered`` event from it); None: no one listens
+        self.on_dead_letter: Optional[Callable[[dict], None]] = None
 
     # -- the broker's view -----------------------------------------------------------------
     def resolve(self, name: str) -> Optional["TransferService"]:
@@ -131,7 +136,7 @@ class TransferService:
         ids (before any listener opens); declare the dead-letter queues. Returns the
         number of outbox entries restored."""
         self.dedupe.restore(now)
-        vhost = self.broker.vhost(self._dead_letter_vhost)
+        vhost = self.broker.vhost(self.dead_letter_vhost)
         for container in self.forwarders:
             vhost.declare_queue(dead_letter_queue(container), durable=True, now=now)
         count = 0
@@ -144,8 +149,8 @@ class TransferService:
             entry = OutboxEntry(row.entry_id, row.node, message, row.annotations or {},
                                 row.attempts)
             if forwarder is None:
-                self._dead_letter(row.remote, entry, f"remote '{row.remote}' is not configured",
-                                  now)
+                self._dead_letter(row.remote, entry, REMOTE_NOT_CONFIGURED,
+                                  f"remote '{row.remote}' is not configured", now)
                 self._store.remove_outbox(row.entry_id)
                 continue
             forwarder.add(entry)
@@ -162,12 +167,73 @@ class TransferService:
         return [f.status() for f in self.forwarders.values()]
 
     # -- dead letters ----------------------------------------------------------------------
-    def _dead_letter(self, container: str, entry: OutboxEntry, error: str, now: float) -> None:
+    def redrive(self, container: str, now: float) -> tuple[int, int]:
+        """Move the dead letters of remote ``container`` back to its outbox (the
+        operator fixed the cause: the queue exists now, the template is right...).
+        Each goes to the node it was for, with its forwarding identity (so the remote
+        still dedupes it) and without the dead-letter annotations. Returns (moved,
+        kept): a message that does not say its node stays in the dead-letter queue.
+        Raises ``NotFound`` for a remote that is not configured."""
+        forwarder = self.forwarders.get(container)
+        if forwarder is None:
+            raise NotFound(f"no remote '{container}' is configured")
+        queue = self.broker.vhost(self.dead_letter_vhost).queue(dead_letter_queue(container))
+        kept: list[MessageContainer] = []
+        moved = 0
+        while queue is not None:
+            taken = queue.get(now, ack=False)
+            if taken is None:
+                break
+            entry = self._redriven(taken.message, container)
+            if entry is None:
+                kept.append(taken.message)
+                continue
+            self._store.add_outbox(OutboxRow(entry.entry_id, container, entry.node,
+                                             message_row(entry.message), entry.annotations, 0))
+            forwarder.stage(entry)
+            moved += 1
+        for message in kept:
+            queue.enqueue(message.copy(), now)  # type: ignore[union-attr]
+        if moved or kept:
+            log.info("forwarding to '%s': %d dead letter(s) re-driven to the outbox, %d kept "
+                     "(no node)", container, moved, len(kept))
+        return moved, len(kept)
+
+    def _redriven(self, message: MessageContainer, container: str) -> Optional[OutboxEntry]:
+        """The outbox entry of a dead-letter copy (None when it names no node)."""
+        annotations = dict(message.annotations or {})
+        clean = message.copy(annotations=None)
+        if message.origin is Encoding.AMQP10 and message.payload is not None:
+            try:
+                section = fa.annotations_section(message.payload)
+                annotations = {**(section[2] if section else {}), **annotations}
+                if self._from_amqp10 is not None:
+                    clean = self._from_amqp10(with_message_annotations(
+                        message.payload, {}, drop=fa.DEAD_LETTER_KEYS), message.created_at)
+            except TranslationError as exc:
+                log.warning("dead letter %d cannot be re-driven: %s", message.gateway_id, exc)
+                return None
+        node = annotations.get(fa.NODE)
+        if not isinstance(node, str) or not node:
+            return None
+        entry_id = self.broker.next_gateway_id()
+        clean.gateway_id = entry_id
+        # its global address again, as ``publish`` had it (``kind: gateway`` sends it as ``to``)
+        clean.routing_key = node if "@" in node else f"{node}@{container}"
+        forward = {str(k): annotations[k] for k in (fa.ORIGIN, fa.GATEWAY_ID, fa.HOPS)
+                   if k in annotations}
+        if len(forward) != 3:
+            forward = fa.forward_annotations(self.container_id, entry_id, None)
+        return OutboxEntry(entry_id, node, clean, forward)
+
+    def _dead_letter(self, container: str, entry: OutboxEntry, reason: str, error: str,
+                     now: float) -> None:
         queue = dead_letter_queue(container)
-        vhost = self.broker.vhost(self._dead_letter_vhost)
+        vhost = self.broker.vhost(self.dead_letter_vhost)
         if vhost.queue(queue) is None:
             vhost.declare_queue(queue, durable=True, now=now)
-        annotations = {**entry.annotations, fa.ERROR: error, fa.REMOTE: container}
+        annotations = {**entry.annotations, fa.ERROR: error, fa.REMOTE: container,
+                       fa.REASON: reason, fa.NODE: entry.node}
         copy = None
         if self._from_amqp10 is not None:
             try:  # the annotations inside the bytes: they survive a restart with the message
@@ -182,3 +248,7 @@ class TransferService:
         copy.durable = True
         result = vhost.publish("", queue, copy, now)
         self._ledger.dead_lettered(container, entry, error, copy, vhost.name, result.queues, now)
+        if self.on_dead_letter is not None:
+            self.on_dead_letter({"remote": container, "node": entry.node, "reason": reason,
+                                 "error": error, "queue": queue, "vhost": vhost.name,
+                                 "gateway_id": entry.entry_id})

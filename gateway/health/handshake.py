@@ -22,6 +22,7 @@ from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.frames import FrameReader, MethodFrame
 from gateway.amqp091.methods import method_class
 from gateway.health.target import Target
+from gateway.product import PRODUCT
 from gateway.protocol_header import AMQP091_HEADER
 
 __all__ = ["HandshakeReply", "ProbeFailed", "amqp_handshake"]
@@ -43,6 +44,17 @@ class HandshakeReply:
     mechanisms: tuple[str, ...]
     elapsed: float
     tls_version: Optional[str] = None
+    #: the ``information`` property (a gateway announcing RabbitMQ's name keeps ours here)
+    information: str = ""
+
+    @property
+    def who(self) -> str:
+        """``product version`` as announced, for one line of output; a gateway announcing
+        RabbitMQ's name (``rabbitmq_version``) is named as itself, announcing that."""
+        announced = f"{self.product} {self.version}".strip() or "an AMQP 0-9-1 server"
+        if self.product != PRODUCT and self.information.startswith(PRODUCT + " "):
+            return f"{self.information.split(',', 1)[0]} (announcing {announced})"
+        return announced
 
 
 def _text(value: object) -> str:
@@ -100,7 +112,7 @@ def amqp_handshake(target: Target, timeout: float = 5.0, cafile: Optional[str] =
         product=_text(props.get("product")), version=_text(props.get("version")),
         platform=_text(props.get("platform")),
         mechanisms=tuple(_text(start.mechanisms).split()), elapsed=time.monotonic() - started,
-        tls_version=tls_version)
+        tls_version=tls_version, information=_text(props.get("information")))
 
 
 def _read_connection_start(sock: socket.socket, where: str, timeout: float):

@@ -19,7 +19,7 @@ from gateway.health.handshake import HandshakeReply, ProbeFailed
 from gateway.health.target import Target
 from gateway.metrics import Sample, parse_exposition
 
-__all__ = ["GatewayFigures", "StatusSource", "MetricsPage", "render_status"]
+__all__ = ["GatewayFigures", "StatusSource", "MetricsPage", "render_status", "listener_mismatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +93,25 @@ class MetricsPage:
         except (OSError, TimeoutError) as exc:
             raise ProbeFailed(f"metrics page {self.url} did not answer: {exc}") from None
         try:
-            return figures_from_samples(parse_exposition(text))
+            figures = figures_from_samples(parse_exposition(text))
         except ValueError as exc:
             raise ProbeFailed(f"{self.url} is not a Prometheus metrics page ({exc})") from None
+        if not figures.version:
+            raise ProbeFailed(f"{self.url} is a metrics page, but not amqp-gateway's (it has no "
+                              f"{names.BUILD_INFO}): give the gateway's with --metrics-url or --config")
+        return figures
+
+
+def listener_mismatch(target: Target, figures: GatewayFigures) -> Optional[str]:
+    """Why ``figures`` are not those of the gateway answering at ``target`` (its AMQP
+    listeners, by port, do not include ``target``'s), or None when they are."""
+    ports = {address.rpartition(":")[2] for serves, address, _ in figures.listeners
+             if serves == "amqp"}
+    if not ports or str(target.port) in ports:
+        return None
+    listening = ", ".join(sorted(a for s, a, _ in figures.listeners if s == "amqp"))
+    return (f"the metrics page belongs to a gateway listening on {listening}, not on "
+            f"{target.address}: give the right one with --metrics-url or --config")
 
 
 def _duration(seconds: float) -> str:
@@ -116,7 +132,7 @@ def render_status(target: Target, reply: HandshakeReply, figures: Optional[Gatew
                   source: str, problem: Optional[str], now: Optional[float] = None) -> list[str]:
     """The lines ``status`` prints: the handshake's, then the figures (or why there are
     none)."""
-    product = f"{reply.product} {reply.version}".strip() or "an AMQP 0-9-1 server"
+    product = reply.who
     tls = f", {reply.tls_version}" if reply.tls_version else ""
     lines = [f"{product} answers on {target.address} (AMQP 0-9-1{tls}, "
              f"{reply.elapsed * 1000:.0f} ms; {reply.platform or 'platform not given'})"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlsplit
 
-from gateway.config import GatewayConfig, TlsMode
+from gateway.config import GatewayConfig, TlsMode, client_host
 from gateway.connection_log import peer_name
 
 __all__ = ["Target", "TargetError", "target_from_url", "target_from_config",
@@ -20,7 +20,8 @@ __all__ = ["Target", "TargetError", "target_from_url", "target_from_config",
 DEFAULT_URL = "amqp://127.0.0.1:5672"
 DEFAULT_METRICS_URL = "http://127.0.0.1:9419/metrics"
 _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
-_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+#: the metrics port a gateway serves unless its config says otherwise
+DEFAULT_METRICS_PORT = 9419
 
 
 class TargetError(ValueError):
@@ -48,11 +49,9 @@ class Target:
             return False
 
 
-def _reachable(host: str) -> str:
-    return _WILDCARDS.get(host, host)
-
-
-def target_from_url(url: str, metrics_url: Optional[str] = DEFAULT_METRICS_URL) -> Target:
+def target_from_url(url: str, metrics_url: Optional[str] = None) -> Target:
+    """The gateway at ``url``; its metrics page ``metrics_url``, else the default port
+    on the same host (a gateway elsewhere is not asked on this machine's loopback)."""
     parts = urlsplit(url if "://" in url else f"amqp://{url}")
     if parts.scheme not in _DEFAULT_PORTS:
         raise TargetError(f"{url!r}: the scheme must be amqp:// or amqps://")
@@ -62,8 +61,10 @@ def target_from_url(url: str, metrics_url: Optional[str] = DEFAULT_METRICS_URL) 
         raise TargetError(f"{url!r}: {exc}") from None
     if not parts.hostname:
         raise TargetError(f"{url!r} names no host")
-    return Target(_reachable(parts.hostname), port or _DEFAULT_PORTS[parts.scheme],
-                  parts.scheme == "amqps", metrics_url)
+    host = client_host(parts.hostname)
+    if metrics_url is None:
+        metrics_url = f"http://{peer_name(host, DEFAULT_METRICS_PORT)}/metrics"
+    return Target(host, port or _DEFAULT_PORTS[parts.scheme], parts.scheme == "amqps", metrics_url)
 
 
 def target_from_config(cfg: GatewayConfig) -> Target:
@@ -80,5 +81,5 @@ def target_from_config(cfg: GatewayConfig) -> Target:
     m = cfg.metrics
     metrics_url = None
     if m.enabled and m.port:
-        metrics_url = f"http://{peer_name(_reachable(m.host), m.port)}{m.path}"
-    return Target(_reachable(listener.host), listener.port, listener.tls is TlsMode.ON, metrics_url)
+        metrics_url = f"http://{peer_name(client_host(m.host), m.port)}{m.path}"
+    return Target(client_host(listener.host), listener.port, listener.tls is TlsMode.ON, metrics_url)

@@ -6,6 +6,8 @@ RabbitMQ's rules, in one place:
   ``administrator`` (each implies ``management``);
 - ``administrator`` and ``monitoring`` see every vhost and every connection; other
   management users see the vhosts they hold permissions in and their own connections;
+- policies need ``policymaker`` (or ``administrator``), and access to their vhost;
+  users, vhosts, permissions, vhost limits and definitions need ``administrator``;
 - changes need the same permission as the protocols (``gateway.auth.permissions``):
   configure to declare or delete, read to purge or take messages, write on the
   destination and read on the source to bind; closing another user's connection needs
@@ -20,7 +22,8 @@ from gateway.auth import Action, PermissionRefused, User, check, may_access_vhos
 from .errors import Forbidden
 
 __all__ = ["MANAGEMENT_TAGS", "Action", "is_administrator", "may_see_all", "may_see_vhost",
-           "require_administrator", "require_management", "require_permission", "require_vhost"]
+           "require_administrator", "require_management", "require_permission", "require_vhost",
+           "require_policymaker"]
 
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
 
@@ -49,6 +52,15 @@ def require_management(user: User) -> None:
 def require_administrator(user: User, what: str) -> None:
     if not is_administrator(user):
         raise Forbidden(f"{what} needs tag 'administrator'; user '{user.name}' lacks it")
+
+
+def require_policymaker(user: User, vhost: str | None = None) -> None:
+    """Raise Forbidden unless ``user`` may read and change policies (of ``vhost``)."""
+    if not {"policymaker", "administrator"} & set(user.tags):
+        raise Forbidden(f"policies need tag 'policymaker' or 'administrator'; user '{user.name}' "
+                        "has neither")
+    if vhost is not None and not is_administrator(user):
+        require_vhost(user, vhost)
 
 
 def require_vhost(user: User, vhost: str) -> None:

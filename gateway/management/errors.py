@@ -7,14 +7,14 @@ mapping). ``EntityNotFound`` is not called ``NotFound``: that name is the broker
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gateway.auth.errors import PermissionRefused
 from gateway.broker.errors import BrokerError, ErrorKind
 from gateway.broker.store_marks import not_saved_text, store_full
 
 __all__ = ["BadRequest", "Conflict", "EntityNotFound", "Forbidden", "InsufficientStorage", "ManagementError",
-           "NotImplementedHere", "NotSaved", "from_broker", "not_saved"]
+           "NotImplementedHere", "NotSaved", "from_broker", "not_saved", "translated"]
 
 
 class ManagementError(Exception):
@@ -97,3 +97,19 @@ def from_broker(exc: BrokerError | PermissionRefused) -> ManagementError:
     if isinstance(exc, PermissionRefused):
         return Forbidden(exc.text)
     return _BY_KIND[exc.kind](exc.text)
+
+
+class _Translated:
+    """A ``with`` block in which broker and auth errors become management errors."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if isinstance(exc, (BrokerError, PermissionRefused)):
+            raise from_broker(exc) from None
+        return False
+
+
+#: ``with translated: vhost.declare_queue(...)`` raises a ``ManagementError``
+translated = _Translated()

@@ -10,7 +10,9 @@ vhost), ``queue.created`` / ``queue.deleted``, ``exchange.created`` /
 ``exchange.deleted``, ``binding.created`` / ``binding.deleted`` (RabbitMQ's headers:
 ``source_name``, ``source_kind``, ``destination_name``, ``destination_kind``,
 ``routing_key``, ``arguments``, ``vhost``), ``alarm.set`` / ``alarm.cleared`` and the
-threshold alerts' ``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones). Nothing is built
+threshold alerts' ``alert.raised`` / ``alert.cleared`` (every vhost for node-wide ones),
+and ``forward.dead_lettered`` (a forwarded message a remote refused: ``remote``, ``node``,
+``reason``, ``error``, ``queue``, in the dead-letter queue's vhost). Nothing is built
 while no one is bound, so an idle event exchange costs a dict lookup per event.
 
 The event is published as the broker's own message (``VirtualHost.publish_own``: to

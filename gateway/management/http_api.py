@@ -26,7 +26,9 @@ same, so ``rabbitmqadmin``, scripts and monitoring written for RabbitMQ work unc
 =================================================  ===========================================
 
 The gateway's own resources have paths of their own: ``/api/gateway/links`` (qdstat's
-links), ``/api/gateway/remotes``, ``/api/gateway/backends`` (edge mode),
+links), ``/api/gateway/remotes`` (and ``POST /api/remotes/NAME/redrive``: its dead
+letters back to its outbox), ``/api/gateway/rates`` (the last ten minutes of message
+rates, ``rate_history``), ``/api/gateway/backends`` (edge mode),
 ``/api/gateway/shovels``, ``/api/gateway/ledger``. Lists take RabbitMQ's ``columns``,
 ``sort``, ``sort_reverse`` and paging parameters (``http_listing``). Errors are
 RabbitMQ's ``{"error", "reason"}`` bodies with its status codes.
@@ -39,282 +41,167 @@ answered once the store committed what it changed (``handle_saved``).
 """
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
-from urllib.parse import quote, unquote
+from typing import Any, Callable, Optional
+from urllib.parse import quote
 
-from gateway.auth import User
 from gateway.broker.store_marks import StoreMark
 from gateway.management.access import is_administrator
 from gateway.management.errors import ManagementError, not_saved
+from gateway.management.http_admin import ADMIN_ROUTES, delete_vhost, put_vhost, with_vhost_metadata
+from gateway.management.http_definitions import DEFINITION_ROUTES
+from gateway.management.http_health import HEALTH_ROUTES
+from gateway.management.http_messages import MESSAGE_ROUTES
 from gateway.management.http_errors import HttpError
-from gateway.management.http_listing import shape_list
-from gateway.management.model import ManagementModel
+from gateway.management.http_requests import (ApiRequest, ApiResponse, Handler, HttpApi, acting_user, arguments,
+                                              flag, json_body, listing, query_flag, split_path,
+                                              visible_vhost)
 from gateway.management.node_view import alarms, node_dict
+from gateway.management.redrive import redrive
 
 __all__ = ["ApiRequest", "ApiResponse", "HttpApi", "handle", "handle_saved", "split_path"]
-
-
-@dataclass(frozen=True)
-class ApiRequest:
-    method: str
-    #: the path's segments, percent-decoded (``/api/queues/%2F/q`` -> api, queues, /, q)
-    segments: tuple[str, ...]
-    query: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    body: bytes = b""
-    user: Optional[User] = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ApiResponse:
-    status: int
-    body: Any = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class HttpApi:
-    """What the handlers work on: the model, and the gateway's own status readers."""
-
-    model: ManagementModel
-    #: the ledger's state for ``/api/gateway/ledger`` (directory, enabled, ...)
-    ledger_status: Callable[[], Mapping[str, Any]] = dict
-    #: when the gateway started (the model's clock), for ``uptime``
-    started_at: float = 0.0
-
-    def uptime_ms(self) -> int:
-        return int((self.model.clock() - self.started_at) * 1000)
-
-
-def split_path(raw_path: bytes | str) -> tuple[str, ...]:
-    """``/api/queues/%2F/a%2Fb`` -> ``('api', 'queues', '/', 'a/b')``: split first, decode
-    each segment after, so an encoded ``/`` stays inside its name. Raises ``HttpError``
-    400 for a segment that is not UTF-8."""
-    text = raw_path.decode("latin-1") if isinstance(raw_path, bytes) else raw_path
-    text = text.split("?", 1)[0]
-    try:
-        return tuple(unquote(part, errors="strict") for part in text.strip("/").split("/") if part)
-    except UnicodeDecodeError:
-        raise HttpError(400, None, "the path is not UTF-8 after percent-decoding") from None
-
-
-# -- request helpers -----------------------------------------------------------------------
-
-#: how deep a request body may nest (a queue's arguments are two or three levels)
-MAX_JSON_DEPTH = 32
-
-
-def _json_body(request: ApiRequest) -> dict[str, Any]:
-    if not request.body.strip():
-        return {}
-    try:
-        body = json.loads(request.body)
-    except RecursionError:
-        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HttpError(400, None, f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, None, "the body must be a JSON object")
-    if _depth_over(body, MAX_JSON_DEPTH):
-        raise HttpError(400, None, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
-    return body
-
-
-def _depth_over(value: Any, limit: int) -> bool:
-    """True when ``value`` nests lists and objects deeper than ``limit`` (without
-    recursion: what is refused is exactly what would exhaust Python's stack later)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if depth + 1 > limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
-def _flag(body: Mapping[str, Any], key: str, default: bool) -> bool:
-    """A boolean field; ``rabbitmqadmin`` sends ``"true"``/``"false"`` strings."""
-    value = body.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise HttpError(400, None, f"{key} must be true or false, not {value!r}")
-
-
-def _arguments(body: Mapping[str, Any]) -> dict[str, Any]:
-    value = body.get("arguments") or {}
-    if not isinstance(value, dict):
-        raise HttpError(400, None, "arguments must be a JSON object")
-    return value
-
-
-def _query_flag(request: ApiRequest, key: str) -> bool:
-    values = request.query.get(key)
-    return bool(values) and values[-1].lower() == "true"
-
-
-def _user(request: ApiRequest) -> User:
-    assert request.user is not None, "the edge authenticates before it dispatches"
-    return request.user
-
-
-def _listing(request: ApiRequest, items: list[dict[str, Any]]) -> ApiResponse:
-    return ApiResponse(200, shape_list(items, request.query))
-
-
-def _vhost_name(api: HttpApi, request: ApiRequest, vhost: str) -> str:
-    """``vhost`` if the caller sees it; else 404, as for one that does not exist."""
-    if vhost not in {v["name"] for v in api.model.vhosts(user=_user(request))}:
-        raise HttpError(404, None, f"vhost '{vhost}' not found")
-    return vhost
 
 
 # -- handlers ----------------------------------------------------------------------------
 
 def _overview(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    overview = api.model.overview(user=_user(request))
-    overview.update(uptime=api.uptime_ms(), alarms=alarms(api.model.broker))
+    overview = api.model.overview(user=acting_user(request))
+    overview.update(uptime=api.uptime_ms(), alarms=alarms(api.model.broker),
+                    rabbitmq_version=api.rabbitmq_version, memory_used=api.process_memory())
     return ApiResponse(200, overview)
 
 
 def _nodes(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, [node_dict(api.model.broker, api.model.node, api.uptime_ms())])
+    return listing(request, [node_dict(api.model.broker, api.model.node, api.uptime_ms())])
 
 
 def _whoami(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return ApiResponse(200, api.model.whoami(_user(request)))
+    return ApiResponse(200, api.model.whoami(acting_user(request)))
 
 
 def _vhosts(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.vhosts(user=_user(request)))
+    return listing(request, with_vhost_metadata(api, api.model.vhosts(user=acting_user(request))))
 
 
 def _vhost(api: HttpApi, request: ApiRequest, vhost: str) -> ApiResponse:
-    _vhost_name(api, request, vhost)
-    return ApiResponse(200, next(v for v in api.model.vhosts(user=_user(request))
-                                 if v["name"] == vhost))
+    visible_vhost(api, request, vhost)
+    return ApiResponse(200, with_vhost_metadata(api, [
+        v for v in api.model.vhosts(user=acting_user(request)) if v["name"] == vhost])[0])
 
 
 def _connections(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.connections(user=_user(request)))
+    return listing(request, api.model.connections(user=acting_user(request)))
 
 
 def _connection(api: HttpApi, request: ApiRequest, name: str) -> ApiResponse:
-    return ApiResponse(200, api.model.connection(name, user=_user(request)))
+    return ApiResponse(200, api.model.connection(name, user=acting_user(request)))
 
 
 def _close_connection(api: HttpApi, request: ApiRequest, name: str) -> ApiResponse:
-    api.model.connection(name, user=_user(request))  # 404 for one the caller cannot see
+    api.model.connection(name, user=acting_user(request))  # 404 for one the caller cannot see
     reason = request.headers.get("x-reason") or ""
-    api.model.close_connection(_user(request), name, reason)
+    api.model.close_connection(acting_user(request), name, reason)
     return ApiResponse(204)
 
 
 def _channels(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.channels(user=_user(request)))
+    return listing(request, api.model.channels(user=acting_user(request)))
 
 
 def _links(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.links(user=_user(request)))
+    return listing(request, api.model.links(user=acting_user(request)))
 
 
 def _consumers(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
-    items = api.model.consumers(user=_user(request))
+    items = api.model.consumers(user=acting_user(request))
     if vhost is not None:
-        _vhost_name(api, request, vhost)
+        visible_vhost(api, request, vhost)
         items = [c for c in items if c["queue"]["vhost"] == vhost]
-    return _listing(request, items)
+    return listing(request, items)
 
 
 def _subscriptions(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
     if vhost is not None:
-        _vhost_name(api, request, vhost)
-    return _listing(request, api.model.subscriptions(vhost, user=_user(request)))
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.subscriptions(vhost, user=acting_user(request)))
 
 
 def _users(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    if not is_administrator(_user(request)):
+    if not is_administrator(acting_user(request)):
         raise HttpError(401, "not_authorised", "Not administrator user")
-    return _listing(request, api.model.users(user=_user(request)))
+    return listing(request, api.model.users(user=acting_user(request)))
 
 
 def _queues(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
     if vhost is not None:
-        _vhost_name(api, request, vhost)
-    return _listing(request, api.model.queues(vhost, user=_user(request)))
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.queues(vhost, user=acting_user(request)))
 
 
 def _queue(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    _vhost_name(api, request, vhost)
-    return ApiResponse(200, api.model.queue(vhost, name, user=_user(request)))
+    visible_vhost(api, request, vhost)
+    return ApiResponse(200, api.model.queue(vhost, name, user=acting_user(request)))
 
 
 def _declare_queue(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    body = _json_body(request)
+    body = json_body(request)
     _, created = api.model.declare_queue(
-        _user(request), vhost, name, durable=_flag(body, "durable", True),
-        auto_delete=_flag(body, "auto_delete", False), arguments=_arguments(body))
+        acting_user(request), vhost, name, durable=flag(body, "durable", True),
+        auto_delete=flag(body, "auto_delete", False), arguments=arguments(body))
     return ApiResponse(201 if created else 204)
 
 
 def _delete_queue(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    api.model.delete_queue(_user(request), vhost, name, if_unused=_query_flag(request, "if-unused"),
-                           if_empty=_query_flag(request, "if-empty"))
+    api.model.delete_queue(acting_user(request), vhost, name, if_unused=query_flag(request, "if-unused"),
+                           if_empty=query_flag(request, "if-empty"))
     return ApiResponse(204)
 
 
 def _purge_queue(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    api.model.purge_queue(_user(request), vhost, name)
+    api.model.purge_queue(acting_user(request), vhost, name)
     return ApiResponse(204)
 
 
 def _exchanges(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
     if vhost is not None:
-        _vhost_name(api, request, vhost)
-    return _listing(request, api.model.exchanges(vhost, user=_user(request)))
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.exchanges(vhost, user=acting_user(request)))
 
 
 def _exchange(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    _vhost_name(api, request, vhost)
-    return ApiResponse(200, api.model.exchange(vhost, name, user=_user(request)))
+    visible_vhost(api, request, vhost)
+    return ApiResponse(200, api.model.exchange(vhost, name, user=acting_user(request)))
 
 
 def _declare_exchange(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    body = _json_body(request)
+    body = json_body(request)
     kind = body.get("type")
     if not isinstance(kind, str) or not kind:
         raise HttpError(400, None, "the exchange's type is missing (direct, fanout, topic or "
                                    "headers)")
     _, created = api.model.declare_exchange(
-        _user(request), vhost, name, kind, durable=_flag(body, "durable", True),
-        auto_delete=_flag(body, "auto_delete", False), internal=_flag(body, "internal", False),
-        arguments=_arguments(body))
+        acting_user(request), vhost, name, kind, durable=flag(body, "durable", True),
+        auto_delete=flag(body, "auto_delete", False), internal=flag(body, "internal", False),
+        arguments=arguments(body))
     return ApiResponse(201 if created else 204)
 
 
 def _delete_exchange(api: HttpApi, request: ApiRequest, vhost: str, name: str) -> ApiResponse:
-    api.model.delete_exchange(_user(request), vhost, name,
-                              if_unused=_query_flag(request, "if-unused"))
+    api.model.delete_exchange(acting_user(request), vhost, name,
+                              if_unused=query_flag(request, "if-unused"))
     return ApiResponse(204)
 
 
 def _bindings(api: HttpApi, request: ApiRequest, vhost: str | None = None) -> ApiResponse:
     if vhost is not None:
-        _vhost_name(api, request, vhost)
-    return _listing(request, api.model.bindings(vhost, user=_user(request)))
+        visible_vhost(api, request, vhost)
+    return listing(request, api.model.bindings(vhost, user=acting_user(request)))
 
 
 def _bindings_where(api: HttpApi, request: ApiRequest, vhost: str, **match: str
                     ) -> list[dict[str, Any]]:
-    _vhost_name(api, request, vhost)
-    return [b for b in api.model.bindings(vhost, user=_user(request))
+    visible_vhost(api, request, vhost)
+    return [b for b in api.model.bindings(vhost, user=acting_user(request))
             if all(b[k] == v for k, v in match.items())]
 
 
@@ -353,12 +240,12 @@ def _between(api: HttpApi, request: ApiRequest, vhost: str, source: str, kind: s
 
 def _bind(api: HttpApi, request: ApiRequest, vhost: str, source: str, kind: str,
           destination: str) -> ApiResponse:
-    body = _json_body(request)
+    body = json_body(request)
     routing_key = body.get("routing_key", "")
     if not isinstance(routing_key, str):
         raise HttpError(400, None, "routing_key must be a string")
-    binding = api.model.bind(_user(request), vhost, source, destination, _destination_type(kind),
-                             routing_key, _arguments(body))
+    binding = api.model.bind(acting_user(request), vhost, source, destination, _destination_type(kind),
+                             routing_key, arguments(body))
     location = "/".join(quote(part, safe="") for part in (
         "", "api", "bindings", vhost, "e", source, kind, destination, binding["properties_key"]))
     return ApiResponse(201, headers={"Location": location})
@@ -381,21 +268,31 @@ def _get_binding(api: HttpApi, request: ApiRequest, **params: str) -> ApiRespons
 
 def _unbind(api: HttpApi, request: ApiRequest, **params: str) -> ApiResponse:
     b = _binding(api, request, **params)
-    api.model.unbind(_user(request), b["vhost"], b["source"], b["destination"],
+    api.model.unbind(acting_user(request), b["vhost"], b["source"], b["destination"],
                      b["destination_type"], b["routing_key"], b["arguments"])
     return ApiResponse(204)
 
 
 def _remotes(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.remotes())
+    return listing(request, api.model.remotes())
+
+
+def _redrive(api: HttpApi, request: ApiRequest, name: str) -> ApiResponse:
+    return ApiResponse(200, redrive(api.model, acting_user(request), name))
+
+
+def _rates(api: HttpApi, request: ApiRequest) -> ApiResponse:
+    if api.rates is None:
+        raise HttpError(404, None, "this gateway samples no rate history")
+    return ApiResponse(200, api.rates.as_dict(api.model.clock()))
 
 
 def _backends(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.backends())
+    return listing(request, api.model.backends())
 
 
 def _shovels(api: HttpApi, request: ApiRequest) -> ApiResponse:
-    return _listing(request, api.model.shovels())
+    return listing(request, api.model.shovels())
 
 
 def _ledger(api: HttpApi, request: ApiRequest) -> ApiResponse:
@@ -404,14 +301,13 @@ def _ledger(api: HttpApi, request: ApiRequest) -> ApiResponse:
 
 # -- routing -------------------------------------------------------------------------------
 
-Handler = Callable[..., ApiResponse]
 #: (path pattern, {method: handler}); ``{x}`` segments become the handler's arguments
 _ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("api/overview", {"GET": _overview}),
     ("api/whoami", {"GET": _whoami}),
     ("api/nodes", {"GET": _nodes}),
     ("api/vhosts", {"GET": _vhosts}),
-    ("api/vhosts/{vhost}", {"GET": _vhost}),
+    ("api/vhosts/{vhost}", {"GET": _vhost, "PUT": put_vhost, "DELETE": delete_vhost}),
     ("api/connections", {"GET": _connections}),
     ("api/connections/{name}", {"GET": _connection, "DELETE": _close_connection}),
     ("api/channels", {"GET": _channels}),
@@ -438,11 +334,14 @@ _ROUTES: list[tuple[str, dict[str, Handler]]] = [
      {"GET": _get_binding, "DELETE": _unbind}),
     ("api/gateway/links", {"GET": _links}),
     ("api/gateway/remotes", {"GET": _remotes}),
+    ("api/remotes/{name}/redrive", {"POST": _redrive}),
+    ("api/gateway/rates", {"GET": _rates}),
     ("api/gateway/backends", {"GET": _backends}),
     ("api/gateway/shovels", {"GET": _shovels}),
     ("api/gateway/ledger", {"GET": _ledger}),
 ]
-_COMPILED = [(tuple(p.split("/")), methods) for p, methods in _ROUTES]
+_COMPILED = [(tuple(p.split("/")), methods) for p, methods in
+             _ROUTES + ADMIN_ROUTES + MESSAGE_ROUTES + DEFINITION_ROUTES + HEALTH_ROUTES]
 _PARAM = re.compile(r"\{(\w+)\}")
 
 

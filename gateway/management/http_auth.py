@@ -36,7 +36,7 @@ from gateway.auth import (AuthenticationFailed, Authenticator, LoginThrottle, Lo
 from gateway.management.access import MANAGEMENT_TAGS
 from gateway.management.http_errors import HttpError
 
-__all__ = ["BasicAuthenticator", "REALM", "may_use_api"]
+__all__ = ["BasicAuthenticator", "REALM", "may_use_api", "unauthorised"]
 
 REALM = "amqp-gateway management"
 #: remembered verified headers (most recently used kept)
@@ -78,37 +78,58 @@ class BasicAuthenticator:
         if scheme.lower() != b"basic":
             raise unauthorised("Login failed: only the Basic authentication scheme is supported")
         key = hashlib.sha256(encoded.strip()).digest()
-        throttle = self._throttle
-        now = self._clock()
         user = self._cache.get(key)
         if user is not None and self._auth.users.get(user.name) is user:
             self._cache.move_to_end(key)
         else:
             self._cache.pop(key, None)
             name, password = _credentials(encoded.strip())
-            try:
-                if throttle is not None:
-                    throttle.check_attempt(peer_host, name, peer_host, now)
-                user = self._auth.check_password(name, password)
-            except LoginThrottled as exc:
-                raise too_many(exc.reason, now, exc.retry_at) from None
-            except AuthenticationFailed as exc:
-                answer_at = refuse_login(throttle, exc, address=peer_host, peer=peer_host, user=name,
-                                         protocol="HTTP", mechanism="basic", now=now, answer_by=None)
-                if answer_at > now:
-                    raise too_many("too many failed logins from this address or for this user",
-                                   now, answer_at) from None
-                raise unauthorised("Login failed") from None
-            if throttle is not None:
-                throttle.succeeded(peer_host, name, now)
+            user = self._checked(name, password, peer_host, "basic")
             self._cache[key] = user
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+        return self.admitted(user, peer_host)
+
+    def sign_in(self, name: str, password: str, peer_host: str) -> User:
+        """The sign-in page's check: the same password check, throttle and refusals as
+        a basic header's (``HttpError`` 401 or 429)."""
+        return self.admitted(self._checked(name, password, peer_host, "sign-in"), peer_host)
+
+    def user_named(self, name: str, peer_host: str) -> User:
+        """The configured user ``name`` for a signed-in session (401 once it is gone or
+        has lost its management tag: a session never outlives what the user may do)."""
+        user = self._auth.users.get(name)
+        if user is None:
+            raise unauthorised(f"Login failed: user '{name}' no longer exists")
+        return self.admitted(user, peer_host)
+
+    def admitted(self, user: User, peer_host: str) -> User:
+        """``user`` if it may use the API from ``peer_host``, else 401 naming why."""
         if user.loopback_only and not is_loopback(peer_host):
             raise unauthorised(f"User '{user.name}' can only log in via localhost")
         if not may_use_api(user):
             raise unauthorised(f"Not management user: '{user.name}' has none of the tags "
                                f"{', '.join(sorted(MANAGEMENT_TAGS))}")
+        return user
+
+    def _checked(self, name: str, password: str, peer_host: str, mechanism: str) -> User:
+        throttle = self._throttle
+        now = self._clock()
+        try:
+            if throttle is not None:
+                throttle.check_attempt(peer_host, name, peer_host, now)
+            user = self._auth.check_password(name, password)
+        except LoginThrottled as exc:
+            raise too_many(exc.reason, now, exc.retry_at) from None
+        except AuthenticationFailed as exc:
+            answer_at = refuse_login(throttle, exc, address=peer_host, peer=peer_host, user=name,
+                                     protocol="HTTP", mechanism=mechanism, now=now, answer_by=None)
+            if answer_at > now:
+                raise too_many("too many failed logins from this address or for this user",
+                               now, answer_at) from None
+            raise unauthorised("Login failed") from None
+        if throttle is not None:
+            throttle.succeeded(peer_host, name, now)
         return user
 
 

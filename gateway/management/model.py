@@ -17,8 +17,7 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from gateway.auth import User
-from gateway.auth.errors import PermissionRefused
-from gateway.broker import (Binding, Broker, BrokerError, DeathReason, DestinationKind, MessageContainer, Queue,
+from gateway.broker import (Binding, Broker, DeathReason, DestinationKind, MessageContainer, Queue,
                             VirtualHost)
 from gateway.broker.connection_views import ConnectionView
 from gateway.broker.subscriptions import list_subscriptions
@@ -26,7 +25,8 @@ from gateway.product import PRODUCT, __version__
 
 from .access import (Action, may_see_all, may_see_vhost, require_administrator, require_management,
                      require_permission, require_vhost)
-from .errors import BadRequest, Conflict, EntityNotFound, from_broker
+from .errors import BadRequest, Conflict, EntityNotFound
+from .errors import translated as _translated
 from .views import (binding_dict, channel_dict, connection_dict, consumer_dict, default_binding_dict,
                     exchange_dict, link_dict, queue_dict, user_dict, vhost_dict)
 
@@ -38,19 +38,6 @@ log = logging.getLogger(__name__)
 DESTINATION_TYPES = {kind.value: kind for kind in DestinationKind}
 
 
-class _Translated:
-    """Turns broker and auth errors raised inside the block into management errors."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        if isinstance(exc, (BrokerError, PermissionRefused)):
-            raise from_broker(exc) from None
-        return False
-
-
-_translated = _Translated()
 
 
 class ManagementModel:
@@ -130,14 +117,20 @@ class ManagementModel:
                 "queues": len(queues),
                 "consumers": sum(q.consumer_count for q in queues),
             },
-            "message_stats": {
-                "publish": sum(x.published_in for v in vhosts for x in v.exchanges.values()),
-                "deliver_get": sum(q.entries.delivered for q in queues),
-                "ack": sum(q.entries.acked for q in queues),
-            },
-            "memory_used": self.broker.memory_used,
+            "message_stats": _message_stats(vhosts),
+            # what the memory high watermark counts; the HTTP API adds the process's RSS
+            # as ``memory_used``
+            "queued_bytes": self.broker.memory_used,
             "memory_alarm": self.broker.blocked,
         }
+
+    def message_totals(self) -> dict[str, int]:
+        """The node's message counters (every vhost), for the dashboard's rate history:
+        ``published``, ``delivered``, ``acked`` and ``forwarded`` (sent to remotes). Read
+        on a timer, never per message."""
+        stats = _message_stats(self._vhosts(None, None))
+        return {"published": stats["publish"], "delivered": stats["deliver_get"], "acked": stats["ack"],
+                "forwarded": sum(int(r.get("forwarded") or 0) for r in self.remotes())}
 
     def vhosts(self, user: Optional[User] = None) -> list[dict[str, Any]]:
         return [vhost_dict(v, self.node) for v in self._vhosts(None, user)]
@@ -357,10 +350,22 @@ class ManagementModel:
                 require_administrator(user, "closing another user's connection")
             text = reason or f"closed by operator '{user.name}' through management"
             log.info("management: user '%s' closes connection %s: %s", user.name, name, text)
-            conn.shutdown(text)
-            conn.output_ready()
+            _close(conn, text)
             return
         raise EntityNotFound(f"no connection '{name}'")
+
+    def close_connections_of(self, *, user: Optional[str] = None, vhost: Optional[str] = None,
+                             reason: str) -> int:
+        """Close every connection of ``user`` (or to ``vhost``), as RabbitMQ does when
+        either is deleted; returns how many."""
+        closed = 0
+        for conn in self.connection_registry.connections():
+            view = conn.view()
+            if (user is not None and view.user == user) or (vhost is not None and view.vhost == vhost):
+                log.info("management: closing connection %s: %s", view.name, reason)
+                _close(conn, reason)
+                closed += 1
+        return closed
 
     def move_messages(self, user: User, vhost: str, queue: str, to_queue: str,
                       count: Optional[int] = None) -> int:
@@ -403,6 +408,11 @@ class ManagementModel:
         return done
 
 
+def _close(conn: Any, reason: str) -> None:
+    conn.shutdown(reason)
+    conn.output_ready()
+
+
 def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
     """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
     gone from it (and from the store) before the caller places it elsewhere."""
@@ -415,3 +425,11 @@ def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[Mess
             return
         taken += 1
         yield entry.message
+
+
+def _message_stats(vhosts: list) -> dict[str, int]:
+    """RabbitMQ's ``message_stats`` counters over ``vhosts`` (lifetime counts)."""
+    queues = [q for v in vhosts for q in v.queues.values()]
+    return {"publish": sum(x.published_in for v in vhosts for x in v.exchanges.values()),
+            "deliver_get": sum(q.entries.delivered for q in queues),
+            "ack": sum(q.entries.acked for q in queues)}

@@ -41,6 +41,9 @@ def queue_dict(queue: Queue, node: str, now: Optional[float] = None) -> dict[str
         "message_bytes_ready": queue.available_bytes,
         "consumers": queue.consumer_count,
         "message_stats": queue_message_stats(queue),
+        # the vhost's policy in effect (RabbitMQ's fields; its definition as set)
+        "policy": queue.policy.name if queue.policy is not None else None,
+        "effective_policy_definition": dict(queue.policy.definition) if queue.policy is not None else {},
     }
     created = queue.ready.oldest_created_at()
     if created is not None:
@@ -67,6 +70,7 @@ def exchange_dict(exchange: Exchange, vhost: str) -> dict[str, Any]:
         "internal": exchange.internal,
         "arguments": plain(exchange.arguments),
         "message_stats": {"publish_in": exchange.published_in},
+        "policy": exchange.policy.name if exchange.policy is not None else None,
     }
 
 
@@ -137,6 +141,8 @@ def connection_dict(view: ConnectionView, node: str) -> dict[str, Any]:
         "connected_at": _ms(view.connected_at),
         "ssl": view.ssl,
         "client_properties": view.client_properties,
+        # the name the client gave itself: 0-9-1's client property, 1.0's open property
+        "user_provided_name": view.client_properties.get("connection_name"),
         "backend": view.backend,
     }
 

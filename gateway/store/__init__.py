@@ -2,6 +2,7 @@
 from .errors import StoreError, StoreNoSpace, StoreUnusable, StoreWriteFailed
 from .interface import (
     BindingRecord,
+    DefinitionRecord,
     ExchangeRecord,
     MessageRow,
     NullStore,
@@ -15,6 +16,7 @@ from .interface import (
 
 __all__ = [
     "BindingRecord",
+    "DefinitionRecord",
     "ExchangeRecord",
     "MessageRow",
     "NullStore",

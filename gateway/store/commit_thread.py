@@ -18,8 +18,8 @@ Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction on
 final state matters, so message operations between two entity operations are grouped by
 kind in a safe order: message rows, queue entries, entry updates, entry deletions,
 message deletions, then the forwarding rows (outbox inserts, updates, deletions, and
-forwarded ids); entity operations (exchanges, queues, bindings, the forgetting of old
-forwarded ids) run in their own order between them. A cancelled operation has kind ``None``. Inserts and deletions go
+forwarded ids); entity operations (exchanges, queues, bindings, definitions, the
+forgetting of old forwarded ids) run in their own order between them. A cancelled operation has kind ``None``. Inserts and deletions go
 as multi-row statements (``MULTI_ROW`` rows at most, then halves, so few statement texts
 are prepared): each statement step releases and retakes the GIL, and on a busy event
 loop every retake waits for it (measured: 400 single-row inserts 7.4 ms with the main
@@ -98,6 +98,8 @@ class Op(enum.IntEnum):
     UPDATE_OUTBOX = 13   # id, attempts
     INSERT_SEEN = 14     # origin, gateway_id, seen_at
     DELETE_SEEN = 15     # before (seen_at older than this)
+    SAVE_DEFINITION = 16    # kind, key, value (JSON text or None)
+    DELETE_DEFINITION = 17  # kind, key
 
 
 #: the kinds that are grouped, in the order their groups run; the others run in order.
@@ -470,6 +472,10 @@ class CommitThread:
                        (*op[1:6], self._encoded(self._encode_table, op[6]) or b""))
         elif kind == Op.DELETE_SEEN:
             db.execute("DELETE FROM forwarded_ids WHERE seen_at < ?", (op[1],))
+        elif kind == Op.SAVE_DEFINITION:
+            db.execute("INSERT OR REPLACE INTO definitions VALUES (?,?,?)", tuple(op[1:4]))
+        elif kind == Op.DELETE_DEFINITION:
+            db.execute("DELETE FROM definitions WHERE kind=? AND key=?", tuple(op[1:3]))
         else:  # pragma: no cover - every kind is listed above
             raise ValueError(f"unknown store operation {kind!r}")
 

@@ -25,12 +25,16 @@ Contract for implementations (every method runs on the event loop's thread):
   answered "ok" for an entity that is not saved);
 - :meth:`Store.load` returns everything durable, for the broker to rebuild at start-up,
   and :meth:`Store.read_messages` reads bodies back on demand;
+- definitions changed at run time (users, vhosts, permissions, policies, limits) are
+  saved and loaded as :class:`DefinitionRecord` (``NullStore`` keeps them nowhere: they
+  then last until the process ends);
 - a store keeps no reference to the broker's live objects: records are plain data.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, ContextManager, NamedTuple, Optional, Protocol
 
 __all__ = [
     "ExchangeRecord",
@@ -43,6 +47,7 @@ __all__ = [
     "StoreCodecs",
     "OutboxRow",
     "ForwardedId",
+    "DefinitionRecord",
     "Store",
     "NullStore",
 ]
@@ -156,6 +161,17 @@ class ForwardedId(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class DefinitionRecord:
+    """A definition changed at run time through management (a user, a vhost, a
+    permission, a policy, a vhost's limits): ``kind`` and ``key`` name it, ``value`` is
+    its JSON-shaped content, ``None`` the removal of one the config file defines."""
+
+    kind: str
+    key: str
+    value: Optional[dict] = None
+
+
+@dataclass(frozen=True, slots=True)
 class StoreSnapshot:
     """Everything durable. ``entries`` maps ``(vhost, queue)`` to entries in queue order."""
 
@@ -223,6 +239,10 @@ class Store(Protocol):
 
     def after_commit(self, callback: Callback) -> None: ...
 
+    def one_commit(self) -> ContextManager[None]:
+        """Within it, every write goes to the same commit (a transaction's commit: its
+        writes are on disk all together or not at all, however many)."""
+
     # forwarding: the outbox per remote and the ids of forwarded messages received
     def add_outbox(self, row: OutboxRow) -> None: ...
 
@@ -242,6 +262,15 @@ class Store(Protocol):
         """Drop the ids that arrived before ``before``."""
 
     def load_forwarded(self) -> list[ForwardedId]: ...
+
+    # definitions changed at run time (management)
+    def save_definition(self, record: DefinitionRecord) -> None:
+        """Write ``record`` in place of the one of the same kind and key."""
+
+    def delete_definition(self, kind: str, key: str) -> None: ...
+
+    def load_definitions(self) -> list[DefinitionRecord]:
+        """Every definition record, committed."""
 
     def load(self) -> StoreSnapshot: ...
 
@@ -297,6 +326,9 @@ class NullStore:
     def after_commit(self, callback: Callback) -> None:
         callback(None)
 
+    def one_commit(self) -> ContextManager[None]:
+        return nullcontext()
+
     def add_outbox(self, row: OutboxRow) -> None:
         pass
 
@@ -319,6 +351,15 @@ class NullStore:
         pass
 
     def load_forwarded(self) -> list[ForwardedId]:
+        return []
+
+    def save_definition(self, record: DefinitionRecord) -> None:
+        pass
+
+    def delete_definition(self, kind: str, key: str) -> None:
+        pass
+
+    def load_definitions(self) -> list[DefinitionRecord]:
         return []
 
     def load(self) -> StoreSnapshot:

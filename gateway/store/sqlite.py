@@ -40,12 +40,14 @@ import logging
 import os
 import sqlite3
 from collections import deque
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
-from .interface import (BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs,
-                        StoredEntry, StoredMessage, StoreSnapshot)
+from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
+                        StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
+from .sqlite_definitions import DefinitionRows
 from .sqlite_entities import EntityWrites, binding_key
 from .sqlite_forwarding import ForwardingTables
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
@@ -134,6 +136,8 @@ class SqliteStore:
         self.write_count = 0
         self._gen = 1
         self._ops: list[list] = []
+        #: depth of ``one_commit`` blocks (no batch_max hand-over inside them)
+        self._one_commit = 0
         self._done_gen = 0
         self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
@@ -159,6 +163,7 @@ class SqliteStore:
         self.remember_forwarded = forwarding.remember_forwarded
         self.forget_forwarded = forwarding.forget_forwarded
         self.load_forwarded = forwarding.load_forwarded
+        self._definitions = DefinitionRows(self._append, self._reader, path)
         self._closed = False
         if short or (reserve_bytes and not self.reserve.make()):
             self.write_error = StoreWriteFailed(
@@ -202,8 +207,20 @@ class SqliteStore:
         if len(ops) == 1:
             if self.on_pending is not None:
                 self.on_pending()
-        elif len(ops) >= self._batch_max:
+        elif len(ops) >= self._batch_max and not self._one_commit:
             self.flush()
+
+    @contextmanager
+    def one_commit(self) -> Iterator[None]:
+        """Writes made within it are not split by ``batch_max`` (see ``Store.one_commit``):
+        the generation is handed over at its end if it grew past the limit."""
+        self._one_commit += 1
+        try:
+            yield
+        finally:
+            self._one_commit -= 1
+            if not self._one_commit and len(self._ops) >= self._batch_max:
+                self.flush()
 
     def flush(self, now: float = 0.0) -> None:
         """Hand the open generation to the commit thread (nothing to do when empty)."""
@@ -379,6 +396,16 @@ class SqliteStore:
 
     def delete_binding(self, record: BindingRecord) -> None:
         self._entities.delete_binding(record)
+
+    # ------------------------------------------------------------------ definitions
+    def save_definition(self, record: DefinitionRecord) -> None:
+        self._definitions.save(record)
+
+    def delete_definition(self, kind: str, key: str) -> None:
+        self._definitions.delete(kind, key)
+
+    def load_definitions(self) -> list[DefinitionRecord]:
+        return self._definitions.load()
 
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:

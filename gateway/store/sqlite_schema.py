@@ -1,7 +1,8 @@
 """The SQLite file: schema, version, opening and the checks made before anything is read.
 
-Layout (schema version 2, kept in ``PRAGMA user_version``; a version 1 file gets the two
-forwarding tables when opened)::
+Layout (schema version 3, kept in ``PRAGMA user_version``; an older file gets the tables
+it lacks when opened: version 1 the forwarding tables and ``definitions``, version 2
+``definitions``)::
 
     exchanges(vhost, name, type, auto_delete, internal, arguments)   durable exchanges
     queues(id, vhost, name, arguments)                               durable queues
@@ -16,6 +17,10 @@ forwarding tables when opened)::
                                                                      waiting to be forwarded
     forwarded_ids(origin, gateway_id, seen_at)                       forwarded messages
                                                                      received (dedupe window)
+    definitions(kind, key, value)                                    users, vhosts, permissions,
+                                                                     policies and limits changed
+                                                                     at run time (JSON; NULL: a
+                                                                     removal of the config's)
 
 A ``messages`` row with id -1 is the commit thread's recovery probe (written and deleted
 again while writes fail; one left by a crash is removed at open with the other orphans).
@@ -60,7 +65,7 @@ from .errors import StoreNoSpace, StoreUnusable
 
 __all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: ``store.sync`` -> PRAGMA synchronous (in WAL mode FULL syncs the log at every commit)
 SYNC_MODES = {"full": "FULL", "normal": "NORMAL"}
@@ -97,13 +102,21 @@ CREATE TABLE outbox(
 CREATE TABLE forwarded_ids(
     origin TEXT NOT NULL, gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL,
     PRIMARY KEY (origin, gateway_id)) WITHOUT ROWID;
+""" + """
+CREATE TABLE definitions(
+    kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT,
+    PRIMARY KEY (kind, key)) WITHOUT ROWID;
 """
 
 #: the tables a store of this version has (a file with other tables is not ours)
 _TABLES = {"exchanges", "queues", "bindings", "messages", "queue_messages", "outbox",
-           "forwarded_ids"}
-#: what version 1 lacks (added, in one transaction, when a version 1 file is opened)
-_VERSION_1_TABLES = _TABLES - {"outbox", "forwarded_ids"}
+           "forwarded_ids", "definitions"}
+#: older version -> (the tables it has, the statements that bring it to this version),
+#: applied in one transaction when such a file is opened
+_MIGRATIONS = {
+    1: (_TABLES - {"outbox", "forwarded_ids", "definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE outbox"):]),
+    2: (_TABLES - {"definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE definitions"):]),
+}
 
 #: SQLite's errors for a disk without room (the shared-memory file cannot grow either)
 _NO_SPACE = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
@@ -156,10 +169,9 @@ def open_store(path: str, *, sync: str = "full", check: str = "quick") -> sqlite
         elif version == 0:
             raise StoreUnusable(path, f"it is an SQLite database but not a gateway store "
                                       f"(tables: {', '.join(sorted(tables))})")
-        elif version == 1 and _VERSION_1_TABLES <= tables:
-            forwarding = _SCHEMA[_SCHEMA.index("CREATE TABLE outbox"):]
-            db.executescript(f"BEGIN IMMEDIATE;{forwarding}PRAGMA user_version={SCHEMA_VERSION};"
-                             "COMMIT;")
+        elif version in _MIGRATIONS and _MIGRATIONS[version][0] <= tables:
+            added = _MIGRATIONS[version][1]
+            db.executescript(f"BEGIN IMMEDIATE;{added}PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
             tables |= _TABLES
         elif version != SCHEMA_VERSION:
             raise StoreUnusable(path, f"its schema version is {version}; this gateway reads "

@@ -76,6 +76,26 @@ def test_check_config_warns_of_a_deprecated_key_and_passes(tmp_path):
     assert r.stdout.startswith(f"{cfg}: ok")
 
 
+def test_check_config_suggests_the_address_template_of_the_declared_broker(tmp_path):
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(f"state_dir: {tmp_path}/state\n"
+                   "forwarding:\n"
+                   "  remotes:\n"
+                   "    - {container: rmq3, host: h, kind: amqp10, broker: rabbitmq-3,"
+                   " address: '/queues/{node}'}\n"                                    # 4
+                   "    - {container: rmq4, host: h, kind: amqp10, broker: rabbitmq-4}\n"  # 5
+                   "    - {container: amq, host: h, kind: amqp10, broker: activemq}\n")   # 6
+    r = run_cli("check-config", str(cfg))
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"amqp-gateway: invalid config: {cfg}:4: forwarding.remotes[0].address: rabbitmq-3 does not "
+        "know the address '/queues/{node}' (it refuses the attach); use \"/amq/queue/{node}\" for rabbitmq-3",
+        f"amqp-gateway: invalid config: {cfg}:5: forwarding.remotes[1].address: kind amqp10 needs an "
+        "address template with {node}: \"/queues/{node}\" for rabbitmq-4",
+        f"amqp-gateway: invalid config: {cfg}:6: forwarding.remotes[2].address: kind amqp10 needs an "
+        "address template with {node}: \"queue://{node}\" for activemq"]
+
+
 def test_check_config_names_a_missing_file_without_a_line_or_key():
     r = run_cli("check-config", "/no/such/gw.yaml")
     assert r.returncode == 2
@@ -118,14 +138,3 @@ def test_hash_password_refuses_an_empty_password_from_stdin():
     r = run_cli("hash-password", "--password-stdin", stdin="")
     assert (r.returncode, r.stderr) == (2, "amqp-gateway: empty password\n")
 
-
-def test_the_store_threads_wait_at_most_half_a_millisecond_for_the_interpreter_lock():
-    """``run`` sets the switch interval (issue 45): the store's commit thread takes the lock
-    back after each SQLite statement within it, not within CPython's 5 ms."""
-    from gateway import cli
-    before = sys.getswitchinterval()
-    try:
-        cli.tune_thread_switching()
-        assert sys.getswitchinterval() == pytest.approx(cli.SWITCH_INTERVAL) and cli.SWITCH_INTERVAL <= 0.0005
-    finally:
-        sys.setswitchinterval(before)

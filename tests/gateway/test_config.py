@@ -450,7 +450,21 @@ def test_amqp10_unroutable_defaults_to_accept():
     ("  remotes:\n    - container: org-b\n      host: h\n      kind: smtp\n",
      "forwarding.remotes[0].kind", "not one of: gateway, amqp10, amqp091"),
     ("  remotes:\n    - container: org-b\n      host: h\n      kind: amqp10\n",
-     "forwarding.remotes[0].address", "needs an address template with {node}"),
+     "forwarding.remotes[0].address", "needs an address template with {node}: "
+     "\"/amq/queue/{node}\" (rabbitmq-3), \"/queues/{node}\" (rabbitmq-4)"),
+    ("  remotes:\n    - {container: org-b, host: h, kind: amqp10, broker: rabbitmq-4}\n",
+     "forwarding.remotes[0].address", "needs an address template with {node}: "
+     "\"/queues/{node}\" for rabbitmq-4"),
+    ("  remotes:\n    - {container: org-b, host: h, kind: amqp10, broker: rabbitmq-3,"
+     " address: '/queues/{node}'}\n", "forwarding.remotes[0].address",
+     "rabbitmq-3 does not know the address '/queues/{node}' (it refuses the attach); "
+     "use \"/amq/queue/{node}\" for rabbitmq-3"),
+    ("  remotes:\n    - {container: org-b, host: h, kind: amqp091, broker: artemis,"
+     " address: '/queue/{node}'}\n", "forwarding.remotes[0].kind",
+     "artemis is not reached with kind amqp091; use kind amqp10"),
+    ("  remotes:\n    - {container: org-b, host: h, broker: qpidd}\n",
+     "forwarding.remotes[0].broker", "'qpidd' is not one of: rabbitmq-3, rabbitmq-4, activemq,"
+     " artemis, amqp-gateway"),
     ("  remotes:\n    - container: org-b\n      host: h\n      password_file: /nonexistent/pw\n",
      "forwarding.remotes[0].password_file", "/nonexistent/pw"),
     ("  remotes:\n    - container: org-b\n      host: h\n  default_remote: org-z\n",

@@ -45,7 +45,8 @@ def test_amqp10_consumer_gets_every_section_back_with_the_annotations_merged(amq
     got = receiver.receive(timeout=TIMEOUT)
     receiver.accept()
     assert got.delivery_count == 1
-    assert got.annotations == {"x-opt-wide": "yes", "x-opt-why": "retry"}
+    assert got.annotations == {"x-opt-wide": "yes", "x-exchange": "", "x-routing-key": queue,
+                               "x-opt-why": "retry"}
     # from the properties on, the sender's octets: wide encodings, both data sections, footer
     properties = next(s for s in scan_sections(encoded) if s.code is SectionCode.PROPERTIES)
     assert got.raw.endswith(encoded[properties.start:])

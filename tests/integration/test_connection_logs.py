@@ -150,3 +150,30 @@ def test_a_metrics_scrape_writes_no_info_line(gw) -> None:
         urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read()
     time.sleep(0.5)
     assert [r for r in records(gw, start) if r["level"] == "INFO"] == []
+
+
+def test_json_times_are_iso_8601_utc_and_twisted_factory_lines_are_debug(tmp_path) -> None:
+    """Issue 46: ``time`` was local time without a zone; every outbound connection attempt
+    (here: a forwarding remote nothing listens for) logged Twisted's "Starting factory"
+    and "Stopping factory" at INFO."""
+    from datetime import datetime, timedelta, timezone
+
+    from tests.support.gateway_process import free_port
+
+    password = tmp_path / "pw"
+    password.write_text("x\n")
+    remote = (f"forwarding:\n  remotes:\n    - container: nobody\n      host: 127.0.0.1\n"
+              f"      port: {free_port()}\n      password_file: {password}\n"
+              "      reconnect_initial: 0.1\n      reconnect_max: 0.2\n")
+    g = GatewayProcess(config_text=default_config(extra="logging:\n  format: json\n" + remote)).start()
+    try:
+        assert g.wait_for_log_count("forwarding to 'nobody'.*reconnecting", 3)
+        lines = records(g)
+    finally:
+        g.kill()
+    now = datetime.now(timezone.utc)
+    for line in lines:
+        when = datetime.fromisoformat(line["time"])
+        assert line["time"].endswith("+00:00") and "T" in line["time"], line
+        assert when.utcoffset() == timedelta(0) and abs(now - when) < timedelta(minutes=5)
+    assert not [r for r in lines if r["message"].startswith(("Starting factory", "Stopping factory"))]

@@ -143,3 +143,88 @@ def test_an_unreachable_gateway_is_one_line_and_exit_1():
     assert r.stdout == ""
     assert r.stderr.startswith(f"amqp-gateway ctl: no management API at {url}: ")
     assert "Connection refused" in r.stderr and "Traceback" not in r.stderr
+
+
+def ctl_input(gw, data: bytes, *args: str) -> subprocess.CompletedProcess:
+    """``ctl`` with ``data`` on its standard input (bytes in, text out)."""
+    done = subprocess.run([sys.executable, "-m", "gateway.cli", "ctl", "--url", gw.management_url,
+                           "-u", "admin", "-p", "s3cret", *args], cwd=REPO, input=data,
+                          capture_output=True, timeout=60)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(),
+                                       done.stderr.decode())
+
+
+def test_declare_publish_and_get(gw):
+    x, q = unique("ctl-x"), unique("ctl-q")
+    assert ctl(gw, "declare", "exchange", x, "--type", "topic", "--durable", "false").stdout == \
+        f"exchange '{x}' declared in vhost '/'\n"
+    r = ctl(gw, "declare", "queue", q, "--durable", "false", "--arguments", '{"x-max-length": 10}')
+    assert r.returncode == 0, r.stderr
+    assert ctl(gw, "declare", "binding", x, q, "--routing-key", "a.*").returncode == 0
+    assert ctl(gw, "publish", "--exchange", x, "a.b", "hello", "--properties",
+               '{"content_type": "text/plain"}').stdout == "message published\n"
+    assert ctl(gw, "publish", "--exchange", x, "z.z", "lost").stdout == \
+        "message published but not routed (no queue took it)\n"
+    r = ctl_input(gw, b"\x00\x01binary", "publish", q)
+    assert r.stdout == "message published\n", r.stderr
+    r = ctl(gw, "get", q, "--count", "5")
+    assert r.returncode == 0, r.stderr
+    table = rows(r.stdout)
+    assert table[0] == ["routing_key", "exchange", "message_count", "payload_bytes", "redelivered", "payload"]
+    assert table[1] == ["a.b", x, "1", "5", "false", "hello"]
+    assert table[2][:4] == [q, "0", "8", "false"]   # the default exchange: an empty cell
+    r = ctl(gw, "--json", "get", q, "--count", "5", "--ackmode", "ack_requeue_false")
+    got = json.loads(r.stdout)
+    assert [m["redelivered"] for m in got] == [True, True]   # the first get put them back
+    assert got[0]["properties"] == {"content_type": "text/plain"}
+    assert json.loads(ctl(gw, "--json", "get", q).stdout) == []
+    assert call(gw, "GET", f"/api/queues/%2F/{q}").body["arguments"] == {"x-max-length": 10}
+    call(gw, "DELETE", f"/api/queues/%2F/{q}")
+    call(gw, "DELETE", f"/api/exchanges/%2F/{x}")
+
+
+def test_add_user_set_permissions_and_set_policy(gw):
+    name, vhost = unique("ctl-user"), unique("ctl-vh")
+    assert ctl(gw, "declare", "vhost", vhost, "--description", "team").returncode == 0
+    r = ctl_input(gw, b"pw-from-stdin\n", "add_user", name, "--password-stdin", "--tags", "management")
+    assert r.stdout == f"user '{name}' set\n", r.stderr
+    r = ctl(gw, "--vhost", vhost, "set_permissions", name, "^own-", ".*", ".*")
+    assert r.stdout == f"permissions of user '{name}' on vhost '{vhost}' set\n", r.stderr
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", gw.amqp_port, vhost, pika.PlainCredentials(name, "pw-from-stdin")))
+    conn.close()
+    r = ctl(gw, "--vhost", vhost, "set_policy", "cap", "^own-", '{"max-length": 100}', "--priority", "5",
+            "--apply-to", "queues")
+    assert r.returncode == 0, r.stderr
+    assert call(gw, "GET", f"/api/policies/{vhost}/cap").body["definition"] == {"max-length": 100}
+    listed = rows(ctl(gw, "--vhost", vhost, "list", "policies").stdout)
+    assert listed[1][:5] == [vhost, "cap", "^own-", "queues", "5"]
+    assert [name, vhost, "^own-", ".*", ".*"] in rows(ctl(gw, "list", "permissions").stdout)
+    r = ctl(gw, "--vhost", vhost, "set_policy", "bad", ".", '{"max-lenght": 1}')
+    assert r.returncode == 1
+    assert "key 'max-lenght' is not supported" in r.stderr
+    r = ctl(gw, "--vhost", vhost, "set_policy", "bad", ".", "{not json")
+    assert r.returncode == 2 and "not JSON" in r.stderr
+    r = ctl(gw, "add_user", unique("twice"), "pw", "--password-hash", "x")
+    assert r.returncode == 2 and "give the password once" in r.stderr
+    call(gw, "DELETE", f"/api/vhosts/{vhost}")
+    call(gw, "DELETE", f"/api/users/{name}")
+
+
+def test_export_and_import_round_trip(gw, tmp_path):
+    vhost, q = unique("ctl-defs"), unique("ctl-kept")
+    call(gw, "PUT", f"/api/vhosts/{vhost}", {})
+    call(gw, "PUT", f"/api/queues/{vhost}/{q}", {"durable": True, "arguments": {"x-message-ttl": 5000}})
+    path = tmp_path / "defs.json"
+    r = ctl(gw, "--vhost", vhost, "export", str(path))
+    assert r.stdout == f"definitions written to {path}\n", r.stderr
+    exported = json.loads(path.read_text())
+    assert [x["name"] for x in exported["queues"]] == [q]
+    call(gw, "DELETE", f"/api/queues/{vhost}/{q}")
+    assert ctl(gw, "--vhost", vhost, "import", str(path)).returncode == 0
+    assert call(gw, "GET", f"/api/queues/{vhost}/{q}").body["arguments"] == {"x-message-ttl": 5000}
+    full = json.loads(ctl(gw, "export", "-").stdout)
+    assert {"users", "vhosts", "permissions", "policies"} <= set(full)
+    r = ctl_input(gw, b"{broken", "import", "-")
+    assert r.returncode == 2 and "- is not JSON" in r.stderr
+    call(gw, "DELETE", f"/api/vhosts/{vhost}")

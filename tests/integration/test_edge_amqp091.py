@@ -24,7 +24,7 @@ from pika.exceptions import AMQPConnectionError, ConnectionClosedByBroker
 from tests.support.gateway_process import REPO, GatewayProcess, default_config, free_port, password_hash
 from tests.support.edge_mode import edge_yaml
 from tests.support.management_http import call
-from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, drain_queue,
+from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, drain_queue,
                                           partner_pika)
 from tests.support.tcp_cutter import TcpCutter
 
@@ -229,3 +229,22 @@ def test_the_backends_connection_blocked_reaches_the_client(rabbit):
             while "unblocked" not in seen and time.monotonic() < deadline:
                 conn.process_data_events(time_limit=0.2)
             assert seen == ["blocked", "unblocked"]
+
+
+def test_a_quorum_queue_declared_through_the_edge_is_the_clusters_quorum_queue(rabbit):
+    """In edge mode the gateway's own quorum-queue rules do not apply: the declaration,
+    its arguments and the backend's answer pass through unchanged (issue 46)."""
+    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
+        with _edge(gw) as conn:
+            ch = conn.channel()
+            ch.queue_declare("edge.quorum", durable=True,
+                             arguments={"x-queue-type": "quorum", "x-delivery-limit": 3})
+            # RabbitMQ's own refusal comes back: a quorum queue cannot be exclusive
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+                conn.channel().queue_declare("edge.quorum.x", durable=True, exclusive=True,
+                                             arguments={"x-queue-type": "quorum"})
+            assert info.value.reply_code == 406 and "exclusive" in info.value.reply_text
+        listed = rabbit.ctl("list_queues", "-p", PARTNER_VHOST, "--no-table-headers",
+                            "name", "type", "arguments")
+        [row] = [line.split("\t") for line in listed.splitlines() if line.startswith("edge.quorum\t")]
+        assert row[1] == "quorum" and "x-delivery-limit" in row[2], row

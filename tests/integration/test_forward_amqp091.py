@@ -10,8 +10,7 @@ and RabbitMQ stopped for a while then started again loses nothing.
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -26,6 +25,7 @@ from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSett
 from tests.support.minimal_forwarder import MinimalForwarder, container_091, container_10
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, declare_bound_queue,
                                           drain_queue)
+from tests.support.reactor_waits import until
 from translators.basic_properties import BasicProperties
 
 pytestmark = pytest.mark.integration
@@ -60,14 +60,6 @@ def _start(remote: RemoteSettings) -> tuple[MinimalForwarder, RemoteLink]:
     return forwarder, connection
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await task.deferLater(reactor, 0.05, lambda: None)
-
-
 def _entry(entry_id: int, message: Any, address: str = "/exchange/in/orders", node: str = "orders") -> OutboundMessage:
     return OutboundMessage(entry_id, node, address, message, dict(ANNOTATIONS))
 
@@ -83,7 +75,7 @@ async def test_messages_arrive_with_their_properties_and_confirms_accept_them(ra
                                 content_type="text/plain", properties={"k": 7}).encode())
         forwarder.submit(_entry(1, container_091(props, b'{"n": 1}')),
                          _entry(2, container_10(encoded), address="/queue/orders"))
-        await _until(lambda: len(forwarder.final) == 2)
+        await until(lambda: len(forwarder.final) == 2)
         assert forwarder.ups == 1 and forwarder.downs == []
         assert [forwarder.outcome(1), forwarder.outcome(2)] == [ForwardOutcome.ACCEPTED] * 2
         got = await threads.deferToThread(drain_queue, rabbit, "orders")
@@ -105,10 +97,10 @@ async def test_a_missing_exchange_and_an_unroutable_key_are_rejected_with_the_re
         forwarder.submit(_entry(1, container_091(plain, b"1"), address="/exchange/in/refusals"),
                          _entry(2, container_091(plain, b"2"), address="/exchange/in/nobody-bound"),
                          _entry(3, container_091(plain, b"3"), address="/exchange/in/refusals"))
-        await _until(lambda: len(forwarder.final) == 3)
+        await until(lambda: len(forwarder.final) == 3)
         forwarder.submit(_entry(4, container_091(plain, b"4"), address="/exchange/missing/x"),
                          _entry(5, container_091(plain, b"5"), address="/exchange/in/refusals"))
-        await _until(lambda: len(forwarder.final) == 5)
+        await until(lambda: len(forwarder.final) == 5)
         outcomes = {n: forwarder.outcome(n) for n in range(1, 6)}
         assert outcomes == {1: ForwardOutcome.ACCEPTED, 2: ForwardOutcome.REJECTED, 3: ForwardOutcome.ACCEPTED,
                             4: ForwardOutcome.REJECTED, 5: ForwardOutcome.ACCEPTED}
@@ -130,12 +122,12 @@ async def test_a_refused_login_is_reported_and_retried_with_backoff(rabbit, tmp_
     wrong.write_text("not-the-password")
     forwarder, connection = _start(_remote(rabbit, str(wrong)))
     try:
-        await _until(lambda: len(forwarder.downs) >= 2)
+        await until(lambda: len(forwarder.downs) >= 2)
         assert forwarder.ups == 0
         assert "ACCESS_REFUSED" in forwarder.downs[0] and "remote 'partner'" in forwarder.downs[0]
         missing = _remote(rabbit, str(tmp_path / "absent"))
         other, other_connection = _start(missing)
-        await _until(lambda: other.downs)
+        await until(lambda: other.downs)
         other_connection.close("test over")
         assert "cannot read password_file" in other.downs[0] and "absent" in other.downs[0]
     finally:
@@ -152,15 +144,15 @@ async def test_rabbitmq_stopped_for_a_while_then_back_loses_nothing(rabbit, pass
         entries = [_entry(n, container_091(durable, str(n).encode()), address="/queue/outage", node="outage")
                    for n in range(1, count + 1)]
         forwarder.submit(*entries[:100])
-        await _until(lambda: len(forwarder.final) >= 50)
+        await until(lambda: len(forwarder.final) >= 50)
         stopping = threads.deferToThread(rabbit.stop_app)
         forwarder.submit(*entries[100:])            # offered while RabbitMQ goes away
         await stopping
-        await _until(lambda: forwarder.downs)
+        await until(lambda: forwarder.downs)
         await task.deferLater(reactor, 3.0, lambda: None)   # a few refused attempts
         assert not forwarder.is_up
         await threads.deferToThread(rabbit.start_app)
-        await _until(lambda: len(forwarder.final) == count, timeout=60)
+        await until(lambda: len(forwarder.final) == count, timeout=60)
         assert {s.outcome for s in forwarder.final.values()} == {ForwardOutcome.ACCEPTED}
         assert forwarder.ups >= 2
         got = await threads.deferToThread(drain_queue, rabbit, "outage")

@@ -9,13 +9,12 @@ pika declares and reads the queue.
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 import pika
 import pytest
 import pytest_twisted
-from twisted.internet import reactor, task, threads
+from twisted.internet import reactor, threads
 
 from gateway.amqp091.content import encode_properties
 from gateway.amqp091.outbound_client import OutboundAmqp091
@@ -25,6 +24,7 @@ from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSett
 from tests.support.certificates import TestPKI
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.minimal_forwarder import MinimalForwarder, container_091
+from tests.support.reactor_waits import until
 from translators.basic_properties import BasicProperties
 
 pytestmark = pytest.mark.integration
@@ -72,14 +72,6 @@ def password_file(tmp_path):
     return str(path)
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await task.deferLater(reactor, 0.05, lambda: None)
-
-
 async def _forward_one(remote: RemoteSettings, engine: Any = OutboundAmqp091) -> MinimalForwarder:
     """One message through a ``RemoteLink`` with ``engine``; what the forwarder heard."""
     forwarder = MinimalForwarder()
@@ -88,7 +80,7 @@ async def _forward_one(remote: RemoteSettings, engine: Any = OutboundAmqp091) ->
     try:
         props = encode_properties(BasicProperties(message_id="over-tls"))
         forwarder.submit(OutboundMessage(1, "tls-in", "/queue/tls-in", container_091(props, b"secret cargo")))
-        await _until(lambda: forwarder.final or len(forwarder.downs) >= 2)
+        await until(lambda: forwarder.final or len(forwarder.downs) >= 2, timeout=20.0)
     finally:
         connection.close("test over")
     return forwarder

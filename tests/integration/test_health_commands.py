@@ -2,6 +2,7 @@
 them: real processes against a real gateway, running and stopped."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 from gateway.product import __version__
 from tests.support.amqp091_clients import pika_connection
-from tests.support.gateway_process import REPO
+from tests.support.gateway_process import REPO, default_config
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +94,65 @@ def test_status_when_the_metrics_page_does_not_answer_exits_1(gateway):
     first, second = r.stdout.splitlines()
     assert first.startswith("amqp-gateway ")
     assert second == "figures: metrics page http://127.0.0.1:9/metrics did not answer: Connection refused"
+
+
+def test_status_refuses_the_metrics_page_of_another_gateway(gateway, fresh_gateway):
+    other = fresh_gateway()
+    r = cli("status", "--port", str(gateway.amqp_port),
+            "--metrics-url", f"http://127.0.0.1:{other.metrics_port}{other.metrics_path}")
+    assert r.returncode == 1
+    first, second = r.stdout.splitlines()
+    assert first.startswith("amqp-gateway ")
+    assert second == (f"figures: the metrics page belongs to a gateway listening on "
+                      f"127.0.0.1:{other.amqp_port}, not on 127.0.0.1:{gateway.amqp_port}: give the "
+                      "right one with --metrics-url or --config")
+
+
+def test_status_refuses_a_metrics_page_that_is_not_a_gateways(gateway):
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"# TYPE up gauge\nup 1\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r = cli("status", "--port", str(gateway.amqp_port),
+                "--metrics-url", f"http://127.0.0.1:{server.server_port}/metrics")
+    finally:
+        server.shutdown()
+    assert r.returncode == 1
+    assert "is a metrics page, but not amqp-gateway's" in r.stdout.splitlines()[1]
+
+
+def test_ping_and_status_read_the_config_named_by_the_environment(fresh_gateway, tmp_path):
+    gw = fresh_gateway()
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(f"listeners:\n  - port: {gw.amqp_port}\nmetrics:\n  port: {gw.metrics_port}\n")
+    env = dict(os.environ, AMQP_GATEWAY_CONFIG=str(cfg))
+    r = subprocess.run([sys.executable, "-m", "gateway.cli", "ping"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"127.0.0.1:{gw.amqp_port}: amqp-gateway ")
+    r = subprocess.run([sys.executable, "-m", "gateway.cli", "status"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"127.0.0.1:{gw.metrics_port} (metrics)" in r.stdout
+
+
+def test_ping_knows_a_gateway_that_announces_rabbitmq(fresh_gateway):
+    gw = fresh_gateway(config_text=default_config(extra="rabbitmq_version: '4.1.0'\n"))
+    r = cli("ping", "--port", str(gw.amqp_port))
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(rf"127\.0\.0\.1:{gw.amqp_port}: amqp-gateway {re.escape(__version__)} "
+                        r"\(announcing RabbitMQ 4\.1\.0\) answered in \d+ ms\n", r.stdout)

@@ -79,6 +79,19 @@ def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
     assert [r["container"] for r in json.loads(out.stdout)] == ["org-b"]
 
 
+def test_ctl_list_remotes_shows_the_name_and_the_outbox_depth(forwarding_gw):
+    """The table reads the API's own fields (issue 46: name and backlog were blank)."""
+    env = dict(os.environ, AMQP_GATEWAY_PASSWORD="s3cret")
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "ctl", "--url", forwarding_gw.management_url,
+         "-u", "admin", "list", "remotes"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    header, row = out.stdout.splitlines()
+    assert header.split()[:7] == ["name", "kind", "state", "host", "port", "outbox_depth", "forwarded"]
+    cells = row.split()
+    assert cells[:2] == ["org-b", "gateway"] and cells[cells.index("1") + 1] == "0", row
+
+
 REMOTE_ALERTS = "management:\n  alerts:\n    remote_down_time: 1.0\n    remote_outbox_depth: 2\n"
 
 

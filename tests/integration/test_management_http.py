@@ -3,6 +3,7 @@ client: RabbitMQ's paths, fields, status codes and error bodies, basic authentic
 against the AMQP users, and what AMQP clients do showing up in it."""
 from __future__ import annotations
 
+import os
 import time
 import urllib.request
 from urllib.parse import quote
@@ -220,5 +221,47 @@ def test_repeated_failed_logins_from_a_peer_get_429_for_a_while():
         while call(gw, "GET", "/api/overview").status != 200:
             assert time.monotonic() < deadline, "admin was not checked again after Retry-After"
             time.sleep(0.2)
+    finally:
+        gw.stop()
+
+
+def test_overview_names_the_rabbitmq_api_version_and_the_resident_memory(gw):
+    overview = call(gw, "GET", "/api/overview").body
+    assert overview["rabbitmq_version"] == "3.10.8"   # gateway.product.API_RABBITMQ_VERSION
+    with open(f"/proc/{gw.proc.pid}/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    # the gateway's RSS, read from outside a moment apart: same order of magnitude
+    assert 0.5 * rss < overview["memory_used"] < 2 * rss
+    assert overview["memory_used"] > 10 * 1024 * 1024
+    assert "queued_bytes" in overview
+
+
+def test_connections_carry_the_name_the_client_gave_itself(gw):
+    from proton import symbol
+    from proton.utils import BlockingConnection
+
+    conn091 = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", gw.amqp_port, credentials=pika.PlainCredentials("admin", "s3cret"),
+        client_properties={"connection_name": "orders-worker-091"}))
+    conn10 = BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="admin", password="s3cret",
+                                allowed_mechs="PLAIN", timeout=10,
+                                properties={symbol("connection_name"): "orders-worker-10"})
+    try:
+        named = {c["user_provided_name"]: c["protocol"]
+                 for c in call(gw, "GET", "/api/connections").body}
+        assert named["orders-worker-091"] == "AMQP 0-9-1"
+        assert named["orders-worker-10"] == "AMQP 1.0"
+    finally:
+        conn091.close()
+        conn10.close()
+
+
+def test_the_configured_rabbitmq_version_is_the_overview_s(tmp_path):
+    from tests.support.management_http import management_gateway
+
+    gw = management_gateway(extra="rabbitmq_version: '4.1.0'\n").start()
+    try:
+        overview = call(gw, "GET", "/api/overview").body
+        assert (overview["rabbitmq_version"], overview["product_name"]) == ("4.1.0", "amqp-gateway")
     finally:
         gw.stop()

@@ -1,4 +1,5 @@
-"""RabbitMQ 4's own AMQP 1.0 client library manages topology through ``/management``.
+"""RabbitMQ 4's own AMQP 1.0 client library manages topology through ``/management``,
+and its consumer takes every message, whichever protocol published it.
 
 ``rabbitmq-amqp-python-client`` refuses a server whose ``open`` does not announce product
 RabbitMQ 4 or later, so the gateway runs with ``rabbitmq_version``; without it the
@@ -7,12 +8,15 @@ same client is refused by its own check (the opt-in is what lets it in).
 from __future__ import annotations
 
 import pytest
+from proton import Message as ProtonMessage
 from proton.utils import BlockingConnection
-from rabbitmq_amqp_python_client import (AddressHelper, ClassicQueueSpecification, Converter, Environment,
+from rabbitmq_amqp_python_client import (AddressHelper, AMQPMessagingHandler, ClassicQueueSpecification, Converter,
+                                         Environment,
                                          ExchangeSpecification, ExchangeToQueueBindingSpecification,
                                          ExchangeType, Message)
 from rabbitmq_amqp_python_client.exceptions import ValidationCodeException
 
+from tests.support.amqp091_clients import pika_connection
 from tests.support.gateway_process import GatewayProcess, default_config
 
 pytestmark = pytest.mark.integration
@@ -84,3 +88,47 @@ def test_open_announces_rabbitmq_only_when_configured(gw) -> None:
             Environment(f"amqp://guest:guest@127.0.0.1:{plain.amqp_port}/").connection().dial()
     finally:
         plain.stop()
+
+
+class _Stop(Exception):
+    """Ends ``consumer.run()`` once every expected message was taken."""
+
+
+class _Collecting(AMQPMessagingHandler):
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected = expected
+        self.got: list[tuple[bytes, dict]] = []
+
+    def on_amqp_message(self, event) -> None:
+        self.got.append((bytes(event.message.body), dict(event.message.annotations)))
+        self.delivery_context.accept(event)
+        if len(self.got) == self.expected:
+            raise _Stop()
+
+
+@pytest.mark.timeout(60)
+def test_its_consumer_takes_messages_published_over_1_0_and_0_9_1(gw, connection) -> None:
+    """Issue 46: it read ``message.annotations`` of a 1.0-published message, which had
+    none, and crashed; RabbitMQ 4 gives every message ``x-exchange``/``x-routing-key``."""
+    management = connection.management()
+    management.declare_queue(ClassicQueueSpecification(name="rq.mixed"))
+    management.close()
+    plain = BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest", password="guest",
+                               allowed_mechs="PLAIN", allow_insecure_mechs=True, timeout=10)
+    sender = plain.create_sender("/queues/rq.mixed")
+    sender.send(ProtonMessage(body=b"plain 1.0", inferred=True))   # no annotations of its own
+    plain.close()
+    publisher = connection.publisher(AddressHelper.queue_address("rq.mixed"))
+    publisher.publish(Message(body=Converter.string_to_bytes("rabbitmq client")))
+    publisher.close()
+    with pika_connection(gw) as conn:
+        conn.channel().basic_publish("", "rq.mixed", b"pika 0-9-1")
+    handler = _Collecting(3)
+    consumer = connection.consumer(AddressHelper.queue_address("rq.mixed"), message_handler=handler)
+    with pytest.raises(_Stop):
+        consumer.run()
+    consumer.close()
+    assert [body for body, _ in handler.got] == [b"plain 1.0", b"rabbitmq client", b"pika 0-9-1"]
+    for _, annotations in handler.got:
+        assert (annotations["x-exchange"], annotations["x-routing-key"]) == ("", "rq.mixed")

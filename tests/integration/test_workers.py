@@ -23,6 +23,7 @@ import pytest
 from pika.exceptions import ConnectionClosedByBroker
 
 from gateway.metrics import parse_exposition
+from tests.support.deadline import wait_until as wait_with_deadline
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST
 
@@ -104,13 +105,7 @@ def accepted_by_worker(gw: GatewayProcess) -> dict[str, float]:
 
 
 def wait_until(condition, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    return wait_with_deadline(condition, what, timeout)
 
 
 def clients_on_both_workers(gw: GatewayProcess) -> list[pika.BlockingConnection]:

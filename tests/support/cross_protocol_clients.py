@@ -82,11 +82,13 @@ def pika_channel(gateway: Any) -> tuple[pika.BlockingConnection, Any]:
     return connection, connection.channel()
 
 
-def pika_get(channel: Any, queue: str, timeout: float = TIMEOUT) -> tuple[Any, Any, bytes]:
-    """``basic.get`` (auto-ack) until a message is there; fails after ``timeout`` seconds."""
+def pika_get(channel: Any, queue: str, timeout: float = TIMEOUT,
+             auto_ack: bool = True) -> tuple[Any, Any, bytes]:
+    """``basic.get`` (auto-ack unless told) until a message is there; fails after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        method, props, body = channel.basic_get(queue, auto_ack=True)
+        method, props, body = channel.basic_get(queue, auto_ack=auto_ack)
         if method is not None:
             return method, props, body
         if time.monotonic() > deadline:

@@ -83,6 +83,8 @@ class GatewayProcess:
     extra_args: tuple[str, ...] = ()
     #: runs in the child before exec (to start the gateway as a parent would)
     preexec_fn: Optional[Callable[[], None]] = None
+    #: the working directory (relative paths in the config); None: its own temporary one
+    cwd: Optional[str] = None
     host: str = "127.0.0.1"
     amqp_port: int = 0
     metrics_port: int = 0
@@ -106,7 +108,7 @@ class GatewayProcess:
             env.update(self.env)
         args = [sys.executable, "-m", "gateway.cli", "run", "--config", cfg,
                 "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", *self.extra_args]
-        self.proc = subprocess.Popen(args, cwd=self._tmp.name, env=env, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(args, cwd=self.cwd or self._tmp.name, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=self.preexec_fn)
         ready = threading.Event()

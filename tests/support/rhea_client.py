@@ -10,10 +10,10 @@ import json
 import os
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["RHEA_DIR", "ensure_node_clients", "rhea_management", "rhea_without_sasl",
-           "rhea_filtered_receive"]
+           "rhea_filtered_receive", "rhea_transaction"]
 
 RHEA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rhea")
 
@@ -72,3 +72,32 @@ def rhea_filtered_receive(port: int, address: str, kind: str, value: Any, count:
         raise RuntimeError(f"rhea client failed ({done.returncode}): {done.stdout.strip()} "
                            f"{done.stderr.strip()}")
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def rhea_transaction(port: int, address: str, count: int, fail: bool,
+                     between: Callable[[], Any], user: str = "guest",
+                     password: str = "guest") -> list[dict[str, Any]]:
+    """Post ``count`` messages to ``address`` in a transaction with rhea
+    (``transaction_client.js``), call ``between`` once they are all settled, then
+    discharge it (``fail``): the client's JSON lines (``declared``, ``posted``,
+    ``discharged``)."""
+    ensure_node_clients()
+    lines: list[dict[str, Any]] = []
+    with subprocess.Popen(["node", "transaction_client.js", str(port), user, password, address,
+                           str(count), "true" if fail else "false"], cwd=RHEA_DIR,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as client:
+        assert client.stdout is not None and client.stdin is not None
+        for line in client.stdout:
+            if not line.strip():
+                continue
+            lines.append(json.loads(line))
+            if "posted" in lines[-1]:
+                between()
+                client.stdin.write("discharge\n")
+                client.stdin.flush()
+        code = client.wait(timeout=30)
+        errors = client.stderr.read() if client.stderr else ""
+    if code != 0:
+        raise RuntimeError(f"rhea client failed ({code}): {lines} {errors.strip()}")
+    return lines

@@ -10,7 +10,7 @@ from tests.support.amqp_message_strategies import (amqp10_sections, bodies, enco
                                                    with_other_body)
 from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091
 from translators import amqp10_sections as sections_module
-from translators.amqp10_sections import decode_section, with_message_annotations
+from translators.amqp10_sections import decode_section, with_message_annotations, with_routing_annotations
 from translators.to_amqp091 import plain_body
 from translators.section_scan import BODY_CODES, SectionCode, scan_sections
 
@@ -213,6 +213,24 @@ def test_with_message_annotations_inserts_after_header_and_delivery_annotations(
     assert [c for c, _ in decode_sections(merged)] == [
         SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS, SectionCode.MESSAGE_ANNOTATIONS,
         SectionCode.PROPERTIES, SectionCode.DATA]
+
+
+@pytest.mark.parametrize("own", [None, {symbol("x-opt-a"): 1, symbol("x-exchange"): "client's"}])
+def test_with_routing_annotations_is_the_general_merge_with_fewer_steps(own):
+    """RabbitMQ 4's pair: the same octets as ``with_message_annotations`` (after the
+    header and delivery-annotations, or merged into the message's own section, where the
+    broker's values win), every other section kept."""
+    head = [(SectionCode.HEADER, [True]), (SectionCode.DELIVERY_ANNOTATIONS, {symbol("x-d"): 1})]
+    own_section = [] if own is None else [(SectionCode.MESSAGE_ANNOTATIONS, own)]
+    rest = encode_sections([(SectionCode.PROPERTIES, ["id"]), (SectionCode.DATA, b"body")])
+    encoded = encode_sections(head + own_section) + rest
+    routed = with_routing_annotations(encoded, "orders", "eu.new")
+    assert routed == with_message_annotations(encoded, {"x-exchange": "orders", "x-routing-key": "eu.new"})
+    assert routed.endswith(rest)
+    annotations = dict(decode_sections(routed))[SectionCode.MESSAGE_ANNOTATIONS]
+    assert (annotations["x-exchange"], annotations["x-routing-key"]) == ("orders", "eu.new")
+    assert with_routing_annotations(rest, "", "q") == with_message_annotations(
+        rest, {"x-exchange": "", "x-routing-key": "q"})
 
 
 def test_with_message_annotations_keeps_several_data_sections_and_the_footer():

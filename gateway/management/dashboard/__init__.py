@@ -1,2 +1,2 @@
-"""The live dashboard's files (HTML, one small script, one style sheet), served as they
-are by the management listener: no build step, no external resources."""
+"""The dashboard's files (HTML pages, plain scripts, one style sheet), served as they are
+by the management listener: no build step, no library, no external resources."""

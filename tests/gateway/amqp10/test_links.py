@@ -11,12 +11,15 @@ from gateway.broker import Broker, UnroutablePolicy
 from gateway.broker.exchanges import DestinationKind
 from tests.support.amqp10_pump import Amqp10Pump, decode_message, encode_message, engine_factory
 from translators import with_delivery_header
+from translators.amqp10_sections import with_message_annotations
 
 
-def _first_delivery(encoded: bytes) -> bytes:
+def _first_delivery(encoded: bytes, routing_key: str = "q1", exchange: str = "") -> bytes:
     """What a message's first acquisition sends: its own octets but the header, which
-    says first-acquirer true and delivery-count 0."""
-    return with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
+    says first-acquirer true and delivery-count 0, and the message-annotations, which
+    gain ``x-exchange`` and ``x-routing-key`` (RabbitMQ 4's; here ``/queue/q1``'s)."""
+    routed = with_message_annotations(encoded, {"x-exchange": exchange, "x-routing-key": routing_key})
+    return with_delivery_header(routed, delivery_count=0, first_acquirer=True)
 
 
 @pytest.fixture()
@@ -560,7 +563,7 @@ def test_message_size_limit_detaches(connect, vhost):
     assert vhost.queue("q1").message_count == 0
 
 
-def test_amqp10_to_amqp10_is_byte_identical_after_the_header(connect):
+def test_amqp10_to_amqp10_keeps_the_bare_message_and_adds_the_routing_annotations(connect):
     pump = connect()
     encoded = encode_message({"k": [1, 2.5, "x"]}, subject="s", properties={"a": 1},
                              annotations={"x-opt-z": 3}, durable=True, priority=7)
@@ -570,6 +573,8 @@ def test_amqp10_to_amqp10_is_byte_identical_after_the_header(connect):
     assert data == _first_delivery(encoded)
     decoded = decode_message(data)
     assert (decoded.durable, decoded.priority, decoded.first_acquirer) == (True, 7, True)
+    assert decoded.annotations == {"x-opt-z": 3, "x-exchange": "", "x-routing-key": "q1"}
+    assert data.endswith(encoded[encoded.index(b"\x00Ss"):])  # the properties section on: its octets
 
 
 def test_release_and_new_credit_in_one_batch_redelivers_the_released_first(connect):
@@ -788,7 +793,8 @@ def test_modified_annotations_keep_every_other_section(connect):
         SectionCode.HEADER, SectionCode.MESSAGE_ANNOTATIONS, SectionCode.PROPERTIES,
         SectionCode.DATA, SectionCode.DATA, SectionCode.FOOTER]
     assert sections[0][1][4] == 1  # delivery-count
-    assert sections[1][1] == {"x-opt-origin": "sender", "x-opt-why": "retry"}  # merged
+    assert sections[1][1] == {"x-opt-origin": "sender", "x-exchange": "", "x-routing-key": "q1",
+                              "x-opt-why": "retry"}  # merged
     # everything after the annotations is the sender's bytes
     tail = original[original.index(b"\x00\x53\x73"):]
     assert again.endswith(tail)

@@ -8,6 +8,7 @@ from proton import Message
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.broker.message import Encoding, MessageContainer
 from translators import with_delivery_header
+from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
 
 
@@ -34,19 +35,32 @@ def _says(data: bytes) -> tuple:
     return decoded.first_acquirer, decoded.delivery_count
 
 
-def test_a_1_0_message_keeps_its_octets_after_the_header():
-    encoded = _encoded(durable=True, subject="s")
-    message, _ = container_from_transfer(encoded, 0.0)
+def _routed(message: MessageContainer, exchange: str = "orders", routing_key: str = "eu") -> MessageContainer:
+    """The link fills these from its route (here ``/exchange/orders/eu``)."""
+    message.exchange, message.routing_key = exchange, routing_key
+    return message
+
+
+def test_a_1_0_message_keeps_its_bare_octets_and_gains_the_routing_annotations_once():
+    encoded = _encoded(durable=True, subject="s", annotations={"x-opt-a": 1})
+    message = _routed(container_from_transfer(encoded, 0.0)[0])
     header, kept, rest = delivery_parts(message, delivery_count=0, first_acquirer=True)
-    assert kept is encoded  # never copied: the link sends the header, then kept[rest:]
-    assert header + kept[rest:] == with_delivery_header(encoded, delivery_count=0, first_acquirer=True)
+    routed = with_message_annotations(encoded, {"x-exchange": "orders", "x-routing-key": "eu"})
+    assert header + kept[rest:] == with_delivery_header(routed, delivery_count=0, first_acquirer=True)
+    decoded = Message()
+    decoded.decode(header + kept[rest:])
+    assert decoded.annotations == {"x-opt-a": 1, "x-exchange": "orders", "x-routing-key": "eu"}
+    # once per message: every other delivery (a fan-out, a redelivery) sends the same bytes
+    assert delivery_parts(message, delivery_count=2, first_acquirer=False)[1] is kept
     assert _says(_sent(message, delivery_count=2, first_acquirer=False)) == (False, 2)
 
 
-def test_a_message_that_already_says_it_goes_whole():
+def test_a_message_that_already_says_it_goes_with_only_its_annotations_changed():
     encoded = with_delivery_header(_encoded(), delivery_count=0, first_acquirer=True)
-    message, _ = container_from_transfer(encoded, 0.0)
-    assert delivery_parts(message, delivery_count=0, first_acquirer=True) == (b"", encoded, 0)
+    message = _routed(container_from_transfer(encoded, 0.0)[0], "", "q")
+    header, kept, rest = delivery_parts(message, delivery_count=0, first_acquirer=True)
+    assert (header, rest) == (b"", 0)
+    assert kept == with_message_annotations(encoded, {"x-exchange": "", "x-routing-key": "q"})
 
 
 def test_a_0_9_1_message_is_translated_once_with_its_first_delivery_header():

@@ -10,6 +10,7 @@ from gateway.auth.limits import (
     ListenerLimitReached,
     ListenerSlots,
     UserLimits,
+    VhostLimitReached,
     cap_channel_max,
 )
 
@@ -135,3 +136,22 @@ def test_unlimited_listener_and_other_listeners_tokens():
     assert other.count == 0 and not other.full
     with pytest.raises(ValueError):
         ListenerSlots("c", -1)
+
+
+def test_a_vhost_connection_limit_counts_every_user_and_frees_on_release() -> None:
+    limits = {"small": 2, "none": 0}
+    registry = ConnectionRegistry(vhost_limit=limits.get)
+    a = registry.admit("alice", vhost="small")
+    registry.admit("bob", vhost="small")
+    with pytest.raises(VhostLimitReached) as info:
+        registry.admit("carol", vhost="small")
+    assert info.value.text == ("access to vhost 'small' refused for user 'carol': connection limit (2) "
+                               "is reached")
+    assert isinstance(info.value, ConnectionLimitReached)   # the engines' one refusal path
+    assert registry.count("carol") == 0 and registry.vhost_count("small") == 2
+    registry.release(a)
+    registry.admit("carol", vhost="small")
+    with pytest.raises(VhostLimitReached):
+        registry.admit("dave", vhost="none")   # 0: no connection at all
+    registry.admit("dave", vhost="other")     # no limit there
+    assert registry.vhost_count("other") == 1

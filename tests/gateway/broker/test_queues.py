@@ -563,3 +563,33 @@ def test_available_entries_stay_sorted_and_counted(ops, max_priority) -> None:
         assert q.message_count == sum(len(dq) for dq in q.ready.levels)
         assert q.acquired_count == len(held)
         assert b.memory_used == q.message_count + q.acquired_count
+
+
+# ---------------------------------------------------------------- quorum queues
+
+
+def test_a_quorum_queue_counts_every_return_and_dead_letters_past_the_delivery_limit(vhost, msg) -> None:
+    """``release`` (a nack) and ``release_many`` (a channel closed) are the two ways back;
+    a 1.0 ``released`` (count_delivery False) counts too, as every return does in
+    RabbitMQ's quorum queues."""
+    vhost.declare_queue("dlq")
+    q = vhost.declare_queue("qq", durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 1, "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "dlq"})
+    fill(vhost, "qq", msg, "a", "b")
+    first = [q.get(0.0, ack=True) for _ in range(2)]
+    assert q.release(first[0], count_delivery=False) and q.release_many([first[1]]) == 1
+    again = [q.get(0.0, ack=True) for _ in range(2)]
+    assert [e.delivery_count for e in again] == [1, 1]
+    assert q.release(again[0]) and q.release_many([again[1]]) == 1  # past the limit: gone
+    assert (q.message_count, q.acquired_count) == (0, 0)
+    dead = [vhost.queue("dlq").get(0.0, ack=False).message for _ in range(2)]
+    assert [(m.payload, m.deaths[0]["reason"]) for m in dead] == [("a", "delivery_limit"), ("b", "delivery_limit")]
+
+
+def test_a_classic_queue_has_no_delivery_limit(vhost, msg) -> None:
+    q = vhost.declare_queue("cq")
+    fill(vhost, "cq", msg, "a")
+    for _ in range(5):
+        assert q.release(q.get(0.0, ack=True))
+    assert q.get(0.0, ack=True).delivery_count == 5

@@ -10,7 +10,6 @@ from gateway.broker import (
     Broker,
     CommandInvalid,
     DestinationKind,
-    FeatureNotImplemented,
     InvalidArgument,
     NotFound,
     PreconditionFailed,
@@ -203,7 +202,10 @@ def test_owner_closed_deletes_exclusive_queues(vhost, consumer_cls) -> None:
         ({"x-max-priority": 256}, InvalidArgument),
         ({"x-dead-letter-exchange": 5}, InvalidArgument),
         ({"x-dead-letter-routing-key": "k"}, PreconditionFailed),
-        ({"x-queue-type": "quorum"}, FeatureNotImplemented),
+        ({"x-queue-type": "stream"}, InvalidArgument),
+        ({"x-queue-type": "quorum"}, PreconditionFailed),  # not durable
+        ({"x-queue-type": "quorum", "x-max-priority": 3}, InvalidArgument),
+        ({"x-delivery-limit": 3}, InvalidArgument),  # a classic queue's
     ],
 )
 def test_queue_argument_validation(vhost, arguments: dict, error: type) -> None:

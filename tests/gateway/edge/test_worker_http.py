@@ -30,6 +30,18 @@ def test_lists_every_worker_has_alike_come_from_the_first():
     assert (status, json.loads(body)) == (200, [{"name": "guest"}])
 
 
+def test_run_time_definitions_come_from_the_first_worker():
+    # every worker got each change (the relay sends it to all): one copy, as it is
+    policy = {"vhost": "/", "name": "cap", "pattern": ".", "definition": {"max-length": 1}}
+    status, _, body = combine(b"GET", b"/api/policies", [(W1, answer(200, [policy])),
+                                                         (W2, answer(200, [policy]))])
+    assert (status, json.loads(body)) == (200, [policy])
+    doc = {"users": [], "queues": []}
+    status, _, body = combine(b"GET", b"/api/definitions", [(W1, answer(200, doc)),
+                                                            (W2, answer(200, doc))])
+    assert (status, json.loads(body)) == (200, dict(doc, worker=1))   # an import ignores it
+
+
 def test_an_object_comes_from_the_first_worker_that_has_it():
     status, _, body = combine(b"GET", b"/api/connections/b", [
         (W1, answer(404, {"error": "not_found"})), (W2, answer(200, {"name": "b"}))])

@@ -41,7 +41,7 @@ def make(kind: str = "gateway", credit: int = 500, address: str = ""):
     store, conn, clock, dead = RecordingStore(), RecordingConnection(), Clock(), []
     settings = RemoteSettings("org-b", "h", kind=kind, address=address, credit=credit,
                               reconnect_initial=1.0, reconnect_max=8.0)
-    f = Forwarder(settings, store, lambda c, e, err, now: dead.append((c, e.entry_id, err)), clock)
+    f = Forwarder(settings, store, lambda c, e, reason, err, now: dead.append((c, e.entry_id, err)), clock)
     f.connection = conn
     return f, store, conn, clock, dead
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.broker import Broker
 from gateway.health import HandshakeReply, Target, render_status
-from gateway.health.status import figures_from_samples
+from gateway.health.status import GatewayFigures, figures_from_samples, listener_mismatch
 from gateway.metrics import GatewayMetrics, parse_exposition
 from gateway.product import __version__
 
@@ -59,3 +59,15 @@ def test_without_figures_status_says_why():
     reply = HandshakeReply("amqp-gateway", "1.2.3", "Python 3.11.2", (), 0.001)
     lines = render_status(Target("h", 1), reply, None, "-", "the metrics page is disabled")
     assert lines[1:] == ["figures: the metrics page is disabled"]
+
+
+def test_a_metrics_page_of_another_gateway_is_told_apart_by_its_amqp_ports():
+    figures = GatewayFigures(version="1", listeners=(("amqp", "0.0.0.0:5673", "off"),
+                                                     ("metrics", "127.0.0.1:9419", "off")))
+    assert listener_mismatch(Target("127.0.0.1", 5673), figures) is None
+    problem = listener_mismatch(Target("127.0.0.1", 5672), figures)
+    assert problem is not None
+    assert problem.startswith("the metrics page belongs to a gateway listening on 0.0.0.0:5673, "
+                              "not on 127.0.0.1:5672")
+    # a page that lists no listeners cannot be checked
+    assert listener_mismatch(Target("127.0.0.1", 5672), GatewayFigures(version="1")) is None

@@ -9,13 +9,18 @@ from gateway.health import Target, TargetError, target_from_config, target_from_
 
 @pytest.mark.parametrize("url,expected", [
     ("amqp://127.0.0.1:5673", Target("127.0.0.1", 5673, False)),
-    ("amqps://gw.example", Target("gw.example", 5671, True)),
-    ("amqp://[::1]/vhost", Target("::1", 5672, False)),
+    ("amqps://gw.example", Target("gw.example", 5671, True, "http://gw.example:9419/metrics")),
+    ("amqp://[::1]/vhost", Target("::1", 5672, False, "http://[::1]:9419/metrics")),
     ("amqp://0.0.0.0:5672", Target("127.0.0.1", 5672, False)),
-    ("localhost:5700", Target("localhost", 5700, False)),
+    ("localhost:5700", Target("localhost", 5700, False, "http://localhost:9419/metrics")),
 ])
-def test_urls(url, expected):
+def test_urls_and_the_metrics_page_on_the_same_host(url, expected):
+    # a gateway elsewhere has its metrics page there, not on this machine's port 9419
     assert target_from_url(url) == expected
+
+
+def test_a_given_metrics_url_wins():
+    assert target_from_url("amqp://gw.example", "http://m:1/x").metrics_url == "http://m:1/x"
 
 
 @pytest.mark.parametrize("url,words", [

@@ -94,7 +94,7 @@ def test_exchanges_and_bindings(model) -> None:
     x, created = model.declare_exchange(ADMIN, "/", "x1", "topic")
     assert created and x == {"name": "x1", "vhost": "/", "type": "topic", "durable": True,
                              "auto_delete": False, "internal": False, "arguments": {},
-                             "message_stats": {"publish_in": 0}}
+                             "message_stats": {"publish_in": 0}, "policy": None}
     model.declare_queue(ADMIN, "/", "q1")
     b = model.bind(ADMIN, "/", "x1", "q1", "queue", "a.*", {})
     assert b == {"source": "x1", "vhost": "/", "destination": "q1", "destination_type": "queue",

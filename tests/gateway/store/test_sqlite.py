@@ -220,6 +220,27 @@ def test_on_pending_is_called_once_per_generation_and_batch_max_flushes(path, lo
     store.close()
 
 
+def test_one_commit_keeps_a_transaction_s_writes_in_one_generation(path, loop) -> None:
+    """However many writes a transaction's commit makes, batch_max does not split them
+    over two commits (a crash between them would leave half of it); the generation is
+    handed over at the end of the block."""
+    store = open_store(path, loop, batch_max=3)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    store.flush()
+    with store.one_commit():
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        first = store.latest_generation
+        for seq in range(2, 6):
+            store.add_message(qid, seq, None, 0, False, None, row(seq))
+        assert store.latest_generation == first and len(store._ops) > 3
+    assert store._ops == []  # handed over as one
+    done: list = []
+    store.after_commit(done.append)
+    loop.run_until(lambda: done)
+    assert done == [None]
+    store.close()
+
+
 def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> None:
     store = open_store(path, loop)
     alarms: list = []

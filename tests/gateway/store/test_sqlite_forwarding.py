@@ -58,7 +58,8 @@ def test_forwarded_ids_survive_and_are_forgotten_by_age(path, loop) -> None:
 def test_a_version_1_store_gets_the_forwarding_tables(path, loop) -> None:
     open_store(path, loop).close()
     db = sqlite3.connect(path)
-    db.executescript("DROP TABLE outbox; DROP TABLE forwarded_ids; PRAGMA user_version=1;")
+    db.executescript("DROP TABLE outbox; DROP TABLE forwarded_ids; DROP TABLE definitions; "
+                     "PRAGMA user_version=1;")
     db.close()
     store = open_store(path, loop)
     store.add_outbox(outbox_row(1))
