@@ -29,6 +29,7 @@ from addressing.grammar import (
     parse_source,
     parse_target,
     percent_decode,
+    split_global,
 )
 from addressing.resolve import (
     Forward,
@@ -82,4 +83,5 @@ __all__ = [
     "resolve_source",
     "resolve_target",
     "route_message",
+    "split_global",
 ]

@@ -73,7 +73,7 @@ from addressing.address import (
 from addressing.errors import AddressError, AddressErrorKind
 
 __all__ = ["Role", "parse_target", "parse_source", "parse_address", "parse_global",
-           "percent_decode", "MAX_NAME_BYTES"]
+           "split_global", "percent_decode", "MAX_NAME_BYTES"]
 
 MAX_NAME_BYTES = 255  # AMQP 0-9-1 shortstr: exchange, queue names and routing keys
 
@@ -135,27 +135,38 @@ def _name(address: str, what: str, value: str) -> str:
     return _check_length(address, what, value)
 
 
+def split_global(name: str) -> tuple[str, str] | None:
+    """``(node, container)`` when ``name`` has the form ``node@container`` (split at the
+    last ``@``, both parts non-empty), else None: the one home of that split, for the
+    grammar, the broker's global names, the forwarding service and a 0-9-1 publish's
+    permission check alike."""
+    node, at, container = name.rpartition("@")
+    if not at or not node or not container:
+        return None
+    return node, container
+
+
 def parse_global(name: str) -> GlobalAddress | None:
-    """Return ``GlobalAddress`` if ``name`` is ``node@container`` (split at the last
-    ``@``; the container a plain name), else None.
+    """Return ``GlobalAddress`` if ``name`` is ``node@container`` (:func:`split_global`;
+    the container a plain name), else None.
 
     For callers that only need to know whether a plain name (e.g. a 0-9-1
     routing key on the default exchange) is global; malformed ``@`` forms
     give None here, whereas ``parse_target`` rejects them.
     """
-    node, at, container = name.rpartition("@")
-    if not at or not node or not container or "/" in container:
+    parts = split_global(name)
+    if parts is None or "/" in parts[1]:
         return None
-    return GlobalAddress(node, container)
+    return GlobalAddress(*parts)
 
 
 def _parse_bare(address: str) -> Address:
     if "@" in address:
-        node, _, container = address.rpartition("@")
-        if not node:
-            raise _invalid(address, "empty node name before '@'")
-        if not container:
-            raise _invalid(address, "empty container name after '@'")
+        parts = split_global(address)
+        if parts is None:
+            raise _invalid(address, "empty node name before '@'" if address.rindex("@") == 0
+                           else "empty container name after '@'")
+        node, container = parts
         return GlobalAddress(_check_length(address, "node name", node),
                              _check_length(address, "container name", container))
     if address in SERVICE_NAMES:

@@ -365,12 +365,26 @@ _ROUTING_SECTIONS: dict[tuple[str, str], bytes] = {}
 ROUTING_SECTIONS_KEPT = 4096
 
 
+#: the octets of the last message :func:`with_routing_annotations` placed, up to and with
+#: its body's descriptor, and its message-annotations place (``annotations_place``)
+_last_place: Optional[tuple[bytes, int, int, Any]] = None
+_SHORT_DESCRIPTOR = b"\x00\x53"
+
+
 def with_routing_annotations(encoded: bytes, exchange: str, routing_key: str) -> bytes:
     """``encoded`` with ``x-exchange`` and ``x-routing-key`` in its message-annotations, as
     RabbitMQ 4 delivers every message (merged as :func:`with_message_annotations` does; a
     message that has no such section gets one whose octets are made once per pair).
-    Raises ``TranslationError`` on a malformed encoding."""
-    start, end, existing = annotations_place(encoded)
+    Raises ``TranslationError`` on a malformed encoding.
+
+    A sender repeats the sections before the body: where the last message's annotations
+    were is kept with its octets up to its body's descriptor, and a message that starts
+    with them is not scanned again (its sections before the body are those octets)."""
+    last = _last_place
+    if last is not None and encoded.startswith(last[0]):
+        start, end, existing = last[1], last[2], last[3]
+    else:
+        start, end, existing = _routing_place(encoded)
     if start != end:  # a section of its own: merge into it
         return _merged(encoded, start, end, existing,
                        {_X_EXCHANGE: exchange, _X_ROUTING_KEY: routing_key}, ())
@@ -385,13 +399,32 @@ def with_routing_annotations(encoded: bytes, exchange: str, routing_key: str) ->
     return encoded[:start] + section + encoded[start:]
 
 
+def _routing_place(encoded: bytes) -> tuple[int, int, Any]:
+    """``annotations_place`` of ``encoded``, kept in ``_last_place`` with the octets up to
+    its body's descriptor (a short one: the octets then name the section)."""
+    global _last_place
+    spans = scan_sections(encoded)
+    place = _place_in(encoded, spans)
+    for span in spans:
+        if span.code in BODY_CODES:
+            if encoded[span.start:span.start + 2] == _SHORT_DESCRIPTOR:
+                _last_place = (bytes(encoded[:span.start + 3]), *place)
+            break
+    return place
+
+
 def annotations_place(encoded: bytes) -> tuple[int, int, Any]:
     """``(start, end, value)``: the message-annotations section's octets and its decoded
     value; without one, where the spec puts it (after the header and
     delivery-annotations) as ``start == end``, and None. Raises ``TranslationError`` on a
     malformed encoding."""
+    return _place_in(encoded, scan_sections(encoded))
+
+
+def _place_in(encoded: bytes, spans: Any) -> tuple[int, int, Any]:
+    """``annotations_place`` from the sections ``scan_sections`` found in ``encoded``."""
     start = end = 0
-    for span in scan_sections(encoded):
+    for span in spans:
         if span.code is SectionCode.MESSAGE_ANNOTATIONS:
             return span.start, span.end, decode_section_fast(encoded, span)
         if span.code in (SectionCode.HEADER, SectionCode.DELIVERY_ANNOTATIONS):

@@ -47,7 +47,7 @@ from proton import (Array, Described, byte, char, decimal32, decimal64, decimal1
 
 from translators.decimal_bid import bid_to_decimal
 from translators.mapping import RESERVED_NAMES, SHORTSTR_MAX
-from translators.typed_values import (_TO_FIELD, LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR,
+from translators.typed_values import (LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, TO_FIELD,
                                      WRAPPER_TYPE_KEY, WRAPPER_VALUE_KEY, decimal64_to_decimal,
                                      to_field_value)
 from translators.field_types import Timestamp
@@ -136,7 +136,7 @@ def _described(v: Described) -> Any:
 
 
 #: the types whose plain value is their typed value (typed_values' converters), then ours
-_PLAIN: dict[type, Callable[[Any], Any]] = {kind: convert for kind, convert in _TO_FIELD.items()
+_PLAIN: dict[type, Callable[[Any], Any]] = {kind: convert for kind, convert in TO_FIELD.items()
                                             if kind in _EXACT_KINDS}
 _PLAIN.update({
     ulong: _ulong,

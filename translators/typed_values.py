@@ -83,6 +83,7 @@ from translators.field_types import (
 )
 
 __all__ = [
+    "TO_FIELD",
     "WRAPPER_TYPE_KEY",
     "WRAPPER_VALUE_KEY",
     "LONGSTR_DESCRIPTOR",
@@ -213,7 +214,8 @@ def _array_to_field(v: Array) -> Any:
     return _wrap("array", body)
 
 
-_TO_FIELD: dict[type, Callable[[Any], Any]] = {
+#: a 1.0 value's type -> its field-table form (``translators.plain_values`` builds on it)
+TO_FIELD: dict[type, Callable[[Any], Any]] = {
     type(None): lambda v: None,
     bool: bool,
     byte: lambda v: Int8(v),
@@ -248,7 +250,7 @@ def to_field_value(value: Any) -> Any:
     Lossless: ``from_field_value(to_field_value(v))`` equals ``v`` with the same proton
     types. Raises ``TranslationError`` for a Python type proton would not produce.
     """
-    convert = _TO_FIELD.get(type(value))
+    convert = TO_FIELD.get(type(value))
     if convert is None:
         if isinstance(value, dict):  # proton's AnnotationDict / PropertyDict
             return _map_to_field(dict(value))

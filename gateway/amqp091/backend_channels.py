@@ -78,7 +78,7 @@ class LinkSession:
         self.node: Optional[BackendNode] = None
         #: link key -> the channel that opened it
         self.channels: dict[Any, "BackendChannel"] = {}
-        connection.backend_session = self
+        connection.use_backend_session(self)
         connection.add_close_callback(self._client_gone)
         self.handle = connection.vhost_proxy.connect_links(backend, login, self)
         if connection.closed:

@@ -118,7 +118,7 @@ class RelaySession:
         self._closing_client: set[int] = set()
         self._closing_backend: set[int] = set()
         self.handle: Any = None
-        connection.backend_session = self
+        connection.use_backend_session(self)
         connection.add_close_callback(self._client_gone)
         self.handle = connection.vhost_proxy.connect(backend, login, self._make_engine, self)
         if connection.closed:  # refused at once (no node could even be tried)
@@ -252,9 +252,9 @@ class BackendEngine(ClientEngine):
     is the subclass's (``_flow``, ``_lost``)."""
 
     def __init__(self, node: BackendNode, name: str, client: ClientConnection) -> None:
+        super().__init__(client)
         self.node = node
         self.name = name
-        self.client = client
         self.listener: Any = None
         self.opened = False
         self.frame_max = 0

@@ -74,7 +74,6 @@ from gateway.broker.flow import CreditWindow
 from gateway.broker.queues import QueuedMessage
 from gateway.broker.store_marks import StoreMark
 from gateway.broker.transaction import WorkKind
-from gateway.ledger import Outcome as LedgerOutcome
 from gateway.ledger import Protocol as WireProtocol
 
 __all__ = ["BrokerChannel"]
@@ -82,7 +81,6 @@ __all__ = ["BrokerChannel"]
 log = logging.getLogger(__name__)
 
 _P091 = WireProtocol.AMQP091.value
-_ACCEPTED = LedgerOutcome.ACCEPTED.value
 # members the per-message paths compare with (a read through the enum class is a lookup)
 _ACK, _REQUEUE, _REJECT = SettleKind.ACK, SettleKind.REQUEUE, SettleKind.REJECT
 
@@ -201,9 +199,10 @@ class BrokerChannel:
         self.context.trail.messages_out += 1
         ledger = self.broker.ledger
         if ledger is not None:
-            ledger.delivered(now, self._ledger_ctx, entry, consumer.queue.name)
             if consumer.no_ack:
-                ledger.settled(now, self._ledger_ctx, entry, consumer.queue.name, _ACCEPTED)
+                ledger.delivered_settled(now, self._ledger_ctx, entry, consumer.queue.name)
+            else:
+                ledger.delivered(now, self._ledger_ctx, entry, consumer.queue.name)
         if consumer.no_ack:
             consumer.queue.settle(entry)
             consumer.credit.settle_one()
@@ -313,9 +312,10 @@ class BrokerChannel:
         ledger = self.broker.ledger
         if ledger is not None:
             now = self.connection.now
-            ledger.delivered(now, self._ledger_ctx, entry, queue.name)
             if method.no_ack:
-                ledger.settled(now, self._ledger_ctx, entry, queue.name, _ACCEPTED)
+                ledger.delivered_settled(now, self._ledger_ctx, entry, queue.name)
+            else:
+                ledger.delivered(now, self._ledger_ctx, entry, queue.name)
         props, body = delivery_payload(message)
         if queue.quorum:
             props = with_delivery_count(props, entry.delivery_count)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from addressing import split_global
 from gateway.amqp091 import methods as m
 from gateway.amqp091.connection_scope import ConnectionScope
 from gateway.amqp091.consumer import Unacked
@@ -41,6 +42,8 @@ QUEUE_FULL_TEXT = "queue full"
 _ROUTED = EventKind.ROUTED
 # members the per-message paths compare with (a read through the enum class is a lookup)
 _WRITE, _TX, _CONFIRM = Action.WRITE, PublishMode.TX, PublishMode.CONFIRM
+#: global addresses a channel remembers it may publish to (more are checked each time)
+_MAY_FORWARD_KEPT = 256
 
 
 class ChannelPublishing:
@@ -48,7 +51,7 @@ class ChannelPublishing:
     reference to its channel (the channel holds it): what it needs is handed over at
     construction, ``ledger_ctx`` being the channel's ledger context."""
 
-    __slots__ = ("mode", "confirms", "tx", "may_publish", "is_open", "context", "connection",
+    __slots__ = ("mode", "confirms", "tx", "may_publish", "may_forward", "is_open", "context", "connection",
                  "channel_id", "broker", "vhost", "writer", "scope", "_store", "_user_name",
                  "_ledger_ctx")
 
@@ -61,6 +64,9 @@ class ChannelPublishing:
         #: exchanges this channel's user may publish to (WRITE granted, kept for the
         #: connection's life like the scope's answers: no check per publish)
         self.may_publish: set[str] = set()
+        #: global addresses (``node@container``) it may publish to through the default
+        #: exchange, as ``may_publish`` (:meth:`_permit_global`)
+        self.may_forward: set[str] = set()
         #: False once the channel closed (the store's late answers are then dropped)
         self.is_open = True
         self.context = context
@@ -79,6 +85,7 @@ class ChannelPublishing:
     def user_changed(self) -> None:
         """The user record was re-read (update-secret): ask its WRITE grants again."""
         self.may_publish.clear()
+        self.may_forward.clear()
 
     def close(self) -> list[Unacked]:
         """The channel closed: drop the open transaction; returns the deliveries it had
@@ -89,10 +96,14 @@ class ChannelPublishing:
     def _permit_global(self, method: m.Method) -> None:
         """A publish to ``node@container`` through the default exchange forwards when the
         container is another one: it needs WRITE on the whole address as well (RabbitMQ-
-        style patterns match ``node@container``)."""
+        style patterns match ``node@container``). Granted, the address joins
+        ``may_forward`` (up to ``_MAY_FORWARD_KEPT`` of them)."""
         key = method.routing_key
-        if key.rpartition("@")[2] != self.broker.container_id:
+        parts = split_global(key)
+        if parts is None or parts[1] != self.broker.container_id:
             self.scope.require(_WRITE, key, method)
+        if len(self.may_forward) < _MAY_FORWARD_KEPT:
+            self.may_forward.add(key)
 
     # ---- basic: publish ------------------------------------------------------------------
 
@@ -110,7 +121,7 @@ class ChannelPublishing:
             if exchange not in self.may_publish:
                 self.scope.require(_WRITE, exchange, method)
                 self.may_publish.add(exchange)
-            if "@" in method.routing_key and not method.exchange:
+            if "@" in method.routing_key and not exchange and method.routing_key not in self.may_forward:
                 self._permit_global(method)
             message = container_from_publish(method, content, now=now, user_name=self._user_name)
         except ChannelException as exc:

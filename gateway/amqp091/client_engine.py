@@ -19,9 +19,10 @@ __all__ = ["ClientEngine"]
 class ClientEngine:
     """The engine surface of ``gateway.edge.engine_protocol`` over ``self.client``."""
 
-    client: ClientConnection
-    #: set by the edge: called when output appears outside its own calls
-    on_output: Optional[Callable[[], None]] = None
+    def __init__(self, client: ClientConnection) -> None:
+        self.client = client
+        #: set by the edge: called when output appears outside its own calls
+        self.on_output: Optional[Callable[[], None]] = None
 
     @property
     def closed(self) -> bool:

@@ -182,6 +182,7 @@ class ServerConnection:
         self.at_batch_end = self._input.at_batch_end
         self.flush_channel = self._input.flush_channel
         self._rx_seen = False  # something was read since tick last looked
+        self._writes_seen = 0  # the output's write count tick last saw
         #: who a close of ours is by, for the close line (a gateway shutdown says so)
         self._closing_by = CLOSED_BY_SERVER
         #: edge mode (``gateway.backend.VhostProxy``): proxied vhosts open through it; once a
@@ -266,14 +267,15 @@ class ServerConnection:
             if self._machine.state is ConnectionState.CLOSED:
                 return None
         timers, output = self._timers, self._output
-        if self._rx_seen:
-            timers.last_rx, self._rx_seen = now, False
-        if output.written:
-            timers.last_tx, output.written = now, False
-        while (due := timers.due(now, reading=self._input.held is None)) is not None:
+        read, self._rx_seen = self._rx_seen, False
+        wrote = output.writes != self._writes_seen
+        self._writes_seen = output.writes
+        while (due := timers.due(now, self._input.held is None, read, wrote)) is not None:
+            read = wrote = False
             if due is Due.HEARTBEAT:
                 output.write(HEARTBEAT_FRAME)
-                timers.last_tx, output.written = now, False
+                self._writes_seen = output.writes
+                wrote = True
                 continue
             if due is Due.LOGIN_REFUSAL:
                 self._methods.answer_login_refusal(self)
@@ -351,6 +353,40 @@ class ServerConnection:
         """What management shows of this connection (``gateway.broker.connection_views``)."""
         return connection_view(self)
 
+    # ---- what the connection-class methods learn (``connection_methods``) -------------------
+
+    def record_client_properties(self, properties: Any) -> None:
+        """connection.start-ok's client properties (a non-table: none)."""
+        self.client_properties = properties if isinstance(properties, dict) else {}
+
+    def record_login(self, user: Any, password: str | None) -> None:
+        """The login succeeded as ``user`` (``password``: kept for a passthrough backend)."""
+        self.user = user
+        self.login_password = password
+
+    def record_login_refused(self) -> None:
+        self.login_failed = True
+
+    def replace_user(self, user: Any) -> None:
+        """The user record re-read by connection.update-secret."""
+        self.user = user
+
+    def record_vhost(self, name: str, vhost: Any = None) -> None:
+        """connection.open named vhost ``name``; ``vhost`` once it was admitted to it."""
+        self.vhost_name = name
+        if vhost is not None:
+            self.vhost = vhost
+
+    def close_ok_sent(self, reason: CloseReason) -> None:
+        """We answered the client's connection.close: closed, the client drops the socket."""
+        self.linger_on_close = True
+        self.terminate(reason)
+
+    def use_backend_session(self, session: Any) -> None:
+        """Edge mode: ``session`` carries this connection to its backend (``backend_relay``,
+        ``backend_channels``); management shows its backend."""
+        self.backend_session = session
+
     # ---- edge mode: a proxied vhost (``backend_relay``) --------------------------------------
 
     def open_by_backend(self, relay_input: Callable[[bytes], None]) -> None:
@@ -370,7 +406,7 @@ class ServerConnection:
         self.trail.authenticated(getattr(self.user, "name", str(self.user)), self.vhost_name or "",
                                  self._handshake.mechanism)
         self.send_method(0, m.ConnectionOpenOk())
-        self._timers.handshake_at = None
+        self._timers.handshake_done()
         self._machine.process(LocalEvent.BACKEND_OPENED)
 
     def receive_own(self, frames: bytes) -> None:
@@ -389,7 +425,7 @@ class ServerConnection:
         release = self._handshake.admit(method, self.user, connection=self)
         if release is not None:
             self.add_close_callback(release)
-        self._timers.handshake_at = None  # the backend's connect_timeout bounds the wait now
+        self._timers.handshake_done()  # the backend's connect_timeout bounds the wait now
 
     def output_ready(self) -> None:
         """Output appeared outside ``receive_data`` (an operator's close): flush it."""
@@ -434,8 +470,7 @@ class ServerConnection:
                                                class_id=exc.class_id, method_id=exc.method_id))
         self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
         self._machine.process(LocalEvent.CLOSE_SENT)
-        self._timers.handshake_at = None
-        self._timers.close_at = self.now + self._close_timeout
+        self._timers.close_sent(self.now, self._close_timeout)
 
     def terminate(self, reason: CloseReason | None) -> None:
         """The connection is CLOSED now: the channels are told ``reason`` (None: they were

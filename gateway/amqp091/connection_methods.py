@@ -75,8 +75,7 @@ class ConnectionMethods:
     # ---- the actions (values of _ACTIONS) --------------------------------------------------
 
     def _on_start_ok(self, conn: Any, method: m.Method) -> ConnectionState | None:
-        props = method.client_properties
-        conn.client_properties = props if isinstance(props, dict) else {}
+        conn.record_client_properties(method.client_properties)
         try:
             outcome = self.handshake.start(method.mechanism, method.response, conn.now)
         except AuthenticationFailed as exc:
@@ -92,8 +91,7 @@ class ConnectionMethods:
 
     def _login_step(self, conn: Any, outcome: Any) -> ConnectionState:
         if isinstance(outcome, Authenticated):
-            conn.user = outcome.user
-            conn.login_password = outcome.password
+            conn.record_login(outcome.user, outcome.password)
             # 0-9-1 has no place for SASL additional data (e.g. SCRAM server-final); dropped
             t = self.handshake.server_tune
             conn.send_method(0, m.ConnectionTune(channel_max=t.channel_max, frame_max=t.frame_max,
@@ -103,15 +101,14 @@ class ConnectionMethods:
         return ConnectionState.AWAIT_SECURE_OK
 
     def _login_refused(self, conn: Any, exc: AuthenticationFailed) -> None:
-        conn.login_failed = True
+        conn.record_login_refused()
         timers = self._timers
         text, answer_at = self.handshake.refusal(exc, conn.now, timers.handshake_at,
                                                  conn.trail.connection_id)
         self._refusal_text = text
         if answer_at > conn.now:
             # a likely password guesser: answer late, by the tick deadline (never a sleep)
-            timers.refusal_at = answer_at
-            timers.handshake_at = None
+            timers.hold_refusal(answer_at)
             return
         self.answer_login_refusal(conn)
 
@@ -122,7 +119,7 @@ class ConnectionMethods:
 
     def _on_open(self, conn: Any, method: m.Method) -> ConnectionState | None:
         self.open_received = True
-        conn.vhost_name = method.virtual_host  # admitted with its vhost known (management's view)
+        conn.record_vhost(method.virtual_host)  # admitted with its vhost known (management's view)
         if conn.vhost_proxy is not None:
             backend = conn.vhost_proxy.backend_for(method.virtual_host)
             if backend is not None:  # edge mode: open-ok once the backend opened
@@ -136,12 +133,12 @@ class ConnectionMethods:
         vhost, release = self.handshake.open_vhost(method, conn.user, connection=conn)
         if release is not None:
             conn.add_close_callback(release)
-        conn.vhost, conn.vhost_name = vhost, method.virtual_host
+        conn.record_vhost(method.virtual_host, vhost)
         self.handshake.end()
         conn.trail.authenticated(getattr(conn.user, "name", str(conn.user)), method.virtual_host,
                                  self.handshake.mechanism)
         conn.send_method(0, m.ConnectionOpenOk())
-        self._timers.handshake_at = None
+        self._timers.handshake_done()
         return ConnectionState.OPEN
 
     def _on_close(self, conn: Any, method: m.Method) -> None:
@@ -151,15 +148,14 @@ class ConnectionMethods:
         if self._machine.state is ConnectionState.OPEN and self._input.owes_batch_end:
             self._input.end_batch()
         conn.send_method(0, m.ConnectionCloseOk())
-        conn.linger_on_close = True
-        conn.terminate(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
+        conn.close_ok_sent(CloseReason(CloseInitiator.PEER, method.reply_code, method.reply_text))
 
     def _on_close_ok(self, conn: Any, method: m.Method) -> None:
         conn.terminate(None)
 
     def _on_update_secret(self, conn: Any, method: m.Method) -> ConnectionState:
         # a refused secret raises 403: connection.close (RabbitMQ closes the connection too)
-        conn.user = self.handshake.renew_secret(conn.user, method)
+        conn.replace_user(self.handshake.renew_secret(conn.user, method))
         for handler in conn.channel_handlers().values():
             handler.user_changed()
         conn.logger.info("0-9-1 connection from %s: user '%s' updated its secret (reason: %s)",

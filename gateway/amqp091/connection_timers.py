@@ -12,7 +12,9 @@ Times are seconds, always the ``now`` the connection was given. Armed in turn:
   the memory alarm: RabbitMQ pauses its heartbeat monitor then).
 
 The connection asks :meth:`ConnectionTimers.due` until it says None, acting on each, then
-:meth:`ConnectionTimers.next_deadline` for the edge.
+:meth:`ConnectionTimers.next_deadline` for the edge. Every deadline is set here only: the
+connection says what happened (``handshake_done``, ``close_sent``, ``hold_refusal``, and
+to ``due`` whether something was read or written since it last asked).
 """
 from __future__ import annotations
 
@@ -56,9 +58,29 @@ class ConnectionTimers:
         self.handshake_at = self.close_at = self.refusal_at = None
         self.heartbeat = 0
 
-    def due(self, now: float, reading: bool) -> Optional[Due]:
-        """The first timer due at ``now``, disarmed (a heartbeat: the caller sends it and
-        sets ``last_tx``), or None. ``reading`` False pauses the peer-silence check."""
+    def handshake_done(self) -> None:
+        """connection.open was answered (or a backend's connect timeout bounds the wait)."""
+        self.handshake_at = None
+
+    def close_sent(self, now: float, timeout: float) -> None:
+        """We sent connection.close at ``now``: close-ok is due within ``timeout``."""
+        self.handshake_at = None
+        self.close_at = now + timeout
+
+    def hold_refusal(self, answer_at: float) -> None:
+        """A refused login is answered at ``answer_at`` (the handshake's throttling)."""
+        self.refusal_at = answer_at
+        self.handshake_at = None
+
+    def due(self, now: float, reading: bool, read: bool = False, wrote: bool = False) -> Optional[Due]:
+        """The first timer due at ``now``, disarmed (a heartbeat: the caller sends it, and
+        says ``wrote`` next time), or None. ``read`` / ``wrote``: something was read from /
+        written to the peer since the last call. ``reading`` False pauses the peer-silence
+        check."""
+        if read:
+            self.last_rx = now
+        if wrote:
+            self.last_tx = now
         if self.refusal_at is not None:
             if now < self.refusal_at:
                 return None

@@ -25,7 +25,7 @@ REJECTED with the reason, on the next ``tick`` (never from inside the forwarder'
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import Optional
 
 from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
@@ -60,11 +60,10 @@ class OutboundAmqp091(ClientEngine):
         self.settings = settings
         self.events = events
         self.where = f"remote '{settings.container}' ({settings.host}:{settings.port})"
-        self.on_output: Optional[Callable[[], None]] = None
-        self.client = ClientConnection(
+        super().__init__(ClientConnection(
             user=settings.user, password=password, vhost=settings.vhost, mechanism=settings.sasl_mechanism,
             now=now, peer=f"{settings.host}:{settings.port}", heartbeat=heartbeat,
-            connection_name=f"amqp-gateway {container_id} forwarding to {settings.container}")
+            connection_name=f"amqp-gateway {container_id} forwarding to {settings.container}"))
         self._up = False
         self._down = False
         self._routes: dict[str, LocalPublish | SubjectPublish] = {}

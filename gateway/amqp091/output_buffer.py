@@ -5,8 +5,8 @@ never joined into a frame first); content is split into body frames at ``frame_m
 negotiated value, set at tune-ok). The edge takes everything at once (``take``). Because
 output can appear outside the edge's own calls (a delivery caused by another connection's
 publish), ``on_output`` is called when output appears in an empty buffer, so the edge
-schedules a flush. ``written`` says something was written since the heartbeat timer last
-looked (``ServerConnection.tick`` resets it).
+schedules a flush. ``writes`` counts the writes (the heartbeat timer compares it with the
+count it saw last: ``ServerConnection.tick``).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _BASIC_CLASS = m.BasicDeliver.CLASS_ID
 class OutputBuffer:
     """See the module docstring. ``high_water`` is in octets."""
 
-    __slots__ = ("_out", "high_water", "frame_max", "on_output", "written")
+    __slots__ = ("_out", "high_water", "frame_max", "on_output", "writes")
 
     def __init__(self, high_water: int, on_output: Callable[[], None] | None) -> None:
         self._out = bytearray()
@@ -32,7 +32,7 @@ class OutputBuffer:
         #: the largest frame we send (octets); the minimum until tune-ok
         self.frame_max = FRAME_MIN_SIZE
         self.on_output = on_output
-        self.written = False
+        self.writes = 0
 
     @property
     def full(self) -> bool:
@@ -53,7 +53,7 @@ class OutputBuffer:
         was_empty = not out
         for part in parts:
             out += part
-        self.written = True
+        self.writes += 1
         if was_empty and self.on_output is not None:
             self.on_output()
 

@@ -233,14 +233,11 @@ def _attach_outgoing(host: LinkHost, link: Link) -> tuple[OutgoingLink, Callable
     link.rcv_settle_mode = Link.RCV_FIRST
     if host.max_message_size:
         link.max_message_size = host.max_message_size
-    handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary)
-    handler.service_reply = service_reply
-    if subscription is not None:
-        handler.subscription = subscription
-        handler.exclusive = True  # one link at a time consumes a subscription
     # a link's own temporary queue drops what its filter refuses: nobody else reads it
-    handler.message_filter = filters.message_filter(host.connection_id,
-                                                    drops=temporary and not remote.dynamic)
+    handler = OutgoingLink(host, link, queue, acquires=acquires, temporary=temporary,
+                           service_reply=service_reply, subscription=subscription,
+                           message_filter=filters.message_filter(host.connection_id,
+                                                                 drops=temporary and not remote.dynamic))
 
     def start() -> None:
         link.open()

@@ -50,14 +50,9 @@ log = logging.getLogger(__name__)
 class OutgoingLink:
     """The client receives on ``link`` (a proton sender); a broker ``Consumer``."""
 
-    exclusive = False
-    #: the link's source filters (``broker.message_filter.MessageFilter``), or None
-    message_filter = None
-    #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or None
-    subscription = None
-
     def __init__(self, host: LinkHost, link: Link, queue: Queue, *, acquires: bool,
-                 temporary: bool) -> None:
+                 temporary: bool, service_reply: bool = False, message_filter: Any = None,
+                 subscription: Any = None) -> None:
         self.host = host
         self.link = link
         self.queue = queue
@@ -65,7 +60,13 @@ class OutgoingLink:
         self.acquires = acquires
         self.temporary = temporary
         #: the receiving half of a link pair with a service node (``/management``)
-        self.service_reply = False
+        self.service_reply = service_reply
+        #: the link's source filters (``broker.message_filter.MessageFilter``), or None
+        self.message_filter = message_filter
+        #: the durable subscription it consumes (``link_recovery.SubscriptionLink``), or
+        #: None; one link at a time consumes a subscription (``exclusive``)
+        self.subscription = subscription
+        self.exclusive = subscription is not None
         self.credit = CreditWindow.link_credit(0)
         self._presettled = link.snd_settle_mode == Link.SND_SETTLED
         #: the client's max-message-size from its attach (0: no limit); fixed for the link
@@ -119,15 +120,17 @@ class OutgoingLink:
             link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
         ledger = self.host.broker.ledger
-        if ledger is not None:
-            ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
                 if ledger is not None:
-                    ledger.settled(now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
+                    ledger.delivered_settled(now, self._ledger_ctx, entry, self.queue.name)
                 self.queue.settle(entry)
+            elif ledger is not None:
+                ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
         else:
+            if ledger is not None:
+                ledger.delivered(now, self._ledger_ctx, entry, self.queue.name)
             self._unsettled[d] = entry  # on_delivery gets an equal pointer to it
         self.host.output_ready()
 

@@ -19,23 +19,14 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from addressing import split_global
+
 from .errors import InvalidArgument
 
-__all__ = ["MAX_NAME_BYTES", "GlobalNames", "check_new_name", "split_global"]
+__all__ = ["MAX_NAME_BYTES", "GlobalNames", "check_new_name"]
 
 #: a 0-9-1 short string
 MAX_NAME_BYTES = 255
-
-
-def split_global(name: str) -> Optional[tuple[str, str]]:
-    """``(node, container)`` when ``name`` has the form ``node@container`` (split at the
-    last ``@``, both parts non-empty), else None."""
-    if "@" not in name:
-        return None
-    node, _, container = name.rpartition("@")
-    if not node or not container:
-        return None
-    return node, container
 
 
 class GlobalNames:

@@ -4,7 +4,7 @@ behaviour, so a backlog of millions of persistent messages does not exhaust memo
 
 The producer gate counts the body bytes held in memory. When that count is above
 ``budget``, :meth:`MemoryPager.relieve` asks each stored queue to drop bodies (newest
-first, only those whose writes are committed: see ``QueueStorage.page_out``) until the
+first, only those whose writes are committed: see ``QueueStorage.to_page_out``) until the
 count is back under the budget. The service calls it after every commit report (the
 moment more bodies become droppable) and on the broker's tick; under the budget it is
 one comparison. Bodies come back in batches when their entries reach the head.
@@ -44,10 +44,9 @@ class MemoryPager:
         freed = 0
         for vhost in list(self.broker.vhosts.values()):
             for queue in list(vhost.queues.values()):
-                storage = queue.storage
-                if storage is None or not queue.ready.count:
+                if queue.storage is None or not queue.ready.count:
                     continue
-                freed += storage.page_out(gate.used - budget)
+                freed += queue.entries.page_out(gate.used - budget)
                 if gate.used <= budget:
                     self.paged_bytes += freed
                     return freed

@@ -32,12 +32,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .message import MessageContainer
-from .queued_message import _ACQUIRED, _AVAILABLE, _GONE, QueuedMessage
+from .queued_message import ACQUIRED, AVAILABLE, GONE, QueuedMessage
+from .queue_storage import QueueStorage, stand_in
 from .ready_list import ReadyList
 
 if TYPE_CHECKING:
     from .flow import ProducerGate
-    from .queue_storage import QueueStorage
 
 __all__ = ["QueueEntries"]
 
@@ -51,13 +51,17 @@ class QueueEntries:
     __slots__ = ("ready", "acquired", "seq", "gate", "storage", "published", "delivered",
                  "acked", "expired", "head")
 
+    def use_storage(self, storage: Optional[QueueStorage]) -> None:
+        """The queue's link to the store (its vhost gives it one when it is stored)."""
+        self.storage = storage
+
     def __init__(self, max_priority: Optional[int], gate: Optional["ProducerGate"]) -> None:
         self.ready = ReadyList(max_priority)
         #: ACQUIRED entries by ``seq``, in the order they were acquired
         self.acquired: dict[int, QueuedMessage] = {}
         self.seq = 0
         self.gate = gate
-        self.storage: Optional["QueueStorage"] = None
+        self.storage: Optional[QueueStorage] = None
         #: totals since the queue was made (RabbitMQ's message_stats publish, deliver_get,
         #: ack), read by management and metrics at scrape time
         self.published = self.delivered = self.acked = 0
@@ -88,12 +92,12 @@ class QueueEntries:
             gate.add(message.size)
         storage = self.storage
         if storage is not None and message.durable:
-            storage.added(entry)
+            entry.stored = storage.added(entry)
         if holder is None:
             return entry
         if entry.stored is not None:
             storage.taking(entry)  # type: ignore[union-attr]
-        entry.state = _ACQUIRED
+        entry.state = ACQUIRED
         entry.holder = holder
         entry.acquired_at = now
         self.acquired[seq] = entry
@@ -121,7 +125,7 @@ class QueueEntries:
             entry.redelivered = True
         if count_delivery:
             entry.delivery_count += 1
-        entry.state = _AVAILABLE
+        entry.state = AVAILABLE
         entry.holder = None
         self.ready.put_back(entry)
         if entry.stored is not None:
@@ -144,7 +148,7 @@ class QueueEntries:
         if entry.stored is not None:
             self.storage.taking(entry)  # type: ignore[union-attr]
         self.ready.remove(entry)
-        entry.state = _ACQUIRED
+        entry.state = ACQUIRED
         entry.holder = holder
         entry.acquired_at = now
         self.acquired[entry.seq] = entry
@@ -171,13 +175,50 @@ class QueueEntries:
         return self.ready.expire_heads(now)
 
     def with_body(self, entry: QueuedMessage) -> bool:
-        """Make sure the AVAILABLE head ``entry`` has its body (read back from the store);
-        one that cannot be read is dropped (GONE, logged by the storage): False."""
-        if entry.message.payload is not None or self.storage.loaded(entry):  # type: ignore[union-attr]
+        """Make sure the AVAILABLE head ``entry`` has its body: it and the stand-ins after
+        it in its level are read back from the store (their bodies count in memory again).
+        One that cannot be read is dropped (GONE, logged by the storage): False."""
+        if entry.message.payload is not None:
+            return True
+        gate = self.gate
+        for loaded, message in self.storage.read_back(entry):  # type: ignore[union-attr]
+            loaded.message = message
+            if gate is not None:
+                gate.add(message.size)
+        if entry.message.payload is not None:
             return True
         self.ready.remove(entry)
         self.finish(entry)
         return False
+
+    def page_out(self, want: int) -> int:
+        """Drop from memory the bodies of up to ``want`` bytes of available entries
+        (``QueueStorage.to_page_out`` picks them); each keeps a stand-in, its bytes leave
+        the memory count. Returns the bytes dropped."""
+        storage = self.storage
+        if storage is None:
+            return 0
+        freed = 0
+        gate = self.gate
+        for entry in storage.to_page_out(want):
+            message = entry.message
+            entry.message = stand_in(message.gateway_id, message.size, message.priority)
+            storage.paged_out(entry)
+            freed += message.size
+            if gate is not None:
+                gate.sub(message.size)
+        return freed
+
+    def modified(self, entry: QueuedMessage, annotations: Optional[dict], undeliverable_here: bool) -> None:
+        """1.0 ``modified`` of an acquired entry, before it is put back: ``annotations``
+        merged into its message, and its holder never offered it again if
+        ``undeliverable_here``."""
+        if annotations:
+            entry.message = entry.message.with_annotations(annotations)
+        if undeliverable_here and entry.holder is not None:
+            if entry.undeliverable_to is None:
+                entry.undeliverable_to = set()
+            entry.undeliverable_to.add(entry.holder)
 
     def leaving(self, entry: QueuedMessage) -> Optional[MessageContainer]:
         """The message of an entry about to go GONE by expiry or a limit (read back from the
@@ -194,7 +235,7 @@ class QueueEntries:
             return False
         self.acked += 1
         # finish()'s lines, inline: this runs once per ack and accepted outcome
-        entry.state = _GONE
+        entry.state = GONE
         entry.holder = None
         if entry.stored is not None:
             self._forget_stored(entry)
@@ -212,7 +253,7 @@ class QueueEntries:
     def finish(self, entry: QueuedMessage) -> None:
         """-> GONE for an entry already out of ``ready`` and ``acquired``: its body leaves
         the memory count and its row the store."""
-        entry.state = _GONE
+        entry.state = GONE
         entry.holder = None
         if entry.stored is not None:
             self._forget_stored(entry)

@@ -7,15 +7,15 @@ costs one attribute test per delivery and nothing else:
 
 * ``added``: the entry is written (the message's row once, whichever durable queue takes
   it first; the container keeps the store's ``StoredBody`` for the others);
-* ``loaded``: before an entry is handed out its body is read back if it is not in
+* ``read_back``: before an entry is handed out its body is read back if it is not in
   memory; ``taking``: an acquiring delivery is recorded (a crash then brings it back
   redelivered);
 * ``requeued``: a release records the delivery count, redelivered flag and the 1.0
   ``modified`` annotations; ``removed``: settled, expired, dead-lettered, purged.
 
 Bodies out of memory (RabbitMQ's lazy / classic-queue-v2 behaviour): above the broker's
-memory budget the :class:`~gateway.broker.paging.MemoryPager` asks queues to
-:meth:`QueueStorage.page_out` their newest entries whose writes are on disk; such an
+memory budget the :class:`~gateway.broker.paging.MemoryPager` asks queues to page out
+(:meth:`QueueStorage.to_page_out` picks) their newest entries whose writes are on disk; such an
 entry keeps a small stand-in container (``payload`` ``None``; size, priority and id
 only), and its bytes leave the producer gate's count. Entries restored at start-up begin
 that way. When a stand-in reaches the head, it and up to ``PAGE_IN_BATCH`` stand-ins
@@ -33,8 +33,6 @@ from .queued_message import QueuedMessage, message_row
 
 if TYPE_CHECKING:
     from gateway.store.interface import Store, StoredMessage
-
-    from .flow import ProducerGate
 
 __all__ = ["QueueStorage", "MessageLoader", "PAGE_IN_BATCH", "stand_in"]
 
@@ -55,28 +53,26 @@ def stand_in(message_id: int, size: int, priority: Optional[int]) -> MessageCont
 class QueueStorage:
     """See the module docstring. ``key`` is the store's key of the queue."""
 
-    __slots__ = ("queue", "store", "key", "loader", "gate")
+    __slots__ = ("queue", "store", "key", "loader")
 
-    def __init__(self, queue: Any, store: "Store", key: Any, loader: Optional[MessageLoader],
-                 gate: Optional["ProducerGate"]) -> None:
+    def __init__(self, queue: Any, store: "Store", key: Any, loader: Optional[MessageLoader]) -> None:
         self.queue = queue
         self.store = store
         self.key = key
         self.loader = loader
-        self.gate = gate
 
     # ------------------------------------------------------------------ writes
-    def added(self, entry: QueuedMessage) -> None:
+    def added(self, entry: QueuedMessage) -> Any:
+        """Write the new ``entry``; returns the store's reference to it (its ``stored``)."""
         message = entry.message
         body = message.stored_body
         if body is None:
             ref = self.store.add_message(self.key, entry.seq, entry.expires_at, entry.delivery_count,
                                          entry.redelivered, None, message_row(message))
             message.stored_body = ref.body
-        else:
-            ref = self.store.add_message(self.key, entry.seq, entry.expires_at, entry.delivery_count,
-                                         entry.redelivered, body, None)
-        entry.stored = ref
+            return ref
+        return self.store.add_message(self.key, entry.seq, entry.expires_at, entry.delivery_count,
+                                      entry.redelivered, body, None)
 
     def taking(self, entry: QueuedMessage) -> None:
         """``entry`` (with its body) is being acquired by a consumer or ``get``."""
@@ -104,28 +100,20 @@ class QueueStorage:
             return message
         return self._read([entry]).get(entry.seq)
 
-    def loaded(self, first: QueuedMessage) -> bool:
-        """Read back the available entry ``first`` (a stand-in) and the stand-ins among
-        the next entries of its level; False if ``first`` cannot be read (logged: the
-        caller drops it rather than wedge the queue)."""
+    def read_back(self, first: QueuedMessage) -> list[tuple[QueuedMessage, MessageContainer]]:
+        """The messages of the available entry ``first`` (a stand-in) and of the stand-ins
+        among the next entries of its level, read back in one query, each with its entry.
+        ``first`` missing means it cannot be read (logged: the caller drops it rather than
+        wedge the queue)."""
         queue = self.queue
         level = queue.ready.levels[first.level]
         batch = [first]
         batch += [e for e in islice(level, 0, PAGE_IN_BATCH) if e.message.payload is None and e is not first]
         loaded = self._read(batch)
-        gate = self.gate
-        for entry in batch:
-            message = loaded.get(entry.seq)
-            if message is None:
-                continue
-            entry.message = message
-            if gate is not None:
-                gate.add(message.size)
-        if first.message.payload is None:
+        if first.seq not in loaded:
             log.error("%s: message #%s could not be read back from the store; dropped",
                       queue.label, first.message.gateway_id)
-            return False
-        return True
+        return [(entry, loaded[entry.seq]) for entry in batch if entry.seq in loaded]
 
     def _read(self, entries: list[QueuedMessage]) -> dict[int, MessageContainer]:
         loader = self.loader
@@ -152,14 +140,14 @@ class QueueStorage:
             out[entry.seq] = message
         return out
 
-    def page_out(self, want: int) -> int:
-        """Drop the bodies of up to ``want`` bytes of the newest available entries whose
-        writes are on disk (lowest priority first); returns the bytes dropped. Stops at
+    def to_page_out(self, want: int) -> list[QueuedMessage]:
+        """Up to ``want`` bytes of the newest available entries whose writes are on disk
+        (lowest priority first), to keep as stand-ins (``QueueEntries.page_out``). Stops at
         the first stand-in met from the tail: what lies before it was read back to be
         delivered soon."""
-        freed = 0
+        chosen: list[QueuedMessage] = []
+        size = 0
         is_durable = self.store.is_durable
-        gate = self.gate
         for level in self.queue.ready.levels:
             for entry in reversed(level):
                 message = entry.message
@@ -168,11 +156,12 @@ class QueueStorage:
                 ref = entry.stored
                 if ref is None or not is_durable(ref):
                     continue
-                entry.message = stand_in(message.gateway_id, message.size, message.priority)
-                ref.op = ref.body.op = None  # written lists, emptied: not kept per entry
-                freed += message.size
-                if gate is not None:
-                    gate.sub(message.size)
-                if freed >= want:
-                    return freed
-        return freed
+                chosen.append(entry)
+                size += message.size
+                if size >= want:
+                    return chosen
+        return chosen
+
+    def paged_out(self, entry: QueuedMessage) -> None:
+        """``entry``'s body left memory: the store forgets the writes it kept for it."""
+        self.store.paged_out(entry.stored)

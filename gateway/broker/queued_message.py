@@ -13,7 +13,7 @@ from gateway.store.interface import MessageRow
 from .message import Encoding, MessageContainer
 
 
-__all__ = ["MessageState", "QueuedMessage", "message_row"]
+__all__ = ["ACQUIRED", "AVAILABLE", "GONE", "MessageState", "QueuedMessage", "message_row"]
 
 
 class MessageState(enum.Enum):
@@ -22,9 +22,9 @@ class MessageState(enum.Enum):
     GONE = "gone"
 
 
-# states set on every enqueue, dispatch and settlement (here and by the queue): a
-# member read through its enum class is an extra lookup
-_AVAILABLE, _ACQUIRED, _GONE = MessageState.AVAILABLE, MessageState.ACQUIRED, MessageState.GONE
+#: the states set on every enqueue, dispatch and settlement (here and by the queue's
+#: entries), as module names: a member read through its enum class is an extra lookup
+AVAILABLE, ACQUIRED, GONE = MessageState.AVAILABLE, MessageState.ACQUIRED, MessageState.GONE
 
 
 class QueuedMessage:
@@ -62,7 +62,7 @@ class QueuedMessage:
         queue: Any = None,
     ) -> None:
         self.message = message
-        self.state = _AVAILABLE
+        self.state = AVAILABLE
         self.delivery_count = 0
         self.redelivered = False
         self.seq = seq

@@ -62,7 +62,8 @@ from .policies import QUEUE_KEYS, Policy, with_policy
 from .queue_arguments import (Overflow, QueueArguments, check_queue_flags, parse_queue_arguments,
                               without_refused_by_type)
 from .queue_entries import QueueEntries
-from .queued_message import _AVAILABLE, MessageState, QueuedMessage
+from .publish_result import PublishResult
+from .queued_message import AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
     from .queue_host import QueueHost
@@ -100,7 +101,9 @@ class Queue:
         self.routed_to = (name,)
         #: the vhost's ``PublishResult`` for a message this queue alone took (made once,
         #: by the vhost: results are immutable, and one was made for every publish)
-        self.took_alone: Any = None
+        #: the result of a publish only this queue took (``vhost_publish``), made once;
+        #: it holds the queue (a cycle): dropped when the queue is deleted
+        self.took_alone: Optional[PublishResult] = PublishResult((self,))
         self.host = host
         self.vhost_name = host.name
         self.durable = durable
@@ -137,7 +140,7 @@ class Queue:
         self._again = False
         #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
         self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
-        self.entries.storage = self.storage
+        self.entries.use_storage(self.storage)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -246,7 +249,7 @@ class Queue:
         entry = self.entries.add(message, expires_at, self)
         if consumers.acquiring or consumers.browsers:
             self.dispatch(now)
-        if ttl == 0 and entry.state is _AVAILABLE:
+        if ttl == 0 and entry.state is AVAILABLE:
             self._expire_available(entry, now)
         if args.bounded and args.overflow is _DROP_HEAD:
             self._drop_over_limit(now)
@@ -503,14 +506,10 @@ class Queue:
         """1.0 ``modified``: merge ``annotations`` into the message, never offer it again
         to the holding consumer if ``undeliverable_here``, count a failed delivery if
         ``delivery_failed``, and release it. False if not acquired."""
-        if not self.entries.is_acquired(entry):
+        entries = self.entries
+        if not entries.is_acquired(entry):
             return False
-        if annotations:
-            entry.message = entry.message.with_annotations(annotations)
-        if undeliverable_here and entry.holder is not None:
-            if entry.undeliverable_to is None:
-                entry.undeliverable_to = set()
-            entry.undeliverable_to.add(entry.holder)
+        entries.modified(entry, annotations, undeliverable_here)
         return self.release(entry, redelivered=True, count_delivery=delivery_failed, now=now)
 
     def dead_letter(self, message: MessageContainer, reason: DeathReason, now: float) -> None:

@@ -70,6 +70,8 @@ class VirtualHost:
     dead_letter: Callable[[MessageContainer, float], PublishResult]
     #: ``Publisher.publish_own``: the broker's own message (a dead-lettered copy, an event)
     publish_own: Callable[..., PublishResult]
+    #: ``Publisher.move``: management's move of ready messages from one queue to another
+    move_messages: Callable[[str, str, Optional[int], float], int]
 
     def __init__(self, name: str, broker: Any = None) -> None:
         self.name = name
@@ -89,6 +91,7 @@ class VirtualHost:
         self.route = publisher.route
         self.dead_letter = publisher.dead_letter
         self.publish_own = publisher.publish_own
+        self.move_messages = publisher.move
         self.default_exchange = DefaultExchange(publisher.queue_for_key, vhost_name=name)
         self.exchanges[""] = self.default_exchange
         for xname, xtype in PREDECLARED_EXCHANGES.items():
@@ -299,7 +302,7 @@ class VirtualHost:
         if not self.store.persistent:
             return None
         loader = self.broker.message_loader if self.broker is not None else None
-        return QueueStorage(queue, self.store, key, loader, self.gate)
+        return QueueStorage(queue, self.store, key, loader)
 
     def _queue_record(self, queue: Queue) -> QueueRecord:
         return QueueRecord(self.name, queue.name, True, False, dict(queue.arguments))

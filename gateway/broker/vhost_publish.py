@@ -4,63 +4,45 @@ A collaborator of ``VirtualHost``: routing through the exchange graph (a visited
 since exchange-to-exchange bindings may form cycles; each queue gets a message at most
 once; an exchange's ``alternate-exchange`` when it routes nothing), the default
 exchange's lookup (a queue name, or a global address ``node@container``: its node, or no
-local queue when it is forwarded), enqueueing,
-and the broker's own publishes (dead-lettered copies, events) with their ledger
-verdicts. It reads the vhost's maps of exchanges and queues and writes neither; the
+local queue when it is forwarded), enqueueing, the broker's own publishes (dead-lettered
+copies, events) with their ledger verdicts, and management's moves from one queue to
+another with their ledger records. It reads the vhost's maps of exchanges and queues and writes neither; the
 vhost hands its publishing calls straight to it (its own bound methods, so the
 per-message path has no call in between)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple, Optional
+from typing import Any, Iterator, Optional
 
 from gateway.ledger import EventKind
 
-from .errors import AccessRefused
+from .errors import AccessRefused, NotFound
 from .exchanges import Exchange
-from .message import MessageContainer
+from .message import DeathReason, MessageContainer
+from .publish_result import PublishResult
 from .queues import Queue
 from .service_calls import ServiceCaller, call_service
 from .vhost_checks import no_exchange
 
-__all__ = ["PublishResult", "Publisher"]
+__all__ = ["PublishResult", "Publisher", "take_ready"]
 
 log = logging.getLogger(__name__)
-
-
-class PublishResult(NamedTuple):
-    """What a publish did.
-
-    ``queues``: queues that took the message; ``rejected``: queues that refused it
-    (``reject-publish`` overflow: 0-9-1 nacks the confirm); ``service``: the service node
-    name it was handed to, if any. ``routed`` is False for an unroutable message
-    (0-9-1 ``mandatory`` returns it).
-
-    A named tuple, not a frozen dataclass: one is made per publish, and a frozen
-    dataclass's ``__init__`` costs twice as much.
-    """
-
-    queues: tuple[Queue, ...] = ()
-    rejected: tuple[Queue, ...] = ()
-    service: Optional[str] = None
-
-    @property
-    def routed(self) -> bool:
-        return bool(self.queues or self.rejected or self.service is not None)
-
-    @property
-    def count(self) -> int:
-        """Number of queues that took the message."""
-        return len(self.queues)
 
 
 _NOTHING = PublishResult()
 
 
-def _took_alone(queue: Queue) -> PublishResult:
-    """``queue``'s result for a message it alone took, made on first use."""
-    result = queue.took_alone = PublishResult((queue,))
-    return result
+def take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
+    """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
+    gone from it (and from the store) before the caller places it elsewhere (management's
+    move and dead-lettering)."""
+    taken = 0
+    while count is None or taken < count:
+        entry = queue.get(now, ack=False)
+        if entry is None:
+            return
+        taken += 1
+        yield entry.message
 
 
 class Publisher:
@@ -127,7 +109,7 @@ class Publisher:
                 call_service(node, message, now, ServiceCaller(None, self._vhost))
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
-                return queue.took_alone or _took_alone(queue)
+                return queue.took_alone
             return PublishResult(rejected=(queue,))
         return self._deliver(self.route(source, message), message, now)
 
@@ -170,7 +152,7 @@ class Publisher:
         for queue in queues:
             (took if queue.enqueue(message, now) else refused).append(queue)
         if len(took) == 1 and not refused:
-            return took[0].took_alone or _took_alone(took[0])
+            return took[0].took_alone
         return PublishResult(tuple(took), tuple(refused))  # by position: no kwargs dict
 
     def dead_letter(self, message: MessageContainer, now: float) -> PublishResult:
@@ -206,6 +188,31 @@ class Publisher:
         result = self._deliver(queues, message, now)
         self._record_own_verdict(message, result, now, dead_letter)
         return result
+
+    def move(self, source: str, target: str, count: Optional[int], now: float) -> int:
+        """Move up to ``count`` (None: all) ready messages from the head of the queue
+        ``source`` to the tail of ``target`` (management's poison-message handling); returns
+        how many left ``source``. Each goes on as a copy with the same gateway id, recorded
+        in the ledger as ``moved``; one that ``target`` refuses (a full ``reject-publish``
+        queue) is dead-lettered from ``source`` (reason ``rejected``). Raises NotFound for
+        a missing queue."""
+        queues = self._queues
+        source_queue, target_queue = queues.get(source), queues.get(target)
+        for name, queue in ((source, source_queue), (target, target_queue)):
+            if queue is None:
+                raise NotFound(f"no queue '{name}' in vhost '{self._vhost}'")
+        assert source_queue is not None and target_queue is not None
+        ledger = self._broker.ledger if self._broker is not None else None
+        moved = 0
+        for message in take_ready(source_queue, count, now):
+            moved += 1
+            if not target_queue.enqueue(message.copy(), now):
+                log.warning("%s refused a moved message; it is dead-lettered from %s",
+                            target_queue.label, source_queue.label)
+                source_queue.dead_letter(message, DeathReason.REJECTED, now)
+            elif ledger is not None:
+                ledger.moved(now, self._vhost, message, source, target_queue)
+        return moved
 
     def _record_own_verdict(self, message: MessageContainer, result: PublishResult, now: float,
                             dead_letter: bool, copied: bool = True) -> None:

@@ -1,4 +1,4 @@
-"""Value checks of single settings, attached to dataclass fields with ``_checked``.
+"""Value checks of single settings, attached to dataclass fields with ``checked``.
 
 Each returns None or a problem for an operator; the schema walker adds key path and line.
 ``directory_problem`` checks a directory the gateway will write in, after loading.
@@ -15,10 +15,17 @@ from typing import Any, Callable, Optional
 from gateway.auth.passwords import check_stored
 
 
+__all__ = [
+    "Check", "checked", "directory_problem", "existing_file_problem", "fraction_problem", "frame_max_problem",
+    "host_problem", "log_format_problem", "log_level_problem", "mechanisms_problem", "non_negative_problem",
+    "one_of", "password_hash_problem", "port_problem", "positive_problem", "regex_problem",
+    "sample_rate_problem", "tls_version_problem", "verify_client_problem", "version_text_problem",
+]
+
 Check = Callable[[Any], Optional[str]]
 
 
-def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
+def checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
              factory: Any = dataclasses.MISSING) -> Any:
     meta = {"check": check} if check else {}
     if factory is not dataclasses.MISSING:
@@ -26,25 +33,25 @@ def _checked(default: Any = dataclasses.MISSING, *, check: Check | None = None,
     return field(default=default, metadata=meta)
 
 
-def _version_text(v: str) -> str | None:
+def version_text_problem(v: str) -> str | None:
     if v == "" or re.fullmatch(r"\d+(\.\d+){0,3}([-+][0-9A-Za-z.]+)?", v):
         return None
     return f"{v!r} is not a version such as \"4.1.0\" (or \"\" to announce amqp-gateway)"
 
 
-def _port(v: int) -> str | None:
+def port_problem(v: int) -> str | None:
     return None if 0 <= v <= 65535 else f"{v} is not a valid port (0-65535; 0 picks a free port)"
 
 
-def _positive(v: float) -> str | None:
+def positive_problem(v: float) -> str | None:
     return None if v > 0 else f"{v} must be greater than 0"
 
 
-def _non_negative(v: float) -> str | None:
+def non_negative_problem(v: float) -> str | None:
     return None if v >= 0 else f"{v} must not be negative"
 
 
-def _host(v: str) -> str | None:
+def host_problem(v: str) -> str | None:
     if not v:
         return "empty host"
     try:
@@ -57,13 +64,13 @@ def _host(v: str) -> str | None:
     return f"{v!r} is neither an IP address nor a host name"
 
 
-def _existing_file(v: str | None) -> str | None:
+def existing_file_problem(v: str | None) -> str | None:
     if v is None or os.path.isfile(v):
         return None
     return f"file {v!r} does not exist"
 
 
-def _regex(v: str) -> str | None:
+def regex_problem(v: str) -> str | None:
     try:
         re.compile(v)
         return None
@@ -71,7 +78,7 @@ def _regex(v: str) -> str | None:
         return f"{v!r} is not a valid regular expression: {exc}"
 
 
-def _password_hash(v: str) -> str | None:
+def password_hash_problem(v: str) -> str | None:
     try:
         check_stored(v)
         return None
@@ -80,11 +87,11 @@ def _password_hash(v: str) -> str | None:
                 "; clear-text passwords are not accepted")
 
 
-def _tls_version(v: str) -> str | None:
+def tls_version_problem(v: str) -> str | None:
     return None if v in ("1.2", "1.3") else f"{v!r} is not a TLS version this gateway allows (1.2 or 1.3)"
 
 
-def _verify_client(v: str) -> str | None:
+def verify_client_problem(v: str) -> str | None:
     ok = ("none", "optional", "required")
     return None if v in ok else f"{v!r} is not one of: {', '.join(ok)}"
 
@@ -92,33 +99,33 @@ def _verify_client(v: str) -> str | None:
 _MECHANISMS = ("SCRAM-SHA-256", "PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS")
 
 
-def _mechanisms(v: tuple[str, ...]) -> str | None:
+def mechanisms_problem(v: tuple[str, ...]) -> str | None:
     bad = [m for m in v if m not in _MECHANISMS]
     return f"unknown SASL mechanism(s) {', '.join(bad)} (known: {', '.join(_MECHANISMS)})" if bad else None
 
 
-def _frame_max(v: int) -> str | None:
+def frame_max_problem(v: int) -> str | None:
     return None if v == 0 or v >= 4096 else f"{v} is below the AMQP minimum frame size 4096"
 
 
-def _log_level(v: str) -> str | None:
+def log_level_problem(v: str) -> str | None:
     ok = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     return None if v.upper() in ok else f"{v!r} is not one of {', '.join(ok)}"
 
 
-def _log_format(v: str) -> str | None:
+def log_format_problem(v: str) -> str | None:
     return None if v in ("text", "json") else f"{v!r} is not one of text, json"
 
 
-def _fraction(v: float) -> str | None:
+def fraction_problem(v: float) -> str | None:
     return None if 0.0 < v <= 1.0 else f"{v} is not a fraction above 0.0 and at most 1.0"
 
 
-def _sample_rate(v: float) -> str | None:
+def sample_rate_problem(v: float) -> str | None:
     return None if 0.0 <= v <= 1.0 else f"{v} is not a rate between 0.0 and 1.0"
 
 
-def _one_of(*allowed: str) -> Check:
+def one_of(*allowed: str) -> Check:
     def check(v: str) -> str | None:
         return None if v in allowed else f"{v!r} is not one of: {', '.join(allowed)}"
     return check

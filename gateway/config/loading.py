@@ -13,7 +13,7 @@ import yaml
 from gateway.config.deprecated import apply_renamed_keys
 from gateway.config.errors import ConfigError
 from gateway.config.root import GatewayConfig
-from gateway.config.schema_walker import _Walker
+from gateway.config.schema_walker import SchemaWalker
 from gateway.config.users import UserConfig
 
 
@@ -41,7 +41,7 @@ def load_config_text(text: str, source: str = "<string>") -> GatewayConfig:
         raise ConfigError("", line, f"not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
     if root is None:
         return dataclasses.replace(GatewayConfig(), source=source)
-    walker = _Walker(source)
+    walker = SchemaWalker(source)
     cfg = apply_renamed_keys(walker.build_all(GatewayConfig, root), walker.lines, source)
     # where each user is defined: (source, key path of its name, line), for duplicates
     origins = [(source, f"users[{i}].name", walker.lines.get(f"users[{i}].name", 0))
@@ -97,7 +97,7 @@ def _load_users_file(path: str) -> tuple[tuple[UserConfig, ...], Mapping[str, in
         raise ConfigError("", mark.line + 1 if mark else 0, f"not valid YAML: {exc}", path) from None
     if root is None:
         return (), {}
-    walker = _Walker(path)
+    walker = SchemaWalker(path)
     return walker.build_all(_UsersFile, root).users, walker.lines
 
 

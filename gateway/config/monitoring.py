@@ -4,22 +4,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import _checked, _host, _log_format, _log_level, _non_negative, _port, _regex
+from gateway.config.checks import checked, host_problem, log_format_problem, log_level_problem, non_negative_problem, port_problem, regex_problem
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
     enabled: bool = True
-    host: str = _checked("127.0.0.1", check=_host)
-    port: int = _checked(9419, check=_port)
+    host: str = checked("127.0.0.1", check=host_problem)
+    port: int = checked(9419, check=port_problem)
     path: str = "/metrics"
 
 
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
-    level: str = _checked("INFO", check=_log_level)
+    level: str = checked("INFO", check=log_level_problem)
     #: ``text`` (a line per record) or ``json`` (an object per line, for a log pipeline)
-    format: str = _checked("text", check=_log_format)
+    format: str = checked("text", check=log_format_problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +27,9 @@ class QueueAlertConfig:
     """Thresholds for the queues whose name ``pattern`` matches (``re.search``); an
     unset one keeps the default."""
 
-    pattern: str = _checked(check=_regex)
-    queue_depth: Optional[int] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
-    queue_age: Optional[float] = _checked(None, check=lambda v: None if v is None else _non_negative(v))
+    pattern: str = checked(check=regex_problem)
+    queue_depth: Optional[int] = checked(None, check=lambda v: None if v is None else non_negative_problem(v))
+    queue_age: Optional[float] = checked(None, check=lambda v: None if v is None else non_negative_problem(v))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +37,10 @@ class AlertsConfig:
     """Threshold alerts per queue (``gateway.management.alerts``) and per remote
     (``gateway.management.remote_alerts``); 0 turns one off."""
 
-    queue_depth: int = _checked(0, check=_non_negative)
-    queue_age: float = _checked(0.0, check=_non_negative)
-    remote_outbox_depth: int = _checked(0, check=_non_negative)
-    remote_down_time: float = _checked(0.0, check=_non_negative)
+    queue_depth: int = checked(0, check=non_negative_problem)
+    queue_age: float = checked(0.0, check=non_negative_problem)
+    remote_outbox_depth: int = checked(0, check=non_negative_problem)
+    remote_down_time: float = checked(0.0, check=non_negative_problem)
     queues: tuple[QueueAlertConfig, ...] = ()
 
 
@@ -51,6 +51,6 @@ class ManagementConfig:
     alerts."""
 
     enabled: bool = False
-    host: str = _checked("127.0.0.1", check=_host)
-    port: int = _checked(15672, check=_port)
+    host: str = checked("127.0.0.1", check=host_problem)
+    port: int = checked(15672, check=port_problem)
     alerts: AlertsConfig = AlertsConfig()

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.broker.unroutable import UnroutablePolicy
-from gateway.config.checks import _checked, _frame_max, _non_negative, _positive, _version_text
+from gateway.config.checks import checked, frame_max_problem, non_negative_problem, positive_problem, version_text_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,21 +18,21 @@ class Amqp10Config:
     protocol_strict_mode: bool = False
     unroutable: UnroutablePolicy = UnroutablePolicy.ACCEPT
     #: deprecated: the old name of the top-level ``rabbitmq_version`` (``config.deprecated``)
-    rabbitmq_version: str = _checked("", check=_version_text)
+    rabbitmq_version: str = checked("", check=version_text_problem)
 
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
-    frame_max: int = _checked(131072, check=_frame_max)
-    channel_max: int = _checked(2047, check=_non_negative)
-    heartbeat: int = _checked(60, check=_non_negative)
-    max_message_size: int = _checked(134217728, check=_positive)
-    handshake_timeout: float = _checked(10.0, check=_positive)
-    max_connections: int = _checked(0, check=_non_negative)
-    max_connections_per_user: int = _checked(0, check=_non_negative)
-    max_links_per_connection: int = _checked(1024, check=_non_negative)
-    failed_logins_before_delay: int = _checked(5, check=_positive)
-    failed_login_window: float = _checked(60.0, check=_positive)
-    failed_login_max_delay: float = _checked(30.0, check=_non_negative)
+    frame_max: int = checked(131072, check=frame_max_problem)
+    channel_max: int = checked(2047, check=non_negative_problem)
+    heartbeat: int = checked(60, check=non_negative_problem)
+    max_message_size: int = checked(134217728, check=positive_problem)
+    handshake_timeout: float = checked(10.0, check=positive_problem)
+    max_connections: int = checked(0, check=non_negative_problem)
+    max_connections_per_user: int = checked(0, check=non_negative_problem)
+    max_links_per_connection: int = checked(1024, check=non_negative_problem)
+    failed_logins_before_delay: int = checked(5, check=positive_problem)
+    failed_login_window: float = checked(60.0, check=positive_problem)
+    failed_login_max_delay: float = checked(30.0, check=non_negative_problem)
     # delayed answers to refused logins one address may have held at once (gateway.auth.throttle)
-    failed_login_max_pending: int = _checked(8, check=_positive)
+    failed_login_max_pending: int = checked(8, check=positive_problem)

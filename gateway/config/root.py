@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import _checked, _existing_file, _fraction, _positive, _version_text
+from gateway.config.checks import checked, existing_file_problem, fraction_problem, positive_problem, version_text_problem
 from gateway.config.listeners import ListenerConfig
 from gateway.config.monitoring import LoggingConfig, ManagementConfig, MetricsConfig
 from gateway.config.protocols import Amqp10Config, LimitsConfig
@@ -30,7 +30,7 @@ class VhostConfig:
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
-    container_id: str = _checked("", check=lambda v: "a container id must not contain '@' "
+    container_id: str = checked("", check=lambda v: "a container id must not contain '@' "
                                  "(it would make node@container ambiguous)" if "@" in v else None)
     state_dir: str = "var"
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
@@ -38,17 +38,17 @@ class GatewayConfig:
     management: ManagementConfig = ManagementConfig()
     vhosts: tuple[VhostConfig, ...] = (VhostConfig("/"),)
     users: tuple[UserConfig, ...] = ()
-    users_file: Optional[str] = _checked(None, check=_existing_file)
+    users_file: Optional[str] = checked(None, check=existing_file_problem)
     amqp10: Amqp10Config = Amqp10Config()
     #: "" or a version such as "4.1.0": both protocols then announce product RabbitMQ with
     #: this version (``gateway.product``); ``amqp10.rabbitmq_version`` is its old name
-    rabbitmq_version: str = _checked("", check=_version_text)
+    rabbitmq_version: str = checked("", check=version_text_problem)
     limits: LimitsConfig = LimitsConfig()
-    memory_high_watermark: int = _checked(1073741824, check=_positive)
-    memory_low_watermark_ratio: float = _checked(0.9, check=_fraction)
-    shutdown_timeout: float = _checked(10.0, check=_positive)
+    memory_high_watermark: int = checked(1073741824, check=positive_problem)
+    memory_low_watermark_ratio: float = checked(0.9, check=fraction_problem)
+    shutdown_timeout: float = checked(10.0, check=positive_problem)
     # gateway processes sharing the listening ports (gateway/config/workers.py)
-    workers: Workers = _checked(1, check=workers_value_problem)
+    workers: Workers = checked(1, check=workers_value_problem)
     ledger: LedgerConfig = LedgerConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()

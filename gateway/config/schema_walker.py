@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from gateway.config.checks import _existing_file
+from gateway.config.checks import existing_file_problem
 from gateway.config.errors import ConfigError
 from gateway.config.listeners import ListenerConfig, TlsMode
 from gateway.config.root import GatewayConfig
@@ -37,7 +37,7 @@ _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "tru
                type(None): "null"}
 
 
-class _Walker:
+class SchemaWalker:
     """Builds a dataclass from a YAML node tree, reporting every problem in one pass.
 
     A problem is raised as a ``ConfigError`` (``raise self.fail(...)``) and caught at the
@@ -213,7 +213,7 @@ class _Walker:
         return node
 
     def _cross_RemoteSettings(self, obj: RemoteSettings, node: yaml.MappingNode, path: str) -> None:
-        for key, message in remote_problems(obj, _existing_file):
+        for key, message in remote_problems(obj, existing_file_problem):
             raise self.fail(f"{path}.{key}", self._key_node(node, key), message)
 
     def _cross_ForwardingSettings(self, obj: ForwardingSettings, node: yaml.MappingNode,
@@ -222,7 +222,7 @@ class _Walker:
             raise self.fail(f"{path}.{sub}", self._key_node(node, key), message)
 
     def _cross_BackendSettings(self, obj: BackendSettings, node: yaml.MappingNode, path: str) -> None:
-        for key, message in backend_problems(obj, _existing_file, tls_problems):
+        for key, message in backend_problems(obj, existing_file_problem, tls_problems):
             raise self.fail(f"{path}.{key}", self._key_node(node, key), message)
 
     def _cross_GatewayConfig(self, obj: "GatewayConfig", node: yaml.MappingNode, path: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import _checked, _non_negative, _one_of, _positive, _sample_rate
+from gateway.config.checks import checked, non_negative_problem, one_of, positive_problem, sample_rate_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,12 +13,12 @@ class LedgerConfig:
 
     enabled: bool = True
     directory: str = ""
-    flush_interval: float = _checked(1.0, check=_positive)
-    segment_max_bytes: int = _checked(67108864, check=_positive)
-    segment_max_age: float = _checked(3600.0, check=_positive)
-    retention_max_age: float = _checked(604800.0, check=_positive)
-    retention_max_bytes: int = _checked(2147483648, check=_positive)
-    sample_rate: float = _checked(1.0, check=_sample_rate)
+    flush_interval: float = checked(1.0, check=positive_problem)
+    segment_max_bytes: int = checked(67108864, check=positive_problem)
+    segment_max_age: float = checked(3600.0, check=positive_problem)
+    retention_max_age: float = checked(604800.0, check=positive_problem)
+    retention_max_bytes: int = checked(2147483648, check=positive_problem)
+    sample_rate: float = checked(1.0, check=sample_rate_problem)
     header_allowlist: tuple[str, ...] = ()
     fsync: bool = False
     writer_process: bool = True
@@ -30,12 +30,12 @@ class StoreConfig:
 
     enabled: bool = True
     path: str = ""
-    sync_mode: str = _checked("full", check=_one_of("full", "normal"))
-    commit_interval: float = _checked(0.0, check=lambda v: None if 0 <= v <= 1 else
+    sync_mode: str = checked("full", check=one_of("full", "normal"))
+    commit_interval: float = checked(0.0, check=lambda v: None if 0 <= v <= 1 else
                                       f"{v} is not between 0 and 1 second")
-    commit_batch: int = _checked(4096, check=_positive)
-    memory_budget: Optional[int] = _checked(None, check=_positive)
-    disk_free_limit: int = _checked(52428800, check=_non_negative)
-    disk_reserve: int = _checked(16777216, check=_non_negative)
-    disk_check_interval: float = _checked(1.0, check=_positive)
-    integrity_check: str = _checked("quick", check=_one_of("quick", "full", "off"))
+    commit_batch: int = checked(4096, check=positive_problem)
+    memory_budget: Optional[int] = checked(None, check=positive_problem)
+    disk_free_limit: int = checked(52428800, check=non_negative_problem)
+    disk_reserve: int = checked(16777216, check=non_negative_problem)
+    disk_check_interval: float = checked(1.0, check=positive_problem)
+    integrity_check: str = checked("quick", check=one_of("quick", "full", "off"))

@@ -4,24 +4,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from gateway.config.checks import _checked, _non_negative, _password_hash, _regex
+from gateway.config.checks import checked, non_negative_problem, password_hash_problem, regex_problem
 
 
 @dataclass(frozen=True, slots=True)
 class PermissionConfig:
     """RabbitMQ's model: regular expressions (full match) over exchange and queue names."""
 
-    configure: str = _checked(".*", check=_regex)
-    write: str = _checked(".*", check=_regex)
-    read: str = _checked(".*", check=_regex)
+    configure: str = checked(".*", check=regex_problem)
+    write: str = checked(".*", check=regex_problem)
+    read: str = checked(".*", check=regex_problem)
 
 
 @dataclass(frozen=True, slots=True)
 class UserConfig:
     name: str
-    password_hash: str = _checked(check=_password_hash)
+    password_hash: str = checked(check=password_hash_problem)
     loopback_only: bool = False
     tags: tuple[str, ...] = ()
-    permissions: Mapping[str, PermissionConfig] = _checked(factory=dict)
-    max_connections: int = _checked(0, check=_non_negative)
-    max_channels: int = _checked(0, check=_non_negative)
+    permissions: Mapping[str, PermissionConfig] = checked(factory=dict)
+    max_connections: int = checked(0, check=non_negative_problem)
+    max_channels: int = checked(0, check=non_negative_problem)

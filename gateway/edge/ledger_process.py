@@ -70,6 +70,10 @@ class LedgerShipping:
         self._interval = interval
         self._next: Optional[Any] = None
 
+    @property
+    def running(self) -> bool:
+        return self._loop.running
+
     def start(self) -> None:
         self._loop.start(self._interval, now=False)
         self.ledger.wake = self.ship_soon
@@ -163,7 +167,7 @@ class LedgerProcess(protocol.ProcessProtocol):
         self._written_at = self.reactor.seconds()
         self.reactor.spawnProcess(self, sys.executable, argv, env=env,
                                   childFDs={0: "w", 1: "r", 2: "r"})
-        if not self.shipping._loop.running:
+        if not self.shipping.running:
             self.shipping.start()
 
     def connectionMade(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
+from addressing import split_global
 from gateway.broker.errors import NotAllowed, NotFound
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queued_message import message_row
@@ -69,17 +70,22 @@ class TransferService:
                                    broker.message_loader)
             for r in settings.remotes}
         self.refused_loops = 0
+        #: the last address ``resolve`` was asked for, split, and the forwarder it reaches
+        self._last_route: tuple[str, Optional[tuple[str, str]], Optional[Forwarder]] = ("", None, None)
         #: called with each dead letter's description (the service emits the
         #: ``forward.dead_lettered`` event from it); None: no one listens
         self.on_dead_letter: Optional[Callable[[dict], None]] = None
 
     # -- the broker's view -----------------------------------------------------------------
     def resolve(self, name: str) -> Optional["TransferService"]:
-        """The broker's service resolver: this node for ``x@remote``, else None."""
+        """The broker's service resolver: this node for ``x@remote``, else None. The
+        route found is kept (``_last_route``): a publish to this node asks for it next."""
         if "@" not in name:
             return None
-        container = name.rpartition("@")[2]
-        return self if self.forwarder_for(container) is not None else None
+        parts = split_global(name)
+        forwarder = None if parts is None else self.forwarder_for(parts[1])
+        self._last_route = (name, parts, forwarder)
+        return self if forwarder is not None else None
 
     def forwarder_for(self, container: str) -> Optional[Forwarder]:
         """The forwarder that reaches ``container`` (its own, or the default remote's);
@@ -95,11 +101,14 @@ class TransferService:
         """Write ``message`` (routing key: its global address) to its remote's outbox.
         Raises ``NotFound`` (no route to the container) or ``NotAllowed`` (a loop)."""
         address = message.routing_key
-        node, _, container = address.rpartition("@")
-        forwarder = self.forwarder_for(container) if node else None
+        last, parts, forwarder = self._last_route
+        if last != address:
+            parts = split_global(address)
+            forwarder = None if parts is None else self.forwarder_for(parts[1])
         if forwarder is None:
-            raise NotFound(f"unknown container '{container}': no forwarding route to it "
-                           f"(address '{address}')")
+            raise NotFound(f"unknown container '{address.rpartition('@')[2]}': no forwarding "
+                           f"route to it (address '{address}')")
+        node, container = parts  # type: ignore[misc]
         if container != forwarder.container:
             node = address  # through the hub: it resolves the whole address
         came_from = None

@@ -51,6 +51,7 @@ _Delivered, _Settled, _Event = STRUCTS[r.DELIVERED], STRUCTS[r.SETTLED], STRUCTS
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
 _ROUTED = EventKind.ROUTED
+_ACCEPTED = r.Outcome.ACCEPTED.value
 
 
 def _text(value: object) -> str:
@@ -261,6 +262,14 @@ class Ledger:
         message = entry.message
         self._append(_Delivered(now, ctx, message.gateway_id, queue, entry.delivery_count,
                                 message.created_at))
+
+    def delivered_settled(self, now: float, ctx: int, entry: Any, queue: str) -> None:
+        """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
+        no-ack, a 1.0 pre-settled link): delivered, then settled ``accepted`` at once."""
+        message = entry.message
+        gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
+        self._append(_Delivered(now, ctx, gateway_id, queue, count, created_at))
+        self._append(_Settled(now, ctx, gateway_id, queue, count, created_at, _ACCEPTED))
 
     def settled(self, now: float, ctx: int, entry: Any, queue: Optional[str], outcome: str,
                 reason: Optional[str] = None) -> None:

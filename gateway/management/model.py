@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from gateway.auth import User
-from gateway.broker import (Binding, Broker, DeathReason, DestinationKind, MessageContainer, Queue,
-                            VirtualHost)
+from gateway.broker import Binding, Broker, DeathReason, DestinationKind, Queue, VirtualHost
 from gateway.broker.connection_views import ConnectionView
+from gateway.broker.vhost_publish import take_ready
 from gateway.broker.subscriptions import list_subscriptions
 from gateway.product import PRODUCT, __version__
 
@@ -378,18 +378,8 @@ class ManagementModel:
         source, target = self._queue(v, queue), self._queue(v, to_queue)
         if source is target:
             raise BadRequest(f"cannot move messages of queue '{queue}' onto itself")
-        now = self.clock()
-        moved = 0
-        ledger = self.broker.ledger
-        for message in _take_ready(source, count, now):
-            if not target.enqueue(message.copy(), now):
-                log.warning("management: %s refused a moved message; it is dead-lettered from %s",
-                            target.label, source.label)
-                source.dead_letter(message, DeathReason.REJECTED, now)
-            elif ledger is not None:
-                ledger.moved(now, vhost, message, queue, target)
-            moved += 1
-        return moved
+        _check_count(count)
+        return v.move_messages(source.name, target.name, count, self.clock())
 
     def dead_letter_messages(self, user: User, vhost: str, queue: str, count: Optional[int] = None) -> int:
         """Dead-letter up to ``count`` (default all) ready messages from the head of
@@ -400,9 +390,10 @@ class ManagementModel:
         source = self._queue(v, queue)
         if source.args.dead_letter_exchange is None:
             raise Conflict(f"{source.label} has no dead-letter exchange (x-dead-letter-exchange)")
+        _check_count(count)
         now = self.clock()
         done = 0
-        for message in _take_ready(source, count, now):
+        for message in take_ready(source, count, now):
             source.dead_letter(message, DeathReason.REJECTED, now)
             done += 1
         return done
@@ -413,18 +404,9 @@ def _close(conn: Any, reason: str) -> None:
     conn.output_ready()
 
 
-def _take_ready(queue: Queue, count: Optional[int], now: float) -> Iterator[MessageContainer]:
-    """Take up to ``count`` (None: all) ready messages from the head of ``queue``, each
-    gone from it (and from the store) before the caller places it elsewhere."""
+def _check_count(count: Optional[int]) -> None:
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
         raise BadRequest(f"count must be a non-negative integer, not {count!r}")
-    taken = 0
-    while count is None or taken < count:
-        entry = queue.get(now, ack=False)
-        if entry is None:
-            return
-        taken += 1
-        yield entry.message
 
 
 def _message_stats(vhosts: list) -> dict[str, int]:

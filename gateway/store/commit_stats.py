@@ -11,7 +11,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0
 
 
 class CommitStats:
-    """Counters the commit thread keeps (read by metrics at scrape time)."""
+    """Counters the commit thread keeps (read by metrics at scrape time); changed only by
+    its methods, from the commit thread and the WAL sync thread."""
 
     __slots__ = ("batches", "syncs", "failures", "operations", "latency_counts",
                  "latency_sum", "last_error", "execute_seconds", "commit_seconds")
@@ -28,6 +29,28 @@ class CommitStats:
         #: time spent running statements, and committing (the sync), in total
         self.execute_seconds = 0.0
         self.commit_seconds = 0.0
+
+    def transaction(self, operations: int, execute_seconds: float, commit_seconds: float) -> None:
+        """A transaction of ``operations`` statements ran (its commit's time: 0 when the
+        WAL sync thread syncs it, which says so with :meth:`synced`)."""
+        self.operations += operations
+        self.execute_seconds += execute_seconds
+        self.commit_seconds += commit_seconds
+
+    def batch(self, synced: bool) -> None:
+        """A batch of generations committed (``synced``: its commit synced the file)."""
+        self.batches += 1
+        if synced:
+            self.syncs += 1
+
+    def synced(self, seconds: float) -> None:
+        """The WAL sync thread synced the log, taking ``seconds``."""
+        self.syncs += 1
+        self.commit_seconds += seconds
+
+    def failed(self, error: object) -> None:
+        self.failures += 1
+        self.last_error = str(error)
 
     def observe(self, seconds: float) -> None:
         self.latency_sum += seconds

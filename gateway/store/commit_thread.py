@@ -198,6 +198,10 @@ class CommitThread:
             return False
         return self._wal is None or self._wal.stop(timeout)
 
+    def close(self) -> None:
+        """Close the write connection (after :meth:`stop`)."""
+        self._db.close()
+
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
         while True:
@@ -246,9 +250,7 @@ class CommitThread:
         submitted: list[float] = []
         if error is None:
             self._kept = []
-            self.stats.batches += 1
-            if self._synced and self._wal is None:
-                self.stats.syncs += 1
+            self.stats.batch(self._synced and self._wal is None)
             submitted = [at for _, _, at in taken]
             for op in operations:
                 op.clear()  # the event loop may still hold the list; not its body
@@ -324,18 +326,15 @@ class CommitThread:
                 log.exception("store rollback failed")
             return write_failed(exc)
         if self._wal is None:
-            self.stats.execute_seconds += executed - started
-            self.stats.commit_seconds += time.monotonic() - executed
+            self.stats.transaction(written, executed - started, time.monotonic() - executed)
         else:  # the sync is the WalSync thread's (and its time)
-            self.stats.execute_seconds += time.monotonic() - started
-        self.stats.operations += written
+            self.stats.transaction(written, time.monotonic() - started, 0.0)
         return None
 
     def _failed(self, error: StoreWriteFailed, operations: int) -> None:
         """A transaction failed: start (or go on with) the failing period."""
         now = time.monotonic()
-        self.stats.failures += 1
-        self.stats.last_error = str(error)
+        self.stats.failed(error)
         self._passes = 0
         first = self._failing is None
         if first:

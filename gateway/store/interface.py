@@ -235,6 +235,10 @@ class Store(Protocol):
     def is_durable(self, ref: Any) -> bool:
         """True once the entry's last write is on disk (its body may leave memory)."""
 
+    def paged_out(self, ref: Any) -> None:
+        """The body of the durable entry ``ref`` left memory: what the store kept of its
+        writes (already on disk) can go."""
+
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]: ...
 
     def after_commit(self, callback: Callback) -> None: ...
@@ -319,6 +323,9 @@ class NullStore:
 
     def is_durable(self, ref: Any) -> bool:
         return False
+
+    def paged_out(self, ref: Any) -> None:
+        pass
 
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]:
         return {}

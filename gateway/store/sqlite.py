@@ -298,6 +298,11 @@ class SqliteStore:
                         return False
         return True
 
+    def paged_out(self, ref: StoreRef) -> None:
+        """The entry's writes are on disk (``is_durable``): its statement lists, kept for
+        a later update in the same generation, are no longer needed."""
+        ref.op = ref.body.op = None
+
     # ------------------------------------------------------------------ messages
     def add_message(self, queue_key: int, seq: int, expires_at: Optional[float],
                     delivery_count: int, redelivered: bool, body: Optional[StoredBody],
@@ -479,7 +484,7 @@ class SqliteStore:
         self._waiters.clear()
         try:
             self._reader.close()
-            self._thread._db.close()
+            self._thread.close()
         finally:
             os.close(self._lock_fd)
 

@@ -105,8 +105,7 @@ class WalSync:
             return write_failed(exc)
         finally:
             self.syncing = False
-        self._stats.syncs += 1
-        self._stats.commit_seconds += time.monotonic() - started
+        self._stats.synced(time.monotonic() - started)
         return None
 
     def _opened(self) -> int:

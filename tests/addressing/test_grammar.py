@@ -7,7 +7,7 @@ from addressing.address import (
     ExchangeAddress, GlobalAddress, QueueAddress, ServiceAddress, TopicAddress,
 )
 from addressing.errors import AddressError, AddressErrorKind
-from addressing.grammar import parse_global, parse_source, parse_target, percent_decode
+from addressing.grammar import parse_global, parse_source, parse_target, percent_decode, split_global
 
 LONG = "x" * 256
 
@@ -160,3 +160,9 @@ def test_percent_decode_plain_segment_unchanged():
 ])
 def test_parse_global(name, expected):
     assert parse_global(name) == expected
+
+
+def test_split_global_splits_at_the_last_at_sign():
+    assert split_global("a@b@c") == ("a@b", "c")
+    assert split_global("plain") is None
+    assert split_global("@c") is None and split_global("a@") is None and split_global("@") is None

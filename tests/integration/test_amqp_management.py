@@ -14,6 +14,7 @@ from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp091_clients import pika_params
 from tests.support.amqp_management_client import ManagementClient
 from tests.support.gateway_process import GatewayProcess
+from tests.support.ledger_files import read_events
 from tests.support.rhea_client import rhea_management
 
 pytestmark = pytest.mark.integration
@@ -252,3 +253,32 @@ def test_null_arguments_are_absent_or_a_400_never_an_internal_error(gw, admin) -
     assert admin.call("PURGE", "queue", "mq.nulls", body={"count": None}).status == 200
     assert admin.call("DELETE", "queue", "mq.nulls", body={"if_unused": None}).status == 400
     assert admin.call("DELETE", "queue", "mq.nulls").status == 204
+
+
+def test_a_move_is_recorded_in_the_ledger_under_the_message_s_gateway_id(fresh_gateway, tmp_path) -> None:
+    """Issue 43: MOVE goes through the vhost, which records each moved message in the
+    ledger (from, to, the same gateway id) as the report's reconciliation needs."""
+    directory = str(tmp_path / "ledger")
+    users = write_users_file(str(tmp_path), {
+        "admin": {"password": "adminpw", "tags": ["administrator"], "permissions": {"/": ALL}}})
+    gw = fresh_gateway(config_text=access_config(
+        users_file=users, extra=f"ledger:\n  directory: {directory}\n  flush_interval: 0.2\n"))
+    conn = pika.BlockingConnection(pika_params(gw, user="admin", password="adminpw"))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for name in ("mv.work", "mv.parking"):
+        ch.queue_declare(name)
+    for i in range(3):
+        ch.basic_publish("", "mv.work", b"x", pika.BasicProperties(message_id=f"mv{i}"))
+    conn.close()
+    management = connect(gw, "admin", "adminpw")
+    try:
+        moved = ManagementClient(management).call("MOVE", "queue", "mv.work", body={"to": "mv.parking", "count": 2})
+    finally:
+        management.close()
+    assert (moved.status, moved.body) == (200, {"message_count": 2})
+    assert gw.stop() == 0
+    events = read_events(directory)
+    ids = {e["gateway_id"]: e.get("message_id") for e in events if e["event"] == "received"}
+    moves = [(ids[e["gateway_id"]], e["queue"], e["routed_to"]) for e in events if e["event"] == "moved"]
+    assert moves == [("mv0", "mv.work", ["mv.parking"]), ("mv1", "mv.work", ["mv.parking"])]

@@ -154,6 +154,7 @@ def test_write_permission_is_checked_on_the_whole_global_address(tmp_path) -> No
         ch = conn.channel()
         ch.confirm_delivery()
         ch.basic_publish("", "orders@org-b", b"allowed")
+        ch.basic_publish("", "orders@org-b", b"allowed again")  # the grant remembered
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
             ch.basic_publish("", "secret@org-b", b"refused")
         assert refused.value.reply_code == 403 and "secret@org-b" in refused.value.reply_text

@@ -233,6 +233,22 @@ def test_with_routing_annotations_is_the_general_merge_with_fewer_steps(own):
         rest, {"x-exchange": "", "x-routing-key": "q"})
 
 
+def test_with_routing_annotations_reuses_the_place_only_for_the_same_sections_before_the_body():
+    """Issue 43: the place of the last message's annotations is kept with its octets up to
+    its body's descriptor; a message with other sections there (its own annotations, no
+    header) is scanned anew, and each gets what the general merge gives."""
+    header = encode_sections([(SectionCode.HEADER, [True])])
+    annotated = encode_sections([(SectionCode.MESSAGE_ANNOTATIONS, {symbol("x-opt-a"): 1})])
+    messages = [header + encode_sections([(SectionCode.DATA, b"one")]),
+                header + encode_sections([(SectionCode.DATA, b"a longer body")]),
+                header + annotated + encode_sections([(SectionCode.DATA, b"one")]),
+                encode_sections([(SectionCode.DATA, b"one")]),
+                header + encode_sections([(SectionCode.AMQP_VALUE, "v")])]
+    for encoded in messages + messages[::-1]:
+        assert with_routing_annotations(encoded, "x", "k") == with_message_annotations(
+            encoded, {"x-exchange": "x", "x-routing-key": "k"})
+
+
 def test_with_message_annotations_keeps_several_data_sections_and_the_footer():
     head = encode_sections([(SectionCode.MESSAGE_ANNOTATIONS, {symbol("x-opt-a"): "old"})])
     tail = encode_sections([(SectionCode.DATA, b"one"), (SectionCode.DATA, b"two"),

@@ -3,20 +3,15 @@ from __future__ import annotations
 
 import pytest
 
+from addressing import split_global
 from gateway.broker import Broker
-from gateway.broker.entity_names import MAX_NAME_BYTES, GlobalNames, check_new_name, split_global
+from gateway.broker.entity_names import MAX_NAME_BYTES, GlobalNames, check_new_name
 from gateway.broker.errors import InvalidArgument
 from tests.gateway.broker.conftest import make_message
 
 
 def _names(*forwarded: str) -> GlobalNames:
     return GlobalNames("us", lambda name: split_global(name)[1] in forwarded)
-
-
-def test_split_global_splits_at_the_last_at_sign():
-    assert split_global("a@b@c") == ("a@b", "c")
-    assert split_global("plain") is None
-    assert split_global("@c") is None and split_global("a@") is None
 
 
 def test_a_global_address_is_ours_or_forwarded():

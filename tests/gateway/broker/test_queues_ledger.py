@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.broker.errors import NotFound
 from gateway.broker.exchanges import DestinationKind
 from tests.support.ledger_capture import LedgerCapture
 
@@ -122,3 +123,25 @@ def test_at_a_stop_what_the_store_does_not_keep_is_recorded_as_dropped(broker, v
     assert broker.record_shutdown(9.0) == 2
     assert sorted((e.now, e["queue"], e["reason"]) for e in ledger.of("dropped")) == [
         (9.0, "d", "transient queue"), (9.0, "t", "transient queue")]
+
+
+def test_a_move_through_the_vhost_is_in_the_ledger_and_a_refused_one_dead_lettered(vhost, msg, ledger) -> None:
+    """Issue 43: management's move goes through the vhost (``move_messages``), which
+    records each message it moves; a message the target refuses (a full reject-publish
+    queue) is dead-lettered from the source instead, and recorded so."""
+    vhost.declare_queue("dead")
+    work = vhost.declare_queue("work", arguments={"x-dead-letter-exchange": "",
+                                                  "x-dead-letter-routing-key": "dead"})
+    vhost.declare_queue("parking", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    for body in ("a", "b", "c"):
+        vhost.publish("", "work", msg(body), 0.0)
+    first = work.ready.head(0.0, []).message.gateway_id
+    assert vhost.move_messages("work", "parking", 2, 5.0) == 2
+    assert ledger.kinds() == ["moved", "dropped", "dead_lettered", "routed"]
+    moved = ledger.events[0]
+    assert (moved.now, moved["vhost"], moved["queue"], moved["routed_to"], moved["gateway_id"]) == \
+        (5.0, "/", "work", ("parking",), first)
+    assert ledger.events[2]["queue"] == "work" and ledger.events[2]["reason"] == "rejected"
+    assert [q.ready.count for q in (vhost.queue("work"), vhost.queue("parking"), vhost.queue("dead"))] == [1, 1, 1]
+    with pytest.raises(NotFound, match="no queue 'nowhere' in vhost '/'"):
+        vhost.move_messages("work", "nowhere", None, 6.0)

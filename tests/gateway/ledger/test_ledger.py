@@ -31,6 +31,14 @@ def lines(ledger: Ledger) -> list[list]:
     return [json.loads(line) for line in ledger.take_lines(10 ** 6).splitlines()]
 
 
+def test_a_delivery_settled_as_sent_is_delivered_then_settled_accepted():
+    """One home for no-ack / pre-settled deliveries (issue 43): both records at once."""
+    ledger = Ledger(container_id="gw")
+    entry = SimpleNamespace(message=message(), delivery_count=0)
+    ledger.delivered_settled(T0, 5, entry, "q")
+    assert lines(ledger) == [["d", T0, 5, 7, "q", 0, T0], ["s", T0, 5, 7, "q", 0, T0, "accepted", None]]
+
+
 def test_each_call_writes_one_record_of_its_kind():
     ledger = Ledger(container_id="gw")
     ids = iter(range(100, 200))

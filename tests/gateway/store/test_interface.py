@@ -16,7 +16,7 @@ from gateway.store import (
 )
 
 METHODS = ("save_exchange", "delete_exchange", "save_queue", "delete_queue", "save_binding",
-           "delete_binding", "add_message", "update_message", "remove_message", "is_durable",
+           "delete_binding", "add_message", "update_message", "remove_message", "is_durable", "paged_out",
            "read_messages", "after_commit", "load", "flush", "close")
 
 
