@@ -13,7 +13,7 @@ METRICS ?=
 MANAGEMENT ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test lint bench clean deb check-deb dist
+.PHONY: run test test-fast lint bench clean deb check-deb dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) tools/bootstrap_venv.py $(VENV)
@@ -37,8 +37,20 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/lint-imports
 
+# every test; the 15 slowest are listed at the end. Bytecode is cached even where the
+# environment says PYTHONDONTWRITEBYTECODE (__pycache__ is ignored by git): without the
+# cache every pytest process rewrote the assertions of every test module again (about
+# 5 s of CPU each, 3 processes with -n 2) and every gateway process compiled the gateway
+# package again before it started.
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q --durations=15
+
 test: $(STAMP) $(RHEA) lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q
+	$(PYTEST)
+
+# the unit tests and the in-process integration tests: no Spark, no RabbitMQ, no crash
+# loop or backlog (marker slow), no gateway or CLI process (marker process)
+test-fast: $(STAMP) $(RHEA) lint
+	$(PYTEST) -m "not slow and not process"
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

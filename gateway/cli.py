@@ -21,7 +21,7 @@ import platform
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from gateway.config import (
     CONFIG_ENV, ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
@@ -29,6 +29,9 @@ from gateway.config import (
 from gateway.connection_log import TextFormatter, json_formatter
 from gateway.interpreter_tuning import tune_garbage_collector, tune_thread_switching
 from gateway.product import PRODUCT, __version__
+
+if TYPE_CHECKING:
+    from gateway.edge.workers import WorkerPlace
 
 log = logging.getLogger("gateway")
 
@@ -143,19 +146,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
+def log_formatter(fmt: str = "text", worker: int | None = None) -> logging.Formatter:
     """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
     with ``time`` (ISO 8601 in UTC, with its zone: ``2026-01-02T03:04:05.678901+00:00``),
     ``level``, ``logger``, ``message`` and each line's own fields (``connection_id``,
     ``event``... see ``connection_log``), by python-json-logger. ``worker``: the number
     of this worker of ``workers: N``, on each of its lines."""
-    handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        handler.setFormatter(json_formatter(worker))
-    else:
-        handler.setFormatter(TextFormatter(worker))
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler],
-                        force=True)
+        return json_formatter(worker)
+    return TextFormatter(worker)
+
+
+def log_level(level: str) -> int:
+    return getattr(logging, level.upper(), logging.INFO)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
+    """Every line of the process to stderr, in the ``log_formatter(fmt, worker)`` layout."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(log_formatter(fmt, worker))
+    logging.basicConfig(level=log_level(level), handlers=[handler], force=True)
 
 
 #: Twisted's lines an operator does not need at INFO: a factory starts and stops with
@@ -163,7 +173,9 @@ def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = N
 _TWISTED_DEBUG_LINES = ("Starting factory", "Stopping factory")
 
 
-def _bridge_twisted_logging() -> None:
+def bridge_twisted_logging() -> None:
+    """Twisted's log events into the standard logging tree (logger ``twisted``); the CLI
+    and the tests' in-process gateways both call it."""
     from twisted.logger import LogLevel, STDLibLogObserver, globalLogBeginner
 
     observer = STDLibLogObserver(name="twisted")
@@ -390,26 +402,42 @@ def reset_inherited_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
 
+def run_config(args: argparse.Namespace) -> tuple[GatewayConfig, "WorkerPlace | None"]:
+    """``run``'s config and, in a worker of ``workers: N``, its place: the file with
+    ``--listen``/``--metrics``/``--management`` applied (and the worker's share), then
+    checked (endpoints, TLS files, directories); raises ``ConfigError``.
+
+    The tests' in-process gateway (``tests/support/in_process_gateway.py``) builds its
+    config here too, so that it is the gateway this command runs."""
+    place = None
+    cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
+                                                 management=args.management)
+    if args.worker_id:
+        from gateway.edge.workers import WorkerPlace, worker_config
+
+        place = WorkerPlace(args.worker_id, args.worker_dir)
+        cfg = worker_config(cfg, place, args.worker_ports)
+    check_loaded_config(cfg, overridden=bool(args.listen))
+    return cfg, place
+
+
+def log_config_warnings(cfg: GatewayConfig) -> None:
+    """What the config allows but an operator should hear about, once logging is set up."""
+    for warning in cfg.warnings:
+        log.warning("config: %s", warning)
+
+
 def run(args: argparse.Namespace) -> int:
     from gateway.config.workers import worker_count
 
-    place = None
     try:
-        cfg = load_config(args.config).with_overrides(listen=args.listen, metrics=args.metrics,
-                                                     management=args.management)
-        if args.worker_id:
-            from gateway.edge.workers import WorkerPlace, worker_config
-
-            place = WorkerPlace(args.worker_id, args.worker_dir)
-            cfg = worker_config(cfg, place, args.worker_ports)
-        check_loaded_config(cfg, overridden=bool(args.listen))
+        cfg, place = run_config(args)
     except ConfigError as exc:
         print_config_errors(exc)
         return EXIT_CONFIG
     setup_logging(cfg.logging.level, cfg.logging.format, place.number if place else None)
-    _bridge_twisted_logging()
-    for warning in cfg.warnings:
-        log.warning("config: %s", warning)
+    bridge_twisted_logging()
+    log_config_warnings(cfg)
     from twisted.internet import reactor
 
     count = worker_count(cfg.workers)

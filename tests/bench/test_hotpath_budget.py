@@ -24,8 +24,13 @@ BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
 TOLERANCE = {"calls": 1.02, "blocks": 1.25}
 BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
 
+# one worker of pytest-xdist runs them all, so that the meter runs once (session scope:
+# a module fixture is set up again when the worker runs other modules' tests in between,
+# about 45 s each time); slow: the meter runs every workload of the bench
+pytestmark = [pytest.mark.xdist_group("hotpath"), pytest.mark.slow]
 
-@pytest.fixture(scope="module")
+
+@pytest.fixture(scope="session")
 def counts(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("hotpath") / "counts.json"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "hotpath.py"), "--json", str(out)],

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.gateway_process import REPO
 
-pytestmark = [pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # a whole package build
 
 
 def _can_build() -> str:

@@ -20,6 +20,7 @@ def run_cli(*args, stdin=None, new_session=False, **kwargs):
                           start_new_session=new_session, **kwargs)
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_version_is_one_line_naming_the_package_version_and_its_runtime():
     r = run_cli("--version")
     assert r.returncode == 0, r.stderr
@@ -29,6 +30,7 @@ def test_version_is_one_line_naming_the_package_version_and_its_runtime():
     assert "python-qpid-proton" in lines[0] and "Twisted" in lines[0]
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_lists_every_error_at_once_each_with_file_line_and_key(tmp_path):
     bad = tmp_path / "gw.yaml"
     bad.write_text(
@@ -52,6 +54,7 @@ def test_check_config_lists_every_error_at_once_each_with_file_line_and_key(tmp_
     assert all(line.startswith("amqp-gateway: invalid config: ") for line in lines)
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_lists_every_unusable_file_and_directory_at_once(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -65,6 +68,7 @@ def test_check_config_lists_every_unusable_file_and_directory_at_once(tmp_path):
     assert f"{cfg}:3: ledger.directory: cannot create directory" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_warns_of_a_deprecated_key_and_passes(tmp_path):
     cfg = tmp_path / "gw.yaml"
     cfg.write_text(f"state_dir: {tmp_path}/state\namqp10:\n  rabbitmq_version: \"4.1.0\"\n")
@@ -76,6 +80,7 @@ def test_check_config_warns_of_a_deprecated_key_and_passes(tmp_path):
     assert r.stdout.startswith(f"{cfg}: ok")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_suggests_the_address_template_of_the_declared_broker(tmp_path):
     cfg = tmp_path / "gw.yaml"
     cfg.write_text(f"state_dir: {tmp_path}/state\n"
@@ -96,6 +101,7 @@ def test_check_config_suggests_the_address_template_of_the_declared_broker(tmp_p
         "address template with {node}: \"queue://{node}\" for activemq"]
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_names_a_missing_file_without_a_line_or_key():
     r = run_cli("check-config", "/no/such/gw.yaml")
     assert r.returncode == 2
@@ -103,6 +109,7 @@ def test_check_config_names_a_missing_file_without_a_line_or_key():
                         "No such file or directory\n")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_hash_password_without_a_terminal_says_so_in_one_line():
     # a new session has no controlling terminal: getpass cannot ask
     r = run_cli("hash-password", stdin="", new_session=True)
@@ -112,6 +119,7 @@ def test_hash_password_without_a_terminal_says_so_in_one_line():
     assert r.stdout == ""
 
 
+@pytest.mark.process  # runs the CLI as a process
 @pytest.mark.parametrize("value,words", [
     ("5", "5 is outside 4096-10000000"),
     ("0", "0 is outside 4096-10000000"),
@@ -125,6 +133,7 @@ def test_hash_password_bad_iterations_is_a_usage_error_not_a_traceback(value, wo
     assert f"argument --iterations: {words}" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_hash_password_takes_iterations_in_range():
     from gateway.auth import verify_password
 
@@ -134,6 +143,7 @@ def test_hash_password_takes_iterations_in_range():
     assert verify_password(r.stdout.strip(), "pw")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_hash_password_refuses_an_empty_password_from_stdin():
     r = run_cli("hash-password", "--password-stdin", stdin="")
     assert (r.returncode, r.stderr) == (2, "amqp-gateway: empty password\n")

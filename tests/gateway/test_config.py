@@ -206,12 +206,14 @@ def run_cli(*args, stdin=None):
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_ok():
     r = run_cli("check-config", EXAMPLE)
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_error_exit_2_names_key_and_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("listeners:\n  - host: 127.0.0.1\n    port: 65536\n")
@@ -220,6 +222,7 @@ def test_check_config_error_exit_2_names_key_and_line(tmp_path):
     assert f"{bad}:3: listeners[0].port: 65536 is not a valid port" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_run_with_bad_config_exits_2_before_starting(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("listeners:\n  - tls: on\n")
@@ -228,11 +231,13 @@ def test_run_with_bad_config_exits_2_before_starting(tmp_path):
     assert "listeners[0].tls_cert_file" in r.stderr and "needs" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_missing_file():
     r = run_cli("check-config", "/no/such/file.yaml")
     assert r.returncode == 2 and "cannot read config file" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_hash_password_output_verifies():
     from gateway.auth import verify_password
     r = run_cli("hash-password", "--password-stdin", stdin="s3cret\n")
@@ -321,6 +326,7 @@ def _tls_yaml(cert, key, sni_cert=None, sni_key=None) -> str:
     return text + "ledger:\n  enabled: false\n"
 
 
+@pytest.mark.process  # runs the CLI as a process
 @pytest.mark.parametrize("case,key_path,line,words", [
     ("swapped", "listeners[0].tls_cert_file", 6, "cannot load certificate"),
     ("mismatch", "listeners[0].tls_key_file", 7, "cannot load private key"),
@@ -340,6 +346,7 @@ def test_tls_files_that_do_not_load_name_the_key_and_line(tmp_path, pki, case, k
         assert "Traceback" not in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_run_with_listen_override_names_the_template_listener_line(tmp_path, pki):
     srv = pki["server"]
     cfg = tmp_path / "gw.yaml"
@@ -378,6 +385,7 @@ def _dir_yaml(key: str, value: str) -> str:
     return f"# ledger\nledger:\n  enabled: true\n  directory: {value}\n"
 
 
+@pytest.mark.process  # runs the CLI as a process
 @pytest.mark.parametrize("key,line", [("state_dir", 2), ("ledger.directory", 4)])
 @pytest.mark.parametrize("shape", ["under-a-file", "is-a-file", "not-writable"])
 def test_unusable_directories_are_config_errors(tmp_path, key, line, shape):
@@ -404,6 +412,7 @@ def test_unusable_directories_are_config_errors(tmp_path, key, line, shape):
         assert "Traceback" not in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_usable_directories_pass_check_config_and_are_not_created(tmp_path):
     target = tmp_path / "new" / "state"
     cfg = tmp_path / "gw.yaml"

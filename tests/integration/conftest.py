@@ -7,7 +7,6 @@ import pytest
 from bench.reference import ReferenceUnavailable, rabbit_installed
 from tests.support.amqp091_clients import pika_connection
 from tests.support.cross_protocol_clients import pika_channel, proton_connection
-from tests.support.local_spark import local_session
 from tests.support.partner_broker import start_partner
 
 
@@ -76,11 +75,9 @@ def management_gw():
     gw.stop()
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """One local Spark session for a module of ledger report tests (starting one takes
-    seconds)."""
+@pytest.fixture
+def spark(spark):
+    """The test process's Spark session (``tests/conftest.py``); the ledger reports these
+    tests run draw charts too."""
     pytest.importorskip("matplotlib")
-    session = local_session("ledger-integration")
-    yield session
-    session.stop()
+    return spark

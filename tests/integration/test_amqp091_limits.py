@@ -140,8 +140,9 @@ def test_unknown_vhost_is_530(gateway):
     assert '(530) "NOT_ALLOWED - ' in str(info.value)
 
 
+@pytest.mark.process
 def test_sigterm_closes_clients_with_320(fresh_gateway):
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     conn = pika_connection(gw)
     conn.channel()
     gw.signal(signal.SIGTERM)

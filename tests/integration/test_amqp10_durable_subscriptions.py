@@ -291,6 +291,7 @@ def _queue_messages(gw, queue: str) -> int:
         conn.close()
 
 
+@pytest.mark.process  # kill -9 of a gateway process
 @pytest.mark.parametrize("stop", ["sigterm", "kill -9"])
 def test_subscription_and_held_messages_survive_a_gateway_restart(tmp_path, stop):
     container, link, topic = unique("jms-client"), "restart-sub", unique("news")

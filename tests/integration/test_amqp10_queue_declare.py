@@ -14,7 +14,7 @@ from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp10_link_options import DurableTerminus
 from tests.support.cross_protocol_clients import (TIMEOUT, pika_channel, pika_get, proton_connection,
                                                   unique)
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +105,7 @@ def carol_gateway(tmp_path_factory):
         "carol": {"password": "pw", "permissions": {
             "/": {"configure": r"carol\..*", "write": ".*", "read": ".*"}}},
     })
-    gw = GatewayProcess(config_text=access_config(users_file=users)).start()
+    gw = make_gateway(config_text=access_config(users_file=users)).start()
     yield gw
     gw.stop()
 

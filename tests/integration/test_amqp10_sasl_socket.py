@@ -15,7 +15,7 @@ from proton import symbol
 from gateway.amqp10.sasl import SASL_INIT, SASL_MECHANISMS, SASL_OUTCOME, encode_sasl_frame
 from gateway.protocol_header import AMQP10_SASL_HEADER
 from tests.support.amqp10_socket_client import read_exactly, read_sasl_frames
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ HANDSHAKE_TIMEOUT = 60
 @pytest.fixture(scope="module")
 def gw():
     config = default_config().replace("limits:\n", f"limits:\n  handshake_timeout: {HANDSHAKE_TIMEOUT}\n")
-    gateway = GatewayProcess(config_text=config).start()
+    gateway = make_gateway(config_text=config).start()
     yield gateway
     gateway.stop()
 

@@ -459,6 +459,7 @@ class CommitThenCrash(_Scenario):
         self.container.stop()
 
 
+@pytest.mark.process  # kill -9 of a gateway process
 def test_a_commit_survives_kill_9_right_after_the_discharge(tmp_path):
     """Persistent posts to a durable queue and accepts of its messages, committed: after
     a kill -9 the moment the discharge is accepted, the restarted gateway has every

@@ -15,7 +15,7 @@ from proton import Connection
 
 from tests.support.amqp10_socket_client import SocketClient
 from tests.support.cross_protocol_clients import TIMEOUT, pika_get, unique
-from tests.support.gateway_process import default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +24,8 @@ IDLE = 2  # limits.heartbeat of the idle gateway: proton announces half of it
 
 @pytest.fixture(scope="module")
 def idle_gateway():
-    from tests.support.gateway_process import GatewayProcess
 
-    gateway = GatewayProcess(config_text=default_config(heartbeat=IDLE)).start()
+    gateway = make_gateway(config_text=default_config(heartbeat=IDLE)).start()
     yield gateway
     gateway.stop()
 

@@ -19,7 +19,7 @@ from proton.utils import BlockingConnection, SendException
 
 from tests.support.amqp10_link_options import TargetCapabilities
 from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -49,11 +49,11 @@ def send_unchecked(conn: BlockingConnection, sender, message: Message) -> Delive
 @pytest.fixture(scope="module")
 def policy_gateways():
     """One gateway per non-default ``amqp10.unroutable``, started on first use."""
-    started: dict[str, GatewayProcess] = {}
+    started: dict[str, Gateway] = {}
 
-    def get(policy: str) -> GatewayProcess:
+    def get(policy: str) -> Gateway:
         if policy not in started:
-            started[policy] = GatewayProcess(
+            started[policy] = make_gateway(
                 config_text=default_config(extra=f"amqp10:\n  unroutable: {policy}\n")).start()
         return started[policy]
 

@@ -13,7 +13,7 @@ from proton.utils import BlockingConnection
 from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp091_clients import pika_params
 from tests.support.amqp_management_client import ManagementClient
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 from tests.support.ledger_files import read_events
 from tests.support.rhea_client import rhea_management
 
@@ -30,7 +30,7 @@ def gw(tmp_path_factory):
         "ops": {"password": "opspw", "tags": ["management"],
                 "permissions": {"/": {"configure": r"ops\..*|amq\.gen-.*", "write": ".*", "read": ".*"}}},
     })
-    gateway = GatewayProcess(config_text=access_config(users_file=users)).start()
+    gateway = make_gateway(config_text=access_config(users_file=users)).start()
     yield gateway
     gateway.stop()
 

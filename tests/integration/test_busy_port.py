@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.gateway_process import REPO, default_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
 @pytest.fixture

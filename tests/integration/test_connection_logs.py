@@ -14,19 +14,19 @@ import pytest
 from proton import Message
 
 from tests.support.cross_protocol_clients import pika_connection, proton_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def gw():
-    g = GatewayProcess(config_text=default_config(extra="logging:\n  format: json\n")).start()
+    g = make_gateway(config_text=default_config(extra="logging:\n  format: json\n")).start()
     yield g
-    g.kill()
+    g.stop()
 
 
-def records(gw: GatewayProcess, start: int = 0) -> list[dict]:
+def records(gw: Gateway, start: int = 0) -> list[dict]:
     """The JSON objects of the log from line ``start`` on (every line must be one)."""
     out = []
     for line in list(gw.log_lines)[start:]:
@@ -34,7 +34,7 @@ def records(gw: GatewayProcess, start: int = 0) -> list[dict]:
     return out
 
 
-def wait_for(gw: GatewayProcess, start: int, predicate, timeout: float = 10.0) -> list[dict]:
+def wait_for(gw: Gateway, start: int, predicate, timeout: float = 10.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         got = [r for r in records(gw, start) if predicate(r)]
@@ -43,7 +43,7 @@ def wait_for(gw: GatewayProcess, start: int, predicate, timeout: float = 10.0) -
         time.sleep(0.05)
 
 
-def story(gw: GatewayProcess, start: int, protocol: str) -> dict[str, dict]:
+def story(gw: Gateway, start: int, protocol: str) -> dict[str, dict]:
     """The opened, authenticated and closed records of the one ``protocol`` connection
     opened since line ``start``."""
     [opened] = wait_for(gw, start, lambda r: r.get("event") == "connection.opened"
@@ -148,8 +148,14 @@ def test_a_metrics_scrape_writes_no_info_line(gw) -> None:
     start = len(gw.log_lines)
     for _ in range(3):
         urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}", timeout=10).read()
-    time.sleep(0.5)
-    assert [r for r in records(gw, start) if r["level"] == "INFO"] == []
+    # a line the gateway writes after the scrapes' (a connection's): once it is in the
+    # log, so is anything the scrapes wrote
+    conn = pika_connection(gw)
+    conn.close()
+    [closed] = wait_for(gw, start, lambda r: r.get("event") == "connection.closed")
+    later = records(gw, start)
+    assert [r for r in later[:later.index(closed)] if r["level"] == "INFO"
+            and r.get("connection_id") != closed["connection_id"]] == []
 
 
 def test_json_times_are_iso_8601_utc_and_twisted_factory_lines_are_debug(tmp_path) -> None:
@@ -165,12 +171,12 @@ def test_json_times_are_iso_8601_utc_and_twisted_factory_lines_are_debug(tmp_pat
     remote = (f"forwarding:\n  remotes:\n    - container: nobody\n      host: 127.0.0.1\n"
               f"      port: {free_port()}\n      password_file: {password}\n"
               "      reconnect_initial: 0.1\n      reconnect_max: 0.2\n")
-    g = GatewayProcess(config_text=default_config(extra="logging:\n  format: json\n" + remote)).start()
+    g = make_gateway(config_text=default_config(extra="logging:\n  format: json\n" + remote)).start()
     try:
         assert g.wait_for_log_count("forwarding to 'nobody'.*reconnecting", 3)
         lines = records(g)
     finally:
-        g.kill()
+        g.stop()
     now = datetime.now(timezone.utc)
     for line in lines:
         when = datetime.fromisoformat(line["time"])

@@ -18,14 +18,13 @@ Before the fix, 1,000 connections a round grew 1.0 by ~27 MB and 0-9-1 by ~5 MB 
 from __future__ import annotations
 
 import re
-import time
-import urllib.request
 
 import pytest
 
 from tests.support.connection_storm import Ending, Protocol, raise_fd_limit, run_round
+from tests.support.gateway_metrics import wait_open_connections
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.process]
 
 CONNECTIONS = 1000
 ROUNDS = 4
@@ -36,7 +35,6 @@ KB = 1024
 MARGIN_FROM_FIRST = 8 * KB * CONNECTIONS
 #: RSS allowed above the second round's (measured: below 1 KB per connection)
 MARGIN_FROM_SECOND = 2 * KB * CONNECTIONS
-_OPEN_SAMPLE = re.compile(r"^amqp_gateway_connections_open\{[^}]*\} (\S+)$", re.M)
 
 
 def _rss(gw) -> int:
@@ -49,18 +47,6 @@ def _open_files_limit(gw) -> int:
         return int(re.search(r"Max open files\s+(\d+)", f.read()).group(1))
 
 
-def _open_connections(gw) -> float:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
-                                  timeout=10).read().decode()
-    return sum(float(v) for v in _OPEN_SAMPLE.findall(body))
-
-
-def _wait_all_closed(gw, timeout: float = 60.0) -> float:
-    deadline = time.monotonic() + timeout
-    while (count := _open_connections(gw)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return count
-
 
 @pytest.mark.timeout(300)  # a minute when the machine is busy; 1,000 SASL logins a round
 @pytest.mark.parametrize("protocol", [Protocol.AMQP091, Protocol.AMQP10], ids=lambda p: p.value)
@@ -69,7 +55,7 @@ def test_rss_returns_to_the_first_rounds_after_rounds_of_concurrent_connections(
     # the gateway inherits the limit: it needs a descriptor per client socket, too
     if not raise_fd_limit(CONNECTIONS + 512):
         pytest.skip(f"cannot open {CONNECTIONS + 512} files")
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)  # the resident size of the gateway's own process
     assert _open_files_limit(gw) >= CONNECTIONS + 512
     rss: list[int] = []
     for _ in range(ROUNDS):
@@ -77,7 +63,7 @@ def test_rss_returns_to_the_first_rounds_after_rounds_of_concurrent_connections(
                            CONNECTIONS)
         assert not result.failures, result.failures[:5]
         assert result.opened == CONNECTIONS
-        assert _wait_all_closed(gw) == 0, "connections still counted open"
+        assert wait_open_connections(gw, 0, timeout=60.0) == 0, "connections still counted open"
         rss.append(_rss(gw))
     figures = " -> ".join(f"{r / (1 << 20):.1f}" for r in rss) + " MB"
     assert rss[-1] - rss[0] <= MARGIN_FROM_FIRST, f"RSS after each round: {figures}"

@@ -49,8 +49,12 @@ def entities(channel):
             channel.exchange_delete(name)
 
 
-def _nothing_on(channel, queue: str, wait: float = 0.3) -> None:
-    channel.connection.sleep(wait)
+def _nothing_on(channel, queue: str, wait: float = 0.0) -> None:
+    """``queue`` is empty. Every message sent before was settled (1.0: routed) or published
+    on ``channel`` (0-9-1: processed before this basic.get), so nothing is on its way;
+    ``wait`` is only for time to pass (a TTL)."""
+    if wait:
+        channel.connection.sleep(wait)
     method, _, body = channel.basic_get(queue, auto_ack=True)
     assert method is None, body
 
@@ -83,7 +87,7 @@ def test_amqp10_target_reaches_amqp091_consumer(form, channel, amqp10, entities)
         assert (method.exchange, method.routing_key) == ("amq.topic", rk)
     else:
         assert (method.exchange, method.routing_key) == ("", q)
-    _nothing_on(channel, other, wait=0.05)
+    _nothing_on(channel, other)
 
 
 def test_amqp10_topic_patterns_reach_amqp091_bindings(channel, amqp10, entities):
@@ -106,7 +110,6 @@ def test_amqp10_topic_patterns_reach_amqp091_bindings(channel, amqp10, entities)
                 return got
             got.append(method.routing_key)
 
-    channel.connection.sleep(0.2)
     assert drain(star) == ["stock.ibm.nyse"]
     assert drain(hash_) == ["stock.ibm.nyse", "stock.msft.lse", "stock"]
     assert drain(exact) == ["stock.ibm.nyse"]
@@ -140,7 +143,6 @@ def test_headers_exchange_matches_amqp10_application_properties(channel, amqp10,
         Message(body=b"urgent", inferred=True, properties={"urgent": True}))
     none = sender.send(Message(body=b"none", inferred=True, properties={"region": "us"}), error_states=[])
     assert none.remote_state == Delivery.ACCEPTED  # no queue took it: dropped
-    channel.connection.sleep(0.2)
 
     def bodies(q: str) -> list[bytes]:
         got = []
@@ -217,7 +219,7 @@ def test_amqp10_ttl_is_honoured_for_an_amqp091_consumer(channel, amqp10, entitie
     time.sleep(0.4)
     _, props, body = pika_get(channel, q)
     assert body == b"long-lived" and props.expiration == "600000"
-    _nothing_on(channel, q, wait=0.05)
+    _nothing_on(channel, q)
 
 
 def test_amqp10_ttl_expires_while_waiting_in_a_queue_with_a_consumer_gone(channel, amqp10, entities):
@@ -252,7 +254,8 @@ def test_amqp091_priorities_order_an_amqp10_consumer(channel, amqp10, entities):
     q = queue(arguments={"x-max-priority": 10})
     for p in PRIORITIES:
         channel.basic_publish("", q, str(p).encode(), pika.BasicProperties(priority=p))
-    channel.connection.sleep(0.1)
+    # a synchronous method after the publishes: they are all queued when it is answered
+    assert channel.queue_declare(q, passive=True).method.message_count == len(PRIORITIES)
     receiver = amqp10.create_receiver(f"/queue/{q}", credit=len(PRIORITIES))
     got = []
     for _ in PRIORITIES:
@@ -271,6 +274,5 @@ def test_mixed_priorities_from_both_sides_share_one_order(channel, amqp10, entit
     channel.basic_publish("", q, b"091-high", pika.BasicProperties(priority=8))
     sender.send(Message(body=b"10-mid", inferred=True, priority=5))
     channel.basic_publish("", q, b"091-none", pika.BasicProperties())
-    channel.connection.sleep(0.1)
     got = [pika_get(channel, q)[2] for _ in range(4)]
     assert got == [b"091-high", b"10-mid", b"10-low", b"091-none"]

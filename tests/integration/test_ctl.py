@@ -14,7 +14,7 @@ from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.gateway_process import REPO
 from tests.support.management_http import call, management_gateway
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]  # runs the CLI (ctl) as a process
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,7 @@ def busy_queue(gw):
     call(gw, "DELETE", f"/api/queues/%2F/{q}")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_list_queues_shows_their_depths(gw, busy_queue):
     q, _ = busy_queue
     r = ctl(gw, "list", "queues")
@@ -67,6 +68,7 @@ def test_list_queues_shows_their_depths(gw, busy_queue):
     assert ["/", q, "5", "3", "2", "1", "false", "false"] in table
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_list_connections_shows_the_client(gw, busy_queue):
     _, conn = busy_queue
     r = ctl(gw, "list", "connections")
@@ -78,6 +80,7 @@ def test_list_connections_shows_the_client(gw, busy_queue):
     assert len(mine) == 1 and "AMQP 0-9-1" in mine[0]
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_json_is_the_api_s(gw, busy_queue):
     q, _ = busy_queue
     r = ctl(gw, "--json", "--vhost", "/", "list", "queues")
@@ -86,6 +89,7 @@ def test_json_is_the_api_s(gw, busy_queue):
     assert (mine["messages_ready"], mine["messages_unacknowledged"]) == (3, 2)
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_status_summarises_the_overview(gw, busy_queue):
     r = ctl(gw, "status")
     assert r.returncode == 0, r.stderr
@@ -94,6 +98,7 @@ def test_status_summarises_the_overview(gw, busy_queue):
     assert int(fields["connections"]) >= 1 and fields["alarms"] == "none"
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_purge_delete_and_close(gw, busy_queue):
     q, conn = busy_queue
     r = ctl(gw, "purge", "queue", q)
@@ -111,6 +116,7 @@ def test_purge_delete_and_close(gw, busy_queue):
     assert call(gw, "GET", f"/api/queues/%2F/{q}").status == 404
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_a_missing_entity_is_one_line_and_exit_1(gw):
     r = ctl(gw, "delete", "exchange", "no-such-x")
     assert r.returncode == 1
@@ -118,6 +124,7 @@ def test_a_missing_entity_is_one_line_and_exit_1(gw):
                         "(DELETE /api/exchanges/%2F/no-such-x)\n")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_refused_credentials_are_exit_2(gw):
     r = ctl(gw, "list", "queues", password="wrong")
     assert r.returncode == 2
@@ -126,6 +133,7 @@ def test_refused_credentials_are_exit_2(gw):
     assert r.returncode == 2 and "Not management user" in r.stderr
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_a_refused_change_is_exit_1_with_the_reason(gw):
     # watcher (monitoring) holds permissions only in vhost /
     r = ctl(gw, "--vhost", "other", "delete", "queue", "anything", user="watcher", password="look")
@@ -134,6 +142,7 @@ def test_a_refused_change_is_exit_1_with_the_reason(gw):
                         "403 access to vhost 'other' refused for user 'watcher'\n")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_an_unreachable_gateway_is_one_line_and_exit_1():
     stopped = management_gateway().start()
     url = stopped.management_url

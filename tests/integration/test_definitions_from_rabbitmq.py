@@ -14,7 +14,7 @@ import pika
 import pytest
 
 from bench.reference import PrivateRabbit, ReferenceUnavailable, rabbit_installed
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow]
@@ -76,8 +76,8 @@ def rabbit_export() -> dict[str, Any]:
         rabbit.stop()
 
 
-def gateway(state_dir) -> GatewayProcess:
-    return GatewayProcess(
+def gateway(state_dir) -> Gateway:
+    return make_gateway(
         config_text=default_config(users=MANAGEMENT_USERS, extra=f"state_dir: {state_dir}\n"),
         extra_args=("--management", "127.0.0.1:0")).start()
 

@@ -1,7 +1,10 @@
-"""The durable store against real gateway processes: restarts, kill -9, redelivery.
+"""The durable store against real gateways: restarts, kill -9, redelivery.
 
 Every test runs its own gateways on one ``state_dir`` (a pytest temp dir) and restarts
-them there; ``GatewayProcess.kill`` is a SIGKILL of the gateway and its ledger child.
+them there. A gateway that is killed (``GatewayProcess.kill``: a SIGKILL of the gateway
+and its ledger child), limited by ``preexec_fn``, signalled or measured by its resident
+size is a process; the gateway that restarts on what a killed one left runs in the test
+process (the same service and store code, without a process start).
 """
 from __future__ import annotations
 
@@ -25,16 +28,20 @@ from proton.utils import SendException
 from tests.support.amqp091_clients import amqp_url, pika_connection
 from tests.support.confirmed_publisher import ConfirmLedger, publish_confirmed
 from tests.support.cross_protocol_clients import proton_connection
-from tests.support.gateway_process import REPO, GatewayProcess, default_config
+from tests.support.gateway_process import REPO, Gateway, default_config, make_gateway
+
+# every test here kills, limits, signals or measures a gateway process, or runs the CLI
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 
-def store_gateway(state_dir, extra: str = "", **kwargs) -> GatewayProcess:
-    """A gateway whose state (store, ledger) lives in ``state_dir`` across restarts."""
-    return GatewayProcess(config_text=default_config(extra=f"state_dir: {state_dir}\n{extra}"),
-                          **kwargs).start()
+def store_gateway(state_dir, extra: str = "", **kwargs) -> Gateway:
+    """A gateway whose state (store, ledger) lives in ``state_dir`` across restarts
+    (``process=True``: a gateway process, to kill)."""
+    return make_gateway(config_text=default_config(extra=f"state_dir: {state_dir}\n{extra}"),
+                        **kwargs).start()
 
 
-def drain(gw: GatewayProcess, queue: str) -> list[tuple[bytes, bool, int]]:
+def drain(gw: Gateway, queue: str) -> list[tuple[bytes, bool, int]]:
     """Everything in ``queue`` as (body, redelivered, delivery_mode), acked, in order."""
     conn = pika_connection(gw)
     ch = conn.channel()
@@ -52,7 +59,7 @@ def drain(gw: GatewayProcess, queue: str) -> list[tuple[bytes, bool, int]]:
 
 
 def test_confirmed_and_accepted_messages_survive_kill_9(tmp_path) -> None:
-    gw = store_gateway(tmp_path)
+    gw = store_gateway(tmp_path, process=True)
     try:
         conn = pika_connection(gw)
         ch = conn.channel()
@@ -123,20 +130,27 @@ def test_confirmed_and_accepted_messages_survive_kill_9(tmp_path) -> None:
         gw.stop()
 
 
-@pytest.mark.timeout(600)  # 21 gateway starts: a few seconds each on a busy machine
-def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_path) -> None:
+#: rounds of the kill -9 loop (each a gateway process start, a stream and a kill)
+KILL_ROUNDS = 8
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a few seconds a round on a busy machine
+def test_kill_9_at_random_moments_of_a_confirmed_stream_loses_no_confirmed_message(tmp_path) -> None:
     """A publisher keeps 64 confirms in flight and republishes what was unanswered when the
-    gateway died (as an application does); the gateway is killed at a random moment, 20
-    times. Every confirmed message is there at the end; a message is there twice only if
-    it was unanswered at a crash (stored, then republished)."""
+    gateway died (as an application does); the gateway is killed at a random moment,
+    ``KILL_ROUNDS`` times (20 until issue 42: each round shows the same, a kill at an
+    arbitrary point of a live confirmed stream). Every confirmed message is there at the
+    end; a message is there twice only if it was unanswered at a crash (stored, then
+    republished)."""
     rng = random.Random(31)
     confirmed: set[bytes] = set()
     unanswered_ever: set[bytes] = set()
     outstanding: list[bytes] = []
     next_id = 0
     killed_in_flight = 0
-    for round_ in range(20):
-        gw = store_gateway(tmp_path)
+    for round_ in range(KILL_ROUNDS):
+        gw = store_gateway(tmp_path, process=True)
         try:
             if round_ == 0:
                 conn = pika_connection(gw)
@@ -166,7 +180,8 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
         unanswered_ever.update(ledger.unanswered)
         killed_in_flight += bool(ledger.unanswered)
         outstanding = ledger.unanswered
-    assert len(confirmed) > 1000 and killed_in_flight >= 15  # the kills hit a live stream
+    # the kills hit a live stream (all but a few of them with messages in flight)
+    assert len(confirmed) > 1000 and killed_in_flight >= KILL_ROUNDS - 2
 
     gw = store_gateway(tmp_path)
     try:
@@ -185,7 +200,7 @@ def test_kill_9_in_a_confirmed_stream_20_times_loses_no_confirmed_message(tmp_pa
 
 
 def test_unsettled_deliveries_come_back_redelivered_after_kill_9(tmp_path) -> None:
-    gw = store_gateway(tmp_path)
+    gw = store_gateway(tmp_path, process=True)
     try:
         conn = pika_connection(gw)
         ch = conn.channel()
@@ -339,7 +354,7 @@ def test_a_failing_disk_nacks_blocks_publishers_and_loses_nothing(tmp_path) -> N
 
 
 def test_free_disk_below_the_limit_blocks_publishers_until_space_returns(tmp_path) -> None:
-    gw = store_gateway(tmp_path, "store:\n  disk_free_limit: 1000000000000000000\n")
+    gw = store_gateway(tmp_path, "store:\n  disk_free_limit: 1000000000000000000\n", process=True)  # SIGHUP
     try:
         assert gw.wait_for_log(r"blocking producers: free disk space below the limit")
         conn = pika_connection(gw)
@@ -408,7 +423,8 @@ def test_a_backlog_larger_than_the_memory_budget_drains_in_order_with_bounded_me
     message, and the watermark's worth of bodies while commits catch up with a publisher
     that does not wait for confirms), and the queue drains in order."""
     count = 25000
-    gw = store_gateway(tmp_path, "memory_high_watermark: 16777216\nstore:\n  memory_budget: 4194304\n")
+    gw = store_gateway(tmp_path, "memory_high_watermark: 16777216\nstore:\n  memory_budget: 4194304\n",
+                       process=True)  # its resident size
     try:
         conn = pika_connection(gw)
         ch = conn.channel()
@@ -439,7 +455,7 @@ def test_a_backlog_larger_than_the_memory_budget_drains_in_order_with_bounded_me
 
 
 def test_messages_that_expired_while_down_are_dead_lettered_or_dropped(tmp_path) -> None:
-    gw = store_gateway(tmp_path)
+    gw = store_gateway(tmp_path, process=True)
     try:
         conn = pika_connection(gw)
         ch = conn.channel()
@@ -451,9 +467,11 @@ def test_messages_that_expired_while_down_are_dead_lettered_or_dropped(tmp_path)
         ch.basic_publish("", "ttl", b"a", pika.BasicProperties(delivery_mode=2))
         ch.basic_publish("", "plain", b"b", pika.BasicProperties(delivery_mode=2, expiration="1000"))
         ch.basic_publish("", "plain", b"c", pika.BasicProperties(delivery_mode=2))
+        published = time.monotonic()
     finally:
         gw.kill()
-    time.sleep(1.5)  # longer than both TTLs, while the gateway is down
+    # both TTLs (1 s) pass while the gateway is down: time itself is what is waited for
+    time.sleep(max(0.0, published + 1.2 - time.monotonic()))
     gw = store_gateway(tmp_path)
     try:
         conn = pika_connection(gw)

@@ -20,6 +20,8 @@ from tests.support.management_http import MANAGEMENT_USERS, call
 
 ROUNDS = 5
 
+pytestmark = pytest.mark.process  # kill -9 of gateway processes
+
 
 def _gateway(state_dir, management: bool = False, commit_interval: float = 0.0) -> GatewayProcess:
     """``guest`` is an administrator (for management's requests); ``commit_interval``

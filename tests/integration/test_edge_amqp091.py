@@ -21,7 +21,7 @@ import pika
 import pytest
 from pika.exceptions import AMQPConnectionError, ConnectionClosedByBroker
 
-from tests.support.gateway_process import REPO, GatewayProcess, default_config, free_port, password_hash
+from tests.support.gateway_process import REPO, Gateway, default_config, free_port, make_gateway, password_hash
 from tests.support.edge_mode import edge_yaml
 from tests.support.management_http import call
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, drain_queue,
@@ -38,7 +38,7 @@ def _edge_config(nodes: list[str], *, credentials: str = "credentials: passthrou
     return config.replace("limits:\n", f"limits:\n  frame_max: {frame_max}\n")
 
 
-def _edge(gw: GatewayProcess, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD,
+def _edge(gw: Gateway, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD,
           **kwargs) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, virtual_host="edge", socket_timeout=10,
@@ -52,7 +52,7 @@ def rabbit(partner_rabbit):
 
 def test_publish_consume_and_declare_are_carried_to_the_backend_and_the_down_node_is_skipped(rabbit):
     down = free_port()
-    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{down}", f"127.0.0.1:{rabbit.port}"],
+    with make_gateway(config_text=_edge_config([f"127.0.0.1:{down}", f"127.0.0.1:{rabbit.port}"],
                                                  frame_max=1048576)) as gw:
         sizes = [0, 10, 200_000, 900_000]
         # py-amqp with frame-max 1 MiB: its body frames are above RabbitMQ's 131072, and
@@ -93,7 +93,7 @@ def test_publish_consume_and_declare_are_carried_to_the_backend_and_the_down_nod
 
 
 def test_passthrough_refuses_a_user_the_backend_refuses_with_its_reason(rabbit):
-    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
+    with make_gateway(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
         with pytest.raises(AMQPConnectionError) as info:
             _edge(gw, user="mallory", password="guess")
         text = str(info.value)
@@ -117,7 +117,7 @@ def test_a_service_account_applies_the_gateways_own_users_and_permissions(rabbit
              "read: \"svc\\\\..*\"}\n")
     config = _edge_config([f"127.0.0.1:{rabbit.port}"], credentials=credentials)
     config = config.replace("users:\n", "users:\n" + carol % password_hash("carol-pw"), 1)
-    with GatewayProcess(config_text=config) as gw:
+    with make_gateway(config_text=config) as gw:
         with _edge(gw, user="carol", password="carol-pw") as conn:
             ch = conn.channel()
             ch.confirm_delivery()
@@ -148,7 +148,7 @@ def test_a_service_account_applies_the_gateways_own_users_and_permissions(rabbit
 def test_a_cut_backend_connection_closes_the_client_and_confirms_only_what_the_backend_took(rabbit):
     cutter = TcpCutter(("127.0.0.1", rabbit.port))
     try:
-        with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{cutter.port}"])) as gw:
+        with make_gateway(config_text=_edge_config([f"127.0.0.1:{cutter.port}"])) as gw:
             conn = _edge(gw)
             ch = conn.channel()
             ch.queue_declare("edge.cut", durable=True)
@@ -180,12 +180,13 @@ def test_a_cut_backend_connection_closes_the_client_and_confirms_only_what_the_b
         cutter.close()
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_management_shows_each_proxied_connection_with_its_node_and_each_backends_state(rabbit):
     down = free_port()
     config = _edge_config([f"127.0.0.1:{down}", f"127.0.0.1:{rabbit.port}"])
     config = config.replace("users:\n", "users:\n  - name: admin\n    password_hash: \"%s\"\n"
                             "    tags: [administrator]\n" % password_hash("s3cret"), 1)
-    with GatewayProcess(config_text=config, extra_args=("--management", "127.0.0.1:0")) as gw:
+    with make_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0")) as gw:
         with _edge(gw):
             connections = call(gw, "GET", "/api/connections").body
             assert [c["backend"] for c in connections] == [f"rabbit 127.0.0.1:{rabbit.port}"]
@@ -210,7 +211,7 @@ def test_management_shows_each_proxied_connection_with_its_node_and_each_backend
 
 
 def test_the_backends_connection_blocked_reaches_the_client(rabbit):
-    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
+    with make_gateway(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
         with _edge(gw) as conn:
             seen: list[str] = []
             conn.add_on_connection_blocked_callback(lambda _conn, frame: seen.append("blocked"))
@@ -234,7 +235,7 @@ def test_the_backends_connection_blocked_reaches_the_client(rabbit):
 def test_a_quorum_queue_declared_through_the_edge_is_the_clusters_quorum_queue(rabbit):
     """In edge mode the gateway's own quorum-queue rules do not apply: the declaration,
     its arguments and the backend's answer pass through unchanged (issue 46)."""
-    with GatewayProcess(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
+    with make_gateway(config_text=_edge_config([f"127.0.0.1:{rabbit.port}"])) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             ch.queue_declare("edge.quorum", durable=True,

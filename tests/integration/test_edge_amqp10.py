@@ -23,7 +23,7 @@ from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed, SendException
 
 from tests.support.edge_mode import edge_yaml, pump, queue_counts, until
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, partner_pika
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 from tests.support.tcp_cutter import TcpCutter
@@ -36,7 +36,7 @@ def _config(port: int, prefetch: int = 1000) -> str:
         "credentials: passthrough", f"prefetch: {prefetch}")))
 
 
-def _connect(gw: GatewayProcess, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD) -> BlockingConnection:
+def _connect(gw: Gateway, user: str = PARTNER_USER, password: str = PARTNER_PASSWORD) -> BlockingConnection:
     return BlockingConnection(f"amqp://{user}:{password}@127.0.0.1:{gw.amqp_port}", virtual_host="vhost:edge",
                               timeout=15, allowed_mechs="PLAIN")
 
@@ -58,7 +58,7 @@ def rabbit(partner_rabbit):
 
 def test_targets_publish_with_confirms_and_a_return_is_rejected(rabbit):
     _queues(rabbit, "edge10.a")
-    with GatewayProcess(config_text=_config(rabbit.port)) as gw:
+    with make_gateway(config_text=_config(rabbit.port)) as gw:
         conn = _connect(gw)
         try:
             for address, subject in (("/queue/edge10.a", None), ("/exchange/amq.direct/edge10.a", None),
@@ -92,7 +92,7 @@ def test_prefetch_follows_credit_and_outcomes_map_to_the_backend(rabbit):
         for i in range(10):
             ch.basic_publish("", "edge10.c", b"%d" % i, pika.BasicProperties(
                 content_type="application/json", headers={"n": i}, message_id=f"id-{i}"))
-    with GatewayProcess(config_text=_config(rabbit.port)) as gw:
+    with make_gateway(config_text=_config(rabbit.port)) as gw:
         conn = _connect(gw)
         try:
             receiver = conn.create_receiver("/queue/edge10.c", credit=0)  # no flow controller
@@ -129,7 +129,7 @@ def test_a_refused_login_and_a_cut_backend_close_the_client_clearly(rabbit):
     _queues(rabbit, "edge10.cut")
     cutter = TcpCutter(("127.0.0.1", rabbit.port))
     try:
-        with GatewayProcess(config_text=_config(cutter.port)) as gw:
+        with make_gateway(config_text=_config(cutter.port)) as gw:
             with pytest.raises(ConnectionClosed) as info:
                 _connect(gw, user="mallory", password="guess")
             assert "amqp:unauthorized-access" in str(info.value) and "Login was refused" in str(info.value)
@@ -159,7 +159,7 @@ def test_a_client_that_attaches_before_its_open_is_answered_waits_for_the_backen
     connection opened (frames handled before it would find no backend)."""
     ensure_node_clients()
     _queues(rabbit, "edge10.rhea")
-    with GatewayProcess(config_text=_config(rabbit.port)) as gw:
+    with make_gateway(config_text=_config(rabbit.port)) as gw:
         for run in range(3):
             ids = [f"r{run}-{i}" for i in range(5)]
             done = subprocess.run(["node", "sender.js", str(gw.amqp_port), PARTNER_USER, PARTNER_PASSWORD,

@@ -22,7 +22,7 @@ import pytest
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
 from tests.support.edge_mode import queue_counts, rabbit_amqp10_config, until
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import Gateway, make_gateway
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue,
                                           drain_queue, partner_pika)
 from tests.support.tcp_cutter import TcpCutter
@@ -33,15 +33,18 @@ def _config(port: int) -> str:
     return rabbit_amqp10_config(port)
 
 
-def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
+def _edge(gw: Gateway) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, virtual_host="edge", socket_timeout=10,
         blocked_connection_timeout=30, credentials=pika.PlainCredentials(PARTNER_USER, PARTNER_PASSWORD)))
 
 
+# a process: in the test process this test found 11 messages, not 1, left in the
+# backend's queue at the end in 2 of 7 runs under load (0 of 4 as a process): left to issue 44
+@pytest.mark.process
 def test_publish_with_confirms_and_consume_with_acks_through_1_0_links(partner_rabbit):
     declare_bound_queue(partner_rabbit, "amqp10.orders", exchange="in")
-    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=_config(partner_rabbit.port), process=True) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             ch.confirm_delivery()   # pika raises if any publish is nacked
@@ -86,7 +89,7 @@ def test_unacked_deliveries_are_released_when_the_client_goes(partner_rabbit):
     with partner_pika(partner_rabbit) as direct:
         for i in range(3):
             direct.channel().basic_publish("", "amqp10.unacked", b"u%d" % i)
-    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=_config(partner_rabbit.port)) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             for method, _props, _body in ch.consume("amqp10.unacked", inactivity_timeout=10):
@@ -110,7 +113,7 @@ def test_unacked_deliveries_are_released_when_the_client_goes(partner_rabbit):
 
 def test_what_the_backend_cannot_do_is_refused_and_never_a_silent_no_op(partner_rabbit):
     declare_bound_queue(partner_rabbit, "amqp10.there", exchange="in")
-    with GatewayProcess(config_text=_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=_config(partner_rabbit.port)) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             ok = ch.queue_declare("amqp10.there", durable=True)   # the backend attached to it
@@ -137,7 +140,7 @@ def test_a_cut_backend_connection_closes_the_client_with_320(partner_rabbit):
     declare_bound_queue(partner_rabbit, "amqp10.cut", exchange="in")
     cutter = TcpCutter(("127.0.0.1", partner_rabbit.port))
     try:
-        with GatewayProcess(config_text=_config(cutter.port)) as gw:
+        with make_gateway(config_text=_config(cutter.port)) as gw:
             conn = _edge(gw)
             ch = conn.channel()
             ch.confirm_delivery()

@@ -24,7 +24,7 @@ from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, ConnectionClosed, LinkDetached
 
 from tests.support.edge_mode import pump, queue_counts, rabbit_amqp10_config, until
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import Gateway, make_gateway
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue, drain_queue,
                                           partner_pika)
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
@@ -33,7 +33,7 @@ from tests.support.tcp_cutter import TcpCutter
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
 
-def _connect(gw: GatewayProcess) -> BlockingConnection:
+def _connect(gw: Gateway) -> BlockingConnection:
     return BlockingConnection(f"amqp://{PARTNER_USER}:{PARTNER_PASSWORD}@127.0.0.1:{gw.amqp_port}",
                               virtual_host="vhost:edge", timeout=15, allowed_mechs="PLAIN")
 
@@ -46,7 +46,7 @@ def _take(receiver):
 
 def test_senders_are_accepted_only_after_the_backend_and_reach_its_queue(partner_rabbit):
     declare_bound_queue(partner_rabbit, "carried.in", exchange="in")
-    with GatewayProcess(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
         conn = _connect(gw)
         try:
             for address in ("/queue/carried.in", "/exchange/in/carried.in", "/amq/queue/carried.in"):
@@ -77,7 +77,7 @@ def test_receivers_get_credit_passed_on_and_their_outcomes_reach_the_backend(par
         for i in range(10):
             ch.basic_publish("", "carried.out", b"%d" % i, pika.BasicProperties(
                 content_type="application/json", headers={"n": i}, message_id=f"id-{i}"))
-    with GatewayProcess(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
         conn = _connect(gw)
         try:
             receiver = conn.create_receiver("/queue/carried.out", credit=0)   # no flow controller
@@ -127,7 +127,7 @@ def test_receivers_get_credit_passed_on_and_their_outcomes_reach_the_backend(par
 
 
 def test_a_refused_attach_is_refused_with_the_backends_condition(partner_rabbit):
-    with GatewayProcess(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
         conn = _connect(gw)
         try:
             with pytest.raises(LinkDetached) as info:
@@ -145,7 +145,7 @@ def test_a_cut_backend_closes_the_client_and_nothing_after_it_is_accepted(partne
     declare_bound_queue(partner_rabbit, "carried.cut", exchange="in")
     cutter = TcpCutter(("127.0.0.1", partner_rabbit.port))
     try:
-        with GatewayProcess(config_text=rabbit_amqp10_config(cutter.port)) as gw:
+        with make_gateway(config_text=rabbit_amqp10_config(cutter.port)) as gw:
             conn = _connect(gw)
             sender = conn.create_sender("/queue/carried.cut")
             for i in range(5):
@@ -167,7 +167,7 @@ def test_rhea_sends_through_carried_links(partner_rabbit):
     and the attach for the backend's answer."""
     ensure_node_clients()
     declare_bound_queue(partner_rabbit, "carried.rhea", exchange="in")
-    with GatewayProcess(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
+    with make_gateway(config_text=rabbit_amqp10_config(partner_rabbit.port)) as gw:
         ids = [f"r-{i}" for i in range(20)]
         done = subprocess.run(["node", "sender.js", str(gw.amqp_port), PARTNER_USER, PARTNER_PASSWORD,
                                "vhost:edge", "/queue/carried.rhea"], cwd=RHEA_DIR, input=json.dumps(ids),

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.celery_app import make_app
 from tests.support.example_broker import example_broker_config
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def test_a_celery_task_runs_through_a_gateway_on_a_1_0_only_broker(example_broker):
     pytest.importorskip("celery")
-    with GatewayProcess(config_text=example_broker_config(example_broker.port)) as gw, \
+    with make_gateway(config_text=example_broker_config(example_broker.port)) as gw, \
             tempfile.TemporaryDirectory(prefix="celery-results-") as results:
         url = f"amqp://alice:secret@127.0.0.1:{gw.amqp_port}/edge"
         env = dict(os.environ, EDGE_CELERY_BROKER=url, EDGE_CELERY_RESULTS=results,

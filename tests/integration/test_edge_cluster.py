@@ -30,7 +30,7 @@ from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER
 from tests.support.rabbit_cluster import Haproxy, RabbitCluster, haproxy_installed
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
 
-pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow, pytest.mark.process]
 
 QUEUE = "edge.orders"
 PER_CLIENT = 200

@@ -19,18 +19,18 @@ import pytest
 from tests.support.amqp10_wide_encoding import wide_message
 from tests.support.cross_protocol_clients import RawAmqp10, capture_raw_amqp10
 from tests.support.example_broker import example_broker_config, take_exactly
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import Gateway, make_gateway
 
 pytestmark = [pytest.mark.integration]
 
-def _edge(gw: GatewayProcess) -> pika.BlockingConnection:
+def _edge(gw: Gateway) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, virtual_host="edge", socket_timeout=10,
         blocked_connection_timeout=30, credentials=pika.PlainCredentials("alice", "secret")))
 
 
 def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broker(example_broker):
-    with GatewayProcess(config_text=example_broker_config(example_broker.port)) as gw:
+    with make_gateway(config_text=example_broker_config(example_broker.port)) as gw:
         with _edge(gw) as conn:
             ch = conn.channel()
             assert ch.queue_declare("orders", durable=True).method.queue == "orders"
@@ -61,7 +61,7 @@ def test_pika_publishes_with_confirms_and_consumes_with_acks_on_a_1_0_only_broke
 def test_a_1_0_message_crosses_to_the_broker_and_back_byte_for_byte(example_broker, monkeypatch):
     capture_raw_amqp10(monkeypatch)
     encoded = wide_message()
-    with GatewayProcess(config_text=example_broker_config(example_broker.port)) as gw:
+    with make_gateway(config_text=example_broker_config(example_broker.port)) as gw:
         from proton.utils import BlockingConnection
 
         conn = BlockingConnection(f"amqp://alice:secret@127.0.0.1:{gw.amqp_port}", virtual_host="vhost:edge",

@@ -15,7 +15,7 @@ from proton import ConnectionException, Message
 from proton.utils import BlockingConnection
 
 from tests.support.amqp091_clients import pika_params
-from tests.support.gateway_process import REPO, GatewayProcess
+from tests.support.gateway_process import REPO, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ EXAMPLE = os.path.join(REPO, "config.example.yaml")
 def example_gw():
     with open(EXAMPLE, encoding="utf-8") as f:
         text = f.read()
-    gw = GatewayProcess(config_text=text).start()   # adds --listen/--metrics 127.0.0.1:0
+    gw = make_gateway(config_text=text).start()   # adds --listen/--metrics 127.0.0.1:0
     yield gw
     gw.stop()
 

@@ -17,8 +17,9 @@ import time
 import pika
 import pytest
 
-from tests.integration.test_forwarding_two_gateways import Pair, declare, metrics
+from tests.integration.test_forwarding_two_gateways import Pair, declare
 from tests.support.cross_protocol_clients import pika_channel, unique
+from tests.support.gateway_metrics import metric_samples
 
 pytestmark = pytest.mark.integration
 
@@ -31,11 +32,11 @@ BUSY_TIMEOUT = 5.0
 
 
 def depth(gw, queue: str) -> int:
-    return int(metrics(gw).get(("amqp_gateway_queue_messages", ("queue", queue), ("vhost", "/")), 0))
+    return int(metric_samples(gw).get(("amqp_gateway_queue_messages", ("queue", queue), ("vhost", "/")), 0))
 
 
 def outbox(gw) -> int:
-    return int(metrics(gw).get(("amqp_gateway_forward_outbox_messages", ("remote", "org-b")), -1))
+    return int(metric_samples(gw).get(("amqp_gateway_forward_outbox_messages", ("remote", "org-b")), -1))
 
 
 def test_sending_goes_on_while_the_receivers_commit_is_in_flight(tmp_path) -> None:
@@ -78,4 +79,4 @@ def test_sending_goes_on_while_the_receivers_commit_is_in_flight(tmp_path) -> No
         conn.close()
         assert sorted(bodies) == sorted(f"m-{i}" for i in range(COUNT))
     finally:
-        pair.kill()
+        pair.end()

@@ -8,24 +8,24 @@ import pytest
 from tests.integration.test_forwarding_two_gateways import (declare, gateway, receive_all, remote,
                                                            send_numbered)
 from tests.support.cross_protocol_clients import unique
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import Gateway, default_config, free_port, make_gateway
 
 pytestmark = pytest.mark.integration
 
 SCRAM = "      sasl_mechanism: SCRAM-SHA-256\n"
 
 
-def org_b(root, port: int, mechanisms: str) -> GatewayProcess:
+def org_b(root, port: int, mechanisms: str) -> Gateway:
     """org-b on ``port``; its listener offers ``mechanisms`` to org-a's forwarder."""
     state = root / "b"
     state.mkdir(exist_ok=True)
-    return GatewayProcess(
+    return make_gateway(
         config_text=default_config(extra=f"container_id: org-b\nstate_dir: {state}\n",
                                    listener_extra=f"    mechanisms: [{mechanisms}]\n"),
         extra_args=("--listen", f"127.0.0.1:{port}"))
 
 
-def org_a(root, b_port: int, password: str = "guest") -> GatewayProcess:
+def org_a(root, b_port: int, password: str = "guest") -> Gateway:
     a = gateway("org-a", root / "a", free_port(), remote("org-b", b_port, "{pw}", SCRAM))
     (root / "a" / "remote.password").write_text(password + "\n")
     return a
@@ -33,13 +33,13 @@ def org_a(root, b_port: int, password: str = "guest") -> GatewayProcess:
 
 @pytest.fixture
 def processes():
-    started: list[GatewayProcess] = []
+    started: list[Gateway] = []
     yield started
     for p in started:
-        p.kill()
+        p.stop()
 
 
-def start(processes: list, *gws: GatewayProcess) -> None:
+def start(processes: list, *gws: Gateway) -> None:
     for gw in gws:
         processes.append(gw.start())
 

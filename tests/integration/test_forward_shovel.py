@@ -1,4 +1,4 @@
-"""A gateway process forwarding to a partner's RabbitMQ (``kind: amqp091``), through
+"""A gateway forwarding to a partner's RabbitMQ (``kind: amqp091``), through
 ``amqp$transfer`` and through a static route (``shovels``).
 
 Shown with real clients: a pika publisher on the gateway with routing key
@@ -14,14 +14,14 @@ import time
 import pika
 import pytest
 
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST, declare_bound_queue,
                                           drain_queue)
 
 pytestmark = pytest.mark.integration
 
 
-def _gateway(rabbit, tmp_path) -> GatewayProcess:
+def _gateway(rabbit, tmp_path) -> Gateway:
     password = tmp_path / "partner.password"
     password.write_text(PARTNER_PASSWORD + "\n")
     extra = (f"container_id: org-a\nstate_dir: {tmp_path}\n"
@@ -32,10 +32,10 @@ def _gateway(rabbit, tmp_path) -> GatewayProcess:
              "      reconnect_initial: 0.2\n      reconnect_max: 1.0\n"
              "  shovels:\n    - name: orders-out\n      queue: outbound.orders\n"
              "      remote: partner\n      node: shovelled\n")
-    return GatewayProcess(config_text=default_config(extra=extra)).start()
+    return make_gateway(config_text=default_config(extra=extra)).start()
 
 
-def _publish(gw: GatewayProcess, routing_key: str, bodies: list[bytes], **props) -> None:
+def _publish(gw: Gateway, routing_key: str, bodies: list[bytes], **props) -> None:
     conn = pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, credentials=pika.PlainCredentials("guest", "guest")))
     ch = conn.channel()
@@ -54,7 +54,7 @@ def _wait_for(rabbit, queue: str, count: int, timeout: float = 60.0) -> list:
     return got
 
 
-def _local_depth(gw: GatewayProcess, queue: str) -> int:
+def _local_depth(gw: Gateway, queue: str) -> int:
     conn = pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, credentials=pika.PlainCredentials("guest", "guest")))
     depth = conn.channel().queue_declare(queue, passive=True).method.message_count
@@ -97,7 +97,9 @@ def test_rabbitmq_stopped_the_shovel_keeps_taking_and_nothing_is_lost(partner_ra
     try:
         bodies = [f"while-down-{n}".encode() for n in range(100)]
         _publish(gateway_to_partner, "outbound.orders", bodies)     # confirmed by the gateway
-        time.sleep(2.0)
+        deadline = time.monotonic() + 30
+        while _local_depth(gateway_to_partner, "outbound.orders") and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert _local_depth(gateway_to_partner, "outbound.orders") == 0   # all in the outbox
     finally:
         partner_rabbit.start_app()

@@ -22,7 +22,7 @@ from gateway.amqp10.outbound_client import OutboundAmqp10
 from gateway.edge.outbound import RemoteLink
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from tests.support.certificates import TestPKI
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.minimal_forwarder import MinimalForwarder, container_091
 from tests.support.reactor_waits import until
 from translators.basic_properties import BasicProperties
@@ -48,7 +48,7 @@ def tls_gateway(pki):
              f"    tls_verify_client: optional\n"
              f"    tls_sni:\n      - server_name: partner.example\n"
              f"        cert_file: {pki['sni'].cert_file}\n        key_file: {pki['sni'].key_file}\n")
-    gw = GatewayProcess(config_text=default_config(listener_extra=extra)).start()
+    gw = make_gateway(config_text=default_config(listener_extra=extra)).start()
     conn = pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, credentials=pika.PlainCredentials("alice", "secret")))
     conn.channel().queue_declare("tls-in", durable=True)
@@ -57,7 +57,7 @@ def tls_gateway(pki):
     gw.stop()
 
 
-def _remote(gw: GatewayProcess, password_file: str = "", **kwargs: Any) -> RemoteSettings:
+def _remote(gw: Gateway, password_file: str = "", **kwargs: Any) -> RemoteSettings:
     options = dict(container="org-b", host="127.0.0.1", port=gw.amqp_port, kind="amqp091",
                    address="/queue/{node}", user="alice", password_file=password_file or None,
                    tls=True, reconnect_initial=0.2, reconnect_max=1.0)
@@ -86,7 +86,7 @@ async def _forward_one(remote: RemoteSettings, engine: Any = OutboundAmqp091) ->
     return forwarder
 
 
-def _take(gw: GatewayProcess) -> list[bytes]:
+def _take(gw: Gateway) -> list[bytes]:
     conn = pika.BlockingConnection(pika.ConnectionParameters(
         host="127.0.0.1", port=gw.amqp_port, credentials=pika.PlainCredentials("alice", "secret")))
     bodies = []

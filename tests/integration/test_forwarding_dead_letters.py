@@ -15,10 +15,10 @@ import pytest
 from tests.integration.test_forwarding_two_gateways import gateway, remote
 from tests.support.cross_protocol_clients import pika_channel, pika_get
 from tests.support.event_exchange import events_of
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import Gateway, default_config, free_port, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.timeout(120)]  # runs ctl (the CLI)
 
 TIMEOUT = 15.0
 
@@ -31,23 +31,23 @@ def gateways(tmp_path):
     (tmp_path / "a").mkdir()
     pw = tmp_path / "a" / "remote.password"
     pw.write_text("guest\n")
-    a = GatewayProcess(
+    a = make_gateway(
         config_text=default_config(users=MANAGEMENT_USERS, extra=(
             f"container_id: org-a\nstate_dir: {tmp_path / 'a'}\nforwarding:\n  remotes:\n"
             + remote("org-b", b_port, pw))),
         extra_args=("--listen", f"127.0.0.1:{a_port}", "--management", "127.0.0.1:0")).start()
     yield a, b
-    a.kill()
-    b.kill()
+    a.stop()
+    b.stop()
 
 
-def _ctl(gw: GatewayProcess, *args: str) -> subprocess.CompletedProcess:
+def _ctl(gw: Gateway, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, AMQP_GATEWAY_PASSWORD=MANAGEMENT_USERS["admin"][0])
     return subprocess.run([sys.executable, "-m", "gateway.cli", "ctl", "--url", gw.management_url,
                            "-u", "admin", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
-def _remote(gw: GatewayProcess) -> dict:
+def _remote(gw: Gateway) -> dict:
     answer = call(gw, "GET", "/api/gateway/remotes")
     assert answer.status == 200, answer
     [found] = answer.body

@@ -1,5 +1,5 @@
-"""The ledger report's reconciliation on real forwarded traffic: gateway processes
-forwarding to each other (``kind: gateway``), real clients (proton, pika), then the report
+"""The ledger report's reconciliation on real forwarded traffic: gateways (in the test
+process; processes where one is killed with kill -9) forwarding to each other (``kind: gateway``), real clients (proton, pika), then the report
 run on their ledger directories as an operator runs it (``amqp-gateway report --ledger
 ... --ledger ...``, its own Spark), its tables read back.
 
@@ -12,9 +12,14 @@ run on their ledger directories as an operator runs it (``amqp-gateway report --
   lost; a duplicate is flagged only where the consumer really got one.
 - A message org-b rejects (no such queue) and org-a dead-letters: ``dead-lettered``, not
   lost, with org-a's final state of it saying why (issue 41).
+
+The hub's report is the command an operator runs (``amqp-gateway report``, a Spark of its
+own); the others run the same report in the test process's Spark session (``run_report``,
+what the command calls), so that each does not start a JVM of its own.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -23,6 +28,8 @@ import pytest
 
 from gateway.ledger import records as r
 from pipeline.environment import find_java
+from pipeline.progress import Progress
+from pipeline.report import run_report
 from tests.integration.test_forwarding_two_gateways import (Pair, declare, drain_bodies, gateway, remote,
                                                             send_numbered)
 from tests.support.cross_protocol_clients import pika_channel, unique
@@ -107,6 +114,7 @@ def by_pair(rows: list[dict]) -> dict[tuple, dict]:
             for x in rows}
 
 
+@pytest.mark.slow  # the report command: a Spark of its own
 def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hub(tmp_path) -> None:
     a_port, hub_port, b_port = free_port(), free_port(), free_port()
     b = gateway("org-b", tmp_path / "b", b_port, "")
@@ -169,7 +177,7 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
     kill -9 (the gateway process: its ledger writer writes what it was sent, as it does
     when the gateway dies) after the first 100 were accepted by org-a, restarted, and
     the stream finished. Returns what org-b's consumer got, and the stopped pair."""
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, processes="b" if crash == "org-b" else "a").start()
     try:
         q = unique("orders")
         declare(p.b, q)
@@ -177,10 +185,10 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
         if crash == "org-b":
             p.b.kill(children=False)  # forwarded messages in flight or just stored
             send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
-            p.b = p.make_b().start()
+            p.b = p.make_b(process=False).start()
         else:
             p.a.kill(children=False)  # its outbox mid-flight
-            p.a = p.make_a().start()
+            p.a = p.make_a(process=False).start()
             send_numbered(p.a, f"{q}@org-b", range(100, 150))
         got = drain_bodies(p.b, q, 150)
     finally:
@@ -189,14 +197,15 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
     return got, p
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("crash", ["org-b", "org-a"])
-def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash) -> None:
+def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash, spark) -> None:
     got, _ = finish_after_crash(tmp_path, crash)
     assert sorted(set(got)) == sorted(f"n {i}" for i in range(150))
     extra = {body for body in got if got.count(body) > 1}  # what really got through twice
     out = tmp_path / "report"
-    run_report_command([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
-                       "--late-after", "2")
+    run_report([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
+               spark=spark, late_after=2.0, progress=Progress(7, stream=io.StringIO()))
     rows = table_rows(out, "reconciliation")
     assert all((x["source"], x["destination"], x["origin"]) == ("org-a", "org-b", "org-a") for x in rows)
     by_status: dict[str, list] = {}
@@ -212,7 +221,7 @@ def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, cr
     assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == (150, 150, 0, 0)
 
 
-def test_a_forward_dead_lettered_at_its_source_is_dead_lettered_not_lost(tmp_path) -> None:
+def test_a_forward_dead_lettered_at_its_source_is_dead_lettered_not_lost(tmp_path, spark) -> None:
     """org-b rejects a message for a queue it does not have (amqp:not-found) and org-a
     dead-letters it: the report shows that forward as dead-lettered (before, lost), and
     org-a's final state of it says why; the others arrived."""
@@ -228,7 +237,8 @@ def test_a_forward_dead_lettered_at_its_source_is_dead_lettered_not_lost(tmp_pat
         p.a.stop()
         p.b.stop()
     out = tmp_path / "report"
-    run_report_command([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out))
+    run_report([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
+               spark=spark, progress=Progress(7, stream=io.StringIO()))
     statuses = {x["message_id"]: x["status"] for x in table_rows(out, "reconciliation")}
     assert statuses == {"n-0": "ok", "n-1": "ok", "n-2": "ok", "n-3": "dead-lettered"}
     [summary] = table_rows(out, "reconciliation_summary")

@@ -1,27 +1,29 @@
-"""Two gateway processes, org-a forwarding to org-b (``kind: gateway``) and to org-b
+"""Two gateways, org-a forwarding to org-b (``kind: gateway``) and to org-b
 addressed as a plain 1.0 broker (``kind: amqp10``): messages sent at org-a to
 ``orders@org-b`` over 1.0 and 0-9-1 reach org-b's queue with their properties unchanged;
 RPC across the two; kill -9 of either side loses nothing and duplicates nothing; a
-message org-b rejects is dead-lettered at org-a and the stream goes on."""
+message org-b rejects is dead-lettered at org-a and the stream goes on.
+
+Both gateways run in the test process, except one that a test kills with kill -9
+(``Pair(..., processes="b")``: a gateway process; restarted in the test process)."""
 from __future__ import annotations
 
 import re
 import time
-import urllib.request
 import uuid
 
 import pika
 import pytest
 from proton import Message, Timeout
 
-from gateway.metrics import parse_exposition
 from translators import scan_sections
 from tests.support.access_config import write_users_file
 from tests.support.amqp10_wide_encoding import list32, map32, section, str32, sym32, vbin32
 from tests.support.cross_protocol_clients import (RawAmqp10, capture_raw_amqp10, pika_channel, pika_get,
                                                  proton_connection, unique)
+from tests.support.gateway_metrics import metric_samples
 from tests.support.ledger_files import read_events
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import Gateway, GatewayProcess, default_config, free_port, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -34,62 +36,71 @@ def remote(container: str, port: int, password_file, extra: str = "") -> str:
             "      reconnect_initial: 0.2\n      reconnect_max: 1.0\n" + extra)
 
 
-def gateway(container: str, state_dir, port: int, remotes: str, extra: str = "") -> GatewayProcess:
+def gateway(container: str, state_dir, port: int, remotes: str, extra: str = "",
+            process: bool = False) -> Gateway:
     """A gateway that also listens on the fixed ``port`` (where its peers point, across
-    restarts), forwarding to ``remotes``."""
+    restarts), forwarding to ``remotes``; a process if ``process``."""
     state_dir.mkdir(exist_ok=True)
     pw = state_dir / "remote.password"
     pw.write_text("guest\n")
     section = f"forwarding:\n  remotes:\n{remotes.replace('{pw}', str(pw))}" if remotes else ""
-    return GatewayProcess(
+    return make_gateway(
         config_text=default_config(extra=f"container_id: {container}\nstate_dir: {state_dir}\n"
                                          f"{section}{extra}"),
-        extra_args=("--listen", f"127.0.0.1:{port}"))
+        extra_args=("--listen", f"127.0.0.1:{port}"), process=process)
 
 
 class Pair:
-    """org-a and org-b, each a remote of the other (kind gateway)."""
+    """org-a and org-b, each a remote of the other (kind gateway); those named in
+    ``processes`` (``"a"``, ``"b"``, ``"ab"``) are gateway processes, to kill."""
 
-    def __init__(self, root, a_extra: str = "", b_remotes: str = "") -> None:
+    def __init__(self, root, a_extra: str = "", b_remotes: str = "", processes: str = "") -> None:
         self.root = root
+        self.processes = processes
         self.a_port, self.b_port = free_port(), free_port()
         self.a_extra = a_extra
         self.b_remotes = b_remotes
         self.a = self.make_a()
         self.b = self.make_b()
 
-    def make_a(self) -> GatewayProcess:
-        return gateway("org-a", self.root / "a", self.a_port,
-                       remote("org-b", self.b_port, "{pw}"), self.a_extra)
+    def make_a(self, process: bool | None = None) -> Gateway:
+        """org-a (a process if ``process``, by default if named in ``processes``)."""
+        return gateway("org-a", self.root / "a", self.a_port, remote("org-b", self.b_port, "{pw}"),
+                       self.a_extra, process="a" in self.processes if process is None else process)
 
-    def make_b(self) -> GatewayProcess:
+    def make_b(self, process: bool | None = None) -> Gateway:
         return gateway("org-b", self.root / "b", self.b_port,
-                       remote("org-a", self.a_port, "{pw}") + self.b_remotes)
+                       remote("org-a", self.a_port, "{pw}") + self.b_remotes,
+                       process="b" in self.processes if process is None else process)
 
     def start(self) -> "Pair":
         self.b.start()
         self.a.start()
         return self
 
-    def kill(self) -> None:
-        self.a.kill()
-        self.b.kill()
+    def end(self) -> None:
+        """Both gone: killed (processes) or stopped."""
+        for gw in (self.a, self.b):
+            if isinstance(gw, GatewayProcess):
+                gw.kill()
+            else:
+                gw.stop()
 
 
 @pytest.fixture
 def pair(tmp_path):
     p = Pair(tmp_path).start()
     yield p.a, p.b
-    p.kill()
+    p.end()
 
 
-def declare(gw: GatewayProcess, queue: str) -> None:
+def declare(gw: Gateway, queue: str) -> None:
     conn, ch = pika_channel(gw)
     ch.queue_declare(queue, durable=True)
     conn.close()
 
 
-def receive_all(gw: GatewayProcess, queue: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
+def receive_all(gw: Gateway, queue: str, count: int, timeout: float = TIMEOUT) -> list[Message]:
     c = proton_connection(gw)
     try:
         receiver = c.create_receiver(queue, credit=count)
@@ -175,14 +186,7 @@ def test_rpc_with_reply_to_across_the_two(pair) -> None:
         ca.close()
 
 
-def metrics(gw: GatewayProcess) -> dict[tuple, float]:
-    """``{(name, labels...): value}`` of the gateway's /metrics page."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
-                                  timeout=5).read().decode()
-    return {(s.name, *sorted(s.labels.items())): s.value for s in parse_exposition(text)}
-
-
-def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = True) -> None:
+def send_numbered(gw: Gateway, address: str, numbers, durable: bool = True) -> None:
     c = proton_connection(gw)
     try:
         sender = c.create_sender(address)
@@ -194,7 +198,7 @@ def send_numbered(gw: GatewayProcess, address: str, numbers, durable: bool = Tru
         c.close()
 
 
-def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
+def drain_bodies(gw: Gateway, queue: str, expected: int, timeout: float = 30.0) -> list[str]:
     """Every message of ``queue`` until ``expected`` arrived and then a quiet second."""
     c = proton_connection(gw)
     got: list[str] = []
@@ -216,24 +220,26 @@ def drain_bodies(gw: GatewayProcess, queue: str, expected: int, timeout: float =
         c.close()
 
 
+@pytest.mark.process
 def test_kill_9_of_org_b_mid_stream_loses_and_duplicates_nothing(tmp_path) -> None:
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, processes="b").start()
     try:
         q = unique("orders")
         declare(p.b, q)
         send_numbered(p.a, f"{q}@org-b", range(0, 100))
         p.b.kill()  # org-b dies with forwarded messages in flight or just stored
         send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
-        p.b = p.make_b().start()
+        p.b = p.make_b(process=False).start()
         got = drain_bodies(p.b, q, 150)
         assert sorted(got, key=lambda b: int(b.split()[1])) == [f"n {i}" for i in range(150)]
         assert len(got) == len(set(got)) == 150
     finally:
-        p.kill()
+        p.end()
 
 
+@pytest.mark.process
 def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
-    p = Pair(tmp_path)
+    p = Pair(tmp_path, processes="a")
     try:
         p.a.start()  # org-b is not running: everything waits in org-a's outbox
         q = unique("orders")
@@ -243,7 +249,7 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         for i in range(60, 80):
             ch.basic_publish("", f"{q}@org-b", b"n %d" % i, pika.BasicProperties(delivery_mode=2))
         conn.close()
-        seen = metrics(p.a)
+        seen = metric_samples(p.a)
         remote = ("remote", "org-b")
         assert seen[("amqp_gateway_forward_outbox_messages", remote)] == 80
         assert seen[("amqp_gateway_forward_state", remote, ("state", "backing off"))] == 1
@@ -251,12 +257,12 @@ def test_kill_9_of_org_a_with_a_full_outbox_loses_nothing(tmp_path) -> None:
         p.a.kill()
         p.b.start()
         declare(p.b, q)
-        p.a = p.make_a().start()
+        p.a = p.make_a(process=False).start()
         assert p.a.wait_for_log(r"restored 80 message\(s\) waiting to be forwarded")
         got = drain_bodies(p.b, q, 80)
         assert sorted(int(t.split()[1]) for t in got) == list(range(80))
     finally:
-        p.kill()
+        p.end()
 
 
 def ledger_records(directory) -> list[dict]:
@@ -275,7 +281,7 @@ def test_a_rejected_poison_message_is_dead_lettered_and_the_stream_goes_on(pair,
     assert dead.body == "n 2" and dead.id == "n-2"
     assert "amqp:not-found" in dead.annotations["x-opt-forward-error"]
     assert dead.annotations["x-opt-forward-remote"] == "org-b"
-    seen = metrics(a)
+    seen = metric_samples(a)
     remote = ("remote", "org-b")
     assert seen[("amqp_gateway_forward_dead_lettered_total", remote)] == 1
     assert seen[("amqp_gateway_forward_acked_total", remote)] == 2
@@ -305,7 +311,7 @@ def test_dead_letters_are_logged_once_per_interval_and_summarised(pair) -> None:
     send_numbered(a, "no-such-queue@org-b", range(count), durable=False)
     deadline = time.monotonic() + 30
     remote = ("remote", "org-b")
-    while metrics(a).get(("amqp_gateway_forward_dead_lettered_total", remote), 0) < count:
+    while metric_samples(a).get(("amqp_gateway_forward_dead_lettered_total", remote), 0) < count:
         assert time.monotonic() < deadline, "the messages were not all dead-lettered"
         time.sleep(0.1)
 
@@ -342,13 +348,14 @@ def test_a_second_gateway_addressed_as_a_plain_amqp10_broker(tmp_path) -> None:
         assert got[0].address is None  # a plain broker: the bare message as sent, no 'to' added
         assert got[0].annotations["x-opt-forward-origin"] == "org-a"
     finally:
-        p.kill()
+        p.end()
 
 
+@pytest.mark.process
 def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_path) -> None:
     """What a sender that crashed before it heard accepted does: the same forwarded
     message (same origin and id) arrives twice; the second is accepted and dropped."""
-    p = Pair(tmp_path)
+    p = Pair(tmp_path, processes="b")
     p.b.start()
     try:
         q = unique("orders")
@@ -369,11 +376,11 @@ def test_a_duplicate_forward_is_dropped_even_after_the_receiver_restarts(tmp_pat
         forward_once()
         forward_once()
         p.b.kill()
-        p.b = p.make_b().start()
+        p.b = p.make_b(process=False).start()
         forward_once()
         assert drain_bodies(p.b, q, 1) == ["once"]
     finally:
-        p.kill()
+        p.end()
 
 
 def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -> None:
@@ -392,7 +399,7 @@ def test_default_remote_is_the_hub_and_a_loop_between_hubs_is_broken(tmp_path) -
         assert "forwarding loop" in dead.annotations["x-opt-forward-error"]
         assert list(dead.annotations["x-opt-forward-hops"]) == ["org-a", "org-b"]
     finally:
-        p.kill()
+        p.end()
 
 
 def test_the_node_part_is_any_target_address(pair) -> None:
@@ -462,13 +469,14 @@ def test_the_forwarding_link_needs_write_permission_at_the_receiver(tmp_path) ->
         error = dead.annotations["x-opt-forward-error"]
         assert "amqp:unauthorized-access" in error and "amq.topic" in error and "orga" in error
     finally:
-        p.kill()
+        p.end()
 
 
+@pytest.mark.process
 def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
     """A 0-9-1 message org-b rejects: its dead letter at org-a carries the error in its
     bytes, so after kill -9 and restart a 0-9-1 consumer still reads it (as a header)."""
-    p = Pair(tmp_path).start()
+    p = Pair(tmp_path, processes="a").start()
     try:
         conn, ch = pika_channel(p.a)
         ch.confirm_delivery()
@@ -477,7 +485,7 @@ def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
         conn.close()
         assert p.a.wait_for_log("message .* dead-lettered .*: amqp:not-found")
         p.a.kill()
-        p.a = p.make_a().start()
+        p.a = p.make_a(process=False).start()
         conn, ch = pika_channel(p.a)
         try:
             method, props, body = pika_get(ch, "forward.dead-letter.org-b", timeout=TIMEOUT)
@@ -490,4 +498,4 @@ def test_a_dead_letter_keeps_the_remote_error_across_a_kill_9(tmp_path) -> None:
         finally:
             conn.close()
     finally:
-        p.kill()
+        p.end()

@@ -29,6 +29,8 @@ OBSERVE = 8.0
 BODY = bytes(4000)
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
+pytestmark = pytest.mark.process  # kills and limits gateway processes
+
 
 def _gateway(state_dir: str, reserve: int = 4 << 20, **kwargs) -> GatewayProcess:
     config = (f"state_dir: {state_dir}\nledger:\n  enabled: false\n"

@@ -18,18 +18,18 @@ from proton.utils import LinkDetached
 from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.amqp_management_client import ManagementClient
 from tests.support.cross_protocol_clients import proton_connection
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import Gateway, default_config, free_port, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
 
 
-def _gateway(state_dir, *, remote_port: int | None) -> GatewayProcess:
+def _gateway(state_dir, *, remote_port: int | None) -> Gateway:
     forwarding = ("" if remote_port is None else
                   "forwarding:\n  remotes:\n"
                   f"    - container: org-b\n      host: 127.0.0.1\n      port: {remote_port}\n"
                   "      reconnect_initial: 0.2\n      reconnect_max: 1.0\n")
-    return GatewayProcess(
+    return make_gateway(
         config_text=default_config(users=MANAGEMENT_USERS,
                                    extra=f"container_id: org-a\nstate_dir: {state_dir}\n{forwarding}"),
         extra_args=("--management", "127.0.0.1:0"))
@@ -39,7 +39,7 @@ def _gateway(state_dir, *, remote_port: int | None) -> GatewayProcess:
 def gw(tmp_path_factory):
     g = _gateway(tmp_path_factory.mktemp("org-a"), remote_port=free_port()).start()
     yield g
-    g.kill()
+    g.stop()
 
 
 def _refused_over_amqp091(gw, declare) -> str:
@@ -124,4 +124,4 @@ def test_a_restored_queue_of_a_forwarded_name_no_longer_takes_its_traffic(tmp_pa
         status = call(after, "GET", "/api/gateway/remotes").body
         assert [r["outbox_depth"] for r in status if r["container"] == "org-b"] == [4], status
     finally:
-        after.kill()
+        after.stop()

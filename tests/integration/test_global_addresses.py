@@ -6,7 +6,7 @@ import pytest
 from proton import Message
 
 from tests.support.cross_protocol_clients import pika_channel, pika_get, proton_connection, unique
-from tests.support.gateway_process import default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -15,9 +15,8 @@ CONTAINER = "gw-global-test"
 
 @pytest.fixture(scope="module")
 def gw(request):
-    from tests.support.gateway_process import GatewayProcess
 
-    g = GatewayProcess(config_text=default_config(extra=f"container_id: {CONTAINER}\n")).start()
+    g = make_gateway(config_text=default_config(extra=f"container_id: {CONTAINER}\n")).start()
     yield g
     g.stop()
 

@@ -121,11 +121,11 @@ def test_tls_on_behind_haproxy_starts_after_the_proxy_header(tmp_path):
     import ssl
 
     from tests.support.certificates import TestPKI
-    from tests.support.gateway_process import GatewayProcess, default_config
+    from tests.support.gateway_process import default_config, make_gateway
 
     ca = TestPKI(str(tmp_path))
     cert = ca.issue("gateway.test", names=("gateway.test", "localhost"))
-    gw = GatewayProcess(config_text=default_config(listener_extra=(
+    gw = make_gateway(config_text=default_config(listener_extra=(
         f"    proxy_protocol: true\n    tls: on\n    tls_cert_file: {cert.cert_file}\n"
         f"    tls_key_file: {cert.key_file}\n")))
     gw.start()

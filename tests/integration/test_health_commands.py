@@ -21,6 +21,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_ping_a_running_gateway_exits_0_with_one_line(gateway):
     r = cli("ping", "--url", f"amqp://127.0.0.1:{gateway.amqp_port}")
     assert r.returncode == 0, r.stderr
@@ -29,6 +30,7 @@ def test_ping_a_running_gateway_exits_0_with_one_line(gateway):
     assert r.stderr == ""
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_ping_a_stopped_gateway_exits_1_with_one_line(fresh_gateway):
     gw = fresh_gateway()
     port = gw.amqp_port
@@ -41,6 +43,7 @@ def test_ping_a_stopped_gateway_exits_1_with_one_line(fresh_gateway):
                         "refused): is the gateway running, on this address?\n")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_ping_reads_the_listener_from_the_config_and_leaves_no_info_line(fresh_gateway, tmp_path):
     gw = fresh_gateway()
     cfg = tmp_path / "gw.yaml"
@@ -54,6 +57,7 @@ def test_ping_reads_the_listener_from_the_config_and_leaves_no_info_line(fresh_g
     assert not [line for line in gw.log_lines[before:] if " INFO gateway.amqp091" in line]
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_ping_with_a_config_error_exits_2(tmp_path):
     cfg = tmp_path / "gw.yaml"
     cfg.write_text("listeners:\n  - port: 70000\n")
@@ -62,6 +66,7 @@ def test_ping_with_a_config_error_exits_2(tmp_path):
     assert r.stderr.startswith(f"amqp-gateway: invalid config: {cfg}:2: listeners[0].port: ")
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_status_shows_version_uptime_listeners_connections_and_queues(fresh_gateway):
     gw = fresh_gateway()
     conn = pika_connection(gw)
@@ -87,6 +92,7 @@ def test_status_shows_version_uptime_listeners_connections_and_queues(fresh_gate
     assert lines[5] == "alarms: none"
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_status_when_the_metrics_page_does_not_answer_exits_1(gateway):
     r = cli("status", "--port", str(gateway.amqp_port), "--metrics-url", "http://127.0.0.1:9/metrics",
             "--timeout", "2")

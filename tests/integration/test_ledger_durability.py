@@ -62,10 +62,11 @@ def _publish(ch, queue: str, ids, persistent: bool = True) -> float:
     return time.monotonic()
 
 
+@pytest.mark.process  # kill -9 of the gateway process and its writer
 def test_a_burst_is_written_within_flush_interval_and_survives_kill_9_of_gateway_and_writer(
         fresh_gateway, tmp_path):
     ledger_dir = tmp_path / "ledger"
-    gw = fresh_gateway(config_text=_config(ledger_dir))
+    gw = fresh_gateway(config_text=_config(ledger_dir), process=True)
     connection, ch = pika_channel(gw)
     ch.confirm_delivery()
     queue = unique("burst")

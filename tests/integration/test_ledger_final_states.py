@@ -4,7 +4,8 @@ Hypothesis generates short sequences of operations: publish (persistent or trans
 a durable, a transient, a TTL, a drop-head and a reject-publish queue; take a message
 (``basic.get``), ack it, reject it (requeued or not); purge and delete a queue; let TTLs
 run out; restart the gateway cleanly (SIGTERM) or crash it (kill -9 of the gateway and
-its writer). They run against a real gateway process with pika, and a small model
+its writer). They run against a real gateway with pika (a gateway process where the next
+restart is a crash; in the test process where it is a clean stop), and a small model
 (``Model``) says where each message must end. After a clean stop, the ledger's final
 state of every message (``pipeline.final_rules.final_states``: the report's rules in
 plain Python, so the loop needs no Spark) equals the model's, and nothing is "lost".
@@ -31,10 +32,10 @@ from pipeline.final_rules import final_states
 from tests.integration.test_ledger_report import report
 from tests.support.browser import ARTIFACTS, chromium_page
 from tests.support.cross_protocol_clients import pika_channel
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, GatewayProcess, default_config, make_gateway
 from tests.support.ledger_files import read_events
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(900)]
 
 settings.register_profile(
     "ledger-model", max_examples=5, derandomize=True, deadline=None, database=None,
@@ -134,23 +135,26 @@ class Run:
         self.model = Model()
         self.declared: set[str] = set()
         self.count = 0
-        self.gw: Optional[GatewayProcess] = None
+        self.gw: Optional[Gateway] = None
         self.connection = self.ch = None
 
     @property
     def ledger(self) -> str:
         return str(self.root / "ledger")
 
-    def start(self) -> None:
-        self.gw = GatewayProcess(config_text=default_config(extra=(
+    def start(self, crash_ahead: bool = False) -> None:
+        """A gateway on the run's state; a process if it is to be crashed."""
+        self.gw = make_gateway(process=crash_ahead, config_text=default_config(extra=(
             f"state_dir: {self.root}\nledger:\n  flush_interval: {FLUSH}\n"))).start()
         self.connection, self.ch = pika_channel(self.gw)
         self.ch.confirm_delivery()
         self.declared = {k.name for k in (*QUEUES, MARKER) if k.durable and k.name in self.declared}
 
     def close(self) -> None:
-        if self.gw is not None:
+        if isinstance(self.gw, GatewayProcess):
             self.gw.kill()
+        elif self.gw is not None:
+            self.gw.stop()
 
     def _declare(self, kind: QueueKind) -> None:
         if kind.name not in self.declared:
@@ -222,7 +226,7 @@ class Run:
             self.connection.sleep(0.1)
         self.model.end_ready("ttl", "expired")
 
-    def restart(self, crash: bool) -> None:
+    def restart(self, crash: bool, crash_ahead: bool = False) -> None:
         if crash:
             self.publish(MARKER, True)  # confirmed: every store write before it is done
             marker = f"m{self.count}"
@@ -235,7 +239,7 @@ class Run:
             self.connection.close()
             assert self.gw.stop() == 0
         self.model.restart()
-        self.start()
+        self.start(crash_ahead)
         if "ttl" in self.declared:
             self.expire()
 
@@ -255,7 +259,9 @@ STEPS = st.tuples(
 
 
 def run_steps(run: Run, steps) -> None:
-    run.start()
+    # how each gateway of the run ends: only one that is crashed needs to be a process
+    ends = [op == "crash" for op, _, _ in steps if op in ("stop", "crash")] + [False]
+    run.start(crash_ahead=ends.pop(0))
     for op, index, flag in steps:
         kind = QUEUES[index]
         if op == "publish":
@@ -271,7 +277,7 @@ def run_steps(run: Run, steps) -> None:
         elif op == "expire":
             run.expire()
         elif op in ("stop", "crash"):
-            run.restart(crash=op == "crash")
+            run.restart(crash=op == "crash", crash_ahead=ends.pop(0))
     run.expire()
     run.stop()
 

@@ -378,8 +378,10 @@ def _parseable_lines(directory: str) -> tuple[int, int]:
     return len(read_events(directory)), bad
 
 
+@pytest.mark.process
 def test_kill_9_while_writing_loses_no_complete_record(fresh_gateway, spark, tmp_path):
-    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash")
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash",
+                                                               process=True)
     connection.close()
 
     stop, sent = threading.Event(), [0]
@@ -431,19 +433,21 @@ def _received_message_ids(directory: str) -> set[str]:
             if rec["event"] == "received" and "message_id" in rec}
 
 
-def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str):
+def _gateway_and_queue(fresh_gateway, tmp_path, prefix: str, **kwargs):
     """A gateway writing its ledger to ``tmp_path/ledger``, a pika channel, a new queue."""
     ledger_dir = str(tmp_path / "ledger")
-    gw = fresh_gateway(config_text=ledger_config(ledger_dir))
+    gw = fresh_gateway(config_text=ledger_config(ledger_dir), **kwargs)
     connection, ch = pika_channel(gw)
     queue = unique(prefix)
     ch.queue_declare(queue)
     return ledger_dir, gw, connection, ch, queue
 
 
+@pytest.mark.process
 def test_kill_9_of_the_gateway_alone_loses_at_most_one_flush_interval(fresh_gateway, tmp_path):
     flush_interval = 0.2
-    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1")
+    ledger_dir, gw, connection, ch, queue = _gateway_and_queue(fresh_gateway, tmp_path, "lcrash1",
+                                                               process=True)
     writers = gw.child_pids()
     assert writers, "the ledger is written by a child process by default"
     ch.confirm_delivery()
@@ -544,7 +548,10 @@ def test_deliveries_to_waiting_consumers_are_written_with_their_publish_fields(f
     ch.basic_consume(to_091, take)
     amqp10 = proton_connection(gw)
     receiver = amqp10.create_receiver(f"/queue/{to_10}", credit=5)
-    connection.sleep(0.3)  # the consumers' credit reaches the gateway before the publishes
+    # the consumers' credit reaches the gateway before the publishes: a link attached
+    # after the credit is answered once the gateway handled it (a connection's frames are
+    # handled in order); 0-9-1's basic.consume above waited for its consume-ok
+    amqp10.create_sender(f"/queue/{to_10}").close()
     publisher, pch = pika_channel(gw)
     pch.confirm_delivery()
     for i in range(5):

@@ -22,7 +22,8 @@ from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp091_clients import pika_params
 from tests.support.amqp10_socket_client import SocketClient, amqp_frame, read_exactly
 from tests.support.frame_builder import ClientFrames
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_metrics import wait_open_connections
+from tests.support.gateway_process import make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def gw(tmp_path_factory):
     users = write_users_file(str(tmp_path_factory.mktemp("limit-users")), {
         "capped": {"password": "pw", "permissions": ALL, "max_connections": 1, "max_channels": 2},
     })
-    gateway = GatewayProcess(config_text=access_config(
+    gateway = make_gateway(config_text=access_config(
         users_file=users, sniff_timeout=SNIFF_TIMEOUT,
         limits={"max_links_per_connection": 3, "frame_max": FRAME_MAX,
                 "max_message_size": MAX_MESSAGE, "handshake_timeout": HANDSHAKE_TIMEOUT})).start()
@@ -298,13 +299,13 @@ def test_listener_connection_cap_answers_with_the_protocols_error(fresh_gateway)
     _refused_by_cap_091(gw, 2)
     _refused_by_cap_10(gw, 2)
     held.pop(0).close()
-    time.sleep(0.2)
+    assert wait_open_connections(gw, 1) == 1
     again = connect10(gw)                                   # a freed slot is usable again
     _refused_by_cap_091(gw, 2)
     again.close()
     for conn in held:
         conn.close()
-    time.sleep(0.2)
+    assert wait_open_connections(gw, 0) == 0
     both = [pika.BlockingConnection(pika_params(gw)) for _ in range(2)]
     for conn in both:
         conn.close()

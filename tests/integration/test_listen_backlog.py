@@ -123,6 +123,7 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
 
 
+@pytest.mark.process
 def test_2000_clients_connecting_at_once_need_no_syn_retry(fresh_gateway):
     if raise_open_files_limit() < CLIENTS + 200:
         pytest.skip(f"this process cannot open {CLIENTS} sockets")
@@ -150,6 +151,7 @@ def test_2000_clients_connecting_at_once_need_no_syn_retry(fresh_gateway):
         storm.close()
 
 
+@pytest.mark.process
 def test_the_gateway_lifts_its_own_open_files_limit(fresh_gateway):
     gw = fresh_gateway(preexec_fn=_as_started_from_a_shell)
     soft, hard = _open_files_limits(gw.proc.pid)
@@ -160,9 +162,9 @@ def test_the_gateway_lifts_its_own_open_files_limit(fresh_gateway):
 def test_the_backlog_is_the_configured_one(gateway, fresh_gateway):
     cap = kernel_backlog_cap() or DEFAULT_BACKLOG
     try:
-        assert listen_backlog(gateway.proc.pid, gateway.amqp_port) == min(DEFAULT_BACKLOG, cap)
+        assert listen_backlog(gateway.pid, gateway.amqp_port) == min(DEFAULT_BACKLOG, cap)
         gw = fresh_gateway(config_text=default_config(listener_extra="    backlog: 100\n"))
-        assert listen_backlog(gw.proc.pid, gw.amqp_port) == min(100, cap)
+        assert listen_backlog(gw.pid, gw.amqp_port) == min(100, cap)
     except PeerSocketUnavailable as exc:
         pytest.skip(f"the kernel will not show us the gateway's socket: {exc}")
     assert "backlog 100" in gw.log

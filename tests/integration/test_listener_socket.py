@@ -229,11 +229,12 @@ def test_metrics_endpoint_counts_protocols(fresh_gateway):
     assert 'amqp_gateway_sniff_failures_total{reason="unknown-header"} 1.0' in body
 
 
+@pytest.mark.process
 def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
     import pika
     from proton.utils import BlockingConnection
 
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     half_open = open_socket(gw, timeout=10)
     half_open.sendall(AMQP091_HEADER)
     read_frame_091(half_open)                          # connection.start, never answered
@@ -266,8 +267,9 @@ def test_sigterm_closes_connections_properly_and_exits_0(fresh_gateway):
     half_open.close()
 
 
+@pytest.mark.process
 def test_sigint_also_stops_gracefully(fresh_gateway):
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     gw.signal(signal.SIGINT)
     try:
         status = gw.proc.wait(15)
@@ -283,6 +285,7 @@ def _ignore_and_block_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_stop_signals_work_even_if_the_parent_ignored_or_blocked_them(fresh_gateway, signum):
     # nohup, background jobs and test-runner workers hand their children ignored/blocked signals
@@ -300,8 +303,9 @@ def _signal_masks(pid: int) -> str:
         return " ".join(line.strip() for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
+@pytest.mark.process
 def test_sighup_is_logged_and_the_gateway_keeps_serving(fresh_gateway):
-    gw = fresh_gateway()
+    gw = fresh_gateway(process=True)
     gw.signal(signal.SIGHUP)
     assert gw.wait_for_log("SIGHUP received")
     with open_socket(gw) as s:
@@ -309,6 +313,7 @@ def test_sighup_is_logged_and_the_gateway_keeps_serving(fresh_gateway):
         assert read_frame_091(s)[0] == 1
 
 
+@pytest.mark.process
 def test_sd_notify_ready_and_stopping_from_the_real_process(fresh_gateway):
     name = f"amqp-gateway-test-{uuid.uuid4().hex}"
     systemd = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

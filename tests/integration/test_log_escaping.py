@@ -16,7 +16,7 @@ from proton.utils import BlockingConnection
 
 from gateway.amqp091 import methods as m
 from tests.support.amqp091_raw_client import ConnectionEnded, RawClient
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +29,11 @@ _TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
 
 @pytest.fixture(params=["text", "json"])
 def gw(request):
-    g = GatewayProcess(config_text=default_config(
+    g = make_gateway(config_text=default_config(
         extra=f"logging:\n  format: {request.param}\n")).start()
     g.format = request.param
     yield g
-    g.kill()
+    g.stop()
 
 
 def _until_closed(client: RawClient) -> None:

@@ -23,8 +23,11 @@ def carried(gw) -> dict[tuple[str, str], float]:
             for s in parse_exposition(text) if s.name == METRIC}
 
 
+@pytest.mark.process
 def test_fields_carried_across_the_protocols_are_counted_by_direction_and_name(fresh_gateway) -> None:
-    gw = fresh_gateway()
+    # a process: the counts live in the translators' module (translators.carried_counts),
+    # which gateways in one process share
+    gw = fresh_gateway(process=True)
     assert carried(gw) == {}
     to_10, to_091 = unique("to10"), unique("to091")
     conn, ch = pika_channel(gw)

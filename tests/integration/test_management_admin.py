@@ -13,7 +13,7 @@ from proton.utils import BlockingConnection, LinkDetached
 
 from tests.support.amqp091_clients import unique
 from tests.support.cross_protocol_clients import TIMEOUT
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
@@ -23,11 +23,12 @@ RABBIT_BOB = {"password_hash": "PxXaU889YAVUbjL0LOUHxJsrjUYYpMa7o+n7hHDuBj4d+T/J
               "hashing_algorithm": "rabbit_password_hashing_sha256"}
 
 
-def admin_gateway(state_dir, extra: str = "") -> GatewayProcess:
-    """A gateway with the management API whose store lives in ``state_dir``."""
-    return GatewayProcess(
+def admin_gateway(state_dir, extra: str = "", process: bool = False) -> Gateway:
+    """A gateway with the management API whose store lives in ``state_dir`` (in this
+    process unless ``process``)."""
+    return make_gateway(
         config_text=default_config(users=MANAGEMENT_USERS, extra=f"state_dir: {state_dir}\n{extra}"),
-        extra_args=("--management", "127.0.0.1:0"))
+        extra_args=("--management", "127.0.0.1:0"), process=process)
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +247,9 @@ def test_vhost_limits_are_enforced_over_both_protocols(gw):
     call(gw, "DELETE", f"/api/vhosts/{vhost}")
 
 
+@pytest.mark.process  # SIGHUP to a gateway process
 def test_run_time_definitions_survive_a_restart_and_a_reload(tmp_path):
-    gw = admin_gateway(tmp_path).start()
+    gw = admin_gateway(tmp_path, process=True).start()
     try:
         call(gw, "PUT", "/api/vhosts/kept", {"description": "kept"})
         call(gw, "PUT", "/api/users/dora", {"password": "pw", "tags": "monitoring"})
@@ -265,7 +267,7 @@ def test_run_time_definitions_survive_a_restart_and_a_reload(tmp_path):
         conn.close()
     finally:
         assert gw.stop() == 0
-    again = admin_gateway(tmp_path).start()
+    again = admin_gateway(tmp_path, process=True).start()
     try:
         assert call(again, "GET", "/api/vhosts/kept").body["description"] == "kept"
         assert call(again, "GET", "/api/users/dora").body["tags"] == ["monitoring"]

@@ -9,7 +9,7 @@ from proton.utils import BlockingConnection
 
 from tests.support.amqp091_clients import pika_params
 from tests.support.event_exchange import events_of
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ ALERTS = ("management:\n  alerts:\n    queue_depth: 3\n"
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = GatewayProcess(config_text=default_config(extra=ALERTS)).start()
+    gateway = make_gateway(config_text=default_config(extra=ALERTS)).start()
     yield gateway
     gateway.stop()
 

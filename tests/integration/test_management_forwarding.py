@@ -11,9 +11,10 @@ import time
 import pika
 import pytest
 
-from tests.integration.test_forwarding_two_gateways import Pair, metrics
+from tests.integration.test_forwarding_two_gateways import Pair
 from tests.support.amqp091_clients import pika_params
 from tests.support.event_exchange import events_of
+from tests.support.gateway_metrics import metric_samples
 from tests.support.management_http import call, management_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,6 +53,7 @@ def _remotes(gw):
     return answer.body
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_an_unreachable_remote_and_a_shovel_are_listed(forwarding_gw):
     deadline = time.monotonic() + 30
     while True:
@@ -95,8 +97,9 @@ def test_ctl_list_remotes_shows_the_name_and_the_outbox_depth(forwarding_gw):
 REMOTE_ALERTS = "management:\n  alerts:\n    remote_down_time: 1.0\n    remote_outbox_depth: 2\n"
 
 
+@pytest.mark.process
 def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(tmp_path):
-    pair = Pair(tmp_path, a_extra=REMOTE_ALERTS).start()
+    pair = Pair(tmp_path, a_extra=REMOTE_ALERTS, processes="b").start()  # org-b killed
     try:
         assert pair.a.wait_for_log(r"remote 'org-b' is up", timeout=30)
         watcher = pika.BlockingConnection(pika_params(pair.a))
@@ -116,9 +119,9 @@ def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(t
         assert (deep[0], deep[1]["alert"], deep[1]["value"]) == ("alert.raised", "remote_outbox_depth", 2)
         assert pair.a.wait_for_log(r"alert raised: remote_down_time of remote 'org-b' is \d+\.\ds "
                                    r"\(threshold 1\.0s\)")
-        scrape = dict(metrics(pair.a))
+        scrape = metric_samples(pair.a)
         assert scrape[("amqp_gateway_remote_alert_active", ("alert", "remote_down_time"), ("remote", "org-b"))] == 1
-        pair.b = pair.make_b().start()
+        pair.b = pair.make_b(process=False).start()
         up = events_of(ch, events, 3, timeout=30)
         assert sorted((k, h.get("name") or h.get("alert")) for k, h in up) == [
             ("alert.cleared", "remote_down_time"), ("alert.cleared", "remote_outbox_depth"),
@@ -126,4 +129,4 @@ def test_org_b_going_down_and_up_is_seen_at_org_a_as_events_alerts_and_metrics(t
         assert pair.a.wait_for_log(r"alert cleared: remote_down_time of remote 'org-b'")
         watcher.close()
     finally:
-        pair.kill()
+        pair.end()

@@ -9,7 +9,7 @@ import pika
 import pytest
 
 from tests.support.certificates import TestPKI
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def gw(tmp_path_factory):
     config = default_config(users=MANAGEMENT_USERS, listener_extra=listener,
                             extra=f"memory_high_watermark: {HIGH_WATERMARK}\n")
     config = config.replace("limits:\n", "limits:\n  max_connections: 3\n")
-    gateway = GatewayProcess(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
+    gateway = make_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
     gateway.cert_file = server.cert_file  # type: ignore[attr-defined]
     yield gateway
     gateway.stop()

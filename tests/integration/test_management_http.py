@@ -12,7 +12,7 @@ import pika
 import pytest
 
 from tests.support.amqp091_clients import pika_connection, unique
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
@@ -203,7 +203,7 @@ THROTTLE_LIMITS = ("limits:\n  failed_logins_before_delay: 2\n  failed_login_max
 
 
 def test_repeated_failed_logins_from_a_peer_get_429_for_a_while():
-    gw = GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS).replace("limits:\n", THROTTLE_LIMITS),
+    gw = make_gateway(config_text=default_config(users=MANAGEMENT_USERS).replace("limits:\n", THROTTLE_LIMITS),
                         extra_args=("--management", "127.0.0.1:0")).start()
     try:
         assert call(gw, "GET", "/api/overview", password="nope").status == 401
@@ -228,9 +228,9 @@ def test_repeated_failed_logins_from_a_peer_get_429_for_a_while():
 def test_overview_names_the_rabbitmq_api_version_and_the_resident_memory(gw):
     overview = call(gw, "GET", "/api/overview").body
     assert overview["rabbitmq_version"] == "3.10.8"   # gateway.product.API_RABBITMQ_VERSION
-    with open(f"/proc/{gw.proc.pid}/statm") as f:
+    with open(f"/proc/{gw.pid}/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    # the gateway's RSS, read from outside a moment apart: same order of magnitude
+    # the RSS of the process that runs the gateway, read a moment apart: same order of magnitude
     assert 0.5 * rss < overview["memory_used"] < 2 * rss
     assert overview["memory_used"] > 10 * 1024 * 1024
     assert "queued_bytes" in overview

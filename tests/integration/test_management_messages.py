@@ -138,7 +138,7 @@ def test_bad_publishes_and_gets_are_refused_naming_the_problem(gw, path, body, s
 
 
 def test_publish_and_get_need_the_protocols_permissions(tmp_path):
-    from tests.support.gateway_process import GatewayProcess, default_config, password_hash
+    from tests.support.gateway_process import default_config, make_gateway, password_hash
 
     extra = ("  - name: reader\n"
              f"    password_hash: \"{password_hash('r')}\"\n"
@@ -146,7 +146,7 @@ def test_publish_and_get_need_the_protocols_permissions(tmp_path):
              "    permissions:\n"
              "      /: {configure: '', write: '', read: '^readable$'}\n")
     config = default_config(users={"admin": ("s3cret", False, ("administrator",))}) + extra
-    gw = GatewayProcess(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
+    gw = make_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
     try:
         call(gw, "PUT", "/api/queues/%2F/readable", {"durable": False})
         call(gw, "PUT", "/api/queues/%2F/secret", {"durable": False})

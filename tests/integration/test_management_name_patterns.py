@@ -14,7 +14,7 @@ from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.management_http import call
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 #: name -> (password, loopback_only, tags); ``call`` reads the passwords from here
 USERS = {"guest": ("guest", True, ("administrator",)), "keeper": ("keep", False, ("management",))}
@@ -23,7 +23,7 @@ CATASTROPHIC = "(.|.)*X"  # 2**len(name) steps for a backtracking engine
 
 
 @pytest.fixture(scope="module")
-def gw():
+def gw():  # a process: a stalled reactor is killed, not waited for
     gateway = GatewayProcess(config_text=default_config(users=USERS),
                              extra_args=("--management", "127.0.0.1:0")).start()
     yield gateway

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway_process import GatewayProcess, default_config, free_port
+from tests.support.gateway_process import default_config, free_port, make_gateway
 from tests.support.management_http import MANAGEMENT_USERS, call
 
 pytestmark = pytest.mark.integration
@@ -19,7 +19,7 @@ def gw():
              "      kind: amqp10\n      address: /queues/{node}\n"
              "  shovels:\n    - name: orders-out\n      queue: outbound.orders\n"
              "      remote: partner\n      node: orders\n")
-    gateway = GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS, extra=extra),
+    gateway = make_gateway(config_text=default_config(users=MANAGEMENT_USERS, extra=extra),
                              extra_args=("--management", "127.0.0.1:0")).start()
     gateway.remote_port = port  # type: ignore[attr-defined]
     yield gateway

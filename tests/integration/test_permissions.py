@@ -16,7 +16,7 @@ from proton.utils import BlockingConnection, LinkDetached
 
 from tests.support.access_config import access_config, write_users_file
 from tests.support.amqp091_clients import pika_params
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def gw(tmp_path_factory):
         "stranger": {"password": "pw", "permissions": {"other": {"configure": ".*", "write": ".*",
                                                                  "read": ".*"}}},
     })
-    gateway = GatewayProcess(config_text=access_config(
+    gateway = make_gateway(config_text=access_config(
         users_file=users, extra='vhosts: ["/", "other"]\n')).start()
     setup = pika.BlockingConnection(pika_params(gateway))
     ch = setup.channel()

@@ -21,7 +21,10 @@ from tests.support.partner_broker import PARTNER_VHOST, partner_pika
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-@pytest.fixture(params=["gateway", "rabbitmq-3.10"])
+# the RabbitMQ node's cases are slow and on its worker, as tests/conftest.py does for a
+# test that names the partner_rabbit fixture (here it is asked for by the parameter)
+@pytest.fixture(params=["gateway", pytest.param("rabbitmq-3.10", marks=[
+    pytest.mark.slow, pytest.mark.xdist_group("clusters")])])
 def broker(request, gateway):
     """(connect, vhost name): the gateway, or the partner RabbitMQ for comparison."""
     if request.param == "gateway":

@@ -17,14 +17,14 @@ from rabbitmq_amqp_python_client import (AddressHelper, AMQPMessagingHandler, Cl
 from rabbitmq_amqp_python_client.exceptions import ValidationCodeException
 
 from tests.support.amqp091_clients import pika_connection
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import default_config, make_gateway
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = GatewayProcess(config_text=default_config(extra='rabbitmq_version: "4.1.0"\n')).start()
+    gateway = make_gateway(config_text=default_config(extra='rabbitmq_version: "4.1.0"\n')).start()
     yield gateway
     gateway.stop()
 
@@ -76,7 +76,7 @@ def test_redeclare_with_other_arguments_is_precondition_failed(connection) -> No
 
 
 def test_open_announces_rabbitmq_only_when_configured(gw) -> None:
-    plain = GatewayProcess().start()
+    plain = make_gateway().start()
     try:
         for gateway, product in ((gw, "RabbitMQ"), (plain, "amqp-gateway")):
             conn = BlockingConnection(f"amqp://127.0.0.1:{gateway.amqp_port}", user="guest", password="guest",

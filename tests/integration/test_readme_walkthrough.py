@@ -16,7 +16,7 @@ from gateway.forward.settings import ADDRESS_TEMPLATES
 from tests.support.cross_protocol_clients import pika_get
 from tests.support.gateway_process import REPO, GatewayProcess, free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.process, pytest.mark.timeout(120)]  # the README's commands: the CLI and gateway processes
 
 README = os.path.join(REPO, "README.md")
 

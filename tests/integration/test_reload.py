@@ -49,8 +49,9 @@ def _rewrite(gw, text: str) -> None:
         f.write(text)
 
 
+@pytest.mark.process
 def test_sighup_reloads_users_and_keeps_them_when_the_new_ones_are_broken(fresh_gateway):
-    gw = fresh_gateway(config_text=default_config(
+    gw = fresh_gateway(process=True, config_text=default_config(
         users={"guest": ("guest", True), "alice": ("secret", False)}))
     _login_091(gw, "alice", "secret")
     _refused_091(gw, "bob", "bob-pw")
@@ -93,11 +94,12 @@ def test_sighup_reloads_users_and_keeps_them_when_the_new_ones_are_broken(fresh_
     established.close()
 
 
+@pytest.mark.process
 def test_update_secret_after_a_reload_takes_the_new_password_and_permissions(fresh_gateway):
     """A rotated password reaches an open connection through connection.update-secret:
     the old one is refused (403), the new one is taken, and the connection's permissions
     are the reloaded record's from then on (until then, the record it logged in with)."""
-    gw = fresh_gateway(config_text=default_config(users={"alice": ("old-pw", False)}))
+    gw = fresh_gateway(process=True, config_text=default_config(users={"alice": ("old-pw", False)}))  # SIGHUP
     established = pika.BlockingConnection(pika_params(gw, user="alice", password="old-pw"))
     stale = pika.BlockingConnection(pika_params(gw, user="alice", password="old-pw"))
     channel = established.channel()

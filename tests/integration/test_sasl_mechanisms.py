@@ -33,7 +33,7 @@ from tests.support.amqp091_clients import pika_params
 from tests.support.amqp10_socket_client import read_exactly, read_sasl_frames
 from tests.support.certificates import TestPKI
 from tests.support.frame_builder import ClientFrames
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gw(pki):
-    gateway = GatewayProcess(config_text=access_config(
+    gateway = make_gateway(config_text=access_config(
         listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto", verify="optional")
         + "    allow_anonymous: true\n")).start()
     yield gateway
@@ -122,7 +122,7 @@ def _login_091_raw(sock: socket.socket, mechanism: str, response: bytes) -> m.Me
 def plain_only(pki):
     """A listener offering only PLAIN, although TLS client certificates (EXTERNAL) and
     ANONYMOUS would be available on it otherwise."""
-    gateway = GatewayProcess(config_text=access_config(
+    gateway = make_gateway(config_text=access_config(
         listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto", verify="optional")
         + "    allow_anonymous: true\n    mechanisms: [PLAIN]\n")).start()
     yield gateway

@@ -31,7 +31,7 @@ def pki(tmp_path_factory):
 
 def nodelay(gw, sock: socket.socket) -> bool:
     try:
-        return gateway_side_tcp_nodelay(gw.proc.pid, sock)
+        return gateway_side_tcp_nodelay(gw.pid, sock)
     except PeerSocketUnavailable as exc:
         pytest.skip(f"the kernel will not show us the gateway's socket: {exc}")
 

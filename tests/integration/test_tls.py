@@ -239,13 +239,14 @@ def test_amqp10_tls_header_refused_without_tls(gateway):
         assert read_all(s) == AMQP10_SASL_HEADER
 
 
+@pytest.mark.process
 def test_sighup_reloads_certificate_for_new_connections_only(fresh_gateway, pki, tmp_path):
     cert_file, key_file = tmp_path / "live.crt", tmp_path / "live.key"
     shutil.copy(pki["server"].cert_file, cert_file)
     shutil.copy(pki["server"].key_file, key_file)
     from tests.support.certificates import Issued
     live = Issued(str(cert_file), str(key_file), "")
-    gw = fresh_gateway(config_text=tls_config(pki, cert=live))
+    gw = fresh_gateway(config_text=tls_config(pki, cert=live), process=True)  # SIGHUP
     old = tls_socket(gw, client_context(pki))
     assert peer_cn(old) == "gateway.test"
     renewed = pki["ca"].issue("renewed.test", names=("renewed.test",))
@@ -267,6 +268,7 @@ def test_sighup_reloads_certificate_for_new_connections_only(fresh_gateway, pki,
         assert peer_cn(s) == "renewed.test"
 
 
+@pytest.mark.process  # runs the CLI as a process
 def test_check_config_reports_a_bad_certificate(tmp_path, pki):
     import sys
     from tests.support.gateway_process import REPO

@@ -7,12 +7,9 @@ Each test has a gateway of its own: what is asserted is the gateway's log and ex
 """
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import ssl
-import time
-import urllib.request
 
 import pika
 import pytest
@@ -24,14 +21,14 @@ from tests.support.access_config import access_config, tls_listener
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import TestPKI
 from tests.support.connection_storm import reset_socket
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_metrics import wait_open_connections
+from tests.support.gateway_process import Gateway
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 TIMEOUT = 10
 #: what the gateway logs when a drain did not finish in ``shutdown_timeout``
 _ABORTING = "connections still open after"
-_OPEN_SAMPLE = re.compile(r"^amqp_gateway_connections_open\{[^}]*\} (\S+)$", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +39,11 @@ def pki(tmp_path_factory):
 
 
 @pytest.fixture
-def gw(pki, fresh_gateway) -> GatewayProcess:
+def gw(pki, fresh_gateway) -> Gateway:
     # a long shutdown_timeout: a drain that waits for it is not hidden by a quick abort
     config = access_config(listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto"))
-    return fresh_gateway(config_text=config.replace("shutdown_timeout: 5.0", "shutdown_timeout: 60.0"))
+    return fresh_gateway(process=True,  # SIGTERM
+                         config_text=config.replace("shutdown_timeout: 5.0", "shutdown_timeout: 60.0"))
 
 
 def _client_context(pki) -> ssl.SSLContext:
@@ -80,19 +78,6 @@ def _proton_socket_client(gw, pki, *, upgrade: bool) -> SocketClient:
     return SocketClient(_client_context(pki).wrap_socket(raw)).open()
 
 
-def _open_connections(gw) -> float:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{gw.metrics_port}{gw.metrics_path}",
-                                  timeout=TIMEOUT).read().decode()
-    return sum(float(v) for v in _OPEN_SAMPLE.findall(body))
-
-
-def _wait_open_connections(gw, expected: float) -> float:
-    deadline = time.monotonic() + TIMEOUT
-    while (count := _open_connections(gw)) != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return count
-
-
 def _assert_clean_log(gw) -> None:
     for bad in ("Traceback", "KeyError", "Unhandled", "CRITICAL"):
         assert bad not in gw.log, f"{bad} in the gateway log:\n{gw.log[-4000:]}"
@@ -117,7 +102,7 @@ def test_client_ends_are_clean_and_counted_then_sigterm_drains_at_once(gw, pki, 
         session = client.connection.session()
         session.open()
         client.pump(lambda: bool(session.state & session.REMOTE_ACTIVE))
-    assert _wait_open_connections(gw, 3) == 3
+    assert wait_open_connections(gw, 3) == 3
     if reset:
         for sock in [p091._impl._transport._sock] + [c.sock for c in proton_clients]:
             reset_socket(sock)
@@ -127,7 +112,7 @@ def test_client_ends_are_clean_and_counted_then_sigterm_drains_at_once(gw, pki, 
             client.connection.close()                   # close, then wait for the answer
             client.wait_closed()
             client.close()
-    assert _wait_open_connections(gw, 0) == 0
+    assert wait_open_connections(gw, 0) == 0
     _assert_clean_log(gw)
     _assert_prompt_graceful_stop(gw)
 
@@ -137,7 +122,7 @@ def test_graceful_stop_closes_tls_connections_of_both_protocols_at_once(gw, pki)
     p091.channel()
     p10 = _proton(gw, pki)
     upgraded = _proton_socket_client(gw, pki, upgrade=True)
-    assert _wait_open_connections(gw, 3) == 3
+    assert wait_open_connections(gw, 3) == 3
     gw.signal(signal.SIGTERM)
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
         p091.process_data_events(time_limit=TIMEOUT)

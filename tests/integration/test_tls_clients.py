@@ -18,7 +18,7 @@ from gateway.protocol_header import AMQP10_TLS_HEADER
 from tests.support.access_config import access_config, tls_listener
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import Issued, TestPKI
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import make_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gw(pki):
-    gateway = GatewayProcess(config_text=access_config(
+    gateway = make_gateway(config_text=access_config(
         listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto"))).start()
     yield gateway
     gateway.stop()
@@ -129,12 +129,13 @@ def test_proton_via_the_amqp_tls_header(gw, pki):
         client.close()
 
 
+@pytest.mark.process
 def test_pika_connection_survives_a_certificate_reload(fresh_gateway, pki, tmp_path):
     cert_file, key_file = tmp_path / "live.crt", tmp_path / "live.key"
     shutil.copy(pki["server"].cert_file, cert_file)
     shutil.copy(pki["server"].key_file, key_file)
     live = Issued(str(cert_file), str(key_file), "")
-    gw = fresh_gateway(config_text=access_config(
+    gw = fresh_gateway(process=True, config_text=access_config(  # SIGHUP
         listener_extra=tls_listener(pki["ca"], live, mode="on")))
     conn = pika_tls(gw, pki)
     ch = conn.channel()

@@ -27,7 +27,7 @@ from tests.support.deadline import wait_until as wait_with_deadline
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, PARTNER_VHOST
 
-pytestmark = [pytest.mark.integration, pytest.mark.interop]
+pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.process]
 
 TIMEOUT = 15.0
 READY = r"gateway ready: 2 workers \(pids (\d+), (\d+)\)"

@@ -1,5 +1,5 @@
-"""One local Spark session for all pipeline tests (starting one takes ~10 s), and the
-report of ``single_gateway_ledger`` that several test files read."""
+"""The report of ``single_gateway_ledger`` that several test files read (the local Spark
+session, ``spark``, is the test process's one: ``tests/conftest.py``)."""
 from __future__ import annotations
 
 import io
@@ -7,18 +7,10 @@ import io
 import pytest
 
 from tests.support.ledgers import single_gateway_ledger
-from tests.support.local_spark import local_session
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "pipeline: needs PySpark and Java (local Spark)")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    session = local_session("pipeline-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

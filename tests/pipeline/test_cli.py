@@ -18,9 +18,10 @@ from pipeline.report import TABLES
 from pipeline.spark_session import LOG4J2_PROPERTIES
 from tests.support.ledgers import small_ledger
 from tests.support.report_command import REPO, child_env, table_rows
+from tests.support.small_spark import conf_args, submit_args
 from tests.support.spark_cluster import SparkStandalone
 
-pytestmark = [pytest.mark.pipeline,
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.xdist_group("clusters"),
               pytest.mark.skipif(find_java() is None, reason="no Java runtime for Spark"),
               pytest.mark.timeout(1500)]
 
@@ -81,7 +82,7 @@ def test_the_report_runs_on_a_standalone_cluster_with_the_local_tables(spark, tm
             [sys.executable, "-m", "gateway.cli", "report", "--ledger", ledger, "--out", str(out),
              "--master", cluster.url, "--driver-memory", "512m"],
             cwd=str(tmp_path), env=child_env({"SPARK_LOCAL_IP": "127.0.0.1",
-                                              "PYSPARK_SUBMIT_ARGS": " ".join(SMALL + ("pyspark-shell",))}),
+                                              "PYSPARK_SUBMIT_ARGS": submit_args(*SMALL)}),
             capture_output=True, text=True, timeout=560)
         assert_report(proc, proc.stderr, out)
         assert f"starting Spark on {cluster.url}" in proc.stderr
@@ -95,7 +96,7 @@ def test_the_report_runs_on_a_standalone_cluster_with_the_local_tables(spark, tm
         assert os.access(spark_submit, os.X_OK), f"{spark_submit} missing: PySpark installs it"
         out = tmp_path / "submitted"
         proc = subprocess.run(
-            [spark_submit, "--master", cluster.url, *SMALL,
+            [spark_submit, "--master", cluster.url, *SMALL, *conf_args(),
              "--driver-java-options", f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES}",
              os.path.join(REPO, "pipeline", "report.py"), "--ledger", ledger, "--out", str(out)],
             cwd=str(tmp_path), env=child_env({"SPARK_LOCAL_IP": "127.0.0.1"}),

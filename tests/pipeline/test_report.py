@@ -233,7 +233,9 @@ def test_report_reads_every_complete_record_after_kill_9(spark, tmp_path):
                             env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert proc.stdout.readline() == b"flushing\n"
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30
+        while len(os.listdir(ledger)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # killed while writing, once two segments are closed
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -2,6 +2,12 @@
 
 The process writes ``listening on HOST:PORT`` and ``metrics on http://HOST:PORT/...``
 to its log; we read those lines back, so no test ever uses a fixed port.
+
+``make_gateway`` is the switch most tests use: the same gateway built in the test
+process (``tests/support/in_process_gateway.py``, no process start), or with
+``process=True`` (or anything only a process has: ``env``, ``preexec_fn``) a
+``GatewayProcess``. ``TEST_GATEWAYS=process`` in the environment makes every gateway a
+process, to run any test both ways.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -77,25 +84,86 @@ def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: s
 
 
 @dataclass
-class GatewayProcess:
+class GatewayEndpoint:
+    """What a test sees of a running gateway, either kind: its config file, where it
+    listens, and its log lines as they come (``GatewayProcess``, ``InProcessGateway``)."""
+
     config_text: str = field(default_factory=default_config)
-    env: Optional[Mapping[str, str]] = None
     extra_args: tuple[str, ...] = ()
-    #: runs in the child before exec (to start the gateway as a parent would)
-    preexec_fn: Optional[Callable[[], None]] = None
-    #: the working directory (relative paths in the config); None: its own temporary one
-    cwd: Optional[str] = None
     host: str = "127.0.0.1"
     amqp_port: int = 0
     metrics_port: int = 0
     metrics_path: str = "/metrics"
     #: set when the gateway serves the management API (``extra_args`` with --management)
     management_port: int = 0
-    proc: Optional[subprocess.Popen] = None
     log_lines: list[str] = field(default_factory=list)
     _tmp: Optional[tempfile.TemporaryDirectory] = None
 
+    @property
+    def management_url(self) -> str:
+        assert self.management_port, "started without --management"
+        return f"http://{self.host}:{self.management_port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.log_lines)
+
+    @property
+    def config_path(self) -> str:
+        """The config file the running gateway was started with (rewrite it, then SIGHUP)."""
+        assert self._tmp is not None, "not started"
+        return os.path.join(self._tmp.name, "gateway.yaml")
+
+    def count_log(self, pattern: str) -> int:
+        """How many log lines match ``pattern`` so far (to wait for the *next* one)."""
+        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
+
+    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
+        """Wait until at least ``count`` log lines match ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.count_log(pattern) >= count:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def start(self, timeout: float = 30.0):
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 15.0) -> int:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@dataclass
+class GatewayProcess(GatewayEndpoint):
+    env: Optional[Mapping[str, str]] = None
+    #: runs in the child before exec (to start the gateway as a parent would)
+    preexec_fn: Optional[Callable[[], None]] = None
+    #: the working directory (relative paths in the config); None: its own temporary one
+    cwd: Optional[str] = None
+    proc: Optional[subprocess.Popen] = None
+
     def start(self, timeout: float = 30.0) -> "GatewayProcess":
+        _check_process_marker()
         self._tmp = tempfile.TemporaryDirectory(prefix="gw-test-")
         cfg = os.path.join(self._tmp.name, "gateway.yaml")
         with open(cfg, "w") as f:
@@ -136,40 +204,14 @@ class GatewayProcess:
         ready.set()
 
     @property
-    def management_url(self) -> str:
-        assert self.management_port, "started without --management"
-        return f"http://{self.host}:{self.management_port}"
+    def pid(self) -> int:
+        """The process that holds the gateway's sockets."""
+        assert self.proc, "not started"
+        return self.proc.pid
 
     @property
-    def log(self) -> str:
-        return "".join(self.log_lines)
-
-    @property
-    def config_path(self) -> str:
-        """The config file the running gateway was started with (rewrite it, then SIGHUP)."""
-        assert self._tmp is not None, "not started"
-        return os.path.join(self._tmp.name, "gateway.yaml")
-
-    def count_log(self, pattern: str) -> int:
-        """How many log lines match ``pattern`` so far (to wait for the *next* one)."""
-        return sum(1 for line in list(self.log_lines) if re.search(pattern, line))
-
-    def wait_for_log_count(self, pattern: str, count: int, timeout: float = 10.0) -> bool:
-        """Wait until at least ``count`` log lines match ``pattern``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.count_log(pattern) >= count:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.log):
-                return True
-            time.sleep(0.05)
-        return False
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
         assert self.proc
@@ -209,16 +251,41 @@ class GatewayProcess:
             self.proc.wait()
         self._cleanup()
 
-    def _cleanup(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
-    def __enter__(self) -> "GatewayProcess":
-        return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+class UnmarkedProcessTest(UserWarning):
+    """A test started a gateway process without ``@pytest.mark.process``, so ``make
+    test-fast`` (which deselects that marker) runs it."""
+
+
+#: the test being run (``tests/conftest.py`` sets it before its fixtures are set up)
+current_test: Optional[object] = None
+
+
+def _check_process_marker() -> None:
+    node = current_test
+    if node is not None and not ALWAYS_PROCESS and node.get_closest_marker("process") is None:  # type: ignore[attr-defined]
+        warnings.warn(f"{node.nodeid} starts a gateway process: mark it @pytest.mark.process",  # type: ignore[attr-defined]
+                      UnmarkedProcessTest, stacklevel=3)
+
+
+#: ``TEST_GATEWAYS=process``: every gateway a test starts is a process
+ALWAYS_PROCESS = os.environ.get("TEST_GATEWAYS", "in-process") == "process"
+
+
+#: what ``make_gateway`` gives: either kind, the same API (``InProcessGateway`` has no process)
+Gateway = GatewayEndpoint
+
+
+def make_gateway(*, process: bool = False, **kwargs) -> Gateway:
+    """An unstarted gateway: a ``GatewayProcess`` when ``process`` (or ``env``,
+    ``preexec_fn`` or ``cwd``, which only a process has, or ``TEST_GATEWAYS=process``),
+    else an ``InProcessGateway``; both take ``config_text`` and ``extra_args``."""
+    if process or ALWAYS_PROCESS or kwargs.get("env") or kwargs.get("preexec_fn") or kwargs.get("cwd"):
+        return GatewayProcess(**kwargs)
+    from tests.support.in_process_gateway import InProcessGateway
+
+    return InProcessGateway(**kwargs)
 
 
 def _children_of(pid: int) -> list[int]:

@@ -1,10 +1,12 @@
-"""A local Spark session for tests: two threads, UTC, quiet, tuned for tiny inputs; the
-test is skipped when PySpark or a Java runtime is missing."""
+"""A local Spark session for tests: two threads, UTC, quiet, tuned for tiny inputs
+(``small_spark``); the test is skipped when PySpark or a Java runtime is missing."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+
+from tests.support import small_spark
 
 __all__ = ["local_session"]
 
@@ -16,15 +18,13 @@ def local_session(app_name: str) -> Any:
 
     if find_java() is None:
         pytest.skip("no Java runtime (apt-get install openjdk-17-jre-headless)")
-    session = (pyspark_sql.SparkSession.builder.master("local[2]")
+    builder = (pyspark_sql.SparkSession.builder.master("local[2]")
                .appName(app_name)
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               # tiny inputs: compiling generated code for every plan costs more than it
-               # saves (a third of a test report's time); results are the same
-               .config("spark.sql.codegen.wholeStage", "false")
-               .getOrCreate())
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in small_spark.session_conf().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any, NamedTuple, Optional
 
-from tests.support.gateway_process import GatewayProcess, default_config
+from tests.support.gateway_process import Gateway, default_config, make_gateway
 
 __all__ = ["MANAGEMENT_USERS", "Answer", "call", "management_gateway"]
 
@@ -27,13 +27,14 @@ class Answer(NamedTuple):
     body: Any
 
 
-def management_gateway(**kwargs: Any) -> GatewayProcess:
-    """A gateway process (not started) serving the management API on an ephemeral port."""
-    return GatewayProcess(config_text=default_config(users=MANAGEMENT_USERS, **kwargs),
-                          extra_args=("--management", "127.0.0.1:0"))
+def management_gateway(*, process: bool = False, **kwargs: Any) -> Gateway:
+    """A gateway (not started; in this process unless ``process``) serving the management
+    API on an ephemeral port."""
+    return make_gateway(config_text=default_config(users=MANAGEMENT_USERS, **kwargs),
+                        extra_args=("--management", "127.0.0.1:0"), process=process)
 
 
-def call(gw: GatewayProcess, method: str, path: str, body: Optional[Any] = None, *,
+def call(gw: Gateway, method: str, path: str, body: Optional[Any] = None, *,
          user: Optional[str] = "admin", password: Optional[str] = None,
          headers: Optional[dict[str, str]] = None, raw: Optional[bytes] = None) -> Answer:
     """``method path`` as ``user`` (its configured password unless given); any status is

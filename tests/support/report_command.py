@@ -10,16 +10,20 @@ from typing import Optional, Sequence
 
 import pytest
 
+from tests.support.small_spark import submit_args
+
 __all__ = ["REPO", "child_env", "run_report_command", "table_rows"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child_env(extra: Optional[dict] = None) -> dict[str, str]:
-    """This interpreter for Spark's Python (driver and workers), no inherited Py4J port."""
+    """This interpreter for Spark's Python (driver and workers), no inherited Py4J port,
+    Spark tuned for tiny inputs (``small_spark``; ``extra`` may replace it)."""
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")])),
+               PYSPARK_SUBMIT_ARGS=submit_args())
     env.update(extra or {})
     return env
 

@@ -1,6 +1,7 @@
 """A Spark standalone cluster on this machine: one master and one worker, started from the
 installed PySpark's ``spark-class``, bound to 127.0.0.1 on ports the system picks, with
-small memory; each in its own process group, stopped (SIGTERM, then SIGKILL) by ``stop``.
+small memory and the JVM options of ``small_spark``; each in its own process group,
+stopped (SIGTERM, then SIGKILL) by ``stop``.
 
 Their logs are files under ``root``; the master's URL is read from its log (``Starting
 Spark master at spark://127.0.0.1:PORT``), and the worker is ready once it logs that it
@@ -14,6 +15,8 @@ import signal
 import subprocess
 import time
 from typing import Optional
+
+from tests.support.small_spark import JVM_OPTIONS
 
 __all__ = ["SparkStandalone", "pyspark_home"]
 
@@ -43,6 +46,7 @@ class SparkStandalone:
         """What the daemons (and a driver talking to them) run with: loopback only."""
         env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
         env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="256m",
+                   SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS,
                    SPARK_LOG_DIR=os.path.join(self.root, "logs"), SPARK_WORKER_DIR=self.work_dir,
                    SPARK_NO_DAEMONIZE="1")
         return env

@@ -53,8 +53,13 @@ def test_auto_is_the_cpu_count():
     assert worker_count(3) == 3
 
 
-def test_check_config_refuses_and_says_why(tmp_path, capsys):
+def test_check_config_refuses_and_says_why(tmp_path, capsys, monkeypatch):
+    from gateway import cli
     from gateway.cli import EXIT_CONFIG, main
+
+    # main() would set up the root logger of the CLI's own process: here, a handler on this
+    # test's captured stderr that in-process gateways of later tests would write to
+    monkeypatch.setattr(cli, "setup_logging", lambda *args, **kwargs: None)
 
     path = tmp_path / "gw.yaml"
     path.write_text("vhosts:\n  - /\n  - name: edge\n    backend: rabbit\nbackends:\n  - name: rabbit\n"

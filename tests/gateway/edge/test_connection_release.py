@@ -1,7 +1,7 @@
 """A closed connection is freed at once: by reference counting, not by the rare full
 garbage collection.
 
-The real ``GatewayService`` runs in this process (pytest-twisted's reactor) with a plain,
+The real ``GatewayService`` runs in this process (on the reactor thread) with a plain,
 a ``tls: on`` and a ``tls: auto`` listener; real clients (pika; proton's engine over a
 plain or TLS socket, also after the ``AMQP 2 1 0 0`` header) run in threads over real
 sockets, do some work (channels, an exclusive queue, publish and consume; 1.0 sessions
@@ -42,6 +42,7 @@ from gateway.service import GatewayService
 from tests.support.amqp10_socket_client import SocketClient, read_exactly
 from tests.support.certificates import TestPKI
 from tests.support.connection_storm import reset_socket
+from tests.support import reactor_thread
 from tests.support.gateway_process import password_hash
 
 TIMEOUT = 10
@@ -71,10 +72,11 @@ def _config(pki, state_dir: str) -> str:
 
 @pytest.fixture
 def service(pki, tmp_path):
-    svc = GatewayService(load_config_text(_config(pki, str(tmp_path))), reactor)
-    pytest_twisted.blockon(svc.start())
+    config = load_config_text(_config(pki, str(tmp_path)))
+    svc = reactor_thread.call(GatewayService, config, reactor)
+    reactor_thread.call(svc.start)
     yield svc
-    pytest_twisted.blockon(svc.stop())
+    reactor_thread.call(svc.stop)
 
 
 def _port(svc: GatewayService, mode: str) -> int:

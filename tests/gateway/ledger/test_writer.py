@@ -298,7 +298,9 @@ def test_kill_9_while_writing_leaves_every_complete_line_readable(tmp_path):
                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert proc.stdout.readline() == b"flushing\n"
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while len(names(tmp_path)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # killed while writing, once two segments are closed
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

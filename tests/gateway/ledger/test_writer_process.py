@@ -1,12 +1,15 @@
 """The ledger writer process: JSON lines in, segment files out; signals; the directory lock."""
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -56,7 +59,7 @@ def test_a_line_cut_by_a_read_waits_for_its_rest_and_one_cut_by_the_end_is_dropp
 
     def gateway() -> None:
         os.write(write_fd, data[:cut])
-        time.sleep(0.2)  # two reads
+        _wait_for(lambda: _unread(read_fd) == 0)  # read: the rest comes in a second read
         os.write(write_fd, data[cut:] + _row(2)[:-4])  # m2 ends in the middle of a line
         os.close(write_fd)
 
@@ -67,6 +70,11 @@ def test_a_line_cut_by_a_read_waits_for_its_rest_and_one_cut_by_the_end_is_dropp
     os.close(read_fd)
     assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", "m1"]
     assert writer.records_written == data.count(b"\n")
+
+
+def _unread(fd: int) -> int:
+    """Bytes in the pipe that its reader has not read yet (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def _wait_for(condition, timeout: float = 10.0) -> bool:
