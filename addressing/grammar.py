@@ -233,12 +233,31 @@ def _parse_v2(address: str, segments: list[str]) -> Address:
     return ExchangeAddress(exchange, _check_length(address, "routing key", key))
 
 
+#: parsed addresses by string, one table per role (at most ``PARSED_MAX`` each, forgotten
+#: at once when full): a link's messages name the same ``to`` again and again, and an
+#: ``Address`` is immutable
+_PARSED_TARGETS: dict[str, Address] = {}
+_PARSED_SOURCES: dict[str, Address] = {}
+PARSED_MAX = 1024
+
+
 def parse_address(address: str, role: Role) -> Address:
     """Parse ``address`` for ``role``; see the module docstring for the forms.
 
     Raises ``AddressError(kind=INVALID)`` whose text names the address and
     the offending segment.
     """
+    kept = _PARSED_TARGETS if role is Role.TARGET else _PARSED_SOURCES
+    parsed = kept.get(address) if type(address) is str else None
+    if parsed is None:
+        parsed = _parse(address, role)
+        if len(kept) >= PARSED_MAX:
+            kept.clear()
+        kept[address] = parsed
+    return parsed
+
+
+def _parse(address: str, role: Role) -> Address:
     if not isinstance(address, str) or not address:
         raise AddressError(AddressErrorKind.INVALID, "invalid address '': empty address")
     if not address.startswith("/"):

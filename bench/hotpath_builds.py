@@ -71,9 +71,18 @@ def make_store(directory: str, loop: Loop) -> Any:
     return store
 
 
+#: the first gateway id, as the service makes it (boot microseconds x 1000) for a boot
+#: time fixed here: ids of eight octets, as a running gateway's are, for the paths whose
+#: cost depends on it (a forwarded message carries its id)
+FIRST_GATEWAY_ID = 1_750_000_000 * 1_000_000 * 1000
+
+
 def make_broker(container: str, ledger: Any, store: Any) -> Any:
+    import inspect  # noqa: PLC0415
     from gateway.broker import Broker  # noqa: PLC0415
     options: dict[str, Any] = dict(container_id=container, ledger=ledger)
+    if "first_gateway_id" in inspect.signature(Broker).parameters:
+        options["first_gateway_id"] = FIRST_GATEWAY_ID
     if store is not None:
         from gateway.store_codecs import load_stored_message  # noqa: PLC0415
         options.update(store=store, message_loader=load_stored_message)

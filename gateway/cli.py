@@ -14,7 +14,6 @@ the problem and what to do).
 from __future__ import annotations
 
 import argparse
-import gc
 import getpass
 import logging
 import os
@@ -28,6 +27,7 @@ from gateway.config import (
     CONFIG_ENV, ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
 )
 from gateway.connection_log import TextFormatter, json_formatter
+from gateway.interpreter_tuning import tune_garbage_collector, tune_thread_switching
 from gateway.product import PRODUCT, __version__
 
 if TYPE_CHECKING:
@@ -382,27 +382,6 @@ def health_command(args: argparse.Namespace) -> int:
     return status
 
 
-#: gen0, gen1, gen2 thresholds of the cyclic garbage collector while serving (CPython's
-#: default is 700, 10, 10)
-GC_THRESHOLDS = (700, 10, 1000)
-
-
-def tune_garbage_collector() -> None:
-    """Make full collections rare; keep what start-up allocated out of them.
-
-    Why: under load a queue holds hundreds of thousands of messages, each a few tracked
-    objects, and with CPython's default thresholds a full collection walks all of them
-    every few tens of thousands of allocations: measured, a third of the gateway's CPU
-    on a 0-9-1 -> 0-9-1 run with a backlog (25k msgs/s -> 36k msgs/s with this). Messages
-    and deliveries are freed by reference counting as before; only cyclic garbage (what a
-    closed connection leaves) waits longer in the old generation, and the young
-    generations are collected as usual. ``gc.freeze`` moves the objects of start-up
-    (modules, config, the broker's tables) to the permanent generation.
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 #: signals the gateway answers (stop gracefully, reload users)
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -535,6 +514,7 @@ def _serve(reactor, svc, cfg: GatewayConfig, args: argparse.Namespace) -> int:
     reactor.callWhenRunning(startup)
     raise_open_files_limit()
     tune_garbage_collector()
+    tune_thread_switching()
     reset_inherited_signals()
     reactor.addSystemEventTrigger("before", "shutdown", lambda: svc.stop().addCallback(stopped))
     signal.signal(signal.SIGHUP, on_sighup)

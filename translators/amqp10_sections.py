@@ -38,6 +38,8 @@ __all__ = [
     "with_to",
     "owned_value",
     "annotation_key",
+    "annotations_place",
+    "plain_data_at",
     "decode_section",
     "decode_section_fast",
     "decode_sections",
@@ -336,7 +338,7 @@ def with_message_annotations(encoded: bytes, annotations: dict, drop: tuple = ()
     """
     if not annotations and not drop:
         return encoded
-    start, end, existing = _annotations_place(encoded)
+    start, end, existing = annotations_place(encoded)
     return _merged(encoded, start, end, existing, annotations, drop)
 
 
@@ -364,7 +366,7 @@ ROUTING_SECTIONS_KEPT = 4096
 
 
 #: the octets of the last message :func:`with_routing_annotations` placed, up to and with
-#: its body's descriptor, and its message-annotations place (``_annotations_place``)
+#: its body's descriptor, and its message-annotations place (``annotations_place``)
 _last_place: Optional[tuple[bytes, int, int, Any]] = None
 _SHORT_DESCRIPTOR = b"\x00\x53"
 
@@ -398,7 +400,7 @@ def with_routing_annotations(encoded: bytes, exchange: str, routing_key: str) ->
 
 
 def _routing_place(encoded: bytes) -> tuple[int, int, Any]:
-    """``_annotations_place`` of ``encoded``, kept in ``_last_place`` with the octets up to
+    """``annotations_place`` of ``encoded``, kept in ``_last_place`` with the octets up to
     its body's descriptor (a short one: the octets then name the section)."""
     global _last_place
     spans = scan_sections(encoded)
@@ -411,15 +413,16 @@ def _routing_place(encoded: bytes) -> tuple[int, int, Any]:
     return place
 
 
-def _annotations_place(encoded: bytes) -> tuple[int, int, Any]:
+def annotations_place(encoded: bytes) -> tuple[int, int, Any]:
     """``(start, end, value)``: the message-annotations section's octets and its decoded
     value; without one, where the spec puts it (after the header and
-    delivery-annotations) as ``start == end``, and None."""
+    delivery-annotations) as ``start == end``, and None. Raises ``TranslationError`` on a
+    malformed encoding."""
     return _place_in(encoded, scan_sections(encoded))
 
 
 def _place_in(encoded: bytes, spans: Any) -> tuple[int, int, Any]:
-    """``_annotations_place`` from the sections ``scan_sections`` found in ``encoded``."""
+    """``annotations_place`` from the sections ``scan_sections`` found in ``encoded``."""
     start = end = 0
     for span in spans:
         if span.code is SectionCode.MESSAGE_ANNOTATIONS:
@@ -451,60 +454,6 @@ def _spliced(encoded: bytes, start: int, end: int, code: SectionCode, value: Any
             raise TranslationError(name, f"cannot encode: {exc!r}") from None
         section = bytes(data.encode())
     return encoded[:start] + section + encoded[end:]
-
-
-# ---------------------------------------------------------------- forwarded form
-
-#: the split of the latest plain message's sections before its body, for forwarding:
-#: ``(prefix, to, head, annotations, tail)`` (see ``forwarded_form``)
-_last_forwarded: Optional[tuple[bytes, Optional[str], bytes, dict, bytes]] = None
-
-
-def forwarded_form(encoded: bytes, to: Optional[str], annotations: dict) -> bytes:
-    """``with_message_annotations(with_to(encoded, to), annotations)`` (``to`` None: the
-    properties as they are), with one encode per message where the sender repeats its
-    sections before the body (the usual case): their split around the
-    message-annotations section, with ``to`` filled in, is kept for the latest plain
-    message (its sections, then one data section ending it), so the next one with the
-    same prefix costs the encoding of its annotations section and a join. Why: the
-    forwarding annotations are new for every message (its id), and two splices, each
-    scanning and decoding sections, were most of the sending side's rendering.
-    Raises ``TranslationError`` like the two splices."""
-    global _last_forwarded
-    last = _last_forwarded
-    if annotations and last is not None and last[1] == to and encoded.startswith(last[0]) \
-            and plain_data_at(encoded, len(last[0])) >= 0:
-        prefix, _, head, existing, tail = last
-        merged = dict(existing)
-        for key, value in annotations.items():
-            merged[annotation_key(key)] = owned_value(value)
-        try:
-            section = encode_described_map(SectionCode.MESSAGE_ANNOTATIONS, merged)
-        except Unencodable:  # a value only proton encodes: the splices do it
-            pass
-        else:
-            return b"".join((head, section, tail, encoded[len(prefix):]))
-    out = with_message_annotations(with_to(encoded, to) if to else encoded, annotations)
-    _last_forwarded = _forwarded_split(encoded, to)
-    return out
-
-
-def _forwarded_split(encoded: bytes, to: Optional[str]) -> Optional[tuple]:
-    """``forwarded_form``'s kept split of ``encoded`` (None unless it is plain)."""
-    spans = scan_sections(encoded)
-    if not spans or spans[-1].code is not _DATA or spans[-1].end != len(encoded) \
-            or any(span.code in BODY_CODES for span in spans[:-1]):
-        return None
-    prefix = bytes(encoded[:spans[-1].start])
-    if plain_data_at(encoded, len(prefix)) < 0:
-        return None
-    sections = with_to(prefix, to) if to else prefix
-    start, end, existing = _annotations_place(sections)
-    if existing is None:
-        existing = {}
-    if not isinstance(existing, dict):
-        return None
-    return prefix, to, sections[:start], existing, sections[end:]
 
 
 # ---------------------------------------------------------------- a missing 'to'

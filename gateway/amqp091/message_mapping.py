@@ -28,7 +28,7 @@ from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, enc
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
-from gateway.broker.message import Encoding, MessageContainer
+from gateway.broker.message import Encoding, MessageContainer, ReceivedAnnotations
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
@@ -37,6 +37,7 @@ from translators.mapping import Reserved
 from translators.to_amqp091 import (amqp091_properties, annotations_header, plain_body,
                                      properties_source, with_added_annotations)
 from translators.field_types import Timestamp
+from translators.int_slot import IntSlot
 
 __all__ = ["container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
            "parse_expiration", "death_table", "expiration_ms", "container_from_properties",
@@ -219,26 +220,75 @@ def _render_amqp10(encoded: bytes, body_at: Optional[int] = None) -> tuple[bytes
 #: the properties of a 1.0 message rendered as if it had no message-annotations section,
 #: encoded around their ``x-amqp-1.0-message-annotations`` header (None: no such header),
 #: and the reserved headers carrying 1.0-only fields, by ``(sections before the body less
-#: that section, labelled)``; see ``_render_received``
+#: that section, labelled)``; see ``_render_annotated``
 _RENDERED_BASE: dict[tuple[bytes, bool], tuple[Optional[HeaderSlot], tuple[str, ...]]] = {}
 _ANNOTATIONS_HEADER = Reserved.MESSAGE_ANNOTATIONS.value
 
 
-def _render_received(encoded: bytes,
-                     received: tuple[int, int, dict]) -> Optional[tuple[bytes, bytes]]:
+def _render_received(encoded: bytes, received: ReceivedAnnotations) -> Optional[tuple[bytes, bytes]]:
     """``_render_amqp10`` of a message whose message-annotations were decoded when it was
     received (``MessageContainer.received_annotations``), without decoding any section
-    again when the sender repeats the others: the properties of the message without that
-    section are kept per its other sections, encoded around the
-    ``x-amqp-1.0-message-annotations`` header (whose place among the headers is the same
-    with or without annotations), and per message only that header's value, made from the
-    annotations as decoded, is encoded (``HeaderSlot``). None (the caller renders it in
-    full) when an annotation is one that ``to_amqp091`` turns back into a 0-9-1 property
-    (``x-amqp-0-9-1-*``): then the annotations change more than their header. Why: a forwarded message's annotations are new for every
-    message (its id), so the renders kept per whole prefix never hit, and decoding every
-    section again, then encoding all the properties, was most of a receiving gateway's
-    time."""
-    start, end, annotations = received
+    again (see ``_render_annotated``); None (the caller renders it in full) when an
+    annotation is one that ``to_amqp091`` turns back into a 0-9-1 property.
+
+    With a ``slot`` (the payload's sections before the body are the same as other
+    messages' but for one integer annotation, the forwarding id), the properties of the
+    first message with that slot are kept as an ``IntSlot`` of their own (that integer is
+    an ``l`` field of the ``x-amqp-1.0-message-annotations`` header), checked once by
+    rendering the same message with another value; the next ones put their value in.
+    Why: encoding that header for every forwarded message was the largest part of a
+    receiving gateway's render."""
+    slot = received.slot
+    kept = None
+    if slot is not None:
+        kept = _RENDERED_SLOTS.get(slot)
+        if kept:
+            props, carried = kept
+            if carried:
+                count_carried(TO_AMQP091, carried)
+            return props.fill(received.annotations[received.key]), plain_body(encoded, slot.size)
+    start, end, annotations = received.start, received.end, received.annotations
+    rendered = _render_annotated(encoded, start, end, annotations)
+    if slot is not None and kept is None:
+        entry: Any = False
+        value = annotations[received.key]
+        props = None if rendered is None else IntSlot.find(rendered[0], b"l", value)
+        if props is not None:
+            other = value - 1 if value > 0 else value + 1
+            again = _render_annotated(encoded, start, end, {**annotations, received.key: other})
+            if again is not None and props.fill(other) == again[0]:
+                entry = props, rendered[2]  # type: ignore[index]
+        if len(_RENDERED_SLOTS) >= RENDERED_MAX:
+            _RENDERED_SLOTS.clear()
+        _RENDERED_SLOTS[slot] = entry
+    if rendered is None:
+        return None
+    if rendered[2]:
+        count_carried(TO_AMQP091, rendered[2])
+    return rendered[0], rendered[1]
+
+
+#: the properties of the messages of one ``ReceivedAnnotations.slot`` as an ``IntSlot``
+#: and the reserved headers they carry, by that slot (False: none such, render each);
+#: see ``_render_received``
+_RENDERED_SLOTS: dict[Any, Any] = {}
+
+
+def _render_annotated(encoded: bytes, start: int, end: int,
+                      annotations: dict) -> Optional[tuple[bytes, bytes, tuple[str, ...]]]:
+    """The properties, body and reserved headers carried (``carried_counts``) of a 1.0
+    message whose message-annotations section (``start`` to ``end``) decodes to
+    ``annotations``, without decoding any section again when the sender repeats the
+    others: the properties of the message without that section are kept per its other
+    sections, encoded around the ``x-amqp-1.0-message-annotations`` header (whose place
+    among the headers is the same with or without annotations), and per message only
+    that header's value, made from the annotations as decoded, is encoded
+    (``HeaderSlot``). None (the caller renders it in full) when an annotation is one that
+    ``to_amqp091`` turns back into a 0-9-1 property (``x-amqp-0-9-1-*``): then the
+    annotations change more than their header. Why: a forwarded message's annotations
+    are new for every message (its id), so the renders kept per whole prefix never hit,
+    and decoding every section again, then encoding all the properties, was most of a
+    receiving gateway's time."""
     value = annotations_header(annotations)
     if value is None:
         return None
@@ -257,9 +307,7 @@ def _render_received(encoded: bytes,
     slot, carried = kept
     if slot is None:
         return None
-    if carried:
-        count_carried(TO_AMQP091, carried)
-    return slot.fill(value), body
+    return slot.fill(value), body, carried
 
 
 def delivery_payload(message: MessageContainer) -> tuple[bytes, bytes]:

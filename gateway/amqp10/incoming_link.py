@@ -56,7 +56,7 @@ from gateway.amqp10.link_context import (
 )
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
-from gateway.amqp10.payloads import container_from_transfer, service_request_container
+from gateway.amqp10.payloads import container_from_summary, service_request_container
 from gateway.amqp10.proton_calls import (
     PN_EOS,
     ffi as _ffi,
@@ -73,7 +73,7 @@ from gateway.amqp10.proton_calls import (
 )
 from gateway.amqp10.transactions import TRANSACTIONAL_STATE
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
-from gateway.forward.annotations import forwarded_in
+from gateway.forward.annotations import ForwardedPrefix, forwarded_in
 from gateway.amqp10.unroutable_outcome import settle_unroutable
 from gateway import timeline
 from gateway.auth import Action
@@ -84,6 +84,7 @@ from gateway.broker.queues import Queue
 from gateway.broker.service_calls import ServiceCaller, call_service
 from gateway.broker.unroutable import UnroutablePolicy
 from gateway.ledger import EventKind
+from translators.amqp10_sections import inspect_amqp10
 from translators.errors import TranslationError
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class IncomingLink:
         transfer = route.__class__ is ServiceRoute and route.name == TRANSFER_SERVICE
         self._window = TRANSFER_CREDIT if transfer else INCOMING_CREDIT
         self._low = self._window * 3 // 4 if transfer else self._window // 2
+        #: forwarded messages whose sections recur but for their id are read, not decoded
+        self._forwarded: Optional[ForwardedPrefix] = ForwardedPrefix() if transfer else None
 
     @property
     def starving(self) -> bool:
@@ -282,8 +285,11 @@ class IncomingLink:
         now = host.now
         ledger = host.broker.ledger
         route = self.route
+        forwarded_prefix = self._forwarded
+        known = None if forwarded_prefix is None else forwarded_prefix.read(encoded)
         try:
-            message, summary = container_from_transfer(encoded, now)
+            summary = inspect_amqp10(encoded) if known is None else known[0]
+            message = container_from_summary(encoded, summary, now)
         except TranslationError as exc:
             if not isinstance(route, ServiceRoute) or route.name == TRANSFER_SERVICE:
                 return self._refuse(ledger, None, now, self._address,
@@ -316,12 +322,13 @@ class IncomingLink:
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
                 route, section = transfer_route(host, self._directory, route, self._address,
-                                                summary, encoded)
+                                                summary, encoded,
+                                                None if known is None else known[1], forwarded_prefix)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
                 if section is not None:
                     message.received_annotations = section
-                    forwarded = forwarded_in(section[2])
+                    forwarded = forwarded_in(section.annotations)
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)

@@ -38,7 +38,8 @@ from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspec
                                          with_message_annotations, with_routing_annotations)
 from translators.delivery_header import delivery_header
 
-__all__ = ["container_from_transfer", "delivery_parts", "service_request_container", "user_id_text"]
+__all__ = ["container_from_summary", "container_from_transfer", "delivery_parts", "service_request_container",
+           "user_id_text"]
 
 _AMQP10 = Encoding.AMQP10
 
@@ -57,18 +58,23 @@ def container_from_transfer(encoded: bytes, now: float) -> tuple[MessageContaine
     Raises ``translators.TranslationError`` on a malformed encoding.
     """
     summary = inspect_amqp10(encoded)
+    return container_from_summary(encoded, summary, now), summary
+
+
+def container_from_summary(encoded: bytes, summary: Amqp10Summary, now: float) -> MessageContainer:
+    """:func:`container_from_transfer` for a message whose summary (``inspect_amqp10``)
+    is known already."""
     priority = summary.priority
     if priority is None:
         priority = DEFAULT_PRIORITY
     # positional, in __init__'s order (see there): exchange, routing_key, headers, durable,
     # priority, ttl_ms, created_at, size, message_id, correlation_id, user_id,
     # properties, gateway_id, deaths, annotations, body_at
-    message = MessageContainer(
+    return MessageContainer(
         _AMQP10, encoded, "", "", summary.application_properties or None, summary.durable,
         priority, summary.ttl_ms, now, summary.body_size, summary.message_id,
         summary.correlation_id, None if summary.user_id is None else user_id_text(summary),
         None, 0, None, None, summary.body_at)
-    return message, summary
 
 
 def service_request_container(encoded: bytes, now: float) -> MessageContainer:

@@ -20,7 +20,8 @@ from typing import Any, Optional
 from addressing import AddressError, AddressErrorKind, Forward, ServiceRoute, TRANSFER_SERVICE
 from addressing import resolve_target
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition as Cond
-from gateway.forward.annotations import annotations_section, forwarded_in
+from gateway.broker.message import ReceivedAnnotations
+from gateway.forward.annotations import ForwardedPrefix, annotations_section, forwarded_in
 from translators.amqp10_sections import Amqp10Summary
 from translators.errors import TranslationError
 
@@ -35,12 +36,16 @@ def global_address(route: Forward) -> str:
 
 
 def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional[str],
-                   summary: Amqp10Summary, encoded: bytes) -> tuple[Any, Optional[tuple]]:
+                   summary: Amqp10Summary, encoded: bytes,
+                   known: Optional[ReceivedAnnotations] = None,
+                   prefix: Optional[ForwardedPrefix] = None
+                   ) -> tuple[Any, Optional[ReceivedAnnotations]]:
     """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
     ``ServiceRoute``), and, for a forwarded message, its message-annotations section as
-    decoded here, once (``(start, end, annotations)``, for the container's
-    ``received_annotations``; ``forwarded_in`` reads the identity to remember once it is
-    taken in). Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
+    decoded here, once (for the container's ``received_annotations``; ``forwarded_in``
+    reads the identity to remember once it is taken in): ``known`` when the link's
+    ``prefix`` read it already, else decoded here and taught to ``prefix``. Raises
+    ``AddressError`` / ``Amqp10Error`` to reject it."""
     if route.__class__ is Forward:
         to = summary.to
         if to is not None and to != link_address:
@@ -53,11 +58,15 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
     if summary.to is None:
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: the message has no 'to' address")
-    try:
-        section = annotations_section(encoded)
-    except TranslationError as exc:
-        raise Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}") from None
-    forwarded = None if section is None else forwarded_in(section[2])
+    section = known
+    if section is None:
+        try:
+            section = annotations_section(encoded)
+        except TranslationError as exc:
+            raise Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}") from None
+        if section is not None and prefix is not None:
+            section = prefix.learn(encoded, summary, section)
+    forwarded = None if section is None else forwarded_in(section.annotations)
     if forwarded is not None:
         transfer = host.vhost.service(TRANSFER_SERVICE)
         if transfer.is_duplicate(forwarded):

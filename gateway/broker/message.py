@@ -15,9 +15,9 @@ what a consumer sees (dead-lettering, 1.0 ``modified`` annotations) make a copy 
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
-__all__ = ["Encoding", "DeathReason", "MessageContainer"]
+__all__ = ["Encoding", "DeathReason", "MessageContainer", "ReceivedAnnotations"]
 
 
 class Encoding(enum.Enum):
@@ -34,6 +34,21 @@ class DeathReason(enum.Enum):
     EXPIRED = "expired"
     MAXLEN = "maxlen"
     DELIVERY_LIMIT = "delivery_limit"
+
+
+class ReceivedAnnotations(NamedTuple):
+    """A 1.0 payload's message-annotations section as decoded when it was received: where
+    it is (``start``, ``end``) and its map. ``slot`` (a ``translators.int_slot.IntSlot``),
+    when set, says that the payload's sections before its body are ``slot.fill(
+    annotations[key])``: the payload of every message with that slot is the same but for
+    that integer and the body, so what is made of one (a 0-9-1 rendering) is made of the
+    next by putting its integer in."""
+
+    start: int
+    end: int
+    annotations: dict
+    slot: Any = None
+    key: Optional[str] = None
 
 
 #: slots ``copy`` leaves behind
@@ -68,10 +83,10 @@ class MessageContainer:
       starts, when its layout lets a 0-9-1 rendering skip scanning it again), else ``None``;
       a copy with another payload drops it.
     - ``received_annotations``: for a 1.0 payload whose message-annotations were decoded
-      when it was received (a forwarded message, read by ``amqp$transfer``), ``(start,
-      end, annotations)``: where that section is in the payload and its map, so nothing
-      decodes it again (a 0-9-1 rendering, a hub forwarding it on); a copy with another
-      payload drops it.
+      when it was received (a forwarded message, read by ``amqp$transfer``), a
+      :class:`ReceivedAnnotations`: where that section is in the payload and its map, so
+      nothing decodes it again (a 0-9-1 rendering, a hub forwarding it on); a copy with
+      another payload drops it.
     - ``publisher``: the 1.0 connection id it was published on (no-local filters), or None.
     - ``stored_body``: the store's record of this message's row once a durable queue
       stored it, so the next durable queue refers to the same row; a copy has none.
@@ -129,7 +144,7 @@ class MessageContainer:
         deaths: Optional[list] = None,
         annotations: Optional[dict] = None,
         body_at: Optional[int] = None,
-        received_annotations: Optional[tuple[int, int, dict]] = None,
+        received_annotations: Optional[ReceivedAnnotations] = None,
     ) -> None:
         self.origin = origin
         self.payload = payload

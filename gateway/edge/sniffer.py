@@ -164,8 +164,9 @@ class SniffingProtocol(Protocol):
         """Drop the links to the transport and the inner protocol once the connection is
         gone. Why: a TLS wrapper and the protocol it wraps point at each other, as do the
         outer and inner protocols of an upgraded connection, and the gateway collects
-        reference cycles rarely (``cli.tune_garbage_collector``): a closed connection, with
-        its engine and buffers, must be freed by reference counting alone."""
+        reference cycles rarely (``interpreter_tuning.tune_garbage_collector``): a closed
+        connection, with its engine and buffers, must be freed by reference counting
+        alone."""
         self.transport = None
         self.inner = None
 

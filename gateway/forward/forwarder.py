@@ -21,11 +21,14 @@ settled is handled together, ``settled_many``, and the room it frees is used onc
 - ``rejected`` (a nack, a return): moved to the local dead-letter queue of this remote
   with the remote's error, and the stream goes on.
 
-Memory: with a persistent store, at most ``credit`` ready entries keep their bodies in
-memory (and what is in flight); newer committed entries wait in ``paged`` with their
+Memory: with a persistent store, at most ``in_flight_cap`` ready entries (the ``credit``
+setting, or the most the remote granted at once: what one grant takes) keep their bodies
+in memory, besides those about to be sent and those in flight; newer committed entries wait in ``paged`` with their
 bodies on disk only, and are read back (``store.read_outbox``) as the ready ones go. So
 only the bodies near the head of the outbox count against the memory high watermark,
-and a long outage of a remote does not block publishers by memory.
+and a long outage of a remote (no grant: ``credit`` bodies) does not block publishers by
+memory. (At ``credit`` while the remote granted more, a burst larger than the setting was
+read back from the store while the remote waited for it.)
 
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
 the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per turn of the
@@ -154,13 +157,18 @@ class Forwarder:
         """An entry whose outbox row is committed (restored at start); sent at once if the
         connection has credit."""
         self._hold(entry)
-        self._ready(entry)
+        self._ready(entry, self._memory_bound())
         self.pump()
 
-    def _ready(self, entry: OutboxEntry) -> None:
+    def _memory_bound(self) -> int:
+        """Ready entries that keep their bodies: ``in_flight_cap``, and those that go out
+        at once (see "Memory" in the module docstring)."""
+        return self.in_flight_cap + self.available
+
+    def _ready(self, entry: OutboxEntry, bound: int) -> None:
         """A committed entry joins ``ready``, or ``paged`` (its body dropped from memory)
-        once ``credit`` entries are ready or older ones wait on disk."""
-        if self._load is not None and (self.paged or len(self.ready) >= self.settings.credit):
+        once ``bound`` entries are ready or older ones wait on disk."""
+        if self._load is not None and (self.paged or len(self.ready) >= bound):
             if self._gate is not None:
                 self._gate.sub(entry.size)
             entry.message = None
@@ -169,9 +177,9 @@ class Forwarder:
             heapq.heappush(self.ready, entry)
 
     def _page_in(self) -> None:
-        """Read back the bodies of the oldest paged entries, up to ``credit`` ready."""
+        """Read back the bodies of the oldest paged entries, up to ``in_flight_cap`` ready."""
         paged = self.paged
-        entries = [paged[i] for i in range(min(len(paged), self.settings.credit - len(self.ready)))]
+        entries = [paged[i] for i in range(min(len(paged), self.in_flight_cap - len(self.ready)))]
         if not entries:
             return
         try:
@@ -215,8 +223,9 @@ class Forwarder:
             for entry in batch:
                 self._release(entry)
             return
+        bound = self._memory_bound()
         for entry in batch:
-            self._ready(entry)
+            self._ready(entry, bound)
         marks = timeline.recorder
         if marks is not None:
             marks.mark("outbox-committed", len(batch))
@@ -269,7 +278,7 @@ class Forwarder:
         if not self.up or connection is None or self._pump_deferred:
             return  # (a continuation is due: it sends the next slice)
         ready = self.ready
-        if self.paged and len(ready) <= self.settings.credit // 2:
+        if self.paged and len(ready) <= self.in_flight_cap // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
         sent = self.forwarded

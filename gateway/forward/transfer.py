@@ -114,7 +114,7 @@ class TransferService:
         came_from = None
         received = message.received_annotations
         if received is not None:  # decoded when it was received
-            came_from = fa.forwarded_in(received[2])
+            came_from = fa.forwarded_in(received.annotations)
         elif message.origin.value == "amqp10" and message.payload is not None:
             came_from = fa.forwarded_of(message.payload)
         if not message.gateway_id:

@@ -147,3 +147,4 @@ def test_hash_password_takes_iterations_in_range():
 def test_hash_password_refuses_an_empty_password_from_stdin():
     r = run_cli("hash-password", "--password-stdin", stdin="")
     assert (r.returncode, r.stderr) == (2, "amqp-gateway: empty password\n")
+

@@ -315,29 +315,3 @@ def test_with_to_inserts_properties_and_leaves_a_present_to_alone() -> None:
     assert (out.address, out.body) == ("a@b", "x")
     addressed = _Message(body="x", address="q@c").encode()
     assert with_to(addressed, "other@d") is addressed
-
-
-def test_forwarded_form_is_the_two_splices_with_one_encode_per_message() -> None:
-    """A repeated prefix is split once and then only the annotations section is encoded
-    (issue 45); every message still equals ``with_to`` then ``with_message_annotations``."""
-    from proton import Message
-
-    from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form, with_message_annotations, with_to
-    from translators.basic_properties import BasicProperties
-
-    plain = [to_amqp10(BasicProperties(delivery_mode=2), b"x" * n, exchange="", routing_key="q@b")
-             for n in (0, 5, 100, 300, 5000)]
-    with_headers = to_amqp10(BasicProperties(headers={"a": 1}), b"y" * 9, exchange="e", routing_key="k")
-    annotated = Message(body=b"z" * 50, address="q@b")
-    annotated.annotations = {"x-opt-a": 1}
-    annotated.inferred = True
-    value_body = Message(body="text").encode()
-    cases = [*plain, with_headers, annotated.encode(), value_body]
-    for to in (None, "q@b"):
-        for n in range(3):  # a second and third message with the same prefix take the kept split
-            for i, encoded in enumerate(cases):
-                annotations = {"x-opt-forward-origin": "a", "x-opt-forward-id": 1000 * n + i,
-                               "x-opt-forward-hops": ["a"]}
-                expected = with_message_annotations(with_to(encoded, to) if to else encoded, annotations)
-                assert forwarded_form(encoded, to, annotations) == expected

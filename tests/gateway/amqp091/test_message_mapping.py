@@ -103,7 +103,7 @@ def test_a_forwarded_message_renders_from_its_annotations_decoded_at_receipt() -
     from gateway.broker.message import Encoding, MessageContainer
     from gateway.forward.annotations import annotations_section
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
 
     sources = [to_amqp10(BasicProperties(delivery_mode=2), b"x" * 100, exchange="", routing_key="q@b"),
@@ -135,7 +135,7 @@ def test_a_forwarded_message_taken_in_renders_as_in_full_translation() -> None:
     from gateway.broker.message import Encoding, MessageContainer
     from gateway.forward.annotations import annotations_section
     from translators import to_amqp10
-    from translators.amqp10_sections import forwarded_form
+    from translators.forwarded_form import forwarded_form
     from translators.basic_properties import BasicProperties
 
     message_mapping._RENDERED_BASE.clear()
@@ -158,3 +158,37 @@ def test_a_forwarded_message_taken_in_renders_as_in_full_translation() -> None:
                 plain = MessageContainer(Encoding.AMQP10, encoded)
                 assert message_mapping.delivery_payload(taken) == message_mapping.delivery_payload(plain)
                 assert message_mapping.delivery_payload(taken) == _uncached(encoded)
+
+
+def test_a_forwarded_stream_renders_from_the_slot_of_its_first_message(monkeypatch) -> None:
+    """Messages read from a link's ``ForwardedPrefix`` (the same sections but for the
+    gateway id) render as in full translation; after the first of a slot, the properties
+    are that render with the id put in: no annotations header is made again (issue 45).
+    A stream whose annotations go back into 0-9-1 properties renders in full each time."""
+    from gateway.amqp10.payloads import container_from_summary
+    from gateway.forward import annotations as fa
+    from translators import to_amqp10
+    from translators.amqp10_sections import inspect_amqp10
+    from translators.forwarded_form import forwarded_form
+    from translators.basic_properties import BasicProperties
+
+    first = 1_750_000_000_000_000_000
+    source = to_amqp10(BasicProperties(delivery_mode=2, headers={"a": 1}, priority=3), b"x" * 300,
+                       exchange="", routing_key="q@b")
+    real = message_mapping.annotations_header
+    for extra, kept in (({}, True), ({"x-amqp-0-9-1-priority": 9}, False)):
+        prefix = fa.ForwardedPrefix()
+        made = []
+        monkeypatch.setattr(message_mapping, "annotations_header",
+                            lambda annotations: made.append(1) or real(annotations))
+        for gid in (first, first + 1, -first, first + 1000):
+            encoded = forwarded_form(source, "q@b", {**fa.forward_annotations("a", gid, None), **extra})
+            read = prefix.read(encoded)
+            if read is None:
+                summary = inspect_amqp10(encoded)
+                read = summary, prefix.learn(encoded, summary, fa.annotations_section(encoded))
+            taken = container_from_summary(encoded, read[0], 0.0)
+            taken.received_annotations = read[1]
+            assert read[1].slot is not None
+            assert message_mapping.delivery_payload(taken) == _uncached(encoded)
+        assert len(made) == (2 if kept else 4)  # kept: the first, and its check

@@ -186,7 +186,7 @@ def test_internal_failure_closes_with_internal_error_and_never_raises(connect, m
     def boom(*args, **kwargs):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr("gateway.amqp10.incoming_link.container_from_transfer", boom)
+    monkeypatch.setattr("gateway.amqp10.incoming_link.container_from_summary", boom)
     pump.send(sender, encode_message("x"))
     assert pump.engine.closed
     assert _close_condition(pump).name == "amqp:internal-error"

@@ -35,3 +35,17 @@ def test_annotations_keep_symbols_and_typed_values() -> None:
     assert back == {symbol("x-opt-reason"): "retry", symbol("x-opt-count"): ulong(3), ulong(5): symbol("s")}
     assert all(type(k) in (symbol, ulong) for k in back)
     assert type(back[symbol("x-opt-count")]) is ulong
+
+
+def test_annotations_are_encoded_as_proton_encodes_them_arrays_by_proton() -> None:
+    """The pure-Python encoder writes what proton's ``Data`` writes (the store's commit
+    thread encodes one map per outbox row, issue 45); an array is left to proton."""
+    from proton import UNDESCRIBED, Array, Data
+
+    from gateway.forward.annotations import forward_annotations
+    for annotations in (forward_annotations("org-a", 1_750_000_000_000_000_123, None),
+                        {symbol("x-opt-reason"): "retry", "x-opt-count": ulong(3), ulong(5): symbol("s")},
+                        {"x-opt-array": Array(UNDESCRIBED, Data.INT, 1, 2)}):
+        data = Data()
+        data.put_object({(symbol(k) if type(k) is str else k): v for k, v in annotations.items()})
+        assert encode_annotations(annotations) == bytes(data.encode())

@@ -10,7 +10,7 @@ close or a TCP reset. While they are open, the test takes weak references to eve
 object the edge made for each connection: the sniffing protocols, Twisted's transports
 and TLS wrappers, the engine drivers and the engines.
 
-Why: the gateway collects the old generation rarely (``cli.tune_garbage_collector``),
+Why: the gateway collects the old generation rarely (``interpreter_tuning.tune_garbage_collector``),
 and a served connection's objects are old by the time it closes, so a connection caught
 in a reference cycle stays in memory long after it closed (issue 30: 27 KB per 1.0
 connection and 4.7 KB per 0-9-1 connection left after each round of 3,000). The test

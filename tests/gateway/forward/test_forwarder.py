@@ -270,22 +270,30 @@ def test_a_settlement_frees_room_under_the_in_flight_cap_without_new_remote_cred
     assert [m.entry_id for m in conn.sent] == [1, 2, 3, 4, 5] and f.remote_credit == 4
 
 
-def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:
-    """A remote down for long: at most ``credit`` ready bodies stay in memory (and count
-    against the memory watermark); the rest are read back from the store as they go,
-    in order and intact."""
+def _outbox_on_disk(tmp_path):
+    """A transfer service over a real store, its remote org-b with ``credit: 3``:
+    ``(loop, store, broker, transfer, forwarder)``."""
     from gateway.broker import Broker
     from gateway.forward.settings import ForwardingSettings
     from gateway.forward.transfer import TransferService
     from gateway.store_codecs import load_stored_message
-    from tests.support.store_loop import ManualLoop, commit_now, open_test_store
+    from tests.support.store_loop import ManualLoop, open_test_store
 
     loop = ManualLoop()
     store = open_test_store(str(tmp_path), loop)
     broker = Broker(container_id="org-a", store=store, message_loader=load_stored_message)
     transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
                                lambda: 100.0)
-    forwarder = transfer.forwarders["org-b"]
+    return loop, store, broker, transfer, transfer.forwarders["org-b"]
+
+
+def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:
+    """A remote down for long: at most ``credit`` ready bodies stay in memory (and count
+    against the memory watermark); the rest are read back from the store as they go,
+    in order and intact."""
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
     used = broker.gate.used
     for i in range(10):
         transfer.publish(_message(b"body-%d" % i), 100.0)
@@ -305,4 +313,31 @@ def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> 
     assert forwarder.depth == 0 and forwarder.bytes == 0 and broker.gate.used == used
     commit_now(store, loop)
     assert store.load_outbox() == []
+    store.close()
+
+
+def test_a_burst_as_large_as_the_remotes_grant_keeps_its_bodies_in_memory(tmp_path) -> None:
+    """A remote that granted more than the ``credit`` setting: that many ready entries
+    keep their bodies, so a burst that waits for its credit is not read back from the
+    store while the remote waits for it (issue 45); once the remote is gone, the bound
+    is the setting again."""
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
+    conn = RecordingConnection()
+    forwarder.connection = conn
+    forwarder.connection_up()
+    forwarder.credit(10)                       # the remote grants 10 at once
+    used = broker.gate.used
+    for i in range(20):
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    held = sum(len(b"body-%d" % i) for i in range(20))
+    assert len(forwarder.in_flight) == 10 and len(forwarder.ready) == 10 and not forwarder.paged
+    assert broker.gate.used - used == held
+    forwarder.connection_down("lost")          # all 20 ready again; new ones are paged
+    for i in range(20, 25):
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    assert len(forwarder.paged) == 5 and broker.gate.used - used == held
     store.close()
