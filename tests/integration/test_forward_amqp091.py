@@ -146,15 +146,17 @@ async def test_rabbitmq_stopped_for_a_while_then_back_loses_nothing(rabbit, pass
         forwarder.submit(*entries[:100])
         await until(lambda: len(forwarder.final) >= 50)
         stopping = threads.deferToThread(rabbit.stop_app)
-        forwarder.submit(*entries[100:])            # offered while RabbitMQ goes away
+        forwarder.submit(*entries[100:250])         # offered while RabbitMQ goes away
         await stopping
+        forwarder.submit(*entries[250:])            # offered while it is away: held
         await until(lambda: forwarder.downs)
         await task.deferLater(reactor, 3.0, lambda: None)   # a few refused attempts
         assert not forwarder.is_up
+        assert len(forwarder.final) <= 250, "settled while RabbitMQ was stopped"
         await threads.deferToThread(rabbit.start_app)
-        await until(lambda: len(forwarder.final) == count, timeout=60)
+        # the last 150 can only be settled over a new connection
+        await until(lambda: len(forwarder.final) == count and forwarder.ups >= 2, timeout=60)
         assert {s.outcome for s in forwarder.final.values()} == {ForwardOutcome.ACCEPTED}
-        assert forwarder.ups >= 2
         got = await threads.deferToThread(drain_queue, rabbit, "outage")
         bodies = [int(body) for _, body in got]
         assert set(bodies) == set(range(1, count + 1))     # every one (a resend may repeat one)
