@@ -38,7 +38,7 @@ import logging
 from typing import Any, Optional
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.backend_relay import REFUSAL_CODES, admit_backend_login
+from gateway.amqp091.backend_relay import admit_backend_login, refuse_client
 from gateway.amqp091.content import Content
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.handlers import CloseReason, ConnectionContext
@@ -91,10 +91,7 @@ class LinkSession:
         self.connection.output_ready()
 
     def failed(self, failure: BackendFailure) -> None:
-        conn = self.connection
-        if not conn.closed:
-            conn.close(REFUSAL_CODES[failure.kind], failure.text)
-            conn.output_ready()
+        refuse_client(self.connection, failure)
 
     def lost(self, error: str) -> None:
         conn = self.connection

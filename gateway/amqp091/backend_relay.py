@@ -46,7 +46,7 @@ from gateway.backend.nodes import BackendNode, BackendNodes
 from gateway.forward.settings import PasswordFileError, read_password
 
 __all__ = ["BackendEngine", "BackendRelay", "RelaySession", "open_proxied", "admit_backend_login",
-           "backend_failure", "CLIENT_CAUSED", "REFUSAL_CODES"]
+           "backend_failure", "CLIENT_CAUSED", "REFUSAL_CODES", "refuse_client"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ REFUSAL_CODES = {FailureKind.LOGIN_REFUSED: ReplyCode.ACCESS_REFUSED,
                   FailureKind.ACCESS_REFUSED: ReplyCode.NOT_ALLOWED,
                   FailureKind.UNREACHABLE: ReplyCode.CONNECTION_FORCED,
                   FailureKind.LOST: ReplyCode.CONNECTION_FORCED}
+
+
+def refuse_client(conn: Any, failure: BackendFailure) -> None:
+    """The backend would not open: the client's connection closes with the backend's reason."""
+    if not conn.closed:
+        conn.close(REFUSAL_CODES[failure.kind], failure.text)
+        conn.output_ready()
 
 
 def backend_failure(backend: str, event: ConnectionLost) -> BackendFailure:
@@ -137,10 +144,7 @@ class RelaySession:
         self.connection.output_ready()
 
     def failed(self, failure: BackendFailure) -> None:
-        conn = self.connection
-        if not conn.closed:
-            conn.close(REFUSAL_CODES[failure.kind], failure.text)
-            conn.output_ready()
+        refuse_client(self.connection, failure)
 
     def lost(self, event: ConnectionLost) -> None:
         conn = self.connection
