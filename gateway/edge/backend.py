@@ -181,7 +181,9 @@ class BackendConnector:
             self._protocol.engine.close(reason)
         proto = self._protocol
         if proto is not None and proto.transport is not None:
-            self.reactor.callLater(1.0, proto.transport.loseConnection)
+            # the engine ends the socket itself once the backend answered its close (it
+            # waits up to connect_timeout for that); this is for a close that never ends
+            self.reactor.callLater(self.backend.settings.connect_timeout + 1.0, proto.transport.loseConnection)
 
 
 class EdgeProxy:
