@@ -59,7 +59,7 @@ from addressing.address import (
     TopicAddress,
 )
 from addressing.errors import AddressError, AddressErrorKind
-from addressing.grammar import MAX_NAME_BYTES, Role, parse_address
+from addressing.grammar import MAX_NAME_BYTES, PARSED_MAX, Role, parse_address
 
 __all__ = [
     "NodeDirectory",
@@ -174,6 +174,26 @@ def _localise(address: Address, our_container: str, role: Role) -> Address:
     return address
 
 
+#: ``_local``'s answers by (address, our container, role), at most ``PARSED_MAX``
+#: (forgotten at once when full): an ``amqp$transfer`` link resolves the same ``to`` for
+#: every message, and an ``Address`` is immutable
+_LOCAL: dict[tuple[str, str, Role], Address] = {}
+
+
+def _local(address: str | Address, our_container: str, role: Role) -> Address:
+    """``address`` parsed for ``role`` and localised. Raises ``AddressError``."""
+    if type(address) is not str:
+        return _localise(_parsed(address, role), our_container, role)
+    key = (address, our_container, role)
+    local = _LOCAL.get(key)
+    if local is None:
+        local = _localise(parse_address(address, role), our_container, role)
+        if len(_LOCAL) >= PARSED_MAX:
+            _LOCAL.clear()
+        _LOCAL[key] = local
+    return local
+
+
 def resolve_link_target(address: str | Address, *, our_container: str,
                         directory: NodeDirectory, vhost: str | None = None) -> Route:
     """Resolve a link target at attach time, before any message is known.
@@ -184,7 +204,7 @@ def resolve_link_target(address: str | Address, *, our_container: str,
     whatever ``directory.declare_queue`` raises. ``vhost`` only names the
     place in error texts.
     """
-    parsed = _localise(_parsed(address, Role.TARGET), our_container, Role.TARGET)
+    parsed = _local(address, our_container, Role.TARGET)
     match parsed:
         case ExchangeAddress(exchange, None):
             return SubjectPublish(_need_exchange(directory, exchange, vhost))
@@ -257,7 +277,7 @@ def resolve_source(address: str | Address, *, our_container: str, directory: Nod
     form declares it) or service; and whatever ``directory.declare_queue``
     raises.
     """
-    parsed = _localise(_parsed(address, Role.SOURCE), our_container, Role.SOURCE)
+    parsed = _local(address, our_container, Role.SOURCE)
     match parsed:
         case ExchangeAddress(exchange, key):
             return TemporaryBinding(_need_exchange(directory, exchange, vhost), key or "")

@@ -13,7 +13,7 @@ from typing import Optional
 
 from translators.amqp10_sections import (annotation_key, annotations_place, owned_value,
                                          plain_data_at, with_message_annotations, with_to)
-from translators.int_slot import IntSlot
+from translators.int_slot import learn_slot
 from translators.primitive_encoder import Unencodable, encode_described_map
 from translators.section_scan import BODY_CODES, SectionCode, scan_sections
 
@@ -85,14 +85,8 @@ def _varying_section(split: tuple, annotations: dict, key: str) -> Optional[byte
     kept = _last_varying
     if kept is None or kept[0] is not split or kept[1] != probe:
         existing = split[3]
-        slot = None
         try:
-            section = _merged_section(existing, annotations)
-            slot = IntSlot.find(section, b"\x81", value)
-            other = value - 1 if value > 0 else value + 1
-            if slot is not None and \
-                    slot.fill(other) != _merged_section(existing, {**annotations, key: other}):
-                slot = None
+            slot = learn_slot(lambda v: _merged_section(existing, {**annotations, key: v}), value)
         except Unencodable:
             slot = None
         kept = _last_varying = split, probe, slot

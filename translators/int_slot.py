@@ -14,9 +14,9 @@ for a second value and comparing them with :meth:`IntSlot.fill` of it.
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import Callable, Optional
 
-__all__ = ["IntSlot"]
+__all__ = ["IntSlot", "learn_slot"]
 
 _Q = struct.Struct(">q")
 
@@ -60,3 +60,14 @@ class IntSlot:
         """The octets with ``value`` in the slot. Raises ``struct.error`` if it does not
         fit 64 bits."""
         return b"".join((self.head, _Q.pack(value), self.tail))
+
+
+def learn_slot(make: Callable[[int], bytes], value: int, code: bytes = b"\x81") -> Optional[IntSlot]:
+    """The slot of ``value`` in ``make(value)``, checked sound by making the octets for
+    another value and comparing them with the slot's; None when there is no single slot
+    or the octets around it depend on the value. ``make`` may raise; it is called twice."""
+    slot = IntSlot.find(make(value), code, value)
+    other = value - 1 if value > 0 else value + 1
+    if slot is not None and slot.fill(other) != make(other):
+        return None
+    return slot

@@ -73,7 +73,7 @@ from gateway.amqp10.proton_calls import (
 )
 from gateway.amqp10.transactions import TRANSACTIONAL_STATE
 from gateway.amqp10.transfer_routes import DUPLICATE, global_address, transfer_route
-from gateway.forward.annotations import ForwardedPrefix, forwarded_in
+from gateway.forward.annotations import ForwardedPrefix
 from gateway.amqp10.unroutable_outcome import settle_unroutable
 from gateway import timeline
 from gateway.auth import Action
@@ -321,14 +321,13 @@ class IncomingLink:
                     raise _not_transactional(address)
                 if route.__class__ is ServiceRoute and summary is not None:
                     address = summary.to  # errors name the message's address
-                route, section = transfer_route(host, self._directory, route, self._address,
-                                                summary, encoded,
-                                                None if known is None else known[1], forwarded_prefix)
+                route, section, forwarded = transfer_route(
+                    host, self._directory, route, self._address, summary, encoded,
+                    None if known is None else known[1], forwarded_prefix)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
-                if section is not None:
+                if forwarded is not None:
                     message.received_annotations = section
-                    forwarded = forwarded_in(section.annotations)
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
                         host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)

@@ -21,7 +21,7 @@ from addressing import AddressError, AddressErrorKind, Forward, ServiceRoute, TR
 from addressing import resolve_target
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition as Cond
 from gateway.broker.message import ReceivedAnnotations
-from gateway.forward.annotations import ForwardedPrefix, annotations_section, forwarded_in
+from gateway.forward.annotations import Forwarded, ForwardedPrefix, annotations_section, forwarded_in
 from translators.amqp10_sections import Amqp10Summary
 from translators.errors import TranslationError
 
@@ -39,22 +39,22 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
                    summary: Amqp10Summary, encoded: bytes,
                    known: Optional[ReceivedAnnotations] = None,
                    prefix: Optional[ForwardedPrefix] = None
-                   ) -> tuple[Any, Optional[ReceivedAnnotations]]:
+                   ) -> tuple[Any, Optional[ReceivedAnnotations], Optional[Forwarded]]:
     """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
     ``ServiceRoute``), and, for a forwarded message, its message-annotations section as
-    decoded here, once (for the container's ``received_annotations``; ``forwarded_in``
-    reads the identity to remember once it is taken in): ``known`` when the link's
-    ``prefix`` read it already, else decoded here and taught to ``prefix``. Raises
-    ``AddressError`` / ``Amqp10Error`` to reject it."""
+    decoded here, once (for the container's ``received_annotations``), and the identity
+    ``forwarded_in`` read from it (to remember once it is taken in; read once per
+    message): ``known`` when the link's ``prefix`` read it already, else decoded here and
+    taught to ``prefix``. Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
     if route.__class__ is Forward:
         to = summary.to
         if to is not None and to != link_address:
             raise Amqp10Error(Cond.PRECONDITION_FAILED,
                               f"message 'to' is '{to}', but this link only carries messages "
                               f"for '{link_address}'")
-        return route, None
+        return route, None, None
     if route.__class__ is not ServiceRoute or route.name != TRANSFER_SERVICE:
-        return route, None
+        return route, None, None
     if summary.to is None:
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: the message has no 'to' address")
@@ -70,10 +70,12 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
     if forwarded is not None:
         transfer = host.vhost.service(TRANSFER_SERVICE)
         if transfer.is_duplicate(forwarded):
-            return DUPLICATE, None
+            return DUPLICATE, None, None
     resolved = resolve_target(summary.to, our_container=host.container_id, directory=directory,
                               subject=summary.subject, vhost=host.vhost.name)
     if resolved.__class__ is ServiceRoute and resolved.name == TRANSFER_SERVICE:
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: 'to' must name a node, not '{summary.to}'")
-    return resolved, None if forwarded is None else section
+    if forwarded is None:
+        return resolved, None, None
+    return resolved, section, forwarded

@@ -76,7 +76,7 @@ def forwarded_in(annotations: dict) -> Optional[Forwarded]:
     if not isinstance(origin, str) or not isinstance(gid, int):
         return None
     hops = annotations.get(HOPS) or []
-    return Forwarded(str(origin), int(gid), tuple(str(h) for h in hops))
+    return Forwarded(str(origin), int(gid), tuple(map(str, hops)))
 
 
 def forwarded_of(encoded: bytes) -> Optional[Forwarded]:

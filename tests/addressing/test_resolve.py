@@ -237,3 +237,21 @@ def test_route_message():
 def test_global_address_object_local_and_remote():
     assert link_target(GlobalAddress("q", US)) == LocalPublish("", "q")
     assert link_target(GlobalAddress("q", "remote")) == Forward("remote", "q")
+
+
+def test_a_resolved_address_is_checked_again_each_time():
+    """The parse of ``node@us`` is kept for the next message (issue 45); whether its
+    queue exists is not: a queue deleted since is not found, one made since is found,
+    and the same string for another container resolves for that one."""
+    directory = FakeDirectory(queues={"fwd"}, remotes={"gw-1"})
+    assert link_target("fwd@gw-1", directory) == LocalPublish("", "fwd")
+    directory.queues.discard("fwd")
+    with pytest.raises(AddressError) as err:
+        link_target("fwd@gw-1", directory)
+    assert err.value.kind is AddressErrorKind.NOT_FOUND
+    directory.queues.add("fwd")
+    assert link_target("fwd@gw-1", directory) == LocalPublish("", "fwd")
+    assert resolve_link_target("fwd@gw-1", our_container="gw-2", directory=directory) == \
+        Forward("gw-1", "fwd")
+    assert source("/queue/fwd", directory) == LocalConsume("fwd")
+    assert link_target("/queue/fwd", directory) == LocalPublish("", "fwd")

@@ -49,3 +49,29 @@ def test_annotations_are_encoded_as_proton_encodes_them_arrays_by_proton() -> No
         data = Data()
         data.put_object({(symbol(k) if type(k) is str else k): v for k, v in annotations.items()})
         assert encode_annotations(annotations) == bytes(data.encode())
+
+
+def test_annotations_differing_in_one_integer_are_encoded_as_proton_encodes_them() -> None:
+    """After a map with one integer past one octet, the next one differing in that
+    integer alone is the last one's octets with it put in (an outbox row per forwarded
+    message, issue 45); equal values of another type (a symbol for a str, in a list too),
+    other keys or another key order are encoded again, as proton encodes them."""
+    from proton import Data
+
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN, forward_annotations
+
+    def proton_octets(annotations: dict) -> bytes:
+        data = Data()
+        data.put_object({(symbol(k) if type(k) is str else k): v for k, v in annotations.items()})
+        return bytes(data.encode())
+
+    first = forward_annotations("org-a", 1000, None)
+    maps = [first, *(forward_annotations("org-a", gid, None) for gid in (1001, 5, -400, 1 << 40)),
+            {**first, ORIGIN: symbol("org-a")},
+            {**first, HOPS: [symbol("org-a")]},
+            {**first, GATEWAY_ID: True},
+            dict(reversed(list(first.items()))),
+            {**first, "x-opt-other": "x"},
+            forward_annotations("org-b", 1002, None)]
+    for annotations in maps:
+        assert encode_annotations(annotations) == proton_octets(annotations), annotations
