@@ -39,6 +39,7 @@ from zope.interface import implementer
 
 import gateway
 from gateway.ledger import Ledger
+from gateway.ledger.encoding import frame_count
 
 __all__ = ["SHIP_INTERVAL", "SLICE", "LedgerProcess", "LedgerShipping"]
 
@@ -60,10 +61,13 @@ class LedgerShipping:
     lines), ``slice`` records a reactor turn."""
 
     def __init__(self, reactor: Any, ledger: Ledger, sink: Callable[[bytes], None], *,
-                 interval: float = SHIP_INTERVAL, slice: int = SLICE) -> None:
+                 interval: float = SHIP_INTERVAL, slice: int = SLICE,
+                 take: Optional[Callable[[int], bytes]] = None) -> None:
         self.reactor = reactor
         self.ledger = ledger
         self.sink = sink
+        #: the ledger's records, encoded for ``sink``: JSON Lines unless told otherwise
+        self.take = ledger.take_lines if take is None else take
         self.slice = slice
         self._loop = task.LoopingCall(self.ship)
         self._loop.clock = reactor
@@ -110,7 +114,7 @@ class LedgerShipping:
 
     def ship_slice(self) -> None:
         # a backlog (a load the turns cannot keep up with) is caught up an eighth at a time
-        data = self.ledger.take_lines(max(self.slice, self.ledger.pending >> 3))
+        data = self.take(max(self.slice, self.ledger.pending >> 3))
         if data:
             self.sink(data)
 
@@ -130,7 +134,7 @@ class LedgerProcess(protocol.ProcessProtocol):
         self.on_gap = on_gap
         self.max_pending_bytes = max_pending_bytes
         self.restart_delay = restart_delay
-        self.shipping = LedgerShipping(reactor, ledger, self.send)
+        self.shipping = LedgerShipping(reactor, ledger, self.send, take=ledger.take_frame)
         self._pending: deque[bytes] = deque()
         self._pending_bytes = 0
         #: the child lacks the open contexts (new, or lines were dropped): send them first
@@ -222,7 +226,7 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     # -- lines ----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue ``data`` (whole lines) for the child."""
+        """Queue ``data`` (one frame: ``Ledger.take_frame``) for the child."""
         self._pending.append(data)
         self._pending_bytes += len(data)
         while self._pending_bytes > self.max_pending_bytes and len(self._pending) > 1:
@@ -240,14 +244,14 @@ class LedgerProcess(protocol.ProcessProtocol):
         while self._pending and self._running and not self._paused:
             if self._replay:
                 self._replay = False
-                self._write(self.ledger.context_lines())
+                self._write(self.ledger.context_frame())
                 continue
             data = self._pending.popleft()
             self._pending_bytes -= len(data)
             self._write(data)  # may pause us at once
 
     def _write(self, data: bytes) -> None:
-        lines = data.count(b"\n")
+        lines = frame_count(data)
         self._sent += lines
         self.records_sent += lines
         self.transport.write(data)

@@ -25,9 +25,9 @@ import zlib
 from functools import partial
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-import msgspec
-
 from . import records as r
+from .encoding import as_text as _text
+from .encoding import frame, json_lines
 from .records import EventKind
 
 __all__ = ["DEFAULT_SLICE", "Ledger", "sample_threshold"]
@@ -62,14 +62,6 @@ _ORIGIN_AT = 1 + [name for name, _ in r.RECORDS[r.MESSAGE]].index("origin_id")
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
 _ROUTED = EventKind.ROUTED
 _ACCEPTED = r.Outcome.ACCEPTED.value
-
-
-def _text(value: object) -> str:
-    """What the ledger stores for a value JSON has no type for (a 1.0 binary message id,
-    a ulong, a symbol): text, as v1 did."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
 
 
 def sample_threshold(sample_rate: float) -> Optional[int]:
@@ -129,7 +121,6 @@ class Ledger:
         #: the context of the gateway's own events (started, gap)
         self._gateway_context: Optional[int] = None
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
-        self._encode_lines = msgspec.json.Encoder(enc_hook=_text).encode_lines
         self.records_taken = self.records_sampled_out = 0
         #: set by the edge: called when a record should be shipped at once, not at the
         #: next interval (forwarding's: the other gateway settles on them)
@@ -174,8 +165,13 @@ class Ledger:
         return ctx
 
     def context_lines(self) -> bytes:
-        """The open contexts' records, encoded: what a writer that missed them needs first."""
-        return self._encode_lines(list(self.contexts.values()))
+        """The open contexts' records as JSON Lines: what a writer that missed them needs
+        first."""
+        return json_lines(list(self.contexts.values()))
+
+    def context_frame(self) -> bytes:
+        """``context_lines`` as a frame, for the writer process."""
+        return frame(list(self.contexts.values()))
 
     # -- publishes ---------------------------------------------------------------------
 
@@ -403,6 +399,16 @@ class Ledger:
     def take_lines(self, limit: int = DEFAULT_SLICE) -> bytes:
         """The oldest ``limit`` records as JSON Lines (sampling applied), removed from
         ``records``; empty bytes when there are none (or all were sampled out)."""
+        chunk = self._take(limit)
+        return json_lines(chunk) if chunk else b""
+
+    def take_frame(self, limit: int = DEFAULT_SLICE) -> bytes:
+        """``take_lines`` as a frame (``encoding``): what the writer process is sent, and
+        turns into the same lines, off the gateway's event loop."""
+        chunk = self._take(limit)
+        return frame(chunk) if chunk else b""
+
+    def _take(self, limit: int) -> list:
         records = self.records
         if len(records) <= limit:
             chunk = records[:]
@@ -415,7 +421,7 @@ class Ledger:
             kept = [x for x in chunk if self._keep(x)]
             self.records_sampled_out += len(chunk) - len(kept)
             chunk = kept
-        return self._encode_lines(chunk) if chunk else b""
+        return chunk
 
     def _keep(self, record: Any) -> bool:
         """Sampling: one decision per message, from its gateway id, so that every record
