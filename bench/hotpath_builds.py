@@ -35,7 +35,7 @@ def make_ledger(container: str) -> tuple[Any, Callable[[], Any]]:
 
     def take() -> None:
         while ledger.pending:
-            ledger.take_lines()
+            ledger.take_frame()
 
     return ledger, take
 
