@@ -25,38 +25,30 @@ import zlib
 from functools import partial
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+import msgspec
+
 from . import records as r
 from .encoding import as_text as _text
 from .encoding import frame, json_lines
 from .records import EventKind
 
-__all__ = ["DEFAULT_SLICE", "Ledger", "sample_threshold"]
+__all__ = ["DEFAULT_SLICE", "Ledger", "STRUCTS", "sample_threshold"]
 
 #: records encoded at most by one ``take_lines``
 DEFAULT_SLICE = 512
 _SCALE = 2 ** 32
 
 
-def _maker(tag: str) -> Callable[..., tuple]:
-    """The record ``tag`` from its leading fields (positional, as in ``records.RECORDS``),
-    the rest None: for the records made off the message path. The message path's three
-    (``_record``, ``delivered``, ``settled``) write their tuples out in full, one tuple
-    and no call each (``test_ledger``'s layout test checks them against ``RECORDS``)."""
-    size = len(r.RECORDS[tag])
-    head = (tag,)
-
-    def make(*fields: Any) -> tuple:
-        return head + fields + (None,) * (size - len(fields))
-    return make
+def _struct(tag: str) -> type:
+    fields = [(name, Any, None) for name, _ in r.RECORDS[tag]]
+    return msgspec.defstruct(f"Record_{tag}", fields, tag=tag, array_like=True, gc=False)
 
 
-_Context, _Ended, _Event = _maker(r.CONTEXT), _maker(r.CONTEXT_ENDED), _maker(r.EVENT)
-_MESSAGE, _VERDICT, _DELIVERED, _SETTLED = r.MESSAGE, r.VERDICT, r.DELIVERED, r.SETTLED
-#: a record's position of its gateway id (sampling), by tag; none in contexts'
-_GATEWAY_ID_AT = {tag: 1 + [name for name, _ in fields].index("gateway_id")
-                  for tag, fields in r.RECORDS.items()
-                  if "gateway_id" in (name for name, _ in fields)}
-_ORIGIN_AT = 1 + [name for name, _ in r.RECORDS[r.MESSAGE]].index("origin_id")
+#: kind tag -> the msgspec struct of that record (fields as in ``records.RECORDS``)
+STRUCTS: dict[str, type] = {tag: _struct(tag) for tag in r.RECORDS}
+_Context, _Ended, _Message, _Verdict = (STRUCTS[r.CONTEXT], STRUCTS[r.CONTEXT_ENDED],
+                                        STRUCTS[r.MESSAGE], STRUCTS[r.VERDICT])
+_Delivered, _Settled, _Event = STRUCTS[r.DELIVERED], STRUCTS[r.SETTLED], STRUCTS[r.EVENT]
 
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
@@ -111,7 +103,7 @@ class Ledger:
         #: what was recorded and not yet taken, oldest first
         self.records: list = []
         self._append = self.records.append
-        self.received = partial(self._record, _MESSAGE)
+        self.received = partial(self._record, _Message)
         #: the contexts still open (ctx id -> record): replayed to a new writer
         self.contexts: dict[int, Any] = {}
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
@@ -190,10 +182,9 @@ class Ledger:
         """A publish refused before it was taken in (no gateway id): its ``exchange`` and
         ``routing_key`` as the publish named them, or ``message`` when it was decoded."""
         if message is not None:
-            record = self._record(_VERDICT, now, ctx, message, EventKind.REFUSED, None,
+            record = self._record(_Verdict, now, ctx, message, EventKind.REFUSED, None,
                                   reason, address, False)
-            # not taken in: no gateway id given yet
-            self.records[-1] = record[:3] + (None,) + record[4:]
+            record.gateway_id = None  # not taken in: none given yet
         else:
             self._append(_Event(now, ctx, EventKind.REFUSED._value_, None, None, None, None,
                                 exchange, routing_key, None, reason))
@@ -213,7 +204,7 @@ class Ledger:
         verdict is the original message's (by its gateway id)."""
         ctx = self.queue_context(now, vhost, message)
         if copied:  # a message of its own, with its own gateway id
-            self._record(_VERDICT, now, ctx, message, event, queues, reason, None, True)
+            self._record(_Verdict, now, ctx, message, event, queues, reason, None, True)
         else:
             self._append(_Event(now, ctx, event._value_, message.gateway_id, None, None, None,
                                 message.exchange, message.routing_key, _names(queues), reason))
@@ -224,7 +215,7 @@ class Ledger:
         copy: no death reason) and its routing verdict, in the context of the broker's
         publishes to its exchange (the context's ``address``)."""
         ctx = self._broker_context(now, vhost, message, message.exchange)
-        self._record(_VERDICT, now, ctx, message, event, queues, None, None, True)
+        self._record(_Verdict, now, ctx, message, event, queues, None, None, True)
 
     def _record(self, kind: type, now: float, ctx: int, message: Any, event: Any = None,
                 queues: Optional[Sequence[Any]] = None, reason: Optional[str] = None,
@@ -256,9 +247,9 @@ class Ledger:
         else:
             names = _names(queues)
             stored = _stored(message, queues)
-        record = (kind, now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
-                  message.size, None if event is None else event._value_, names, reason,
-                  address, headers, None, None, None, stored)
+        record = kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
+                      message.size, None if event is None else event._value_, names, reason,
+                      address, headers, None, None, None, stored)
         self._append(record)
         return record
 
@@ -267,24 +258,24 @@ class Ledger:
     def delivered(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` (a ``QueuedMessage``) left ``queue`` for the consumer of ``ctx``."""
         message = entry.message
-        self._append((_DELIVERED, now, ctx, message.gateway_id, queue, entry.delivery_count,
-                      message.created_at))
+        self._append(_Delivered(now, ctx, message.gateway_id, queue, entry.delivery_count,
+                                message.created_at))
 
     def delivered_settled(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
         no-ack, a 1.0 pre-settled link): delivered, then settled ``accepted`` at once."""
         message = entry.message
         gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
-        self._append((_DELIVERED, now, ctx, gateway_id, queue, count, created_at))
-        self._append((_SETTLED, now, ctx, gateway_id, queue, count, created_at, _ACCEPTED, None))
+        self._append(_Delivered(now, ctx, gateway_id, queue, count, created_at))
+        self._append(_Settled(now, ctx, gateway_id, queue, count, created_at, _ACCEPTED))
 
     def settled(self, now: float, ctx: int, entry: Any, queue: Optional[str], outcome: str,
                 reason: Optional[str] = None) -> None:
         """The consumer of ``ctx`` settled ``entry``'s delivery (``outcome``: an
         ``Outcome`` value); recorded before the queue acts on it."""
         message = entry.message
-        self._append((_SETTLED, now, ctx, message.gateway_id, queue, entry.delivery_count,
-                      message.created_at, outcome, reason))
+        self._append(_Settled(now, ctx, message.gateway_id, queue, entry.delivery_count,
+                              message.created_at, outcome, reason))
 
     # -- queues ------------------------------------------------------------------------
 
@@ -381,11 +372,11 @@ class Ledger:
         events through their message): set on its record, so the report's
         reconciliation matches the two by origin container and id, leg by leg."""
         records = self.records
-        if records:
+        if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
             record = records[-1]
-            if record[0] == _MESSAGE and record[3] == message.gateway_id:
-                records[-1] = (record[:_ORIGIN_AT] + (origin_id, origin_container, peer)
-                               + record[_ORIGIN_AT + 3:])
+            record.origin_id = origin_id
+            record.origin_container = origin_container
+            record.peer_container = peer
         if self.wake is not None:
             self.wake()
 
@@ -426,6 +417,5 @@ class Ledger:
     def _keep(self, record: Any) -> bool:
         """Sampling: one decision per message, from its gateway id, so that every record
         of a message is kept or dropped together; records without one are kept."""
-        at = _GATEWAY_ID_AT.get(record[0])
-        gid = None if at is None else record[at]
+        gid = getattr(record, "gateway_id", None)
         return gid is None or zlib.crc32(str(gid).encode()) < self.threshold  # type: ignore[operator]

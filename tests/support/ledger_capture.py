@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from gateway.ledger import Ledger, Outcome, Protocol
 from tests.support.ledger_files import join
 
@@ -36,7 +38,10 @@ class LedgerCapture(Ledger):
 
     @property
     def events(self) -> list[CapturedEvent]:
-        records = [("segment", list(x)) for x in self.records]
+        records = [("segment", list(msgspec.structs.astuple(x)))
+                   for x in self.records]
+        for (_, fields), x in zip(records, self.records):
+            fields.insert(0, type(x).__struct_config__.tag)
         out = []
         for event in join(records):
             fields = {k: v for k, v in event.items() if k not in ("event", "ts", "container")}

@@ -1,7 +1,7 @@
 """The ledger's events in Python, for tests: v2 records joined as ``records.EVENTS_OF``
 says (what ``pipeline/`` does in Spark), v1 lines as they are.
 
-``join`` works on decoded records (the gateway's tuples in memory, or lines read back);
+``join`` works on decoded records (the gateway's structs in memory, or lines read back);
 ``read_events(directory)`` reads every complete line of a ledger directory's segments and
 gives each event as its v1 JSON object (the ``events`` table's row: columns that are not
 null, ids as text); ``events_of_lines`` does the same for lines the ledger encoded.
