@@ -109,17 +109,20 @@ def per_message_cost(directory: str, n: int) -> dict[str, float]:
 
 def formats(n: int) -> dict[str, tuple[float, float]]:
     """(us to encode, bytes) a message, per candidate."""
+    import msgspec
+
     from gateway.ledger.encoding import frame, json_lines
     from gateway.ledger.records import RECORDS
 
     messages = _messages(n)
     ledger = Ledger(container_id="bench")
     _record(ledger, messages, 1, 2)
-    rows = list(ledger.records)
+    structs = list(ledger.records)
+    rows = [(type(x).__struct_config__.tag,) + msgspec.structs.astuple(x) for x in structs]
     out: dict[str, tuple[float, float]] = {}
-    seconds, data = _best(lambda: frame(rows))
+    seconds, data = _best(lambda: frame(structs))
     out["msgpack frame (shipped to the writer process)"] = (seconds / n * 1e6, len(data) / n)
-    seconds, data = _best(lambda: json_lines(rows))
+    seconds, data = _best(lambda: json_lines(structs))
     out["JSON Lines of arrays (the segments' lines)"] = (seconds / n * 1e6, len(data) / n)
     objects = [{"k": x[0], **{f: v for (f, _), v in zip(RECORDS[x[0]], x[1:]) if v is not None}}
                for x in rows]

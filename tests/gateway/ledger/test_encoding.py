@@ -3,18 +3,20 @@ the gateway would have written itself."""
 from __future__ import annotations
 
 from gateway.ledger.encoding import LINES, PACKED, FrameReader, frame, frame_count, json_lines
+from gateway.ledger.ledger import STRUCTS
 
 RECORDS = [
-    ("c", 1_700_000_000.123456, 7, "gw", "/", "guest", "1.0", "conn-1", "link", None),
-    ("m", 1_700_000_000.1 + 1e-7, 7, 1 << 61, "", "q", "ünïcode\n\"id\"", None, 100, "routed",
-     ("q",), None, None, {"h": "v"}, None, None, None, ("q",)),
-    ("d", 0.1 + 0.2, 8, 3, "q", 0, 1e-300),
-    ("s", 1.5, 8, 3, "q", 2, -0.0, "accepted", None),
+    STRUCTS["c"](1_700_000_000.123456, 7, "gw", "/", "guest", "1.0", "conn-1", "link", None),
+    STRUCTS["m"](1_700_000_000.1 + 1e-7, 7, 1 << 61, "", "q", "ünïcode\n\"id\"", None, 100,
+                 "routed", ("q",), None, None, {"h": "v"}, None, None, None, ("q",)),
+    STRUCTS["d"](0.1 + 0.2, 8, 3, "q", 0, 1e-300),
+    STRUCTS["s"](1.5, 8, 3, "q", 2, -0.0, "accepted", None),
 ]
 
 
 def test_a_frame_reads_back_as_the_lines_of_its_records() -> None:
     data = frame(RECORDS)
+    assert json_lines(RECORDS).startswith(b'["c",1700000000.123456,7,"gw",')
     assert data[8] == PACKED and frame_count(data) == len(RECORDS)
     reader = FrameReader()
     assert reader.feed(data) == [json_lines(RECORDS)]
@@ -30,8 +32,7 @@ def test_frames_cut_anywhere_are_put_back_together() -> None:
 
 
 def test_a_value_msgpack_cannot_hold_is_shipped_as_lines() -> None:
-    records = [("e", 1.0, 1, "gap", None, None, None, None, None, None, None, None, None, None,
-                None, 1 << 70, None)]
+    records = [STRUCTS["e"](1.0, 1, "gap", count=1 << 70)]
     data = frame(records)
     assert data[8] == LINES and frame_count(data) == 1
     assert FrameReader().feed(data) == [json_lines(records)]
