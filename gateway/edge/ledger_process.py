@@ -1,17 +1,19 @@
-"""The ledger under Twisted: ship the recorded lines a slice at a time, to the writer
+"""The ledger under Twisted: ship the records a slice at a time, to the writer
 process (spawned, fed, stopped and restarted here) or to a ``LedgerWriter`` in this
 process.
 
 ``LedgerShipping`` takes the ``Ledger``'s records every ``SHIP_INTERVAL`` (and on the
-next turn when the ledger wakes it: forwarding's records) and encodes
-them ``SLICE`` at a time, one slice per turn of the reactor (the next slice waits for
-the next turn, behind whatever I/O is ready): no turn does much, so deliveries are not
+next turn when the ledger wakes it: forwarding's records) and encodes them (msgpack
+frames for the writer process, which makes the JSON Lines: ``Ledger.take_frame``; JSON
+Lines for a writer in this process) ``SLICE`` at a time, one slice per turn of the
+reactor (the next slice waits for the next turn, behind whatever I/O is ready): no turn
+does much, so deliveries are not
 held up behind the ledger (at 5,000 msgs/s a tenth of a second's records took the loop
 a quarter of a millisecond to marshal at once, the ledger-on p99's excess).
 
-``LedgerProcess`` writes the lines to the child's stdin without ever blocking the
+``LedgerProcess`` writes the frames to the child's stdin without ever blocking the
 reactor and relays what the child logs. Twisted buffers a write the pipe cannot take at
-once and pauses us (we are the pipe's push producer) until the child has read it; lines
+once and pauses us (we are the pipe's push producer) until the child has read it; frames
 that arrive meanwhile wait here, up to ``max_pending_bytes``, beyond which the oldest
 are dropped and counted (a writer that cannot keep up must not grow the gateway's memory
 without bound). A child that dies is restarted after ``restart_delay`` (it recovers the
@@ -19,7 +21,8 @@ segment it left open); what it had been sent and not acknowledged as written (th
 acknowledges the lines it wrote after each flush, on its stdout) is lost: ``on_gap(count,
 since, now)`` is called with that count and the time of the last acknowledgement (the
 service records a ``gap``, counts it and raises an alert). A new child, or one that
-missed lines, is sent the open contexts first. ``stop`` sends the rest, closes the pipe,
+missed frames, is sent the open contexts first. A frame's header counts its records,
+which are the lines the child acknowledges. ``stop`` sends the rest, closes the pipe,
 and waits for the child to write it and exit.
 """
 from __future__ import annotations
