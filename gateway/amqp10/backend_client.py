@@ -24,6 +24,14 @@ open; before that a refused SASL login is LOGIN_REFUSED, a refused open ACCESS_R
 anything else UNREACHABLE (the next node is tried); after it, any end is ``engine_lost``
 and ``LinkEvents.lost``. Closing (the client went) releases every delivery the client had
 not settled, so the backend delivers them again at once.
+
+Closing is in order, so that every outcome the client gave is applied before anything is
+released: the links are detached and the session ended after the dispositions, and the
+connection is closed only once the backend answered the end (a broker answers it after the
+frames before it), and the socket only once it answered the close. RabbitMQ's 1.0 plugin
+(3.10) shows why: a connection closed at once ends its sessions before they processed what
+was already received, and the unacked come back (issue 44). A backend that does not answer
+within ``connect_timeout`` is closed (and its socket) anyway.
 """
 from __future__ import annotations
 
@@ -92,6 +100,9 @@ class BackendLinkClient:
         self.wants_input = True
         self._ended = False
         self._closing = False
+        #: closing: the time the backend has to answer the end and the close; then the deadline
+        self._close_grace = settings.connect_timeout
+        self._close_by: Optional[float] = None
         self._now = 0.0
         self._tags = itertools.count(1)
         transport = self._transport = Transport(Transport.CLIENT)
@@ -251,13 +262,27 @@ class BackendLinkClient:
 
     # ---- the connection's end ----------------------------------------------------------------
     def close(self, reason: str) -> None:
-        """The client went (or gave up on this attempt): release, then close."""
+        """The client went (or gave up on this attempt): release, detach, end the session,
+        and close the connection once the backend ended it (see the module docstring)."""
+        if self._closing:
+            return
         self._closing = True
         for record in self._links.values():
             self._release(record)
+            if not record.link.state & Endpoint.LOCAL_CLOSED:
+                record.link.close()
+        self._links.clear()  # ours to close: nothing more to tell the 0-9-1 side
+        self._by_name.clear()
+        session = self._session
+        if self.opened and session.state & Endpoint.REMOTE_ACTIVE:
+            session.close()  # the connection closes at its end (``_session_ended``)
+        else:
+            self._close_connection()
+        self.output_ready()
+
+    def _close_connection(self) -> None:
         if not self._connection.state & Endpoint.LOCAL_CLOSED:
             self._connection.close()
-        self.output_ready()
 
     def shutdown(self, reason: str) -> None:
         self.close(reason)
@@ -299,15 +324,29 @@ class BackendLinkClient:
 
     def data_to_send(self) -> bytes:
         out, ended = take_output(self._transport)
-        if ended:
+        # a close of ours keeps the socket until the backend's close (or the deadline)
+        if ended and (not self._closing or self._ended or self._past_close_deadline()):
             self.closed = True
         return out
 
     def tick(self, now: float) -> Optional[float]:
         self._now = now
-        deadline = self._transport.tick(now)
+        deadline = self._transport.tick(now) or None
         self._process()
-        return deadline or None
+        if self._closing and not self._ended:
+            if self._close_by is None:
+                self._close_by = now + self._close_grace
+            if self._past_close_deadline():
+                if not self._connection.state & Endpoint.LOCAL_CLOSED:
+                    log.warning("backend %s: no answer to the end of the session within %ss: "
+                                "closing the connection", self.name, self._close_grace)
+                self._close_connection()
+            else:
+                deadline = min(deadline or self._close_by, self._close_by)
+        return deadline
+
+    def _past_close_deadline(self) -> bool:
+        return self._close_by is not None and self._now >= self._close_by
 
     # ---- events ------------------------------------------------------------------------------
     def _process(self) -> None:
@@ -362,6 +401,8 @@ class BackendLinkClient:
         if not session.state & Endpoint.LOCAL_CLOSED:
             session.close()
         if self._closing or self._ended:
+            if session == self._session:  # proton's wrappers: equal, not the same object
+                self._close_connection()  # the backend applied everything before our end
             return
         records = list(self._links.values())
         self._links.clear()

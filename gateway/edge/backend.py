@@ -66,6 +66,8 @@ class BackendConnector:
         self._protocol: Optional[_BackendProtocol] = None
         self._attempt: Any = None
         self._closed = False
+        #: the client went: the socket's end if the engine's close never ends it
+        self._close_net: Any = None
         #: the engine of the connection that opened, and its node
         self.engine: Any = None
         self.node: Optional[BackendNode] = None
@@ -118,6 +120,9 @@ class BackendConnector:
     def socket_lost(self, proto: _BackendProtocol, reason: Any) -> None:
         if self._protocol is proto:
             self._protocol = None
+            if self._close_net is not None and self._close_net.active():
+                self._close_net.cancel()  # nothing to end; and it holds the protocol
+            self._close_net = None
         text = reason.getErrorMessage() if reason is not None else "connection lost"
         tls = describe_tls_failure(proto.node, reason) if reason is not None else None
         proto.engine.report_down(tls or f"connection to {proto.node.address} lost: {text}")
@@ -181,7 +186,10 @@ class BackendConnector:
             self._protocol.engine.close(reason)
         proto = self._protocol
         if proto is not None and proto.transport is not None:
-            self.reactor.callLater(1.0, proto.transport.loseConnection)
+            # the engine ends the socket itself once the backend answered its close (it
+            # waits up to connect_timeout for that); this is for a close that never ends
+            self._close_net = self.reactor.callLater(self.backend.settings.connect_timeout + 1.0,
+                                                     proto.transport.loseConnection)
 
 
 class EdgeProxy:

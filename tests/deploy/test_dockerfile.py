@@ -111,6 +111,11 @@ def test_the_debian_packages_it_installs_exist() -> None:
                 if "apt-get install" in command:
                     packages |= {a for a in command.split("apt-get install", 1)[1].split() if not a.startswith("-")}
     assert {"python3.11", "python3.11-venv", "libssl3"} <= packages
+    # one apt-cache run for all of them (each run reads the whole package cache): every
+    # package must have a record of its own (for a missing one apt-cache may still exit 0)
+    shown = subprocess.run(["apt-cache", "show", *sorted(packages)], capture_output=True, text=True,
+                           timeout=60)
+    found = set(re.findall(r"^Package: (\S+)$", shown.stdout, re.M))
     for package in sorted(packages):
-        shown = subprocess.run(["apt-cache", "show", package], capture_output=True, text=True, timeout=60)
-        assert shown.returncode == 0 and shown.stdout, f"no Debian package {package}"
+        assert package in found, f"no Debian package {package}: {shown.stderr.strip()}"
+    assert shown.returncode == 0, shown.stderr

@@ -238,24 +238,36 @@ def test_never_policy_outlives_the_connection(gw):
     conn.close()
 
 
+#: the resumed subscription's timeout, seconds (the terminus's unit)
+KEPT_TIMEOUT = 5
+
+
 def test_timeout_delays_the_end_and_a_resume_cancels_it(gw):
     container, topic = unique("c"), unique("news")
     conn = proton_connection(gw, container_id=container)
-    # resumed within its timeout: kept
+    # resumed within its timeout: kept, with what was published while it was detached.
+    # KEPT_TIMEOUT is the mechanism's, not a duration under test: long enough for a
+    # detach and a resume on a loaded machine, short enough not to wait 30 s for the end
     kept = f"sub.{container}.kept"
-    detach(gw, subscribe(conn, topic, "kept", Subscribe(Terminus.EXPIRE_WITH_LINK, timeout=30)), kept)
-    receiver = subscribe(conn, topic, "kept", Subscribe(Terminus.EXPIRE_WITH_LINK, timeout=30))
+    detach(gw, subscribe(conn, topic, "kept",
+                         Subscribe(Terminus.EXPIRE_WITH_LINK, timeout=KEPT_TIMEOUT)), kept)
+    publish(gw, topic, ["while detached"])
+    receiver = subscribe(conn, topic, "kept",
+                         Subscribe(Terminus.EXPIRE_WITH_LINK, timeout=KEPT_TIMEOUT))
     publish(gw, topic, ["after resume"])
-    assert take(receiver, 1)[0].body == "after resume"
+    assert [m.body for m in take(receiver, 2)] == ["while detached", "after resume"]
     # left alone: gone once unused for its timeout (the broker's sweep runs every second)
     gone = f"sub.{container}.gone"
     detached_at = time.monotonic()
     detach(gw, subscribe(conn, topic, "gone", Subscribe(Terminus.EXPIRE_WITH_CONNECTION, timeout=1)), gone)
     session_queue_alive = queue_info(gw, gone) is not None
+    closed_at = time.monotonic()
     conn.close()  # the expiry event; the deletion waits for the timeout
     wait_for(lambda: queue_info(gw, gone) is None, "the timeout", timeout=15)
     assert session_queue_alive and time.monotonic() - detached_at >= 1.0
-    wait_for(lambda: queue_info(gw, kept) is None, "the kept one's own timeout", timeout=45)
+    wait_for(lambda: queue_info(gw, kept) is None, "the kept one's own timeout",
+             timeout=KEPT_TIMEOUT + 15)
+    assert time.monotonic() - closed_at >= KEPT_TIMEOUT - 1  # the sweep runs every second
 
 
 def test_management_lists_subscriptions(gw):

@@ -110,9 +110,16 @@ def test_binding_events_reach_a_0_9_1_and_a_1_0_consumer(gw) -> None:
     ch.queue_unbind("bq", "amq.direct", "k1", arguments={"x-note": "one"})
     ch.queue_bind("bq", "amq.topic", "t.#")
     ch.queue_delete("bq")  # takes its binding with it: binding.deleted
+    # an end marker: any further event of bq's would come before its binding.created
+    end = "bq-end"
+    ch.queue_declare(end, auto_delete=False)
+    ch.queue_bind(end, "amq.direct", "end")
     expected = [("binding.created", "amq.direct", "k1"), ("binding.deleted", "amq.direct", "k1"),
                 ("binding.created", "amq.topic", "t.#"), ("binding.deleted", "amq.topic", "t.#")]
-    got = [e for e in events_of(ch, events, 6) if e[1]["destination_name"] == "bq"]
+    everything = events_of(ch, events, 50, until=lambda e: e[1]["destination_name"] == end)
+    assert everything and everything[-1][1]["destination_name"] == end, everything
+    ch.queue_delete(end)
+    got = [e for e in everything if e[1]["destination_name"] == "bq"]
     assert [(k, h["source_name"], h["routing_key"]) for k, h in got] == expected
     headers = {k: v for k, v in got[0][1].items() if not k.startswith("x-amqp-")}  # a map carried
     assert headers == {"source_name": "amq.direct", "source_kind": "exchange", "destination_name": "bq",

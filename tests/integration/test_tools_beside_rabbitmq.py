@@ -15,7 +15,10 @@ import pytest
 from bench.reference import rabbit_installed
 from tests.support.gateway_process import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow]
+# one group: the module's one run (a RabbitMQ node and a gateway, ~30 s) on one xdist
+# worker, not repeated on each worker that gets one of its tests
+pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.slow,
+              pytest.mark.xdist_group("beside-rabbitmq")]
 
 
 def _namespaces_allowed() -> bool:

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["events_of"]
 
 
-def events_of(channel: Any, queue: str, count: int, timeout: float = 10.0) -> list[tuple[str, dict]]:
-    """Up to ``count`` events from ``queue`` within ``timeout``: (routing key, headers)."""
+def events_of(channel: Any, queue: str, count: int, timeout: float = 10.0,
+              until: Callable[[tuple[str, dict]], bool] | None = None) -> list[tuple[str, dict]]:
+    """Up to ``count`` events from ``queue`` within ``timeout``: (routing key, headers);
+    with ``until``, up to and including the first event it is true of (an end marker:
+    the events of one channel's operations come in order)."""
     out: list[tuple[str, dict]] = []
     deadline = time.monotonic() + timeout
     while len(out) < count and time.monotonic() < deadline:
@@ -17,4 +20,6 @@ def events_of(channel: Any, queue: str, count: int, timeout: float = 10.0) -> li
             time.sleep(0.05)
             continue
         out.append((method.routing_key, props.headers or {}))
+        if until is not None and until(out[-1]):
+            break
     return out
