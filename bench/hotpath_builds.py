@@ -32,10 +32,12 @@ def make_ledger(container: str) -> tuple[Any, Callable[[], Any]]:
         feed = LedgerFeed(container_id=container)
         return feed, lambda: feed.take_frame(0.0)
     ledger = Ledger(container_id=container)
+    # before the writer process was sent frames, the gateway encoded JSON Lines itself
+    take_one = getattr(ledger, "take_frame", None) or ledger.take_lines
 
     def take() -> None:
         while ledger.pending:
-            ledger.take_lines()
+            take_one()
 
     return ledger, take
 

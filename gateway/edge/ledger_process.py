@@ -1,17 +1,19 @@
-"""The ledger under Twisted: ship the recorded lines a slice at a time, to the writer
+"""The ledger under Twisted: ship the records a slice at a time, to the writer
 process (spawned, fed, stopped and restarted here) or to a ``LedgerWriter`` in this
 process.
 
 ``LedgerShipping`` takes the ``Ledger``'s records every ``SHIP_INTERVAL`` (and on the
-next turn when the ledger wakes it: forwarding's records) and encodes
-them ``SLICE`` at a time, one slice per turn of the reactor (the next slice waits for
-the next turn, behind whatever I/O is ready): no turn does much, so deliveries are not
+next turn when the ledger wakes it: forwarding's records) and encodes them (msgpack
+frames for the writer process, which makes the JSON Lines: ``Ledger.take_frame``; JSON
+Lines for a writer in this process) ``SLICE`` at a time, one slice per turn of the
+reactor (the next slice waits for the next turn, behind whatever I/O is ready): no turn
+does much, so deliveries are not
 held up behind the ledger (at 5,000 msgs/s a tenth of a second's records took the loop
 a quarter of a millisecond to marshal at once, the ledger-on p99's excess).
 
-``LedgerProcess`` writes the lines to the child's stdin without ever blocking the
+``LedgerProcess`` writes the frames to the child's stdin without ever blocking the
 reactor and relays what the child logs. Twisted buffers a write the pipe cannot take at
-once and pauses us (we are the pipe's push producer) until the child has read it; lines
+once and pauses us (we are the pipe's push producer) until the child has read it; frames
 that arrive meanwhile wait here, up to ``max_pending_bytes``, beyond which the oldest
 are dropped and counted (a writer that cannot keep up must not grow the gateway's memory
 without bound). A child that dies is restarted after ``restart_delay`` (it recovers the
@@ -19,7 +21,8 @@ segment it left open); what it had been sent and not acknowledged as written (th
 acknowledges the lines it wrote after each flush, on its stdout) is lost: ``on_gap(count,
 since, now)`` is called with that count and the time of the last acknowledgement (the
 service records a ``gap``, counts it and raises an alert). A new child, or one that
-missed lines, is sent the open contexts first. ``stop`` sends the rest, closes the pipe,
+missed frames, is sent the open contexts first. A frame's header counts its records,
+which are the lines the child acknowledges. ``stop`` sends the rest, closes the pipe,
 and waits for the child to write it and exit.
 """
 from __future__ import annotations
@@ -39,6 +42,7 @@ from zope.interface import implementer
 
 import gateway
 from gateway.ledger import Ledger
+from gateway.ledger.encoding import frame_count
 
 __all__ = ["SHIP_INTERVAL", "SLICE", "LedgerProcess", "LedgerShipping"]
 
@@ -60,10 +64,13 @@ class LedgerShipping:
     lines), ``slice`` records a reactor turn."""
 
     def __init__(self, reactor: Any, ledger: Ledger, sink: Callable[[bytes], None], *,
-                 interval: float = SHIP_INTERVAL, slice: int = SLICE) -> None:
+                 interval: float = SHIP_INTERVAL, slice: int = SLICE,
+                 take: Optional[Callable[[int], bytes]] = None) -> None:
         self.reactor = reactor
         self.ledger = ledger
         self.sink = sink
+        #: the ledger's records, encoded for ``sink``: JSON Lines unless told otherwise
+        self.take = ledger.take_lines if take is None else take
         self.slice = slice
         self._loop = task.LoopingCall(self.ship)
         self._loop.clock = reactor
@@ -110,7 +117,7 @@ class LedgerShipping:
 
     def ship_slice(self) -> None:
         # a backlog (a load the turns cannot keep up with) is caught up an eighth at a time
-        data = self.ledger.take_lines(max(self.slice, self.ledger.pending >> 3))
+        data = self.take(max(self.slice, self.ledger.pending >> 3))
         if data:
             self.sink(data)
 
@@ -130,7 +137,7 @@ class LedgerProcess(protocol.ProcessProtocol):
         self.on_gap = on_gap
         self.max_pending_bytes = max_pending_bytes
         self.restart_delay = restart_delay
-        self.shipping = LedgerShipping(reactor, ledger, self.send)
+        self.shipping = LedgerShipping(reactor, ledger, self.send, take=ledger.take_frame)
         self._pending: deque[bytes] = deque()
         self._pending_bytes = 0
         #: the child lacks the open contexts (new, or lines were dropped): send them first
@@ -222,7 +229,7 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     # -- lines ----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue ``data`` (whole lines) for the child."""
+        """Queue ``data`` (one frame: ``Ledger.take_frame``) for the child."""
         self._pending.append(data)
         self._pending_bytes += len(data)
         while self._pending_bytes > self.max_pending_bytes and len(self._pending) > 1:
@@ -240,14 +247,14 @@ class LedgerProcess(protocol.ProcessProtocol):
         while self._pending and self._running and not self._paused:
             if self._replay:
                 self._replay = False
-                self._write(self.ledger.context_lines())
+                self._write(self.ledger.context_frame())
                 continue
             data = self._pending.popleft()
             self._pending_bytes -= len(data)
             self._write(data)  # may pause us at once
 
     def _write(self, data: bytes) -> None:
-        lines = data.count(b"\n")
+        lines = frame_count(data)
         self._sent += lines
         self.records_sent += lines
         self.transport.write(data)

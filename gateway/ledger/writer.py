@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-``add(data)`` takes whole lines (``Ledger.take_lines``: the gateway encodes, the writer
-only writes) and keeps them; ``flush(now)``, on the edge's timer (every
+``add(data)`` takes whole lines (``Ledger.take_lines`` in the gateway's process, or the
+writer process's frames turned into lines: the writer only writes) and keeps them;
+``flush(now)``, on the edge's timer (every
 ``ledger.flush_interval``) and from ``close(now)``, appends them to the open segment with
 one ``os.write`` loop per chunk (plus ``fsync`` when configured), then rotates and
 applies retention.

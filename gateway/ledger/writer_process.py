@@ -1,16 +1,18 @@
-"""The ledger writer process: JSON Lines on stdin, segment files in the ledger directory.
+"""The ledger writer process: frames of records on stdin, segment files in the ledger directory.
 
 Started by the gateway (``gateway/edge/ledger_process.py``) as
 ``python -m gateway.ledger.writer_process SETTINGS_JSON``, with ``SETTINGS_JSON`` the
 keyword arguments of ``LedgerWriter`` plus ``directory`` and ``flush_interval``. The
-gateway encodes its records (``Ledger.take_lines``) and ships the lines every few
-milliseconds; this process keeps the whole lines and writes them at most
+gateway packs its records (``Ledger.take_frame``: msgpack frames, ``encoding``) and
+ships them every few milliseconds; this process turns every whole frame into the JSON
+Lines of its records (the encoding the gateway's event loop is spared) and writes them at most
 ``flush_interval`` seconds after they arrived, on a timer of its own: input or none, so
 a crash of the gateway, of this process or (with ``fsync``) of the machine loses at
-most that interval (and what the gateway had not shipped yet). A line cut off by the
+most that interval (and what the gateway had not shipped yet). A frame cut off by the
 end of a read waits for the rest. End of input (the gateway closed the pipe, or died)
 flushes, closes the open segment and exits 0: a gateway killed with SIGKILL still gets
-every line it had shipped written out (a last line it was cut off in is dropped).
+every frame it had shipped written out (a last frame it was cut off in is dropped). A
+corrupt stream (an impossible frame) ends the input there, as end of input does.
 
 Acknowledgements (``acknowledge`` in the settings): after each flush that wrote lines,
 the count of lines written so far goes to stdout as one decimal line. The gateway
@@ -41,6 +43,7 @@ import sys
 import time
 from typing import Callable, Optional
 
+from .encoding import FrameReader
 from .segments import safe_container
 from .writer import LedgerWriter
 
@@ -78,11 +81,11 @@ def lock_directory(directory: str, container_id: str, wait: float = LOCK_WAIT,
 def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
           flush_interval: float = 0.0,
           acknowledge: Optional[Callable[[int], None]] = None) -> int:
-    """Read lines from ``fd`` until end of input; keep the whole ones and write them at
+    """Read frames from ``fd`` until end of input; keep their lines and write them at
     most ``flush_interval`` seconds after the last write (0: as they come), whether more
     input arrives or not. ``acknowledge(lines written so far)`` after each flush that
     wrote something. Returns the exit status."""
-    partial = b""
+    reader = FrameReader()
     flushed_at = clock()
     wait = flush_interval
     poller = select.poll()
@@ -103,14 +106,14 @@ def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
             continue
         if not chunk:
             break
-        cut = chunk.rfind(b"\n") + 1
-        if cut:
-            writer.add(partial + chunk[:cut] if partial else chunk[:cut])
-            partial = chunk[cut:]
-        else:
-            partial += chunk
-    if partial:
-        log.warning("ledger writer: input ended inside a line (%d bytes dropped)", len(partial))
+        for lines in reader.feed(chunk):
+            writer.add(lines)
+        if reader.error is not None:  # nothing after it can be trusted: what came before is kept
+            log.error("ledger writer: %s; reading no more input", reader.error)
+            break
+    if reader.partial and reader.error is None:
+        log.warning("ledger writer: input ended inside a frame (%d bytes dropped)",
+                    reader.partial)
     writer.close(clock())
     if acknowledge is not None:
         acknowledge(writer.records_written)

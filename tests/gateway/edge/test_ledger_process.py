@@ -1,5 +1,5 @@
-"""LedgerShipping and LedgerProcess: the ledger's lines in slices, to the writer child
-under the real Twisted reactor."""
+"""LedgerShipping and LedgerProcess: the ledger's records in slices (frames), to the writer
+child under the real Twisted reactor."""
 from __future__ import annotations
 
 import glob
@@ -115,6 +115,21 @@ async def test_events_reach_the_files_and_stop_waits_for_the_child(tmp_path: Pat
 
 
 @pytest_twisted.ensureDeferred
+async def test_the_records_sent_in_frames_are_the_lines_the_child_acknowledges(tmp_path: Path) -> None:
+    lp = _process(tmp_path)
+    lp.start()
+    for i in range(5):
+        _publish(lp, f"m{i}")
+    # the open context (sent first to a new child), its own record, five messages
+    assert await _until(lambda: lp._written == 7)
+    assert (lp._sent, lp.records_sent) == (7, 7)
+    _publish(lp, "last")
+    await lp.stop(10.0)
+    assert (lp._sent, lp._written, lp.records_sent) == (8, 8, 8)
+    assert _ids(tmp_path) == ["m0", "m1", "m2", "m3", "m4", "last"]
+
+
+@pytest_twisted.ensureDeferred
 async def test_the_pipe_to_the_child_is_widened(tmp_path: Path) -> None:
     lp = _process(tmp_path)
     lp.start()
@@ -172,7 +187,7 @@ def test_a_writer_that_cannot_keep_up_costs_the_oldest_lines_not_memory(tmp_path
     lp.pauseProducing()  # as Twisted does when the pipe is full (never started here)
     for i in range(20):
         _publish(lp, "x" * 100)
-        lp.send(lp.ledger.take_lines())
+        lp.send(lp.ledger.take_frame())
     assert lp.chunks_dropped > 0 and lp._replay, "the contexts go first when it resumes"
     assert lp._pending_bytes <= 1000
     assert len(lp._pending) == 20 - lp.chunks_dropped

@@ -1,4 +1,4 @@
-"""The ledger writer process: JSON lines in, segment files out; signals; the directory lock."""
+"""The ledger writer process: frames of records in, segment files out; signals; the directory lock."""
 from __future__ import annotations
 
 import fcntl
@@ -23,17 +23,17 @@ from tests.support.ledger_files import read_events
 REPO = Path(__file__).resolve().parents[3]
 _LEDGER = Ledger(container_id="gw")
 _CTX = _LEDGER.context(100.0, "/", "guest", "0-9-1", "1", 1)
-_LEDGER.take_lines()  # the context's record: ``_row(0)`` repeats it
+_LEDGER.take_frame()  # the context's record: ``_row(0)`` repeats it
 
 
 def _row(i: int) -> bytes:
-    """Message ``m<i>`` received and routed, as the gateway ships it (its context first,
-    for the first message)."""
+    """Message ``m<i>`` received and routed, as the gateway ships it: a frame (its
+    context's first, for the first message)."""
     record = message(i, 100.0 + i)
     record.message_id = f"m{i}"
     _LEDGER.received(100.0 + i, _CTX, record, EventKind.ROUTED)
-    lines = _LEDGER.take_lines()
-    return _LEDGER.context_lines() + lines if i == 0 else lines
+    data = _LEDGER.take_frame()
+    return _LEDGER.context_frame() + data if i == 0 else data
 
 
 def _lines(directory: str) -> list[dict]:
@@ -51,16 +51,17 @@ def test_serve_writes_every_line_and_closes_at_end_of_input(tmp_path) -> None:
     assert not glob.glob(str(tmp_path / "*.open")), "end of input closes the segment"
 
 
-def test_a_line_cut_by_a_read_waits_for_its_rest_and_one_cut_by_the_end_is_dropped(tmp_path) -> None:
+def test_a_frame_cut_by_a_read_waits_for_its_rest_and_one_cut_by_the_end_is_dropped(tmp_path) -> None:
     read_fd, write_fd = os.pipe()
     writer = LedgerWriter(str(tmp_path), container_id="gw")
-    data = _row(0) + _row(1)
-    cut = data.index(b"\n", len(_row(0)) - 5) - 3  # inside the last line of m1's records
+    first = _row(0)
+    data = first + _row(1)
+    cut = len(first) + 20  # inside m1's frame
 
     def gateway() -> None:
         os.write(write_fd, data[:cut])
         _wait_for(lambda: _unread(read_fd) == 0)  # read: the rest comes in a second read
-        os.write(write_fd, data[cut:] + _row(2)[:-4])  # m2 ends in the middle of a line
+        os.write(write_fd, data[cut:] + _row(2)[:-4])  # m2's frame is cut off
         os.close(write_fd)
 
     feeder = threading.Thread(target=gateway)
@@ -69,7 +70,18 @@ def test_a_line_cut_by_a_read_waits_for_its_rest_and_one_cut_by_the_end_is_dropp
     feeder.join()
     os.close(read_fd)
     assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0", "m1"]
-    assert writer.records_written == data.count(b"\n")
+    assert writer.records_written == 3  # the context, m0, m1
+
+
+def test_a_corrupt_frame_ends_the_input_after_what_came_before(tmp_path, caplog) -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, _row(0) + b"\0\0\0\1\0\0\0\1\x07x" + _row(1))  # kind 7: no frame
+    os.close(write_fd)
+    writer = LedgerWriter(str(tmp_path), container_id="gw")
+    assert serve(read_fd, writer, clock=lambda: 200.0) == 0
+    os.close(read_fd)
+    assert [r.get("message_id") for r in _lines(str(tmp_path))] == ["m0"]
+    assert "ledger frame of kind 7" in caplog.text
 
 
 def _unread(fd: int) -> int:
