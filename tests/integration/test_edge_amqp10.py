@@ -22,7 +22,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed, SendException
 
-from tests.support.edge_mode import edge_yaml, pump, queue_counts, until
+from tests.support.edge_mode import edge_yaml, pump, queue_counts, sends_until_the_cut_closes, until
 from tests.support.gateway_process import Gateway, default_config, make_gateway
 from tests.support.partner_broker import PARTNER_PASSWORD, PARTNER_USER, partner_pika
 from tests.support.rhea_client import RHEA_DIR, ensure_node_clients
@@ -135,14 +135,7 @@ def test_a_refused_login_and_a_cut_backend_close_the_client_clearly(rabbit):
             assert "amqp:unauthorized-access" in str(info.value) and "Login was refused" in str(info.value)
             conn = _connect(gw)
             sender = conn.create_sender("/queue/edge10.cut")
-            for i in range(5):
-                sender.send(Message(body=b"before-%d" % i, inferred=True))
-            assert cutter.cut() >= 1
-            with pytest.raises(ConnectionClosed) as info:
-                for i in range(1000):
-                    sender.send(Message(body=b"after-%d" % i, inferred=True), timeout=10)
-            text = str(info.value)
-            assert "amqp:connection:forced" in text and "backend rabbit lost" in text
+            sends_until_the_cut_closes(sender, cutter)
     finally:
         cutter.close()
     with partner_pika(rabbit) as direct:

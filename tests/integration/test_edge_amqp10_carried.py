@@ -23,7 +23,7 @@ from proton import Delivery, Message
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, ConnectionClosed, LinkDetached
 
-from tests.support.edge_mode import pump, queue_counts, rabbit_amqp10_config, until
+from tests.support.edge_mode import pump, queue_counts, rabbit_amqp10_config, sends_until_the_cut_closes, until
 from tests.support.gateway_process import Gateway, make_gateway
 from tests.support.partner_broker import (PARTNER_PASSWORD, PARTNER_USER, declare_bound_queue, drain_queue,
                                           partner_pika)
@@ -148,14 +148,7 @@ def test_a_cut_backend_closes_the_client_and_nothing_after_it_is_accepted(partne
         with make_gateway(config_text=rabbit_amqp10_config(cutter.port)) as gw:
             conn = _connect(gw)
             sender = conn.create_sender("/queue/carried.cut")
-            for i in range(5):
-                sender.send(Message(body=b"before-%d" % i, inferred=True))
-            assert cutter.cut() >= 1
-            with pytest.raises(ConnectionClosed) as info:
-                for i in range(1000):
-                    sender.send(Message(body=b"after-%d" % i, inferred=True), timeout=10)
-            text = str(info.value)
-            assert "amqp:connection:forced" in text and "backend rabbit lost" in text
+            sends_until_the_cut_closes(sender, cutter)
     finally:
         cutter.close()
     bodies = [body for _, body in drain_queue(partner_rabbit, "carried.cut")]

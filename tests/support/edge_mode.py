@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
-from proton import Timeout
+import pytest
+from proton import Message, Timeout
+from proton.utils import ConnectionClosed
 
 from tests.support.partner_broker import PARTNER_VHOST
 
-__all__ = ["edge_yaml", "rabbit_amqp10_config", "RABBIT_AMQP10_ADDRESS", "until", "pump", "queue_counts"]
+__all__ = ["edge_yaml", "rabbit_amqp10_config", "RABBIT_AMQP10_ADDRESS", "until", "pump", "queue_counts", "sends_until_the_cut_closes"]
 
 #: RabbitMQ 3's 1.0 addresses as the templates of an amqp10 backend
 RABBIT_AMQP10_ADDRESS = 'address:\n  queue: "/amq/queue/{queue}"\n  exchange: "/exchange/{exchange}/{key}"'
@@ -64,3 +66,16 @@ def queue_counts(rabbit: Any, queue: str) -> tuple[int, int]:
         if parts and parts[0] == queue:
             return int(parts[1]), int(parts[2])
     raise AssertionError(f"no queue {queue}: {out}")
+
+
+def sends_until_the_cut_closes(sender: Any, cutter: Any) -> None:
+    """Five messages, then the backend connection cut: the 1.0 client's connection must close
+    with amqp:connection:forced naming the lost backend, before 1,000 more sends."""
+    for i in range(5):
+        sender.send(Message(body=b"before-%d" % i, inferred=True))
+    assert cutter.cut() >= 1
+    with pytest.raises(ConnectionClosed) as info:
+        for i in range(1000):
+            sender.send(Message(body=b"after-%d" % i, inferred=True), timeout=10)
+    text = str(info.value)
+    assert "amqp:connection:forced" in text and "backend rabbit lost" in text
