@@ -39,9 +39,9 @@ import itertools
 import logging
 from typing import Any, Callable, Optional
 
-from proton import SASL, Collector, Connection, Delivery, Endpoint, Event, Link, Terminus, Transport
+from proton import SASL, Connection, Delivery, Endpoint, Event, Link, Terminus, Transport
 
-from gateway.amqp10.client_transport import push_input, take_output
+from gateway.amqp10.client_transport import open_session, push_input, take_output
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.backend.addresses import ACCEPTED, REJECTED, RELEASED
 from gateway.backend.contract import BackendFailure, BackendLogin, CarriedEvents, FailureKind, LinkEvents
@@ -117,12 +117,7 @@ class BackendLinkClient:
         connection.hostname = login.vhost if login.vhost not in ("", "/") else node.host
         if login.mechanism != "ANONYMOUS":
             connection.user, connection.password = login.user, login.password
-        self._collector = Collector()
-        connection.collect(self._collector)
-        transport.bind(connection)
-        connection.open()
-        self._session = connection.session()
-        self._session.open()
+        self._collector, self._session = open_session(transport, connection)
         self._links: dict[Any, _LinkRecord] = {}
         self._by_name: dict[tuple[str, bool], _LinkRecord] = {}
         self._names = itertools.count(1)

@@ -7,9 +7,21 @@ since proton encodes the next frames of a large transfer only after a ``pop``.
 """
 from __future__ import annotations
 
-from proton import Transport
+from proton import Collector, Connection, Session, Transport
 
-__all__ = ["push_input", "take_output"]
+__all__ = ["open_session", "push_input", "take_output"]
+
+
+def open_session(transport: Transport, connection: Connection) -> tuple[Collector, Session]:
+    """Bind ``connection`` (its container, hostname and user set) to ``transport``, open it
+    and one session on it; returns the collector its events go to, and the session."""
+    collector = Collector()
+    connection.collect(collector)
+    transport.bind(connection)
+    connection.open()
+    session = connection.session()
+    session.open()
+    return collector, session
 
 
 def push_input(transport: Transport, data: bytes) -> None:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from proton import Collector, Connection, Delivery, Endpoint, Event, Link, Transport
+from proton import Connection, Delivery, Endpoint, Event, Link, Transport
 
-from gateway.amqp10.client_transport import push_input, take_output
+from gateway.amqp10.client_transport import open_session, push_input, take_output
 from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, c_pointer, ffi, lib, pn_collector_peek,
                                          pn_collector_pop, pn_delivery_link, pn_delivery_remote_state,
                                          pn_delivery_settle, pn_delivery_settled, pn_delivery_tag,
@@ -83,12 +83,7 @@ class OutboundAmqp10:
         if mech not in ("ANONYMOUS", SCRAM_SHA_256):  # a user makes proton add its SASL
             connection.user = settings.user
             connection.password = password
-        self._collector = Collector()
-        connection.collect(self._collector)
-        transport.bind(connection)
-        connection.open()
-        self._session = connection.session()
-        self._session.open()
+        self._collector, self._session = open_session(transport, connection)
         self._links: dict[str, Link] = {}
         #: entries sent on each link and not settled yet (by link name), and the link
         #: names by C link
