@@ -221,7 +221,7 @@ class GatewayService(service.MultiService):
                                                                 dead["vhost"], dead)
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
-        self.connection_log = RateLimitedLog()
+        self.connection_log = RateLimitedLog(interval=config.logging.summary_interval)
         self.login_throttle = LoginThrottle(
             max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
             base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
@@ -316,6 +316,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
+                                   log_interval=config.logging.summary_interval,
                                    dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
