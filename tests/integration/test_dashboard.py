@@ -7,6 +7,7 @@ was opened. Opening it as ``http://user:pass@host/`` works. Screenshots are save
 ``test-artifacts/``."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -337,6 +338,21 @@ def test_opened_as_user_pass_at_host(gw):
         page.wait_for_url(f"http://127.0.0.1:{port}/login")
         assert page.evaluate("document.URL") == f"http://127.0.0.1:{port}/login"
         assert page.is_visible("#sign-in")
+
+
+def test_a_page_leaves_the_test_s_thread_free_for_asyncio(gw):
+    """The browser is shared by the tests of a process, and Playwright's loop runs in a
+    thread of its own: after a page, ``asyncio.run`` works in the test's thread (a
+    browser kept in that thread made it fail for the aio-pika tests that came later)."""
+    with chromium_page() as page:
+        page.goto(gw.management_url + "/login")
+        assert page.is_visible("#sign-in")
+        with pytest.raises(RuntimeError):
+            asyncio.get_running_loop()                   # none while a page is open
+    assert asyncio.run(asyncio.sleep(0, result="ran")) == "ran"
+    with chromium_page() as page:                        # the next page: a fresh context
+        page.goto(gw.management_url + "/login")
+        assert page.evaluate("document.cookie") == ""
 
 
 def test_sign_in_refusals_and_sign_out(gw):
