@@ -9,12 +9,15 @@ from hypothesis import HealthCheck, settings
 from tests.support import gateway_process, reactor_thread
 from tests.support.gateway_process import make_gateway
 from tests.support.local_spark import local_session
+from tests.support.proton_ssl_config import share_one_ssl_config
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
 # too-slow health check only measure how loaded the machine is (2 shared cores).
 settings.register_profile("gateway", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("gateway")
+
+share_one_ssl_config()
 
 
 @pytest.hookimpl(trylast=True)
