@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.broker.topic_index import TopicIndex, split_words
+from tests.support.example_counts import examples
 
 
 def reference_match(pattern: str, key: str) -> bool:
@@ -166,7 +167,7 @@ word = st.sampled_from(["a", "b", "", "*", "#"])
 key_word = st.sampled_from(["a", "b", "", "c"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     patterns=st.lists(st.lists(word, min_size=0, max_size=5).map(".".join), min_size=1, max_size=8),
     key=st.lists(key_word, min_size=0, max_size=5).map(".".join),
