@@ -237,7 +237,8 @@ class GatewayService(service.MultiService):
         self._broker_tick: Optional[task.LoopingCall] = None
         self._ledger_flush: Optional[task.LoopingCall] = None
         #: the dashboard's rate history, sampled on its own timer (never per message)
-        self.rate_history = RateHistory(self.management.message_totals)
+        self.rate_history = RateHistory(self.management.message_totals,
+                                        interval=config.management.sample_interval)
         self._rate_sampling: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 

@@ -56,4 +56,6 @@ class ManagementConfig:
     enabled: bool = False
     host: str = checked("127.0.0.1", check=host_problem)
     port: int = checked(15672, check=port_problem)
+    #: seconds between two samples of the message counters (the dashboard's rate chart)
+    sample_interval: float = checked(5.0, check=positive_problem)
     alerts: AlertsConfig = AlertsConfig()

@@ -95,6 +95,7 @@ def test_empty_file_gives_defaults():
      "users[0].password_hash", 3, "not a password hash"),
     ("logging:\n  level: LOUD\n", "logging.level", 2, "not one of"),
     ("logging:\n  summary_interval: 0\n", "logging.summary_interval", 2, "must be"),
+    ("management:\n  sample_interval: -5\n", "management.sample_interval", 2, "must be"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),

@@ -32,9 +32,13 @@ pytestmark = pytest.mark.integration
 ADMIN = ("admin", "s3cret")
 
 
+#: ``management.sample_interval`` of the module's gateway (5 s by default)
+SAMPLE_INTERVAL = 1
+
+
 @pytest.fixture(scope="module")
 def gw():
-    gateway = management_gateway().start()
+    gateway = management_gateway(extra=f"management:\n  sample_interval: {SAMPLE_INTERVAL}\n").start()
     yield gateway
     gateway.stop()
 
@@ -162,8 +166,9 @@ def test_the_rate_of_a_busy_queue_is_shown(gw):
 
 
 def test_the_rate_history_was_sampled_before_the_page_opened(gw):
-    """The chart is drawn from the gateway's own samples (a timer, every 5 s): traffic
-    before the page is opened is on it at its first draw."""
+    """The chart is drawn from the gateway's own samples (a timer, every
+    ``management.sample_interval``): traffic before the page is opened is on it at its
+    first draw."""
     q = unique("dash-history")
     conn = pika_connection(gw, user="admin", password="s3cret")
     try:
@@ -181,7 +186,7 @@ def test_the_rate_history_was_sampled_before_the_page_opened(gw):
             return next((s for s in samples if s["published"] > 0 and s["acked"] > 0), None)
         sample = wait_until(sampled, timeout=20, what="a rate sample with the published messages")
         history = call(gw, "GET", "/api/gateway/rates").body
-        assert history["window"] == 600 and history["interval"] == 5
+        assert history["window"] == 600 and history["interval"] == SAMPLE_INTERVAL
         assert set(sample) == {"at", "published", "delivered", "acked", "forwarded"}
         with chromium_page() as page:
             sign_in(page, gw, query="?interval=60000")  # no refresh after the first draw
