@@ -386,7 +386,8 @@ class GatewayService(service.MultiService):
         for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
-                                      connection_log=self.connection_log)
+                                      connection_log=self.connection_log,
+                                      close_linger=self.config.limits.close_linger)
             endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
                         if self.worker else listener_endpoint(self.reactor, listener))
             port = yield listen_on(endpoint, factory.wrap_for_tls(),
