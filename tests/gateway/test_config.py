@@ -96,6 +96,7 @@ def test_empty_file_gives_defaults():
     ("logging:\n  level: LOUD\n", "logging.level", 2, "not one of"),
     ("logging:\n  summary_interval: 0\n", "logging.summary_interval", 2, "must be"),
     ("management:\n  sample_interval: -5\n", "management.sample_interval", 2, "must be"),
+    ("limits:\n  close_linger: -1\n", "limits.close_linger", 2, "must not be negative"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
