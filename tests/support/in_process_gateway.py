@@ -279,7 +279,7 @@ class InProcessGateway(GatewayEndpoint):
 
     def child_pids(self) -> list[int]:
         """The gateway's child processes: its ledger writer, if it runs one."""
-        lp = self.service.ledger_process if self.service is not None else None
+        lp = self.service.ledger_outlet.process if self.service is not None else None
         transport = getattr(lp, "transport", None)
         pid = getattr(transport, "pid", None)
         return [pid] if pid else []
