@@ -178,10 +178,9 @@ def _directory_problems(cfg: GatewayConfig) -> list[ConfigError]:
         if cfg.store.path:
             checks.append(("store.path", os.path.dirname(os.path.abspath(cfg.store.path))))
     if cfg.ledger.enabled:
-        if cfg.ledger.directory:
-            checks.append(("ledger.directory", cfg.ledger.directory))
-        else:
-            checks.append(("state_dir", os.path.join(cfg.state_dir, "ledger")))
+        from gateway.edge.ledger_outlet import ledger_directory
+
+        checks.append(("ledger.directory" if cfg.ledger.directory else "state_dir", ledger_directory(cfg)))
     problems = []
     for key_path, directory in checks:
         problem = directory_problem(directory)
