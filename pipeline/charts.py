@@ -15,19 +15,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BUCKET_SIZES", "Buckets", "FigureHook", "bar_chart", "grouped_bar_chart", "time_chart"]
 
-FigureHook = Callable[[str, Figure], None]
+FigureHook = Callable[[str, "Figure"], None]
 
 _SIZE = (9, 4)
 _UTC = dt.timezone.utc
@@ -72,21 +67,35 @@ class Buckets:
         raise AssertionError("bucket sizes are whole seconds")
 
 
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, imported on first draw: importing matplotlib
+    costs most of a second, and most importers of this module (the report's planning,
+    test collection) only need ``Buckets``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _when(epoch_s: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch_s, _UTC)
 
 
-def _finish(fig: Figure, path: str, hook: Optional[FigureHook]) -> None:
+def _finish(fig: "Figure", path: str, hook: Optional[FigureHook]) -> None:
     try:
         fig.tight_layout()
         fig.savefig(path, dpi=90)
         if hook is not None:
             hook(os.path.basename(path), fig)
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
 
 
-def _count_formatter(unit: str):
+def _count_formatter(unit: str) -> Any:
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
     if unit == "bytes":
         return EngFormatter(unit="B")
     return FuncFormatter(lambda v, _pos: f"{v:,.0f}")
@@ -97,6 +106,10 @@ def time_chart(path: str, title: str, unit: str, buckets: Buckets,
     """One step line per series (label -> {bucket start: value}); every series zero-filled
     over every bucket. ``unit`` is what is counted (``messages``, ``bytes``): the y axis
     reads "<unit> per <bucket>". An empty mapping gives a chart that says so."""
+    plt = _pyplot()
+    import matplotlib.dates as mdates
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=_SIZE)
     edges = [_when(s) for s in buckets.starts] + [_when(buckets.start + buckets.count * buckets.seconds)]
     for label, points in series.items():
@@ -130,6 +143,9 @@ def bar_chart(path: str, title: str, unit: str, category: str, labels: Sequence[
 def grouped_bar_chart(path: str, title: str, unit: str, category: str, labels: Sequence[str],
                       groups: Mapping[str, Sequence[float]], *, hook: Optional[FigureHook] = None) -> None:
     """Horizontal bars, one colour per group (e.g. p50/p95/p99 per node)."""
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     height_in = max(2.5, 0.45 * len(labels) * max(1, len(groups)) + 1.2)
     fig, ax = plt.subplots(figsize=(_SIZE[0], min(height_in, 40)))
     if labels:
