@@ -75,9 +75,6 @@ log = logging.getLogger(__name__)
 __all__ = ["GatewayService", "users_from_config", "tls_server_for"]
 
 BROKER_TICK_INTERVAL = 1.0
-#: first delay (seconds) of a throttled failed login, doubling up to
-#: ``limits.failed_login_max_delay`` (the config has no key of its own for it)
-FAILED_LOGIN_BASE_DELAY = 2.0
 
 
 def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
@@ -205,7 +202,7 @@ class GatewayService(service.MultiService):
         self.connection_log = RateLimitedLog(interval=config.logging.summary_interval)
         self.login_throttle = LoginThrottle(
             max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
-            base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
+            base_delay=min(limits.failed_login_base_delay, limits.failed_login_max_delay),
             max_delay=limits.failed_login_max_delay, max_pending=limits.failed_login_max_pending,
             log_limit=self.connection_log)
         self.notifier = SystemdNotifier(environ)

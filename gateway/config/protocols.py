@@ -36,6 +36,8 @@ class LimitsConfig:
     max_links_per_connection: int = checked(1024, check=non_negative_problem)
     failed_logins_before_delay: int = checked(5, check=positive_problem)
     failed_login_window: float = checked(60.0, check=positive_problem)
+    # first delay of a held refusal, doubling per further failure (capped by the max below)
+    failed_login_base_delay: float = checked(2.0, check=non_negative_problem)
     failed_login_max_delay: float = checked(30.0, check=non_negative_problem)
     # delayed answers to refused logins one address may have held at once (gateway.auth.throttle)
     failed_login_max_pending: int = checked(8, check=positive_problem)

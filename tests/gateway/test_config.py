@@ -63,6 +63,7 @@ def test_example_documents_every_key_with_its_default():
     assert cfg.memory_high_watermark == default.memory_high_watermark
     assert cfg.memory_low_watermark_ratio == default.memory_low_watermark_ratio == 0.9
     assert default.limits.failed_login_max_pending == 8
+    assert default.limits.failed_login_base_delay == 2.0
     assert cfg.store == default.store
 
 
@@ -97,6 +98,8 @@ def test_empty_file_gives_defaults():
     ("logging:\n  summary_interval: 0\n", "logging.summary_interval", 2, "must be"),
     ("management:\n  sample_interval: -5\n", "management.sample_interval", 2, "must be"),
     ("limits:\n  close_linger: -1\n", "limits.close_linger", 2, "must not be negative"),
+    ("limits:\n  failed_login_base_delay: -1\n", "limits.failed_login_base_delay", 2,
+     "must not be negative"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
