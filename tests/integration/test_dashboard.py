@@ -20,7 +20,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
-from tests.integration.test_forwarding_dead_letters import gateways  # noqa: F401 - a fixture
+from tests.integration.test_forwarding_dead_letters import org_a_forwarding_to_org_b
 from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.browser import ARTIFACTS, chromium_page
 from tests.support.cross_protocol_clients import pika_channel, pika_get
@@ -32,13 +32,14 @@ pytestmark = pytest.mark.integration
 ADMIN = ("admin", "s3cret")
 
 
-#: ``management.sample_interval`` of the module's gateway (5 s by default)
-SAMPLE_INTERVAL = 1
+#: ``management.sample_interval`` of the module's gateways (5 s by default)
+SAMPLE_INTERVAL = 0.25
+SAMPLING = f"management:\n  sample_interval: {SAMPLE_INTERVAL}\n"
 
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = management_gateway(extra=f"management:\n  sample_interval: {SAMPLE_INTERVAL}\n").start()
+    gateway = management_gateway(extra=SAMPLING).start()
     yield gateway
     gateway.stop()
 
@@ -152,11 +153,11 @@ def test_the_rate_of_a_busy_queue_is_shown(gw):
     try:
         conn.channel().queue_declare(q)
         with chromium_page() as page:
-            sign_in(page, gw, query="dashboard?interval=2500")
+            sign_in(page, gw, query="dashboard?interval=1000")
             wait_refreshes(page, 1)
             publish_091(conn, q, 20)
             # the next refresh shows the 20 that came in since the last as a rate above 0
-            # (and keeps it shown for the 2.5 s until the one after)
+            # (and keeps it shown for the 1 s until the one after)
             page.wait_for_function(
                 f'Number((document.querySelector(\'#queues tr[data-vhost="/"][data-name="{q}"] '
                 f'td[data-field="publish_rate"]\') || {{}}).textContent || 0) > 0', timeout=20_000)
@@ -461,8 +462,13 @@ def test_the_session_cookie_and_csrf():
 
 # -- re-drive: a remote's dead letters back to its outbox, from the remotes table ----------
 
+@pytest.fixture
+def gateways(tmp_path):
+    """org-a (with the management API, sampling rates every SAMPLE_INTERVAL) forwarding to org-b."""
+    yield from org_a_forwarding_to_org_b(tmp_path, a_extra=SAMPLING)
+
+
 def test_redrive_from_the_remotes_table(gateways):
-    """``gateways``: org-a (with the management API) forwarding to org-b."""
     a, b = gateways
     conn, ch = pika_channel(a)
     ch.confirm_delivery()
@@ -490,7 +496,7 @@ def test_redrive_from_the_remotes_table(gateways):
         finally:
             conn.close()
         page.wait_for_selector('#remotes tr[data-name="org-b"] td[data-field="outbox_depth"]:has-text("0")')
-        # the forwarded message is in the rate history's next sample (every 5 s), and on the chart
+        # the forwarded message is in the rate history's next sample, and on the chart
         wait_until(lambda: any(s["forwarded"] > 0 for s in call(a, "GET", "/api/gateway/rates").body["samples"]),
                    timeout=20, what="a rate sample with the forwarded message")
         page.wait_for_function(  # a point of the forwarded line above the chart's zero line

@@ -26,6 +26,11 @@ TIMEOUT = 15.0
 @pytest.fixture
 def gateways(tmp_path):
     """org-a (with the management API) forwarding to org-b."""
+    yield from org_a_forwarding_to_org_b(tmp_path)
+
+
+def org_a_forwarding_to_org_b(tmp_path, a_extra: str = ""):
+    """Yields (org-a, org-b), started, and stops them; ``a_extra``: more of org-a's config."""
     a_port, b_port = free_port(), free_port()
     b = gateway("org-b", tmp_path / "b", b_port, "").start()
     (tmp_path / "a").mkdir()
@@ -33,7 +38,7 @@ def gateways(tmp_path):
     pw.write_text("guest\n")
     a = make_gateway(
         config_text=default_config(users=MANAGEMENT_USERS, extra=(
-            f"container_id: org-a\nstate_dir: {tmp_path / 'a'}\nforwarding:\n  remotes:\n"
+            f"{a_extra}container_id: org-a\nstate_dir: {tmp_path / 'a'}\nforwarding:\n  remotes:\n"
             + remote("org-b", b_port, pw))),
         extra_args=("--listen", f"127.0.0.1:{a_port}", "--management", "127.0.0.1:0")).start()
     yield a, b
