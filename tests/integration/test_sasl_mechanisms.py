@@ -53,9 +53,16 @@ def pki(tmp_path_factory):
     }
 
 
+#: the module's gateways answer wrong passwords at once: the tests of a module share one
+#: and their failures add up (to held answers of 2 s, 4 s, ...) in whatever order they run;
+#: the throttle is tests/integration/test_login_throttle.py's subject
+UNTHROTTLED = {"failed_logins_before_delay": 1_000_000}
+
+
 @pytest.fixture(scope="module")
 def gw(pki):
     gateway = make_gateway(config_text=access_config(
+        limits=UNTHROTTLED,
         listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto", verify="optional")
         + "    allow_anonymous: true\n")).start()
     yield gateway
@@ -123,6 +130,7 @@ def plain_only(pki):
     """A listener offering only PLAIN, although TLS client certificates (EXTERNAL) and
     ANONYMOUS would be available on it otherwise."""
     gateway = make_gateway(config_text=access_config(
+        limits=UNTHROTTLED,
         listener_extra=tls_listener(pki["ca"], pki["server"], mode="auto", verify="optional")
         + "    allow_anonymous: true\n    mechanisms: [PLAIN]\n")).start()
     yield gateway
