@@ -290,7 +290,7 @@ class GatewayService(service.MultiService):
                 authenticator=authenticator, broker=self.broker, peer_host=ctx.peer_host,
                 now=ctx.now, frame_max=limits.frame_max, channel_max=limits.channel_max,
                 heartbeat=limits.heartbeat, max_message_size=limits.max_message_size,
-                handshake_timeout=limits.handshake_timeout,
+                handshake_timeout=limits.handshake_timeout, close_timeout=limits.close_timeout,
                 protocol_version=(ProtocolVersion.AMQP_0_9 if ctx.kind is HeaderKind.AMQP09
                                   else ProtocolVersion.AMQP_0_9_1),
                 allow_anonymous=ctx.listener.allow_anonymous,

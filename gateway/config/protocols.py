@@ -31,6 +31,9 @@ class LimitsConfig:
     # seconds a socket stays open after a protocol close for the peer to close it first
     # (``gateway.edge.engine_protocol``); 0 closes it at once
     close_linger: float = checked(3.0, check=non_negative_problem)
+    # seconds a 0-9-1 connection waits for the client's close-ok after the gateway's
+    # connection.close (``gateway.amqp091.connection``) before it drops the socket
+    close_timeout: float = checked(3.0, check=positive_problem)
     max_connections: int = checked(0, check=non_negative_problem)
     max_connections_per_user: int = checked(0, check=non_negative_problem)
     max_links_per_connection: int = checked(1024, check=non_negative_problem)

@@ -98,6 +98,7 @@ def test_empty_file_gives_defaults():
     ("logging:\n  summary_interval: 0\n", "logging.summary_interval", 2, "must be"),
     ("management:\n  sample_interval: -5\n", "management.sample_interval", 2, "must be"),
     ("limits:\n  close_linger: -1\n", "limits.close_linger", 2, "must not be negative"),
+    ("limits:\n  close_timeout: 0\n", "limits.close_timeout", 2, "must be greater than 0"),
     ("limits:\n  failed_login_base_delay: -1\n", "limits.failed_login_base_delay", 2,
      "must not be negative"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),

@@ -16,6 +16,7 @@ from rabbitmq_amqp_python_client import (AddressHelper, AMQPMessagingHandler, Cl
                                          ExchangeType, Message)
 from rabbitmq_amqp_python_client.exceptions import ValidationCodeException
 
+from tests.support.access_config import QUICK_CLOSE, access_config
 from tests.support.amqp091_clients import pika_connection
 from tests.support.gateway_process import default_config, make_gateway
 
@@ -76,7 +77,8 @@ def test_redeclare_with_other_arguments_is_precondition_failed(connection) -> No
 
 
 def test_open_announces_rabbitmq_only_when_configured(gw) -> None:
-    plain = make_gateway().start()
+    # the refused client never closes its socket: the stop waits close_linger for it
+    plain = make_gateway(config_text=access_config(limits=QUICK_CLOSE)).start()
     try:
         for gateway, product in ((gw, "RabbitMQ"), (plain, "amqp-gateway")):
             conn = BlockingConnection(f"amqp://127.0.0.1:{gateway.amqp_port}", user="guest", password="guest",
