@@ -28,7 +28,7 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 from tests.support import reactor_thread
-from tests.support.access_config import write_users_file
+from tests.support.access_config import QUICK_CLOSE, access_config, write_users_file
 from tests.support.cross_protocol_clients import pika_channel, proton_connection, unique
 from tests.support.gateway_process import GatewayProcess, default_config
 from tests.support.in_process_gateway import InProcessGateway, NeedsProcess
@@ -145,7 +145,8 @@ def _timers_of(svc) -> list:
 
 
 def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> None:
-    config = default_config(extra=f"state_dir: {tmp_path}\n")
+    # pika reads nothing during the stop: its close-ok is waited for close_timeout
+    config = access_config(limits=QUICK_CLOSE, extra=f"state_dir: {tmp_path}\n")
     before = set(threading.enumerate())
     gw = InProcessGateway(config_text=config, extra_args=("--management", "127.0.0.1:0")).start()
     svc = gw.service
