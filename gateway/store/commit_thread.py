@@ -170,6 +170,8 @@ class CommitThread:
         self._recovered_at: Optional[float] = None
         self._retry_base = retry_interval
         self._last_gen = 0
+        #: the latest generation this thread has taken (its operations may be running)
+        self._taken_gen = 0
         self._stopping = False
         self.stats = CommitStats()
         #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
@@ -187,6 +189,17 @@ class CommitThread:
         with self._cond:
             self._waiting.append((generation, operations, time.monotonic()))
             self._cond.notify()
+
+    def cancel(self, generation: int, op: list, kind: Op) -> bool:
+        """Cancel ``op``, an operation of ``kind`` in the submitted ``generation``, if this
+        thread has not taken that generation yet (False: it may be running or written,
+        the caller undoes it with a later operation). The generation is still committed
+        and reported in its turn."""
+        with self._cond:
+            if generation <= self._taken_gen or not op or op[0] is not kind:
+                return False
+            op[0] = None
+            return True
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Commit what was submitted, then end the thread; False if it did not end in time."""
@@ -235,6 +248,8 @@ class CommitThread:
             if count >= self._max_operations:
                 break
         taken, self._waiting = waiting[:n], waiting[n:]
+        if taken:
+            self._taken_gen = taken[-1][0]
         return taken
 
     def _commit(self, taken: list[tuple[int, list, float]]) -> None:

@@ -343,8 +343,8 @@ class SqliteStore:
     def remove_message(self, queue_key: int, seq: int, ref: StoreRef) -> None:
         gen = self._gen
         op = ref.op
-        if ref.gen == gen and op and op[0] is _INSERT_ENTRY:
-            op[0] = None  # never written: nothing to delete
+        if op and self._cancel(ref.gen, op, _INSERT_ENTRY):
+            pass  # never written: nothing to delete
         else:
             if ref.gen == gen and op:
                 op[0] = None  # a pending update of a row about to go
@@ -357,11 +357,22 @@ class SqliteStore:
         if body.refs == 0:
             self.messages_stored -= 1
             self.bytes_stored -= body.size
-            if body.gen == gen and body.op:
-                body.op[0] = None
-            else:
+            if not (body.op and self._cancel(body.gen, body.op, _INSERT_MESSAGE)):
                 self._append([_DELETE_MESSAGE, body.message_id])
             body.op = None
+
+    def _cancel(self, gen: int, op: list, kind: Op) -> bool:
+        """Cancel the insert ``op`` (of ``kind``, made in generation ``gen``) of a row
+        removed before it was written: in the open generation, or in one handed over that
+        the commit thread has not taken yet (RabbitMQ skips the write of a message acked
+        before it is written too). The generation's commit still comes before any confirm
+        of the publishes in it; True if cancelled."""
+        if gen == self._gen:
+            if op[0] is not kind:
+                return False
+            op[0] = None
+            return True
+        return self._thread.cancel(gen, op, kind)
 
     def read_messages(self, queue_key: int, seqs: list[int]) -> dict[int, StoredMessage]:
         """The messages of entries ``seqs`` of queue ``queue_key`` as committed (entries
