@@ -170,8 +170,9 @@ class CommitThread:
         self._recovered_at: Optional[float] = None
         self._retry_base = retry_interval
         self._last_gen = 0
-        #: the latest generation this thread has taken (its operations may be running)
-        self._taken_gen = 0
+        #: the latest generation this thread has taken (its operations may be running);
+        #: only grows, so an older one read without the lock is surely taken
+        self.taken_gen = 0
         self._stopping = False
         self.stats = CommitStats()
         #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
@@ -196,7 +197,7 @@ class CommitThread:
         the caller undoes it with a later operation). The generation is still committed
         and reported in its turn."""
         with self._cond:
-            if generation <= self._taken_gen or not op or op[0] is not kind:
+            if generation <= self.taken_gen or not op or op[0] is not kind:
                 return False
             op[0] = None
             return True
@@ -249,7 +250,7 @@ class CommitThread:
                 break
         taken, self._waiting = waiting[:n], waiting[n:]
         if taken:
-            self._taken_gen = taken[-1][0]
+            self.taken_gen = taken[-1][0]
         return taken
 
     def _commit(self, taken: list[tuple[int, list, float]]) -> None:

@@ -372,7 +372,8 @@ class SqliteStore:
                 return False
             op[0] = None
             return True
-        return self._thread.cancel(gen, op, kind)
+        thread = self._thread
+        return gen > thread.taken_gen and thread.cancel(gen, op, kind)
 
     def read_messages(self, queue_key: int, seqs: list[int]) -> dict[int, StoredMessage]:
         """The messages of entries ``seqs`` of queue ``queue_key`` as committed (entries
