@@ -11,8 +11,10 @@ commit: the busier the disk, the larger the batches). Then it reports through
 ``callFromThread``), and the event loop learns that everything up to ``generation`` is on
 disk, or that it is not. With ``store.sync: full`` the sync is a second stage
 (:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
-generation to the ``WalSync`` thread, which syncs the write-ahead log and only then
-reports it, while this thread already runs the next group.
+generation to ``WalSync``, whose syncer threads sync the write-ahead log and only then
+report it, while this thread already runs the next group. Until this thread takes a
+generation, the event loop may still cancel its inserts (:meth:`CommitThread.cancel`: a
+message acked before it was written).
 
 Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction only the
 final state matters, so message operations between two entity operations are grouped by

@@ -20,8 +20,11 @@ the latest write; when the commit thread reports that generation (through the in
 a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
-is still in the open generation is never written at all (both operations are cancelled
-in place), and a delivery or requeue of such an entry only changes the pending insert.
+is still in the open generation, or in a generation handed over that the commit thread has
+not taken yet (``CommitThread.cancel``, under its lock), is never written at all (both
+operations are cancelled in place; the generation is still committed and reported before
+its confirms go out), and a delivery or requeue of such an entry only changes the pending
+insert.
 A message in several durable queues gets one ``messages`` row; ``StoredBody`` counts the
 queue entries referring to it and the row goes with the last of them.
 
