@@ -32,9 +32,12 @@ before it), so reports stay in commit order and a failed sync fails exactly the
 generations it took: never reported durable through a later sync, since after a failed
 ``fdatasync`` the kernel may have marked the unwritten pages clean.
 
-The log file is found by name and opened once; its inode is checked at each sync, so a
-log SQLite deleted and made again (when the last connection closed) is opened again
-rather than syncing the old one (the old descriptor is closed once no sync uses it).
+The log file is found by name and opened once, at the first sync, and kept: SQLite deletes
+the log only when the last connection to the database closes, and the store's write
+connection stays open as long as this object lives, so the file keeps its inode. (It
+used to be looked up again before each sync: a system call under the lock that the
+commit thread's hand-over waits for, and one more wait for the interpreter lock per
+sync on a busy event loop.)
 """
 from __future__ import annotations
 
@@ -75,8 +78,6 @@ class WalSync:
         self._waiting: list[Handed] = []
         self._stopping = False
         self._fd: Optional[int] = None
-        self._inode: Optional[int] = None
-        self._stale: list[int] = []  # descriptors of a replaced log, closed when no sync runs
         #: tickets: the order in which syncers took their generations, and the next to report
         self._next_ticket = 0
         self._next_report = 0
@@ -111,9 +112,9 @@ class WalSync:
             thread.join(max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in self._threads):
             return False
-        for fd in self._stale + ([] if self._fd is None else [self._fd]):
-            os.close(fd)
-        self._stale, self._fd = [], None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         return True
 
     def _run(self) -> None:
@@ -141,10 +142,6 @@ class WalSync:
             with cond:
                 if fd is not None:
                     self._running -= 1
-                    if not self._running and self._stale:
-                        for old in self._stale:
-                            os.close(old)
-                        self._stale = []
                 self._finished[ticket] = (taken, error)
                 self._report_finished()
 
@@ -173,13 +170,7 @@ class WalSync:
         return write_failed(exc)
 
     def _opened(self) -> int:
-        """The log's descriptor (under the lock), opened again when the file by that name
-        is another one."""
-        inode = os.stat(self.path).st_ino
-        if self._fd is None or inode != self._inode:
-            if self._fd is not None:
-                self._stale.append(self._fd)
-                self._fd = None
+        """The log's descriptor (under the lock), opened at the first sync."""
+        if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
-            self._inode = os.fstat(self._fd).st_ino
         return self._fd
