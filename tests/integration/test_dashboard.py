@@ -21,6 +21,7 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 from tests.integration.test_forwarding_dead_letters import org_a_forwarding_to_org_b
+from tests.support.access_config import QUICK_CLOSE
 from tests.support.amqp091_clients import pika_connection, unique
 from tests.support.browser import ARTIFACTS, chromium_page
 from tests.support.cross_protocol_clients import pika_channel, pika_get
@@ -39,7 +40,9 @@ SAMPLING = f"management:\n  sample_interval: {SAMPLE_INTERVAL}\n"
 
 @pytest.fixture(scope="module")
 def gw():
-    gateway = management_gateway(extra=SAMPLING).start()
+    # QUICK_CLOSE: a connection the dashboard closes is gone once its client (reading
+    # nothing meanwhile) has not answered for 0.3 s, not 3 s
+    gateway = management_gateway(extra=SAMPLING, limits=QUICK_CLOSE).start()
     yield gateway
     gateway.stop()
 

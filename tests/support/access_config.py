@@ -51,9 +51,5 @@ def access_config(*, users_file: Optional[str] = None, limits: Mapping[str, Any]
     """``default_config`` plus a users file, extra ``limits`` keys and listener lines."""
     if users_file:
         extra = f"users_file: {users_file}\n" + extra
-    text = default_config(heartbeat=heartbeat, listener_extra=listener_extra, extra=extra,
-                          sniff_timeout=sniff_timeout)
-    if limits:
-        lines = "".join(f"  {key}: {value}\n" for key, value in limits.items())
-        text = text.replace("limits:\n", "limits:\n" + lines, 1)
-    return text
+    return default_config(heartbeat=heartbeat, listener_extra=listener_extra, extra=extra,
+                          sniff_timeout=sniff_timeout, limits=limits)

@@ -22,7 +22,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from gateway.auth import hash_password
 
@@ -59,9 +59,9 @@ def free_port() -> int:
 
 def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: str = "",
                    listener_extra: str = "",
-                   users: Mapping[str, tuple[str, bool] | tuple[str, bool, tuple[str, ...]]] | None = None
-                   ) -> str:
-    """``users``: name -> (password, loopback_only[, tags])."""
+                   users: Mapping[str, tuple[str, bool] | tuple[str, bool, tuple[str, ...]]] | None = None,
+                   limits: Mapping[str, Any] | None = None) -> str:
+    """``users``: name -> (password, loopback_only[, tags]); ``limits``: more ``limits`` keys."""
     users = DEFAULT_USERS if users is None else users
     user_yaml = "".join(
         textwrap.dedent(f"""\
@@ -77,6 +77,7 @@ def default_config(*, sniff_timeout: float = 10.0, heartbeat: int = 60, extra: s
         f"  - host: 127.0.0.1\n    port: 0\n    sniff_timeout: {sniff_timeout}\n{listener_extra}"
         "metrics:\n  host: 127.0.0.1\n  port: 0\n"
         f"limits:\n  heartbeat: {heartbeat}\n"
+        + "".join(f"  {key}: {value}\n" for key, value in (limits or {}).items()) +
         "shutdown_timeout: 5.0\n"
         f"users:\n{textwrap.indent(user_yaml, '  ')}"
         f"{extra}"
