@@ -179,8 +179,7 @@ def test_the_http_api_shares_the_throttle(fresh_gateway):
     the guessers' address gets in."""
     from tests.support.management_http import MANAGEMENT_USERS
     users = {**MANAGEMENT_USERS, "alice": ("secret", False, ("management",))}
-    config = default_config(users=users).replace(
-        "limits:\n", "limits:\n" + "".join(f"  {k}: {v}\n" for k, v in LIMITS.items()), 1)
+    config = default_config(users=users, limits=LIMITS)
     gw = fresh_gateway(config_text=config, extra_args=("--management", "127.0.0.1:0"))
     codes = _parallel10(gw, [(f"127.0.2.{1 + n % 50}", "alice", "wrong") for n in range(20)])
     assert codes.count(SASL_SYS_TEMP) >= 15, codes
