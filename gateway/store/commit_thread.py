@@ -108,7 +108,12 @@ class Op(enum.IntEnum):
 #: own table an insert runs before an update or deletion of the same row.
 _GROUPED = (Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.UPDATE_ENTRY, Op.DELETE_ENTRY, Op.DELETE_MESSAGE,
             Op.INSERT_OUTBOX, Op.UPDATE_OUTBOX, Op.DELETE_OUTBOX, Op.INSERT_SEEN)
-_GROUP_OF = {kind: i for i, kind in enumerate(_GROUPED)}
+#: each kind's group (None: not grouped), indexed by the kind: an ``Op`` key in a dict is
+#: hashed by ``Enum.__hash__``, a Python call per operation
+_GROUP_OF: list[Optional[int]] = [None] * len(Op)
+for _group, _kind in enumerate(_GROUPED):
+    _GROUP_OF[_kind] = _group
+del _group, _kind
 #: inserts: dropped by a failed transaction (a lost insert only costs a nack), refused
 #: while writes fail; every other operation is kept and retried
 _INSERTS = frozenset({Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.INSERT_OUTBOX, Op.INSERT_SEEN})
@@ -407,7 +412,7 @@ class CommitThread:
             if kind is None:
                 continue
             written += 1
-            group = group_of.get(kind)
+            group = group_of[kind]
             if group is not None:
                 groups[group].append(op)
                 pending = True
