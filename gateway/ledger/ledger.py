@@ -526,8 +526,10 @@ class Ledger:
         reconciliation matches the two by origin container and id, leg by leg."""
         records = self.records
         if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
-            if records[-1].__class__ is MessageRow:  # the record itself, to set fields on
-                records[-1] = _Message(*self.expand(records[-1:])[0][1:])
+            row = records[-1]
+            if row.__class__ is MessageRow:  # the record itself, to set fields on
+                records[-1] = _Message(**self.shapes[row.shape][4],
+                                       **dict(zip(_MESSAGE_ROW, _astuple(row)[1:])))
             record = records[-1]
             record.origin_id = origin_id
             record.origin_container = origin_container
