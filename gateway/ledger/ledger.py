@@ -56,9 +56,8 @@ def _struct(tag: str) -> type:
 
 #: kind tag -> the msgspec struct of that record (fields as in ``records.RECORDS``)
 STRUCTS: dict[str, type] = {tag: _struct(tag) for tag in r.RECORDS}
-_Context, _Ended, _Message, _Verdict = (STRUCTS[r.CONTEXT], STRUCTS[r.CONTEXT_ENDED],
-                                        STRUCTS[r.MESSAGE], STRUCTS[r.VERDICT])
-_Delivered, _Settled, _Event = STRUCTS[r.DELIVERED], STRUCTS[r.SETTLED], STRUCTS[r.EVENT]
+_Context, _Ended = STRUCTS[r.CONTEXT], STRUCTS[r.CONTEXT_ENDED]
+_Event = STRUCTS[r.EVENT]
 
 
 def _row(name: str, varying: tuple[str, ...]) -> type:
@@ -67,7 +66,8 @@ def _row(name: str, varying: tuple[str, ...]) -> type:
 
 
 #: a message record's row (``received``): what varies from message to message
-MessageRow = _row("MessageRow", ("ts", "gateway_id", "message_id", "correlation_id", "size"))
+MessageRow = _row("MessageRow", ("ts", "gateway_id", "message_id", "correlation_id", "size",
+                                 "headers"))
 #: a delivery's or a settlement's row
 DeliveryRow = _row("DeliveryRow", ("ts", "gateway_id", "delivery_count", "received_at"))
 _MESSAGE_ROW = MessageRow.__struct_fields__[1:]
@@ -223,7 +223,7 @@ class Ledger:
                **fixed: Any) -> tuple:
         """The shape ``key`` (``tag``, the context, then the values of the ``fixed`` fields
         of a ``tag`` record with ``varying`` fields), declared when new, as ``(id,
-        *key[2:])``: kept in ``last`` as the context's last shape of its kind while the
+        *key)``: kept in ``last`` as the context's last shape of its kind while the
         context is open. A context closed (or never opened) has its shapes forgotten once
         their rows are taken."""
         sid = self._shape_ids.get(key)
@@ -239,7 +239,7 @@ class Ledger:
                 self._keys_of_context.setdefault(ctx, []).append(key)
             else:
                 self._closed.append(sid)
-        shape = (sid, *key[2:])
+        shape = (sid, *key)
         if key[1] in self.contexts:
             last[key[1]] = shape
         return shape
@@ -261,50 +261,13 @@ class Ledger:
 
     # -- publishes ---------------------------------------------------------------------
 
-    def received(self, now: float, ctx: int, message: Any, event: Any = None,
-                 queues: Optional[Sequence[Any]] = None, reason: Optional[str] = None,
-                 address: Optional[str] = None, routed: bool = True) -> None:
-        """``message`` was taken in on ``ctx``; ``event`` its routing verdict when known
-        (None in a transaction: ``verdict`` then), ``queues`` those routing chose.
-        ``address``: the message's own 1.0 address when not its link's. ``routed`` False:
-        the message's exchange and routing key are not set yet (a 1.0 message refused or
-        dropped before routing) and are recorded as none. A row, unless headers are kept
-        (``_record``, the one home of which message fields fill the record)."""
-        headers = message.headers
-        if headers and self.allowlist:
-            self._record(_Message, now, ctx, message, event, queues, reason, address, routed)
-            return
-        exchange, routing_key = message.exchange, message.routing_key
-        if not routed:
-            exchange, routing_key = exchange or None, routing_key or None
-        stored = None
-        if queues is None:
-            names = None
-        elif len(queues) == 1:  # (per message: _names's and _stored's usual case, no call)
-            queue = queues[0]
-            names = queue.routed_to
-            if message.durable and queue.storage is not None:
-                stored = names
-        else:
-            names = _names(queues)
-            stored = _stored(message, queues)
-        verdict = None if event is None else event._value_
-        # the shape of this context's last message, when this one has it too
-        last = self._last_message.get(ctx)
-        if last is None or last[1] != exchange or last[2] != routing_key or last[3] != names \
-                or last[4] is not verdict or last[5] != stored or last[6] != reason \
-                or last[7] != address:
-            last = self._shape(
-                self._last_message, r.MESSAGE, _MESSAGE_ROW,
-                (r.MESSAGE, ctx, exchange, routing_key, names, verdict, stored, reason, address),
-                ctx=ctx, exchange=exchange, routing_key=routing_key, event=verdict,
-                routed_to=names, stored_to=stored, reason=reason, address=address)
-        mid, cid = message.message_id, message.correlation_id
-        if mid is not None and mid.__class__ is not str:
-            mid = _text(mid)
-        if cid is not None and cid.__class__ is not str:
-            cid = _text(cid)
-        self._append(MessageRow(last[0], now, message.gateway_id, mid, cid, message.size))
+    # ``received(now, ctx, message, event=None, queues=None, reason=None, address=None,
+    # routed=True)``: ``message`` was taken in on ``ctx``; ``event`` its routing verdict
+    # when known (None in a transaction: ``verdict`` then), ``queues`` those routing
+    # chose. ``address``: the message's own 1.0 address when not its link's. ``routed``
+    # False: the message's exchange and routing key are not set yet (a 1.0 message refused
+    # or dropped before routing) and are recorded as none. It is ``_record`` bound to the
+    # message record (the class's alias below): one Python call per publish, not two.
 
     def refused(self, now: float, ctx: int, reason: str, message: Any = None,
                 exchange: Optional[str] = None, routing_key: Optional[str] = None,
@@ -312,8 +275,8 @@ class Ledger:
         """A publish refused before it was taken in (no gateway id): its ``exchange`` and
         ``routing_key`` as the publish named them, or ``message`` when it was decoded."""
         if message is not None:
-            record = self._record(_Verdict, now, ctx, message, EventKind.REFUSED, None,
-                                  reason, address, False)
+            record = self._record(now, ctx, message, EventKind.REFUSED, None, reason, address,
+                                  False, r.VERDICT)
             record.gateway_id = None  # not taken in: none given yet
         else:
             self._append(_Event(now, ctx, EventKind.REFUSED._value_, None, None, None, None,
@@ -334,7 +297,7 @@ class Ledger:
         verdict is the original message's (by its gateway id)."""
         ctx = self.queue_context(now, vhost, message)
         if copied:  # a message of its own, with its own gateway id
-            self._record(_Verdict, now, ctx, message, event, queues, reason, None, True)
+            self._record(now, ctx, message, event, queues, reason, None, True, r.VERDICT)
         else:
             self._append(_Event(now, ctx, event._value_, message.gateway_id, None, None, None,
                                 message.exchange, message.routing_key, _names(queues), reason))
@@ -345,13 +308,15 @@ class Ledger:
         copy: no death reason) and its routing verdict, in the context of the broker's
         publishes to its exchange (the context's ``address``)."""
         ctx = self._broker_context(now, vhost, message, message.exchange)
-        self._record(_Verdict, now, ctx, message, event, queues, None, None, True)
+        self._record(now, ctx, message, event, queues, None, None, True, r.VERDICT)
 
-    def _record(self, kind: type, now: float, ctx: int, message: Any, event: Any = None,
+    def _record(self, now: float, ctx: int, message: Any, event: Any = None,
                 queues: Optional[Sequence[Any]] = None, reason: Optional[str] = None,
-                address: Optional[str] = None, routed: bool = True) -> Any:
-        """Record ``kind`` (a message's or a verdict's record) about ``message``; returns
-        the record (appended already). The one home of which message fields fill it."""
+                address: Optional[str] = None, routed: bool = True,
+                tag: str = r.MESSAGE) -> Any:
+        """Record a message's (``tag`` ``MESSAGE``) or a verdict's record about ``message``
+        as a row; returns the row (appended already). The one home of which message fields
+        fill it."""
         mid, cid = message.message_id, message.correlation_id
         if mid is not None and mid.__class__ is not str:
             mid = _text(mid)
@@ -377,18 +342,29 @@ class Ledger:
         else:
             names = _names(queues)
             stored = _stored(message, queues)
-        record = kind(now, ctx, message.gateway_id, exchange, routing_key, mid, cid,
-                      message.size, None if event is None else event._value_, names, reason,
-                      address, headers, None, None, None, stored)
-        self._append(record)
-        return record
+        verdict = None if event is None else event._value_
+        # the shape of this context's last message, when this one has it too
+        last = self._last_message.get(ctx)
+        if last is None or last[1] is not tag or last[3] != exchange or last[4] != routing_key \
+                or last[5] != names or last[6] is not verdict or last[7] != stored \
+                or last[8] != reason or last[9] != address:
+            last = self._shape(
+                self._last_message, tag, _MESSAGE_ROW,
+                (tag, ctx, exchange, routing_key, names, verdict, stored, reason, address),
+                ctx=ctx, exchange=exchange, routing_key=routing_key, event=verdict,
+                routed_to=names, stored_to=stored, reason=reason, address=address)
+        row = MessageRow(last[0], now, message.gateway_id, mid, cid, message.size, headers)
+        self._append(row)
+        return row
+
+    received = _record
 
     # -- deliveries --------------------------------------------------------------------
 
     def delivered(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` (a ``QueuedMessage``) left ``queue`` for the consumer of ``ctx``."""
         last = self._last_delivered.get(ctx)
-        if last is None or last[1] != queue:
+        if last is None or last[3] != queue:
             last = self._delivered_shape(ctx, queue)
         message = entry.message
         self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
@@ -398,11 +374,11 @@ class Ledger:
         """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
         no-ack, a 1.0 pre-settled link): delivered, then settled ``accepted`` at once."""
         delivered = self._last_delivered.get(ctx)
-        if delivered is None or delivered[1] != queue:
+        if delivered is None or delivered[3] != queue:
             delivered = self._delivered_shape(ctx, queue)
         settled = self._last_settled.get(ctx)
-        if settled is None or settled[1] != queue or settled[2] is not _ACCEPTED \
-                or settled[3] is not None:
+        if settled is None or settled[3] != queue or settled[4] is not _ACCEPTED \
+                or settled[5] is not None:
             settled = self._settled_shape(ctx, queue, _ACCEPTED, None)
         message = entry.message
         gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
@@ -414,7 +390,7 @@ class Ledger:
         """The consumer of ``ctx`` settled ``entry``'s delivery (``outcome``: an
         ``Outcome`` value); recorded before the queue acts on it."""
         last = self._last_settled.get(ctx)
-        if last is None or last[1] != queue or last[2] != outcome or last[3] != reason:
+        if last is None or last[3] != queue or last[4] != outcome or last[5] != reason:
             last = self._settled_shape(ctx, queue, outcome, reason)
         message = entry.message
         self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
@@ -528,8 +504,9 @@ class Ledger:
         if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
             row = records[-1]
             if row.__class__ is MessageRow:  # the record itself, to set fields on
-                records[-1] = _Message(**self.shapes[row.shape][4],
-                                       **dict(zip(_MESSAGE_ROW, _astuple(row)[1:])))
+                shape = self.shapes[row.shape]
+                records[-1] = STRUCTS[shape[2]](**shape[4],
+                                                **dict(zip(_MESSAGE_ROW, _astuple(row)[1:])))
             record = records[-1]
             record.origin_id = origin_id
             record.origin_container = origin_container

@@ -238,7 +238,8 @@ _IDS = st.one_of(st.none(), st.text(max_size=3), st.integers(0, 2 ** 63), st.bin
 _EVENTS = st.sampled_from([None, EventKind.ROUTED, EventKind.UNROUTABLE, EventKind.REFUSED])
 _TEXT = st.one_of(st.none(), st.sampled_from(["", "x", "k", "why"]))
 _RECEIVED = st.tuples(st.just("received"), st.integers(0, 2), _TEXT, _TEXT, _IDS, _IDS,
-                      st.booleans(), _EVENTS, _QUEUES, _TEXT, _TEXT, st.booleans())
+                      st.booleans(), _EVENTS, _QUEUES, _TEXT, _TEXT, st.booleans(),
+                      st.sampled_from([None, {}, {"o": 1}, {"h": b"v", "o": 1}, {"h": 3}]))
 _DELIVERY = st.tuples(st.sampled_from(["delivered", "delivered_settled"]), st.integers(0, 2),
                       st.sampled_from(["q", "r"]), st.integers(0, 3))
 _SETTLED = st.tuples(st.just("settled"), st.integers(0, 2), st.sampled_from(["q", "r", None]),
@@ -261,7 +262,12 @@ def _as_recorded_before(op, now, ctx, gid):
 
     kind = op[0]
     if kind == "received":
-        _, _, exchange, key, mid, cid, durable, event, queues, reason, address, routed = op
+        _, _, exchange, key, mid, cid, durable, event, queues, reason, address, routed, \
+            headers = op
+        if headers and headers.get("h") is not None:  # the allow-list: "h"
+            headers = {"h": _text(headers["h"])}
+        else:
+            headers = None
         if not routed:
             exchange, key = exchange or None, key or None
         names = stored = None
@@ -271,7 +277,7 @@ def _as_recorded_before(op, now, ctx, gid):
                 stored = tuple(q.name for q in queues if q.storage is not None) or None
         return [STRUCTS["m"](now, ctx, gid, exchange, key, _text(mid), _text(cid), 100,
                              None if event is None else event.value, names, reason, address,
-                             None, None, None, None, stored)]
+                             headers, None, None, None, stored)]
     queue, count = op[2], op[3]
     if kind == "delivered":
         return [STRUCTS["d"](now, ctx, gid, queue, count, T0)]
@@ -286,7 +292,7 @@ def _play(ops, take):
     process's reading of ``take_frame``); returns what it wrote and what was expected."""
     from gateway.ledger.encoding import json_lines
 
-    ledger = Ledger(container_id="gw")
+    ledger = Ledger(container_id="gw", header_allowlist=["h"])
     contexts = [ledger.context(T0, "/", "u", "1.0", "c", i) for i in range(3)]
     expected, written = list(ledger.records), []
     for i, op in enumerate(ops):
@@ -305,7 +311,7 @@ def _play(ops, take):
         if op[0] == "received":
             ledger.received(now, ctx, message(gid, exchange=op[2], routing_key=op[3],
                                               message_id=op[4], correlation_id=op[5],
-                                              durable=op[6], size=100),
+                                              durable=op[6], size=100, headers=op[12]),
                             op[7], op[8], op[9], op[10], routed=op[11])
         else:
             entry = SimpleNamespace(message=message(gid), delivery_count=op[3])
