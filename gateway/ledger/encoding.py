@@ -63,17 +63,30 @@ class FrameError(ValueError):
     """The byte stream is not a sequence of frames."""
 
 
+class _Table(dict):
+    """Shape id -> (pick, constants); a record (its tag first) is kept as it is."""
+
+    def __missing__(self, head: Any) -> tuple:
+        if head.__class__ is int:
+            raise FrameError(f"ledger row of shape {head}, not declared")
+        return _KEEP
+
+
+#: a record's "shape": itself
+_KEEP: tuple = (list, [])
+
+
 class Shapes:
     """The shapes declared so far, by id: what turns a row back into its record.
 
-    A shape is declared (``declare``, or a ``SHAPE`` item through ``expand``) before its
-    first row, and forgotten (``forget``, or ``[SHAPE, id]`` through ``expand``) after its
+    A shape is declared (``declare``, or a ``SHAPE`` item through ``apply``) before its
+    first row, and forgotten (``forget``, or ``[SHAPE, id]`` through ``apply``) after its
     last.
     """
 
     def __init__(self) -> None:
         #: id -> (the getter that picks the record from row + constants, the constants)
-        self._shapes: dict[int, tuple[Callable[[Any], tuple], list]] = {}
+        self._shapes = _Table()
 
     def __len__(self) -> int:
         return len(self._shapes)
@@ -84,8 +97,8 @@ class Shapes:
         values after its id, in that order, and whose other fields are ``fixed`` (None when
         not there). Raises FrameError for an unknown tag or field name."""
         layout = RECORDS.get(tag)
-        if layout is None:
-            raise FrameError(f"ledger shape {sid} of unknown kind {tag!r}")
+        if layout is None or sid.__class__ is not int:
+            raise FrameError(f"ledger shape {sid!r} of unknown kind {tag!r}")
         names = [name for name, _ in layout]
         unknown = (set(varying) | set(fixed)) - set(names)
         if unknown:
@@ -103,27 +116,23 @@ class Shapes:
         """Shape ``sid`` has no more rows."""
         self._shapes.pop(sid, None)
 
-    def expand(self, items: Iterable[Any]) -> list:
-        """``items`` (records and rows as lists or tuples, shapes' declarations and ends)
-        as the records they stand for, in order. Raises FrameError for a row of a shape
-        not declared."""
-        shapes, out = self._shapes, []
+    def apply(self, items: Iterable[Any]) -> None:
+        """Shapes' declarations (``[SHAPE, id, tag, varying, fixed]``) and ends (``[SHAPE,
+        id]``). Raises FrameError for anything else."""
         for item in items:
-            head = item[0]
-            if head.__class__ is int:
-                try:
-                    pick, constants = shapes[head]
-                except KeyError:
-                    raise FrameError(f"ledger row of shape {head}, not declared") from None
-                out.append(pick([*item, *constants]))
-            elif head == SHAPE:
-                if len(item) == 2:
-                    self.forget(item[1])
-                else:
-                    self.declare(*item[1:])
+            if not item or item[0] != SHAPE:
+                raise FrameError(f"ledger shape declaration expected, not {item!r:.60}")
+            if len(item) == 2:
+                self.forget(item[1])
             else:
-                out.append(item)
-        return out
+                self.declare(*item[1:])
+
+    def expand(self, items: Iterable[list]) -> list:
+        """``items`` (records and rows, lists) as the records they stand for, in order.
+        Raises FrameError for a row of a shape not declared."""
+        shapes = self._shapes
+        # (per row: one look-up, one concatenation, one pick; a record is kept)
+        return [(e := shapes[x[0]])[0](x + e[1]) for x in items]
 
 
 def frame(records: Sequence[Any], shapes: Sequence[Any] = (),
@@ -177,7 +186,7 @@ class FrameReader:
         data += chunk
         offset, out = 0, []
         while len(data) - offset >= _HEAD.size:
-            length, _, kind = _HEAD.unpack_from(data, offset)
+            length, count, kind = _HEAD.unpack_from(data, offset)
             if length > MAX_FRAME or kind not in (PACKED, LINES):
                 self.error = FrameError(f"ledger frame of kind {kind}, {length} bytes")
                 break
@@ -190,7 +199,11 @@ class FrameReader:
                 out.append(payload)
             else:
                 try:
-                    records = self.shapes.expand(_unpack(payload))
+                    if count:
+                        records = self.shapes.expand(_unpack(payload))
+                    else:  # shapes (or no records)
+                        self.shapes.apply(_unpack(payload))
+                        records = []
                 except FrameError as exc:
                     self.error = exc
                     break

@@ -76,10 +76,10 @@ _ROWS = (MessageRow, DeliveryRow)
 _astuple = msgspec.structs.astuple
 
 
-def _items(records: Sequence[Any]) -> Iterable[tuple]:
-    """Records and rows as tuples: a record's tag first, a row's shape id."""
-    for x in records:
-        yield _astuple(x) if x.__class__ in _ROWS else (x.__struct_config__.tag, *_astuple(x))
+def _items(records: Sequence[Any]) -> list[list]:
+    """Records and rows as lists: a record's tag first, a row's shape id."""
+    return [list(_astuple(x)) if x.__class__ in _ROWS else [x.__struct_config__.tag, *_astuple(x)]
+            for x in records]
 
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
