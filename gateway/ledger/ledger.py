@@ -42,10 +42,13 @@ from .encoding import as_text as _text
 from .encoding import SHAPE, Shapes, frame, json_lines
 from .records import EventKind
 
-__all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "STRUCTS", "sample_threshold"]
+__all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "SHAPES_PER_CONTEXT", "STRUCTS",
+           "sample_threshold"]
 
 #: records encoded at most by one ``take_lines``
 DEFAULT_SLICE = 512
+#: shapes a context keeps at most; its records beyond go in full
+SHAPES_PER_CONTEXT = 64
 _SCALE = 2 ** 32
 
 
@@ -71,7 +74,6 @@ MessageRow = _row("MessageRow", ("ts", "gateway_id", "message_id", "correlation_
 #: a delivery's or a settlement's row
 DeliveryRow = _row("DeliveryRow", ("ts", "gateway_id", "delivery_count", "received_at"))
 _MESSAGE_ROW = MessageRow.__struct_fields__[1:]
-_DELIVERY_ROW = DeliveryRow.__struct_fields__[1:]
 _ROWS = (MessageRow, DeliveryRow)
 _astuple = msgspec.structs.astuple
 
@@ -219,30 +221,39 @@ class Ledger:
 
     # -- shapes ------------------------------------------------------------------------
 
-    def _shape(self, last: dict, tag: str, varying: tuple[str, ...], key: tuple,
-               **fixed: Any) -> tuple:
-        """The shape ``key`` (``tag``, the context, then the values of the ``fixed`` fields
-        of a ``tag`` record with ``varying`` fields), declared when new, as ``(id,
-        *key)``: kept in ``last`` as the context's last shape of its kind while the
-        context is open. A context closed (or never opened) has its shapes forgotten once
-        their rows are taken."""
+    def _shaped(self, last: dict, tag: str, row: type, key: tuple, values: tuple,
+                **fixed: Any) -> Any:
+        """Append the row of ``values`` (``row``'s fields after the shape id) in the shape
+        ``key`` (``tag``, the context, then the values of the ``fixed`` fields), declared
+        when new; returns it. The shape is kept in ``last`` as the context's last of its
+        kind while the context is open. A context closed (or never opened) has its shapes
+        forgotten once their rows are taken. A context with ``SHAPES_PER_CONTEXT`` shapes
+        already (a routing key per message, say) gets the record in full instead: a
+        declaration per record would cost more than it saves."""
+        ctx = key[1]
         sid = self._shape_ids.get(key)
         if sid is None:
+            varying = row.__struct_fields__[1:]
+            keys = self._keys_of_context.get(ctx)
+            if keys is not None and len(keys) >= SHAPES_PER_CONTEXT:
+                record = STRUCTS[tag](**fixed, **dict(zip(varying, values)))
+                self._append(record)
+                return record
             sid = self._next_shape()
             declaration = [SHAPE, sid, tag, varying, fixed]
             self.shapes[sid] = declaration
             self._unshipped.append(declaration)
             self._expansion.declare(sid, tag, varying, fixed)
-            ctx = key[1]
             if ctx in self.contexts:
                 self._shape_ids[key] = sid
                 self._keys_of_context.setdefault(ctx, []).append(key)
             else:
                 self._closed.append(sid)
-        shape = (sid, *key)
-        if key[1] in self.contexts:
-            last[key[1]] = shape
-        return shape
+        if ctx in self.contexts:
+            last[ctx] = (sid, *key)
+        record = row(sid, *values)
+        self._append(record)
+        return record
 
     def _retire(self) -> None:
         """Forget the shapes of the contexts closed, once every record made before their
@@ -348,9 +359,10 @@ class Ledger:
         if last is None or last[1] is not tag or last[3] != exchange or last[4] != routing_key \
                 or last[5] != names or last[6] is not verdict or last[7] != stored \
                 or last[8] != reason or last[9] != address:
-            last = self._shape(
-                self._last_message, tag, _MESSAGE_ROW,
+            return self._shaped(
+                self._last_message, tag, MessageRow,
                 (tag, ctx, exchange, routing_key, names, verdict, stored, reason, address),
+                (now, message.gateway_id, mid, cid, message.size, headers),
                 ctx=ctx, exchange=exchange, routing_key=routing_key, event=verdict,
                 routed_to=names, stored_to=stored, reason=reason, address=address)
         row = MessageRow(last[0], now, message.gateway_id, mid, cid, message.size, headers)
@@ -364,47 +376,49 @@ class Ledger:
     def delivered(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` (a ``QueuedMessage``) left ``queue`` for the consumer of ``ctx``."""
         last = self._last_delivered.get(ctx)
-        if last is None or last[3] != queue:
-            last = self._delivered_shape(ctx, queue)
         message = entry.message
+        if last is None or last[3] != queue:
+            self._shaped(self._last_delivered, r.DELIVERED, DeliveryRow, (r.DELIVERED, ctx, queue),
+                         (now, message.gateway_id, entry.delivery_count, message.created_at),
+                         ctx=ctx, queue=queue)
+            return
         self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
                                  message.created_at))
 
     def delivered_settled(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
         no-ack, a 1.0 pre-settled link): delivered, then settled ``accepted`` at once."""
-        delivered = self._last_delivered.get(ctx)
-        if delivered is None or delivered[3] != queue:
-            delivered = self._delivered_shape(ctx, queue)
-        settled = self._last_settled.get(ctx)
-        if settled is None or settled[3] != queue or settled[4] is not _ACCEPTED \
-                or settled[5] is not None:
-            settled = self._settled_shape(ctx, queue, _ACCEPTED, None)
         message = entry.message
         gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
-        self._append(DeliveryRow(delivered[0], now, gateway_id, count, created_at))
-        self._append(DeliveryRow(settled[0], now, gateway_id, count, created_at))
+        last = self._last_delivered.get(ctx)
+        if last is None or last[3] != queue:
+            self._shaped(self._last_delivered, r.DELIVERED, DeliveryRow, (r.DELIVERED, ctx, queue),
+                         (now, gateway_id, count, created_at), ctx=ctx, queue=queue)
+        else:
+            self._append(DeliveryRow(last[0], now, gateway_id, count, created_at))
+        last = self._last_settled.get(ctx)
+        if last is None or last[3] != queue or last[4] is not _ACCEPTED or last[5] is not None:
+            self._shaped(self._last_settled, r.SETTLED, DeliveryRow,
+                         (r.SETTLED, ctx, queue, _ACCEPTED, None),
+                         (now, gateway_id, count, created_at), ctx=ctx, queue=queue,
+                         outcome=_ACCEPTED, reason=None)
+        else:
+            self._append(DeliveryRow(last[0], now, gateway_id, count, created_at))
 
     def settled(self, now: float, ctx: int, entry: Any, queue: Optional[str], outcome: str,
                 reason: Optional[str] = None) -> None:
         """The consumer of ``ctx`` settled ``entry``'s delivery (``outcome``: an
         ``Outcome`` value); recorded before the queue acts on it."""
         last = self._last_settled.get(ctx)
-        if last is None or last[3] != queue or last[4] != outcome or last[5] != reason:
-            last = self._settled_shape(ctx, queue, outcome, reason)
         message = entry.message
+        if last is None or last[3] != queue or last[4] != outcome or last[5] != reason:
+            self._shaped(self._last_settled, r.SETTLED, DeliveryRow,
+                         (r.SETTLED, ctx, queue, outcome, reason),
+                         (now, message.gateway_id, entry.delivery_count, message.created_at),
+                         ctx=ctx, queue=queue, outcome=outcome, reason=reason)
+            return
         self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
                                  message.created_at))
-
-    def _delivered_shape(self, ctx: int, queue: str) -> tuple:
-        return self._shape(self._last_delivered, r.DELIVERED, _DELIVERY_ROW,
-                           (r.DELIVERED, ctx, queue), ctx=ctx, queue=queue)
-
-    def _settled_shape(self, ctx: int, queue: Optional[str], outcome: str,
-                       reason: Optional[str]) -> tuple:
-        return self._shape(self._last_settled, r.SETTLED, _DELIVERY_ROW,
-                           (r.SETTLED, ctx, queue, outcome, reason), ctx=ctx, queue=queue,
-                           outcome=outcome, reason=reason)
 
     # -- queues ------------------------------------------------------------------------
 

@@ -367,3 +367,28 @@ def test_a_new_writer_gets_the_shapes_with_the_contexts():
     assert got == twin.take_lines()
     assert new.feed(ledger.take_frame()) == [] and len(new.shapes) == 0 == len(ledger.shapes), \
         "shapes are forgotten with their context, also one made after it closed"
+
+
+def test_a_context_with_a_routing_key_per_message_records_beyond_its_shapes_in_full():
+    """A publisher with a new routing key every message: the context keeps at most
+    ``SHAPES_PER_CONTEXT`` shapes (the gateway's and the writer's memory, one declaration
+    per record), the records beyond go in full; the lines are the same either way."""
+    from gateway.ledger.encoding import FrameReader
+    from gateway.ledger.ledger import SHAPES_PER_CONTEXT
+
+    def play(ledger):
+        ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
+        for i in range(SHAPES_PER_CONTEXT + 10):
+            ledger.received(T0 + i, ctx, message(i, routing_key=f"k{i}"), EventKind.ROUTED,
+                            [queue("q")])
+        return ctx
+
+    ledger, twin = Ledger(container_id="gw"), Ledger(container_id="gw")
+    play(ledger)
+    play(twin)
+    reader = FrameReader()
+    got = b"".join(reader.feed(ledger.take_frame(10 ** 6)))
+    assert len(ledger.shapes) == len(reader.shapes) == SHAPES_PER_CONTEXT
+    assert got == twin.take_lines(10 ** 6)
+    assert [json.loads(x)[5] for x in got.splitlines()[1:]] == \
+        [f"k{i}" for i in range(SHAPES_PER_CONTEXT + 10)]
