@@ -229,7 +229,8 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     # -- lines ----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue ``data`` (one frame: ``Ledger.take_frame``) for the child."""
+        """Queue ``data`` (``Ledger.take_frame``: a frame, after one of the shapes it
+        declares) for the child."""
         self._pending.append(data)
         self._pending_bytes += len(data)
         while self._pending_bytes > self.max_pending_bytes and len(self._pending) > 1:
