@@ -44,10 +44,12 @@ CLUSTERS = ("spark", "partner_rabbit")
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests on a real cluster are ``slow``, and grouped for ``--dist loadgroup``: the
-    RabbitMQ node's in group ``clusters`` (one node), as is the standalone Spark cluster's
-    test (``tests/pipeline/test_cli.py``); the Spark session's in two groups, the
+    RabbitMQ node's in group ``clusters`` (one node); the Spark session's in two groups, the
     pipeline's and the integration tests' (``spark-pipeline``, ``spark-integration``),
-    each group on one worker, its session's compiled code warm for all of its tests.
+    each group on one worker, its session's compiled code warm for all of its tests. The
+    standalone Spark cluster's test (``tests/pipeline/test_cli.py``) compares with a
+    report in the session, so it is in ``spark-pipeline``: the worker that runs the
+    RabbitMQ tests starts no Spark session at all.
     pytest-xdist hands out the largest groups first, so the long work starts at once on
     both workers and the single tests fill in around it."""
     for item in items:
