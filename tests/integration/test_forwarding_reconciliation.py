@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 
 import pika
 import pytest
@@ -174,11 +175,11 @@ def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hu
             in sample, status
 
 
-#: messages org-a accepts before the kill -9, and after it: the kill catches the last
-#: of the first ones in flight (org-a forwards as fast as the client sends, so one is in
-#: flight whatever the count; 100 + 50 showed no more than 20 + 10 do)
-BEFORE_KILL, AFTER_KILL = 20, 10
-STREAM = BEFORE_KILL + AFTER_KILL
+#: messages org-a accepts before the kill -9 (org-b takes them as they come), while
+#: org-b is stopped (SIGSTOP) just before its kill -9 (forwarded, in flight: org-b can
+#: neither take nor settle them), and after the kill
+BEFORE_KILL, IN_FLIGHT, AFTER_KILL = 20, 3, 10
+STREAM = BEFORE_KILL + IN_FLIGHT + AFTER_KILL
 
 
 def outbox_messages(gw) -> float:
@@ -198,11 +199,14 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
         declare(p.b, q)
         send_numbered(p.a, f"{q}@org-b", range(0, BEFORE_KILL))
         if crash == "org-b":
+            # stopped wherever it is in taking the stream: what org-a accepts now is
+            # forwarded and stays in flight (a kill that lands just after org-b settled
+            # everything, as it mostly did, shows no forward cut off)
+            os.kill(p.b.pid, signal.SIGSTOP)
+            send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL, BEFORE_KILL + IN_FLIGHT))
+            assert outbox_messages(p.a) >= IN_FLIGHT
             p.b.kill(children=False)  # forwarded messages in flight or just stored
-            # mid-stream: org-a holds a forward org-b had not settled (org-b is gone, so
-            # this count cannot change under the test)
-            assert outbox_messages(p.a) >= 1
-            send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL, STREAM))  # org-a keeps accepting
+            send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL + IN_FLIGHT, STREAM))  # org-a keeps accepting
             p.b = p.make_b(process=False).start()
         else:
             # its outbox mid-flight if the kill catches a forward (not checked: org-a's
@@ -237,8 +241,8 @@ def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, cr
     assert {x["message_id"].replace("-", " ") for x in by_status.get("duplicated", [])} == extra
     # late: only a message sent before the crash and sent again after it
     assert all(x["attempts"] >= 2 for x in by_status.get("late", []))
-    if crash == "org-b":  # the forward in flight at the kill was sent again after it
-        assert any(x["attempts"] >= 2 for x in rows), rows
+    if crash == "org-b":  # the forwards in flight at the kill were sent again after it
+        assert sum(x["attempts"] >= 2 for x in rows) >= IN_FLIGHT, rows
     [summary] = table_rows(out, "reconciliation_summary")
     assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == \
         (STREAM, STREAM, 0, 0)
