@@ -23,10 +23,10 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Sequence
 
-from gateway.config import (
-    CONFIG_ENV, ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port,
-)
-from gateway.connection_log import TextFormatter, json_formatter
+from gateway.config import ConfigError, GatewayConfig, directory_problem, line_of, load_config, parse_host_port
+from gateway.edge.process_logging import bridge_twisted_logging, setup_logging
+from gateway.exit_status import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, print_config_errors
+from gateway.health.command import add_health_parsers, health_command
 from gateway.interpreter_tuning import tune_garbage_collector, tune_thread_switching
 from gateway.product import PRODUCT, __version__
 
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from gateway.edge.workers import WorkerPlace
 
 log = logging.getLogger("gateway")
-
-EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
 
 def version_line() -> str:
@@ -64,16 +62,6 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value
-
-
 def _iterations(text: str) -> int:
     from gateway.auth.passwords import MAX_ITERATIONS, MIN_ITERATIONS
 
@@ -86,27 +74,6 @@ def _iterations(text: str) -> int:
             f"{value} is outside {MIN_ITERATIONS}-{MAX_ITERATIONS} (SCRAM-SHA-256 needs at "
             f"least {MIN_ITERATIONS}, RFC 7677)")
     return value
-
-
-def _add_target_arguments(cmd: argparse.ArgumentParser, *, metrics: bool) -> None:
-    from gateway.health import DEFAULT_METRICS_URL, DEFAULT_URL
-
-    where = cmd.add_mutually_exclusive_group()
-    where.add_argument("--url", help=f"amqp://HOST:PORT or amqps://HOST:PORT (default: "
-                                     f"${CONFIG_ENV}'s config, else {DEFAULT_URL})")
-    where.add_argument("--config", metavar="FILE",
-                       help=f"ask the first listener (and metrics address) of this config file "
-                            f"(default ${CONFIG_ENV})")
-    cmd.add_argument("--host", help="the gateway's host (with the default port, or --port)")
-    cmd.add_argument("--port", type=int, help="the gateway's AMQP port")
-    cmd.add_argument("--timeout", type=_positive_number, default=5.0, metavar="SECONDS",
-                     help="give up after this long (default 5)")
-    cmd.add_argument("--cacert", metavar="FILE",
-                     help="verify a TLS listener's certificate against this CA file")
-    if metrics:
-        cmd.add_argument("--metrics-url", metavar="URL",
-                         help=f"the metrics page (default: the config's, else port 9419 of the "
-                              f"gateway's host, {DEFAULT_METRICS_URL} for the default gateway)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,61 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="read the password from standard input instead of prompting")
     hp.add_argument("--iterations", type=_iterations, default=None,
                     help="PBKDF2 iterations (default 4096, RabbitMQ's and RFC 7677's)")
-    ping = sub.add_parser("ping", help="exit 0 when the gateway answers AMQP (health checks)")
-    _add_target_arguments(ping, metrics=False)
-    st = sub.add_parser("status", help="what a running gateway is and is doing")
-    _add_target_arguments(st, metrics=True)
+    add_health_parsers(sub)
     from gateway.ctl import add_ctl_parser
 
     add_ctl_parser(sub)
     return p
-
-
-def log_formatter(fmt: str = "text", worker: int | None = None) -> logging.Formatter:
-    """``fmt``: ``text`` (``connection_log.TEXT_FORMAT``) or ``json``: one object per line
-    with ``time`` (ISO 8601 in UTC, with its zone: ``2026-01-02T03:04:05.678901+00:00``),
-    ``level``, ``logger``, ``message`` and each line's own fields (``connection_id``,
-    ``event``... see ``connection_log``), by python-json-logger. ``worker``: the number
-    of this worker of ``workers: N``, on each of its lines."""
-    if fmt == "json":
-        return json_formatter(worker)
-    return TextFormatter(worker)
-
-
-def log_level(level: str) -> int:
-    return getattr(logging, level.upper(), logging.INFO)
-
-
-def setup_logging(level: str = "INFO", fmt: str = "text", worker: int | None = None) -> None:
-    """Every line of the process to stderr, in the ``log_formatter(fmt, worker)`` layout."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(log_formatter(fmt, worker))
-    logging.basicConfig(level=log_level(level), handlers=[handler], force=True)
-
-
-#: Twisted's lines an operator does not need at INFO: a factory starts and stops with
-#: every outbound connection attempt (forwarding, edge mode, health checks)
-_TWISTED_DEBUG_LINES = ("Starting factory", "Stopping factory")
-
-
-def bridge_twisted_logging() -> None:
-    """Twisted's log events into the standard logging tree (logger ``twisted``); the CLI
-    and the tests' in-process gateways both call it."""
-    from twisted.logger import LogLevel, STDLibLogObserver, globalLogBeginner
-
-    observer = STDLibLogObserver(name="twisted")
-
-    def observe(event: dict) -> None:
-        if str(event.get("log_format") or "").startswith(_TWISTED_DEBUG_LINES):
-            event = dict(event, log_level=LogLevel.debug)
-        observer(event)
-
-    globalLogBeginner.beginLoggingTo([observe], redirectStandardIO=False)
-
-
-def print_config_errors(exc: ConfigError) -> None:
-    for error in exc.errors:
-        print(f"amqp-gateway: invalid config: {error}", file=sys.stderr)
 
 
 def check_config(path: str) -> int:
@@ -261,10 +178,9 @@ def _directory_problems(cfg: GatewayConfig) -> list[ConfigError]:
         if cfg.store.path:
             checks.append(("store.path", os.path.dirname(os.path.abspath(cfg.store.path))))
     if cfg.ledger.enabled:
-        if cfg.ledger.directory:
-            checks.append(("ledger.directory", cfg.ledger.directory))
-        else:
-            checks.append(("state_dir", os.path.join(cfg.state_dir, "ledger")))
+        from gateway.edge.ledger_outlet import ledger_directory
+
+        checks.append(("ledger.directory" if cfg.ledger.directory else "state_dir", ledger_directory(cfg)))
     problems = []
     for key_path, directory in checks:
         problem = directory_problem(directory)
@@ -303,83 +219,6 @@ def hash_password_command(args: argparse.Namespace) -> int:
     kwargs = {"iterations": args.iterations} if args.iterations else {}
     print(hash_password(password, **kwargs))
     return EXIT_OK
-
-
-def _target(args: argparse.Namespace):
-    """The gateway ``ping``/``status`` ask; raises ``TargetError`` or ``ConfigError``."""
-    from dataclasses import replace
-
-    from gateway.health import DEFAULT_URL, target_from_config, target_from_url
-
-    metrics_url = getattr(args, "metrics_url", None)
-    config_path = args.config or (None if args.url else os.environ.get(CONFIG_ENV) or None)
-    if config_path:
-        target = target_from_config(load_config(config_path))
-        if metrics_url:
-            target = replace(target, metrics_url=metrics_url)
-    else:
-        target = target_from_url(args.url or DEFAULT_URL, metrics_url)
-    if args.host:
-        target = replace(target, host=args.host)
-    if args.port is not None:
-        if not 0 < args.port < 65536:
-            from gateway.health import TargetError
-
-            raise TargetError(f"--port {args.port} is not a port (1-65535)")
-        target = replace(target, port=args.port)
-    return target
-
-
-def health_command(args: argparse.Namespace) -> int:
-    """``ping``: one line, exit 0 when the AMQP listener answers as amqp-gateway.
-    ``status``: that line and the figures of the metrics page; exit 1 when either does
-    not answer, or answers as something else (a RabbitMQ on the default port)."""
-    from gateway.health import MetricsPage, ProbeFailed, TargetError, amqp_handshake, render_status
-    from gateway.health.status import listener_mismatch
-    from gateway.product import names_us
-
-    try:
-        target = _target(args)
-    except ConfigError as exc:
-        print_config_errors(exc)
-        return EXIT_CONFIG
-    except TargetError as exc:
-        print(f"amqp-gateway {args.command}: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        reply = amqp_handshake(target, args.timeout, args.cacert)
-    except ProbeFailed as exc:
-        print(f"amqp-gateway {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except OSError as exc:  # an unreadable --cacert
-        print(f"amqp-gateway {args.command}: --cacert {args.cacert}: {exc.strerror or exc}",
-              file=sys.stderr)
-        return EXIT_CONFIG
-    if not names_us(reply.product, reply.information):
-        print(f"amqp-gateway {args.command}: {target.address} answered as {reply.who}, which is "
-              f"not amqp-gateway: give the gateway's address with --config FILE (or "
-              f"${CONFIG_ENV}) or --url", file=sys.stderr)
-        return EXIT_FAILURE
-    if args.command == "ping":
-        print(f"{target.address}: {reply.who} answered in {reply.elapsed * 1000:.0f} ms")
-        return EXIT_OK
-    figures, problem, status = None, None, EXIT_OK
-    if target.metrics_url is None:
-        problem, source = "the metrics page is disabled in the config (metrics.enabled)", "-"
-    else:
-        page = MetricsPage(target.metrics_url)
-        source = page.description
-        try:
-            figures = page.figures(args.timeout)
-        except ProbeFailed as exc:
-            problem, status = str(exc), EXIT_FAILURE
-        else:
-            problem = listener_mismatch(target, figures)
-            if problem is not None:
-                figures, status = None, EXIT_FAILURE
-    for line in render_status(target, reply, figures, source, problem):
-        print(line)
-    return status
 
 
 #: signals the gateway answers (stop gracefully, reload users)

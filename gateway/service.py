@@ -28,6 +28,7 @@ from gateway.auth import (
     Authenticator,
     ConnectionRegistry,
     ListenerAdmission,
+    OfferedMechanisms,
     LoginThrottle,
     Permission,
     User,
@@ -41,7 +42,7 @@ from gateway.config import (ConfigError, GatewayConfig, ListenerConfig, StoreCon
 from gateway.connection_log import RateLimitedLog
 from gateway import timeline
 from gateway.edge.http import make_site
-from gateway.edge.ledger_process import LedgerProcess, LedgerShipping
+from gateway.edge.ledger_outlet import LedgerOutlet
 from gateway.edge.listener import AcceptedConnection, ListenerFactory, listener_endpoint, server_endpoint
 from gateway.edge.store_driver import StoreDriver
 from gateway.edge.listener_facts import listener_facts
@@ -55,7 +56,6 @@ from gateway.edge.systemd import SystemdNotifier, Watchdog
 from gateway.edge.workers import ReusePortEndpoint, WorkerPlace
 from gateway.forward.transfer import TransferService
 from gateway.edge.tls import DEFAULT_CIPHERS, TlsServer, TlsSettings
-from gateway.ledger import Ledger, LedgerWriter
 from gateway.management.alerts import LEDGER_GAP, QueueThresholds, ThresholdRule
 from gateway.management.definitions import Definitions
 from gateway.management.rate_history import RateHistory
@@ -121,23 +121,6 @@ def tls_server_for(listener: ListenerConfig) -> Optional[TlsServer]:
         sni=tuple((c.server_name, c.cert_file, c.key_file) for c in listener.tls_sni)))
 
 
-class OfferedMechanisms:
-    """The shared authenticator, limited to the mechanisms one listener offers."""
-
-    def __init__(self, authenticator: Authenticator, offered: tuple[str, ...]) -> None:
-        self._auth = authenticator
-        self._offered = offered
-
-    def mechanisms(self, **kwargs) -> list[str]:
-        return self._auth.mechanisms(offered=self._offered, **kwargs)
-
-    def start(self, mechanism: str, **kwargs):
-        return self._auth.start(mechanism, offered=self._offered, **kwargs)
-
-    def __getattr__(self, name: str):
-        return getattr(self._auth, name)
-
-
 class GatewayService(service.MultiService):
     """``worker``: this gateway is one worker of ``workers: N`` (``edge.workers``): its
     AMQP ports are shared (``SO_REUSEPORT``), its HTTP on unix sockets for the parent."""
@@ -152,11 +135,9 @@ class GatewayService(service.MultiService):
         self.metrics = GatewayMetrics()
         #: the bench's event timeline (off unless the environment names its file)
         self.timeline = timeline.install(os.environ if environ is None else environ, time.monotonic)
-        self.ledger_process: Optional[LedgerProcess] = None
-        #: the writer in this process (``ledger.writer_process: false``) and its shipping
-        self.ledger_writer: Optional[LedgerWriter] = None
-        self._ledger_shipping: Optional[LedgerShipping] = None
-        self.ledger = self._make_ledger(config)
+        #: the ledger, and its writer (a child process, or in this process)
+        self.ledger_outlet = LedgerOutlet(config, reactor, self.container_id, self.metrics, self._ledger_gap)
+        self.ledger = self.ledger_outlet.ledger
         self.store = self._make_store(config.store)  # raises StoreUnusable: exit status 2
         self.broker = Broker(container_id=self.container_id, vhosts=config.local_vhosts,
                              memory_high_watermark=config.memory_high_watermark,
@@ -235,7 +216,6 @@ class GatewayService(service.MultiService):
         self.http_port = None
         self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
-        self._ledger_flush: Optional[task.LoopingCall] = None
         #: the dashboard's rate history, sampled on its own timer (never per message)
         self.rate_history = RateHistory(self.management.message_totals)
         self._rate_sampling: Optional[task.LoopingCall] = None
@@ -246,32 +226,6 @@ class GatewayService(service.MultiService):
         vhost = self.broker.vhost(name)
         return vhost.limits.max_connections if vhost is not None else None
 
-    def _make_ledger(self, config: GatewayConfig) -> Ledger:
-        """The ledger the broker and the protocols record into; its lines go to a child
-        process that writes them (``self.ledger_process``), or with ``writer_process:
-        false`` to a writer in this process (``self.ledger_writer``)."""
-        lc = config.ledger
-        ledger = Ledger(container_id=self.container_id, sample_rate=lc.sample_rate,
-                        header_allowlist=lc.header_allowlist, enabled=lc.enabled)
-        if not lc.enabled:
-            return ledger
-        ledger.started(self.reactor.seconds())  # before the store's messages are restored
-        directory = lc.directory or os.path.join(config.state_dir, "ledger")
-        settings = dict(
-            container_id=self.container_id, segment_max_bytes=lc.segment_max_bytes,
-            segment_max_age=lc.segment_max_age, retention_max_age=lc.retention_max_age,
-            retention_max_bytes=lc.retention_max_bytes, fsync=lc.fsync)
-        if lc.writer_process:
-            os.makedirs(directory, exist_ok=True)  # fail here, before anything starts
-            self.ledger_process = LedgerProcess(self.reactor, ledger, dict(
-                settings, directory=directory, flush_interval=lc.flush_interval),
-                on_gap=self._ledger_gap)
-            self.metrics.watch_ledger(self._ledger_counts)
-        else:
-            self.ledger_writer = LedgerWriter(directory, **settings)  # type: ignore[arg-type]
-            self._ledger_shipping = LedgerShipping(self.reactor, ledger, self.ledger_writer.add)
-        return ledger
-
     def _ledger_gap(self, count: int, since: float, now: float) -> None:
         """The writer process died with ``count`` records unwritten since ``since``: a
         ``gap`` record (in the next writer's ledger), an alert, and the metric."""
@@ -280,12 +234,6 @@ class GatewayService(service.MultiService):
             LEDGER_GAP, {"records_lost": count, "since": since, "container": self.container_id},
             f"the ledger writer process died; {count} record(s) made since "
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(since))} UTC could not be written")
-
-    def _ledger_counts(self) -> dict[str, int]:
-        p = self.ledger_process
-        assert p is not None
-        return {"writer_restarts": p.restarts, "gaps": p.gaps, "records_lost": p.records_lost,
-                "chunks_dropped": p.chunks_dropped, "records_sent": p.records_sent}
 
     def _make_store(self, sc: StoreConfig) -> SqliteStore | NullStore:
         if not sc.enabled:
@@ -325,12 +273,6 @@ class GatewayService(service.MultiService):
         if restored:
             log.info("restored %d message(s) waiting to be forwarded", restored)
         return transfer
-
-    def _flush_ledger(self) -> None:
-        try:
-            self.ledger_writer.flush(self.reactor.seconds())  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
-            log.exception("ledger flush failed")
 
     # -- engines ------------------------------------------------------------------
     def make_engine(self, ctx: AcceptedConnection) -> object:
@@ -412,7 +354,7 @@ class GatewayService(service.MultiService):
                                        self.management_port),
                 lambda: len(self.connection_registry), self.config.limits.max_connections,
                 self.reactor.seconds)
-            api = HttpApi(self.management, self.ledger_status, started_at=self.reactor.seconds(),
+            api = HttpApi(self.management, self.ledger_outlet.status, started_at=self.reactor.seconds(),
                           rabbitmq_version=self.config.rabbitmq_version or API_RABBITMQ_VERSION,
                           process_memory=resident_bytes, definitions=self.definitions,
                           messages=MANAGEMENT_MESSAGES, health=health, rates=self.rate_history)
@@ -434,13 +376,7 @@ class GatewayService(service.MultiService):
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
         if self.store_driver is not None:
             self.store_driver.start()
-        if self.ledger_process is not None:
-            self.ledger_process.start()
-        if self._ledger_shipping is not None:
-            self._ledger_shipping.start()
-            self._ledger_flush = task.LoopingCall(self._flush_ledger)
-            self._ledger_flush.clock = self.reactor
-            self._ledger_flush.start(self.config.ledger.flush_interval, now=False)
+        self.ledger_outlet.start()
         self.forwarding.start()
         self.notifier.ready(f"listening on {len(self.ports)} address(es)")
         self.watchdog.start()
@@ -505,15 +441,9 @@ class GatewayService(service.MultiService):
         self.store.close()  # commits what the connections left
         if self.timeline is not None:
             self.timeline.write()
-        if self._ledger_flush is not None and self._ledger_flush.running:
-            self._ledger_flush.stop()
         if self._rate_sampling is not None and self._rate_sampling.running:
             self._rate_sampling.stop()
-        if self.ledger_process is not None:
-            await self.ledger_process.stop(self.config.shutdown_timeout)
-        elif self.ledger_writer is not None:
-            self._ledger_shipping.stop()  # type: ignore[union-attr]
-            self.ledger_writer.close(self.reactor.seconds())
+        await self.ledger_outlet.stop(self.config.shutdown_timeout)
         for http in (self.http_port, self.management_port):
             if http is not None:
                 await defer.maybeDeferred(http.stopListening)
@@ -543,32 +473,6 @@ class GatewayService(service.MultiService):
             except (ConfigError, ValueError) as exc:
                 log.error("users not reloaded, keeping the previous ones: %s", exc)
         self.notifier.notify("READY=1")
-
-    def ledger_status(self) -> dict:
-        """``/api/gateway/ledger``: where the ledger is written, by whom, how much is
-        there and what went wrong."""
-        lc = self.config.ledger
-        directory = lc.directory or os.path.join(self.config.state_dir, "ledger")
-        status: dict = {"enabled": lc.enabled, "directory": os.path.abspath(directory),
-                        "sample_rate": lc.sample_rate, "fsync": lc.fsync,
-                        "writer": "process" if self.ledger_process is not None else "in-process"}
-        if not lc.enabled:
-            return status
-        try:
-            sizes = [e.stat().st_size for e in os.scandir(directory) if e.is_file()]
-        except OSError as exc:
-            status["error"] = f"{directory}: {exc.strerror or exc}"
-            sizes = []
-        status.update(segments=len(sizes), bytes=sum(sizes))
-        if self.ledger_process is not None:
-            status.update(chunks_dropped=self.ledger_process.chunks_dropped,
-                          restarts=self.ledger_process.restarts, gaps=self.ledger_process.gaps,
-                          records_lost=self.ledger_process.records_lost)
-        elif self.ledger_writer is not None:
-            w = self.ledger_writer
-            status.update(records_written=w.records_written, records_dropped=w.records_dropped,
-                          write_errors=w.write_errors)
-        return status
 
     def bound_addresses(self) -> list[tuple[str, int]]:
         return [(p.getHost().host, p.getHost().port) for p in self.ports]

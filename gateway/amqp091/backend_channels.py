@@ -78,16 +78,16 @@ class LinkSession:
         self.node: Optional[BackendNode] = None
         #: link key -> the channel that opened it
         self.channels: dict[Any, "BackendChannel"] = {}
-        connection.use_backend_session(self)
+        connection.relay.use_session(self)
         connection.add_close_callback(self._client_gone)
-        self.handle = connection.vhost_proxy.connect_links(backend, login, self)
+        self.handle = connection.relay.vhost_proxy.connect_links(backend, login, self)
         if connection.closed:
             self.handle.close("the client's connection closed")
 
     # ---- the connector ---------------------------------------------------------------------
     def opened(self, engine: Any, node: BackendNode) -> None:
         self.engine, self.node = engine, node
-        self.connection.open_with_handlers(lambda context, channel_id: BackendChannel(self, context, channel_id))
+        self.connection.relay.open_with_handlers(self.connection, lambda context, channel_id: BackendChannel(self, context, channel_id))
         self.connection.output_ready()
 
     def failed(self, failure: BackendFailure) -> None:

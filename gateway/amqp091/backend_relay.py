@@ -1,7 +1,7 @@
 """Edge mode for 0-9-1 clients: a proxied vhost's connection relayed frame for frame.
 
 Theory of operation. A client's connection.open naming a proxied vhost (the
-``ServerConnection``'s ``vhost_proxy`` knows which) calls ``open_proxied``: the gateway's
+``ServerConnection``'s ``relay.vhost_proxy`` knows which) calls ``open_proxied``: the gateway's
 own checks (service account: the user's access to the vhost; always: the user's connection
 slot), then a ``RelaySession`` asks the proxy to connect, node after node, each attempt
 a ``BackendRelay`` engine (our 0-9-1 client role, ``ClientConnection`` without a channel
@@ -90,7 +90,7 @@ def admit_backend_login(connection: Any, method: m.Method, backend: BackendNodes
     """The gateway's own checks of a proxied vhost's connection.open, and the login its
     backend connection opens with. Raises ``ConnectionException`` for a refusal."""
     settings = backend.settings
-    connection.admit_proxied(method, check_access=not settings.passthrough)
+    connection.relay.admit(connection, method, check_access=not settings.passthrough)
     try:
         return backend_login(settings, getattr(connection.user, "name", ""), connection.login_password,
                              service_password=read_password(settings) if not settings.passthrough else "",
@@ -125,9 +125,9 @@ class RelaySession:
         self._closing_client: set[int] = set()
         self._closing_backend: set[int] = set()
         self.handle: Any = None
-        connection.use_backend_session(self)
+        connection.relay.use_session(self)
         connection.add_close_callback(self._client_gone)
-        self.handle = connection.vhost_proxy.connect(backend, login, self._make_engine, self)
+        self.handle = connection.relay.vhost_proxy.connect(backend, login, self._make_engine, self)
         if connection.closed:  # refused at once (no node could even be tried)
             self.handle.close("the client's connection closed")
 
@@ -140,7 +140,7 @@ class RelaySession:
         self.engine, self.node = engine, node
         self._frame_max, self._channel_max = engine.frame_max, engine.channel_max
         engine.client.relay(self._from_backend)
-        self.connection.open_by_backend(self._from_client)
+        self.connection.relay.open_by_backend(self.connection, self._from_client)
         self.connection.output_ready()
 
     def failed(self, failure: BackendFailure) -> None:
@@ -171,7 +171,7 @@ class RelaySession:
                 if out:
                     self._to_backend(engine, out)
                     out = []
-                self.connection.receive_own(frame)
+                self.connection.relay.receive_own(self.connection, frame)
                 continue
             if channel > self._channel_max:
                 raise ConnectionException(ReplyCode.CHANNEL_ERROR,
@@ -204,7 +204,7 @@ class RelaySession:
                 elif ftype == _METHOD and decode_method(frame[7:-1]).__class__ is m.ChannelCloseOk:
                     self._closing_backend.discard(channel)
             frames = b"".join(kept)
-        self.connection.relay_out(frames)
+        self.connection.relay.relay_out(frames)
 
     # ---- the gateway's own permissions (a service account) ---------------------------------
     def _refused(self, channel: int, frame: bytes) -> bool:
@@ -217,7 +217,7 @@ class RelaySession:
             if refusal is None:
                 continue
             text = ChannelException(ReplyCode.ACCESS_REFUSED, refusal).reply_text
-            conn.relay_out(encode_method_frame(channel, m.ChannelClose(
+            conn.relay.relay_out(encode_method_frame(channel, m.ChannelClose(
                 reply_code=int(ReplyCode.ACCESS_REFUSED), reply_text=text, class_id=method.CLASS_ID,
                 method_id=method.METHOD_ID)))
             self._closing_client.add(channel)
@@ -237,7 +237,7 @@ class RelaySession:
         if kind is m.ChannelCloseOk:
             self._closing_client.discard(channel)
         elif kind is m.ChannelClose:
-            self.connection.relay_out(encode_method_frame(channel, m.ChannelCloseOk()))
+            self.connection.relay.relay_out(encode_method_frame(channel, m.ChannelCloseOk()))
             self._closing_client.discard(channel)
 
     def _client_gone(self) -> None:

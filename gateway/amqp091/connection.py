@@ -39,7 +39,8 @@ user's connection limit at open) is ``handshake.Handshake``'s; how channels open
 get their frames is ``channel_table.ChannelTable``'s. The methods' actions (with the login's
 state) are the collaborator ``connection_methods.ConnectionMethods``; parsing, batches and
 held input the collaborator ``connection_input.ConnectionInput``; the states are
-``connection_state``'s; closing is here. None of them keeps a reference to the connection
+``connection_state``'s; edge mode's way to a backend (a proxied vhost) is
+``connection_relay.ConnectionRelay``'s (``relay``); closing is here. None of them keeps a reference to the connection
 (it passes itself to their calls), so a closed connection is freed by reference counting.
 
 Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
@@ -63,6 +64,7 @@ from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_table import ChannelState, ChannelTable
 from gateway.amqp091.connection_input import ConnectionInput
 from gateway.amqp091.connection_methods import ConnectionMethods
+from gateway.amqp091.connection_relay import ConnectionRelay
 from gateway.amqp091.connection_state import HANDSHAKE_STATES, ConnectionState, ConnectionStateMachine, LocalEvent
 from gateway.amqp091.connection_timers import ConnectionTimers, Due
 from gateway.amqp091.errors import ChannelException, ConnectionException
@@ -185,12 +187,9 @@ class ServerConnection:
         self._writes_seen = 0  # the output's write count tick last saw
         #: who a close of ours is by, for the close line (a gateway shutdown says so)
         self._closing_by = CLOSED_BY_SERVER
-        #: edge mode (``gateway.backend.VhostProxy``): proxied vhosts open through it; once a
-        #: backend opened, every octet read goes to ``_relay_in`` (``backend_relay``)
-        self.vhost_proxy = vhost_proxy
-        self._relay_in: Callable[[bytes], None] | None = None
-        #: the proxied connection's two sides (``backend_relay.RelaySession``), once opening
-        self.backend_session: Any = None
+        #: edge mode: proxied vhosts open through it (``connection_relay``)
+        self.relay = ConnectionRelay(vhost_proxy, handshake, self._machine, self._timers, self._table,
+                                     self._input, self._output)
         #: the password of a PLAIN/AMQPLAIN login, kept for a passthrough backend only
         self.login_password: str | None = None
         self.send_method(0, self._handshake.start_method(server_properties))
@@ -230,8 +229,9 @@ class ServerConnection:
         if self._machine.state is ConnectionState.CLOSED or not data:
             return
         self._rx_seen = True
-        if self._relay_in is not None:
-            self._input.guarded(self, self._relay_in, data)
+        relay_in = self.relay.relay_in
+        if relay_in is not None:
+            self._input.guarded(self, relay_in, data)
             return
         inp = self._input
         if inp.held is not None:
@@ -381,51 +381,6 @@ class ServerConnection:
         """We answered the client's connection.close: closed, the client drops the socket."""
         self.linger_on_close = True
         self.terminate(reason)
-
-    def use_backend_session(self, session: Any) -> None:
-        """Edge mode: ``session`` carries this connection to its backend (``backend_relay``,
-        ``backend_channels``); management shows its backend."""
-        self.backend_session = session
-
-    # ---- edge mode: a proxied vhost (``backend_relay``) --------------------------------------
-
-    def open_by_backend(self, relay_input: Callable[[bytes], None]) -> None:
-        """The backend opened: answer connection.open and hand every octet read from now
-        on to ``relay_input`` (which gives channel 0 back through ``receive_own``)."""
-        self._open_ok_for_backend()
-        self._relay_in = relay_input
-
-    def open_with_handlers(self, factory: ChannelHandlerFactory) -> None:
-        """The backend opened (an amqp10 backend, ``backend_channels``): answer
-        connection.open; the channels are ours, each with a handler from ``factory``."""
-        self._table.use_factory(factory)
-        self._open_ok_for_backend()
-
-    def _open_ok_for_backend(self) -> None:
-        self._handshake.end()
-        self.trail.authenticated(getattr(self.user, "name", str(self.user)), self.vhost_name or "",
-                                 self._handshake.mechanism)
-        self.send_method(0, m.ConnectionOpenOk())
-        self._timers.handshake_done()
-        self._machine.process(LocalEvent.BACKEND_OPENED)
-
-    def receive_own(self, frames: bytes) -> None:
-        """Channel-0 frames the relay cut out of the client's stream: ours to handle."""
-        self._input.process(self, frames)
-
-    def relay_out(self, frames: bytes) -> None:
-        """Frames from the backend, written to the client as they are."""
-        self._output.write(frames)
-
-    def admit_proxied(self, method: m.Method, *, check_access: bool) -> None:
-        """The user's access to a proxied vhost (unless the backend checks it: passthrough)
-        and connection slot (``Handshake``); raises ``ConnectionException`` 530."""
-        if check_access:
-            self._handshake.check_access(method, self.user)
-        release = self._handshake.admit(method, self.user, connection=self)
-        if release is not None:
-            self.add_close_callback(release)
-        self._timers.handshake_done()  # the backend's connect_timeout bounds the wait now
 
     def output_ready(self) -> None:
         """Output appeared outside ``receive_data`` (an operator's close): flush it."""

@@ -120,8 +120,9 @@ class ConnectionMethods:
     def _on_open(self, conn: Any, method: m.Method) -> ConnectionState | None:
         self.open_received = True
         conn.record_vhost(method.virtual_host)  # admitted with its vhost known (management's view)
-        if conn.vhost_proxy is not None:
-            backend = conn.vhost_proxy.backend_for(method.virtual_host)
+        proxy = conn.relay.vhost_proxy
+        if proxy is not None:
+            backend = proxy.backend_for(method.virtual_host)
             if backend is not None:  # edge mode: open-ok once the backend opened
                 if backend.settings.kind == "amqp10":  # the channels carried to 1.0 links
                     open_linked(conn, method, backend)

@@ -39,4 +39,4 @@ def connection_view(conn: Any) -> ConnectionView:
         vhost=conn.vhost_name or "", peer_host=conn.peer_host, peer_port=conn.peer_port,
         connected_at=conn.connected_at, ssl=conn.tls,
         client_properties=plain(conn.client_properties), channels=tuple(channels),
-        links=tuple(links), backend=backend_label(conn.backend_session))
+        links=tuple(links), backend=backend_label(conn.relay.session))

@@ -42,6 +42,7 @@ from typing import Any, Callable, Optional
 from proton import SASL, Connection, Delivery, Endpoint, Event, Link, Terminus, Transport
 
 from gateway.amqp10.client_transport import open_session, push_input, take_output
+from gateway.amqp10.link_credit import grant
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.backend.addresses import ACCEPTED, REJECTED, RELEASED
 from gateway.backend.contract import BackendFailure, BackendLogin, CarriedEvents, FailureKind, LinkEvents
@@ -72,7 +73,7 @@ def _name_key(link: Link) -> tuple[str, bool]:
 
 
 class _LinkRecord:
-    __slots__ = ("key", "link", "sender", "ready", "unsettled", "carried")
+    __slots__ = ("key", "link", "sender", "ready", "unsettled", "carried", "owed")
 
     def __init__(self, key: Any, link: Link, sender: bool, carried: bool = False) -> None:
         self.key = key
@@ -83,6 +84,8 @@ class _LinkRecord:
         self.carried = carried
         #: sender: delivery tag -> token; receiver: the deliveries not settled yet
         self.unsettled: dict[Any, Any] = {}
+        #: receiver: transfers the backend sent past its credit, not yet covered by a grant
+        self.owed = 0
 
 
 class BackendLinkClient:
@@ -136,8 +139,7 @@ class BackendLinkClient:
         link.snd_settle_mode = Link.SND_UNSETTLED
         link.rcv_settle_mode = Link.RCV_FIRST
         self._attach(_LinkRecord(key, link, False))
-        if credit:
-            link.flow(credit)
+        grant(link, credit)
 
     def _attach(self, record: _LinkRecord) -> None:
         self._links[record.key] = record
@@ -160,7 +162,12 @@ class BackendLinkClient:
     def add_credit(self, key: Any, credit: int) -> None:
         record = self._links.get(key)
         if record is not None and credit > 0:
-            record.link.flow(credit)
+            link = record.link
+            # the window the 0-9-1 side gave: proton's count (negative after a backend sent
+            # past its credit) and ``credit``, less the overshoot an earlier grant covered
+            window = link.credit + credit - record.owed
+            grant(link, window)
+            record.owed = -window if window < 0 else 0
             self.output_ready()
 
     def settle(self, key: Any, delivery: Any, outcome: str) -> None:

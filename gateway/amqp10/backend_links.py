@@ -45,6 +45,7 @@ from proton import Condition, Delivery, Link
 
 from addressing import AddressError, AddressErrorKind, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope, error_from_broker
+from gateway.amqp10.link_credit import credit_to_grant
 from gateway.amqp10.payloads import container_from_transfer, delivery_parts
 from gateway.amqp10.proton_calls import (ffi as _ffi, lib as _lib, pn_delivery_remote_state, pn_delivery_settle,
                                          pn_delivery_settled, pn_delivery_updated, pn_link_advance, send_parts)
@@ -204,7 +205,7 @@ class BackendIncomingLink:
         window = self.session.settings.credit - self.unconfirmed
         have = self.link.credit
         if window > have and (have * 2 <= window or have == 0):
-            self.link.flow(window - have)
+            self.link.flow(credit_to_grant(have, window))
 
     def on_delivery(self, d: Any) -> None:
         """A transfer (``d``: proton's C delivery) from the client."""

@@ -41,6 +41,7 @@ from proton import Condition, Delivery, Link, Terminus
 
 from addressing import AddressError, resolve_remote_source, resolve_remote_target
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.link_credit import credit_to_grant, grant
 from gateway.amqp10.proton_calls import c_pointer
 from gateway.amqp10.proxied_session import ProxiedSession, link_keys
 from gateway.amqp10.transfer_buffer import TransferBuffer
@@ -215,10 +216,7 @@ class CarriedIncomingLink(_CarriedLink):
         if self.closed or not self.opened:
             return
         backend = self.backend
-        window = min(self.session.settings.credit - self.unsettled, backend.credit - backend.queued)
-        have = self.link.credit
-        if window > have:
-            self.link.flow(window - have)
+        grant(self.link, min(self.session.settings.credit - self.unsettled, backend.credit - backend.queued))
 
     def on_delivery(self, d: Any) -> None:
         """A transfer (``d``: proton's C delivery) from the client."""
@@ -287,9 +285,9 @@ class CarriedOutgoingLink(_CarriedLink):
         if link.drain_mode and link.credit > 0 and not self._waiting:
             if not self._draining:
                 self._draining = True
-                backend.drain(max(0, want - backend.credit))
-        elif want > backend.credit:
-            backend.flow(want - backend.credit)
+                backend.drain(credit_to_grant(backend.credit, want))
+        else:
+            grant(backend, want)
         self.session.bridge.output_ready()
 
     def backend_flow(self) -> None:

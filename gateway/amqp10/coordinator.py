@@ -36,6 +36,7 @@ from typing import Any, Optional
 from proton import Condition, Delivery, Described, Link, Message, Terminus, symbol, ulong
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.link_credit import grant, over_credit
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.unroutable_outcome import capability_symbols, echo_capabilities
 from gateway.amqp10.transactions import DECLARED, ConnectionTransactions, txn_label
@@ -107,7 +108,7 @@ class CoordinatorLink:
     def refill(self) -> bool:
         if self.closed or self.link.credit >= COORDINATOR_CREDIT // 2:
             return False
-        self.link.flow(COORDINATOR_CREDIT - self.link.credit)
+        grant(self.link, COORDINATOR_CREDIT)
         return True
 
     def on_delivery(self, d: Any) -> None:
@@ -118,6 +119,8 @@ class CoordinatorLink:
         link = self.link
         encoded = link.recv(delivery.pending) or b""
         link.advance()
+        if link.credit < 0:
+            raise over_credit(link)
         try:
             kind, value = _control(encoded)
             if kind == "declare":

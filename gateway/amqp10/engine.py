@@ -53,6 +53,7 @@ from proton import Connection
 
 from gateway.amqp10.backend_links import open_proxied
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition, Scope
+from gateway.amqp10.connection_slot import ConnectionSlot
 from gateway.amqp10.connection_view import connection_view
 from gateway.amqp10.engine_events import EngineEvents
 from gateway.amqp10.link_table import LinkHandler, LinkTable
@@ -66,9 +67,7 @@ from gateway.amqp10.transactions import ConnectionTransactions
 from gateway.amqp10.without_sasl import REFUSAL_CONDITION, login_without_sasl
 from gateway.auth import (
     Action,
-    AdmissionToken,
     Authenticator,
-    ConnectionLimitReached,
     ConnectionRegistry,
     LoginThrottle,
     PermissionCache,
@@ -168,8 +167,8 @@ class Amqp10Engine:
         self.unroutable = unroutable
         #: announced as RabbitMQ's version when set (config ``rabbitmq_version``)
         self.rabbitmq_version = rabbitmq_version
-        self._registry = connection_registry
-        self._admission: Optional[AdmissionToken] = None
+        #: the user's connection slot (``connection_slot``), taken at ``open``
+        self._slot = ConnectionSlot(connection_registry)
         self.owner = f"amqp10-{next(_owner_ids)}"
         #: the ledger's ``connection`` column: the edge's id when given, else ``owner``
         self.connection_id: str = self.owner if connection_id is None else str(connection_id)
@@ -390,7 +389,7 @@ class Amqp10Engine:
         backend = self.vhost_proxy.backend_for(name) if self.vhost_proxy is not None else None
         if backend is not None:  # edge mode: our open once the backend opened
             self.vhost_name = name
-            self._admit()
+            self._slot.take(self.user.name, self, self.vhost_name)
             self.held_for_backend = True
             try:
                 self.backend_session = open_proxied(self, name, backend)
@@ -408,21 +407,11 @@ class Amqp10Engine:
         except VhostAccessRefused as exc:
             raise Amqp10Error(ErrorCondition.UNAUTHORIZED_ACCESS, exc.text, Scope.CONNECTION) from None
         self.vhost_name = name  # admitted with its vhost known (management's view)
-        self._admit()
+        self._slot.take(self.user.name, self, self.vhost_name)
         self.vhost = vhost
         if hasattr(self.broker, "add_blocked_listener"):
             self.broker.add_blocked_listener(self)
         self.trail.authenticated(user.name, name, self._mechanism or None)
-
-    def _admit(self) -> None:
-        """Take the user's connection slot (raises ``Amqp10Error`` over the limit)."""
-        if self._registry is not None:
-            try:
-                self._admission = self._registry.admit(self.user.name, connection=self,
-                                                       vhost=self.vhost_name)
-            except ConnectionLimitReached as exc:
-                raise Amqp10Error(ErrorCondition.RESOURCE_LIMIT_EXCEEDED, exc.text,
-                                  Scope.CONNECTION) from None
 
     # ------------------------------------------------------------------ edge mode
     def resume_after_backend(self) -> None:
@@ -499,12 +488,8 @@ class Amqp10Engine:
         """Hand over to proton as ``user`` (None: a refused connection, closed at once)."""
         self.user = user
         self.state = EngineState.AMQP
-        channel_max = self.channel_max
-        if self._registry is not None and user is not None:
-            sessions = self._registry.limits_for(user.name).max_channels
-            if sessions > 0:
-                # channel numbers 0..channel_max: N sessions means channel-max N-1
-                channel_max = min(channel_max, sessions - 1)
+        channel_max = (self.channel_max if user is None
+                       else self._slot.channel_max(user.name, self.channel_max))
         self._proton = ProtonTransport(container_id=self.container_id,
                                        max_frame_size=self.max_frame_size,
                                        channel_max=channel_max, idle_timeout=self.idle_timeout,
@@ -572,9 +557,7 @@ class Amqp10Engine:
         if self._torn_down:
             return
         self._torn_down = True
-        if self._registry is not None:
-            self._registry.release(self._admission)
-            self._admission = None
+        self._slot.release()
         if self.transactions is not None:  # first: retired deliveries back to their links
             try:
                 self.transactions.roll_back_all()
@@ -595,9 +578,7 @@ class Amqp10Engine:
             self.broker.remove_blocked_listener(self)
 
     def _finish(self) -> None:
-        if self._registry is not None:
-            self._registry.release(self._admission)
-            self._admission = None
+        self._slot.release()
         # the SASL layer holds the login gate, a bound method of the login, and the event
         # handlers hold their host: cycles that only a full collection would free
         self._login = None

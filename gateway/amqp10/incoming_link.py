@@ -54,6 +54,7 @@ from gateway.amqp10.link_context import (
     ledger_context as _ledger_context,
     naming_address as _naming,
 )
+from gateway.amqp10.link_credit import credit_to_grant, over_credit
 from gateway.amqp10.link_host import LinkHost
 from gateway.amqp10.outgoing_link import OutgoingLink
 from gateway.amqp10.payloads import container_from_summary, service_request_container
@@ -200,10 +201,11 @@ class IncomingLink:
             return False  # no window could ask for more: skip the room lookup
         want = self._wanted_credit()
         if want > have and (have * self._window <= want * low or have == 0):
-            self.link.flow(want - have)
+            credit = credit_to_grant(have, want)
+            self.link.flow(credit)
             marks = timeline.recorder
             if marks is not None:
-                marks.mark("granted", want - have)
+                marks.mark("granted", credit)
             return True
         return False
 
@@ -254,6 +256,8 @@ class IncomingLink:
             encoded = bytes(self._buffer)
             self._buffer.clear()
         pn_link_advance(link._impl)
+        if pn_link_credit(link._impl) < 0:
+            raise over_credit(link)
         # the message is complete: publish it and settle its transfer with the outcome (an
         # accepted one the store wrote once it is on disk)
         transactions = self.host.transactions

@@ -11,6 +11,7 @@ from typing import Optional
 from proton import Delivery, Link
 
 from gateway.amqp10.conditions import Amqp10Error, ErrorCondition
+from gateway.amqp10.link_credit import over_credit
 
 __all__ = ["TransferBuffer"]
 
@@ -46,4 +47,6 @@ class TransferBuffer:
         encoded = bytes(buffer)
         buffer.clear()
         link.advance()
+        if link.credit < 0:
+            raise over_credit(link)
         return encoded

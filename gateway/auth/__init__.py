@@ -19,6 +19,7 @@ from gateway.auth.limits import (
 from gateway.auth.mechanisms import (
     Authenticated,
     Authenticator,
+    OfferedMechanisms,
     Challenge,
     Mechanism,
     ProtocolFamily,
@@ -47,6 +48,7 @@ __all__ = [
     "ConnectionLimitReached",
     "ConnectionRegistry",
     "ListenerAdmission",
+    "OfferedMechanisms",
     "ListenerLimitReached",
     "ListenerSlots",
     "LoginRefusal",

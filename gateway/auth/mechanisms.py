@@ -74,6 +74,7 @@ __all__ = [
     "Mechanism",
     "ProtocolFamily",
     "Authenticator",
+    "OfferedMechanisms",
     "SaslExchange",
     "Challenge",
     "Authenticated",
@@ -438,3 +439,21 @@ class Authenticator:
         digest = hmac.new(self._secret, username.encode("utf-8", "surrogatepass"),
                           hashlib.sha256).digest()
         return digest[:16], secrets.token_bytes(32), secrets.token_bytes(32), 4096
+
+
+class OfferedMechanisms:
+    """The shared authenticator, limited to the mechanisms one listener offers
+    (``listeners[].mechanisms``); everything else is the shared one's."""
+
+    def __init__(self, authenticator: Authenticator, offered: tuple[str, ...]) -> None:
+        self._auth = authenticator
+        self._offered = offered
+
+    def mechanisms(self, **kwargs) -> list[str]:
+        return self._auth.mechanisms(offered=self._offered, **kwargs)
+
+    def start(self, mechanism: str, **kwargs):
+        return self._auth.start(mechanism, offered=self._offered, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._auth, name)

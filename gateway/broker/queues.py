@@ -29,7 +29,9 @@ Where: the policy (when an entry moves: enqueue, dispatch, ``get``, settlement, 
 limits, purge, deletion) is here; the entries and every change of their state (with the
 memory count and the store's records that follow it) are ``queue_entries.QueueEntries``'s
 (``entries``); where a message goes when it ends unconsumed is
-``dead_lettering.DeadLettering``'s (``dead_lettering``).
+``dead_lettering.DeadLettering``'s (``dead_lettering``); how an entry is taken out when it
+ends unconsumed (expired, over a limit, past the delivery limit, filtered) is
+``queue_endings``'s, and the browsers' dispatch ``browser_dispatch``'s.
 
 The queue reaches its vhost only through ``host`` (a :class:`~.queue_host.QueueHost`):
 its name, the memory gate, the ledger, the store, dead-lettering and its own deletion.
@@ -54,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from gateway.ledger import EventKind
 
+from .browser_dispatch import dispatch_browsers
 from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
 from .errors import PreconditionFailed
@@ -63,6 +66,7 @@ from .queue_arguments import (Overflow, QueueArguments, check_queue_flags, parse
                               without_refused_by_type)
 from .queue_entries import QueueEntries
 from .publish_result import PublishResult
+from .queue_endings import drop_over_limit, expire_entry, past_delivery_limit
 from .queued_message import AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
@@ -197,7 +201,7 @@ class Queue:
         self.policy = policy
         self.args = self.dead_lettering.args = self._with_policy(policy)
         if self.args.bounded and self.args.overflow is Overflow.DROP_HEAD:
-            self._drop_over_limit(now)
+            drop_over_limit(self.args, self.entries, self.dead_lettering, now)
 
     def touch(self, now: float) -> None:
         """Mark the queue used at ``now`` (restarts the ``x-expires`` timer)."""
@@ -244,7 +248,7 @@ class Queue:
                 if self._again:
                     self.dispatch(now)
                 if args.bounded and args.overflow is _DROP_HEAD:
-                    self._drop_over_limit(now)
+                    drop_over_limit(self.args, self.entries, self.dead_lettering, now)
                 return True
         entry = self.entries.add(message, expires_at, self)
         if consumers.acquiring or consumers.browsers:
@@ -252,7 +256,7 @@ class Queue:
         if ttl == 0 and entry.state is AVAILABLE:
             self._expire_available(entry, now)
         if args.bounded and args.overflow is _DROP_HEAD:
-            self._drop_over_limit(now)
+            drop_over_limit(self.args, self.entries, self.dead_lettering, now)
         return True
 
     def restore(
@@ -275,26 +279,6 @@ class Queue:
         if args.max_length is not None and self.ready.count >= args.max_length:
             return True
         return args.max_length_bytes is not None and self.ready.nbytes + size > args.max_length_bytes
-
-    def _drop_over_limit(self, now: float) -> None:
-        args = self.args
-        max_len, max_bytes = args.max_length, args.max_length_bytes
-        ready = self.ready
-        entries = self.entries
-        while ready.count and (
-            (max_len is not None and ready.count > max_len)
-            or (max_bytes is not None and ready.nbytes > max_bytes)
-        ):
-            entry = entries.pop_lowest()  # lowest priority first
-            if args.dead_letter_exchange is None:  # (the stand-in's gateway id will do)
-                self.dead_lettering.ended((entry.message,), EventKind.DROPPED, now,
-                                          DeathReason.MAXLEN.value)
-                entries.finish(entry)
-                continue
-            message = entries.leaving(entry)
-            entries.finish(entry)
-            if message is not None:
-                self.dead_lettering.dead_letter(message, DeathReason.MAXLEN, now)
 
     # ------------------------------------------------------------------ consume side
     def add_consumer(self, consumer: Consumer, now: float) -> None:
@@ -373,53 +357,12 @@ class Queue:
                         consumer.deliver(entry, now)
                         sent += 1
                 if consumers.browsers:
-                    sent += self._dispatch_browsers(now)
+                    sent += dispatch_browsers(consumers, entries, self.dead_lettering, now)
                 if not self._again:
                     break
         finally:
             self._dispatching = False
         return sent
-
-    def _dispatch_browsers(self, now: float) -> int:
-        """Browsers and filtered consumers: each from its own cursor (see
-        ``consumers``); a filtered one skips what its filter refuses, or, on a queue of
-        its own (``MessageFilter.drops``: a temporary queue), drops it."""
-        sent = 0
-        browsers = self.consumers.browsers
-        entries = self.entries
-        for browser in list(browsers):
-            cursor = browsers.get(browser)
-            accepts = browser.message_filter.accepts if getattr(browser, "message_filter", None) else None
-            while cursor is not None and browser.credit.has_credit():
-                entry = self.ready.next_after(cursor, now)
-                if entry is None:
-                    break
-                if entry.stored is not None and not entries.with_body(entry):
-                    continue
-                cursor = browsers[browser] = entry.seq
-                if accepts is not None and not accepts(entry.message):
-                    if browser.message_filter.drops:
-                        self._drop_filtered(entry, now)
-                    continue
-                browser.credit.consume_one()
-                if browser.acquires:
-                    entries.acquire(entry, browser, now)
-                else:
-                    entries.browsed()
-                browser.deliver(entry, now)
-                sent += 1
-                cursor = browsers.get(browser)
-        return sent
-
-    def _drop_filtered(self, entry: QueuedMessage, now: float) -> None:
-        """A message the filter of a queue's only consumer refuses (a filtered
-        ``/exchange`` source's temporary queue): it ends here, recorded ``dropped``."""
-        entries = self.entries
-        entries.remove_available(entry)
-        message = entries.leaving(entry)
-        entries.finish(entry)
-        if message is not None:
-            self.dead_lettering.ended((message,), EventKind.DROPPED, now, "filtered")
 
     # ------------------------------------------------------------------ settlement
     def release(
@@ -433,7 +376,8 @@ class Queue:
         """ACQUIRED -> AVAILABLE at the entry's original position, then dispatch (at
         ``now``, or the last time the queue saw). False if not acquired here. A message
         past a quorum queue's ``x-delivery-limit`` is dead-lettered instead."""
-        if self.args.delivery_limit is not None and self._past_limit(entry, now):
+        if self.args.delivery_limit is not None and past_delivery_limit(
+                self.args, self.entries, self.dead_lettering, entry, self._now if now is None else now):
             return True
         if not self.entries.put_back(entry, redelivered, count_delivery or self.quorum):
             return False
@@ -458,29 +402,18 @@ class Queue:
         put_back = self.entries.put_back
         count_delivery = count_delivery or self.quorum
         limited = self.args.delivery_limit is not None
+        at = self._now if now is None else now
         count = 0
         browsers = self.consumers.browsers
         for entry in entries:
-            if (limited and self._past_limit(entry, now)) or put_back(entry, redelivered, count_delivery):
+            if (limited and past_delivery_limit(self.args, self.entries, self.dead_lettering, entry, at)) \
+                    or put_back(entry, redelivered, count_delivery):
                 count += 1
                 if browsers:
                     self.consumers.rewind(entry.seq)
         if count and self.consumers:
             self.dispatch(self._now if now is None else now)
         return count
-
-    def _past_limit(self, entry: QueuedMessage, now: Optional[float]) -> bool:
-        """The one place ``x-delivery-limit`` is applied: a returned message whose failed
-        deliveries would pass the limit leaves the queue (dead-lettered, reason
-        ``delivery_limit``, or dropped) instead of going back (poison-message handling,
-        as RabbitMQ's quorum queues). False (nothing done) for any other."""
-        entries = self.entries
-        if entry.delivery_count + 1 <= self.args.delivery_limit or not entries.take_acquired(entry):  # type: ignore[operator]
-            return False
-        entries.finish(entry)
-        self.dead_lettering.dead_letter(entry.message, DeathReason.DELIVERY_LIMIT,
-                                        self._now if now is None else now)
-        return True
 
     def reject(self, entry: QueuedMessage, *, requeue: bool, now: float) -> bool:
         """0-9-1 reject/nack and 1.0 rejected: ``requeue`` -> :meth:`release`; else the
@@ -524,7 +457,7 @@ class Queue:
         self._now = now
         expired = self.entries.expire_heads(now)
         for entry in expired:
-            self._expire_gone(entry, now)
+            expire_entry(self.entries, self.dead_lettering, entry, now)
         return len(expired)
 
     def next_deadline(self) -> Optional[float]:
@@ -553,20 +486,12 @@ class Queue:
 
     def _expire_heads(self, now: float) -> None:
         for gone in self.entries.take_expired():
-            self._expire_gone(gone, now)
+            expire_entry(self.entries, self.dead_lettering, gone, now)
 
     def _expire_available(self, entry: QueuedMessage, now: float) -> None:
         """A TTL-0 entry no consumer took during its own enqueue: expired at once."""
         self.entries.remove_available(entry)
-        self._expire_gone(entry, now)
-
-    def _expire_gone(self, entry: QueuedMessage, now: float) -> None:
-        """``entry``, out of ``ready``, expired: GONE, recorded and dead-lettered."""
-        entries = self.entries
-        message = entries.leaving(entry)
-        entries.finish(entry)
-        if message is not None:
-            self.dead_lettering.expired(message, entry.delivery_count, now)
+        expire_entry(self.entries, self.dead_lettering, entry, now)
 
     # ------------------------------------------------------------------ the end
     def purge(self, now: Optional[float] = None) -> int:

@@ -24,11 +24,12 @@ __all__ = ["SocketClient", "amqp_frame", "error_conditions", "parse_performative
 _ERROR_FIELD = {0x16: 2, 0x17: 0, 0x18: 0}
 
 
-def amqp_frame(descriptor: int, fields: list, channel: int = 0) -> bytes:
-    """One AMQP frame (type 0, no extended header) holding the described list ``fields``."""
+def amqp_frame(descriptor: int, fields: list, channel: int = 0, payload: bytes = b"") -> bytes:
+    """One AMQP frame (type 0, no extended header) holding the described list ``fields``
+    and, for a transfer, ``payload`` after it."""
     data = Data()
     data.put_object(Described(ulong(descriptor), fields))
-    body = data.encode()
+    body = data.encode() + payload
     return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0]) + channel.to_bytes(2, "big") + body
 
 

@@ -17,7 +17,7 @@ Like ``amqp-gateway run`` started in a fresh directory, a relative (or absent)
 ``state_dir`` is put in the gateway's own temporary directory.
 
 The log: each line the gateway writes, formatted as the CLI formats it for the config's
-``logging.format`` (``cli.log_formatter``), at the config's ``logging.level``. The
+``logging.format`` (``edge.process_logging.log_formatter``), at the config's ``logging.level``. The
 gateway's modules log through module loggers that several in-process gateways share, so
 ``GatewayLog`` gives each line to the gateway it is about: the first object on the
 calling stack that belongs to a running gateway (its service and what the service holds,
@@ -78,7 +78,7 @@ class GatewayLog(logging.Handler):
         running ``cli.main`` in this process reconfigures)."""
         with cls._install_lock:
             if cls._installed is None:
-                from gateway.cli import bridge_twisted_logging
+                from gateway.edge.process_logging import bridge_twisted_logging
 
                 bridge_twisted_logging()
                 cls._installed = cls()
@@ -170,7 +170,8 @@ class InProcessGateway(GatewayEndpoint):
     _log: Optional[GatewayLog] = None
 
     def start(self, timeout: float = 30.0) -> "InProcessGateway":
-        from gateway.cli import build_parser, log_formatter, log_level, run_config
+        from gateway.cli import build_parser, run_config
+        from gateway.edge.process_logging import log_formatter, log_level
         from gateway.config import ConfigError
         from gateway.config.workers import worker_count
 
@@ -278,7 +279,7 @@ class InProcessGateway(GatewayEndpoint):
 
     def child_pids(self) -> list[int]:
         """The gateway's child processes: its ledger writer, if it runs one."""
-        lp = self.service.ledger_process if self.service is not None else None
+        lp = self.service.ledger_outlet.process if self.service is not None else None
         transport = getattr(lp, "transport", None)
         pid = getattr(transport, "pid", None)
         return [pid] if pid else []

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Collector, Connection, Delivery, Endpoint, Event, Transport
-
+from proton import Collector, Connection, Delivery, Endpoint, Event, Transport, uint
 from gateway.amqp10.backend_client import BackendLinkClient
 from gateway.backend.addresses import ACCEPTED
 from gateway.backend.contract import BackendLogin
 from gateway.backend.nodes import BackendNode
 from gateway.backend.settings import BackendSettings
+from tests.support.amqp10_socket_client import amqp_frame, parse_performatives
 
 GRACE = 5.0
 
@@ -183,3 +183,37 @@ def test_a_backend_that_never_answers_the_end_is_closed_after_connect_timeout():
     assert backend.connection.state & Endpoint.REMOTE_CLOSED
     assert engine.closed
 
+
+
+TRANSFER, FLOW = 0x14, 0x13
+
+
+def _overshoot(first_id: int, count: int) -> bytes:
+    """``count`` transfers the backend sends past its credit, written by hand (proton's own
+    sender never would): channel 0 and handle 0 are the backend's first session and link,
+    and the delivery ids go on from the ``first_id`` proton's sender used last."""
+    return b"".join(amqp_frame(TRANSFER, [uint(0), uint(first_id + i), f"x{i}".encode(), uint(0), False],
+                               payload=b"\x00Sw\xa1\x01x")
+                    for i in range(count))
+
+
+def _link_credits(output: bytes) -> list[tuple[int, int]]:
+    """``(delivery-count, link-credit)`` of each link flow frame in ``output``."""
+    return [(int(fields[5]), int(fields[6])) for descriptor, fields in parse_performatives(output)
+            if descriptor == FLOW and len(fields) > 6 and fields[4] is not None]
+
+
+def test_a_backend_that_sends_past_its_credit_is_never_given_a_wrapped_negative_credit():
+    """RabbitMQ 3.10 sent 9 transfers on a link with credit 5 (issue 44): proton's count went
+    to -4, and the next top-up of 1 went out as link-credit 0xfffffffd. Now the credit the
+    backend is given stays within the window the 0-9-1 side gave (5 less its unacked)."""
+    engine, backend, events = _consumed(5)
+    engine.receive_data(_overshoot(5, 4))
+    assert len(events.deliveries) == 9
+    credits = []
+    for key, delivery in events.deliveries:  # the 0-9-1 client acks one by one
+        engine.settle(key, delivery, ACCEPTED)
+        engine.add_credit(key, 1)
+        credits += _link_credits(engine.data_to_send())
+    # the first ack lifts the count to 0; the next three pay off the overshoot; then 1 each
+    assert credits == [(9, 0), (9, 1), (9, 2), (9, 3), (9, 4), (9, 5)]
