@@ -48,9 +48,10 @@ test: $(STAMP) $(RHEA) lint
 	$(PYTEST)
 
 # the unit tests and the in-process integration tests: no Spark, no RabbitMQ, no crash
-# loop or backlog (marker slow), no gateway or CLI process (marker process)
+# loop or backlog (marker slow), no gateway or CLI process (marker process); Hypothesis
+# properties run a quarter of their examples (tests/support/example_counts.py)
 test-fast: $(STAMP) $(RHEA) lint
-	$(PYTEST) -m "not slow and not process"
+	HYPOTHESIS_PROFILE=fast $(PYTEST) -m "not slow and not process"
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -55,7 +55,7 @@ CONNECTION_ID = "connection_id"
 #: the text log's layout; ``connection`` is ``[#N] `` on lines about a connection
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(connection)s%(message)s"
 
-#: seconds between two lines of one kind
+#: seconds between two lines of one kind (``logging.summary_interval``)
 DEFAULT_INTERVAL = 10.0
 HANDSHAKE_TIMEOUT_KIND = "handshake-timeout"
 
@@ -124,7 +124,7 @@ class RateLimitedLog:
     def _summary(self, state: _Kind) -> str:
         total = sum(state.left_out.values())
         parts = ", ".join(f"{n} {name}" for name, n in state.left_out.most_common())
-        return f"{total} more in the last {self.interval:.0f}s not logged: {parts}"
+        return f"{total} more in the last {self.interval:g}s not logged: {parts}"
 
 
 @dataclass(frozen=True, slots=True)

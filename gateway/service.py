@@ -202,7 +202,7 @@ class GatewayService(service.MultiService):
                                                                 dead["vhost"], dead)
         self.metrics.watch_alerts(self.management_plane.alerts, self.management_plane.remotes)
         #: the one rate limit of log lines peers cause (handshake timeouts, throttled logins)
-        self.connection_log = RateLimitedLog()
+        self.connection_log = RateLimitedLog(interval=config.logging.summary_interval)
         self.login_throttle = LoginThrottle(
             max_failures=limits.failed_logins_before_delay, window=limits.failed_login_window,
             base_delay=min(FAILED_LOGIN_BASE_DELAY, limits.failed_login_max_delay),
@@ -217,7 +217,8 @@ class GatewayService(service.MultiService):
         self.management_port = None
         self._broker_tick: Optional[task.LoopingCall] = None
         #: the dashboard's rate history, sampled on its own timer (never per message)
-        self.rate_history = RateHistory(self.management.message_totals)
+        self.rate_history = RateHistory(self.management.message_totals,
+                                        interval=config.management.sample_interval)
         self._rate_sampling: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
@@ -264,6 +265,7 @@ class GatewayService(service.MultiService):
         """``amqp$transfer`` (always: a gateway with no remotes still takes in what others
         forward to it), its outbox restored from the store."""
         transfer = TransferService(self.broker, config.forwarding, self.reactor.seconds,
+                                   log_interval=config.logging.summary_interval,
                                    dead_letter_vhost=config.local_vhosts[0] if config.local_vhosts else "/",
                                    from_amqp10=lambda encoded, now: container_from_transfer(
                                        encoded, now)[0])
@@ -326,7 +328,8 @@ class GatewayService(service.MultiService):
         for i, (listener, tls) in enumerate(zip(self.config.listeners, self.tls_servers)):
             factory = ListenerFactory(listener, self.reactor, self.metrics, self.make_engine,
                                       max_connections=self.config.limits.max_connections, tls=tls,
-                                      connection_log=self.connection_log)
+                                      connection_log=self.connection_log,
+                                      close_linger=self.config.limits.close_linger)
             endpoint = (ReusePortEndpoint(self.reactor, listener.host, listener.port, listener.backlog)
                         if self.worker else listener_endpoint(self.reactor, listener))
             port = yield listen_on(endpoint, factory.wrap_for_tls(),

@@ -8,13 +8,19 @@ from hypothesis import HealthCheck, settings
 
 from tests.support import gateway_process, reactor_thread
 from tests.support.gateway_process import make_gateway
+from tests.support.example_counts import FAST_EXAMPLES, PROFILE
 from tests.support.local_spark import local_session
+from tests.support.proton_ssl_config import share_one_ssl_config
 
 # Tests never assert wall-clock speed: Hypothesis's per-example deadline and its
 # too-slow health check only measure how loaded the machine is (2 shared cores).
 settings.register_profile("gateway", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("gateway")
+# make test-fast: fewer examples per property (tests/support/example_counts.py)
+settings.register_profile("fast", parent=settings.get_profile("gateway"), max_examples=FAST_EXAMPLES)
+settings.load_profile(PROFILE)
+
+share_one_ssl_config()
 
 
 @pytest.hookimpl(trylast=True)

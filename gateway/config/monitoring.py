@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.config.checks import checked, host_problem, log_format_problem, log_level_problem, non_negative_problem, port_problem, regex_problem
+from gateway.config.checks import checked, host_problem, log_format_problem, log_level_problem, non_negative_problem, port_problem, positive_problem, regex_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,9 @@ class LoggingConfig:
     level: str = checked("INFO", check=log_level_problem)
     #: ``text`` (a line per record) or ``json`` (an object per line, for a log pipeline)
     format: str = checked("text", check=log_format_problem)
+    #: seconds between two lines of one rate-limited kind (handshake timeouts, throttled
+    #: logins, dead letters); the lines left out are counted in the next one
+    summary_interval: float = checked(10.0, check=positive_problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +56,6 @@ class ManagementConfig:
     enabled: bool = False
     host: str = checked("127.0.0.1", check=host_problem)
     port: int = checked(15672, check=port_problem)
+    #: seconds between two samples of the message counters (the dashboard's rate chart)
+    sample_interval: float = checked(5.0, check=positive_problem)
     alerts: AlertsConfig = AlertsConfig()

@@ -28,6 +28,9 @@ class LimitsConfig:
     heartbeat: int = checked(60, check=non_negative_problem)
     max_message_size: int = checked(134217728, check=positive_problem)
     handshake_timeout: float = checked(10.0, check=positive_problem)
+    # seconds a socket stays open after a protocol close for the peer to close it first
+    # (``gateway.edge.engine_protocol``); 0 closes it at once
+    close_linger: float = checked(3.0, check=non_negative_problem)
     max_connections: int = checked(0, check=non_negative_problem)
     max_connections_per_user: int = checked(0, check=non_negative_problem)
     max_links_per_connection: int = checked(1024, check=non_negative_problem)

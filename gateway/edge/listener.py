@@ -42,6 +42,7 @@ from twisted.internet.protocol import Factory
 from gateway.auth.limits import ListenerSlots
 from gateway.config import ListenerConfig, TlsMode
 from gateway.connection_log import ConnectionTrail, RateLimitedLog, peer_name
+from gateway.edge.engine_protocol import CLOSE_LINGER
 from gateway.edge.sniffer import SniffingProtocol
 from gateway.edge.sockets import prepare_connection
 from gateway.edge.tls import tls_session
@@ -112,8 +113,11 @@ class ListenerFactory(Factory):
 
     def __init__(self, listener: ListenerConfig, reactor, metrics: GatewayMetrics,
                  engine_factory: EngineFactory, max_connections: int = 0,
-                 tls=None, connection_log: Optional[RateLimitedLog] = None) -> None:
+                 tls=None, connection_log: Optional[RateLimitedLog] = None,
+                 close_linger: float = CLOSE_LINGER) -> None:
         self.listener = listener
+        #: seconds a closed connection waits for its peer to close the socket (``limits.close_linger``)
+        self.close_linger = close_linger
         #: the rate limit of handshake-timeout lines, shared by every listener
         self.connection_log = connection_log if connection_log is not None else RateLimitedLog()
         self.tls = tls                      # a TlsServer when the listener has TLS material

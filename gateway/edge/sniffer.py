@@ -216,7 +216,8 @@ class SniffingProtocol(Protocol):
         subject = peer_subject(self.transport) if self.in_tls else None
         engine = self.factory.make_engine(kind, header, self, tls_peer_subject=subject)
         self.driver = EngineDriver(engine, self.transport, self.factory.reactor,
-                                   timeout_log=self.factory.connection_log)
+                                   timeout_log=self.factory.connection_log,
+                                   close_linger=self.factory.close_linger)
         self.factory.connection_recognised(self, kind)
         self.driver.start(rest)
 

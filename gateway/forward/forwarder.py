@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from gateway import timeline
 from gateway.broker.message import MessageContainer
-from gateway.connection_log import RateLimitedLog
+from gateway.connection_log import DEFAULT_INTERVAL, RateLimitedLog
 from gateway.forward.backoff import retry_delay
 from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
                                       RemoteSettings, Settlement)
@@ -106,7 +106,8 @@ class Forwarder:
 
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
                  clock: Callable[[], float], ledger: Any = None, gate: Any = None,
-                 load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None) -> None:
+                 load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None,
+                 log_interval: float = DEFAULT_INTERVAL) -> None:
         self.settings = settings
         #: rebuilds a body read back from the store (the broker's message loader); with a
         #: persistent store, bodies beyond ``credit`` ready entries stay on disk only
@@ -150,7 +151,7 @@ class Forwarder:
         self.dead_lettered = 0
         #: one line per interval about dead letters (a remote that refuses a stream of
         #: 20,000 messages must not write 20,000 lines); the rest counted by reason
-        self._dead_letter_log = RateLimitedLog()
+        self._dead_letter_log = RateLimitedLog(interval=log_interval)
 
     # -- the outbox --------------------------------------------------------------------
     def add(self, entry: OutboxEntry) -> None:

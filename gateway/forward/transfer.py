@@ -24,6 +24,7 @@ from addressing import split_global
 from gateway.broker.errors import NotAllowed, NotFound
 from gateway.broker.message import Encoding, MessageContainer
 from gateway.broker.queued_message import message_row
+from gateway.connection_log import DEFAULT_INTERVAL
 from gateway.forward import annotations as fa
 from gateway.forward.dedupe import DedupeWindow
 from gateway.forward.forwarder import REMOTE_NOT_CONFIGURED, Forwarder, OutboxEntry
@@ -48,10 +49,11 @@ def dead_letter_queue(container: str) -> str:
 class TransferService:
     """See the module docstring. ``broker``: the ``Broker`` (store, vhosts, gateway ids,
     message loader); ``clock()``: the loop's time; messages a remote rejects go to
-    ``dead_letter_queue(remote)`` in vhost ``dead_letter_vhost``."""
+    ``dead_letter_queue(remote)`` in vhost ``dead_letter_vhost``; each forwarder logs
+    its dead letters once per ``log_interval`` seconds (``logging.summary_interval``)."""
 
     def __init__(self, broker: Any, settings: ForwardingSettings, clock: Callable[[], float],
-                 dead_letter_vhost: str = "/",
+                 dead_letter_vhost: str = "/", log_interval: float = DEFAULT_INTERVAL,
                  from_amqp10: Optional[Callable[[bytes, float], MessageContainer]] = None) -> None:
         self.broker = broker
         self.settings = settings
@@ -67,7 +69,7 @@ class TransferService:
         ledger = self._ledger = ForwardLedger(broker)
         self.forwarders: dict[str, Forwarder] = {
             r.container: Forwarder(r, broker.store, self._dead_letter, clock, ledger, broker.gate,
-                                   broker.message_loader)
+                                   broker.message_loader, log_interval=log_interval)
             for r in settings.remotes}
         self.refused_loops = 0
         #: the last address ``resolve`` was asked for, split, and the forwarder it reaches

@@ -11,8 +11,10 @@ commit: the busier the disk, the larger the batches). Then it reports through
 ``callFromThread``), and the event loop learns that everything up to ``generation`` is on
 disk, or that it is not. With ``store.sync: full`` the sync is a second stage
 (:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
-generation to the ``WalSync`` thread, which syncs the write-ahead log and only then
-reports it, while this thread already runs the next group.
+generation to ``WalSync``, whose syncer threads sync the write-ahead log and only then
+report it, while this thread already runs the next group. Until this thread takes a
+generation, the event loop may still cancel its inserts (:meth:`CommitThread.cancel`: a
+message acked before it was written).
 
 Operations are lists ``[kind, ...fields]`` (see ``Op``). Within a transaction only the
 final state matters, so message operations between two entity operations are grouped by
@@ -170,6 +172,9 @@ class CommitThread:
         self._recovered_at: Optional[float] = None
         self._retry_base = retry_interval
         self._last_gen = 0
+        #: the latest generation this thread has taken (its operations may be running);
+        #: only grows, so an older one read without the lock is surely taken
+        self.taken_gen = 0
         self._stopping = False
         self.stats = CommitStats()
         #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
@@ -187,6 +192,17 @@ class CommitThread:
         with self._cond:
             self._waiting.append((generation, operations, time.monotonic()))
             self._cond.notify()
+
+    def cancel(self, generation: int, op: list, kind: Op) -> bool:
+        """Cancel ``op``, an operation of ``kind`` in the submitted ``generation``, if this
+        thread has not taken that generation yet (False: it may be running or written,
+        the caller undoes it with a later operation). The generation is still committed
+        and reported in its turn."""
+        with self._cond:
+            if generation <= self.taken_gen or not op or op[0] is not kind:
+                return False
+            op[0] = None
+            return True
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Commit what was submitted, then end the thread; False if it did not end in time."""
@@ -235,6 +251,8 @@ class CommitThread:
             if count >= self._max_operations:
                 break
         taken, self._waiting = waiting[:n], waiting[n:]
+        if taken:
+            self.taken_gen = taken[-1][0]
         return taken
 
     def _commit(self, taken: list[tuple[int, list, float]]) -> None:

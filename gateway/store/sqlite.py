@@ -20,8 +20,11 @@ the latest write; when the commit thread reports that generation (through the in
 a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
-is still in the open generation is never written at all (both operations are cancelled
-in place), and a delivery or requeue of such an entry only changes the pending insert.
+is still in the open generation, or in a generation handed over that the commit thread has
+not taken yet (``CommitThread.cancel``, under its lock), is never written at all (both
+operations are cancelled in place; the generation is still committed and reported before
+its confirms go out), and a delivery or requeue of such an entry only changes the pending
+insert.
 A message in several durable queues gets one ``messages`` row; ``StoredBody`` counts the
 queue entries referring to it and the row goes with the last of them.
 
@@ -200,11 +203,14 @@ class SqliteStore:
         return total
 
     # ------------------------------------------------------------------ generations
-    def _append(self, op: list) -> None:
+    def _append(self, *new: list) -> None:
+        """Add operations to the open generation (a message's two rows in one call: this
+        runs for every durable publish and ack)."""
         ops = self._ops
-        ops.append(op)
-        self.write_count += 1
-        if len(ops) == 1:
+        first = not ops
+        ops += new
+        self.write_count += len(new)
+        if first:
             if self.on_pending is not None:
                 self.on_pending()
         elif len(ops) >= self._batch_max and not self._one_commit:
@@ -308,18 +314,21 @@ class SqliteStore:
                     delivery_count: int, redelivered: bool, body: Optional[StoredBody],
                     row: Optional[MessageRow]) -> StoreRef:
         gen = self._gen
+        new_body: Optional[list] = None
         if body is None:
             assert row is not None
-            op = [_INSERT_MESSAGE, *row]
-            body = StoredBody(row.message_id, row.size, gen, op)
+            new_body = [_INSERT_MESSAGE, *row]
+            body = StoredBody(row.message_id, row.size, gen, new_body)
             self.messages_stored += 1
             self.bytes_stored += row.size
-            self._append(op)
         body.refs += 1
         op = [_INSERT_ENTRY, queue_key, seq, body.message_id, expires_at, delivery_count,
               int(redelivered), 0, None]
-        ref = StoreRef(body, self._gen, op, False)
-        self._append(op)
+        ref = StoreRef(body, gen, op, False)
+        if new_body is None:
+            self._append(op)
+        else:
+            self._append(new_body, op)
         return ref
 
     def update_message(self, queue_key: int, seq: int, ref: StoreRef, delivery_count: int,
@@ -343,25 +352,43 @@ class SqliteStore:
     def remove_message(self, queue_key: int, seq: int, ref: StoreRef) -> None:
         gen = self._gen
         op = ref.op
-        if ref.gen == gen and op and op[0] is _INSERT_ENTRY:
-            op[0] = None  # never written: nothing to delete
-        else:
+        delete_entry: Optional[list] = None
+        if not (op and self._cancel(ref.gen, op, _INSERT_ENTRY)):  # else never written
             if ref.gen == gen and op:
                 op[0] = None  # a pending update of a row about to go
-            op = [_DELETE_ENTRY, queue_key, seq]
+            delete_entry = [_DELETE_ENTRY, queue_key, seq]
             ref.gen = gen
-            self._append(op)
         ref.op = None
         body = ref.body
         body.refs -= 1
+        delete_body: Optional[list] = None
         if body.refs == 0:
             self.messages_stored -= 1
             self.bytes_stored -= body.size
-            if body.gen == gen and body.op:
-                body.op[0] = None
-            else:
-                self._append([_DELETE_MESSAGE, body.message_id])
+            if not (body.op and self._cancel(body.gen, body.op, _INSERT_MESSAGE)):
+                delete_body = [_DELETE_MESSAGE, body.message_id]
             body.op = None
+        if delete_entry is not None:
+            if delete_body is not None:
+                self._append(delete_entry, delete_body)
+            else:
+                self._append(delete_entry)
+        elif delete_body is not None:
+            self._append(delete_body)
+
+    def _cancel(self, gen: int, op: list, kind: Op) -> bool:
+        """Cancel the insert ``op`` (of ``kind``, made in generation ``gen``) of a row
+        removed before it was written: in the open generation, or in one handed over that
+        the commit thread has not taken yet (RabbitMQ skips the write of a message acked
+        before it is written too). The generation's commit still comes before any confirm
+        of the publishes in it; True if cancelled."""
+        if gen == self._gen:
+            if op[0] is not kind:
+                return False
+            op[0] = None
+            return True
+        thread = self._thread
+        return gen > thread.taken_gen and thread.cancel(gen, op, kind)
 
     def read_messages(self, queue_key: int, seqs: list[int]) -> dict[int, StoredMessage]:
         """The messages of entries ``seqs`` of queue ``queue_key`` as committed (entries

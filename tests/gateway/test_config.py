@@ -94,6 +94,9 @@ def test_empty_file_gives_defaults():
     ("users:\n  - name: bob\n    password_hash: x\n    permissions:\n      /: {read: '('}\n",
      "users[0].password_hash", 3, "not a password hash"),
     ("logging:\n  level: LOUD\n", "logging.level", 2, "not one of"),
+    ("logging:\n  summary_interval: 0\n", "logging.summary_interval", 2, "must be"),
+    ("management:\n  sample_interval: -5\n", "management.sample_interval", 2, "must be"),
+    ("limits:\n  close_linger: -1\n", "limits.close_linger", 2, "must not be negative"),
     ("limits: {heartbeat: 1, heartbeat: 2}\n", "limits.heartbeat", 1, "given twice"),
     ("listeners:\n  - port: 1\n    max_connections: -1\n", "listeners[0].max_connections", 3,
      "must not be negative"),
@@ -560,6 +563,11 @@ def test_management_alerts():
         load_config_text("management:\n  alerts:\n    queue_depth: -1\n")
     with pytest.raises(ConfigError, match="pattern"):
         load_config_text("management:\n  alerts:\n    queues:\n      - pattern: '('\n")
+
+
+def test_logging_summary_interval_defaults_to_ten_seconds():
+    assert GatewayConfig().logging.summary_interval == 10.0
+    assert load_config_text("logging:\n  summary_interval: 0.5\n").logging.summary_interval == 0.5
 
 
 def test_logging_format_is_text_or_json():

@@ -35,6 +35,14 @@ def test_one_line_per_interval_per_kind_the_rest_counted(lines):
                        "fourth 4 (2 more in the last 10s not logged: 1 x, 1 y)"]
 
 
+def test_the_summary_names_an_interval_below_a_second_as_it_is(lines):
+    limit = RateLimitedLog(interval=0.5)
+    limit.warning(log, "a", 0.0, "first")
+    limit.warning(log, "a", 0.2, "again")
+    limit.flush(0.5)
+    assert lines() == ["first", "a: 1 more in the last 0.5s not logged: 1 a"]
+
+
 def test_flush_reports_a_burst_that_stopped(lines):
     limit = RateLimitedLog(interval=10.0)
     limit.warning(log, "a", 0.0, "first")

@@ -13,6 +13,7 @@ from gateway.proxy_header import (
     parse_proxy_header,
 )
 from gateway.protocol_header import AMQP091_HEADER, AMQP10_SASL_HEADER
+from tests.support.example_counts import examples
 
 
 def v2(src: tuple[str, int] | None, dst: tuple[str, int] | None = None, *, command: int = 1,
@@ -133,7 +134,7 @@ def headers(draw):
 
 
 @given(headers(), st.binary(max_size=32), st.integers(1, 16))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_any_valid_header_in_any_chunks(made, rest, step):
     data, src = made
     stream = data + rest
@@ -150,7 +151,7 @@ def test_any_valid_header_in_any_chunks(made, rest, step):
 
 
 @given(st.binary(max_size=200))
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 def test_any_bytes_are_a_header_a_prefix_or_a_refusal(data):
     try:
         header = parse_proxy_header(data)
@@ -167,7 +168,7 @@ def test_any_bytes_are_a_header_a_prefix_or_a_refusal(data):
 
 
 @given(st.binary(min_size=1, max_size=120))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_mutated_v2_headers_never_raise_anything_else(noise):
     base = bytearray(v2(("192.0.2.1", 1000), tlvs=b"\x03\x00\x04abcd"))
     for i, b in enumerate(noise):

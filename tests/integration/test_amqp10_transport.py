@@ -13,6 +13,7 @@ import time
 import pytest
 from proton import Connection
 
+from tests.support.access_config import access_config
 from tests.support.amqp10_socket_client import SocketClient
 from tests.support.cross_protocol_clients import TIMEOUT, pika_get, unique
 from tests.support.gateway_process import default_config, make_gateway
@@ -114,7 +115,9 @@ def test_unsettled_messages_return_when_the_client_socket_is_reset(gateway, chan
 
 # ------------------------------------------------------------------ malformed input
 
-def test_malformed_frame_after_sasl_closes_with_a_decode_or_framing_error(gateway):
+def test_malformed_frame_after_sasl_closes_with_a_decode_or_framing_error(fresh_gateway):
+    # the client never answers the close: the gateway hangs up after ``limits.close_linger``
+    gateway = fresh_gateway(config_text=access_config(limits={"close_linger": 0.5}))
     client = _client(gateway).open()
     try:
         assert client.connection.state & Connection.REMOTE_ACTIVE

@@ -17,7 +17,7 @@ from proton import Connection
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.spec import ReplyCode
-from gateway.edge.engine_protocol import CLOSE_LINGER
+from tests.support.access_config import access_config
 from tests.support.amqp091_raw_client import RawClient
 from tests.support.amqp10_socket_client import SocketClient
 from tests.support.amqplib_client import amqplib_run
@@ -27,6 +27,8 @@ pytestmark = pytest.mark.integration
 FLOOD = 16 * 1024 * 1024
 #: an AMQP 1.0 empty frame (a heartbeat): the one frame that means nothing
 EMPTY_10_FRAME = b"\x00\x00\x00\x08\x02\x00\x00\x00"
+#: ``limits.close_linger`` (3 s by default) where a test waits it out
+SHORT_LINGER = 0.5
 
 
 def _flood_then_half_close(sock: socket.socket, unit: bytes) -> bytes:
@@ -53,8 +55,9 @@ def test_091_close_then_publishes_gets_close_ok_and_the_socket_stays_open(gatewa
         assert _flood_then_half_close(c.sock, publish) == b""   # no answer to any of them
 
 
-def test_091_client_that_never_closes_is_closed_after_the_linger(gateway):
-    with RawClient(gateway, timeout=CLOSE_LINGER + 10) as c:
+def test_091_client_that_never_closes_is_closed_after_the_linger(fresh_gateway):
+    gateway = fresh_gateway(config_text=access_config(limits={"close_linger": SHORT_LINGER}))
+    with RawClient(gateway, timeout=SHORT_LINGER + 10) as c:
         c.handshake()
         c.send_method(0, m.ConnectionClose(reply_code=200, reply_text="bye"))
         assert c.read_method().method == m.ConnectionCloseOk()

@@ -7,6 +7,7 @@ was opened. Opening it as ``http://user:pass@host/`` works. Screenshots are save
 ``test-artifacts/``."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -31,9 +32,13 @@ pytestmark = pytest.mark.integration
 ADMIN = ("admin", "s3cret")
 
 
+#: ``management.sample_interval`` of the module's gateway (5 s by default)
+SAMPLE_INTERVAL = 1
+
+
 @pytest.fixture(scope="module")
 def gw():
-    gateway = management_gateway().start()
+    gateway = management_gateway(extra=f"management:\n  sample_interval: {SAMPLE_INTERVAL}\n").start()
     yield gateway
     gateway.stop()
 
@@ -161,8 +166,9 @@ def test_the_rate_of_a_busy_queue_is_shown(gw):
 
 
 def test_the_rate_history_was_sampled_before_the_page_opened(gw):
-    """The chart is drawn from the gateway's own samples (a timer, every 5 s): traffic
-    before the page is opened is on it at its first draw."""
+    """The chart is drawn from the gateway's own samples (a timer, every
+    ``management.sample_interval``): traffic before the page is opened is on it at its
+    first draw."""
     q = unique("dash-history")
     conn = pika_connection(gw, user="admin", password="s3cret")
     try:
@@ -180,7 +186,7 @@ def test_the_rate_history_was_sampled_before_the_page_opened(gw):
             return next((s for s in samples if s["published"] > 0 and s["acked"] > 0), None)
         sample = wait_until(sampled, timeout=20, what="a rate sample with the published messages")
         history = call(gw, "GET", "/api/gateway/rates").body
-        assert history["window"] == 600 and history["interval"] == 5
+        assert history["window"] == 600 and history["interval"] == SAMPLE_INTERVAL
         assert set(sample) == {"at", "published", "delivered", "acked", "forwarded"}
         with chromium_page() as page:
             sign_in(page, gw, query="?interval=60000")  # no refresh after the first draw
@@ -337,6 +343,21 @@ def test_opened_as_user_pass_at_host(gw):
         page.wait_for_url(f"http://127.0.0.1:{port}/login")
         assert page.evaluate("document.URL") == f"http://127.0.0.1:{port}/login"
         assert page.is_visible("#sign-in")
+
+
+def test_a_page_leaves_the_test_s_thread_free_for_asyncio(gw):
+    """The browser is shared by the tests of a process, and Playwright's loop runs in a
+    thread of its own: after a page, ``asyncio.run`` works in the test's thread (a
+    browser kept in that thread made it fail for the aio-pika tests that came later)."""
+    with chromium_page() as page:
+        page.goto(gw.management_url + "/login")
+        assert page.is_visible("#sign-in")
+        with pytest.raises(RuntimeError):
+            asyncio.get_running_loop()                   # none while a page is open
+    assert asyncio.run(asyncio.sleep(0, result="ran")) == "ran"
+    with chromium_page() as page:                        # the next page: a fresh context
+        page.goto(gw.management_url + "/login")
+        assert page.evaluate("document.cookie") == ""
 
 
 def test_sign_in_refusals_and_sign_out(gw):

@@ -2,8 +2,9 @@
 
 A peer that stalls is closed at the deadline of its phase, and the timeout is logged in
 one wording (``handshake timeout: HOST:PORT stalled in phase '...' for N s; closed``),
-rate-limited: at most one such line per 10 s, the others counted by phase in the next
-line (or in the summary the gateway writes once the 10 s are over).
+rate-limited: at most one such line per ``logging.summary_interval`` (1 s here, 10 s by
+default), the others counted by phase in the next line (or in the summary the gateway
+writes once the interval is over).
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ from tests.support.access_config import access_config
 pytestmark = pytest.mark.integration
 
 DEADLINE = 1.0
+#: ``logging.summary_interval``: every stall here times out within it (they all start
+#: within milliseconds and share one deadline)
+SUMMARY_INTERVAL = 1
 #: the gateway must have closed a stalled socket within this (deadline 1 s)
 CLOSED_WITHIN = 15.0
 LINE = re.compile(r"handshake timeout: 127\.0\.0\.1:(\d+) stalled in phase '([^']+)' for 1\.0s; closed")
-SUMMARY = re.compile(r"handshake-timeout: (\d+) more in the last 10s not logged: (.*)$", re.M)
+SUMMARY = re.compile(rf"handshake-timeout: (\d+) more in the last {SUMMARY_INTERVAL}s not logged: (.*)$", re.M)
 
 #: what each stalled client sends, and the phase the gateway names
 STALLS = {
@@ -37,8 +41,9 @@ STALLS = {
 
 @pytest.fixture
 def gw(fresh_gateway):
-    return fresh_gateway(config_text=access_config(sniff_timeout=DEADLINE,
-                                                   limits={"handshake_timeout": DEADLINE}))
+    return fresh_gateway(config_text=access_config(
+        sniff_timeout=DEADLINE, limits={"handshake_timeout": DEADLINE},
+        extra=f"logging:\n  summary_interval: {SUMMARY_INTERVAL}\n"))
 
 
 def _stall(gw, data: bytes) -> socket.socket:

@@ -8,6 +8,7 @@ from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, ulong
 
 from tests.support.amqp_message_strategies import (amqp10_sections, bodies, encode_sections, outcome,
                                                    with_other_body)
+from tests.support.example_counts import examples
 from translators import TranslationError, decode_sections, inspect_amqp10, to_amqp091
 from translators import amqp10_sections as sections_module
 from translators.amqp10_sections import decode_section, with_message_annotations, with_routing_annotations
@@ -20,7 +21,7 @@ def _field(sections, code, index):
     return value[index] if value is not None and index < len(value) else None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections())
 def test_inspect_agrees_with_generated_sections(sections):
     summary = inspect_amqp10(encode_sections(sections))
@@ -58,7 +59,7 @@ def _uncached_inspect(encoded):
         sections_module._last_plain = last
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections(), bodies)
 def test_inspect_with_the_cache_is_inspect_without_it(sections, other_body):
     encoded = encode_sections(sections)
@@ -70,7 +71,7 @@ def test_inspect_with_the_cache_is_inspect_without_it(sections, other_body):
     assert outcome(inspect_amqp10, sibling) == _uncached_inspect(sibling)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(amqp10_sections(), st.binary(max_size=300), st.sampled_from(["same", "footer", "two data", "value", "short", "long"]))
 def test_a_message_after_a_plain_one_with_its_prefix_is_inspected_as_without_it(sections, body, tail):
     """After a plain message (its prefix remembered), a message starting with the same
@@ -161,7 +162,7 @@ def test_data_size_rejects_a_non_binary_data_section():
 
 # ------------------------------------------------------------------ with_message_annotations
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections(), st.dictionaries(st.text(st.characters(max_codepoint=127), min_size=1, max_size=10),
                                           st.integers(0, 99), min_size=1))
 def test_with_message_annotations_rewrites_only_that_section(sections, added):
@@ -181,7 +182,7 @@ def test_with_message_annotations_rewrites_only_that_section(sections, added):
     assert all(type(annotations_key) is symbol for annotations_key in annotations if annotations_key in added)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(amqp10_sections(), st.dictionaries(st.text(st.characters(max_codepoint=127), min_size=1, max_size=10),
                                           st.one_of(st.integers(-2**40, 2**40), st.text(max_size=20),
                                                     st.lists(st.text(max_size=8), max_size=3)),

@@ -8,12 +8,13 @@ from hypothesis import strategies as st
 from proton import Data, Described, Message, symbol, uint
 
 from tests.support.amqp_message_strategies import amqp10_sections, encode_sections
+from tests.support.example_counts import examples
 from translators import TranslationError, decode_sections, with_delivery_header
 from translators.delivery_header import delivered_before, delivery_header
 from translators.section_scan import SectionCode, scan_sections
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections(), st.integers(0, 2**32 - 1), st.booleans())
 def test_with_delivery_header_keeps_everything_else(sections, count, first):
     encoded = encode_sections(sections)
@@ -39,7 +40,7 @@ def _header_says(encoded: bytes) -> tuple:
     return message.first_acquirer, message.delivery_count
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections(), st.sampled_from([0, 0, 1, 7, 2**32 - 1]), st.booleans(),
        st.sampled_from([[], [None], [True, None, None], [None, None, None, True, uint(0)],
                         [None, None, None, False], [False, None, None, None, uint(3)]]))

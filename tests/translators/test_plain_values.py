@@ -12,6 +12,7 @@ from proton import (UNDESCRIBED, Array, Data, Described, byte, char, decimal32, 
                     float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort)
 
 from tests.support.amqp_message_strategies import amqp10_values, typed
+from tests.support.example_counts import examples
 from translators.mapping import Reserved
 from translators.plain_values import Carriage, carriage, is_header_name, name_carriage, plain_field_value
 from translators.typed_values import LONGSTR_DESCRIPTOR, TIMESTAMP_DESCRIPTOR, from_field_value, to_field_value
@@ -57,7 +58,7 @@ def test_a_date_reads_as_a_date_in_pika():
     assert pika_value["t"] == datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.timezone.utc)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_values)
 def test_a_value_that_needs_no_wrapper_is_its_typed_value_and_comes_back(value):
     """Below INEXACT the plain value is exactly what the typed translation writes, and

@@ -6,13 +6,14 @@ from hypothesis import given, settings
 from proton import Data, Message
 
 from tests.support.amqp_message_strategies import amqp10_sections, amqp10_values, encode_sections, typed
+from tests.support.example_counts import examples
 from translators import TranslationError
 from translators.amqp10_sections import decode_section, decode_section_fast
 from translators.primitive_decoder import Unsupported, decode_value
 from translators.section_scan import scan_sections
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(amqp10_values)
 def test_agrees_with_proton(value):
     data = Data()
@@ -30,7 +31,7 @@ def test_agrees_with_proton(value):
     assert typed(ours) == typed(theirs)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(amqp10_sections())
 def test_sections_agree_with_proton(sections):
     encoded = encode_sections(sections)

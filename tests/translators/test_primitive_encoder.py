@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ulong
 
 from tests.support.amqp_message_strategies import amqp10_values
+from tests.support.example_counts import examples
 from translators.primitive_encoder import (Unencodable, encode_described_list, encode_described_map,
                                            encode_value)
 
@@ -28,7 +29,7 @@ def _has_array(value) -> bool:
     return False
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @given(amqp10_values)
 def test_every_value_encodes_as_proton_does(value) -> None:
     if _has_array(value):

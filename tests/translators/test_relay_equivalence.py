@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from gateway.amqp091.values import decode_table, encode_table
 from tests.support.amqp_message_strategies import amqp10_values
+from tests.support.example_counts import examples
 from tests.support.lossy_relays import TABLE_RELAYS, ClientCannot
 from translators.plain_values import plain_field_value
 from translators.relay_equivalence import relayed_name, unchanged_by_relay
@@ -54,7 +55,7 @@ def test_relayed_name_cuts_at_128_octets_without_splitting_a_character():
     assert len(relayed_name("é" * 100).encode()) == 128
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(amqp10_values)
 def test_every_library_gives_back_what_counts_as_unchanged(value):
     """Our plain and typed values of any 1.0 value, through pika's, py-amqp's and pamqp's

@@ -17,6 +17,7 @@ from proton import (UNDESCRIBED, Array, Data, Described, byte, char, decimal32, 
 
 from gateway.amqp091.content import decode_properties, encode_properties
 from tests.support.amqp_message_strategies import amqp10_sections, canonical, canonical_sections, encode_sections
+from tests.support.example_counts import examples
 from tests.support.lossy_relays import RELAYS, ClientCannot
 from translators import BasicProperties, to_amqp10, to_amqp091
 from translators.mapping import Annotation, Reserved
@@ -78,7 +79,7 @@ def _client_kept_the_properties(raw: bytes, relayed: bytes) -> bool:
                for name in BasicProperties.__dataclass_fields__ if name != "headers")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(amqp10_sections())
 def test_any_message_survives_any_client(sections):
     encoded = encode_sections(sections)

@@ -12,9 +12,10 @@ from tests.support.amqp_message_strategies import (
     canonical_sections,
     encode_sections,
 )
+from tests.support.example_counts import examples
 from translators import to_amqp10, to_amqp091
 
-_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS

@@ -6,12 +6,13 @@ from hypothesis import given, settings
 from proton import Data, Described, Message, symbol, ulong
 
 from tests.support.amqp_message_strategies import amqp10_sections, amqp10_values, encode_sections
+from tests.support.example_counts import examples
 from translators import TranslationError
 from translators.section_scan import (BODY_CODES, SectionCode, encode_binary_section, ends_with_body,
                                       scan_sections, value_end)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_values)
 def test_value_end_matches_proton_decode(value):
     data = Data()
@@ -20,7 +21,7 @@ def test_value_end_matches_proton_decode(value):
     assert value_end(encoded + b"\x40trailing", 0) == len(encoded)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections())
 def test_scan_finds_every_section(sections):
     encoded = encode_sections(sections)

@@ -15,6 +15,7 @@ from translators.section_scan import SectionCode as S
 from translators.field_types import Int8
 from gateway.amqp091.content import encode_properties
 from tests.support.amqp091_strategies import basic_properties
+from tests.support.example_counts import examples
 
 # the package exports the function under the module's name
 to_amqp10_module = importlib.import_module("translators.to_amqp10")
@@ -125,7 +126,7 @@ def test_header_has_no_delivery_fields():
 # ---------------------------------------------------------------- recurring property lists
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(basic_properties, st.binary(max_size=300), st.text(max_size=20), st.text(max_size=20))
 def test_a_kept_prefix_gives_exactly_the_full_translation(props, body, exchange, routing_key):
     props = _replace(props, headers=None)
@@ -142,7 +143,7 @@ def test_a_kept_prefix_gives_exactly_the_full_translation(props, body, exchange,
         to_amqp10_module._to_amqp10(props, other, exchange, routing_key)[0]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(basic_properties, st.binary(max_size=600), st.sampled_from(["", "amq.topic"]),
        st.sampled_from(["", "k"]))
 def test_first_delivery_is_the_delivery_header_on_the_translation(props, body, exchange,
@@ -178,7 +179,7 @@ def test_prefixes_are_kept_for_recurring_properties_only_and_bounded():
         assert len(prefixes) <= to_amqp10_module.PREFIXES_MAX
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(basic_properties, st.binary(max_size=300), st.sampled_from(["", "amq.topic"]))
 def test_prefixes_found_by_the_raw_properties_are_those_of_the_properties(props, body, exchange):
     """A caller with the 0-9-1 property octets finds the kept prefix by them: the same

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from proton import Array, Data, Described, UNDESCRIBED, char, decimal32, decimal64, symbol, timestamp, ulong
 
 from tests.support.amqp_message_strategies import amqp10_values, field_values, typed
+from tests.support.example_counts import examples
 from translators import TranslationError
 from translators.typed_values import (
     decimal64_to_decimal,
@@ -31,13 +32,13 @@ def _through_proton(value):
     return _owned(decoded.get_object())
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(amqp10_values)
 def test_amqp10_value_round_trip(value):
     assert typed(from_field_value(to_field_value(value))) == typed(value)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(field_values)
 def test_field_value_round_trip_through_proton_encoding(value):
     amqp10 = _through_proton(from_field_value(value))

@@ -15,6 +15,7 @@ from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import BodyFrame, HeaderFrame, HeartbeatFrame, MethodFrame
 from gateway.amqp091.spec import PROPERTY_DOMAINS, ReplyCode
 from tests.support.amqp091_strategies import basic_properties
+from tests.support.example_counts import examples
 from translators.basic_properties import PROPERTY_NAMES, BasicProperties
 from translators.field_types import Int8
 
@@ -274,7 +275,7 @@ def test_with_headers_is_the_encoding_of_the_list_with_those_headers(props) -> N
         assert decode_properties(spliced).headers == added
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(basic_properties)
 def test_a_header_slot_filled_is_the_list_encoded_with_that_header(props) -> None:
     """``header_slot(props, name).fill(v)`` encodes only ``v`` (issue 45) and gives the

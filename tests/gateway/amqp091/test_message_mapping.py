@@ -9,6 +9,7 @@ from gateway.amqp091 import message_mapping
 from gateway.amqp091.content import encode_properties
 from tests.support.amqp_message_strategies import (amqp10_sections, bodies, encode_sections, outcome,
                                                    with_other_body)
+from tests.support.example_counts import examples
 from translators import inspect_amqp10, to_amqp091
 
 
@@ -24,7 +25,7 @@ def _as_received(encoded: bytes) -> object:
     return outcome(message_mapping._render_amqp10, encoded, body_at)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(amqp10_sections(), bodies)
 def test_rendering_with_the_cache_is_rendering_without_it(sections, other_body):
     encoded = encode_sections(sections)

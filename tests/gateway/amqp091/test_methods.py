@@ -13,10 +13,11 @@ from gateway.amqp091.errors import ConnectionException
 from gateway.amqp091.methods import METHOD_CLASSES, decode_method, method_class, methods_source
 from gateway.amqp091.spec import METHODS, Domain, ReplyCode
 from tests.support.amqp091_strategies import method_instances, methods_of_spec
+from tests.support.example_counts import examples
 
 
 def _round_trip_test(spec):
-    @settings(max_examples=25)
+    @settings(max_examples=examples(25))
     @given(methods_of_spec(spec))
     def test(method) -> None:
         raw = method.encode()

@@ -9,6 +9,7 @@ from gateway.auth.mechanisms import (
 )
 from gateway.auth.passwords import hash_password
 from gateway.auth.users import User, UserDirectory
+from tests.support.example_counts import examples
 
 ALICE = User("alice", hash_password("wonderland"))
 GUEST = User("guest", hash_password("guest"), loopback_only=True)
@@ -267,7 +268,7 @@ def test_scram_malformed_client_first(auth, first):
     assert reason.startswith(("malformed SCRAM", "invalid credentials"))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.binary(max_size=120), st.binary(max_size=120))
 def test_scram_never_raises_other_errors(auth, first, final):
     exchange = start(auth, "SCRAM-SHA-256")
@@ -278,7 +279,7 @@ def test_scram_never_raises_other_errors(auth, first, final):
         pass
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(["PLAIN", "AMQPLAIN", "EXTERNAL", "ANONYMOUS"]), st.binary(max_size=80))
 def test_simple_mechanisms_never_raise_other_errors(auth, mechanism, response):
     exchange = auth.start(mechanism, peer_host="10.0.0.1", protocol="amqp091",

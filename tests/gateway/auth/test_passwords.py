@@ -5,6 +5,7 @@ import scramp
 from hypothesis import given, settings, strategies as st
 
 from gateway.auth.passwords import hash_password, parse_stored, verify_password
+from tests.support.example_counts import examples
 
 SALT = b"0123456789abcdef"
 
@@ -89,7 +90,7 @@ def test_parse_roundtrip():
     assert len(parsed.stored_key) == len(parsed.server_key) == 32
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.text(max_size=20), st.text(max_size=20))
 def test_verify_only_accepts_the_password(password, other):
     stored = hash_password(password, salt=SALT)
@@ -104,7 +105,7 @@ def test_verify_only_accepts_the_password(password, other):
         assert verify_password(stored, other) is same
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.text(max_size=120))
 def test_parse_never_raises_anything_but_value_error(text):
     try:

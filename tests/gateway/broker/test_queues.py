@@ -529,8 +529,10 @@ def test_memory_accounting(broker, vhost, msg) -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.support.example_counts import examples  # noqa: E402
 
-@settings(max_examples=150, deadline=None)
+
+@settings(max_examples=examples(150), deadline=None)
 @given(
     ops=st.lists(st.tuples(st.sampled_from(["pub", "get", "release", "settle", "reject"]), st.integers(0, 9)), max_size=60),
     max_priority=st.sampled_from([None, 3]),

@@ -122,6 +122,72 @@ def test_removed_before_commit_is_never_written(path, loop) -> None:
     store.close()
 
 
+def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
+    """A store with queue ``q`` whose commit thread is held inside the transaction that
+    writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    running, release = threading.Event(), threading.Event()
+    real_execute = store._thread._execute
+
+    def held(ops):
+        running.set()
+        release.wait(10)
+        return real_execute(ops)
+
+    store._thread._execute = held
+    ref = store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.flush()
+    if not running.wait(10):
+        release.set()
+        raise AssertionError("the commit thread did not start the transaction")
+    return store, qid, ref, release
+
+
+def test_removed_after_hand_over_but_before_the_commit_thread_takes_it_is_never_written(path, loop) -> None:
+    """A message acked while its generation waits for the commit thread (busy with the
+    one before) is never written, nor deleted: both inserts are cancelled, and the
+    generation is still committed and reported before its callbacks run (issue 45)."""
+    store, qid, first, release = writing_message_1(path, loop)
+    try:
+        ref = store.add_message(qid, 2, None, 0, False, None, row(2))
+        done: list = []
+        store.after_commit(done.append)
+        store.flush()  # this generation waits: the commit thread is busy
+        handed = store.latest_generation
+        ops_before = store.stats.operations
+        store.remove_message(qid, 2, ref)  # acked before it was taken
+        assert store.latest_generation == handed  # no deletion in a new generation
+    finally:
+        release.set()
+    loop.run_until(lambda: done)
+    assert done == [None]
+    assert store.stats.operations - ops_before == 2  # message 1's rows only
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT id FROM messages").fetchall() == [(1,)]
+    assert db.execute("SELECT seq FROM queue_messages").fetchall() == [(1,)]
+    assert store.is_durable(first) and store.messages_stored == 1
+    store.close()
+
+
+def test_removed_once_the_commit_thread_took_it_is_deleted(path, loop) -> None:
+    """The commit thread already runs the generation: the removal is a deletion in the
+    next one, and nothing is left behind."""
+    store, qid, ref, release = writing_message_1(path, loop)
+    try:
+        handed = store.latest_generation
+        store.remove_message(qid, 1, ref)
+        assert store.latest_generation == handed + 1  # the deletions, in a generation of their own
+    finally:
+        release.set()
+    commit(store, loop)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (0,)
+    store.close()
+
+
 def test_group_commit_one_transaction_for_several_generations(path, loop) -> None:
     store = open_store(path, loop)
     qid = store.save_queue(QueueRecord("/", "q"))
