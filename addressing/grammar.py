@@ -86,6 +86,10 @@ class Role(enum.Enum):
     TARGET = "target"
     SOURCE = "source"
 
+    #: the members are singletons compared by identity, so hashed by it, in C: ``Enum``'s
+    #: own ``__hash__`` is a Python call, and the address caches key on a role per message
+    __hash__ = object.__hash__
+
 
 _MAX_SHOWN = 300  # characters of an address quoted in an error text
 

@@ -194,6 +194,21 @@ def _local(address: str | Address, our_container: str, role: Role) -> Address:
     return local
 
 
+#: the publish route to each queue through the default exchange, at most ``PARSED_MAX``
+#: (forgotten at once when full): a ``LocalPublish`` is immutable, and an
+#: ``amqp$transfer`` link resolves the same queue for every message (its existence is
+#: still checked each time)
+_QUEUE_ROUTES: dict[str, LocalPublish] = {}
+
+
+def _queue_route(name: str) -> LocalPublish:
+    """The route to queue ``name``, kept in ``_QUEUE_ROUTES``."""
+    if len(_QUEUE_ROUTES) >= PARSED_MAX:
+        _QUEUE_ROUTES.clear()
+    route = _QUEUE_ROUTES[name] = LocalPublish(DEFAULT_EXCHANGE, name)
+    return route
+
+
 def resolve_link_target(address: str | Address, *, our_container: str,
                         directory: NodeDirectory, vhost: str | None = None) -> Route:
     """Resolve a link target at attach time, before any message is known.
@@ -215,7 +230,9 @@ def resolve_link_target(address: str | Address, *, our_container: str,
         case QueueAddress(None):
             return SubjectPublish(DEFAULT_EXCHANGE)
         case QueueAddress(str()):
-            return LocalPublish(DEFAULT_EXCHANGE, _need_queue(directory, parsed, vhost))
+            name = _need_queue(directory, parsed, vhost)
+            route = _QUEUE_ROUTES.get(name)
+            return route if route is not None else _queue_route(name)
         case GlobalAddress(node, container):
             _need_service(directory, TRANSFER_SERVICE, vhost)
             if not directory.has_service(str(parsed)):

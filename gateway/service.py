@@ -161,6 +161,8 @@ class GatewayService(service.MultiService):
                 reactor, self.store, self.broker.gate, self.broker.pager,
                 commit_interval=sc.commit_interval, disk_free_limit=sc.disk_free_limit,
                 disk_check_interval=sc.disk_check_interval)
+            if self.ledger_outlet.process is not None:  # acknowledged means recorded
+                self.store.before_confirming = self.ledger_outlet.ship_now
             self._restore()
             driver = self.store_driver
             self.metrics.watch_store(self.store, self.broker, lambda: driver.free_bytes)

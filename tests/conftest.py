@@ -50,20 +50,21 @@ CLUSTERS = ("spark", "partner_rabbit")
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests on a real cluster are ``slow``, and grouped for ``--dist loadgroup``: the
-    RabbitMQ node's in group ``clusters`` (one node), as is the standalone Spark cluster's
-    test (``tests/pipeline/test_cli.py``); the Spark session's in two groups, the
-    pipeline's and the integration tests' (``spark-pipeline``, ``spark-integration``),
-    each group on one worker, its session's compiled code warm for all of its tests.
-    pytest-xdist hands out the largest groups first, so the long work starts at once on
-    both workers and the single tests fill in around it."""
+    RabbitMQ node's in group ``clusters`` (one node); the Spark session's, the pipeline's
+    and the integration tests' alike, in group ``spark``, on one worker: one session (a
+    JVM start, and the first report's compilation, 40 s and more of CPU on a busy
+    machine) serves every report, and the other worker starts no Spark session. The
+    standalone Spark cluster's test (``tests/pipeline/test_cli.py``) compares with a
+    report in that session, so it is in ``spark`` too. pytest-xdist hands out the
+    largest groups first, so the long work starts at once on both workers and the
+    single tests fill in around it."""
     for item in items:
         names = item.fixturenames
         if not any(name in names for name in CLUSTERS):
             continue
         item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("xdist_group") is None:
-            where = item.nodeid.split("/")[1]  # tests/<where>/...
-            group = "clusters" if "partner_rabbit" in names else f"spark-{where}"
+            group = "clusters" if "partner_rabbit" in names else "spark"
             item.add_marker(pytest.mark.xdist_group(group))
 
 

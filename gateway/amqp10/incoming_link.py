@@ -146,6 +146,9 @@ class IncomingLink:
         self._low = self._window * 3 // 4 if transfer else self._window // 2
         #: forwarded messages whose sections recur but for their id are read, not decoded
         self._forwarded: Optional[ForwardedPrefix] = ForwardedPrefix() if transfer else None
+        #: the ``amqp$transfer`` node that took the attach (registered once, at start):
+        #: asked about every forwarded message twice, looked up here once
+        self._transfer: Any = host.vhost.service(TRANSFER_SERVICE) if transfer else None
 
     @property
     def starving(self) -> bool:
@@ -327,14 +330,14 @@ class IncomingLink:
                     address = summary.to  # errors name the message's address
                 route, section, forwarded = transfer_route(
                     host, self._directory, route, self._address, summary, encoded,
-                    None if known is None else known[1], forwarded_prefix)
+                    None if known is None else known[1], forwarded_prefix, self._transfer)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
                 if forwarded is not None:
                     message.received_annotations = section
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
-                        host.vhost.service(TRANSFER_SERVICE).took_in(forwarded, now)
+                        self._transfer.took_in(forwarded, now)
                         if ledger is not None:
                             ledger.arrived_forwarded(message, forwarded.gateway_id,
                                                      forwarded.origin, forwarded.sender)

@@ -85,10 +85,11 @@ class OutboundAmqp10:
             connection.password = password
         self._collector, self._session = open_session(transport, connection)
         self._links: dict[str, Link] = {}
-        #: entries sent on each link and not settled yet (by link name), and the link
-        #: names by C link
-        self._unsettled: dict[str, set[int]] = {}
-        self._names: dict[Any, str] = {}
+        #: entries sent on each link and not settled yet, by C link (a proton wrapper is
+        #: new per event; the C link it wraps is the same)
+        self._unsettled: dict[Any, set[int]] = {}
+        #: by address: its link's C link and that set (one lookup a message)
+        self._sending: dict[str, tuple[Any, set[int]]] = {}
         self._primary: Optional[Link] = None
         if settings.kind == "gateway":  # the one link, to the remote's amqp$transfer
             self._primary = self.open_link(TRANSFER_ADDRESS)
@@ -103,25 +104,28 @@ class OutboundAmqp10:
             link.rcv_settle_mode = Link.RCV_FIRST
             link.open()
             self._links[address] = link
-            self._unsettled[link.name] = set()
-            self._names[c_pointer(link)] = link.name
+            impl = c_pointer(link)
+            self._sending[address] = impl, self._unsettled.setdefault(impl, set())
         return link
 
     def send(self, message: OutboundMessage) -> None:
-        link = self.open_link(message.address)
+        sending = self._sending.get(message.address)
+        if sending is None:
+            self.open_link(message.address)
+            sending = self._sending[message.address]
+        impl, unsettled = sending
         try:
             encoded = amqp10_payload(message, fill_to=self.settings.kind == "gateway")
         except TranslationError as exc:
             self.events.settled(Settlement(message.entry_id, ForwardOutcome.REJECTED,
                                            f"cannot render the message for 1.0: {exc}"))
             return
-        impl = c_pointer(link)
         tag = b"%d" % message.entry_id
         lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
-        self._unsettled[link.name].add(message.entry_id)
+        unsettled.add(message.entry_id)
         sent = send_parts(impl, b"", encoded, 0)
         if sent < 0:
-            raise_link_error(link, sent)
+            raise_link_error(self._links[message.address], sent)
         pn_link_advance(impl)
         self._output_ready()
 
@@ -252,8 +256,8 @@ class OutboundAmqp10:
         the next message for that address opens a new link."""
         error = _text(link.remote_condition, "the remote closed the link")
         self._links.pop(link.target.address, None)
-        self._names.pop(c_pointer(link), None)
-        entries = self._unsettled.pop(link.name, set())
+        self._sending.pop(link.target.address, None)
+        entries = self._unsettled.pop(c_pointer(link), set())
         link.close()
         for entry_id in sorted(entries):
             self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
@@ -282,9 +286,9 @@ class OutboundAmqp10:
             outcome = ForwardOutcome.RELEASED  # settled with no outcome
         else:
             return None  # e.g. RECEIVED: progress only
-        name = self._names.get(pn_delivery_link(d))
-        if name is not None:
-            self._unsettled.get(name, set()).discard(entry_id)
+        unsettled = self._unsettled.get(pn_delivery_link(d))
+        if unsettled is not None:
+            unsettled.discard(entry_id)
         pn_delivery_settle(d)
         return Settlement(entry_id, outcome, error)
 

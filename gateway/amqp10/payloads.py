@@ -37,6 +37,7 @@ from gateway.broker.message import Encoding, MessageContainer
 from translators.amqp10_sections import (DEFAULT_PRIORITY, Amqp10Summary, inspect_amqp10,
                                          with_message_annotations, with_routing_annotations)
 from translators.delivery_header import delivery_header
+from translators.routed_delivery import routed_head
 
 __all__ = ["container_from_summary", "container_from_transfer", "delivery_parts", "service_request_container",
            "user_id_text"]
@@ -117,6 +118,13 @@ def delivery_parts(message: MessageContainer, *, delivery_count: int,
     if message.annotations:
         encoded = message.converted(Encoding.AMQP10, _annotated)
     elif message.origin is _AMQP10:
+        at = message.body_at
+        if at is not None:  # its octets before the body, rewritten, then its body
+            payload = message.payload
+            head = routed_head(payload, at, message.exchange, message.routing_key,
+                               delivery_count, first_acquirer)
+            if head is not None:
+                return head, payload, at
         encoded = message.converted(_AMQP10, _routed)
     else:
         encoded = message.converted(Encoding.AMQP10, _from_amqp091)

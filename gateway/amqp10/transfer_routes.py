@@ -38,14 +38,15 @@ def global_address(route: Forward) -> str:
 def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional[str],
                    summary: Amqp10Summary, encoded: bytes,
                    known: Optional[ReceivedAnnotations] = None,
-                   prefix: Optional[ForwardedPrefix] = None
+                   prefix: Optional[ForwardedPrefix] = None, transfer: Any = None
                    ) -> tuple[Any, Optional[ReceivedAnnotations], Optional[Forwarded]]:
     """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
     ``ServiceRoute``), and, for a forwarded message, its message-annotations section as
     decoded here, once (for the container's ``received_annotations``), and the identity
     ``forwarded_in`` read from it (to remember once it is taken in; read once per
     message): ``known`` when the link's ``prefix`` read it already, else decoded here and
-    taught to ``prefix``. Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
+    taught to ``prefix``. ``transfer``: the ``amqp$transfer`` node when the caller holds
+    it (else looked up). Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
     if route.__class__ is Forward:
         to = summary.to
         if to is not None and to != link_address:
@@ -68,7 +69,8 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
             section = prefix.learn(encoded, summary, section)
     forwarded = None if section is None else forwarded_in(section.annotations)
     if forwarded is not None:
-        transfer = host.vhost.service(TRANSFER_SERVICE)
+        if transfer is None:
+            transfer = host.vhost.service(TRANSFER_SERVICE)
         if transfer.is_duplicate(forwarded):
             return DUPLICATE, None, None
     resolved = resolve_target(summary.to, our_container=host.container_id, directory=directory,

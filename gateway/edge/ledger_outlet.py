@@ -75,6 +75,12 @@ class LedgerOutlet:
             self._flush.clock = self.reactor
             self._flush.start(self.config.flush_interval, now=False)
 
+    def ship_now(self) -> None:
+        """Hand the writer process every record made so far (the store calls this before
+        it confirms a commit; a writer in this process dies with the gateway anyway)."""
+        if self.process is not None:
+            self.process.shipping.ship_all()
+
     def _flush_writer(self) -> None:
         try:
             self.writer.flush(self.reactor.seconds())  # type: ignore[union-attr]

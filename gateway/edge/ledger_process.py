@@ -115,6 +115,19 @@ class LedgerShipping:
         if self._loop.running and (self._next is None or not self._next.active()):
             self._next = self.reactor.callLater(0, self.ship)
 
+    def ship_all(self) -> None:
+        """Everything recorded so far, now: called before the store's confirms and
+        settlements go out, so that what the gateway acknowledged is in the writer's hands
+        when it could be killed (a received record shipped on a later turn died with the
+        gateway, and the reconciliation called a message that arrived lost)."""
+        if not self._loop.running:
+            return
+        try:
+            while self.ledger.pending:
+                self.ship_slice()
+        except Exception:  # noqa: BLE001 - the confirms must go out whatever the ledger does
+            log.exception("ledger shipment failed")
+
     def ship_slice(self) -> None:
         # a backlog (a load the turns cannot keep up with) is caught up an eighth at a time
         data = self.take(max(self.slice, self.ledger.pending >> 3))
@@ -229,7 +242,8 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     # -- lines ----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue ``data`` (one frame: ``Ledger.take_frame``) for the child."""
+        """Queue ``data`` (``Ledger.take_frame``: a frame, after one of the shapes it
+        declares) for the child."""
         self._pending.append(data)
         self._pending_bytes += len(data)
         while self._pending_bytes > self.max_pending_bytes and len(self._pending) > 1:

@@ -152,6 +152,10 @@ class SqliteStore:
         self.on_pending: Optional[Callable[[], None]] = None
         self.on_commit: Optional[Callable[[], None]] = None
         self.on_alarm: Optional[Callable[[Optional[str]], None]] = None
+        #: called with no arguments before a commit report runs its callbacks (the
+        #: confirms and settlements it allows): the service hands the ledger's records to
+        #: its writer process there, so that what was acknowledged is recorded
+        self.before_confirming: Optional[Callable[[], None]] = None
         self._entities = EntityWrites(self._append, lambda: self._gen)
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
@@ -271,6 +275,8 @@ class SqliteStore:
         if gen > self._done_gen:
             self._done_gen = gen
         waiters = self._waiters
+        if waiters and waiters[0][0] <= gen and self.before_confirming is not None:
+            self.before_confirming()
         while waiters and waiters[0][0] <= gen:
             waiter_gen, callback = waiters.popleft()
             try:

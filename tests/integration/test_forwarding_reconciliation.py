@@ -7,9 +7,10 @@ run on their ledger directories as an operator runs it (``amqp-gateway report --
   loss, a duplicate and a late arrival planted in org-b's ledger (the report's input), the
   report finds exactly those three on the leg hub -> org-b, keyed by org-a's gateway id
   and origin container, and nothing else on either leg.
-- kill -9 of org-b, and of org-a, mid-stream, restarted, the stream finished: every
-  message the consumer got once is ``ok`` or ``late`` (re-sent after the crash), none is
-  lost; a duplicate is flagged only where the consumer really got one.
+- kill -9 of org-b, and of org-a, with forwards in flight (checked), restarted, the
+  stream finished: every message the consumer got once is ``ok`` or ``late`` (re-sent
+  after the crash), none is lost; a duplicate is flagged only where the consumer really
+  got one.
 - A message org-b rejects (no such queue) and org-a dead-letters: ``dead-lettered``, not
   lost, with org-a's final state of it saying why (issue 41).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 
 import pika
 import pytest
@@ -33,7 +35,8 @@ from pipeline.report import run_report
 from tests.integration.test_forwarding_two_gateways import (Pair, declare, drain_bodies, gateway, remote,
                                                             send_numbered)
 from tests.support.cross_protocol_clients import pika_channel, unique
-from tests.support.gateway_process import free_port
+from tests.support.gateway_metrics import metric_samples
+from tests.support.gateway_process import GatewayProcess, free_port
 from tests.support.ledger_files import read_events
 from tests.support.report_command import run_report_command, table_rows
 
@@ -172,26 +175,50 @@ def test_the_report_finds_a_planted_loss_duplicate_and_late_arrival_through_a_hu
             in sample, status
 
 
+#: messages org-a accepts before the kill -9 (org-b takes them as they come), while
+#: org-b is stopped (SIGSTOP) just before the kill -9 (forwarded, in flight: org-b can
+#: neither take nor settle them), and after the kill
+BEFORE_KILL, IN_FLIGHT, AFTER_KILL = 20, 3, 10
+STREAM = BEFORE_KILL + IN_FLIGHT + AFTER_KILL
+
+
+def outbox_messages(gw) -> float:
+    """Messages in org-a's outbox for org-b: accepted, not yet settled by org-b."""
+    return metric_samples(gw)[("amqp_gateway_forward_outbox_messages", ("remote", "org-b"))]
+
+
 def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
-    """org-a streams 150 messages to org-b; ``crash`` ("org-a" or "org-b") is killed with
-    kill -9 (the gateway process: its ledger writer writes what it was sent, as it does
-    when the gateway dies) after the first 100 were accepted by org-a, restarted, and
-    the stream finished. Returns what org-b's consumer got, and the stopped pair."""
-    p = Pair(tmp_path, processes="b" if crash == "org-b" else "a").start()
+    """org-a streams ``STREAM`` messages to org-b; ``crash`` ("org-a" or "org-b") is
+    killed with kill -9 (the gateway process: its ledger writer writes what it was sent,
+    as it does when the gateway dies) with ``IN_FLIGHT`` forwards in flight, restarted,
+    and the stream finished. Returns what org-b's consumer got, and the stopped pair.
+
+    In flight for certain: org-b (a process in both cases) is stopped with SIGSTOP
+    wherever it is in taking the first ``BEFORE_KILL``, and what org-a accepts then is
+    forwarded to it and stays unsettled; a plain kill mostly landed after org-b had
+    settled everything (org-a forwards as fast as a client that waits for each accept
+    sends), and then no forward was cut off."""
+    p = Pair(tmp_path, processes="b" if crash == "org-b" else "ab").start()
     try:
         q = unique("orders")
         declare(p.b, q)
-        send_numbered(p.a, f"{q}@org-b", range(0, 100))
+        send_numbered(p.a, f"{q}@org-b", range(0, BEFORE_KILL))
+        os.kill(p.b.pid, signal.SIGSTOP)
+        send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL, BEFORE_KILL + IN_FLIGHT))
+        assert outbox_messages(p.a) >= IN_FLIGHT
         if crash == "org-b":
             p.b.kill(children=False)  # forwarded messages in flight or just stored
-            send_numbered(p.a, f"{q}@org-b", range(100, 150))  # org-a keeps accepting
+            send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL + IN_FLIGHT, STREAM))  # org-a keeps accepting
             p.b = p.make_b(process=False).start()
         else:
             p.a.kill(children=False)  # its outbox mid-flight
+            os.kill(p.b.pid, signal.SIGCONT)
             p.a = p.make_a(process=False).start()
-            send_numbered(p.a, f"{q}@org-b", range(100, 150))
-        got = drain_bodies(p.b, q, 150)
+            send_numbered(p.a, f"{q}@org-b", range(BEFORE_KILL + IN_FLIGHT, STREAM))
+        got = drain_bodies(p.b, q, STREAM)
     finally:
+        if isinstance(p.b, GatewayProcess) and p.b.proc.poll() is None:
+            os.kill(p.b.pid, signal.SIGCONT)  # so that it can stop, whatever failed
         p.a.stop()
         p.b.stop()
     return got, p
@@ -201,7 +228,7 @@ def finish_after_crash(tmp_path, crash: str) -> tuple[list[str], Pair]:
 @pytest.mark.parametrize("crash", ["org-b", "org-a"])
 def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, crash, spark) -> None:
     got, _ = finish_after_crash(tmp_path, crash)
-    assert sorted(set(got)) == sorted(f"n {i}" for i in range(150))
+    assert sorted(set(got)) == sorted(f"n {i}" for i in range(STREAM))
     extra = {body for body in got if got.count(body) > 1}  # what really got through twice
     out = tmp_path / "report"
     run_report([str(tmp_path / "a" / "ledger"), str(tmp_path / "b" / "ledger")], str(out),
@@ -213,12 +240,15 @@ def test_after_a_kill_9_the_report_shows_every_message_arrived_once(tmp_path, cr
         by_status.setdefault(x["status"].replace("duplicated+late", "duplicated"), []).append(x)
     assert set(by_status) <= {"ok", "late", "duplicated"}, {s: [x["message_id"] for x in v]
                                                             for s, v in by_status.items()}
-    assert sorted(x["message_id"] for x in rows) == sorted(f"n-{i}" for i in range(150))
+    assert sorted(x["message_id"] for x in rows) == sorted(f"n-{i}" for i in range(STREAM))
     assert {x["message_id"].replace("-", " ") for x in by_status.get("duplicated", [])} == extra
     # late: only a message sent before the crash and sent again after it
     assert all(x["attempts"] >= 2 for x in by_status.get("late", []))
+    # the forwards in flight at the kill were sent again after it
+    assert sum(x["attempts"] >= 2 for x in rows) >= IN_FLIGHT, rows
     [summary] = table_rows(out, "reconciliation_summary")
-    assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == (150, 150, 0, 0)
+    assert (summary["forwarded"], summary["arrived"], summary["lost"], summary["unexpected"]) == \
+        (STREAM, STREAM, 0, 0)
 
 
 def test_a_forward_dead_lettered_at_its_source_is_dead_lettered_not_lost(tmp_path, spark) -> None:

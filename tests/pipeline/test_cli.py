@@ -21,7 +21,7 @@ from tests.support.report_command import REPO, child_env, table_rows
 from tests.support.small_spark import conf_args, submit_args
 from tests.support.spark_cluster import SparkStandalone
 
-pytestmark = [pytest.mark.pipeline, pytest.mark.slow, pytest.mark.xdist_group("clusters"),
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow,
               pytest.mark.skipif(find_java() is None, reason="no Java runtime for Spark"),
               pytest.mark.timeout(1500)]
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from gateway.ledger import Ledger, Outcome, Protocol
 from tests.support.ledger_files import join
 
@@ -38,10 +36,7 @@ class LedgerCapture(Ledger):
 
     @property
     def events(self) -> list[CapturedEvent]:
-        records = [("segment", list(msgspec.structs.astuple(x)))
-                   for x in self.records]
-        for (_, fields), x in zip(records, self.records):
-            fields.insert(0, type(x).__struct_config__.tag)
+        records = [("segment", list(x)) for x in self.expand(self.records)]
         out = []
         for event in join(records):
             fields = {k: v for k, v in event.items() if k not in ("event", "ts", "container")}

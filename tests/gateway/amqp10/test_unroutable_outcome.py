@@ -14,9 +14,17 @@ from tests.support.amqp10_link_options import ask_capabilities
 ACCEPT, RELEASE, REJECT = UnroutablePolicy.ACCEPT, UnroutablePolicy.RELEASE, UnroutablePolicy.REJECT
 
 
+#: the senders whose targets the tests read: a terminus does not keep its link (and so its
+#: memory) alive, and reading one whose link was collected crashed the test process
+_SENDERS: list = []
+
+
 def _target(*capabilities, single: bool = False):
     """A proton target terminus carrying ``capabilities`` (as an array, or one symbol)."""
-    target = Connection().session().sender("s").target
+    connection = Connection()
+    sender = connection.session().sender("s")
+    _SENDERS.append((connection, sender))
+    target = sender.target
     if single:
         target.capabilities.put_symbol(capabilities[0])
     elif capabilities:

@@ -100,6 +100,26 @@ def test_forwarding_records_are_shipped_on_the_next_turn_not_an_interval_later()
     assert clock.calls == []
 
 
+def test_ship_all_hands_over_every_record_at_once_and_nothing_once_stopped():
+    """The store calls it before its confirms go out: what was acknowledged must be in
+    the writer's hands, not one slice now and the rest on later turns."""
+    clock = _Turns()
+    ledger = Ledger(container_id="gw")
+    ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
+    shipped: list[bytes] = []
+    shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
+    shipping.start()
+    for gid in range(1, 601):
+        ledger.received(1.0, ctx, message(gid))
+    shipping.ship_all()
+    lines = sum(x.count(b"\n") for x in shipped)
+    assert ledger.pending == 0 and lines == 601  # the context's line and the 600
+    shipping.stop()
+    ledger.received(1.0, ctx, message(601))
+    shipping.ship_all()  # stopped: the stop shipped what there was; nothing more
+    assert ledger.pending == 1 and sum(x.count(b"\n") for x in shipped) == lines
+
+
 @pytest_twisted.ensureDeferred
 async def test_events_reach_the_files_and_stop_waits_for_the_child(tmp_path: Path) -> None:
     lp = _process(tmp_path)

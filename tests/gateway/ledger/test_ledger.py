@@ -227,3 +227,168 @@ def test_the_gateways_own_events_and_every_way_out_of_a_queue():
     assert all(e["container"] == "gw" for e in events)
     restored = events[6]
     assert "latency_us" not in restored, "a stand-in has no receipt time"
+
+
+# -- rows (issue 43): the message path's records as rows, read back as the same lines ----
+
+_STORED = SimpleNamespace(name="d", routed_to=("d",), storage=object())
+_PLAIN = SimpleNamespace(name="t", routed_to=("t",), storage=None)
+_QUEUES = st.sampled_from([None, [], [_PLAIN], [_STORED], [_STORED, _PLAIN]])
+_IDS = st.one_of(st.none(), st.text(max_size=3), st.integers(0, 2 ** 63), st.binary(max_size=3))
+_EVENTS = st.sampled_from([None, EventKind.ROUTED, EventKind.UNROUTABLE, EventKind.REFUSED])
+_TEXT = st.one_of(st.none(), st.sampled_from(["", "x", "k", "why"]))
+_RECEIVED = st.tuples(st.just("received"), st.integers(0, 2), _TEXT, _TEXT, _IDS, _IDS,
+                      st.booleans(), _EVENTS, _QUEUES, _TEXT, _TEXT, st.booleans(),
+                      st.sampled_from([None, {}, {"o": 1}, {"h": b"v", "o": 1}, {"h": 3}]))
+_DELIVERY = st.tuples(st.sampled_from(["delivered", "delivered_settled"]), st.integers(0, 2),
+                      st.sampled_from(["q", "r"]), st.integers(0, 3))
+_SETTLED = st.tuples(st.just("settled"), st.integers(0, 2), st.sampled_from(["q", "r", None]),
+                     st.integers(0, 3), st.sampled_from(["accepted", "rejected", "released"]),
+                     _TEXT)
+_OPS = st.lists(st.one_of(_RECEIVED, _DELIVERY, _SETTLED,
+                          st.tuples(st.just("close"), st.integers(0, 2)),
+                          st.tuples(st.just("take"), st.integers(1, 5))), max_size=40)
+
+
+def _text(value):
+    return value if value is None or isinstance(value, str) else (
+        value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value))
+
+
+def _as_recorded_before(op, now, ctx, gid):
+    """The record the ledger made for ``op`` before rows (issue 43): every field written
+    in full, as ``STRUCTS`` of ``records.RECORDS``."""
+    from gateway.ledger.ledger import STRUCTS
+
+    kind = op[0]
+    if kind == "received":
+        _, _, exchange, key, mid, cid, durable, event, queues, reason, address, routed, \
+            headers = op
+        if headers and headers.get("h") is not None:  # the allow-list: "h"
+            headers = {"h": _text(headers["h"])}
+        else:
+            headers = None
+        if not routed:
+            exchange, key = exchange or None, key or None
+        names = stored = None
+        if queues is not None:
+            names = tuple(q.name for q in queues)
+            if durable:
+                stored = tuple(q.name for q in queues if q.storage is not None) or None
+        return [STRUCTS["m"](now, ctx, gid, exchange, key, _text(mid), _text(cid), 100,
+                             None if event is None else event.value, names, reason, address,
+                             headers, None, None, None, stored)]
+    queue, count = op[2], op[3]
+    if kind == "delivered":
+        return [STRUCTS["d"](now, ctx, gid, queue, count, T0)]
+    if kind == "delivered_settled":
+        return [STRUCTS["d"](now, ctx, gid, queue, count, T0),
+                STRUCTS["s"](now, ctx, gid, queue, count, T0, "accepted", None)]
+    return [STRUCTS["s"](now, ctx, gid, queue, count, T0, op[4], op[5])]
+
+
+def _play(ops, take):
+    """``ops`` on a fresh ledger, taking with ``take`` (``take_lines`` or a writer
+    process's reading of ``take_frame``); returns what it wrote and what was expected."""
+    from gateway.ledger.encoding import json_lines
+
+    ledger = Ledger(container_id="gw", header_allowlist=["h"])
+    contexts = [ledger.context(T0, "/", "u", "1.0", "c", i) for i in range(3)]
+    expected, written = list(ledger.records), []
+    for i, op in enumerate(ops):
+        now = T0 + i / 8
+        if op[0] == "take":
+            written.append(take(ledger, op[1]))
+            continue
+        ctx = contexts[op[1]]
+        if op[0] == "close":
+            ledger.close_context(now, ctx)
+            expected += ledger.records[-1:]
+            contexts[op[1]] = ledger.context(now, "/", "u", "1.0", "c", i)
+            expected += ledger.records[-1:]
+            continue
+        gid = 1000 + i
+        if op[0] == "received":
+            ledger.received(now, ctx, message(gid, exchange=op[2], routing_key=op[3],
+                                              message_id=op[4], correlation_id=op[5],
+                                              durable=op[6], size=100, headers=op[12]),
+                            op[7], op[8], op[9], op[10], routed=op[11])
+        else:
+            entry = SimpleNamespace(message=message(gid), delivery_count=op[3])
+            getattr(ledger, op[0])(now, ctx, entry, op[2], *op[4:])
+        expected += _as_recorded_before(op, now, ctx, gid)
+    while ledger.pending:
+        written.append(take(ledger, 7))
+    return b"".join(written), json_lines(expected), ledger
+
+
+@given(_OPS)
+def test_rows_read_back_as_the_lines_of_the_records_they_stand_for(ops):
+    """Every kind of the message path's records (a message, a delivery, a settlement),
+    with every field that a shape holds varying, contexts closed and opened, slices cut
+    anywhere: ``take_lines``, and a writer process reading ``take_frame``'s frames, write
+    exactly the lines the full records make."""
+    from gateway.ledger.encoding import FrameReader
+
+    got, want, _ = _play(ops, lambda ledger, n: ledger.take_lines(n))
+    assert got == want
+    reader = FrameReader()
+    got, want, ledger = _play(ops, lambda ledger, n: b"".join(reader.feed(ledger.take_frame(n))))
+    assert got == want and reader.error is None
+    assert reader.feed(ledger.take_frame()) == []  # the ends of the closed contexts' shapes
+    assert len(reader.shapes) == len(ledger.shapes), "the writer forgets what the gateway does"
+
+
+def test_a_new_writer_gets_the_shapes_with_the_contexts():
+    """A writer process started again (the old one died) reads rows of shapes declared to
+    the old one: ``context_frame`` declares every shape still needed, also the shapes of
+    a context closed whose rows are not all taken."""
+    from gateway.ledger.encoding import FrameReader
+
+    def play(ledger, take):
+        ctx = ledger.context(T0, "/", "u", "1.0", "c", "l")
+        entry = SimpleNamespace(message=message(), delivery_count=0)
+        ledger.received(T0, ctx, entry.message, EventKind.ROUTED, [queue("q")])
+        ledger.delivered(T0, ctx, entry, "q")
+        take(ledger)  # the old writer's
+        later = SimpleNamespace(message=message(8), delivery_count=0)
+        ledger.received(T0 + 1, ctx, later.message, EventKind.ROUTED, [queue("q")])
+        ledger.delivered(T0 + 1, ctx, later, "q")
+        ledger.close_context(T0 + 2, ctx)
+        ledger.settled(T0 + 3, ctx, entry, "q", "accepted")  # after its link closed
+
+    ledger, twin = Ledger(container_id="gw"), Ledger(container_id="gw")
+    play(ledger, lambda led: FrameReader().feed(led.take_frame()))
+    play(twin, lambda led: led.take_lines())
+    new = FrameReader()
+    got = b"".join(new.feed(ledger.context_frame() + ledger.take_frame()))
+    assert new.error is None
+    assert [json.loads(x)[0] for x in got.splitlines()] == ["m", "d", "x", "s"]
+    assert got == twin.take_lines()
+    assert new.feed(ledger.take_frame()) == [] and len(new.shapes) == 0 == len(ledger.shapes), \
+        "shapes are forgotten with their context, also one made after it closed"
+
+
+def test_a_context_with_a_routing_key_per_message_records_beyond_its_shapes_in_full():
+    """A publisher with a new routing key every message: the context keeps at most
+    ``SHAPES_PER_CONTEXT`` shapes (the gateway's and the writer's memory, one declaration
+    per record), the records beyond go in full; the lines are the same either way."""
+    from gateway.ledger.encoding import FrameReader
+    from gateway.ledger.ledger import SHAPES_PER_CONTEXT
+
+    def play(ledger):
+        ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
+        for i in range(SHAPES_PER_CONTEXT + 10):
+            ledger.received(T0 + i, ctx, message(i, routing_key=f"k{i}"), EventKind.ROUTED,
+                            [queue("q")])
+        return ctx
+
+    ledger, twin = Ledger(container_id="gw"), Ledger(container_id="gw")
+    play(ledger)
+    play(twin)
+    reader = FrameReader()
+    got = b"".join(reader.feed(ledger.take_frame(10 ** 6)))
+    assert len(ledger.shapes) == len(reader.shapes) == SHAPES_PER_CONTEXT
+    assert got == twin.take_lines(10 ** 6)
+    assert [json.loads(x)[5] for x in got.splitlines()[1:]] == \
+        [f"k{i}" for i in range(SHAPES_PER_CONTEXT + 10)]

@@ -122,6 +122,26 @@ def test_removed_before_commit_is_never_written(path, loop) -> None:
     store.close()
 
 
+def test_before_confirming_runs_once_before_the_callbacks_a_commit_allows(path, loop) -> None:
+    """The service hands the ledger's records to their writer there, so that a confirm
+    never goes out for a message whose received record is still only in memory."""
+    store = open_store(path, loop)
+    seen: list[str] = []
+    store.before_confirming = lambda: seen.append("ledger")
+    qid = store.save_queue(QueueRecord("/", "q"))
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.after_commit(lambda error: seen.append("confirm 1"))
+    store.add_message(qid, 2, None, 0, False, None, row(2))
+    store.after_commit(lambda error: seen.append("confirm 2"))
+    commit(store, loop)  # its own callback comes after the two
+    assert seen == ["ledger", "confirm 1", "confirm 2"]
+    store.save_queue(QueueRecord("/", "q2"))
+    store.flush()
+    loop.run_until(lambda: store.latest_generation == store._done_gen)
+    assert seen == ["ledger", "confirm 1", "confirm 2"]  # a commit that allows no callback
+    store.close()
+
+
 def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
     """A store with queue ``q`` whose commit thread is held inside the transaction that
     writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
