@@ -77,15 +77,21 @@ def test_shipping_takes_one_slice_a_turn_and_a_backlog_an_eighth_at_a_time():
     assert ledger.pending == 0 and sum(x.count(b"\n") for x in shipped) == 4600
 
 
-def test_forwarding_records_are_shipped_on_the_next_turn_not_an_interval_later():
-    """A forwarded message's records wake the shipping: the other gateway settles on
-    them, so a kill -9 an interval later must not find them still in memory."""
+def _started_shipping() -> tuple[_Turns, Ledger, int, list[bytes], LedgerShipping]:
+    """A started shipping of a new ledger with one context, on a clock of turns, into a list."""
     clock = _Turns()
     ledger = Ledger(container_id="gw")
     ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
     shipped: list[bytes] = []
     shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
     shipping.start()
+    return clock, ledger, ctx, shipped, shipping
+
+
+def test_forwarding_records_are_shipped_on_the_next_turn_not_an_interval_later():
+    """A forwarded message's records wake the shipping: the other gateway settles on
+    them, so a kill -9 an interval later must not find them still in memory."""
+    clock, ledger, ctx, shipped, shipping = _started_shipping()
     ledger.received(1.0, ctx, message(1))
     clock.turn()
     assert shipped == []  # local traffic waits for the timer
@@ -103,12 +109,7 @@ def test_forwarding_records_are_shipped_on_the_next_turn_not_an_interval_later()
 def test_ship_all_hands_over_every_record_at_once_and_nothing_once_stopped():
     """The store calls it before its confirms go out: what was acknowledged must be in
     the writer's hands, not one slice now and the rest on later turns."""
-    clock = _Turns()
-    ledger = Ledger(container_id="gw")
-    ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
-    shipped: list[bytes] = []
-    shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
-    shipping.start()
+    clock, ledger, ctx, shipped, shipping = _started_shipping()
     for gid in range(1, 601):
         ledger.received(1.0, ctx, message(gid))
     shipping.ship_all()
