@@ -175,7 +175,7 @@ def _consume(port: int, counts: collections.Counter, lock: threading.Lock, quiet
             while True:
                 try:
                     message = receiver.receive(timeout=1)
-                except ProtonException:
+                except (ProtonException, IndexError):  # IndexError: proton's receive woke with nothing to pop
                     if time.monotonic() - last[0] > quiet:
                         break
                     continue
