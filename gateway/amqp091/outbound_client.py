@@ -25,7 +25,7 @@ REJECTED with the reason, on the next ``tick`` (never from inside the forwarder'
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Optional, Sequence
 
 from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
@@ -88,6 +88,10 @@ class OutboundAmqp091(ClientEngine):
             return
         self.client.publish(message.entry_id, route.exchange, route.routing_key, properties, body)
         self.output_ready()
+
+    def send_many(self, messages: Sequence[OutboundMessage]) -> None:
+        for message in messages:
+            self.send(message)
 
     def close(self, reason: str) -> None:
         self._down = True  # a close of ours: no connection_down

@@ -19,24 +19,29 @@ were a quarter of a forwarder's time); every other event is wrapped and handled 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from proton import Connection, Delivery, Endpoint, Event, Link, Transport
 
 from gateway.amqp10.client_transport import open_session, push_input, take_output
-from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, c_pointer, ffi, lib, pn_collector_peek,
-                                         pn_collector_pop, pn_delivery_link, pn_delivery_remote_state,
-                                         pn_delivery_settle, pn_delivery_settled, pn_delivery_tag,
-                                         pn_delivery_updated, pn_event_delivery, pn_event_type,
-                                         pn_link_advance, raise_link_error, send_parts)
+from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, PN_TRANSPORT, c_pointer, ffi,
+                                         lib, pn_collector_peek, pn_collector_pop, pn_delivery_link,
+                                         pn_delivery_remote_state, pn_delivery_settle,
+                                         pn_delivery_settled, pn_delivery_updated, pn_event_delivery,
+                                         pn_event_link, pn_event_type, pn_link_advance, pn_link_credit,
+                                         raise_link_error, send_parts, transport_tick)
 from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
 from gateway.forward.forwarder import TRANSFER_ADDRESS
-from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage,
-                                      RemoteSettings, Settlement)
+from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundItem, RemoteSettings,
+                                      Settlement)
 from gateway.forward.rendering import amqp10_payload
 from translators.errors import TranslationError
 
 __all__ = ["OutboundAmqp10"]
+
+_ACCEPTED, _REJECTED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED
+#: the remote state of an accepted delivery (an int, as ``pn_delivery_remote_state`` gives)
+_ACCEPTED_STATE = int(Delivery.ACCEPTED)
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +91,16 @@ class OutboundAmqp10:
         self._collector, self._session = open_session(transport, connection)
         self._links: dict[str, Link] = {}
         #: entries sent on each link and not settled yet, by C link (a proton wrapper is
-        #: new per event; the C link it wraps is the same)
-        self._unsettled: dict[Any, set[int]] = {}
-        #: by address: its link's C link and that set (one lookup a message)
-        self._sending: dict[str, tuple[Any, set[int]]] = {}
+        #: new per event; the C link it wraps is the same): C delivery -> entry id
+        self._unsettled: dict[Any, dict[Any, int]] = {}
+        #: by address: its link's C link and that map (one lookup a message)
+        self._sending: dict[str, tuple[Any, dict[Any, int]]] = {}
         self._primary: Optional[Link] = None
+        #: its C link (a flow on it is read without a wrapper: one a few reads)
+        self._primary_impl: Any = None
         if settings.kind == "gateway":  # the one link, to the remote's amqp$transfer
             self._primary = self.open_link(TRANSFER_ADDRESS)
+            self._primary_impl = c_pointer(self._primary)
 
     # -- the forwarder's side (OutboundConnection) -------------------------------------------
     def open_link(self, address: str) -> Link:
@@ -105,29 +113,41 @@ class OutboundAmqp10:
             link.open()
             self._links[address] = link
             impl = c_pointer(link)
-            self._sending[address] = impl, self._unsettled.setdefault(impl, set())
+            self._sending[address] = impl, self._unsettled.setdefault(impl, {})
         return link
 
-    def send(self, message: OutboundMessage) -> None:
-        sending = self._sending.get(message.address)
-        if sending is None:
-            self.open_link(message.address)
-            sending = self._sending[message.address]
-        impl, unsettled = sending
-        try:
-            encoded = amqp10_payload(message, fill_to=self.settings.kind == "gateway")
-        except TranslationError as exc:
-            self.events.settled(Settlement(message.entry_id, ForwardOutcome.REJECTED,
-                                           f"cannot render the message for 1.0: {exc}"))
-            return
-        tag = b"%d" % message.entry_id
-        lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
-        unsettled.add(message.entry_id)
-        sent = send_parts(impl, b"", encoded, 0)
-        if sent < 0:
-            raise_link_error(self._links[message.address], sent)
-        pn_link_advance(impl)
+    def send(self, message: OutboundItem) -> None:
+        self.send_many((message,))
+
+    def send_many(self, messages: Sequence[OutboundItem]) -> None:
+        """Each is rendered once and sent as one transfer (its tag the entry id); its C
+        delivery is kept with the entry id, so that its disposition is matched without
+        reading the tag back. Those that cannot be rendered are rejected after the lot."""
+        fill_to = self.settings.kind == "gateway"
+        sending_of = self._sending
+        refused: list[Settlement] = []
+        for message in messages:
+            sending = sending_of.get(message.address)
+            if sending is None:
+                self.open_link(message.address)
+                sending = sending_of[message.address]
+            impl, unsettled = sending
+            try:
+                encoded = amqp10_payload(message, fill_to=fill_to)
+            except TranslationError as exc:
+                refused.append(Settlement(message.entry_id, _REJECTED,
+                                          f"cannot render the message for 1.0: {exc}"))
+                continue
+            entry_id = message.entry_id
+            tag = b"%d" % entry_id
+            unsettled[lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))] = entry_id
+            sent = send_parts(impl, b"", encoded, 0)
+            if sent < 0:
+                raise_link_error(self._links[message.address], sent)
+            pn_link_advance(impl)
         self._output_ready()
+        if refused:
+            self.events.settled_many(refused)
 
     def close(self, reason: str) -> None:
         if not self._connection.state & Endpoint.LOCAL_CLOSED:
@@ -162,7 +182,7 @@ class OutboundAmqp10:
         return out
 
     def tick(self, now: float) -> Optional[float]:
-        deadline = self._transport.tick(now)
+        deadline = transport_tick(self._transport, now)
         self._process()
         return deadline or None
 
@@ -194,15 +214,20 @@ class OutboundAmqp10:
             if ev == NULL:
                 break
             try:
-                if pn_event_type(ev) == PN_DELIVERY:
+                kind = pn_event_type(ev)
+                if kind == PN_DELIVERY:
                     settlement = self._settled(pn_event_delivery(ev))
                     if settlement is not None:
                         settled.append(settlement)
-                else:
+                elif kind != PN_TRANSPORT:  # (output to take: the edge takes it after each call)
                     if settled:
                         self.events.settled_many(settled)
                         settled = []
-                    self._handle(Event.wrap(ev))
+                    if kind != PN_LINK_FLOW:
+                        self._handle(Event.wrap(ev))
+                    elif self._up and pn_event_link(ev) == self._primary_impl:
+                        # the link's credit, read on the C link: a flow comes every few reads
+                        self.events.credit(pn_link_credit(self._primary_impl))
             finally:
                 pn_collector_pop(impl)
         if settled:
@@ -224,9 +249,6 @@ class OutboundAmqp10:
                 self._up = True
                 self.events.connection_up()
             self.events.credit(link.credit)
-        elif kind == Event.LINK_FLOW:
-            if self._up and self._is_primary(event.link):
-                self.events.credit(event.link.credit)
         elif kind == Event.LINK_REMOTE_CLOSE and not self._is_primary(event.link):
             self._link_refused(event.link)
         elif kind in (Event.LINK_REMOTE_CLOSE, Event.SESSION_REMOTE_CLOSE,
@@ -257,9 +279,9 @@ class OutboundAmqp10:
         error = _text(link.remote_condition, "the remote closed the link")
         self._links.pop(link.target.address, None)
         self._sending.pop(link.target.address, None)
-        entries = self._unsettled.pop(c_pointer(link), set())
+        entries = self._unsettled.pop(c_pointer(link), {})
         link.close()
-        for entry_id in sorted(entries):
+        for entry_id in sorted(entries.values()):
             self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
                                            f"link to '{link.target.address}': {error}"))
 
@@ -269,16 +291,11 @@ class OutboundAmqp10:
         state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
         if not state and not pn_delivery_updated(d):
             return None
-        try:
-            entry_id = int(pn_delivery_tag(d))
-        except (TypeError, ValueError):
-            pn_delivery_settle(d)
-            return None
         error = None
-        if state == Delivery.ACCEPTED:
-            outcome = ForwardOutcome.ACCEPTED
+        if state == _ACCEPTED_STATE:
+            outcome = _ACCEPTED
         elif state == Delivery.REJECTED:
-            outcome = ForwardOutcome.REJECTED
+            outcome = _REJECTED
             error = _text(Delivery.wrap(d).remote.condition, "rejected by the remote")
         elif state in (Delivery.RELEASED, Delivery.MODIFIED):
             outcome = ForwardOutcome.RELEASED
@@ -287,10 +304,9 @@ class OutboundAmqp10:
         else:
             return None  # e.g. RECEIVED: progress only
         unsettled = self._unsettled.get(pn_delivery_link(d))
-        if unsettled is not None:
-            unsettled.discard(entry_id)
+        entry_id = None if unsettled is None else unsettled.pop(d, None)
         pn_delivery_settle(d)
-        return Settlement(entry_id, outcome, error)
+        return None if entry_id is None else Settlement(entry_id, outcome, error)
 
     def report_down(self, error: str) -> None:
         """Tell the forwarder once that this connection is gone (the edge calls it too,

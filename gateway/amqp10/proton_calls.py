@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, pn_collector_peek, pn_collector_pop,
+from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, PN_TRANSPORT, pn_collector_peek, pn_collector_pop,
                      pn_delivery_aborted, pn_delivery_link, pn_delivery_partial,
                      pn_delivery_pending, pn_delivery_remote_state, pn_delivery_settle,
                      pn_delivery_settled, pn_delivery_tag, pn_delivery_update, pn_delivery_updated,
@@ -41,7 +41,7 @@ from cproton import (PN_DELIVERY, PN_EOS, PN_LINK_FLOW, pn_collector_peek, pn_co
 from cproton_ffi import ffi, lib
 
 __all__ = [
-    "NULL", "PN_DELIVERY", "PN_EOS", "PN_LINK_FLOW", "c_pointer", "ffi", "lib",
+    "NULL", "PN_DELIVERY", "PN_EOS", "PN_LINK_FLOW", "PN_TRANSPORT", "c_pointer", "ffi", "lib",
     "pn_collector_peek", "pn_collector_pop", "pn_delivery_aborted", "pn_delivery_link",
     "pn_delivery_partial", "pn_delivery_pending", "pn_delivery_remote_state",
     "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_tag", "pn_delivery_update",

@@ -21,7 +21,7 @@ and whenever its remote settles messages.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from twisted.internet import protocol, task
 
@@ -31,7 +31,7 @@ from gateway.edge.engine_protocol import EngineDriver
 from gateway.edge.outbound_tls import OutboundTlsError, describe_tls_failure, outbound_endpoint
 from gateway.forward.backoff import Backoff
 from gateway.forward.forwarder import Forwarder
-from gateway.forward.outbound import ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings
+from gateway.forward.outbound import ForwardOutcome, OutboundEvents, OutboundItem, RemoteSettings
 from gateway.forward.settings import PasswordFileError, read_password
 from gateway.forward.shovel import Shovel
 
@@ -92,8 +92,11 @@ class RemoteLink:
         forwarder.defer = lambda fn: reactor.callLater(0, fn)
 
     # -- OutboundConnection -------------------------------------------------------------------
-    def send(self, message: OutboundMessage) -> None:
+    def send(self, message: OutboundItem) -> None:
         self.engine.send(message)
+
+    def send_many(self, messages: Sequence[OutboundItem]) -> None:
+        self.engine.send_many(messages)
 
     def close(self, reason: str) -> None:
         self._stopped = True

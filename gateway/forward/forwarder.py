@@ -65,12 +65,14 @@ TRANSFER_ADDRESS = "amqp$transfer"
 #: waiting for each other in turn)
 SEND_SLICE = 32
 
+_ACCEPTED = ForwardOutcome.ACCEPTED
+
 
 class OutboxEntry:
     """One message waiting for ``remote``; ``node`` is what the remote resolves."""
 
     __slots__ = ("entry_id", "node", "message", "annotations", "attempts", "not_before", "size",
-                 "created_at")
+                 "created_at", "address")
 
     def __init__(self, entry_id: int, node: str, message: MessageContainer, annotations: dict,
                  attempts: int = 0) -> None:
@@ -83,6 +85,10 @@ class OutboxEntry:
         self.annotations = annotations
         self.attempts = attempts
         self.not_before = 0.0
+        #: where the remote takes it (``Forwarder.address_for``), set once the forwarder
+        #: holds it: the entry is then itself what the connection sends (an
+        #: ``outbound.OutboundItem``), with no object made a message to send it
+        self.address = ""
 
 
 #: (remote container, entry, reason, the remote's error, now)
@@ -117,6 +123,8 @@ class Forwarder:
         #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
         self._ledger = ledger
         self.container = settings.container
+        #: every entry's address for ``kind: gateway`` (else "": by its node)
+        self._transfer_address = TRANSFER_ADDRESS if settings.kind == "gateway" else ""
         self._store = store
         self._dead_letter = dead_letter
         self._clock = clock
@@ -223,9 +231,14 @@ class Forwarder:
             for entry in batch:
                 self._release(entry)
             return
+        ready = self.ready
         bound = self._memory_bound()
-        for entry in batch:
-            self._ready(entry, bound)
+        if self._load is None or (not self.paged and len(ready) + len(batch) <= bound):
+            for entry in batch:  # all keep their bodies (``_ready``'s test, once for all)
+                heapq.heappush(ready, (entry.entry_id, entry))
+        else:
+            for entry in batch:
+                self._ready(entry, bound)
         marks = timeline.recorder
         if marks is not None:
             marks.mark("outbox-committed", len(batch))
@@ -234,6 +247,7 @@ class Forwarder:
     def _hold(self, entry: OutboxEntry) -> None:
         """Outbox bodies in memory count against the memory high watermark like queued
         ones (``bytes`` counts every body, on disk or not)."""
+        entry.address = self._transfer_address or self.address_for(entry.node)
         self.bytes += entry.size
         if self._gate is not None:
             self._gate.add(entry.size)
@@ -281,9 +295,10 @@ class Forwarder:
         if self.paged and len(ready) <= self.in_flight_cap // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
-        sent = self.forwarded
-        cap = self.in_flight_cap
-        while self.remote_credit > 0 and len(self.in_flight) < cap:
+        in_flight = self.in_flight
+        room = min(self.remote_credit, self.in_flight_cap - len(in_flight))
+        batch: list[OutboxEntry] = []
+        while room > 0:
             if not ready:
                 if self.paged:
                     self._page_in()
@@ -294,18 +309,21 @@ class Forwarder:
                 self.defer(self._deferred_pump)
                 break
             budget -= 1
+            room -= 1
             entry = heapq.heappop(ready)[1]
-            self.remote_credit -= 1
-            self.in_flight[entry.entry_id] = entry
-            self.forwarded += 1
-            connection.send(OutboundMessage(entry.entry_id, entry.node, self.address_for(entry.node),
-                                            entry.message, entry.annotations))
+            in_flight[entry.entry_id] = entry
+            batch.append(entry)
+        if batch:
+            # counted before the sending: a refusal in it settles (and pumps) at once
+            self.remote_credit -= len(batch)
+            self.forwarded += len(batch)
             if self._ledger is not None:
-                self._ledger.forwarded(self.container, entry, self._clock())
+                self._ledger.forwarded(self.container, batch, self._clock())
+            connection.send_many(batch)
         self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
         marks = timeline.recorder
-        if marks is not None and self.forwarded != sent:
-            marks.mark("sent", self.forwarded - sent)
+        if marks is not None and batch:
+            marks.mark("sent", len(batch))
 
     @property
     def in_flight_cap(self) -> int:
@@ -379,26 +397,35 @@ class Forwarder:
     def settled_many(self, settlements: Sequence[Settlement]) -> None:
         """What the remote settled in one read: the outbox follows each, and the freed
         room is used once, for the lot (a settlement at a time sent one entry per
-        settlement)."""
+        settlement). The accepted ones, the usual lot, leave the outbox together: one
+        ledger call, one gate and one store call for them all."""
         now = self._clock()
+        in_flight = self.in_flight
+        accepted: list[OutboxEntry] = []
         for settlement in settlements:
-            self._settle(settlement, now)
+            entry = in_flight.pop(settlement.entry_id, None)
+            if entry is None:
+                continue
+            if settlement.outcome is _ACCEPTED:
+                accepted.append(entry)
+            else:
+                self._settle_other(entry, settlement, now)
+        if accepted:
+            if self._ledger is not None:
+                self._ledger.settled(self.container, accepted, _ACCEPTED, None, now)
+            self.acked += len(accepted)
+            self._remove_all(accepted)
         marks = timeline.recorder
         if marks is not None:
             marks.mark("settled", len(settlements))
         self.pump()
 
-    def _settle(self, settlement: Settlement, now: float) -> None:
-        entry = self.in_flight.pop(settlement.entry_id, None)
-        if entry is None:
-            return
+    def _settle_other(self, entry: OutboxEntry, settlement: Settlement, now: float) -> None:
+        """A rejection (dead-lettered) or a release (retried after a backoff)."""
         outcome = settlement.outcome
         if self._ledger is not None:
-            self._ledger.settled(self.container, entry, outcome, settlement.error, now)
-        if outcome is ForwardOutcome.ACCEPTED:
-            self.acked += 1
-            self._remove(entry)
-        elif outcome is ForwardOutcome.REJECTED:
+            self._ledger.settled(self.container, (entry,), outcome, settlement.error, now)
+        if outcome is ForwardOutcome.REJECTED:
             self._dead(entry, REJECTED, settlement.error or "rejected by the remote", now)
         else:
             entry.attempts += 1
@@ -416,6 +443,16 @@ class Forwarder:
     def _remove(self, entry: OutboxEntry) -> None:
         self._release(entry)
         self._store.remove_outbox(entry.entry_id)
+
+    def _remove_all(self, entries: list[OutboxEntry]) -> None:
+        """``_remove`` for each of ``entries`` (sent, so their bodies are in memory)."""
+        size = 0
+        for entry in entries:
+            size += entry.size
+        self.bytes -= size
+        if self._gate is not None:
+            self._gate.sub(size)
+        self._store.remove_outbox_many([entry.entry_id for entry in entries])
 
     def _dead(self, entry: OutboxEntry, reason: str, error: str, now: float) -> None:
         self._dead_letter_log.warning(

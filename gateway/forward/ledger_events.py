@@ -24,16 +24,19 @@ class ForwardLedger:
     def __init__(self, broker: Any) -> None:
         self._broker = broker
 
-    def forwarded(self, remote: str, entry: Any, now: float) -> None:
+    def forwarded(self, remote: str, entries: Sequence[Any], now: float) -> None:
+        """``entries`` (outbox entries) were sent to ``remote`` in one turn."""
         ledger = self._broker.ledger
         if ledger is not None:
-            ledger.forwarded(now, entry.message, remote)
+            ledger.forwarded_many(now, [entry.message for entry in entries], remote)
 
-    def settled(self, remote: str, entry: Any, outcome: ForwardOutcome, reason: Optional[str],
-                now: float) -> None:
+    def settled(self, remote: str, entries: Sequence[Any], outcome: ForwardOutcome,
+                reason: Optional[str], now: float) -> None:
+        """``remote`` settled ``entries`` with ``outcome`` (``reason``: its error)."""
         ledger = self._broker.ledger
         if ledger is not None:
-            ledger.forward_settled(now, entry.message, remote, _OUTCOME[outcome], reason)
+            ledger.forward_settled_many(now, [entry.message for entry in entries], remote,
+                                        _OUTCOME[outcome], reason)
 
     def dead_lettered(self, remote: str, entry: Any, error: str, copy: Any, vhost: str,
                       queues: Sequence[Any], now: float) -> None:

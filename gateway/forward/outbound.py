@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
-__all__ = ["ForwardOutcome", "OutboundConnection", "OutboundEvents", "OutboundMessage",
+__all__ = ["ForwardOutcome", "OutboundConnection", "OutboundEvents", "OutboundItem", "OutboundMessage",
            "RemoteSettings", "Settlement"]
 
 
@@ -65,14 +65,26 @@ class OutboundMessage:
     annotations: dict = field(default_factory=dict)
 
 
+class OutboundItem(Protocol):
+    """What a connection sends: an ``OutboundMessage``, or the forwarder's outbox entry
+    itself (which has the same fields, so that nothing is made per message to send it)."""
+
+    entry_id: int
+    node: str
+    address: str
+    message: Any
+    annotations: dict
+
+
 class ForwardOutcome(enum.Enum):
     ACCEPTED = "accepted"        # 1.0 accepted, 0-9-1 confirm ack: the entry is removed
     RELEASED = "released"        # 1.0 released / modified(delivery-failed), link lost: retry later
     REJECTED = "rejected"        # 1.0 rejected, 0-9-1 nack or basic.return: dead-lettered locally
 
 
-@dataclass(frozen=True)
-class Settlement:
+class Settlement(NamedTuple):
+    """What the remote said of one entry (a tuple: one is made per message settled)."""
+
     entry_id: int
     outcome: ForwardOutcome
     #: the remote's error for REJECTED (condition and description, or reply code and text)
@@ -105,8 +117,13 @@ class OutboundEvents(Protocol):
 class OutboundConnection(Protocol):
     """One authenticated outbound connection to a remote, made by the edge per ``kind``."""
 
-    def send(self, message: OutboundMessage) -> None:
+    def send(self, message: OutboundItem) -> None:
         """Send one entry; only called while credit is available."""
+
+    def send_many(self, messages: Sequence[OutboundItem]) -> None:
+        """Send these entries, in order (a forwarder's slice of one turn); only called
+        while credit is available for all of them. A refusal (a message that cannot be
+        rendered) is reported through ``OutboundEvents`` once all were sent."""
 
     def close(self, reason: str) -> None:
         """Close for good (shutdown, remote removed): no reconnect."""

@@ -40,6 +40,8 @@ __all__ = ["TransferService", "dead_letter_queue"]
 
 log = logging.getLogger(__name__)
 
+_AMQP10 = Encoding.AMQP10
+
 
 def dead_letter_queue(container: str) -> str:
     """The local queue where messages ``container`` rejected go."""
@@ -81,7 +83,11 @@ class TransferService:
     # -- the broker's view -----------------------------------------------------------------
     def resolve(self, name: str) -> Optional["TransferService"]:
         """The broker's service resolver: this node for ``x@remote``, else None. The
-        route found is kept (``_last_route``): a publish to this node asks for it next."""
+        route found is kept (``_last_route``): a publish to this node asks for it next, and
+        the next resolve of the same name is answered from it."""
+        last = self._last_route
+        if last[0] == name:  # (a stream of publishes to one address: no split each)
+            return self if last[2] is not None else None
         if "@" not in name:
             return None
         parts = split_global(name)
@@ -117,7 +123,7 @@ class TransferService:
         received = message.received_annotations
         if received is not None:  # decoded when it was received
             came_from = fa.forwarded_in(received.annotations)
-        elif message.origin.value == "amqp10" and message.payload is not None:
+        elif message.origin is _AMQP10 and message.payload is not None:
             came_from = fa.forwarded_of(message.payload)
         if not message.gateway_id:
             message.gateway_id = self.broker.next_gateway_id()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, NamedTuple, Optional, Protocol
+from typing import Any, Callable, ContextManager, NamedTuple, Optional, Protocol, Sequence
 
 __all__ = [
     "ExchangeRecord",
@@ -254,6 +254,9 @@ class Store(Protocol):
 
     def remove_outbox(self, entry_id: int) -> None: ...
 
+    def remove_outbox_many(self, entry_ids: Sequence[int]) -> None:
+        """``remove_outbox`` for each (what one read of a remote settled)."""
+
     def load_outbox(self) -> list[OutboxRow]:
         """Every outbox row, in ``entry_id`` order."""
 
@@ -343,6 +346,9 @@ class NullStore:
         pass
 
     def remove_outbox(self, entry_id: int) -> None:
+        pass
+
+    def remove_outbox_many(self, entry_ids: Sequence[int]) -> None:
         pass
 
     def load_outbox(self) -> list[OutboxRow]:

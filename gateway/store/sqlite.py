@@ -166,7 +166,7 @@ class SqliteStore:
         forwarding = self.forwarding
         self.add_outbox, self.update_outbox = forwarding.add_outbox, forwarding.update_outbox
         self.remove_outbox, self.load_outbox = forwarding.remove_outbox, forwarding.load_outbox
-        self.read_outbox = forwarding.read_outbox
+        self.read_outbox, self.remove_outbox_many = forwarding.read_outbox, forwarding.remove_outbox_many
         self.remember_forwarded = forwarding.remember_forwarded
         self.forget_forwarded = forwarding.forget_forwarded
         self.load_forwarded = forwarding.load_forwarded

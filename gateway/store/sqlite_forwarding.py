@@ -9,7 +9,7 @@ generation is never written at all, as for queue entries.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from .commit_thread import Op
 from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
@@ -17,6 +17,7 @@ from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
 __all__ = ["ForwardingTables"]
 
 _INSERT_OUTBOX = Op.INSERT_OUTBOX
+_DELETE_OUTBOX = Op.DELETE_OUTBOX
 #: an outbox row's message, in ``MessageRow`` order after its id
 _MESSAGE_COLUMNS = "origin, properties, body, exchange, routing_key, created_at, size, priority, deaths"
 
@@ -46,28 +47,42 @@ class ForwardingTables:
         self.outbox_rows += 1
         self._append(op)
 
-    def _pending_insert(self, entry_id: int) -> Optional[list]:
+    def _pending_insert(self, entry_id: int, gen: int) -> Optional[list]:
+        """The insert of row ``entry_id`` while it waits in the open generation ``gen``
+        (forgotten here either way), or None."""
         pending = self._outbox_ops.pop(entry_id, None)
         if pending is None:
             return None
-        gen, op = pending
-        return op if gen == self._generation() and op and op[0] is _INSERT_OUTBOX else None
+        op = pending[1]
+        return op if pending[0] == gen and op and op[0] is _INSERT_OUTBOX else None
 
     def update_outbox(self, entry_id: int, attempts: int) -> None:
-        op = self._pending_insert(entry_id)
+        gen = self._generation()
+        op = self._pending_insert(entry_id, gen)
         if op is not None:
             op[14] = attempts
-            self._outbox_ops[entry_id] = (self._generation(), op)
+            self._outbox_ops[entry_id] = (gen, op)
             return
         self._append([Op.UPDATE_OUTBOX, entry_id, attempts])
 
     def remove_outbox(self, entry_id: int) -> None:
-        self.outbox_rows -= 1
-        op = self._pending_insert(entry_id)
-        if op is not None:
-            op[0] = None  # never written: nothing to delete
-            return
-        self._append([Op.DELETE_OUTBOX, entry_id])
+        self.remove_outbox_many((entry_id,))
+
+    def remove_outbox_many(self, entry_ids: Sequence[int]) -> None:
+        """``remove_outbox`` for each of ``entry_ids`` (what one read of a remote settled),
+        with one look at the open generation and one ``append`` for the lot."""
+        self.outbox_rows -= len(entry_ids)
+        gen = self._generation()
+        pending_insert = self._pending_insert
+        deletes = []
+        for entry_id in entry_ids:
+            op = pending_insert(entry_id, gen)
+            if op is not None:
+                op[0] = None  # never written: nothing to delete
+            else:
+                deletes.append([_DELETE_OUTBOX, entry_id])
+        if deletes:
+            self._append(*deletes)
 
     def load_outbox(self) -> list[OutboxRow]:
         decode_annotations = self._codecs.decode_annotations

@@ -77,6 +77,7 @@ def linked():
 
 def test_event_numbers_are_proton_events():
     assert pc.PN_DELIVERY == Event.DELIVERY.number and pc.PN_LINK_FLOW == Event.LINK_FLOW.number
+    assert pc.PN_TRANSPORT == Event.TRANSPORT.number
 
 
 def test_credit_flow_and_a_transfer_through_the_c_calls(linked):

@@ -15,6 +15,9 @@ class RecordingStore:
     def remove_outbox(self, entry_id: int) -> None:
         self.removed.append(entry_id)
 
+    def remove_outbox_many(self, entry_ids) -> None:
+        self.removed.extend(entry_ids)
+
     def update_outbox(self, entry_id: int, attempts: int) -> None:
         self.updated.append((entry_id, attempts))
 
@@ -25,6 +28,9 @@ class RecordingConnection:
 
     def send(self, message) -> None:
         self.sent.append(message)
+
+    def send_many(self, messages) -> None:
+        self.sent.extend(messages)
 
     def close(self, reason: str) -> None:
         pass

@@ -51,6 +51,9 @@ class Sent:
     def send(self, message) -> None:
         self.messages.append(message)
 
+    def send_many(self, messages) -> None:
+        self.messages.extend(messages)
+
     def close(self, reason: str) -> None:
         pass
 
