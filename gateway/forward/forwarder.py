@@ -23,12 +23,15 @@ settled is handled together, ``settled_many``, and the room it frees is used onc
 
 Memory: with a persistent store, at most ``in_flight_cap`` ready entries (the ``credit``
 setting, or the most the remote granted at once: what one grant takes) keep their bodies
-in memory, besides those about to be sent and those in flight; newer committed entries wait in ``paged`` with their
-bodies on disk only, and are read back (``store.read_outbox``) as the ready ones go. So
-only the bodies near the head of the outbox count against the memory high watermark,
-and a long outage of a remote (no grant: ``credit`` bodies) does not block publishers by
-memory. (At ``credit`` while the remote granted more, a burst larger than the setting was
-read back from the store while the remote waited for it.)
+in memory, besides those about to be sent and those in flight, unless the bodies the
+forwarder holds (``held``) take no more than ``keep_bytes`` (1 MiB) in all; newer committed
+entries wait in ``paged`` with their bodies on disk only, and are read back
+(``store.read_outbox``) as the ready ones go. So only the bodies near the head of the
+outbox count against the memory high watermark, and a long outage of a remote (no
+grant: ``credit`` bodies, or 1 MiB of them) does not block publishers by memory. (At
+``credit`` while the remote granted more, a burst larger than the setting was read back
+from the store while the remote waited for it; without the 1 MiB, a backlog of small
+messages was read back row by row, at a cost far above the memory it saved.)
 
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
 the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per turn of the
@@ -66,6 +69,8 @@ TRANSFER_ADDRESS = "amqp$transfer"
 SEND_SLICE = 32
 
 _ACCEPTED = ForwardOutcome.ACCEPTED
+#: bytes of bodies an outbox keeps in memory whatever their number (see "Memory")
+KEEP_BYTES = 1 << 20
 
 
 class OutboxEntry:
@@ -110,8 +115,11 @@ class Forwarder:
     def __init__(self, settings: RemoteSettings, store: Any, dead_letter: DeadLetter,
                  clock: Callable[[], float], ledger: Any = None, gate: Any = None,
                  load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None,
-                 log_interval: float = DEFAULT_INTERVAL) -> None:
+                 log_interval: float = DEFAULT_INTERVAL, keep_bytes: int = KEEP_BYTES) -> None:
         self.settings = settings
+        #: bodies in memory (``held``) up to which none is paged, however many entries
+        self.keep_bytes = keep_bytes
+        self.held = 0
         #: rebuilds a body read back from the store (the broker's message loader); with a
         #: persistent store, bodies beyond ``credit`` ready entries stay on disk only
         self._load = load_message if getattr(store, "persistent", False) else None
@@ -176,7 +184,9 @@ class Forwarder:
     def _ready(self, entry: OutboxEntry, bound: int) -> None:
         """A committed entry joins ``ready``, or ``paged`` (its body dropped from memory)
         once ``bound`` entries are ready or older ones wait on disk."""
-        if self._load is not None and (self.paged or len(self.ready) >= bound):
+        if self._load is not None and (self.paged or (len(self.ready) >= bound
+                                                      and self.held > self.keep_bytes)):
+            self.held -= entry.size
             if self._gate is not None:
                 self._gate.sub(entry.size)
             entry.message = None
@@ -204,6 +214,7 @@ class Forwarder:
                 self.bytes -= entry.size
                 continue
             entry.message = self._load(StoredMessage(row, None))
+            self.held += entry.size
             if self._gate is not None:
                 self._gate.add(entry.size)
             heapq.heappush(self.ready, (entry.entry_id, entry))
@@ -233,7 +244,8 @@ class Forwarder:
             return
         ready = self.ready
         bound = self._memory_bound()
-        if self._load is None or (not self.paged and len(ready) + len(batch) <= bound):
+        if self._load is None or (not self.paged and (len(ready) + len(batch) <= bound
+                                                      or self.held <= self.keep_bytes)):
             for entry in batch:  # all keep their bodies (``_ready``'s test, once for all)
                 heapq.heappush(ready, (entry.entry_id, entry))
         else:
@@ -249,13 +261,16 @@ class Forwarder:
         ones (``bytes`` counts every body, on disk or not)."""
         entry.address = self._transfer_address or self.address_for(entry.node)
         self.bytes += entry.size
+        self.held += entry.size
         if self._gate is not None:
             self._gate.add(entry.size)
 
     def _release(self, entry: OutboxEntry) -> None:
         self.bytes -= entry.size
-        if self._gate is not None and entry.message is not None:
-            self._gate.sub(entry.size)
+        if entry.message is not None:
+            self.held -= entry.size
+            if self._gate is not None:
+                self._gate.sub(entry.size)
 
     @property
     def depth(self) -> int:
@@ -450,6 +465,7 @@ class Forwarder:
         for entry in entries:
             size += entry.size
         self.bytes -= size
+        self.held -= size
         if self._gate is not None:
             self._gate.sub(size)
         self._store.remove_outbox_many([entry.entry_id for entry in entries])

@@ -290,7 +290,9 @@ def _outbox_on_disk(tmp_path):
     broker = Broker(container_id="org-a", store=store, message_loader=load_stored_message)
     transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
                                lambda: 100.0)
-    return loop, store, broker, transfer, transfer.forwarders["org-b"]
+    forwarder = transfer.forwarders["org-b"]
+    forwarder.keep_bytes = 0  # (these bodies are small: the entry count bounds them)
+    return loop, store, broker, transfer, forwarder
 
 
 def test_only_the_head_of_a_long_outbox_keeps_its_bodies_in_memory(tmp_path) -> None:
@@ -346,4 +348,36 @@ def test_a_burst_as_large_as_the_remotes_grant_keeps_its_bodies_in_memory(tmp_pa
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
     assert len(forwarder.paged) == 5 and broker.gate.used - used == held
+    store.close()
+
+
+def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -> None:
+    """Past ``credit`` ready entries, bodies are paged out only once the forwarder holds
+    more than ``keep_bytes`` of them (a backlog of small messages is not read back row by
+    row); the paged ones are read back in order."""
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
+    forwarder.keep_bytes = 100
+    used = broker.gate.used
+    for i in range(10):                        # 6 bytes each: 60, under the 100
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    assert len(forwarder.ready) == 10 and not forwarder.paged   # credit is 3
+    assert forwarder.held == 60 and broker.gate.used - used == 60
+    for i in range(10, 20):                    # 7 bytes each: 130 in all, over the 100
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    commit_now(store, loop)
+    assert len(forwarder.ready) == 10 and len(forwarder.paged) == 10
+    assert forwarder.held == 60 and broker.gate.used - used == 60
+    conn = RecordingConnection()
+    forwarder.connection = conn
+    forwarder.connection_up()
+    forwarder.credit(100)
+    while forwarder.in_flight:
+        for m in list(conn.sent):
+            if m.entry_id in forwarder.in_flight:
+                forwarder.settled(Settlement(m.entry_id, ForwardOutcome.ACCEPTED))
+    assert [m.message.payload[1] for m in conn.sent] == [b"body-%d" % i for i in range(20)]
+    assert forwarder.depth == 0 and forwarder.held == 0 and broker.gate.used == used
     store.close()
