@@ -50,13 +50,16 @@ class Publisher:
     here); ``broker`` gives gateway ids, this gateway's container id, the service nodes
     and the ledger (None in tests)."""
 
-    __slots__ = ("_vhost", "_broker", "_exchanges", "_queues")
+    __slots__ = ("_vhost", "_broker", "_exchanges", "_queues", "_service_caller")
 
     def __init__(self, vhost: str, broker: Any, exchanges: dict[str, Exchange], queues: dict[str, Queue]) -> None:
         self._vhost = vhost
         self._broker = broker
         self._exchanges = exchanges
         self._queues = queues
+        #: who a publish routed to a service node comes from (no user: the protocol did
+        #: not say); the same for every such publish (a forwarded one: each message)
+        self._service_caller = ServiceCaller(None, vhost)
 
     def queue_for_key(self, routing_key: str) -> Optional[Queue]:
         """The default exchange's lookup: a queue name; a global address
@@ -106,7 +109,7 @@ class Publisher:
                     node = self._broker.service(routing_key) if self._broker is not None else None
                 if node is None:
                     return _NOTHING
-                call_service(node, message, now, ServiceCaller(None, self._vhost))
+                call_service(node, message, now, self._service_caller)
                 return PublishResult(service=routing_key)
             if queue.enqueue(message, now):
                 return queue.took_alone
