@@ -29,7 +29,7 @@ from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, PN_TRA
                                          pn_delivery_remote_state, pn_delivery_settle,
                                          pn_delivery_settled, pn_delivery_updated, pn_event_delivery,
                                          pn_event_link, pn_event_type, pn_link_advance, pn_link_credit,
-                                         raise_link_error, send_parts, transport_tick)
+                                         raise_link_error, transport_tick)
 from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
 from gateway.forward.forwarder import TRANSFER_ADDRESS
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundItem, RemoteSettings,
@@ -42,6 +42,9 @@ __all__ = ["OutboundAmqp10"]
 _ACCEPTED, _REJECTED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED
 #: the remote state of an accepted delivery (an int, as ``pn_delivery_remote_state`` gives)
 _ACCEPTED_STATE = int(Delivery.ACCEPTED)
+#: (outcome, the remote's error) of an accepted delivery and of a released one
+_ACCEPTED_SAID = (_ACCEPTED, None)
+_RELEASED_SAID = (ForwardOutcome.RELEASED, None)
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +144,7 @@ class OutboundAmqp10:
             entry_id = message.entry_id
             tag = b"%d" % entry_id
             unsettled[lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))] = entry_id
-            sent = send_parts(impl, b"", encoded, 0)
+            sent = lib.pn_link_send(impl, ffi.from_buffer(encoded), len(encoded))
             if sent < 0:
                 raise_link_error(self._links[message.address], sent)
             pn_link_advance(impl)
@@ -216,9 +219,15 @@ class OutboundAmqp10:
             try:
                 kind = pn_event_type(ev)
                 if kind == PN_DELIVERY:
-                    settlement = self._settled(pn_event_delivery(ev))
-                    if settlement is not None:
-                        settled.append(settlement)
+                    d = pn_event_delivery(ev)
+                    state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
+                    said = _ACCEPTED_SAID if state == _ACCEPTED_STATE else self._outcome(d, state)
+                    if said is not None:  # the remote settled it: ours to forget and report
+                        unsettled = self._unsettled.get(pn_delivery_link(d))
+                        entry_id = None if unsettled is None else unsettled.pop(d, None)
+                        pn_delivery_settle(d)
+                        if entry_id is not None:
+                            settled.append(Settlement(entry_id, *said))
                 elif kind != PN_TRANSPORT:  # (output to take: the edge takes it after each call)
                     if settled:
                         self.events.settled_many(settled)
@@ -285,28 +294,17 @@ class OutboundAmqp10:
             self.events.settled(Settlement(entry_id, ForwardOutcome.REJECTED,
                                            f"link to '{link.target.address}': {error}"))
 
-    def _settled(self, d: Any) -> Optional[Settlement]:
-        """The remote's settlement in a disposition on C delivery ``d`` (a
-        ``pn_delivery_t``), or None (progress only, or no entry of ours)."""
-        state = pn_delivery_remote_state(d)  # an int; DispositionType members equal them
-        if not state and not pn_delivery_updated(d):
-            return None
-        error = None
-        if state == _ACCEPTED_STATE:
-            outcome = _ACCEPTED
-        elif state == Delivery.REJECTED:
-            outcome = _REJECTED
-            error = _text(Delivery.wrap(d).remote.condition, "rejected by the remote")
-        elif state in (Delivery.RELEASED, Delivery.MODIFIED):
-            outcome = ForwardOutcome.RELEASED
-        elif not state and pn_delivery_settled(d):
-            outcome = ForwardOutcome.RELEASED  # settled with no outcome
-        else:
-            return None  # e.g. RECEIVED: progress only
-        unsettled = self._unsettled.get(pn_delivery_link(d))
-        entry_id = None if unsettled is None else unsettled.pop(d, None)
-        pn_delivery_settle(d)
-        return None if entry_id is None else Settlement(entry_id, outcome, error)
+    def _outcome(self, d: Any, state: int) -> Optional[tuple[ForwardOutcome, Optional[str]]]:
+        """What the remote said of C delivery ``d`` (a ``pn_delivery_t``) in remote state
+        ``state`` other than accepted (the usual one, read in ``_process`` without this
+        call): the outcome and the remote's error, or None (progress only)."""
+        if state == Delivery.REJECTED:
+            return _REJECTED, _text(Delivery.wrap(d).remote.condition, "rejected by the remote")
+        if state in (Delivery.RELEASED, Delivery.MODIFIED):
+            return _RELEASED_SAID
+        if not state and pn_delivery_updated(d) and pn_delivery_settled(d):
+            return _RELEASED_SAID  # settled with no outcome
+        return None  # e.g. RECEIVED: progress only
 
     def report_down(self, error: str) -> None:
         """Tell the forwarder once that this connection is gone (the edge calls it too,

@@ -50,8 +50,8 @@ from gateway import timeline
 from gateway.broker.message import MessageContainer
 from gateway.connection_log import DEFAULT_INTERVAL, RateLimitedLog
 from gateway.forward.backoff import retry_delay
-from gateway.forward.outbound import (ForwardOutcome, OutboundConnection, OutboundMessage,
-                                      RemoteSettings, Settlement)
+from gateway.forward.outbound import ForwardOutcome, OutboundConnection, RemoteSettings, Settlement
+from gateway.forward.ready_entries import ReadyEntries
 from gateway.store.interface import StoredMessage
 
 __all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS", "REJECTED",
@@ -141,9 +141,8 @@ class Forwarder:
         #: sends all that credit allows at once (tests)
         self.defer: Optional[Callable[[Callable[[], None]], None]] = None
         self._pump_deferred = False
-        #: a heap of (entry id, entry): the ids order it, compared in C (an entry's own
-        #: ``__lt__`` ran a dozen times a message in a heap of a credit window's size)
-        self.ready: list[tuple[int, OutboxEntry]] = []
+        #: committed entries with their bodies, taken lowest entry id first
+        self.ready = ReadyEntries()
         #: new entries of the store's open generation, waiting for its commit (and how
         #: many wait in all generations)
         self._staged: Optional[list[OutboxEntry]] = None
@@ -192,7 +191,7 @@ class Forwarder:
             entry.message = None
             self.paged.append(entry)
         else:
-            heapq.heappush(self.ready, (entry.entry_id, entry))
+            self.ready.push(entry)
 
     def _page_in(self) -> None:
         """Read back the bodies of the oldest paged entries, up to ``in_flight_cap`` ready."""
@@ -217,7 +216,7 @@ class Forwarder:
             self.held += entry.size
             if self._gate is not None:
                 self._gate.add(entry.size)
-            heapq.heappush(self.ready, (entry.entry_id, entry))
+            self.ready.push(entry)
 
     def stage(self, entry: OutboxEntry) -> None:
         """A new entry whose outbox row the caller just wrote: it is sent once the store
@@ -246,8 +245,7 @@ class Forwarder:
         bound = self._memory_bound()
         if self._load is None or (not self.paged and (len(ready) + len(batch) <= bound
                                                       or self.held <= self.keep_bytes)):
-            for entry in batch:  # all keep their bodies (``_ready``'s test, once for all)
-                heapq.heappush(ready, (entry.entry_id, entry))
+            ready.extend(batch)  # all keep their bodies (``_ready``'s test, once for all)
         else:
             for entry in batch:
                 self._ready(entry, bound)
@@ -280,7 +278,7 @@ class Forwarder:
     def oldest_created_at(self) -> Optional[float]:
         times = [e.created_at for e in self.in_flight.values()]
         if self.ready:
-            times.append(min(e.created_at for _, e in self.ready))
+            times.append(min(e.created_at for e in self.ready))
         if self.paged:
             times.append(self.paged[0].created_at)
         times.extend(e.created_at for _, _, e in self.retrying)
@@ -289,7 +287,7 @@ class Forwarder:
     def holds(self, entry_id: int) -> bool:
         """Whether entry ``entry_id`` is in this outbox (a linear look: for a shovel's
         redelivered entry, which the outbox may have from before a crash)."""
-        return (entry_id in self.in_flight or any(i == entry_id for i, _ in self.ready)
+        return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
                 or any(e.entry_id == entry_id for e in self.paged)
                 or any(e.entry_id == entry_id for e in self._staged or ())
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
@@ -313,21 +311,26 @@ class Forwarder:
         in_flight = self.in_flight
         room = min(self.remote_credit, self.in_flight_cap - len(in_flight))
         batch: list[OutboxEntry] = []
+        pop = ready.pop
         while room > 0:
-            if not ready:
-                if self.paged:
-                    self._page_in()
-                if not ready:
-                    break
+            waiting = len(ready)
+            if not waiting and self.paged:
+                self._page_in()
+                waiting = len(ready)
+            if not waiting:
+                break
             if budget == 0:
                 self._pump_deferred = True
                 self.defer(self._deferred_pump)
                 break
-            budget -= 1
-            room -= 1
-            entry = heapq.heappop(ready)[1]
-            in_flight[entry.entry_id] = entry
-            batch.append(entry)
+            n = min(room, waiting) if budget < 0 else min(room, waiting, budget)
+            room -= n
+            if budget > 0:
+                budget -= n
+            for _ in range(n):
+                entry = pop()
+                in_flight[entry.entry_id] = entry
+                batch.append(entry)
         if batch:
             # counted before the sending: a refusal in it settles (and pumps) at once
             self.remote_credit -= len(batch)
@@ -367,7 +370,7 @@ class Forwarder:
         moved = False
         while retrying and retrying[0][0] <= now:
             _, _, entry = heapq.heappop(retrying)
-            heapq.heappush(self.ready, (entry.entry_id, entry))
+            self.ready.push(entry)
             moved = True
         if moved:
             self.pump()
@@ -391,7 +394,7 @@ class Forwarder:
         self.state = "backing off"
         self.last_error = error
         for entry in self.in_flight.values():
-            heapq.heappush(self.ready, (entry.entry_id, entry))
+            self.ready.push(entry)
         self.in_flight.clear()
 
     def connecting(self) -> None:

@@ -158,7 +158,7 @@ def test_an_entry_given_again_is_forwarded_once_under_the_same_id():
 def test_a_shovelled_id_is_the_entry_s_own_across_restarts_and_above_the_counter():
     vhost, shovel, forwarder = _setup(backlog=10)
     _publish(vhost, 1)
-    [(_, entry)] = forwarder.ready
+    [entry] = list(forwarder.ready)
     gid = entry.message.gateway_id
     assert gid == entry.entry_id == shovelled_id("/", "outbound.orders", 1)  # the queue's message: id 1
     assert gid >= 1 << 62 and gid < 1 << 63  # a signed 64-bit integer, above boot us x 1000
@@ -166,4 +166,4 @@ def test_a_shovelled_id_is_the_entry_s_own_across_restarts_and_above_the_counter
                 shovelled_id("/", "outbound.orders", 2)}) == 4
     vhost2, _, forwarder2 = _setup(backlog=10)  # another run, the same queue entry: the same id
     _publish(vhost2, 1)
-    assert [entry_id for entry_id, _ in forwarder2.ready] == [gid]
+    assert [entry.entry_id for entry in forwarder2.ready] == [gid]
