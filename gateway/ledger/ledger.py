@@ -497,12 +497,7 @@ class Ledger:
     def forwarded_many(self, now: float, messages: Sequence[Any], remote: str) -> None:
         """``forwarded`` for each of ``messages``, sent in one turn (one context look-up
         and one wake for the lot: a forwarder sends a slice of its outbox at a time)."""
-        ctx = self.forward_context(now, remote)
-        kind = EventKind.FORWARDED._value_
-        append = self._append
-        for message in messages:
-            append(_Event(now, ctx, kind, message.gateway_id, None, None, message.created_at,
-                          None, None, None, None, None, remote))
+        self._forward_events(now, messages, remote, EventKind.FORWARDED)
         if self.wake is not None:
             self.wake()
 
@@ -515,19 +510,23 @@ class Ledger:
     def forward_settled_many(self, now: float, messages: Sequence[Any], remote: str, outcome: str,
                              reason: Optional[str] = None) -> None:
         """``forward_settled`` for each of ``messages``, settled alike in one read."""
-        ctx = self.forward_context(now, remote)
-        kind = EventKind.FORWARD_SETTLED._value_
-        append = self._append
-        for message in messages:
-            append(_Event(now, ctx, kind, message.gateway_id, None, None, message.created_at,
-                          None, None, None, reason, outcome, remote))
+        self._forward_events(now, messages, remote, EventKind.FORWARD_SETTLED, reason, outcome)
 
     def forward_dead_lettered(self, now: float, message: Any, remote: str, reason: str) -> None:
         """The message to be forwarded to ``remote`` was dead-lettered here, at the source
         (rejected by the remote, released too often, the remote no longer configured)."""
-        self._append(_Event(now, self.forward_context(now, remote), EventKind.DEAD_LETTERED._value_,
-                            message.gateway_id, None, None, message.created_at, None, None,
-                            None, reason, None, remote))
+        self._forward_events(now, (message,), remote, EventKind.DEAD_LETTERED, reason)
+
+    def _forward_events(self, now: float, messages: Sequence[Any], remote: str, kind: EventKind,
+                        reason: Optional[str] = None, outcome: Optional[str] = None) -> None:
+        """An event of ``kind`` for each of ``messages``, in the context of what goes to
+        ``remote``: the one layout of forwarding's events."""
+        ctx = self.forward_context(now, remote)
+        value = kind._value_
+        append = self._append
+        for message in messages:
+            append(_Event(now, ctx, value, message.gateway_id, None, None, message.created_at,
+                          None, None, None, reason, outcome, remote))
 
     def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
                           peer: str) -> None:
