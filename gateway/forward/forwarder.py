@@ -24,13 +24,13 @@ settled is handled together, ``settled_many``, and the room it frees is used onc
 Memory: with a persistent store, at most ``in_flight_cap`` ready entries (the ``credit``
 setting, or the most the remote granted at once: what one grant takes) keep their bodies
 in memory, besides those about to be sent and those in flight, unless the bodies the
-forwarder holds (``held``) take no more than ``keep_bytes`` (1 MiB) in all; newer committed
+forwarder holds (``held``) take no more than ``keep_bytes`` (4 MiB) in all; newer committed
 entries wait in ``paged`` with their bodies on disk only, and are read back
 (``store.read_outbox``) as the ready ones go. So only the bodies near the head of the
 outbox count against the memory high watermark, and a long outage of a remote (no
-grant: ``credit`` bodies, or 1 MiB of them) does not block publishers by memory. (At
+grant: ``credit`` bodies, or 4 MiB of them) does not block publishers by memory. (At
 ``credit`` while the remote granted more, a burst larger than the setting was read back
-from the store while the remote waited for it; without the 1 MiB, a backlog of small
+from the store while the remote waited for it; without the 4 MiB, a backlog of small
 messages was read back row by row, at a cost far above the memory it saved.)
 
 A lost connection puts everything in flight back in front of ``ready`` (not an attempt:
@@ -69,8 +69,10 @@ TRANSFER_ADDRESS = "amqp$transfer"
 SEND_SLICE = 32
 
 _ACCEPTED = ForwardOutcome.ACCEPTED
-#: bytes of bodies an outbox keeps in memory whatever their number (see "Memory")
-KEEP_BYTES = 1 << 20
+#: bytes of bodies an outbox keeps in memory whatever their number (see "Memory"): of
+#: 100 B messages, some 40,000 entries (about 30 MB of objects; 1 MiB was short of a
+#: loaded 50k-message run's backlog, which was then read back all the same)
+KEEP_BYTES = 4 << 20
 
 
 class OutboxEntry:
