@@ -159,17 +159,18 @@ def _headers_at(raw: bytes) -> Optional[int]:
     return None if at > len(raw) else at
 
 
-def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
-    """The property list ``raw`` with a headers table ``headers`` added, the other
-    properties' octets copied; None when ``raw`` has a headers table already (the caller
-    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
-    annotations as headers to every message, and decoding, replacing and encoding the
-    whole list cost more than the rest of the publish. Raises ValueError for a value no
-    field table can hold."""
+def with_headers(raw: bytes, headers: dict | bytes) -> Optional[bytes]:
+    """The property list ``raw`` with a headers table ``headers`` (or its encoding,
+    ``encode_table``'s octets) added, the other properties' octets copied; None when
+    ``raw`` has a headers table already (the caller merges through ``decode_properties``).
+    Why: forwarding to a 0-9-1 partner adds its annotations as headers to every message,
+    and decoding, replacing and encoding the whole list cost more than the rest of the
+    publish. Raises ValueError for a value no field table can hold."""
     at = _headers_at(raw)
     if at is None or raw[0] & _HEADERS_BIT:
         return None
-    return bytes((raw[0] | _HEADERS_BIT, raw[1])) + raw[2:at] + _values.encode_table(headers) + raw[at:]
+    table = headers if type(headers) is bytes else _values.encode_table(headers)  # type: ignore[arg-type]
+    return b"".join((bytes((raw[0] | _HEADERS_BIT, raw[1])), raw[2:at], table, raw[at:]))
 
 
 class HeaderSlot:

@@ -32,7 +32,7 @@ from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection,
                                     PublishSettled)
 from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
-from gateway.amqp091.message_mapping import forwarded_payload
+from gateway.amqp091.message_mapping import ForwardedHeaders, forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
                                       Settlement)
 from translators import TranslationError
@@ -68,6 +68,7 @@ class OutboundAmqp091(ClientEngine):
         self._down = False
         self._routes: dict[str, LocalPublish | SubjectPublish] = {}
         self._refused: list[Settlement] = []
+        self._headers = ForwardedHeaders()
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
@@ -78,7 +79,7 @@ class OutboundAmqp091(ClientEngine):
             route = self._route(message.address)
             if isinstance(route, SubjectPublish):
                 route = route_message(route, message.message.routing_key or None)
-            properties, body = forwarded_payload(message.message, message.annotations)
+            properties, body = forwarded_payload(message.message, message.annotations, self._headers)
         except AddressError as exc:
             self._refuse(Settlement(message.entry_id, _REJECTED, f"cannot publish to {self.where}: {exc.text}"))
             return
