@@ -26,7 +26,7 @@ from gateway.amqp091.spec import PROPERTY_DOMAINS, ClassId, Domain, ReplyCode
 from translators.basic_properties import BasicProperties
 
 __all__ = ["Content", "ContentAssembler", "HeaderSlot", "encode_properties", "decode_properties",
-           "header_slot", "with_headers"]
+           "header_slot", "with_headers", "with_headers_first"]
 
 _H = struct.Struct(">H")
 _B = struct.Struct(">B")
@@ -171,6 +171,28 @@ def with_headers(raw: bytes, headers: dict | bytes) -> Optional[bytes]:
         return None
     table = headers if type(headers) is bytes else _values.encode_table(headers)  # type: ignore[arg-type]
     return b"".join((bytes((raw[0] | _HEADERS_BIT, raw[1])), raw[2:at], table, raw[at:]))
+
+
+def with_headers_first(raw: bytes, table: bytes, names: tuple[bytes, ...]) -> Optional[bytes]:
+    """The property list ``raw``, which has a headers table, with the entries of ``table``
+    (``encode_table``'s octets) put before its own: the encoding of the two tables merged,
+    the list's own values winning, when none of ``names`` (the entries' names, each
+    encoded as a shortstr) is among its own. None when ``raw`` has no headers table or a
+    name may be in it (its octets occur there): the caller merges through
+    ``decode_properties``. Why: a forwarded message with headers of its own was decoded
+    and encoded again whole to add the forwarding annotations (issue 45)."""
+    at = _headers_at(raw)
+    if at is None or not raw[0] & _HEADERS_BIT or at + 4 > len(raw):
+        return None
+    (size,) = _I.unpack_from(raw, at)
+    end = at + 4 + size
+    if end > len(raw):
+        return None
+    own = raw[at + 4:end]
+    for name in names:
+        if name in own:
+            return None
+    return b"".join((raw[:at], _I.pack(size + len(table) - 4), table[4:], own, raw[end:]))
 
 
 class HeaderSlot:

@@ -24,11 +24,11 @@ import logging
 from typing import Any, Optional
 
 from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, encode_properties,
-                                     header_slot, with_headers)
+                                     header_slot, with_headers, with_headers_first)
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
-from gateway.amqp091.values import encode_table
+from gateway.amqp091.values import encode_shortstr, encode_table
 from gateway.broker.message import Encoding, MessageContainer, ReceivedAnnotations
 from gateway.forward.annotations import GATEWAY_ID
 from translators import TranslationError, to_amqp091
@@ -332,37 +332,55 @@ def with_delivery_count(properties_bytes: bytes, delivery_count: int) -> bytes:
 
 
 class ForwardedHeaders:
-    """The forwarding annotations of one forwarder's messages as an encoded headers
-    table, kept with the gateway id in a slot (``learn_slot``): the messages of one
-    origin differ in that id alone, so the next table is a join, not an encoding.
+    """The forwarding annotations of one forwarder's messages added to their 0-9-1
+    properties as headers (:meth:`properties`), the encoded table kept with the gateway
+    id in a slot (``learn_slot``): the messages of one origin differ in that id alone, so
+    the next table is a join, not an encoding.
 
     Why: encoding the three annotations for every message was half of rendering a
     forwarded message for a 0-9-1 partner (issue 45). The slot is learnt only for
     annotations whose other values are strings or lists of strings, which equal
     values encode alike (an ``int`` 1 and ``True`` are equal and encode apart)."""
 
-    __slots__ = ("_probe", "_order", "_slot")
+    __slots__ = ("_probe", "_order", "_slot", "_names")
 
     def __init__(self) -> None:
         #: the annotations the slot was learnt from (the id is set to each one compared)
         self._probe: dict = {}
         self._order: tuple = ()
         self._slot: Optional[IntSlot] = None
+        #: the learnt annotations' names, encoded as shortstrs (``with_headers_first``)
+        self._names: tuple[bytes, ...] = ()
 
-    def table(self, annotations: dict) -> bytes:
-        """``encode_table`` of ``annotations`` (keys made ``str``). Raises ValueError
-        for a value no field table can hold."""
+    def properties(self, properties_bytes: bytes, annotations: dict) -> bytes:
+        """``properties_bytes`` with ``annotations`` as headers, where a header the
+        message already has keeps its value. Raises ValueError for an annotation value no
+        field table can hold."""
+        table, names = self.table(annotations)
+        added = with_headers(properties_bytes, table)
+        if added is None:
+            added = with_headers_first(properties_bytes, table, names)
+        if added is not None:
+            return added
+        props = decode_properties(properties_bytes)
+        headers = {str(key): value for key, value in annotations.items()}
+        headers.update(props.headers or {})
+        return encode_properties(dataclasses.replace(props, headers=headers))
+
+    def table(self, annotations: dict) -> tuple[bytes, tuple[bytes, ...]]:
+        """``encode_table`` of ``annotations`` (keys made ``str``), and their names."""
         gateway_id = annotations.get(GATEWAY_ID)
-        if type(gateway_id) is not int or not _INT64_MIN <= gateway_id <= _INT64_MAX:
-            return encode_table({str(key): value for key, value in annotations.items()})
-        probe = self._probe
-        probe[GATEWAY_ID] = gateway_id
-        slot = self._slot
-        if slot is None or annotations != probe or tuple(annotations) != self._order:
+        if type(gateway_id) is int and _INT64_MIN <= gateway_id <= _INT64_MAX:
+            probe = self._probe
+            probe[GATEWAY_ID] = gateway_id
+            slot = self._slot
+            if slot is not None and annotations == probe and tuple(annotations) == self._order:
+                return slot.fill(gateway_id), self._names
             slot = self._learn(annotations, gateway_id)
-            if slot is None:
-                return encode_table({str(key): value for key, value in annotations.items()})
-        return slot.fill(gateway_id)
+            if slot is not None:
+                return slot.fill(gateway_id), self._names
+        headers = {str(key): value for key, value in annotations.items()}
+        return encode_table(headers), tuple(encode_shortstr(name) for name in headers)
 
     def _learn(self, annotations: dict, gateway_id: int) -> Optional[IntSlot]:
         self._slot, self._probe = None, {}
@@ -373,6 +391,7 @@ class ForwardedHeaders:
         slot = learn_slot(lambda v: encode_table({**headers, GATEWAY_ID: v}), gateway_id, b"l")
         if slot is not None:
             self._slot, self._order = slot, tuple(annotations)
+            self._names = tuple(encode_shortstr(name) for name in headers)
             self._probe = {key: list(value) if type(value) is list else value
                            for key, value in annotations.items()}
         return slot
@@ -390,12 +409,4 @@ def forwarded_payload(message: MessageContainer, annotations: dict,
     properties_bytes, body = delivery_payload(message)
     if not annotations:
         return properties_bytes, body
-    table = headers.table(annotations) if headers is not None else \
-        encode_table({str(key): value for key, value in annotations.items()})
-    added = with_headers(properties_bytes, table)
-    if added is not None:  # the usual case: a message without headers of its own
-        return added, body
-    props = decode_properties(properties_bytes)
-    headers = {str(key): value for key, value in annotations.items()}
-    headers.update(props.headers or {})
-    return encode_properties(dataclasses.replace(props, headers=headers)), body
+    return (headers or ForwardedHeaders()).properties(properties_bytes, annotations), body

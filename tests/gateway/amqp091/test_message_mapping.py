@@ -217,9 +217,29 @@ def test_forwarded_headers_are_the_annotations_encoded_whatever_came_before(stre
     headers = message_mapping.ForwardedHeaders()
     for origin, gateway_id, hops, extra in stream:
         annotations = {ORIGIN: origin, GATEWAY_ID: gateway_id, HOPS: hops, **extra}
-        assert outcome(headers.table, annotations) == outcome(encode_table, annotations)
+        assert outcome(lambda: headers.table(annotations)[0]) == outcome(encode_table, annotations)
         reordered = {HOPS: hops, **extra, GATEWAY_ID: gateway_id, ORIGIN: origin}
-        assert outcome(headers.table, reordered) == outcome(encode_table, reordered)
+        assert outcome(lambda: headers.table(reordered)[0]) == outcome(encode_table, reordered)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.dictionaries(st.sampled_from(["app", "x-opt-forward-id", "x-opt-forward-originx", "k"]),
+                       _ANNOTATION_VALUES, max_size=3) | st.none(),
+       st.sampled_from(["", "text/plain"]), st.integers(0, 1 << 62))
+def test_forwarded_properties_are_the_merge_of_annotations_and_own_headers(own, content_type, gateway_id):
+    """``ForwardedHeaders.properties`` splices the annotations' table in (before the
+    message's own headers, if it has any): the headers are those of the merge, the
+    message's own values winning, and the other properties are kept."""
+    from gateway.amqp091.content import decode_properties
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN
+    from translators.basic_properties import BasicProperties
+
+    raw = encode_properties(BasicProperties(content_type=content_type or None, delivery_mode=2, headers=own))
+    annotations = {ORIGIN: "org-a", GATEWAY_ID: gateway_id, HOPS: ["org-a"]}
+    props = decode_properties(message_mapping.ForwardedHeaders().properties(raw, annotations))
+    assert props.headers == {**annotations, **(own or {})}
+    assert list(props.headers) == list({**annotations, **(own or {})})
+    assert (props.content_type, props.delivery_mode) == (content_type or None, 2)
 
 
 def test_forwarded_headers_encode_a_stream_of_ids_from_one_slot() -> None:
@@ -229,15 +249,15 @@ def test_forwarded_headers_encode_a_stream_of_ids_from_one_slot() -> None:
     headers = message_mapping.ForwardedHeaders()
     for gateway_id in (1, 2, 1 << 40, -5):
         annotations = {ORIGIN: "org-a", GATEWAY_ID: gateway_id, HOPS: ["org-a"]}
-        assert headers.table(annotations) == encode_table(annotations)
+        assert headers.table(annotations)[0] == encode_table(annotations)
     slot = headers._slot
     assert slot is not None
     headers.table({ORIGIN: "org-a", GATEWAY_ID: 9, HOPS: ["org-a"]})
     assert headers._slot is slot                     # the same origin and hops: no learning
     hops = ["org-a", "org-c"]
-    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops}) == \
+    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})[0] == \
         encode_table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})
     assert headers._slot is not slot
     hops.append("org-d")                             # the caller's list changed: not the learnt one
-    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops}) == \
+    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})[0] == \
         encode_table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})
