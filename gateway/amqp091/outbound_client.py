@@ -6,8 +6,8 @@ client role) plus ``send``/``close``/``report_down``. It turns the client's even
 what the forwarder hears (``OutboundEvents``):
 
     ChannelReady               -> connection_up, then credit
-    PublishSettled accepted    -> settled(ACCEPTED)
-    PublishSettled refused     -> settled(REJECTED, the broker's reply code and text)
+    PublishesConfirmed         -> settled(ACCEPTED) for each
+    PublishRefused             -> settled(REJECTED, the broker's reply code and text)
     ChannelLost                -> connection_down (a new channel follows: connection_up)
     ConnectionLost             -> connection_down (once; the edge reconnects)
     FlowChanged                -> credit(0) while blocked, else credit again
@@ -29,7 +29,7 @@ from typing import Optional
 
 from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
-                                    PublishSettled)
+                                    PublishesConfirmed, PublishRefused)
 from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
 from gateway.amqp091.message_mapping import ForwardedHeaders, forwarded_payload
@@ -124,9 +124,12 @@ class OutboundAmqp091(ClientEngine):
         settled: list[Settlement] = []  # a multiple ack: given to the forwarder together
         for event in events:
             kind = type(event)
-            if kind is PublishSettled:
-                settled.append(Settlement(event.token, _ACCEPTED if event.accepted else _REJECTED,
-                                          event.error))
+            if kind is PublishesConfirmed:
+                settled += [Settlement(token, _ACCEPTED) for token in event.tokens]
+                credit_changed = True
+                continue
+            if kind is PublishRefused:
+                settled.append(Settlement(event.token, _REJECTED, event.error))
                 credit_changed = True
                 continue
             if settled:
