@@ -169,20 +169,28 @@ def with_headers(raw: bytes, headers: dict | bytes) -> Optional[bytes]:
     at = _headers_at(raw)
     if at is None or raw[0] & _HEADERS_BIT:
         return None
-    table = headers if type(headers) is bytes else _values.encode_table(headers)  # type: ignore[arg-type]
+    return _with_table(raw, at, headers if type(headers) is bytes else _values.encode_table(headers))  # type: ignore[arg-type]
+
+
+def _with_table(raw: bytes, at: int, table: bytes) -> bytes:
+    """``raw`` (without headers) with the encoded headers ``table`` at ``at``."""
     return b"".join((bytes((raw[0] | _HEADERS_BIT, raw[1])), raw[2:at], table, raw[at:]))
 
 
 def with_headers_first(raw: bytes, table: bytes, names: tuple[bytes, ...]) -> Optional[bytes]:
-    """The property list ``raw``, which has a headers table, with the entries of ``table``
-    (``encode_table``'s octets) put before its own: the encoding of the two tables merged,
-    the list's own values winning, when none of ``names`` (the entries' names, each
-    encoded as a shortstr) is among its own. None when ``raw`` has no headers table or a
-    name may be in it (its octets occur there): the caller merges through
-    ``decode_properties``. Why: a forwarded message with headers of its own was decoded
-    and encoded again whole to add the forwarding annotations (issue 45)."""
+    """The property list ``raw`` with the entries of ``table`` (``encode_table``'s octets)
+    as its headers (``with_headers``), or put before its own headers: the encoding of the
+    two tables merged, the list's own values winning, when none of ``names`` (the
+    entries' names, each encoded as a shortstr) is among its own. None when a name may
+    be among them (its octets occur there), or the list is cut short: the caller merges
+    through ``decode_properties``. Why: a forwarded message with headers of its own was
+    decoded and encoded again whole to add the forwarding annotations (issue 45)."""
     at = _headers_at(raw)
-    if at is None or not raw[0] & _HEADERS_BIT or at + 4 > len(raw):
+    if at is None:
+        return None
+    if not raw[0] & _HEADERS_BIT:
+        return _with_table(raw, at, table)
+    if at + 4 > len(raw):
         return None
     (size,) = _I.unpack_from(raw, at)
     end = at + 4 + size

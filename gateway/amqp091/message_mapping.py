@@ -357,9 +357,7 @@ class ForwardedHeaders:
         message already has keeps its value. Raises ValueError for an annotation value no
         field table can hold."""
         table, names = self.table(annotations)
-        added = with_headers(properties_bytes, table)
-        if added is None:
-            added = with_headers_first(properties_bytes, table, names)
+        added = with_headers_first(properties_bytes, table, names)
         if added is not None:
             return added
         props = decode_properties(properties_bytes)

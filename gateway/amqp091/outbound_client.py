@@ -76,7 +76,7 @@ class OutboundAmqp091(ClientEngine):
             self._refuse(Settlement(message.entry_id, _RELEASED, f"{self.where}: not connected"))
             return
         try:
-            route = self._route(message.address)
+            route = self._routes.get(message.address) or self._route(message.address)
             if isinstance(route, SubjectPublish):
                 route = route_message(route, message.message.routing_key or None)
             properties, body = forwarded_payload(message.message, message.annotations, self._headers)
@@ -161,10 +161,9 @@ class OutboundAmqp091(ClientEngine):
             self.events.connection_down(error)
 
     def _route(self, address: str) -> LocalPublish | SubjectPublish:
-        route = self._routes.get(address)
-        if route is None:
-            route = partner_route(address)
-            if len(self._routes) >= _ROUTES_MAX:
-                self._routes.clear()
-            self._routes[address] = route
+        """``partner_route`` of ``address``, kept (``send`` looks in ``_routes`` first)."""
+        route = partner_route(address)
+        if len(self._routes) >= _ROUTES_MAX:
+            self._routes.clear()
+        self._routes[address] = route
         return route
