@@ -123,7 +123,9 @@ class ClientConnection:
         self._heartbeat = 0
         self._close_timeout = close_timeout
         self._reader = FrameReader(FRAME_MIN_SIZE)
-        self._out = bytearray(PROTOCOL_HEADER)
+        #: the octets to send, as written (joined once by ``data_to_send``: a body is
+        #: copied once on its way out, not into a buffer and again out of it)
+        self._out: list = [PROTOCOL_HEADER]
         self._events: list[Any] = []
         self._state = ClientState.AWAIT_START
         self._channel = 0
@@ -199,8 +201,11 @@ class ClientConnection:
             self._lost(error)
 
     def data_to_send(self) -> bytes:
-        data = bytes(self._out)
-        self._out.clear()
+        out = self._out
+        if not out:
+            return b""
+        data = b"".join(out)
+        out.clear()
         return data
 
     def tick(self, now: float) -> Optional[float]:
@@ -253,9 +258,8 @@ class ClientConnection:
             method = frames[exchange, routing_key] = encode_method_frame(
                 ch, m.BasicPublish.make(0, exchange, routing_key, True, False))
         out = self._out
-        out += method
-        for part in content_frame_parts(ch, _BASIC, properties_bytes, body, self._frame_max):
-            out += part
+        out.append(method)
+        out += content_frame_parts(ch, _BASIC, properties_bytes, body, self._frame_max)
         self._last_tx = self.now
         return seq
 
@@ -295,9 +299,7 @@ class ClientConnection:
     # ---- output --------------------------------------------------------------------------
 
     def _write(self, *parts: bytes) -> None:
-        out = self._out
-        for part in parts:
-            out += part
+        self._out += parts
         self._last_tx = self.now
 
     def _send(self, channel: int, method: m.Method) -> None:
