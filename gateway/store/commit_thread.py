@@ -99,7 +99,7 @@ class Op(enum.IntEnum):
     #                      created_at, size, priority, deaths, annotations, attempts
     DELETE_OUTBOX = 12   # id
     UPDATE_OUTBOX = 13   # id, attempts
-    INSERT_SEEN = 14     # origin, gateway_id, seen_at
+    INSERT_SEEN = 14     # origin, gateway_id (the first), seen_at (the latest's), last_id
     DELETE_SEEN = 15     # before (seen_at older than this)
     SAVE_DEFINITION = 16    # kind, key, value (JSON text or None)
     DELETE_DEFINITION = 17  # kind, key
@@ -480,7 +480,7 @@ class CommitThread:
             elif kind == Op.DELETE_OUTBOX:
                 _delete(db, "DELETE FROM outbox WHERE id IN", [op[1] for op in ops])
             else:
-                _insert(db, "forwarded_ids", 3, [tuple(op[1:4]) for op in ops])
+                _insert(db, "forwarded_ids", 4, [tuple(op[1:5]) for op in ops])
             ops.clear()
 
     def _entity(self, kind: int, op: list) -> None:

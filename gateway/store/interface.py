@@ -260,7 +260,7 @@ class Store(Protocol):
     def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
         """The committed messages of outbox rows ``entry_ids`` (missing ones left out)."""
 
-    def remember_forwarded(self, seen: ForwardedId) -> None: ...
+    def remember_forwarded(self, origin: str, gateway_id: int, seen_at: float) -> None: ...
 
     def forget_forwarded(self, before: float) -> None:
         """Drop the ids that arrived before ``before``."""
@@ -351,7 +351,7 @@ class NullStore:
     def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
         return {}
 
-    def remember_forwarded(self, seen: ForwardedId) -> None:
+    def remember_forwarded(self, origin: str, gateway_id: int, seen_at: float) -> None:
         pass
 
     def forget_forwarded(self, before: float) -> None:
