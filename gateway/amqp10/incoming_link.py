@@ -337,7 +337,7 @@ class IncomingLink:
                     message.received_annotations = section
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
-                        self._transfer.took_in(forwarded, now)
+                        self._transfer.dedupe.remember(forwarded.origin, forwarded.gateway_id, now)
                         if ledger is not None:
                             ledger.arrived_forwarded(message, forwarded.gateway_id,
                                                      forwarded.origin, forwarded.sender)

@@ -71,7 +71,7 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
     if forwarded is not None:
         if transfer is None:
             transfer = host.vhost.service(TRANSFER_SERVICE)
-        if transfer.is_duplicate(forwarded):
+        if transfer.dedupe.duplicate(forwarded.origin, forwarded.gateway_id):
             return DUPLICATE, None, None
     resolved = resolve_target(summary.to, our_container=host.container_id, directory=directory,
                               subject=summary.subject, vhost=host.vhost.name)

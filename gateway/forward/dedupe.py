@@ -31,10 +31,15 @@ class DedupeWindow:
                 self._order.append((seen.seen_at, seen.origin, seen.gateway_id))
         return len(self._seen)
 
-    def seen(self, origin: str, gateway_id: int) -> bool:
-        return (origin, gateway_id) in self._seen
+    def duplicate(self, origin: str, gateway_id: int) -> bool:
+        """Whether the message is one taken in already (then counted in ``dropped``)."""
+        if (origin, gateway_id) in self._seen:
+            self.dropped += 1
+            return True
+        return False
 
     def remember(self, origin: str, gateway_id: int, now: float) -> None:
+        """The message was taken in (in the store's open generation, with the message)."""
         self._seen[(origin, gateway_id)] = now
         self._order.append((now, origin, gateway_id))
         self._store.remember_forwarded(origin, gateway_id, now)
