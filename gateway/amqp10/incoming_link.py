@@ -330,7 +330,7 @@ class IncomingLink:
                     address = summary.to  # errors name the message's address
                 route, section, forwarded = transfer_route(
                     host, self._directory, route, self._address, summary, encoded,
-                    None if known is None else known[1], forwarded_prefix, self._transfer)
+                    None if known is None else known[1:], forwarded_prefix, self._transfer)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
                 if forwarded is not None:
