@@ -153,6 +153,8 @@ class Ledger:
         self._last_delivered: dict[Any, tuple] = {}
         self._last_settled: dict[Any, tuple] = {}
         self._last_forwarded: dict[Any, tuple] = {}
+        #: (message row's shape, origin container, peer, forwarded row's shape) last used
+        self._last_forwarded_shape: tuple = (None, None, None, 0)
         #: shapes of contexts closed: they go once every record made before is taken
         self._closed: list[int] = []
         self._next_shape: Callable[[], int] = iter(range(1, 1 << 62)).__next__
@@ -530,23 +532,34 @@ class Ledger:
             if row.__class__ is MessageRow:
                 # a row of its own shape (the message row's, with the two containers
                 # fixed, and its origin id), not the record in full: one struct per message
-                shape = self.shapes[row.shape]
-                fixed = shape[4]
-                key = (shape[2], fixed["ctx"], _FORWARDED, row.shape, origin_container, peer)
-                values = (*_astuple(row)[1:], origin_id)
-                sid = self._shape_ids.get(key)
-                if sid is not None:  # (the usual case: ``_shaped``'s, without its call)
-                    records[-1] = ForwardedRow(sid, *values)
+                last = self._last_forwarded_shape
+                if last[0] == row.shape and last[1] == origin_container and last[2] == peer:
+                    records[-1] = ForwardedRow(last[3], row.ts, row.gateway_id, row.message_id,
+                                               row.correlation_id, row.size, row.headers, origin_id)
                 else:
-                    records.pop()
-                    self._shaped(self._last_forwarded, shape[2], ForwardedRow, key, values, **fixed,
-                                 origin_container=origin_container, peer_container=peer)
+                    self._forwarded_row(row, origin_id, origin_container, peer)
             else:  # the record itself (a context with too many shapes), to set fields on
                 row.origin_id = origin_id
                 row.origin_container = origin_container
                 row.peer_container = peer
         if self.wake is not None:
             self.wake()
+
+    def _forwarded_row(self, row: Any, origin_id: Any, origin_container: str, peer: str) -> None:
+        """``arrived_forwarded`` of a message row whose forwarded shape is not the last
+        one used: found or declared (``_shaped``), and kept as the last one. (A row's
+        shape id is never used again, so the last one never matches a row of a shape
+        retired since.)"""
+        records = self.records
+        shape = self.shapes[row.shape]
+        fixed = shape[4]
+        key = (shape[2], fixed["ctx"], _FORWARDED, row.shape, origin_container, peer)
+        records.pop()
+        record = self._shaped(self._last_forwarded, shape[2], ForwardedRow, key,
+                              (*_astuple(row)[1:], origin_id), **fixed,
+                              origin_container=origin_container, peer_container=peer)
+        if record.__class__ is ForwardedRow:
+            self._last_forwarded_shape = (row.shape, origin_container, peer, record.shape)
 
     # -- the writer's side -------------------------------------------------------------
 
