@@ -205,15 +205,17 @@ class CommitThread:
         """Queue a generation (the caller no longer touches these operation lists)."""
         self._inbox.put((generation, operations, time.monotonic()))
 
-    def cancel(self, generation: int, op: list, kind: Op) -> bool:
+    def cancel(self, generation: int, op: list, kind: Op, becomes: Optional[Op] = None) -> bool:
         """Cancel ``op``, an operation of ``kind`` in the submitted ``generation``, if this
         thread has not taken that generation yet (False: it may be running or written,
-        the caller undoes it with a later operation). The generation is still committed
-        and reported in its turn."""
+        the caller undoes it with a later operation); with ``becomes``, it is made an
+        operation of that kind on the same row instead (its fields after the kind are
+        the row's key first). The generation is still committed and reported in its
+        turn."""
         with self._take_lock:
             if generation <= self.taken_gen or not op or op[0] is not kind:
                 return False
-            op[0] = None
+            op[0] = becomes
             return True
 
     def stop(self, timeout: float = 10.0) -> bool:

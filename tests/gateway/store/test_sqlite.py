@@ -191,6 +191,50 @@ def test_removed_after_hand_over_but_before_the_commit_thread_takes_it_is_never_
     store.close()
 
 
+def test_an_update_not_taken_yet_of_a_removed_entry_becomes_its_deletion(path, loop) -> None:
+    """An entry written before, delivered (its acquired flag updated) in a generation
+    that waits for the commit thread and acked before the thread takes it: the update
+    is not run but deletes the row in its place, in its generation (no update, and the
+    deletion as soon as before); the message row goes in the next generation."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    ref0 = store.add_message(qid, 0, None, 0, False, None, row(10))
+    commit(store, loop)
+    statements: list[str] = []
+    store._thread._db.set_trace_callback(statements.append)
+    running, release = threading.Event(), threading.Event()
+    real_execute = store._thread._execute
+
+    def held(ops):
+        running.set()
+        release.wait(10)
+        return real_execute(ops)
+
+    store._thread._execute = held
+    try:
+        store.add_message(qid, 1, None, 0, False, None, row(11))
+        store.flush()
+        assert running.wait(10)  # the commit thread is busy with message 11
+        store.update_message(qid, 0, ref0, 1, False, True, None)  # delivered
+        done: list = []
+        store.after_commit(done.append)
+        store.flush()  # the update's generation waits
+        handed = store.latest_generation
+        store.remove_message(qid, 0, ref0)  # acked before the thread took it
+        assert store.latest_generation == handed + 1  # the message row's deletion only
+        store.after_commit(done.append)
+        store.flush()
+    finally:
+        release.set()
+    loop.run_until(lambda: len(done) == 2)
+    assert done == [None, None]
+    assert not [s for s in statements if s.startswith("UPDATE")]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT seq FROM queue_messages").fetchall() == [(1,)]
+    assert db.execute("SELECT id FROM messages").fetchall() == [(11,)]
+    store.close()
+
+
 def test_removed_once_the_commit_thread_took_it_is_deleted(path, loop) -> None:
     """The commit thread already runs the generation: the removal is a deletion in the
     next one, and nothing is left behind."""
