@@ -30,6 +30,8 @@ Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R] [--ki
 gateways recording when batches are committed, sent, settled and credited
 (``gateway.timeline``), drawn into ``PNG`` (``-100B`` / ``-4KiB`` before the suffix) by
 ``bench/forwarding_timeline.py``; the batch sizes and commit times go beside it as JSON.
+With ``--kind amqp091``, one run per size of org-a forwarding to the private RabbitMQ,
+org-a's timeline alone.
 """
 from __future__ import annotations
 
@@ -168,8 +170,11 @@ def start_gateways(stack: list[Callable[[], object]], timelines: Optional[dict[s
                  f"{QUEUE}@org-b", destination)
 
 
-def start_gateway_to_rabbit(stack: list[Callable[[], object]], rabbit: Endpoint) -> Route:
-    """org-a forwarding with kind amqp091 to vhost ``dst`` of the private RabbitMQ."""
+def start_gateway_to_rabbit(stack: list[Callable[[], object]], rabbit: Endpoint,
+                            timeline: Optional[str] = None) -> Route:
+    """org-a forwarding with kind amqp091 to vhost ``dst`` of the private RabbitMQ;
+    ``timeline``: the file org-a writes its event timeline to."""
+    from gateway.timeline import ENVIRONMENT
     from tests.support.gateway_process import GatewayProcess, default_config
     state = tempfile.mkdtemp(prefix="bench-forward-")
     stack.append(lambda: subprocess.run(["rm", "-rf", state]))
@@ -186,7 +191,8 @@ def start_gateway_to_rabbit(stack: list[Callable[[], object]], rabbit: Endpoint)
         f"    - container: partner\n      host: {rabbit.host}\n      port: {rabbit.port}\n"
         f"      kind: amqp091\n      address: /queue/{{node}}\n      vhost: dst\n"
         f"      user: {rabbit.user}\n      password_file: {password}\n"
-        "      credit: 500\n      reconnect_initial: 0.2\n      reconnect_max: 2.0\n"))).start()
+        "      credit: 500\n      reconnect_initial: 0.2\n      reconnect_max: 2.0\n")),
+        env={ENVIRONMENT: timeline} if timeline else None).start()
     stack.append(org_a.stop)
     return Route(GATEWAY, "amqp-gateway org-a -> RabbitMQ dst (kind amqp091)",
                  Endpoint("127.0.0.1", org_a.amqp_port), f"{GATEWAY_QUEUE}@partner", destination, GATEWAY_QUEUE)
@@ -246,8 +252,9 @@ def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
     return measurements, routes
 
 
-def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES) -> list[str]:
-    """One gateway -> gateway run per size with both timelines on; returns what it wrote."""
+def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES, kind: str = "gateway") -> list[str]:
+    """One gateway -> gateway run per size with both timelines on (``kind`` amqp091: org-a
+    -> the private RabbitMQ, org-a's timeline); returns what it wrote."""
     from bench import forwarding_timeline
     ensure_loadgens()
     written = []
@@ -256,10 +263,15 @@ def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES) -> list[s
         tag = f"{size}B" if size < 1024 else f"{size // 1024}KiB"
         out = f"{stem}-{tag}{suffix or '.png'}"
         work = tempfile.mkdtemp(prefix="bench-timeline-")
-        files = {side: os.path.join(work, f"{side}.jsonl") for side in ("org-a", "org-b")}
+        sides = ("org-a", "org-b") if kind == "gateway" else ("org-a",)
+        files = {side: os.path.join(work, f"{side}.jsonl") for side in sides}
         stack: list[Callable[[], object]] = [lambda work=work: subprocess.run(["rm", "-rf", work])]
         try:
-            route = start_gateways(stack, files)
+            if kind == "amqp091":
+                rabbit = start_rabbit_shovel(stack).destination
+                route = start_gateway_to_rabbit(stack, rabbit, files["org-a"])
+            else:
+                route = start_gateways(stack, files)
             m = run_route(route, size, count, 0)
         finally:
             for stop in reversed(stack[1:]):
@@ -267,14 +279,15 @@ def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES) -> list[s
                     stop()
                 except Exception as exc:  # noqa: BLE001 - stop the rest anyway
                     log.warning("stopping: %s", exc)
-        sides = {side: forwarding_timeline.read_marks(path) for side, path in files.items()}
+        marks = {side: forwarding_timeline.read_marks(path) for side, path in files.items()}
         stack[0]()
-        title = (f"{workload_key(size)}: {count} messages, {m.value:,.0f} msgs/s, p50 "
+        title = (f"{workload_key(size)}{' (kind amqp091 -> RabbitMQ)' if kind == 'amqp091' else ''}: "
+                 f"{count} messages, {m.value:,.0f} msgs/s, p50 "
                  f"{(m.p50_us or 0) / 1000:.0f} ms, p99 {(m.p99_us or 0) / 1000:.0f} ms, "
                  f"load {os.getloadavg()[0]:.1f}")
-        forwarding_timeline.render(sides, out, title)
+        forwarding_timeline.render(marks, out, title)
         with open(os.path.splitext(out)[0] + ".json", "w") as f:
-            json.dump({"title": title, "summary": forwarding_timeline.summary(sides)}, f, indent=1)
+            json.dump({"title": title, "summary": forwarding_timeline.summary(marks)}, f, indent=1)
         log.info("%s -> %s", title, out)
         written.append(out)
     return written
@@ -298,7 +311,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.timeline:
-        for path in run_timeline(args.count, args.timeline):
+        for path in run_timeline(args.count, args.timeline, kind=args.kind):
             print(f"timeline: {path}")
         return 0
     measurements, routes = run(args.count, args.rounds, kind=args.kind)

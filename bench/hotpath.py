@@ -42,6 +42,8 @@ durable    0-9-1 persistent publish with confirms -> durable queue (SQLite store
            0-9-1 consumer; the confirms wait for the store's commit
 fwd-send   the sending gateway of a forwarded message: 0-9-1 persistent publish with
            confirms to ``fwd@org-b`` -> outbox -> the outbound 1.0 link -> settled
+fwd-send-091  the same with org-b as a remote of ``kind: amqp091``: the outbox -> our
+           0-9-1 client publishing with confirms to org-b's 0-9-1 engine -> confirmed
 fwd-recv   the receiving gateway: ``amqp$transfer`` takes the forwarded transfer ->
            durable queue ``fwd`` -> 0-9-1 consumer
 mgmt       one ``GET /api/queues`` of the management API over 1,000 queues (per queue)
@@ -266,7 +268,7 @@ class Gateway:
     optionally a SQLite store and ``amqp$transfer``."""
 
     def __init__(self, meter: Meter, container: str = "hotpath", store_dir: Optional[str] = None,
-                 remotes: tuple = ()) -> None:
+                 remotes: tuple = (), kind: str = "gateway") -> None:
         compat = _compat()
         self.meter = meter
         self.container = container
@@ -275,7 +277,7 @@ class Gateway:
         self.store = compat.make_store(store_dir, self.loop) if store_dir else None
         self.broker = compat.make_broker(container, self.ledger, self.store)
         self.auth = compat.make_authenticator()
-        self.transfer = compat.make_transfer(self.broker, remotes, self.loop)
+        self.transfer = compat.make_transfer(self.broker, remotes, self.loop, kind)
         self.channel_factory = compat.channel_factory(self.broker)
         self.amqp10_factory = compat.amqp10_factory(self.broker, self.auth, container)
 
@@ -509,16 +511,18 @@ class ForwardPaths(Path_):
     """org-a forwards to org-b over an in-memory 1.0 connection; ``side`` says which
     gateway the meter counts."""
 
-    def __init__(self, side: str, size: int) -> None:
+    def __init__(self, side: str, size: int, kind: str = "gateway") -> None:
         self.side = side
-        self.name = f"fwd-{side}"
+        self.kind = kind
+        self.name = f"fwd-{side}" + ("-091" if kind == "amqp091" else "")
         self.size = size
 
     def setup(self, meter: Meter) -> None:
         compat = _compat()
         idle = Meter()  # the other gateway runs unmetered
         a_meter, b_meter = (meter, idle) if self.side == "send" else (idle, meter)
-        self.a = self.gateway(a_meter, "org-a", self.directory("hotpath-a-"), remotes=("org-b",))
+        self.a = self.gateway(a_meter, "org-a", self.directory("hotpath-a-"), remotes=("org-b",),
+                              kind=self.kind)
         self.b = self.gateway(b_meter, "org-b", self.directory("hotpath-b-"))
         self.consumer = _Amqp091Consumer(self.b, "fwd", durable=True)
         self.b.settle_store()
@@ -576,7 +580,8 @@ def all_paths() -> list[Path_]:
             FlowPath(f"W1c-{label}", "091", "10", size, confirms=True),
             FlowPath(f"W2u-{label}", "10", "091", size, settled=False),
         ]
-    out += [DurablePath(100), ForwardPaths("send", 100), ForwardPaths("recv", 100), ManagementScrape()]
+    out += [DurablePath(100), ForwardPaths("send", 100), ForwardPaths("recv", 100),
+            ForwardPaths("send", 100, kind="amqp091"), ManagementScrape()]
     return out
 
 

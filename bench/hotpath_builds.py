@@ -102,9 +102,10 @@ def make_authenticator() -> Any:
     return Authenticator(users)
 
 
-def make_transfer(broker: Any, remotes: tuple[str, ...], loop: Loop) -> Any:
+def make_transfer(broker: Any, remotes: tuple[str, ...], loop: Loop, kind: str = "gateway") -> Any:
     """``amqp$transfer`` registered as the service does (every gateway has one), with a
-    remote of kind ``gateway`` for each name in ``remotes``."""
+    remote of ``kind`` for each name in ``remotes`` (``amqp091``: publishing to
+    ``/queue/{node}``)."""
     try:
         from addressing import TRANSFER_SERVICE  # noqa: PLC0415
         from gateway.amqp10.payloads import container_from_transfer  # noqa: PLC0415
@@ -116,7 +117,8 @@ def make_transfer(broker: Any, remotes: tuple[str, ...], loop: Loop) -> Any:
             raise NotInThisTree("no forwarding") from None
         return None
     settings = ForwardingSettings(remotes=tuple(
-        RemoteSettings(r, "127.0.0.1", user=USER, credit=500) for r in remotes))
+        RemoteSettings(r, "127.0.0.1", user=USER, credit=500, kind=kind,
+                       address="/queue/{node}" if kind == "amqp091" else "") for r in remotes))
     transfer = TransferService(broker, settings, lambda: 0.0,
                                from_amqp10=lambda encoded, now: container_from_transfer(encoded, now)[0])
     broker.register_service(TRANSFER_SERVICE, transfer)
@@ -147,22 +149,29 @@ def basic_properties(**fields: Any) -> Any:
 
 
 class Link:
-    """org-a's outbound 1.0 connection to org-b's engine, in memory: bytes move both ways
-    on ``pump``; each side counted by its gateway's meter."""
+    """org-a's outbound connection to org-b's engine, in memory: bytes move both ways on
+    ``pump``; each side counted by its gateway's meter. The remote's ``kind`` says which:
+    ``gateway``, a 1.0 link to org-b's ``amqp$transfer``; ``amqp091``, our 0-9-1 client
+    publishing with confirms to org-b's 0-9-1 engine."""
 
     def __init__(self, a: Any, b: Any, remote: str) -> None:
-        from gateway.amqp10.outbound_client import OutboundAmqp10  # noqa: PLC0415
         from hotpath import Edge  # noqa: PLC0415
         forwarder = a.transfer.forwarders[remote]
         self._deferred: list[Callable[[], None]] = []
         forwarder.defer = self._deferred.append
         self.a_meter, self.b_meter = a.meter, b.meter
         settings = forwarder.settings
-        client = OutboundAmqp10(settings, PASSWORD, a.container, forwarder)
+        if settings.kind == "amqp091":
+            from gateway.amqp091.outbound_client import OutboundAmqp091 as Outbound  # noqa: PLC0415
+            self._b_factory = lambda header: Edge(amqp091_connection(b.broker, b.auth, b.channel_factory),
+                                                  b.meter)
+        else:
+            from gateway.amqp10.outbound_client import OutboundAmqp10 as Outbound  # noqa: PLC0415
+            self._b_factory = lambda header: Edge(b.amqp10_factory(header), b.meter)
+        client = Outbound(settings, PASSWORD, a.container, forwarder)
         forwarder.connection = client
         forwarder.connecting()
         self.client = Edge(client, a.meter)
-        self._b_factory = lambda header: Edge(b.amqp10_factory(header), b.meter)
         self.server: Any = None
         #: the client's output of its last read, for the next round
         self._pending = b""

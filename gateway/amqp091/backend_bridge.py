@@ -32,7 +32,7 @@ from typing import Any, Optional
 from gateway.amqp091 import methods as m
 from gateway.amqp091.backend_relay import BackendEngine
 from gateway.amqp091.client import ClientConnection, ConnectionLost, FlowChanged
-from gateway.amqp091.client_confirms import UnconfirmedPublishes
+from gateway.amqp091.client_confirms import PublishesConfirmed, UnconfirmedPublishes
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.error_map import broker_error_for
 from gateway.amqp091.errors import AmqpException
@@ -205,8 +205,11 @@ class BackendBridge(BackendEngine):
         if kind is m.BasicAck or kind is m.BasicNack:
             take = ch.unconfirmed.acked if kind is m.BasicAck else ch.unconfirmed.nacked
             for settled in take(method.delivery_tag, method.multiple):
-                events.published(ch.key, settled.token, settled.accepted,
-                                 None if settled.accepted else self._refusal(settled.error or ""))
+                if type(settled) is PublishesConfirmed:
+                    for token in settled.tokens:
+                        events.published(ch.key, token, True, None)
+                else:
+                    events.published(ch.key, settled.token, False, self._refusal(settled.error))
         elif kind is m.BasicQosOk:
             if ch.qos_waits and ch.qos_waits.pop(0) and not ch.closing:
                 events.drained(ch.key)

@@ -20,8 +20,9 @@ handler``; a pair missing from it is 503 COMMAND_INVALID from our side::
 
 The channel (one at a time: 1, then 2 after a channel error ...) goes channel.open ->
 confirm.select -> ready (``ChannelReady``); publishes are numbered from 1 and settled by
-``basic.ack``/``basic.nack``/``basic.return`` (see :mod:`client_confirms`). A channel
-closed by the broker gives ``PublishSettled`` refused for the publish that caused it
+``basic.ack``/``basic.nack``/``basic.return`` (``PublishesConfirmed`` for what an ack
+accepted, ``PublishRefused`` for each refused one: see :mod:`client_confirms`). A channel
+closed by the broker gives ``PublishRefused`` for the publish that caused it
 (when a publish did) and ``ChannelLost`` for the rest, then a new channel is opened on
 the same connection. ``channel.flow`` and ``connection.blocked`` give ``FlowChanged``.
 The end of the connection, whoever ends it (server close, socket gone, refused login,
@@ -43,7 +44,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from gateway.amqp091 import methods as m
-from gateway.amqp091.client_confirms import PublishSettled, UnconfirmedPublishes
+from gateway.amqp091.client_confirms import PublishesConfirmed, PublishRefused, UnconfirmedPublishes
 from gateway.amqp091.client_events import ChannelLost, ChannelReady, ConnectionLost, ConnectionOpened, FlowChanged
 from gateway.amqp091.content import ContentAssembler
 from gateway.amqp091.errors import ConnectionException
@@ -57,7 +58,8 @@ from gateway.forward.settings import MECHANISMS_BY_KIND
 from gateway.product import product_properties
 
 __all__ = ["ChannelLost", "ChannelReady", "ClientConnection", "ClientState", "ConnectionLost",
-           "ConnectionOpened", "FlowChanged", "PROTOCOL_HEADER", "PublishSettled", "CLIENT_MECHANISMS"]
+           "ConnectionOpened", "FlowChanged", "PROTOCOL_HEADER", "PublishesConfirmed", "PublishRefused",
+           "CLIENT_MECHANISMS"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,9 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 CLIENT_MECHANISMS = MECHANISMS_BY_KIND["amqp091"]
 _PUBLISH_IDS = (int(ClassId.BASIC), m.BasicPublish.METHOD_ID)
 _MAX_RETURNED_BODY = 512 * 1024 * 1024
+_BASIC = int(ClassId.BASIC)
+#: basic.publish frames kept per channel (destinations), at most
+_PUBLISH_FRAMES_MAX = 256
 
 
 class ClientState(enum.Enum):
@@ -118,13 +123,16 @@ class ClientConnection:
         self._heartbeat = 0
         self._close_timeout = close_timeout
         self._reader = FrameReader(FRAME_MIN_SIZE)
-        self._out = bytearray(PROTOCOL_HEADER)
+        #: the octets to send, as written (joined once by ``data_to_send``: a body is
+        #: copied once on its way out, not into a buffer and again out of it)
+        self._out: list = [PROTOCOL_HEADER]
         self._events: list[Any] = []
         self._state = ClientState.AWAIT_START
         self._channel = 0
         self._phase: Optional[_ChannelPhase] = None
         self._assembler = ContentAssembler(_MAX_RETURNED_BODY)
         self._unconfirmed = UnconfirmedPublishes()
+        self._publish_frames: dict[tuple[str, str], bytes] = {}
         self._connection_blocked = False
         self._channel_flow_stopped = False
         self._handshake_deadline: Optional[float] = now + handshake_timeout if self._clock_started else None
@@ -193,8 +201,11 @@ class ClientConnection:
             self._lost(error)
 
     def data_to_send(self) -> bytes:
-        data = bytes(self._out)
-        self._out.clear()
+        out = self._out
+        if not out:
+            return b""
+        data = b"".join(out)
+        out.clear()
         return data
 
     def tick(self, now: float) -> Optional[float]:
@@ -230,14 +241,26 @@ class ClientConnection:
 
     def publish(self, token: Any, exchange: str, routing_key: str, properties_bytes: bytes,
                 body: bytes) -> int:
-        """Publish with ``mandatory``; ``token`` comes back in its ``PublishSettled``.
-        Returns the sequence number. Raises ``ClientNotReady`` unless ``ready``."""
-        if not self.ready:
+        """Publish with ``mandatory``; ``token`` comes back in its ``PublishesConfirmed``
+        or ``PublishRefused``. Returns the sequence number. Raises ``ClientNotReady``
+        unless ``ready``."""
+        if self._phase is not _ChannelPhase.READY or self._state is not ClientState.OPEN:
             raise ClientNotReady(f"no channel in confirm mode ({self._state.value})")
         seq = self._unconfirmed.add(token, exchange, routing_key, body)
         ch = self._channel
-        self._write(encode_method_frame(ch, m.BasicPublish.make(0, exchange, routing_key, True, False)),
-                    *content_frame_parts(ch, int(ClassId.BASIC), properties_bytes, body, self._frame_max))
+        # the basic.publish frame of a destination, made once per channel: a forwarder
+        # publishes streams to a few destinations
+        frames = self._publish_frames
+        method = frames.get((exchange, routing_key))
+        if method is None:
+            if len(frames) >= _PUBLISH_FRAMES_MAX:
+                frames.clear()
+            method = frames[exchange, routing_key] = encode_method_frame(
+                ch, m.BasicPublish.make(0, exchange, routing_key, True, False))
+        out = self._out
+        out.append(method)
+        out += content_frame_parts(ch, _BASIC, properties_bytes, body, self._frame_max)
+        self._last_tx = self.now
         return seq
 
     def relay(self, on_frames: Callable[[bytes], None]) -> None:
@@ -276,9 +299,7 @@ class ClientConnection:
     # ---- output --------------------------------------------------------------------------
 
     def _write(self, *parts: bytes) -> None:
-        out = self._out
-        for part in parts:
-            out += part
+        self._out += parts
         self._last_tx = self.now
 
     def _send(self, channel: int, method: m.Method) -> None:
@@ -342,7 +363,7 @@ class ClientConnection:
                                       f"({self._phase.value if self._phase else 'no channel'})",
                                       method.CLASS_ID, method.METHOD_ID)
 
-    def _settled(self, settled: list[PublishSettled]) -> None:
+    def _settled(self, settled: list) -> None:
         self._events.extend(settled)
 
     def _on_return(self, method: m.Method, body: bytes) -> None:
@@ -381,6 +402,7 @@ class ClientConnection:
         self._phase = _ChannelPhase.OPENING
         self._assembler = ContentAssembler(_MAX_RETURNED_BODY)
         self._unconfirmed = UnconfirmedPublishes()
+        self._publish_frames = {}
         self._send(self._channel, m.ChannelOpen())
 
     # ---- connection-class handlers (values of _TRANSITIONS) --------------------------------

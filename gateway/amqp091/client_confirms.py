@@ -12,7 +12,12 @@ after the faulty one were dropped, the ones before it were taken, so the faulty 
 oldest unsettled publish the reply text points at (the exchange it names), else the
 oldest unsettled one.
 
-``PublishSettled`` items come out in the order the broker settled them.
+What one ``basic.ack`` settles comes out as one ``PublishesConfirmed`` (the tokens it
+accepted, oldest first) and a ``PublishRefused`` for each returned publish among them;
+a ``basic.nack`` or a channel error, one ``PublishRefused`` per publish. Why one
+record for an ack: RabbitMQ confirms with ``multiple`` dozens of publishes at a time, and
+a record per publish, read one by one by the forwarder's connection, cost more than the
+rest of reading the ack (issue 45).
 """
 from __future__ import annotations
 
@@ -21,39 +26,42 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["PublishSettled", "UnconfirmedPublishes"]
+__all__ = ["PublishRefused", "PublishesConfirmed", "UnconfirmedPublishes"]
 
 #: RabbitMQ's text for a publish to a missing exchange: "NOT_FOUND - no exchange 'x' in vhost '/'"
 _NAMED_EXCHANGE = re.compile(r"exchange '((?:[^'\\]|\\.)*)'")
 
 
 @dataclass(frozen=True, slots=True)
-class PublishSettled:
-    """The broker settled the publish sent with ``token``: accepted (a confirm), or
-    refused with ``error`` (a nack, a return, or the channel error it caused)."""
+class PublishRefused:
+    """The broker refused the publish sent with ``token``: ``error`` says how (a nack, a
+    return, or the channel error it caused)."""
 
     token: Any
-    accepted: bool
-    error: Optional[str] = None
+    error: str
 
 
-@dataclass(slots=True)
-class _Sent:
-    token: Any
-    exchange: str
-    routing_key: str
-    body: bytes
-    refusal: Optional[str] = None   # set by basic.return; reported when the ack comes
+@dataclass(frozen=True, slots=True)
+class PublishesConfirmed:
+    """The broker accepted the publishes sent with ``tokens`` (oldest first): a confirm."""
+
+    tokens: tuple
+
+
+#: one unsettled publish: (token, exchange, routing key, body); a tuple, made per publish
+_TOKEN, _EXCHANGE, _KEY, _BODY = range(4)
 
 
 class UnconfirmedPublishes:
     """Sequence number -> publish, for one channel in confirm mode (numbers from 1)."""
 
-    __slots__ = ("_sent", "_next")
+    __slots__ = ("_sent", "_next", "_refusals")
 
     def __init__(self) -> None:
-        self._sent: OrderedDict[int, _Sent] = OrderedDict()
+        self._sent: OrderedDict[int, tuple] = OrderedDict()
         self._next = 1
+        #: sequence number -> why, for publishes a ``basic.return`` refused (reported at their ack)
+        self._refusals: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -61,45 +69,67 @@ class UnconfirmedPublishes:
     def add(self, token: Any, exchange: str, routing_key: str, body: bytes) -> int:
         """Record one publish; return its sequence number."""
         seq = self._next
-        self._next += 1
-        self._sent[seq] = _Sent(token, exchange, routing_key, body)
+        self._next = seq + 1
+        self._sent[seq] = (token, exchange, routing_key, body)
         return seq
 
-    def acked(self, tag: int, multiple: bool) -> list[PublishSettled]:
-        return [PublishSettled(s.token, s.refusal is None, s.refusal) for s in self._take(tag, multiple)]
+    def acked(self, tag: int, multiple: bool) -> list:
+        """What ``basic.ack`` ``tag`` settles: a ``PublishesConfirmed`` of the accepted ones
+        (if any), then a ``PublishRefused`` for each returned one."""
+        taken = self._take(tag, multiple)
+        if not taken:
+            return []
+        if not self._refusals:
+            return [PublishesConfirmed(tuple([s[_TOKEN] for _, s in taken]))]
+        pop = self._refusals.pop
+        refused = []
+        accepted = []
+        for seq, s in taken:
+            refusal = pop(seq, None)
+            if refusal is None:
+                accepted.append(s[_TOKEN])
+            else:
+                refused.append(PublishRefused(s[_TOKEN], refusal))
+        return [PublishesConfirmed(tuple(accepted))] + refused if accepted else refused
 
-    def nacked(self, tag: int, multiple: bool) -> list[PublishSettled]:
-        return [PublishSettled(s.token, False, s.refusal or
+    def nacked(self, tag: int, multiple: bool) -> list[PublishRefused]:
+        pop = self._refusals.pop
+        return [PublishRefused(s[_TOKEN], pop(seq, None) or
                                "basic.nack: the broker could not take the message (a queue "
                                "refused it, e.g. x-overflow reject-publish, or failed)")
-                for s in self._take(tag, multiple)]
+                for seq, s in self._take(tag, multiple)]
 
-    def _take(self, tag: int, multiple: bool) -> list[_Sent]:
+    def _take(self, tag: int, multiple: bool) -> list[tuple[int, tuple]]:
         sent = self._sent
         if not multiple:
             one = sent.pop(tag, None)
-            return [one] if one is not None else []
+            return [(tag, one)] if one is not None else []
         if tag == 0:  # every outstanding one
-            taken = list(sent.values())
+            taken = list(sent.items())
             sent.clear()
             return taken
         taken = []
+        popitem = sent.popitem
         while sent:
-            seq = next(iter(sent))
-            if seq > tag:
+            item = popitem(last=False)
+            if item[0] > tag:  # put back: the oldest one not settled
+                sent[item[0]] = item[1]
+                sent.move_to_end(item[0], last=False)
                 break
-            taken.append(sent.popitem(last=False)[1])
+            taken.append(item)
         return taken
 
     def returned(self, exchange: str, routing_key: str, body: bytes, error: str) -> bool:
         """Mark the publish a ``basic.return`` stands for; False when none matches."""
-        for s in self._sent.values():
-            if s.refusal is None and s.exchange == exchange and s.routing_key == routing_key and s.body == body:
-                s.refusal = error
+        refusals = self._refusals
+        for seq, s in self._sent.items():
+            if seq not in refusals and s[_EXCHANGE] == exchange and s[_KEY] == routing_key \
+                    and s[_BODY] == body:
+                refusals[seq] = error
                 return True
         return False
 
-    def channel_failed(self, reply_text: str, error: str) -> Optional[PublishSettled]:
+    def channel_failed(self, reply_text: str, error: str) -> Optional[PublishRefused]:
         """The publish a channel error caused by ``basic.publish`` stands for (refused
         with ``error``), removed; None when nothing is outstanding."""
         if not self._sent:
@@ -109,14 +139,16 @@ class UnconfirmedPublishes:
         if named is not None:
             exchange = named.group(1)
             for candidate, s in self._sent.items():
-                if s.exchange == exchange and s.refusal is None:
+                if s[_EXCHANGE] == exchange and candidate not in self._refusals:
                     seq = candidate
                     break
         s = self._sent.pop(seq)
-        return PublishSettled(s.token, False, error)
+        self._refusals.pop(seq, None)
+        return PublishRefused(s[_TOKEN], error)
 
     def drop_all(self) -> list[Any]:
         """Forget every outstanding publish (the channel is gone); return their tokens."""
-        tokens = [s.token for s in self._sent.values()]
+        tokens = [s[_TOKEN] for s in self._sent.values()]
         self._sent.clear()
+        self._refusals.clear()
         return tokens

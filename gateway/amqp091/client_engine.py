@@ -23,6 +23,9 @@ class ClientEngine:
         self.client = client
         #: set by the edge: called when output appears outside its own calls
         self.on_output: Optional[Callable[[], None]] = None
+        #: ``on_output`` was called and the edge has not taken the output since: a
+        #: forwarder's slice of publishes asks the edge once, not once a publish
+        self._output_asked = False
 
     @property
     def closed(self) -> bool:
@@ -41,6 +44,7 @@ class ClientEngine:
         self._dispatch()
 
     def data_to_send(self) -> bytes:
+        self._output_asked = False
         return self.client.data_to_send()
 
     def tick(self, now: float) -> Optional[float]:
@@ -62,7 +66,8 @@ class ClientEngine:
         self.close(reason)
 
     def output_ready(self) -> None:
-        if self.on_output is not None:
+        if self.on_output is not None and not self._output_asked:
+            self._output_asked = True
             self.on_output()
 
     def _dispatch(self) -> None:

@@ -26,7 +26,7 @@ from gateway.amqp091.spec import PROPERTY_DOMAINS, ClassId, Domain, ReplyCode
 from translators.basic_properties import BasicProperties
 
 __all__ = ["Content", "ContentAssembler", "HeaderSlot", "encode_properties", "decode_properties",
-           "header_slot", "with_headers"]
+           "header_slot", "with_headers", "with_headers_first"]
 
 _H = struct.Struct(">H")
 _B = struct.Struct(">B")
@@ -159,17 +159,48 @@ def _headers_at(raw: bytes) -> Optional[int]:
     return None if at > len(raw) else at
 
 
-def with_headers(raw: bytes, headers: dict) -> Optional[bytes]:
-    """The property list ``raw`` with a headers table ``headers`` added, the other
-    properties' octets copied; None when ``raw`` has a headers table already (the caller
-    merges through ``decode_properties``). Why: forwarding to a 0-9-1 partner adds its
-    annotations as headers to every message, and decoding, replacing and encoding the
-    whole list cost more than the rest of the publish. Raises ValueError for a value no
-    field table can hold."""
+def with_headers(raw: bytes, headers: dict | bytes) -> Optional[bytes]:
+    """The property list ``raw`` with a headers table ``headers`` (or its encoding,
+    ``encode_table``'s octets) added, the other properties' octets copied; None when
+    ``raw`` has a headers table already (the caller merges through ``decode_properties``).
+    Why: forwarding to a 0-9-1 partner adds its annotations as headers to every message,
+    and decoding, replacing and encoding the whole list cost more than the rest of the
+    publish. Raises ValueError for a value no field table can hold."""
     at = _headers_at(raw)
     if at is None or raw[0] & _HEADERS_BIT:
         return None
-    return bytes((raw[0] | _HEADERS_BIT, raw[1])) + raw[2:at] + _values.encode_table(headers) + raw[at:]
+    return _with_table(raw, at, headers if type(headers) is bytes else _values.encode_table(headers))  # type: ignore[arg-type]
+
+
+def _with_table(raw: bytes, at: int, table: bytes) -> bytes:
+    """``raw`` (without headers) with the encoded headers ``table`` at ``at``."""
+    return b"".join((bytes((raw[0] | _HEADERS_BIT, raw[1])), raw[2:at], table, raw[at:]))
+
+
+def with_headers_first(raw: bytes, table: bytes, names: tuple[bytes, ...]) -> Optional[bytes]:
+    """The property list ``raw`` with the entries of ``table`` (``encode_table``'s octets)
+    as its headers (``with_headers``), or put before its own headers: the encoding of the
+    two tables merged, the list's own values winning, when none of ``names`` (the
+    entries' names, each encoded as a shortstr) is among its own. None when a name may
+    be among them (its octets occur there), or the list is cut short: the caller merges
+    through ``decode_properties``. Why: a forwarded message with headers of its own was
+    decoded and encoded again whole to add the forwarding annotations (issue 45)."""
+    at = _headers_at(raw)
+    if at is None:
+        return None
+    if not raw[0] & _HEADERS_BIT:
+        return _with_table(raw, at, table)
+    if at + 4 > len(raw):
+        return None
+    (size,) = _I.unpack_from(raw, at)
+    end = at + 4 + size
+    if end > len(raw):
+        return None
+    own = raw[at + 4:end]
+    for name in names:
+        if name in own:
+            return None
+    return b"".join((raw[:at], _I.pack(size + len(table) - 4), table[4:], own, raw[end:]))
 
 
 class HeaderSlot:

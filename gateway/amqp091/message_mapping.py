@@ -24,11 +24,13 @@ import logging
 from typing import Any, Optional
 
 from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, encode_properties,
-                                     header_slot, with_headers)
+                                     header_slot, with_headers, with_headers_first)
 from gateway.amqp091.errors import ChannelException
 from gateway.amqp091.methods import Method
 from gateway.amqp091.spec import ReplyCode
+from gateway.amqp091.values import encode_shortstr, encode_table
 from gateway.broker.message import Encoding, MessageContainer, ReceivedAnnotations
+from gateway.forward.annotations import GATEWAY_ID
 from translators import TranslationError, to_amqp091
 from translators.amqp10_sections import with_message_annotations
 from translators.basic_properties import BasicProperties
@@ -37,13 +39,14 @@ from translators.mapping import Reserved
 from translators.to_amqp091 import (amqp091_properties, annotations_header, plain_body,
                                      properties_source, with_added_annotations)
 from translators.field_types import Timestamp
-from translators.int_slot import IntSlot
+from translators.int_slot import IntSlot, learn_slot
 
-__all__ = ["container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
+__all__ = ["ForwardedHeaders", "container_from_publish", "delivery_payload", "with_delivery_count", "forwarded_payload",
            "parse_expiration", "death_table", "expiration_ms", "container_from_properties",
            "delivered_properties"]
 
 _AMQP091 = Encoding.AMQP091
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 log = logging.getLogger(__name__)
 
 _EMPTY_PROPERTIES = encode_properties(BasicProperties())
@@ -328,20 +331,80 @@ def with_delivery_count(properties_bytes: bytes, delivery_count: int) -> bytes:
         props, headers={**(props.headers or {}), "x-delivery-count": delivery_count}))
 
 
-def forwarded_payload(message: MessageContainer, annotations: dict) -> tuple[bytes, bytes]:
+class ForwardedHeaders:
+    """The forwarding annotations of one forwarder's messages added to their 0-9-1
+    properties as headers (:meth:`properties`), the encoded table kept with the gateway
+    id in a slot (``learn_slot``): the messages of one origin differ in that id alone, so
+    the next table is a join, not an encoding.
+
+    Why: encoding the three annotations for every message was half of rendering a
+    forwarded message for a 0-9-1 partner (issue 45). The slot is learnt only for
+    annotations whose other values are strings or lists of strings, which equal
+    values encode alike (an ``int`` 1 and ``True`` are equal and encode apart)."""
+
+    __slots__ = ("_probe", "_order", "_slot", "_names")
+
+    def __init__(self) -> None:
+        #: the annotations the slot was learnt from (the id is set to each one compared)
+        self._probe: dict = {}
+        self._order: tuple = ()
+        self._slot: Optional[IntSlot] = None
+        #: the learnt annotations' names, encoded as shortstrs (``with_headers_first``)
+        self._names: tuple[bytes, ...] = ()
+
+    def properties(self, properties_bytes: bytes, annotations: dict) -> bytes:
+        """``properties_bytes`` with ``annotations`` as headers, where a header the
+        message already has keeps its value. Raises ValueError for an annotation value no
+        field table can hold."""
+        table, names = self.table(annotations)
+        added = with_headers_first(properties_bytes, table, names)
+        if added is not None:
+            return added
+        props = decode_properties(properties_bytes)
+        headers = {str(key): value for key, value in annotations.items()}
+        headers.update(props.headers or {})
+        return encode_properties(dataclasses.replace(props, headers=headers))
+
+    def table(self, annotations: dict) -> tuple[bytes, tuple[bytes, ...]]:
+        """``encode_table`` of ``annotations`` (keys made ``str``), and their names."""
+        gateway_id = annotations.get(GATEWAY_ID)
+        if type(gateway_id) is int and _INT64_MIN <= gateway_id <= _INT64_MAX:
+            probe = self._probe
+            probe[GATEWAY_ID] = gateway_id
+            slot = self._slot
+            if slot is not None and annotations == probe and tuple(annotations) == self._order:
+                return slot.fill(gateway_id), self._names
+            slot = self._learn(annotations, gateway_id)
+            if slot is not None:
+                return slot.fill(gateway_id), self._names
+        headers = {str(key): value for key, value in annotations.items()}
+        return encode_table(headers), tuple(encode_shortstr(name) for name in headers)
+
+    def _learn(self, annotations: dict, gateway_id: int) -> Optional[IntSlot]:
+        self._slot, self._probe = None, {}
+        if not all(type(value) is str or (type(value) is list and all(type(v) is str for v in value))
+                   for key, value in annotations.items() if key != GATEWAY_ID):
+            return None
+        headers = {str(key): value for key, value in annotations.items()}
+        slot = learn_slot(lambda v: encode_table({**headers, GATEWAY_ID: v}), gateway_id, b"l")
+        if slot is not None:
+            self._slot, self._order = slot, tuple(annotations)
+            self._names = tuple(encode_shortstr(name) for name in headers)
+            self._probe = {key: list(value) if type(value) is list else value
+                           for key, value in annotations.items()}
+        return slot
+
+
+def forwarded_payload(message: MessageContainer, annotations: dict,
+                      headers: Optional[ForwardedHeaders] = None) -> tuple[bytes, bytes]:
     """``(properties_bytes, body)`` to publish ``message`` to a partner's 0-9-1 broker:
     what a 0-9-1 consumer of ours would get (``delivery_payload``), with the annotations
     forwarding adds (origin container, gateway id, hop trace) as headers of their own
     names, where a partner's consumer sees them (RabbitMQ 4 maps ``x-`` annotations to
-    headers the same way). A header the message already has keeps its value.
+    headers the same way). A header the message already has keeps its value. ``headers``:
+    the sender's ``ForwardedHeaders``, which encodes its stream of annotations.
     Raises ``ValueError`` for an annotation value no field table can hold."""
     properties_bytes, body = delivery_payload(message)
     if not annotations:
         return properties_bytes, body
-    added = with_headers(properties_bytes, {str(key): value for key, value in annotations.items()})
-    if added is not None:  # the usual case: a message without headers of its own
-        return added, body
-    props = decode_properties(properties_bytes)
-    headers = {str(key): value for key, value in annotations.items()}
-    headers.update(props.headers or {})
-    return encode_properties(dataclasses.replace(props, headers=headers)), body
+    return (headers or ForwardedHeaders()).properties(properties_bytes, annotations), body

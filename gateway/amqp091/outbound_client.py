@@ -6,8 +6,8 @@ client role) plus ``send``/``close``/``report_down``. It turns the client's even
 what the forwarder hears (``OutboundEvents``):
 
     ChannelReady               -> connection_up, then credit
-    PublishSettled accepted    -> settled(ACCEPTED)
-    PublishSettled refused     -> settled(REJECTED, the broker's reply code and text)
+    PublishesConfirmed         -> settled(ACCEPTED) for each
+    PublishRefused             -> settled(REJECTED, the broker's reply code and text)
     ChannelLost                -> connection_down (a new channel follows: connection_up)
     ConnectionLost             -> connection_down (once; the edge reconnects)
     FlowChanged                -> credit(0) while blocked, else credit again
@@ -29,10 +29,10 @@ from typing import Optional
 
 from addressing import AddressError, LocalPublish, SubjectPublish, resolve_remote_target, route_message
 from gateway.amqp091.client import (ChannelLost, ChannelReady, ClientConnection, ConnectionLost, FlowChanged,
-                                    PublishSettled)
+                                    PublishesConfirmed, PublishRefused)
 from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
-from gateway.amqp091.message_mapping import forwarded_payload
+from gateway.amqp091.message_mapping import ForwardedHeaders, forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
                                       Settlement)
 from translators import TranslationError
@@ -68,6 +68,7 @@ class OutboundAmqp091(ClientEngine):
         self._down = False
         self._routes: dict[str, LocalPublish | SubjectPublish] = {}
         self._refused: list[Settlement] = []
+        self._headers = ForwardedHeaders()
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
@@ -75,10 +76,10 @@ class OutboundAmqp091(ClientEngine):
             self._refuse(Settlement(message.entry_id, _RELEASED, f"{self.where}: not connected"))
             return
         try:
-            route = self._route(message.address)
+            route = self._routes.get(message.address) or self._route(message.address)
             if isinstance(route, SubjectPublish):
                 route = route_message(route, message.message.routing_key or None)
-            properties, body = forwarded_payload(message.message, message.annotations)
+            properties, body = forwarded_payload(message.message, message.annotations, self._headers)
         except AddressError as exc:
             self._refuse(Settlement(message.entry_id, _REJECTED, f"cannot publish to {self.where}: {exc.text}"))
             return
@@ -123,9 +124,12 @@ class OutboundAmqp091(ClientEngine):
         settled: list[Settlement] = []  # a multiple ack: given to the forwarder together
         for event in events:
             kind = type(event)
-            if kind is PublishSettled:
-                settled.append(Settlement(event.token, _ACCEPTED if event.accepted else _REJECTED,
-                                          event.error))
+            if kind is PublishesConfirmed:
+                settled += [Settlement(token, _ACCEPTED) for token in event.tokens]
+                credit_changed = True
+                continue
+            if kind is PublishRefused:
+                settled.append(Settlement(event.token, _REJECTED, event.error))
                 credit_changed = True
                 continue
             if settled:
@@ -157,10 +161,9 @@ class OutboundAmqp091(ClientEngine):
             self.events.connection_down(error)
 
     def _route(self, address: str) -> LocalPublish | SubjectPublish:
-        route = self._routes.get(address)
-        if route is None:
-            route = partner_route(address)
-            if len(self._routes) >= _ROUTES_MAX:
-                self._routes.clear()
-            self._routes[address] = route
+        """``partner_route`` of ``address``, kept (``send`` looks in ``_routes`` first)."""
+        route = partner_route(address)
+        if len(self._routes) >= _ROUTES_MAX:
+            self._routes.clear()
+        self._routes[address] = route
         return route

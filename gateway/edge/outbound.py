@@ -29,6 +29,7 @@ from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.amqp10.outbound_client import OutboundAmqp10
 from gateway.edge.engine_protocol import EngineDriver
 from gateway.edge.outbound_tls import OutboundTlsError, describe_tls_failure, outbound_endpoint
+from gateway.edge.sockets import prepare_connection
 from gateway.forward.backoff import Backoff
 from gateway.forward.forwarder import Forwarder
 from gateway.forward.outbound import ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings
@@ -55,6 +56,9 @@ class _EngineProtocol(protocol.Protocol):
         self.driver: Optional[EngineDriver] = None
 
     def connectionMade(self) -> None:
+        # Nagle off: a publish or a transfer written after an unacknowledged one waited
+        # for the remote's delayed ACK (see ``edge.sockets``)
+        prepare_connection(self.transport)
         self.driver = self.owner.connected(self)
 
     def dataReceived(self, data: bytes) -> None:

@@ -1,8 +1,8 @@
 """What every TCP connection of the gateway gets, and how many the process may hold.
 
 ``prepare_connection`` is the one rule for a connected socket, accepted by a listener
-(plain, ``tls: on`` or ``tls: auto``) or opened by the gateway (forwarders will call it
-from their ``connectionMade``): it turns Nagle's algorithm off (``TCP_NODELAY``).
+(plain, ``tls: on`` or ``tls: auto``) or opened by the gateway (a forwarder's, from its
+``connectionMade``): it turns Nagle's algorithm off (``TCP_NODELAY``).
 
 Why: AMQP answers are small frames written as soon as they are known (a 0-9-1
 ``basic.ack`` confirm, a 1.0 ``disposition``, a ``flow``). With Nagle on, such a frame

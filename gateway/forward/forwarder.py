@@ -62,8 +62,12 @@ MAX_RELEASES = 20
 TRANSFER_ADDRESS = "amqp$transfer"
 #: entries sent per turn of the loop at most: the remote starts on the first ones while
 #: the next are rendered (one turn sending the whole credit window left both sides
-#: waiting for each other in turn)
-SEND_SLICE = 32
+#: waiting for each other in turn). 128, not 32: with 32 a turn of the loop took in a
+#: publisher's read of a few hundred messages and sent 32, so the outbox grew while
+#: the publisher ran; kind amqp091 to RabbitMQ, 100 B, 10,000 messages, 8 rounds
+#: alternating (load 5-7): p50 22 ms [15-56] instead of 118 [24-402], 29 us of CPU a
+#: message instead of 35; at 4 KiB and for kind gateway no worse (issue 45)
+SEND_SLICE = 128
 
 
 class OutboxEntry:

@@ -84,10 +84,11 @@ class WalSync:
         #: ticket -> (what that syncer took, its sync's error), for syncs that ended early
         self._finished: dict[int, tuple[list[Handed], Optional[StoreWriteFailed]]] = {}
         self._running = 0
+        #: started with the first generation put (see ``CommitThread``: a process that
+        #: never had a second thread locks its mutexes without atomic instructions)
         self._threads = [threading.Thread(target=self._run, name=f"store-sync-{n}", daemon=True)
                          for n in range(threads)]
-        for thread in self._threads:
-            thread.start()
+        self._started = False
 
     @property
     def syncing(self) -> bool:
@@ -97,7 +98,12 @@ class WalSync:
     def put(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
             needs_sync: bool) -> None:
         """A generation the commit thread is done with: committed (``needs_sync``), or
-        failed, or committed with nothing written (no sync needed)."""
+        failed, or committed with nothing written (no sync needed). Called from the commit
+        thread only."""
+        if not self._started:
+            self._started = True
+            for thread in self._threads:
+                thread.start()
         with self._cond:
             self._waiting.append((generation, error, submitted, needs_sync))
             self._cond.notify()
@@ -108,7 +114,7 @@ class WalSync:
             self._stopping = True
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
+        for thread in self._threads if self._started else ():
             thread.join(max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in self._threads):
             return False

@@ -1,11 +1,14 @@
 """The per-message budget: every path of ``bench/hotpath.py`` at most 2 % above its budget
-in ``bench/hotpath_budget.json`` (Python calls and tracemalloc blocks held per message).
+in ``bench/hotpath_budget.json`` (Python calls, C calls and tracemalloc blocks held per
+message).
 
 The counts are deterministic (the meter fixes the hash seed, warms each path up and
 counts one same batch), so a path that got dearer fails here, not in a wall-clock bench
 on a busy machine. The meter runs once, in its own process (each path in a fork of it).
 
-Calls are held to 2 %. Blocks held in flight are the same on every run too, but they
+Calls are held to 2 %, and so are C calls (builtins and C functions called from Python):
+each proton call among them drops and retakes the interpreter lock and costs about what a
+small Python function does, and none of them shows in the Python calls. Blocks held in flight are the same on every run too, but they
 move with the order in which the interpreter reuses freed blocks (its free lists), so a
 change elsewhere in the path can shift them by a tenth either way: their guard is 25 %,
 which still catches a message that holds more objects.
@@ -21,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
-TOLERANCE = {"calls": 1.02, "blocks": 1.25}
+TOLERANCE = {"calls": 1.02, "c_calls": 1.02, "blocks": 1.25}
 BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
 
 # one worker of pytest-xdist runs them all, so that the meter runs once (session scope:
@@ -44,7 +47,7 @@ def test_every_path_of_the_meter_has_a_budget(counts: dict) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(BUDGETS))
-@pytest.mark.parametrize("what", ["calls", "blocks"])
+@pytest.mark.parametrize("what", ["calls", "c_calls", "blocks"])
 def test_path_within_its_budget(counts: dict, path: str, what: str) -> None:
     count, budget, tolerance = counts[path][what], BUDGETS[path][what], TOLERANCE[what]
     assert count <= budget * tolerance, (

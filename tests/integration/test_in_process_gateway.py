@@ -152,10 +152,10 @@ def test_stop_frees_ports_store_ledger_writer_threads_and_timers(tmp_path) -> No
     svc = gw.service
     ports = (gw.amqp_port, gw.metrics_port, gw.management_port)
     [writer] = gw.child_pids()
+    conn, ch = pika_channel(gw)          # a connection open at the stop
+    ch.queue_declare("q", durable=True)  # the store's first write starts its thread
     store_threads = [t for t in threading.enumerate() if t not in before and t.name == "store-commit"]
     assert store_threads
-    conn, ch = pika_channel(gw)          # a connection open at the stop
-    ch.queue_declare("q", durable=True)
     half_open = socket.create_connection(("127.0.0.1", gw.amqp_port), timeout=5)  # sniffing
     assert _timers_of(svc), "a running gateway has timers"
     assert gw.stop() == 0

@@ -6,7 +6,7 @@ import pytest
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client import (PROTOCOL_HEADER, ChannelLost, ChannelReady, ClientConnection,
                                     ClientNotReady, ClientState, ConnectionLost, FlowChanged,
-                                    PublishSettled)
+                                    PublishesConfirmed, PublishRefused)
 from gateway.amqp091.content import encode_properties
 from gateway.amqp091.frames import BodyFrame, HeaderFrame, encode_content_frames
 from gateway.auth import parse_amqplain, parse_plain
@@ -115,9 +115,9 @@ def test_acks_nacks_and_multiple_settle_in_order():
     client.receive_data(F.method(1, m.BasicNack(delivery_tag=3, multiple=False, requeue=False)))
     client.receive_data(F.method(1, m.BasicAck(delivery_tag=4, multiple=False)))
     events = client.take_events()
-    assert [(e.token, e.accepted) for e in events] == [("a", True), ("b", True), ("c", False), ("d", True)]
-    assert "basic.nack" in events[2].error
-    assert client.unconfirmed == 0
+    assert events[0] == PublishesConfirmed(("a", "b")) and events[2] == PublishesConfirmed(("d",))
+    assert type(events[1]) is PublishRefused and events[1].token == "c" and "basic.nack" in events[1].error
+    assert len(events) == 3 and client.unconfirmed == 0
 
 
 def _return(exchange: str, key: str, body: bytes) -> bytes:
@@ -136,8 +136,8 @@ def test_a_return_refuses_the_publish_it_stands_for_when_its_ack_comes():
     assert client.take_events() == []           # refused only once the ack comes
     client.receive_data(F.method(1, m.BasicAck(delivery_tag=2, multiple=True)))
     routed, lost = client.take_events()
-    assert routed == PublishSettled("routed", True)
-    assert not lost.accepted and lost.token == "lost"
+    assert routed == PublishesConfirmed(("routed",))
+    assert type(lost) is PublishRefused and lost.token == "lost"
     assert lost.error == "basic.return 312 NO_ROUTE: exchange 'in' has no route for routing key 'nowhere'"
 
 
@@ -153,7 +153,7 @@ def test_a_channel_error_from_a_publish_refuses_it_loses_the_rest_and_reopens():
         reply_code=404, reply_text="NOT_FOUND - no exchange 'missing' in vhost '/partner'",
         class_id=60, method_id=40)))
     bad, lost = client.take_events()
-    assert bad == PublishSettled("bad", False, "channel.close 404 NOT_FOUND - no exchange 'missing' in vhost '/partner'")
+    assert bad == PublishRefused("bad", "channel.close 404 NOT_FOUND - no exchange 'missing' in vhost '/partner'")
     assert lost == ChannelLost(bad.error, ("waiting", "after"))
     close_ok, reopen = methods_of(parse_frames(client.data_to_send()))
     assert type(close_ok) is m.ChannelCloseOk and type(reopen) is m.ChannelOpen

@@ -2,7 +2,7 @@
 nack or a channel error stands for."""
 from __future__ import annotations
 
-from gateway.amqp091.client_confirms import PublishSettled, UnconfirmedPublishes
+from gateway.amqp091.client_confirms import PublishesConfirmed, PublishRefused, UnconfirmedPublishes
 
 
 def _record(*publishes: tuple) -> UnconfirmedPublishes:
@@ -14,7 +14,7 @@ def _record(*publishes: tuple) -> UnconfirmedPublishes:
 
 def test_multiple_takes_every_lower_number_and_zero_takes_all():
     record = _record(("a", "", "q", b""), ("b", "", "q", b""), ("c", "", "q", b""))
-    assert [s.token for s in record.acked(2, multiple=True)] == ["a", "b"]
+    assert record.acked(2, multiple=True) == [PublishesConfirmed(("a", "b"))]
     assert record.acked(2, multiple=False) == []          # already settled: nothing twice
     record.add("d", "", "q", b"")
     assert [s.token for s in record.nacked(0, multiple=True)] == ["c", "d"]
@@ -25,14 +25,33 @@ def test_a_return_matches_exchange_key_and_body_oldest_first():
     record = _record(("a", "x", "k", b"1"), ("b", "x", "k", b"2"), ("c", "x", "k", b"2"))
     assert record.returned("x", "k", b"2", "no route")
     assert not record.returned("x", "other", b"2", "no route")
-    assert record.acked(3, multiple=True) == [PublishSettled("a", True), PublishSettled("b", False, "no route"),
-                                              PublishSettled("c", True)]
+    assert record.acked(3, multiple=True) == [PublishesConfirmed(("a", "c")), PublishRefused("b", "no route")]
 
 
 def test_a_channel_error_picks_the_publish_to_the_exchange_it_names():
     record = _record(("a", "in", "k", b""), ("b", "gone", "k", b""), ("c", "gone", "k", b""))
     culprit = record.channel_failed("NOT_FOUND - no exchange 'gone' in vhost '/'", "err")
-    assert culprit == PublishSettled("b", False, "err")
+    assert culprit == PublishRefused("b", "err")
     assert record.channel_failed("PRECONDITION_FAILED - invalid expiration", "e2").token == "a"
     assert record.drop_all() == ["c"]
     assert record.channel_failed("anything", "e") is None
+
+
+def test_an_ack_with_multiple_stops_at_its_tag_and_keeps_the_rest_in_order():
+    record = _record(*[(t, "", "q", b"") for t in "abcde"])
+    assert record.acked(2, multiple=False) == [PublishesConfirmed(("b",))]
+    assert record.acked(4, multiple=True) == [PublishesConfirmed(("a", "c", "d"))]
+    assert record.acked(4, multiple=True) == []             # nothing twice
+    record.add("f", "", "q", b"")
+    assert record.returned("", "q", b"", "no route")         # e, the oldest
+    assert record.acked(6, multiple=True) == [PublishesConfirmed(("f",)), PublishRefused("e", "no route")]
+    assert len(record) == 0
+
+
+def test_a_nack_reports_a_return_that_came_before_it():
+    record = _record(("a", "x", "k", b"1"), ("b", "x", "k", b"1"))
+    assert record.returned("x", "k", b"1", "no route")
+    returned, nacked = record.nacked(2, multiple=True)
+    assert returned == PublishRefused("a", "no route")
+    assert nacked.token == "b" and nacked.error.startswith("basic.nack: the broker could not take the message")
+    assert len(record) == 0

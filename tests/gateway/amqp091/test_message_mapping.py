@@ -3,6 +3,7 @@ per distinct sections-before-the-body and then reused."""
 from __future__ import annotations
 
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from proton import Message, symbol
 
 from gateway.amqp091 import message_mapping
@@ -193,3 +194,70 @@ def test_a_forwarded_stream_renders_from_the_slot_of_its_first_message(monkeypat
             assert read[1].slot is not None
             assert message_mapping.delivery_payload(taken) == _uncached(encoded)
         assert len(made) == (2 if kept else 4)  # kept: the first, and its check
+
+
+_ANNOTATION_VALUES = st.one_of(st.text(max_size=8), st.lists(st.text(max_size=8), max_size=3),
+                               st.integers(-3, 3), st.booleans(), st.none())
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["org-a", "org-b"]),
+                          st.integers(-(1 << 63), (1 << 63) - 1) | st.integers(-300, 300) | st.text(max_size=3),
+                          st.lists(st.sampled_from(["org-a", "org-b", "c"]), max_size=3),
+                          st.dictionaries(st.sampled_from(["x-a", "x-b"]), _ANNOTATION_VALUES, max_size=2)),
+                min_size=1, max_size=8))
+def test_forwarded_headers_are_the_annotations_encoded_whatever_came_before(stream) -> None:
+    """``ForwardedHeaders`` keeps the table with the gateway id in a slot (issue 45): for a
+    stream of annotations, each table is ``encode_table`` of them, whether only the id
+    changed, other values or their order changed, or a value that an equal one of
+    another type would encode apart (``1`` and ``True``) came in."""
+    from gateway.amqp091.values import encode_table
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN
+
+    headers = message_mapping.ForwardedHeaders()
+    for origin, gateway_id, hops, extra in stream:
+        annotations = {ORIGIN: origin, GATEWAY_ID: gateway_id, HOPS: hops, **extra}
+        assert outcome(lambda: headers.table(annotations)[0]) == outcome(encode_table, annotations)
+        reordered = {HOPS: hops, **extra, GATEWAY_ID: gateway_id, ORIGIN: origin}
+        assert outcome(lambda: headers.table(reordered)[0]) == outcome(encode_table, reordered)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.dictionaries(st.sampled_from(["app", "x-opt-forward-id", "x-opt-forward-originx", "k"]),
+                       _ANNOTATION_VALUES, max_size=3) | st.none(),
+       st.sampled_from(["", "text/plain"]), st.integers(0, 1 << 62))
+def test_forwarded_properties_are_the_merge_of_annotations_and_own_headers(own, content_type, gateway_id):
+    """``ForwardedHeaders.properties`` splices the annotations' table in (before the
+    message's own headers, if it has any): the headers are those of the merge, the
+    message's own values winning, and the other properties are kept."""
+    from gateway.amqp091.content import decode_properties
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN
+    from translators.basic_properties import BasicProperties
+
+    raw = encode_properties(BasicProperties(content_type=content_type or None, delivery_mode=2, headers=own))
+    annotations = {ORIGIN: "org-a", GATEWAY_ID: gateway_id, HOPS: ["org-a"]}
+    props = decode_properties(message_mapping.ForwardedHeaders().properties(raw, annotations))
+    assert props.headers == {**annotations, **(own or {})}
+    assert list(props.headers) == list({**annotations, **(own or {})})
+    assert (props.content_type, props.delivery_mode) == (content_type or None, 2)
+
+
+def test_forwarded_headers_encode_a_stream_of_ids_from_one_slot() -> None:
+    from gateway.amqp091.values import encode_table
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN
+
+    headers = message_mapping.ForwardedHeaders()
+    for gateway_id in (1, 2, 1 << 40, -5):
+        annotations = {ORIGIN: "org-a", GATEWAY_ID: gateway_id, HOPS: ["org-a"]}
+        assert headers.table(annotations)[0] == encode_table(annotations)
+    slot = headers._slot
+    assert slot is not None
+    headers.table({ORIGIN: "org-a", GATEWAY_ID: 9, HOPS: ["org-a"]})
+    assert headers._slot is slot                     # the same origin and hops: no learning
+    hops = ["org-a", "org-c"]
+    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})[0] == \
+        encode_table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})
+    assert headers._slot is not slot
+    hops.append("org-d")                             # the caller's list changed: not the learnt one
+    assert headers.table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})[0] == \
+        encode_table({ORIGIN: "org-c", GATEWAY_ID: 9, HOPS: hops})

@@ -90,7 +90,7 @@ def test_credit_flow_and_a_transfer_through_the_c_calls(linked):
     encoded = Message(body="hello").encode()
     d = pc.lib.pn_delivery(sender_impl, (3, pc.ffi.from_buffer(b"t-1")))
     header, rest = encoded[:3], 3  # any split: the parts are sent into one delivery
-    assert pc.send_parts(sender_impl, header, encoded, rest) == len(encoded) - rest
+    assert pc.send_parts(sender_impl, header, encoded, rest) == len(encoded)
     pc.pn_link_advance(sender_impl)
     pair.pump()
 
@@ -112,6 +112,23 @@ def test_credit_flow_and_a_transfer_through_the_c_calls(linked):
     assert pc.pn_delivery_updated(d) and pc.pn_delivery_settled(d)
     assert pc.pn_delivery_remote_state(d) == Delivery.ACCEPTED
     pc.pn_delivery_settle(d)
+
+
+@pytest.mark.parametrize("body", [pc.JOIN_MAX, pc.JOIN_MAX + 1], ids=["joined", "two-sends"])
+def test_a_header_and_a_body_either_side_of_join_max_arrive_as_one_delivery(linked, body):
+    pair, sender, receiver = linked
+    receiver.flow(1)
+    pair.pump()
+    impl = pc.c_pointer(sender)
+    data = b"old-header" + bytes(range(256)) * (body // 256) + b"\x07" * (body % 256)
+    pc.lib.pn_delivery(impl, (1, pc.ffi.from_buffer(b"1")))
+    assert pc.send_parts(impl, b"new", data, 10) == 3 + body
+    pc.pn_link_advance(impl)
+    pair.pump()
+    [(_, got)] = [e for e in pair.events(1) if e[0] == pc.PN_DELIVERY]
+    chunk = bytearray(pc.pn_delivery_pending(got))
+    pc.lib.pn_link_recv(pc.c_pointer(receiver), pc.ffi.from_buffer(chunk), len(chunk))
+    assert bytes(chunk) == b"new" + data[10:]
 
 
 def test_a_send_without_header_sends_the_data_whole(linked):

@@ -1,6 +1,7 @@
 """``edge.sockets`` with the real reactor: the gateway's service listening on a real port,
 a client connecting over a real TCP socket, and ``TCP_NODELAY`` read back with
-``getsockopt`` from the socket the gateway accepted (plain, ``tls: on``, ``tls: auto``)."""
+``getsockopt`` from the socket the gateway accepted (plain, ``tls: on``, ``tls: auto``)
+and from the socket a forwarder opened to its remote."""
 from __future__ import annotations
 
 import resource
@@ -11,16 +12,20 @@ import threading
 
 import pytest
 import pytest_twisted
-from twisted.internet import reactor, task, threads
+from twisted.internet import protocol, reactor, task, threads
 from twisted.internet.tcp import Connection
 
+from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.config import load_config_text
+from gateway.edge.outbound import RemoteLink
 from gateway.edge.sockets import raise_open_files_limit
+from gateway.forward.outbound import RemoteSettings
 from gateway.protocol_header import AMQP091_HEADER
 from gateway.service import GatewayService
 from tests.support.access_config import tls_listener
 from tests.support.certificates import TestPKI
 from tests.support.gateway_process import default_config
+from tests.support.minimal_forwarder import MinimalForwarder
 
 TIMEOUT = 10.0
 
@@ -95,6 +100,31 @@ async def test_accepted_sockets_have_tcp_nodelay(tmp_path, pki, mode):
         release.set()
         await client
         await svc.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_forwarders_socket_has_tcp_nodelay():
+    """With Nagle on, a forwarder's publish written after an unacknowledged one waited for
+    the remote's delayed ACK (issue 45)."""
+    accepted: list[protocol.Protocol] = []
+
+    class Remote(protocol.Protocol):
+        def connectionMade(self) -> None:
+            accepted.append(self)
+
+    port = reactor.listenTCP(0, protocol.Factory.forProtocol(Remote), interface="127.0.0.1")
+    settings = RemoteSettings(container="org-b", host="127.0.0.1", port=port.getHost().port, kind="amqp091",
+                              address="/queue/{node}")
+    link = RemoteLink(reactor, settings, MinimalForwarder(), "org-a", OutboundAmqp091)
+    try:
+        link.start()
+        assert await _until(lambda: link._protocol is not None and accepted)
+        assert _tcp_socket(link._protocol.transport).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        link.close("test over")
+        for remote in accepted:
+            remote.transport.abortConnection()
+        await port.stopListening()
 
 
 def test_open_files_soft_limit_is_raised_to_the_hard_limit():
