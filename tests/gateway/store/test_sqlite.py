@@ -142,12 +142,9 @@ def test_before_confirming_runs_once_before_the_callbacks_a_commit_allows(path, 
     store.close()
 
 
-def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
-    """A store with queue ``q`` whose commit thread is held inside the transaction that
-    writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
-    store = open_store(path, loop)
-    qid = store.save_queue(QueueRecord("/", "q"))
-    commit(store, loop)
+def holding(store: SqliteStore) -> tuple[threading.Event, threading.Event]:
+    """Hold the store's commit thread inside its next transaction: (the event set once
+    it is there, the event releasing it)."""
     running, release = threading.Event(), threading.Event()
     real_execute = store._thread._execute
 
@@ -157,6 +154,16 @@ def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, ob
         return real_execute(ops)
 
     store._thread._execute = held
+    return running, release
+
+
+def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
+    """A store with queue ``q`` whose commit thread is held inside the transaction that
+    writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    running, release = holding(store)
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     store.flush()
     if not running.wait(10):
@@ -202,15 +209,7 @@ def test_an_update_not_taken_yet_of_a_removed_entry_becomes_its_deletion(path, l
     commit(store, loop)
     statements: list[str] = []
     store._thread._db.set_trace_callback(statements.append)
-    running, release = threading.Event(), threading.Event()
-    real_execute = store._thread._execute
-
-    def held(ops):
-        running.set()
-        release.wait(10)
-        return real_execute(ops)
-
-    store._thread._execute = held
+    running, release = holding(store)
     try:
         store.add_message(qid, 1, None, 0, False, None, row(11))
         store.flush()
