@@ -201,6 +201,13 @@ def _local(address: str | Address, our_container: str, role: Role) -> Address:
 _QUEUE_ROUTES: dict[str, LocalPublish] = {}
 
 
+#: the queue route each target address string resolved to, by (address, our container), at
+#: most ``PARSED_MAX`` (forgotten at once when full): ``resolve_target``'s answer for the
+#: same ``to`` again, once the queue is seen to exist still (an ``amqp$transfer`` link
+#: resolves one ``to`` per message)
+_QUEUE_TARGETS: dict[tuple[str, str], LocalPublish] = {}
+
+
 def _queue_route(name: str) -> LocalPublish:
     """The route to queue ``name``, kept in ``_QUEUE_ROUTES``."""
     if len(_QUEUE_ROUTES) >= PARSED_MAX:
@@ -232,7 +239,13 @@ def resolve_link_target(address: str | Address, *, our_container: str,
         case QueueAddress(str()):
             name = _need_queue(directory, parsed, vhost)
             route = _QUEUE_ROUTES.get(name)
-            return route if route is not None else _queue_route(name)
+            if route is None:
+                route = _queue_route(name)
+            if type(address) is str:
+                if len(_QUEUE_TARGETS) >= PARSED_MAX:
+                    _QUEUE_TARGETS.clear()
+                _QUEUE_TARGETS[(address, our_container)] = route
+            return route
         case GlobalAddress(node, container):
             _need_service(directory, TRANSFER_SERVICE, vhost)
             if not directory.has_service(str(parsed)):
@@ -278,6 +291,10 @@ def resolve_target(address: str | Address, *, our_container: str, directory: Nod
     ``subject`` is None (``/exchange/X`` or ``/queue`` without a subject).
     Use this for the anonymous relay (null target, route by ``to``).
     """
+    if type(address) is str:
+        known = _QUEUE_TARGETS.get((address, our_container))
+        if known is not None and directory.has_queue(known.routing_key):
+            return known
     route = resolve_link_target(address, our_container=our_container,
                                 directory=directory, vhost=vhost)
     if isinstance(route, SubjectPublish):

@@ -330,14 +330,14 @@ class IncomingLink:
                     address = summary.to  # errors name the message's address
                 route, section, forwarded = transfer_route(
                     host, self._directory, route, self._address, summary, encoded,
-                    None if known is None else known[1], forwarded_prefix, self._transfer)
+                    None if known is None else known[1:], forwarded_prefix, self._transfer)
                 if route is DUPLICATE:
                     return Delivery.ACCEPTED, None
                 if forwarded is not None:
                     message.received_annotations = section
                     verdict = self._route(route, message, now, ledger, address, d)
                     if verdict[0] == Delivery.ACCEPTED:
-                        self._transfer.took_in(forwarded, now)
+                        self._transfer.dedupe.remember(forwarded.origin, forwarded.gateway_id, now)
                         if ledger is not None:
                             ledger.arrived_forwarded(message, forwarded.gateway_id,
                                                      forwarded.origin, forwarded.sender)

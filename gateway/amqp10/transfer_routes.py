@@ -37,15 +37,15 @@ def global_address(route: Forward) -> str:
 
 def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional[str],
                    summary: Amqp10Summary, encoded: bytes,
-                   known: Optional[ReceivedAnnotations] = None,
+                   known: Optional[tuple[ReceivedAnnotations, Optional[Forwarded]]] = None,
                    prefix: Optional[ForwardedPrefix] = None, transfer: Any = None
                    ) -> tuple[Any, Optional[ReceivedAnnotations], Optional[Forwarded]]:
     """The route of one message on a link whose route is ``route`` (a ``Forward`` or a
     ``ServiceRoute``), and, for a forwarded message, its message-annotations section as
     decoded here, once (for the container's ``received_annotations``), and the identity
     ``forwarded_in`` read from it (to remember once it is taken in; read once per
-    message): ``known`` when the link's ``prefix`` read it already, else decoded here and
-    taught to ``prefix``. ``transfer``: the ``amqp$transfer`` node when the caller holds
+    message): ``known`` (the two) when the link's ``prefix`` read it already, else decoded
+    here and taught to ``prefix``. ``transfer``: the ``amqp$transfer`` node when the caller holds
     it (else looked up). Raises ``AddressError`` / ``Amqp10Error`` to reject it."""
     if route.__class__ is Forward:
         to = summary.to
@@ -59,19 +59,20 @@ def transfer_route(host: Any, directory: Any, route: Any, link_address: Optional
     if summary.to is None:
         raise AddressError(AddressErrorKind.INVALID,
                            f"{TRANSFER_SERVICE}: the message has no 'to' address")
-    section = known
-    if section is None:
+    if known is not None:
+        section, forwarded = known
+    else:
         try:
             section = annotations_section(encoded)
         except TranslationError as exc:
             raise Amqp10Error(Cond.DECODE_ERROR, f"malformed message: {exc}") from None
         if section is not None and prefix is not None:
             section = prefix.learn(encoded, summary, section)
-    forwarded = None if section is None else forwarded_in(section.annotations)
+        forwarded = None if section is None else forwarded_in(section.annotations)
     if forwarded is not None:
         if transfer is None:
             transfer = host.vhost.service(TRANSFER_SERVICE)
-        if transfer.is_duplicate(forwarded):
+        if transfer.dedupe.duplicate(forwarded.origin, forwarded.gateway_id):
             return DUPLICATE, None, None
     resolved = resolve_target(summary.to, our_container=host.container_id, directory=directory,
                               subject=summary.subject, vhost=host.vhost.name)

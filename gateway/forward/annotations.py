@@ -131,17 +131,20 @@ class ForwardedPrefix:
     gateway's time. A message that differs anywhere else is decoded in full and taught
     (:meth:`learn`)."""
 
-    __slots__ = ("_slot", "_fields", "_section")
+    __slots__ = ("_slot", "_fields", "_section", "_came")
 
     def __init__(self) -> None:
         self._slot: Optional[IntSlot] = None
         #: the summary's fields but the body's size and place
         self._fields: tuple = ()
         self._section: Optional[ReceivedAnnotations] = None
+        #: what the learnt annotations say of the forwarding, but the id (None: nothing)
+        self._came: Optional[Forwarded] = None
 
-    def read(self, encoded: bytes) -> Optional[tuple[Amqp10Summary, ReceivedAnnotations]]:
-        """``encoded``'s summary and annotations, when it is the learnt prefix with
-        another id, then one data section; else None."""
+    def read(self, encoded: bytes
+             ) -> Optional[tuple[Amqp10Summary, ReceivedAnnotations, Optional[Forwarded]]]:
+        """``encoded``'s summary, annotations and their ``forwarded_in``, when it is the
+        learnt prefix with another id, then one data section; else None."""
         slot = self._slot
         if slot is None:
             return None
@@ -154,9 +157,11 @@ class ForwardedPrefix:
         section = self._section
         annotations = section.annotations.copy()  # type: ignore[union-attr]
         annotations[GATEWAY_ID] = gateway_id
+        came = self._came
         return (Amqp10Summary(*self._fields, size, None),
                 ReceivedAnnotations(section.start, section.end, annotations, slot,  # type: ignore[union-attr]
-                                    GATEWAY_ID))
+                                    GATEWAY_ID),
+                None if came is None else Forwarded(came.origin, gateway_id, came.hops))
 
     def learn(self, encoded: bytes, summary: Amqp10Summary,
               section: ReceivedAnnotations) -> ReceivedAnnotations:
@@ -184,4 +189,5 @@ class ForwardedPrefix:
             return section
         self._slot, self._fields = slot, tuple(summary)[:-2]
         self._section = ReceivedAnnotations(section.start, section.end, section.annotations)
+        self._came = forwarded_in(section.annotations)
         return section._replace(slot=slot, key=GATEWAY_ID)

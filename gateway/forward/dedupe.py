@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from gateway.store.interface import ForwardedId
-
 __all__ = ["DedupeWindow"]
 
 
@@ -21,7 +19,8 @@ class DedupeWindow:
         self._store = store
         self.window = window
         self._seen: dict[tuple[str, int], float] = {}
-        self._order: deque[ForwardedId] = deque()
+        #: (seen_at, origin, gateway_id), oldest first
+        self._order: deque[tuple[float, str, int]] = deque()
         self.dropped = 0
 
     def restore(self, now: float) -> int:
@@ -29,28 +28,33 @@ class DedupeWindow:
         for seen in sorted(self._store.load_forwarded(), key=lambda s: s.seen_at):
             if seen.seen_at >= now - self.window:
                 self._seen[(seen.origin, seen.gateway_id)] = seen.seen_at
-                self._order.append(seen)
+                self._order.append((seen.seen_at, seen.origin, seen.gateway_id))
         return len(self._seen)
 
-    def seen(self, origin: str, gateway_id: int) -> bool:
-        return (origin, gateway_id) in self._seen
+    def duplicate(self, origin: str, gateway_id: int) -> bool:
+        """Whether the message is one taken in already (then counted in ``dropped``)."""
+        if (origin, gateway_id) in self._seen:
+            self.dropped += 1
+            return True
+        return False
 
     def remember(self, origin: str, gateway_id: int, now: float) -> None:
-        seen = ForwardedId(origin, gateway_id, now)
+        """The message was taken in (in the store's open generation, with the message)."""
         self._seen[(origin, gateway_id)] = now
-        self._order.append(seen)
-        self._store.remember_forwarded(seen)
+        self._order.append((now, origin, gateway_id))
+        self._store.remember_forwarded(origin, gateway_id, now)
 
     def expire(self, now: float) -> None:
         """Forget ids older than the window (memory now, the store in the same batch)."""
         horizon = now - self.window
         order = self._order
-        if not order or order[0].seen_at >= horizon:
+        if not order or order[0][0] >= horizon:
             return
-        while order and order[0].seen_at < horizon:
-            old = order.popleft()
-            if self._seen.get((old.origin, old.gateway_id)) == old.seen_at:
-                del self._seen[(old.origin, old.gateway_id)]
+        seen = self._seen
+        while order and order[0][0] < horizon:
+            at, origin, gateway_id = order.popleft()
+            if seen.get((origin, gateway_id)) == at:
+                del seen[(origin, gateway_id)]
         self._store.forget_forwarded(horizon)
 
     def __len__(self) -> int:

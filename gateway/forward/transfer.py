@@ -13,7 +13,8 @@ The write joins the store's open generation, so the protocol's confirm (0-9-1
 basic.ack, 1.0 ``accepted``) waits for its commit, as for a persistent message on a
 durable queue. The receiving side (a link to ``amqp$transfer`` whose messages carry
 ``to``) resolves ``to`` locally through the address grammar; duplicates are dropped by
-the ``DedupeWindow``.
+the ``DedupeWindow`` (``dedupe``, which the link asks and tells directly: once per
+message).
 """
 from __future__ import annotations
 
@@ -136,16 +137,6 @@ class TransferService:
         self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
                                          message_row(message), annotations, 0))
         forwarder.stage(entry)
-
-    # -- the receiving side ----------------------------------------------------------------
-    def is_duplicate(self, forwarded: fa.Forwarded) -> bool:
-        duplicate = self.dedupe.seen(forwarded.origin, forwarded.gateway_id)
-        if duplicate:
-            self.dedupe.dropped += 1
-        return duplicate
-
-    def took_in(self, forwarded: fa.Forwarded, now: float) -> None:
-        self.dedupe.remember(forwarded.origin, forwarded.gateway_id, now)
 
     # -- start, time -----------------------------------------------------------------------
     def restore(self, now: float) -> int:

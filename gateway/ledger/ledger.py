@@ -73,8 +73,12 @@ MessageRow = _row("MessageRow", ("ts", "gateway_id", "message_id", "correlation_
                                  "headers"))
 #: a delivery's or a settlement's row
 DeliveryRow = _row("DeliveryRow", ("ts", "gateway_id", "delivery_count", "received_at"))
-_MESSAGE_ROW = MessageRow.__struct_fields__[1:]
-_ROWS = (MessageRow, DeliveryRow)
+#: a forwarded message's ``received`` row: its origin id varies too (the origin and the
+#: peer containers are fixed in its shape, with the message row's shape)
+ForwardedRow = _row("ForwardedRow", MessageRow.__struct_fields__[1:] + ("origin_id",))
+_ROWS = (MessageRow, DeliveryRow, ForwardedRow)
+#: marks the shape key of a forwarded message's row (beside its message row's shape)
+_FORWARDED = "forwarded"
 _astuple = msgspec.structs.astuple
 
 
@@ -148,6 +152,9 @@ class Ledger:
         self._last_message: dict[Any, tuple] = {}
         self._last_delivered: dict[Any, tuple] = {}
         self._last_settled: dict[Any, tuple] = {}
+        self._last_forwarded: dict[Any, tuple] = {}
+        #: (message row's shape, origin container, peer, forwarded row's shape) last used
+        self._last_forwarded_shape: tuple = (None, None, None, 0)
         #: shapes of contexts closed: they go once every record made before is taken
         self._closed: list[int] = []
         self._next_shape: Callable[[], int] = iter(range(1, 1 << 62)).__next__
@@ -188,6 +195,7 @@ class Ledger:
             self._last_message.pop(ctx, None)
             self._last_delivered.pop(ctx, None)
             self._last_settled.pop(ctx, None)
+            self._last_forwarded.pop(ctx, None)
             # a record made after this (a late settlement) gets a shape of its own
             for key in self._keys_of_context.pop(ctx, ()):
                 self._closed.append(self._shape_ids.pop(key))
@@ -538,16 +546,37 @@ class Ledger:
         records = self.records
         if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
             row = records[-1]
-            if row.__class__ is MessageRow:  # the record itself, to set fields on
-                shape = self.shapes[row.shape]
-                records[-1] = STRUCTS[shape[2]](**shape[4],
-                                                **dict(zip(_MESSAGE_ROW, _astuple(row)[1:])))
-            record = records[-1]
-            record.origin_id = origin_id
-            record.origin_container = origin_container
-            record.peer_container = peer
+            if row.__class__ is MessageRow:
+                # a row of its own shape (the message row's, with the two containers
+                # fixed, and its origin id), not the record in full: one struct per message
+                last = self._last_forwarded_shape
+                if last[0] == row.shape and last[1] == origin_container and last[2] == peer:
+                    records[-1] = ForwardedRow(last[3], row.ts, row.gateway_id, row.message_id,
+                                               row.correlation_id, row.size, row.headers, origin_id)
+                else:
+                    self._forwarded_row(row, origin_id, origin_container, peer)
+            else:  # the record itself (a context with too many shapes), to set fields on
+                row.origin_id = origin_id
+                row.origin_container = origin_container
+                row.peer_container = peer
         if self.wake is not None:
             self.wake()
+
+    def _forwarded_row(self, row: Any, origin_id: Any, origin_container: str, peer: str) -> None:
+        """``arrived_forwarded`` of a message row whose forwarded shape is not the last
+        one used: found or declared (``_shaped``), and kept as the last one. (A row's
+        shape id is never used again, so the last one never matches a row of a shape
+        retired since.)"""
+        records = self.records
+        shape = self.shapes[row.shape]
+        fixed = shape[4]
+        key = (shape[2], fixed["ctx"], _FORWARDED, row.shape, origin_container, peer)
+        records.pop()
+        record = self._shaped(self._last_forwarded, shape[2], ForwardedRow, key,
+                              (*_astuple(row)[1:], origin_id), **fixed,
+                              origin_container=origin_container, peer_container=peer)
+        if record.__class__ is ForwardedRow:
+            self._last_forwarded_shape = (row.shape, origin_container, peer, record.shape)
 
     # -- the writer's side -------------------------------------------------------------
 

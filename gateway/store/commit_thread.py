@@ -99,7 +99,7 @@ class Op(enum.IntEnum):
     #                      created_at, size, priority, deaths, annotations, attempts
     DELETE_OUTBOX = 12   # id
     UPDATE_OUTBOX = 13   # id, attempts
-    INSERT_SEEN = 14     # origin, gateway_id, seen_at
+    INSERT_SEEN = 14     # origin, gateway_id (the first), seen_at (the latest's), last_id
     DELETE_SEEN = 15     # before (seen_at older than this)
     SAVE_DEFINITION = 16    # kind, key, value (JSON text or None)
     DELETE_DEFINITION = 17  # kind, key
@@ -219,15 +219,17 @@ class CommitThread:
         self._started = True
         self._thread.start()
 
-    def cancel(self, generation: int, op: list, kind: Op) -> bool:
+    def cancel(self, generation: int, op: list, kind: Op, becomes: Optional[Op] = None) -> bool:
         """Cancel ``op``, an operation of ``kind`` in the submitted ``generation``, if this
         thread has not taken that generation yet (False: it may be running or written,
-        the caller undoes it with a later operation). The generation is still committed
-        and reported in its turn."""
+        the caller undoes it with a later operation); with ``becomes``, it is made an
+        operation of that kind on the same row instead (its fields after the kind are
+        the row's key first). The generation is still committed and reported in its
+        turn."""
         with self._take_lock:
             if generation <= self.taken_gen or not op or op[0] is not kind:
                 return False
-            op[0] = None
+            op[0] = becomes
             return True
 
     def stop(self, timeout: float = 10.0) -> bool:
@@ -470,11 +472,11 @@ class CommitThread:
                 continue
             kind = _GROUPED[group]
             if kind == Op.INSERT_MESSAGE:
-                _insert(db, "messages", 10, [
-                    (*op[1:10], self._encoded(self._encode_table, op[10])) for op in ops])
+                self._encode_in_place(ops, 10, self._encode_table)
+                _insert(db, "messages", 10, ops)
             elif kind == Op.INSERT_ENTRY:
-                _insert(db, "queue_messages", 8, [
-                    (*op[1:8], self._encoded(self._encode_annotations, op[8])) for op in ops])
+                self._encode_in_place(ops, 8, self._encode_annotations)
+                _insert(db, "queue_messages", 8, ops)
             elif kind == Op.UPDATE_ENTRY:
                 db.executemany(_UPDATE_SQL, [
                     (op[3], op[4], op[5], self._encoded(self._encode_annotations, op[6]), op[1], op[2])
@@ -488,15 +490,15 @@ class CommitThread:
             elif kind == Op.DELETE_MESSAGE:
                 _delete(db, "DELETE FROM messages WHERE id IN", [op[1] for op in ops])
             elif kind == Op.INSERT_OUTBOX:
-                _insert(db, "outbox", 14, [
-                    (*op[1:12], self._encoded(self._encode_table, op[12]),
-                     self._encoded(self._encode_annotations, op[13]), op[14]) for op in ops])
+                self._encode_in_place(ops, 12, self._encode_table)
+                self._encode_in_place(ops, 13, self._encode_annotations)
+                _insert(db, "outbox", 14, ops)
             elif kind == Op.UPDATE_OUTBOX:
                 db.executemany("UPDATE outbox SET attempts=? WHERE id=?", [(op[2], op[1]) for op in ops])
             elif kind == Op.DELETE_OUTBOX:
                 _delete(db, "DELETE FROM outbox WHERE id IN", [op[1] for op in ops])
             else:
-                _insert(db, "forwarded_ids", 3, [tuple(op[1:4]) for op in ops])
+                _insert(db, "forwarded_ids", 4, ops)
             ops.clear()
 
     def _entity(self, kind: int, op: list) -> None:
@@ -534,6 +536,15 @@ class CommitThread:
         else:  # pragma: no cover - every kind is listed above
             raise ValueError(f"unknown store operation {kind!r}")
 
+    def _encode_in_place(self, ops: list[list], index: int, codec: Codec) -> None:
+        """Encode field ``index`` of insert operations (their value is then what the
+        statement binds; an insert is never run again: a failed one is dropped)."""
+        encoded = self._encoded
+        for op in ops:
+            value = op[index]
+            if value is not None:
+                op[index] = encoded(codec, value)
+
     @staticmethod
     def _encoded(codec: Codec, value: Any) -> Optional[bytes]:
         if not value:
@@ -558,10 +569,16 @@ def _chunks(count: int) -> list[tuple[int, int]]:
     return out
 
 
-def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[tuple]) -> None:
+def _insert(db: sqlite3.Connection, table: str, width: int, ops: list[list]) -> None:
+    """Insert the rows of ``ops``: each operation's ``width`` fields after its kind, as
+    they are (encoded already), bound straight from the lists."""
     one = "(" + ",".join("?" * width) + ")"
-    for start, size in _chunks(len(rows)):
-        params = [v for row in rows[start:start + size] for v in row]
+    end = width + 1
+    for start, size in _chunks(len(ops)):
+        params: list = []
+        add = params.extend
+        for op in ops[start:start + size]:
+            add(op[1:end])
         db.execute(f"INSERT OR REPLACE INTO {table} VALUES " + ",".join([one] * size), params)
 
 

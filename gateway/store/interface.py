@@ -263,7 +263,8 @@ class Store(Protocol):
     def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
         """The committed messages of outbox rows ``entry_ids`` (missing ones left out)."""
 
-    def remember_forwarded(self, seen: ForwardedId) -> None: ...
+    def remember_forwarded(self, origin: str, gateway_id: int, seen_at: float) -> None:
+        """A forwarded message taken in (with its message, in the open generation)."""
 
     def forget_forwarded(self, before: float) -> None:
         """Drop the ids that arrived before ``before``."""
@@ -357,7 +358,7 @@ class NullStore:
     def read_outbox(self, entry_ids: list[int]) -> dict[int, MessageRow]:
         return {}
 
-    def remember_forwarded(self, seen: ForwardedId) -> None:
+    def remember_forwarded(self, origin: str, gateway_id: int, seen_at: float) -> None:
         pass
 
     def forget_forwarded(self, before: float) -> None:

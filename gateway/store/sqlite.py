@@ -360,10 +360,21 @@ class SqliteStore:
         op = ref.op
         delete_entry: Optional[list] = None
         if not (op and self._cancel(ref.gen, op, _INSERT_ENTRY)):  # else never written
-            if ref.gen == gen and op:
-                op[0] = None  # a pending update of a row about to go
-            delete_entry = [_DELETE_ENTRY, queue_key, seq]
-            ref.gen = gen
+            converted = False
+            if op and op[0] is _UPDATE_ENTRY:
+                # an update of the row not written yet (the delivery of an entry written
+                # before) becomes its deletion, in the update's generation: one row
+                # operation, not two (the deletion is durable no later than before)
+                if ref.gen == gen:
+                    op[0] = _DELETE_ENTRY
+                    converted = True
+                else:
+                    thread = self._thread
+                    converted = ref.gen > thread.taken_gen and thread.cancel(
+                        ref.gen, op, _UPDATE_ENTRY, _DELETE_ENTRY)
+            if not converted:
+                delete_entry = [_DELETE_ENTRY, queue_key, seq]
+                ref.gen = gen
         ref.op = None
         body = ref.body
         body.refs -= 1

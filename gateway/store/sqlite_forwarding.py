@@ -16,8 +16,7 @@ from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
 
 __all__ = ["ForwardingTables"]
 
-_INSERT_OUTBOX = Op.INSERT_OUTBOX
-_DELETE_OUTBOX = Op.DELETE_OUTBOX
+_INSERT_OUTBOX, _DELETE_OUTBOX, _INSERT_SEEN = Op.INSERT_OUTBOX, Op.DELETE_OUTBOX, Op.INSERT_SEEN
 #: an outbox row's message, in ``MessageRow`` order after its id
 _MESSAGE_COLUMNS = "origin, properties, body, exchange, routing_key, created_at, size, priority, deaths"
 
@@ -37,6 +36,9 @@ class ForwardingTables:
         self._outbox_ops: dict[int, tuple[int, list]] = {}
         #: outbox rows in the store (loaded, plus added, minus removed)
         self.outbox_rows = 0
+        #: the latest forwarded-id row's insert and its generation: the next id of the
+        #: same origin extends it while that generation is open
+        self._seen_op: tuple[int, list] = (0, [])
 
     def add_outbox(self, row: OutboxRow) -> None:
         m = row.message
@@ -113,12 +115,26 @@ class ForwardingTables:
         *fields, deaths = columns
         return MessageRow(entry_id, *fields, self._codecs.decode_table(deaths) if deaths else None)
 
-    def remember_forwarded(self, seen: ForwardedId) -> None:
-        self._append([Op.INSERT_SEEN, seen.origin, seen.gateway_id, seen.seen_at])
+    def remember_forwarded(self, origin: str, gateway_id: int, seen_at: float) -> None:
+        """An id that follows the latest one remembered, of the same origin and in the
+        same generation (a sender's stream), extends its row, ``gateway_id..last_id``,
+        seen at the latest's time (each id is kept at least its window): one row a group
+        commit, not one a message."""
+        gen, op = self._seen_op
+        if op and op[4] == gateway_id - 1 and op[1] == origin and op[0] is _INSERT_SEEN \
+                and gen == self._generation():
+            op[3] = seen_at
+            op[4] = gateway_id
+            return
+        op = [_INSERT_SEEN, origin, gateway_id, seen_at, gateway_id]
+        self._seen_op = (self._generation(), op)
+        self._append(op)
 
     def forget_forwarded(self, before: float) -> None:
         self._append([Op.DELETE_SEEN, before])
 
     def load_forwarded(self) -> list[ForwardedId]:
-        return [ForwardedId(*row) for row in self._reader.execute(
-            "SELECT origin, gateway_id, seen_at FROM forwarded_ids")]
+        return [ForwardedId(origin, gateway_id, seen_at)
+                for origin, first, seen_at, last in self._reader.execute(
+                    "SELECT origin, gateway_id, seen_at, last_id FROM forwarded_ids")
+                for gateway_id in range(first, (first if last is None else last) + 1)]

@@ -1,8 +1,8 @@
 """The SQLite file: schema, version, opening and the checks made before anything is read.
 
-Layout (schema version 3, kept in ``PRAGMA user_version``; an older file gets the tables
-it lacks when opened: version 1 the forwarding tables and ``definitions``, version 2
-``definitions``)::
+Layout (schema version 4, kept in ``PRAGMA user_version``; an older file gets the tables
+and columns it lacks when opened: version 1 the forwarding tables and ``definitions``,
+version 2 ``definitions`` and ``forwarded_ids.last_id``, version 3 ``last_id``)::
 
     exchanges(vhost, name, type, auto_delete, internal, arguments)   durable exchanges
     queues(id, vhost, name, arguments)                               durable queues
@@ -15,8 +15,10 @@ it lacks when opened: version 1 the forwarding tables and ``definitions``, versi
            routing_key, created_at, size, priority, deaths,
            annotations, attempts)                                    one row per message
                                                                      waiting to be forwarded
-    forwarded_ids(origin, gateway_id, seen_at)                       forwarded messages
-                                                                     received (dedupe window)
+    forwarded_ids(origin, gateway_id, seen_at, last_id)              forwarded messages
+                                                                     received (dedupe window):
+                                                                     ids gateway_id..last_id
+                                                                     (NULL: gateway_id alone)
     definitions(kind, key, value)                                    users, vhosts, permissions,
                                                                      policies and limits changed
                                                                      at run time (JSON; NULL: a
@@ -65,7 +67,7 @@ from .errors import StoreNoSpace, StoreUnusable
 
 __all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: ``store.sync`` -> PRAGMA synchronous (in WAL mode FULL syncs the log at every commit)
 SYNC_MODES = {"full": "FULL", "normal": "NORMAL"}
@@ -100,7 +102,7 @@ CREATE TABLE outbox(
     created_at REAL NOT NULL, size INTEGER NOT NULL, priority INTEGER, deaths BLOB,
     annotations BLOB, attempts INTEGER NOT NULL);
 CREATE TABLE forwarded_ids(
-    origin TEXT NOT NULL, gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL,
+    origin TEXT NOT NULL, gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL, last_id INTEGER,
     PRIMARY KEY (origin, gateway_id)) WITHOUT ROWID;
 """ + """
 CREATE TABLE definitions(
@@ -113,9 +115,12 @@ _TABLES = {"exchanges", "queues", "bindings", "messages", "queue_messages", "out
            "forwarded_ids", "definitions"}
 #: older version -> (the tables it has, the statements that bring it to this version),
 #: applied in one transaction when such a file is opened
+#: version 3's forwarded ids, one per row, are ranges with no ``last_id``
+_ADD_LAST_ID = "ALTER TABLE forwarded_ids ADD COLUMN last_id INTEGER;"
 _MIGRATIONS = {
     1: (_TABLES - {"outbox", "forwarded_ids", "definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE outbox"):]),
-    2: (_TABLES - {"definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE definitions"):]),
+    2: (_TABLES - {"definitions"}, _SCHEMA[_SCHEMA.index("CREATE TABLE definitions"):] + _ADD_LAST_ID),
+    3: (_TABLES, _ADD_LAST_ID),
 }
 
 #: SQLite's errors for a disk without room (the shared-memory file cannot grow either)

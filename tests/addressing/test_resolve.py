@@ -255,3 +255,25 @@ def test_a_resolved_address_is_checked_again_each_time():
         Forward("gw-1", "fwd")
     assert source("/queue/fwd", directory) == LocalConsume("fwd")
     assert link_target("/queue/fwd", directory) == LocalPublish("", "fwd")
+
+
+def test_a_message_target_resolved_before_is_checked_again_each_time():
+    """``resolve_target`` keeps the queue route of an address string (one ``to`` per
+    message on an ``amqp$transfer`` link), but only answers from it while the queue
+    exists: a queue deleted since is not found, or declared again by an address that
+    declares it; the same string for another container resolves for that one."""
+    directory = FakeDirectory(queues={"fwd"}, remotes={"gw-1"})
+
+    def target(address, container=US):
+        return resolve_target(address, our_container=container, directory=directory)
+
+    assert target("fwd@gw-1") == target("fwd@gw-1") == LocalPublish("", "fwd")
+    directory.queues.discard("fwd")
+    with pytest.raises(AddressError) as err:
+        target("fwd@gw-1")
+    assert err.value.kind is AddressErrorKind.NOT_FOUND
+    assert target("fwd@gw-1", "gw-2") == Forward("gw-1", "fwd")
+    assert target("/queue/new") == LocalPublish("", "new")
+    directory.queues.discard("new")
+    assert target("/queue/new") == LocalPublish("", "new")
+    assert directory.declared == ["new", "new"]

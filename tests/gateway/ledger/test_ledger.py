@@ -392,3 +392,28 @@ def test_a_context_with_a_routing_key_per_message_records_beyond_its_shapes_in_f
     assert got == twin.take_lines(10 ** 6)
     assert [json.loads(x)[5] for x in got.splitlines()[1:]] == \
         [f"k{i}" for i in range(SHAPES_PER_CONTEXT + 10)]
+
+
+def test_arrivals_from_several_origins_and_links_each_keep_their_origin():
+    """A forwarded arrival is a row of a shape of its own (its message row's, with the
+    two containers): arrivals that alternate between origins, peers and links, and one
+    after its link closed and another opened, each read back with their own."""
+    ledger = Ledger(container_id="gw")
+    ids = iter(range(100, 200))
+    ledger.use_gateway_ids(ids.__next__)
+    one, two = (ledger.context(T0, "/", "org-a", "1.0", "c9", name) for name in ("l1", "l2"))
+    arrivals = [(one, 8, 70, "org-x", "org-a"), (one, 9, 71, "org-x", "org-a"),
+                (one, 10, 72, "org-y", "org-a"), (two, 11, 73, "org-x", "org-b"),
+                (one, 12, 74, "org-x", "org-a")]
+    for link, gid, origin_id, origin, peer in arrivals:
+        arrived = message(gid=gid)
+        ledger.received(T0, link, arrived, EventKind.ROUTED, [queue("q")])
+        ledger.arrived_forwarded(arrived, origin_id, origin, peer)
+    ledger.close_context(T0, one)
+    three = ledger.context(T0, "/", "org-a", "1.0", "c9", "l3")
+    arrived = message(gid=13)
+    ledger.received(T0, three, arrived, EventKind.ROUTED, [queue("q")])
+    ledger.arrived_forwarded(arrived, 75, "org-x", "org-a")
+    got = [(row[2], row[3], row[-4], row[-3], row[-2]) for row in lines(ledger) if row[0] == "m"]
+    assert got == [(ctx, gid, origin_id, origin, peer)
+                   for ctx, gid, origin_id, origin, peer in arrivals + [(three, 13, 75, "org-x", "org-a")]]

@@ -142,12 +142,9 @@ def test_before_confirming_runs_once_before_the_callbacks_a_commit_allows(path, 
     store.close()
 
 
-def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
-    """A store with queue ``q`` whose commit thread is held inside the transaction that
-    writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
-    store = open_store(path, loop)
-    qid = store.save_queue(QueueRecord("/", "q"))
-    commit(store, loop)
+def holding(store: SqliteStore) -> tuple[threading.Event, threading.Event]:
+    """Hold the store's commit thread inside its next transaction: (the event set once
+    it is there, the event releasing it)."""
     running, release = threading.Event(), threading.Event()
     real_execute = store._thread._execute
 
@@ -157,6 +154,16 @@ def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, ob
         return real_execute(ops)
 
     store._thread._execute = held
+    return running, release
+
+
+def writing_message_1(path: str, loop: ManualLoop) -> tuple[SqliteStore, int, object, threading.Event]:
+    """A store with queue ``q`` whose commit thread is held inside the transaction that
+    writes message 1: (store, queue key, message 1's reference, the event releasing it)."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    running, release = holding(store)
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     store.flush()
     if not running.wait(10):
@@ -188,6 +195,42 @@ def test_removed_after_hand_over_but_before_the_commit_thread_takes_it_is_never_
     assert db.execute("SELECT id FROM messages").fetchall() == [(1,)]
     assert db.execute("SELECT seq FROM queue_messages").fetchall() == [(1,)]
     assert store.is_durable(first) and store.messages_stored == 1
+    store.close()
+
+
+def test_an_update_not_taken_yet_of_a_removed_entry_becomes_its_deletion(path, loop) -> None:
+    """An entry written before, delivered (its acquired flag updated) in a generation
+    that waits for the commit thread and acked before the thread takes it: the update
+    is not run but deletes the row in its place, in its generation (no update, and the
+    deletion as soon as before); the message row goes in the next generation."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    ref0 = store.add_message(qid, 0, None, 0, False, None, row(10))
+    commit(store, loop)
+    statements: list[str] = []
+    store._thread._db.set_trace_callback(statements.append)
+    running, release = holding(store)
+    try:
+        store.add_message(qid, 1, None, 0, False, None, row(11))
+        store.flush()
+        assert running.wait(10)  # the commit thread is busy with message 11
+        store.update_message(qid, 0, ref0, 1, False, True, None)  # delivered
+        done: list = []
+        store.after_commit(done.append)
+        store.flush()  # the update's generation waits
+        handed = store.latest_generation
+        store.remove_message(qid, 0, ref0)  # acked before the thread took it
+        assert store.latest_generation == handed + 1  # the message row's deletion only
+        store.after_commit(done.append)
+        store.flush()
+    finally:
+        release.set()
+    loop.run_until(lambda: len(done) == 2)
+    assert done == [None, None]
+    assert not [s for s in statements if s.startswith("UPDATE")]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT seq FROM queue_messages").fetchall() == [(1,)]
+    assert db.execute("SELECT id FROM messages").fetchall() == [(11,)]
     store.close()
 
 

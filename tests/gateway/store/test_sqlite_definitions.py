@@ -28,8 +28,14 @@ def test_definitions_survive_reopening_and_replace_their_kind_and_key(path, loop
     again.close()
 
 
+#: ``forwarded_ids`` as versions 1 to 3 made it (one id a row, no ``last_id``)
+OLD_FORWARDED_IDS = ("DROP TABLE forwarded_ids; CREATE TABLE forwarded_ids(origin TEXT NOT NULL, "
+                     "gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL, "
+                     "PRIMARY KEY (origin, gateway_id)) WITHOUT ROWID;")
+
+
 @pytest.mark.parametrize("version,dropped", [
-    (2, "DROP TABLE definitions;"),
+    (2, "DROP TABLE definitions;" + OLD_FORWARDED_IDS),
     (1, "DROP TABLE definitions; DROP TABLE outbox; DROP TABLE forwarded_ids;"),
 ])
 def test_an_older_store_gets_the_definitions_table(path, loop, version, dropped) -> None:
@@ -42,7 +48,7 @@ def test_an_older_store_gets_the_definitions_table(path, loop, version, dropped)
     commit(store, loop)
     store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert db.execute("SELECT kind, key, value FROM definitions").fetchall() == [
         ("vhost", "v2", '{"description": "second"}')]
     db.close()

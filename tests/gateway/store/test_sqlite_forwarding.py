@@ -46,13 +46,60 @@ def test_a_row_removed_before_its_commit_is_never_written(path, loop) -> None:
 
 def test_forwarded_ids_survive_and_are_forgotten_by_age(path, loop) -> None:
     store = open_store(path, loop)
-    store.remember_forwarded(ForwardedId("org-a", 10, 100.0))
-    store.remember_forwarded(ForwardedId("org-a", 11, 200.0))
+    store.remember_forwarded("org-a", 10, 100.0)
+    commit(store, loop)  # (in one commit, 10 and 11 would share a row seen at 200.0)
+    store.remember_forwarded("org-a", 11, 200.0)
     commit(store, loop)
     store.forget_forwarded(150.0)
     commit(store, loop)
     store.close()
     assert open_store(path, loop).load_forwarded() == [ForwardedId("org-a", 11, 200.0)]
+
+
+def test_ids_that_follow_each_other_in_a_commit_share_a_row(path, loop) -> None:
+    """A sender's stream (ids one after the other, per origin) costs the commit one
+    forwarded-id row per run, not one per message; every id is restored, seen at the
+    time of its run's latest."""
+    store = open_store(path, loop)
+    for gateway_id, seen_at in ((10, 1.0), (11, 2.0), (12, 3.0), (20, 4.0), (21, 5.0)):
+        store.remember_forwarded("org-a", gateway_id, seen_at)
+    store.remember_forwarded("org-b", 22, 6.0)      # another origin: a row of its own,
+    store.remember_forwarded("org-a", 22, 7.0)      # and org-a's run starts again
+    commit(store, loop)
+    store.remember_forwarded("org-a", 23, 8.0)      # the next commit: a row of its own
+    commit(store, loop)
+    store.close()
+    db = sqlite3.connect(path)
+    assert sorted(db.execute("SELECT origin, gateway_id, last_id, seen_at FROM forwarded_ids")) == [
+        ("org-a", 10, 12, 3.0), ("org-a", 20, 21, 5.0), ("org-a", 22, 22, 7.0), ("org-a", 23, 23, 8.0),
+        ("org-b", 22, 22, 6.0)]
+    db.close()
+    assert sorted(open_store(path, loop).load_forwarded()) == [
+        ForwardedId("org-a", 10, 3.0), ForwardedId("org-a", 11, 3.0), ForwardedId("org-a", 12, 3.0),
+        ForwardedId("org-a", 20, 5.0), ForwardedId("org-a", 21, 5.0), ForwardedId("org-a", 22, 7.0),
+        ForwardedId("org-a", 23, 8.0), ForwardedId("org-b", 22, 6.0)]
+
+
+def test_a_version_3_store_keeps_its_forwarded_ids(path, loop) -> None:
+    """Version 3 wrote one id a row; opened now, the file gets ``last_id`` and its ids
+    are all still known (a row without ``last_id`` is its own id alone)."""
+    open_store(path, loop).close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE forwarded_ids; CREATE TABLE forwarded_ids(origin TEXT NOT NULL, "
+                     "gateway_id INTEGER NOT NULL, seen_at REAL NOT NULL, "
+                     "PRIMARY KEY (origin, gateway_id)) WITHOUT ROWID; "
+                     "INSERT INTO forwarded_ids VALUES ('org-a', 5, 1.0), ('org-a', 6, 2.0); "
+                     "PRAGMA user_version=3;")
+    db.close()
+    store = open_store(path, loop)
+    store.remember_forwarded("org-a", 7, 3.0)
+    commit(store, loop)
+    store.close()
+    assert sorted(open_store(path, loop).load_forwarded()) == [
+        ForwardedId("org-a", 5, 1.0), ForwardedId("org-a", 6, 2.0), ForwardedId("org-a", 7, 3.0)]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    db.close()
 
 
 def test_a_version_1_store_gets_the_forwarding_tables(path, loop) -> None:
@@ -93,7 +140,7 @@ def test_outbox_rows_of_several_generations_go_as_few_multi_row_statements(path,
     store.flush()                                 # the first transaction, held
     for i in range(2, 302):
         store.add_outbox(outbox_row(i))
-        store.remember_forwarded(ForwardedId("org-z", i, 100.0))
+        store.remember_forwarded("org-z", i, 100.0)
     store.after_commit(done.append)
     store.flush()
     for i in range(2, 302, 3):
