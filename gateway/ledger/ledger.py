@@ -76,7 +76,10 @@ DeliveryRow = _row("DeliveryRow", ("ts", "gateway_id", "delivery_count", "receiv
 #: a forwarded message's ``received`` row: its origin id varies too (the origin and the
 #: peer containers are fixed in its shape, with the message row's shape)
 ForwardedRow = _row("ForwardedRow", MessageRow.__struct_fields__[1:] + ("origin_id",))
-_ROWS = (MessageRow, DeliveryRow, ForwardedRow)
+#: a forwarding event's row (``forwarded``, ``forward_settled``, a dead-lettering at the
+#: source): the context, event, remote, outcome and reason are fixed in its shape
+ForwardEventRow = _row("ForwardEventRow", ("ts", "gateway_id", "received_at"))
+_ROWS = (MessageRow, DeliveryRow, ForwardedRow, ForwardEventRow)
 #: marks the shape key of a forwarded message's row (beside its message row's shape)
 _FORWARDED = "forwarded"
 _astuple = msgspec.structs.astuple
@@ -153,6 +156,8 @@ class Ledger:
         self._last_delivered: dict[Any, tuple] = {}
         self._last_settled: dict[Any, tuple] = {}
         self._last_forwarded: dict[Any, tuple] = {}
+        #: (shape key) -> row shape of forwarding's events; kept as the context's last
+        self._last_forward_event: dict[Any, tuple] = {}
         #: (message row's shape, origin container, peer, forwarded row's shape) last used
         self._last_forwarded_shape: tuple = (None, None, None, 0)
         #: shapes of contexts closed: they go once every record made before is taken
@@ -196,6 +201,7 @@ class Ledger:
             self._last_delivered.pop(ctx, None)
             self._last_settled.pop(ctx, None)
             self._last_forwarded.pop(ctx, None)
+            self._last_forward_event.pop(ctx, None)
             # a record made after this (a late settlement) gets a shape of its own
             for key in self._keys_of_context.pop(ctx, ()):
                 self._closed.append(self._shape_ids.pop(key))
@@ -531,10 +537,23 @@ class Ledger:
         ``remote``: the one layout of forwarding's events."""
         ctx = self.forward_context(now, remote)
         value = kind._value_
-        append = self._append
-        for message in messages:
-            append(_Event(now, ctx, value, message.gateway_id, None, None, message.created_at,
-                          None, None, None, reason, outcome, remote))
+        key = (r.EVENT, ctx, value, reason, outcome, remote)
+        sid = self._shape_ids.get(key)
+        if sid is None and messages:  # declared with the first row (or none: the context has too many)
+            first, *messages = messages
+            record = self._shaped(self._last_forward_event, r.EVENT, ForwardEventRow, key,
+                                  (now, first.gateway_id, first.created_at), ctx=ctx,
+                                  event=value, reason=reason, outcome=outcome,
+                                  peer_container=remote)
+            if record.__class__ is not ForwardEventRow:
+                append = self._append
+                for message in messages:
+                    append(_Event(now, ctx, value, message.gateway_id, None, None,
+                                  message.created_at, None, None, None, reason, outcome, remote))
+                return
+            sid = record.shape
+        self.records.extend([ForwardEventRow(sid, now, message.gateway_id, message.created_at)
+                             for message in messages])
 
     def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
                           peer: str) -> None:

@@ -417,3 +417,54 @@ def test_arrivals_from_several_origins_and_links_each_keep_their_origin():
     got = [(row[2], row[3], row[-4], row[-3], row[-2]) for row in lines(ledger) if row[0] == "m"]
     assert got == [(ctx, gid, origin_id, origin, peer)
                    for ctx, gid, origin_id, origin, peer in arrivals + [(three, 13, 75, "org-x", "org-a")]]
+
+
+def test_forwarding_events_are_rows_that_read_back_as_their_full_records():
+    """Issue 45: ``forwarded``, ``forward_settled`` and a dead-lettering at the source are
+    rows (time, gateway id, receipt time) of a shape per event, remote, outcome and reason;
+    a remote's reasons beyond ``SHAPES_PER_CONTEXT`` go in full. Through ``take_lines`` and
+    through a writer process reading ``take_frame``, the lines are those of the full
+    records, field for field."""
+    import msgspec
+
+    from gateway.ledger.encoding import FrameReader, json_lines
+    from gateway.ledger.ledger import SHAPES_PER_CONTEXT, STRUCTS
+
+    def play(ledger):
+        ctx = {remote: ledger.forward_context(T0, remote) for remote in ("org-b", "org-c")}
+        expected = []
+        for i in range(SHAPES_PER_CONTEXT + 8):
+            remote = ("org-b", "org-c")[i % 2]
+            batch = [message(100 * i + j, created_at=T0 - j) for j in range(3)]
+            now = T0 + i
+            ledger.forwarded_many(now, batch, remote)
+            ledger.forward_settled_many(now, batch, remote, "rejected", f"why {i}")
+            ledger.forward_settled_many(now, batch[:1], remote, "accepted")
+            ledger.forward_dead_lettered(now, batch[2], remote, "amqp:not-found")
+            c = ctx[remote]
+            event = STRUCTS["e"]
+            expected += [event(now, c, "forwarded", m.gateway_id, None, None, m.created_at, None,
+                               None, None, None, None, remote) for m in batch]
+            expected += [event(now, c, "forward_settled", m.gateway_id, None, None, m.created_at,
+                               None, None, None, f"why {i}", "rejected", remote) for m in batch]
+            expected += [event(now, c, "forward_settled", batch[0].gateway_id, None, None,
+                               batch[0].created_at, None, None, None, None, "accepted", remote),
+                         event(now, c, "dead_lettered", batch[2].gateway_id, None, None,
+                               batch[2].created_at, None, None, None, "amqp:not-found", None,
+                               remote)]
+        return expected
+
+    ledger, twin = Ledger(container_id="gw"), Ledger(container_id="gw")
+    expected = play(ledger)
+    play(twin)
+    rows = [x for x in ledger.records if x.__struct_config__.tag is None]
+    assert len(rows) > 0.8 * len(expected)
+    assert all(len(msgspec.structs.astuple(x)) == 4 for x in rows), "shape id and 3 values"
+    want = json_lines([(x.__struct_config__.tag, *msgspec.structs.astuple(x))
+                       for x in twin.contexts.values()]) + json_lines(
+        [(x.__struct_config__.tag, *msgspec.structs.astuple(x)) for x in expected])
+    reader = FrameReader()
+    got = b"".join(reader.feed(ledger.take_frame(10 ** 6)))
+    assert reader.error is None
+    assert got == want
+    assert twin.take_lines(10 ** 6) == want
