@@ -64,11 +64,15 @@ class FrameError(ValueError):
 
 
 class _Table(dict):
-    """Shape id -> (pick, constants); a record (its tag first) is kept as it is."""
+    """Shape id -> (pick, constants); a record (its tag first) is kept as it is, and
+    counted in ``kept``."""
+
+    kept = 0
 
     def __missing__(self, head: Any) -> tuple:
         if head.__class__ is int:
             raise FrameError(f"ledger row of shape {head}, not declared")
+        self.kept += 1
         return _KEEP
 
 
@@ -180,8 +184,15 @@ class FrameReader:
         """The JSON Lines of every frame ``chunk`` completes. An impossible kind or
         length, or a payload that does not decode, sets ``error``: the stream cannot be
         trusted after it (the frames completed before it are still returned)."""
+        return [lines for lines, _ in self.feed_marked(chunk)]
+
+    def feed_marked(self, chunk: bytes) -> list[tuple[bytes, bool]]:
+        """``feed``, each frame's lines with whether they may hold records in full
+        (False: rows only, so no context opened or ended: ``LedgerWriter.add`` need
+        not look for them, a scan of every byte)."""
         if self.error is not None:
             return []
+        table = self.shapes._shapes
         data = self._data
         data += chunk
         offset, out = 0, []
@@ -196,10 +207,11 @@ class FrameReader:
                 break
             payload = bytes(data[start:end])
             if kind == LINES:
-                out.append(payload)
+                out.append((payload, True))
             else:
                 try:
                     if count:
+                        table.kept = 0
                         records = self.shapes.expand(_unpack(payload))
                     else:  # shapes (or no records)
                         self.shapes.apply(_unpack(payload))
@@ -211,7 +223,7 @@ class FrameReader:
                     self.error = FrameError(f"ledger frame does not decode: {exc}")
                     break
                 if records:
-                    out.append(json_lines(records))
+                    out.append((json_lines(records), table.kept > 0))
             offset = end
         del data[:offset]
         return out

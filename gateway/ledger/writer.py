@@ -106,7 +106,8 @@ class LedgerWriter:
         self.fsync = fsync
         self.max_buffered = max_buffered
         #: chunks of whole lines waiting for the next flush, with their line counts
-        self._pending: deque[tuple[bytes, int]] = deque()
+        #: (and whether they may open or end contexts)
+        self._pending: deque[tuple[bytes, int, bool]] = deque()
         self._pending_lines = 0
         #: the open contexts' lines, by id: each segment starts with them
         self._contexts: dict[int, bytes] = {}
@@ -135,11 +136,13 @@ class LedgerWriter:
         """Lines waiting for the next flush."""
         return self._pending_lines
 
-    def add(self, data: bytes) -> None:
-        """Keep ``data`` (whole ``\\n``-terminated lines) for the next flush."""
+    def add(self, data: bytes, contexts: bool = True) -> None:
+        """Keep ``data`` (whole ``\\n``-terminated lines) for the next flush. ``contexts``
+        False: the caller knows that no line opens or ends a context (rows only:
+        ``FrameReader.feed_marked``), and they are not searched for."""
         if self.enabled and data:
             count = data.count(b"\n")
-            self._pending.append((data, count))
+            self._pending.append((data, count, contexts))
             self._pending_lines += count
             self._drop_over(self.max_buffered)
 
@@ -157,7 +160,7 @@ class LedgerWriter:
             self._close_segment()
         pending = self._pending
         while pending:
-            data, count = pending[0]
+            data, count, contexts = pending[0]
             if self._fd is not None and self._open_size \
                     and self._open_size + len(data) > self.segment_max_bytes:
                 self._close_segment()
@@ -168,7 +171,8 @@ class LedgerWriter:
                 break
             pending.popleft()
             self._pending_lines -= count
-            self._learn_contexts(data)
+            if contexts:
+                self._learn_contexts(data)
             self.records_written += count
             written += count
         self._apply_retention(now_us)
@@ -266,15 +270,16 @@ class LedgerWriter:
         the contexts they opened or ended still count, and the next write repeats them."""
         pending = self._pending
         while self._pending_lines > limit:
-            data, count = pending.popleft()
+            data, count, contexts = pending.popleft()
             excess = self._pending_lines - limit
             if count > excess:  # drop part of the chunk, keep its newest lines
                 cut = 0
                 for _ in range(excess):
                     cut = data.index(b"\n", cut) + 1
-                pending.appendleft((data[cut:], count - excess))
+                pending.appendleft((data[cut:], count - excess, contexts))
                 data, count = data[:cut], excess
-            self._learn_contexts(data)
+            if contexts:
+                self._learn_contexts(data)
             self._pending_lines -= count
             self.records_dropped += count
             self._replay = True

@@ -106,8 +106,8 @@ def serve(fd: int, writer: LedgerWriter, clock: Callable[[], float] = time.time,
             continue
         if not chunk:
             break
-        for lines in reader.feed(chunk):
-            writer.add(lines)
+        for lines, records in reader.feed_marked(chunk):
+            writer.add(lines, records)
         if reader.error is not None:  # nothing after it can be trusted: what came before is kept
             log.error("ledger writer: %s; reading no more input", reader.error)
             break

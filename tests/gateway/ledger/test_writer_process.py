@@ -203,3 +203,43 @@ def test_real_process_waits_for_the_lock_then_gives_up(tmp_path, monkeypatch) ->
         assert main([json.dumps({"directory": str(tmp_path), "container_id": "gw"})]) == EXIT_LOCKED
     finally:
         os.close(held)
+
+
+def test_every_segment_starts_with_the_contexts_open_when_frames_of_rows_are_not_searched(tmp_path) -> None:
+    """Issue 45: the writer process searches only the lines of frames that hold records in
+    full for contexts opened and ended (``FrameReader.feed_marked``); frames of rows go
+    unsearched. Segments rotated every few frames still each start with the contexts
+    open then, one opened between rows and one ended among them included."""
+    from gateway.ledger.encoding import FrameReader
+
+    ledger = Ledger(container_id="gw")
+    first = ledger.context(100.0, "/", "a", "0-9-1", "1", 1)
+    stream, marks, later = [ledger.context_frame()], [], None
+    for i in range(40):
+        if i == 10:
+            later = ledger.context(100.0 + i, "/", "b", "1.0", "2", "l")
+        if i == 30:
+            ledger.close_context(100.0 + i, first)
+        ctx = first if i < 30 else later
+        record = message(i, 100.0 + i)
+        ledger.received(100.0 + i, ctx, record, EventKind.ROUTED)
+        stream.append(ledger.take_frame())
+    reader = FrameReader()
+    for data in stream:
+        marks += [held for _, held in reader.feed_marked(data)]
+    assert marks.count(False) >= 30 and 2 <= marks.count(True) <= 4, marks
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"".join(stream))
+    os.close(write_fd)
+    writer = LedgerWriter(str(tmp_path), container_id="gw", segment_max_bytes=600)
+    assert serve(read_fd, writer, clock=lambda: 200.0) == 0
+    os.close(read_fd)
+    segments = sorted(glob.glob(str(tmp_path / "*.jsonl")))
+    assert len(segments) >= 5
+    for path in segments:
+        with open(path, "rb") as f:
+            rows = [json.loads(line) for line in f]
+        opened = [row[2] for row in rows if row[0] == "c"]
+        assert rows[0][0] == "c" and opened, path
+        received = [row[2] for row in rows if row[0] == "m"]
+        assert set(received) <= set(opened), f"{path}: a message of a context it lacks"
