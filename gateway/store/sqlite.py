@@ -46,6 +46,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from gateway import timeline
+
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
 from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
@@ -240,6 +242,9 @@ class SqliteStore:
         gen = self._gen
         self._gen = gen + 1
         self._thread.submit(gen, ops)
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("submit", len(ops))
 
     @property
     def latest_generation(self) -> int:
@@ -263,6 +268,9 @@ class SqliteStore:
 
     def _committed(self, gen: int, error: Optional[StoreWriteFailed]) -> None:
         """The commit thread's report (on the event loop's thread)."""
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("reported", gen)
         if error is not None:
             if gen > self._done_gen:
                 self._failed.append((self._done_gen + 1, gen, error))
