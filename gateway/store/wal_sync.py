@@ -176,12 +176,17 @@ class WalSync:
             self._report(*run)
 
     def _sync(self, fd: int) -> Optional[StoreWriteFailed]:
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("sync-start")
         started = time.monotonic()
         try:
             self._sync_file(fd)
         except OSError as exc:
             return self._sync_failed(exc)
         seconds = time.monotonic() - started
+        if marks is not None:
+            marks.mark("sync-end")
         with self._cond:
             self._stats.synced(seconds)
         return None
