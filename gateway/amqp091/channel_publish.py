@@ -199,14 +199,21 @@ class ChannelPublishing:
             self.writer.send_method(ack)
         if confirms.held:
             upto = confirms.take_held()
+            confirms.waiting_gen = self._store.latest_generation
             self._store.after_commit(lambda error: self._confirm_durable(upto, error))
 
     def _confirm_durable(self, upto: int, error: Exception | None) -> None:
-        """The store committed (or failed) the writes of the publishes up to ``upto``."""
+        """The store committed (or failed) the writes of the publishes up to ``upto``.
+        Skipped when a later run of this channel is committed too: its callback comes
+        later in the same commit report, and its one basic.ack (``multiple``) covers
+        this run (one ack per channel per report, not one per generation)."""
         if self.is_open:
+            confirms = self.confirms
+            if error is None and confirms.waiting > upto and self._store.is_committed(confirms.waiting_gen):
+                return
             if error is not None:
                 log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
-            self.writer.send_method(self.confirms.answer(upto, error))
+            self.writer.send_method(confirms.answer(upto, error))
 
     # ---- modes --------------------------------------------------------------------------
 

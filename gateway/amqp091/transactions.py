@@ -51,7 +51,7 @@ class ConfirmTracker:
     and not yet handed to it (``held``), and the highest handed to it and not yet
     answered (``waiting``); 0 when none."""
 
-    __slots__ = ("last_seq", "first", "last", "held", "waiting")
+    __slots__ = ("last_seq", "first", "last", "held", "waiting", "waiting_gen")
 
     def __init__(self) -> None:
         self.last_seq = 0
@@ -59,6 +59,8 @@ class ConfirmTracker:
         self.last = 0
         self.held = 0
         self.waiting = 0
+        #: the store generation holding the publishes up to ``waiting``
+        self.waiting_gen = 0
 
     def next_seq(self) -> int:
         """The sequence number of the publish being handled (1, 2, ...)."""

@@ -260,6 +260,9 @@ class SqliteStore:
             return
         self._waiters.append((gen, callback))
 
+    def is_committed(self, generation: int) -> bool:
+        return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
+
     def _failure_of(self, gen: int) -> Optional[StoreWriteFailed]:
         for low, high, error in self._failed:
             if low <= gen <= high:
