@@ -199,8 +199,7 @@ class ChannelPublishing:
             self.writer.send_method(ack)
         if confirms.held:
             upto = confirms.take_held()
-            confirms.waiting_gen = self._store.latest_generation
-            self._store.after_commit(lambda error: self._confirm_durable(upto, error))
+            confirms.waiting_gen = self._store.after_commit(lambda error: self._confirm_durable(upto, error))
 
     def _confirm_durable(self, upto: int, error: Exception | None) -> None:
         """The store committed (or failed) the writes of the publishes up to ``upto``.

@@ -251,14 +251,15 @@ class SqliteStore:
         """The generation holding the latest write."""
         return self._gen if self._ops else self._gen - 1
 
-    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> None:
+    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> int:
         """Run ``callback(error)`` once every write made so far is committed (``None``) or
-        its transaction failed (the ``StoreWriteFailed``)."""
+        its transaction failed (the ``StoreWriteFailed``); returns the generation it waits for."""
         gen = self._gen if self._ops else self._gen - 1
         if gen <= self._done_gen:
             callback(self._failure_of(gen))
-            return
-        self._waiters.append((gen, callback))
+        else:
+            self._waiters.append((gen, callback))
+        return gen
 
     def is_committed(self, generation: int) -> bool:
         return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
