@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from addressing import split_global
+from gateway import timeline
 from gateway.amqp091 import methods as m
 from gateway.amqp091.connection_scope import ConnectionScope
 from gateway.amqp091.consumer import Unacked
@@ -199,20 +200,27 @@ class ChannelPublishing:
             self.writer.send_method(ack)
         if confirms.held:
             upto = confirms.take_held()
-            confirms.waiting_gen = self._store.after_commit(lambda error: self._confirm_durable(upto, error))
+            # before ``after_commit``, which may run the callback at once
+            confirms.runs.append(self._store.latest_generation)
+            self._store.after_commit(lambda error: self._confirm_durable(upto, error))
 
     def _confirm_durable(self, upto: int, error: Exception | None) -> None:
         """The store committed (or failed) the writes of the publishes up to ``upto``.
-        Skipped when a later run of this channel is committed too: its callback comes
+        Skipped when the next run of this channel is committed too: its callback comes
         later in the same commit report, and its one basic.ack (``multiple``) covers
         this run (one ack per channel per report, not one per generation)."""
+        confirms = self.confirms
+        runs = confirms.runs
+        runs.popleft()
         if self.is_open:
-            confirms = self.confirms
-            if error is None and confirms.waiting > upto and self._store.is_committed(confirms.waiting_gen):
+            if error is None and runs and self._store.is_committed(runs[0]):
                 return
             if error is not None:
                 log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
             self.writer.send_method(confirms.answer(upto, error))
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("confirmed", upto)
 
     # ---- modes --------------------------------------------------------------------------
 

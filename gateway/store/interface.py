@@ -241,9 +241,7 @@ class Store(Protocol):
 
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]: ...
 
-    def after_commit(self, callback: Callback) -> int:
-        """Run ``callback(error)`` once every write made so far is committed; returns the
-        generation it waits for (for :meth:`is_committed`)."""
+    def after_commit(self, callback: Callback) -> None: ...
 
     def is_committed(self, generation: int) -> bool:
         """True once every write of ``generation`` (a ``latest_generation``) is on disk in
@@ -340,9 +338,8 @@ class NullStore:
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]:
         return {}
 
-    def after_commit(self, callback: Callback) -> int:
+    def after_commit(self, callback: Callback) -> None:
         callback(None)
-        return 0
 
     def is_committed(self, generation: int) -> bool:
         return True

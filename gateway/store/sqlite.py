@@ -140,6 +140,9 @@ class SqliteStore:
             raise
         self.write_count = 0
         self._gen = 1
+        #: the generation holding the latest write (an attribute, not a property: read
+        #: for every durable 1.0 transfer and 0-9-1 confirm run)
+        self.latest_generation = 0
         self._ops: list[list] = []
         #: depth of ``one_commit`` blocks (no batch_max hand-over inside them)
         self._one_commit = 0
@@ -217,6 +220,7 @@ class SqliteStore:
         ops += new
         self.write_count += len(new)
         if first:
+            self.latest_generation = self._gen
             if self.on_pending is not None:
                 self.on_pending()
         elif len(ops) >= self._batch_max and not self._one_commit:
@@ -246,20 +250,14 @@ class SqliteStore:
         if marks is not None:
             marks.mark("submit", len(ops))
 
-    @property
-    def latest_generation(self) -> int:
-        """The generation holding the latest write."""
-        return self._gen if self._ops else self._gen - 1
-
-    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> int:
+    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> None:
         """Run ``callback(error)`` once every write made so far is committed (``None``) or
-        its transaction failed (the ``StoreWriteFailed``); returns the generation it waits for."""
-        gen = self._gen if self._ops else self._gen - 1
+        its transaction failed (the ``StoreWriteFailed``)."""
+        gen = self.latest_generation
         if gen <= self._done_gen:
             callback(self._failure_of(gen))
-        else:
-            self._waiters.append((gen, callback))
-        return gen
+            return
+        self._waiters.append((gen, callback))
 
     def is_committed(self, generation: int) -> bool:
         return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
