@@ -172,7 +172,8 @@ class ChannelPublishing:
             else:
                 event, reason = EventKind.UNROUTABLE, None
             record(now, self._ledger_ctx, message, event, result.queues, reason)
-        if not result.queues and not result.routed:  # (``queues`` first: no property call)
+        if not result.queues and result.service is None and not result.routed:  # (no property call
+            # for the usual results: queues or a service)
             if method.mandatory:
                 self.broker.unroutable.returned_amqp091 += 1
                 self.writer.send_content(
@@ -183,11 +184,12 @@ class ChannelPublishing:
                 self.broker.unroutable.dropped_amqp091 += 1
         if self.mode is _CONFIRM:
             confirms = self.confirms
-            seq = confirms.next_seq()
             if result.rejected:
+                seq = confirms.next_seq()
                 self.flush_confirms()
                 self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
-            elif confirms.hold(seq) if self._store.write_count != writes else confirms.add_ack(seq):
+            elif (confirms.hold_next() if self._store.write_count != writes
+                  else confirms.add_ack(confirms.next_seq())):
                 self.writer.at_batch_end(self.flush_confirms)
 
     def flush_confirms(self) -> None:

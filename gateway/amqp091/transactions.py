@@ -84,6 +84,14 @@ class ConfirmTracker:
         self.held = seq
         return first
 
+    def hold_next(self) -> bool:
+        """``hold`` the next publish's sequence number (a publish the store wrote: one call
+        per message on the durable and forwarding paths, not two)."""
+        first = not self.held
+        self.last_seq += 1
+        self.held = self.last_seq
+        return first
+
     def take_held(self) -> int:
         """The highest held tag, now waiting for the store (0 when none is held)."""
         held = self.held
