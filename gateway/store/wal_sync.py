@@ -98,6 +98,12 @@ class WalSync:
         """Whether a sync is running now (for tests)."""
         return self._running > 0
 
+    @property
+    def running(self) -> int:
+        """How many syncs are running now (for tests: a sync that ended has handed its
+        generations over in the same step that stopped counting it)."""
+        return self._running
+
     def put(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
             needs_sync: bool) -> None:
         """A generation the commit thread is done with: committed (``needs_sync``), or

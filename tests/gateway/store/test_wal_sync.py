@@ -132,6 +132,10 @@ def test_generations_reported_together_with_one_outcome_are_one_report(wal_path)
             wal.put(5, None, [5.0], True)
         assert syncs.wait_started(2)
         syncs.release(2)
+        deadline = time.monotonic() + 10
+        while wal.running > 1 and time.monotonic() < deadline:  # the second sync handed over
+            time.sleep(0.001)
+        assert wal.running == 1
         assert reports == []  # the later sync waits for the one before it
         syncs.release(1)
         assert wal.stop(10)
