@@ -18,6 +18,8 @@ import json
 import os
 from typing import Optional
 
+from gateway import timeline
+
 #: seconds shown in the zoomed panel
 ZOOM = 0.25
 
@@ -73,7 +75,8 @@ def summary(sides: dict[str, list[tuple[float, str, int]]]) -> dict:
             events.setdefault(event, []).append(count)
         row = {event: {"batches": len(counts), "total": sum(counts),
                        "mean_batch": round(sum(counts) / len(counts), 1)}
-               for event, counts in events.items() if not event.startswith("commit")}
+               for event, counts in events.items()
+               if not event.startswith("commit") and event not in timeline.POSITIONS}
         spans = commits(marks)
         if spans:
             times = sorted(end - start for start, end, _ in spans)

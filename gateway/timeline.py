@@ -8,7 +8,12 @@ read and a ``None`` test. The recorder stamps marks with the clock the service g
 (``time.monotonic``, which is one clock for every process of the machine, so the two
 gateways' lines can be drawn on one axis); the core never reads a clock itself.
 
-A mark is ``(time, event, count)``: ``count`` messages (or operations) in one batch. The
+A mark is ``(time, event, count)``: ``count`` messages (or operations) in one batch, but
+for ``POSITIONS``, whose ``count`` is a position: the generation a store commit report
+covers (``reported``), the delivery tag a 0-9-1 confirm covers (``confirmed``). The store's
+marks follow a durable write: ``submit`` (a generation handed to the commit thread),
+``commit-start`` / ``commit-done``, ``sync-start`` / ``sync-end`` (a log sync), ``synced``
+(generations reported durable together), ``reported`` (the event loop learns of it). The
 file has one JSON array per line: ``[time, event, count]``.
 """
 from __future__ import annotations
@@ -17,10 +22,13 @@ import json
 import os
 from typing import Callable, Mapping, Optional
 
-__all__ = ["ENVIRONMENT", "Timeline", "install", "recorder"]
+__all__ = ["ENVIRONMENT", "POSITIONS", "Timeline", "install", "recorder"]
 
 #: the environment variable naming the file the timeline is written to
 ENVIRONMENT = "AMQP_GATEWAY_TIMELINE"
+
+#: events whose count is a position (a generation, a delivery tag), not a batch's size
+POSITIONS = frozenset({"reported", "confirmed"})
 
 #: marks kept at most (a long run keeps its first ones)
 MAX_MARKS = 2_000_000

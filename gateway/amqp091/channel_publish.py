@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from addressing import split_global
+from gateway import timeline
 from gateway.amqp091 import methods as m
 from gateway.amqp091.connection_scope import ConnectionScope
 from gateway.amqp091.consumer import Unacked
@@ -172,7 +173,8 @@ class ChannelPublishing:
             else:
                 event, reason = EventKind.UNROUTABLE, None
             record(now, self._ledger_ctx, message, event, result.queues, reason)
-        if not result.queues and not result.routed:  # (``queues`` first: no property call)
+        if not result.queues and result.service is None and not result.routed:  # (no property call
+            # for the usual results: queues or a service)
             if method.mandatory:
                 self.broker.unroutable.returned_amqp091 += 1
                 self.writer.send_content(
@@ -183,11 +185,12 @@ class ChannelPublishing:
                 self.broker.unroutable.dropped_amqp091 += 1
         if self.mode is _CONFIRM:
             confirms = self.confirms
-            seq = confirms.next_seq()
             if result.rejected:
+                seq = confirms.next_seq()
                 self.flush_confirms()
                 self.writer.send_method(m.BasicNack(delivery_tag=seq, multiple=False, requeue=False))
-            elif confirms.hold(seq) if self._store.write_count != writes else confirms.add_ack(seq):
+            elif (confirms.hold_next() if self._store.write_count != writes
+                  else confirms.add_ack(confirms.next_seq())):
                 self.writer.at_batch_end(self.flush_confirms)
 
     def flush_confirms(self) -> None:
@@ -199,14 +202,27 @@ class ChannelPublishing:
             self.writer.send_method(ack)
         if confirms.held:
             upto = confirms.take_held()
+            # before ``after_commit``, which may run the callback at once
+            confirms.runs.append(self._store.latest_generation)
             self._store.after_commit(lambda error: self._confirm_durable(upto, error))
 
     def _confirm_durable(self, upto: int, error: Exception | None) -> None:
-        """The store committed (or failed) the writes of the publishes up to ``upto``."""
+        """The store committed (or failed) the writes of the publishes up to ``upto``.
+        Skipped when the next run of this channel is committed too: its callback comes
+        later in the same commit report, and its one basic.ack (``multiple``) covers
+        this run (one ack per channel per report, not one per generation)."""
+        confirms = self.confirms
+        runs = confirms.runs
+        runs.popleft()
         if self.is_open:
+            if error is None and runs and self._store.is_committed(runs[0]):
+                return
             if error is not None:
                 log.warning("nacking publishes up to %d on channel %d: %s", upto, self.channel_id, error)
-            self.writer.send_method(self.confirms.answer(upto, error))
+            self.writer.send_method(confirms.answer(upto, error))
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("confirmed", upto)
 
     # ---- modes --------------------------------------------------------------------------
 

@@ -58,10 +58,18 @@ class ChannelSettlement:
 
     def settle(self, kind: SettleKind, items: list[Unacked], now: float) -> dict[Queue, None]:
         """Give credit back first (a release dispatches at once), then settle in tag order;
-        returns the queues touched (the caller lets them dispatch)."""
+        returns the queues touched (the caller lets them dispatch). A run of deliveries
+        to one consumer (an ack with ``multiple``) gives its credit back in one call."""
+        run, count = None, 0
         for item in items:
-            if item.window is not None:
-                item.window.settle_one()
+            window = item.window
+            if window is not run:
+                if run is not None:
+                    run.settle_one(count)
+                run, count = window, 0
+            count += 1
+        if run is not None:
+            run.settle_one(count)
         queues: dict[Queue, None] = {}
         ledger = self._ledger
         # ack: accepted; nack/reject with requeue: released; without: rejected

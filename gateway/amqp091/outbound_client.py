@@ -72,27 +72,37 @@ class OutboundAmqp091(ClientEngine):
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
-        if not self.client.ready:
-            self._refuse(Settlement(message.entry_id, _RELEASED, f"{self.where}: not connected"))
-            return
-        try:
-            route = self._routes.get(message.address) or self._route(message.address)
-            if isinstance(route, SubjectPublish):
-                route = route_message(route, message.message.routing_key or None)
-            properties, body = forwarded_payload(message.message, message.annotations, self._headers)
-        except AddressError as exc:
-            self._refuse(Settlement(message.entry_id, _REJECTED, f"cannot publish to {self.where}: {exc.text}"))
-            return
-        except (ValueError, AmqpException, TranslationError) as exc:
-            self._refuse(Settlement(message.entry_id, _REJECTED,
-                                    f"cannot render message {message.entry_id} for {self.where}: {exc}"))
-            return
-        self.client.publish(message.entry_id, route.exchange, route.routing_key, properties, body)
-        self.output_ready()
+        self.send_many((message,))
 
     def send_many(self, messages: Sequence[OutboundMessage]) -> None:
+        """Publish a slice of the forwarder's entries: the readiness check, the lookups and
+        the call for output once for the slice, the rest per message (issue 45)."""
+        if not messages:
+            return
+        if not self.client.ready:
+            for message in messages:
+                self._refused.append(Settlement(message.entry_id, _RELEASED, f"{self.where}: not connected"))
+            self.output_ready()   # the edge's flush ticks us: the settlements go out then
+            return
+        routes = self._routes
+        headers = self._headers
+        publish = self.client.publish
         for message in messages:
-            self.send(message)
+            try:
+                route = routes.get(message.address) or self._route(message.address)
+                if isinstance(route, SubjectPublish):
+                    route = route_message(route, message.message.routing_key or None)
+                properties, body = forwarded_payload(message.message, message.annotations, headers)
+            except AddressError as exc:
+                self._refuse(Settlement(message.entry_id, _REJECTED,
+                                        f"cannot publish to {self.where}: {exc.text}"))
+                continue
+            except (ValueError, AmqpException, TranslationError) as exc:
+                self._refuse(Settlement(message.entry_id, _REJECTED,
+                                        f"cannot render message {message.entry_id} for {self.where}: {exc}"))
+                continue
+            publish(message.entry_id, route.exchange, route.routing_key, properties, body)
+        self.output_ready()
 
     def close(self, reason: str) -> None:
         self._down = True  # a close of ours: no connection_down

@@ -26,6 +26,7 @@ A channel is in at most one of the two modes (RabbitMQ: switching is 406).
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass
 
 from gateway.amqp091.consumer import Unacked
@@ -51,7 +52,7 @@ class ConfirmTracker:
     and not yet handed to it (``held``), and the highest handed to it and not yet
     answered (``waiting``); 0 when none."""
 
-    __slots__ = ("last_seq", "first", "last", "held", "waiting")
+    __slots__ = ("last_seq", "first", "last", "held", "waiting", "runs")
 
     def __init__(self) -> None:
         self.last_seq = 0
@@ -59,6 +60,8 @@ class ConfirmTracker:
         self.last = 0
         self.held = 0
         self.waiting = 0
+        #: the store generations of the runs handed to the store, not yet answered
+        self.runs: deque[int] = deque()
 
     def next_seq(self) -> int:
         """The sequence number of the publish being handled (1, 2, ...)."""
@@ -82,6 +85,14 @@ class ConfirmTracker:
         batch (the caller then arranges for :meth:`take_held` at the end of it)."""
         first = not self.held
         self.held = seq
+        return first
+
+    def hold_next(self) -> bool:
+        """``hold`` the next publish's sequence number (a publish the store wrote: one call
+        per message on the durable and forwarding paths, not two)."""
+        first = not self.held
+        self.last_seq += 1
+        self.held = self.last_seq
         return first
 
     def take_held(self) -> int:

@@ -61,7 +61,7 @@ class EngineEvents:
     connection and collector; ``links`` its link table (shared: both change it only
     through ``LinkTable``'s methods)."""
 
-    __slots__ = ("_host", "_proton", "_links", "_log", "flowed", "_collector")
+    __slots__ = ("_host", "_proton", "_links", "_log", "flowed", "_received", "_collector")
 
     def __init__(self, host: EventsHost, proton: ProtonTransport, links: LinkTable) -> None:
         self._host = host
@@ -72,6 +72,9 @@ class EngineEvents:
         self._log = ConnectionLogger(log, host.trail.connection_id)
         #: outgoing links whose credit changed in this batch of events
         self.flowed: dict[OutgoingLink, None] = {}
+        #: incoming links that took transfers in this batch: their credit is topped up
+        #: once at its end (one look at the queues' room per read, not per transfer)
+        self._received: dict[LinkHandler, None] = {}
 
     def handle_collected(self) -> None:
         """Handle the collected events in order: the one place proton events enter.
@@ -95,9 +98,16 @@ class EngineEvents:
         impl = self._collector
         by_pointer = self._links.by_pointer
         flowed = self.flowed
+        received = self._received
         while True:
             ev = pn_collector_peek(impl)
             if ev == NULL:
+                if received:
+                    links = list(received)
+                    received.clear()
+                    for link in links:
+                        link.refill()
+                    continue  # a flow it issued is an event too
                 if not flowed:
                     return
                 handlers = list(flowed)
@@ -115,7 +125,8 @@ class EngineEvents:
                         handler = self._links.find(link_impl)
                         if handler is None:
                             continue
-                    handler.on_delivery(d)
+                    if handler.on_delivery(d):
+                        received[handler] = None
                 elif etype == PN_LINK_FLOW:  # new credit: a receiver sends it every few messages
                     link_impl = pn_event_link(ev)
                     handler = by_pointer.get(link_impl)

@@ -212,8 +212,10 @@ class IncomingLink:
             return True
         return False
 
-    def on_delivery(self, d: Any) -> None:
-        """Collect a (possibly multi-frame) transfer; publish it once complete.
+    def on_delivery(self, d: Any) -> bool:
+        """Collect a (possibly multi-frame) transfer; publish it once complete. True when
+        the transfer took credit: the caller calls :meth:`refill` once after its batch of
+        events (``EngineEvents.handle_collected``), not once per transfer.
 
         ``d`` is proton's C delivery (``pn_delivery_t``, a ``Delivery``'s ``_impl``):
         the common path works on it directly, with no Python wrapper per transfer.
@@ -226,7 +228,7 @@ class IncomingLink:
             # delivery, already arrived, whose bytes would never be read
             self._buffer.clear()
             pn_delivery_settle(d)
-            return
+            return False
         pending = pn_delivery_pending(d)
         chunk = None
         if pending > 0:  # Receiver.recv, without its two wrappers and its copy of the read
@@ -255,7 +257,7 @@ class IncomingLink:
                     ledger.refused(self.host.now, self._ledger_ctx, error.description)
                 raise error
             if pn_delivery_partial(d):
-                return
+                return False
             encoded = bytes(self._buffer)
             self._buffer.clear()
         pn_link_advance(link._impl)
@@ -266,7 +268,7 @@ class IncomingLink:
         transactions = self.host.transactions
         if transactions is not None and pn_delivery_remote_state(d) == TRANSACTIONAL_STATE:
             transactions.post(self, d, encoded)  # held until the discharge (``transactions``)
-            return
+            return False
         writes = self._store.write_count
         self.host.trail.messages_in += 1
         marks = timeline.recorder
@@ -276,8 +278,7 @@ class IncomingLink:
         if not pn_delivery_settled(d):
             if self._store.write_count != writes and outcome == Delivery.ACCEPTED:
                 self._durable.hold(d)
-                self.refill()
-                return
+                return True
             if condition is not None:
                 delivery = Delivery.wrap(d)
                 delivery.local.condition = condition
@@ -285,7 +286,7 @@ class IncomingLink:
             else:  # what Delivery.update does when there is no condition/data
                 pn_delivery_update(d, outcome)
         pn_delivery_settle(d)
-        self.refill()
+        return True
 
     def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host

@@ -73,6 +73,8 @@ TRANSFER_ADDRESS = "amqp$transfer"
 SEND_SLICE = 128
 
 _ACCEPTED = ForwardOutcome.ACCEPTED
+#: nodes whose address a forwarder keeps (``Forwarder._address_of``)
+_ADDRESSES_MAX = 1024
 #: bytes of bodies an outbox keeps in memory whatever their number (see "Memory"): of
 #: 100 B messages, some 40,000 entries (about 30 MB of objects; 1 MiB was short of a
 #: loaded 50k-message run's backlog, which was then read back all the same)
@@ -139,6 +141,8 @@ class Forwarder:
         self.container = settings.container
         #: every entry's address for ``kind: gateway`` (else "": by its node)
         self._transfer_address = TRANSFER_ADDRESS if settings.kind == "gateway" else ""
+        #: ``address_for`` of the nodes seen (kind amqp091: a stream goes to a few nodes)
+        self._addresses: dict[str, str] = {}
         self._store = store
         self._dead_letter = dead_letter
         self._clock = clock
@@ -263,7 +267,8 @@ class Forwarder:
     def _hold(self, entry: OutboxEntry) -> None:
         """Outbox bodies in memory count against the memory high watermark like queued
         ones (``bytes`` counts every body, on disk or not)."""
-        entry.address = self._transfer_address or self.address_for(entry.node)
+        entry.address = (self._transfer_address or self._addresses.get(entry.node)
+                         or self._address_of(entry.node))
         self.bytes += entry.size
         self.held += entry.size
         if self._gate is not None:
@@ -297,6 +302,14 @@ class Forwarder:
                 or any(e.entry_id == entry_id for e in self.paged)
                 or any(e.entry_id == entry_id for e in self._staged or ())
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
+
+    def _address_of(self, node: str) -> str:
+        """``address_for``, kept for the next entries to ``node`` (up to ``_ADDRESSES_MAX``)."""
+        addresses = self._addresses
+        if len(addresses) >= _ADDRESSES_MAX:
+            addresses.clear()
+        address = addresses[node] = self.address_for(node)
+        return address
 
     def address_for(self, node: str) -> str:
         s = self.settings

@@ -243,6 +243,10 @@ class Store(Protocol):
 
     def after_commit(self, callback: Callback) -> None: ...
 
+    def is_committed(self, generation: int) -> bool:
+        """True once every write of ``generation`` (a ``latest_generation``) is on disk in
+        a successful commit (a commit report's callbacks see the whole report's)."""
+
     def one_commit(self) -> ContextManager[None]:
         """Within it, every write goes to the same commit (a transaction's commit: its
         writes are on disk all together or not at all, however many)."""
@@ -336,6 +340,9 @@ class NullStore:
 
     def after_commit(self, callback: Callback) -> None:
         callback(None)
+
+    def is_committed(self, generation: int) -> bool:
+        return True
 
     def one_commit(self) -> ContextManager[None]:
         return nullcontext()

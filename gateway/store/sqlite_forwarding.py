@@ -32,8 +32,11 @@ class ForwardingTables:
         self._generation = generation
         self._reader = reader
         self._codecs = codecs
-        #: pending insert operations of the open generation, by entry id
-        self._outbox_ops: dict[int, tuple[int, list]] = {}
+        #: the insert operations of generation ``_ops_gen``, by entry id: those of the
+        #: open generation (a new generation starts a new dict, the old one's ops were
+        #: handed to the commit thread: no (generation, op) pair kept per message)
+        self._outbox_ops: dict[int, list] = {}
+        self._ops_gen = -1
         #: outbox rows in the store (loaded, plus added, minus removed)
         self.outbox_rows = 0
         #: the latest forwarded-id row's insert and its generation: the next id of the
@@ -45,25 +48,32 @@ class ForwardingTables:
         op = [_INSERT_OUTBOX, row.entry_id, row.remote, row.node, m.origin, m.properties, m.body,
               m.exchange, m.routing_key, m.created_at, m.size, m.priority, m.deaths,
               row.annotations, row.attempts]
-        self._outbox_ops[row.entry_id] = (self._generation(), op)
+        gen = self._generation()
+        ops = self._outbox_ops if gen == self._ops_gen else self._open_ops(gen)
+        ops[row.entry_id] = op
         self.outbox_rows += 1
         self._append(op)
+
+    def _open_ops(self, gen: int) -> dict[int, list]:
+        """The insert operations of the open generation ``gen`` (a new dict once it moved on)."""
+        if gen != self._ops_gen:
+            self._outbox_ops = {}
+            self._ops_gen = gen
+        return self._outbox_ops
 
     def _pending_insert(self, entry_id: int, gen: int) -> Optional[list]:
         """The insert of row ``entry_id`` while it waits in the open generation ``gen``
         (forgotten here either way), or None."""
-        pending = self._outbox_ops.pop(entry_id, None)
-        if pending is None:
-            return None
-        op = pending[1]
-        return op if pending[0] == gen and op and op[0] is _INSERT_OUTBOX else None
+        ops = self._outbox_ops if gen == self._ops_gen else self._open_ops(gen)
+        op = ops.pop(entry_id, None)
+        return op if op and op[0] is _INSERT_OUTBOX else None
 
     def update_outbox(self, entry_id: int, attempts: int) -> None:
         gen = self._generation()
         op = self._pending_insert(entry_id, gen)
         if op is not None:
             op[14] = attempts
-            self._outbox_ops[entry_id] = (gen, op)
+            self._outbox_ops[entry_id] = op
             return
         self._append([Op.UPDATE_OUTBOX, entry_id, attempts])
 

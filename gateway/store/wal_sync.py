@@ -28,7 +28,8 @@ syncers nearly double the syncs a second; in a D1 run a committed generation wai
 3.5 ms on average for the sync before it to end, against a 4.7 ms sync of its own). Each
 sync covers what was committed before it started, and the results are reported in the
 order the syncs took their generations (a sync that ends early waits for the one
-before it), so reports stay in commit order and a failed sync fails exactly the
+before it), so reports stay in commit order (consecutive generations with one outcome
+as a single report of the last: one wake of the event loop, not one per commit) and a failed sync fails exactly the
 generations it took: never reported durable through a later sync, since after a failed
 ``fdatasync`` the kernel may have marked the unwritten pages clean.
 
@@ -46,6 +47,8 @@ import os
 import threading
 import time
 from typing import Any, Callable, Optional
+
+from gateway import timeline
 
 from .errors import StoreWriteFailed, write_failed
 
@@ -94,6 +97,12 @@ class WalSync:
     def syncing(self) -> bool:
         """Whether a sync is running now (for tests)."""
         return self._running > 0
+
+    @property
+    def running(self) -> int:
+        """How many syncs are running now (for tests: a sync that ended has handed its
+        generations over in the same step that stopped counting it)."""
+        return self._running
 
     def put(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
             needs_sync: bool) -> None:
@@ -152,21 +161,38 @@ class WalSync:
                 self._report_finished()
 
     def _report_finished(self) -> None:
-        """Report the finished syncs' generations in ticket order (under the lock)."""
+        """Report the finished syncs' generations in ticket order (under the lock), a run
+        of generations with the same outcome as one report of its last: a report says
+        "everything up to this generation", and each one is a wake of the event loop."""
         finished = self._finished
+        run: Optional[tuple[int, Optional[StoreWriteFailed], list[float]]] = None
         while self._next_report in finished:
             taken, error = finished.pop(self._next_report)
             self._next_report += 1
             for generation, failed, submitted, needs in taken:
-                self._report(generation, failed or (error if needs else None), submitted)
+                outcome = failed or (error if needs else None)
+                if run is not None and run[1] is not outcome:
+                    self._report(*run)
+                    run = None
+                run = (generation, outcome, run[2] + submitted if run is not None else submitted)
+        if run is not None:
+            marks = timeline.recorder
+            if marks is not None:
+                marks.mark("synced", len(run[2]))
+            self._report(*run)
 
     def _sync(self, fd: int) -> Optional[StoreWriteFailed]:
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("sync-start")
         started = time.monotonic()
         try:
             self._sync_file(fd)
         except OSError as exc:
             return self._sync_failed(exc)
         seconds = time.monotonic() - started
+        if marks is not None:
+            marks.mark("sync-end")
         with self._cond:
             self._stats.synced(seconds)
         return None

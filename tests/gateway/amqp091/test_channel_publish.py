@@ -335,3 +335,16 @@ def test_confirm_tracker_runs():
     assert tracker.take_ack() is None
     assert tracker.add_ack(tracker.next_seq()) is True
     assert tracker.take_ack() == m.BasicAck(delivery_tag=3, multiple=False)
+
+
+def test_confirm_tracker_holds_the_next_publish_for_the_store():
+    tracker = ConfirmTracker()
+    assert tracker.add_ack(tracker.next_seq()) is True
+    assert tracker.hold_next() is True  # the first held in the batch: schedule take_held
+    assert tracker.hold_next() is False
+    assert (tracker.last_seq, tracker.held) == (3, 3)
+    assert tracker.take_ack() == m.BasicAck(delivery_tag=1, multiple=False)
+    assert tracker.take_held() == 3
+    assert tracker.answer(3, None) == m.BasicAck(delivery_tag=3, multiple=True)
+    assert tracker.hold_next() is True
+    assert tracker.held == 4
