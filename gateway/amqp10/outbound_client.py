@@ -144,6 +144,8 @@ class OutboundAmqp10:
             entry_id = message.entry_id
             tag = b"%d" % entry_id
             unsettled[lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))] = entry_id
+            # ``proton_calls.send_parts`` with no header, written out: one call less a
+            # forwarded message (the fwd-send budget counts it)
             sent = lib.pn_link_send(impl, ffi.from_buffer(encoded), len(encoded))
             if sent < 0:
                 raise_link_error(self._links[message.address], sent)
