@@ -155,9 +155,6 @@ class Ledger:
         self._last_message: dict[Any, tuple] = {}
         self._last_delivered: dict[Any, tuple] = {}
         self._last_settled: dict[Any, tuple] = {}
-        self._last_forwarded: dict[Any, tuple] = {}
-        #: (shape key) -> row shape of forwarding's events; kept as the context's last
-        self._last_forward_event: dict[Any, tuple] = {}
         #: (message row's shape, origin container, peer, forwarded row's shape) last used
         self._last_forwarded_shape: tuple = (None, None, None, 0)
         #: shapes of contexts closed: they go once every record made before is taken
@@ -200,8 +197,6 @@ class Ledger:
             self._last_message.pop(ctx, None)
             self._last_delivered.pop(ctx, None)
             self._last_settled.pop(ctx, None)
-            self._last_forwarded.pop(ctx, None)
-            self._last_forward_event.pop(ctx, None)
             # a record made after this (a late settlement) gets a shape of its own
             for key in self._keys_of_context.pop(ctx, ()):
                 self._closed.append(self._shape_ids.pop(key))
@@ -235,12 +230,12 @@ class Ledger:
 
     # -- shapes ------------------------------------------------------------------------
 
-    def _shaped(self, last: dict, tag: str, row: type, key: tuple, values: tuple,
+    def _shaped(self, last: Optional[dict], tag: str, row: type, key: tuple, values: tuple,
                 **fixed: Any) -> Any:
         """Append the row of ``values`` (``row``'s fields after the shape id) in the shape
         ``key`` (``tag``, the context, then the values of the ``fixed`` fields), declared
-        when new; returns it. The shape is kept in ``last`` as the context's last of its
-        kind while the context is open. A context closed (or never opened) has its shapes
+        when new; returns it. The shape is kept in ``last`` (None: not kept; a caller that
+        finds its shape by key) as the context's last of its kind while the context is open. A context closed (or never opened) has its shapes
         forgotten once their rows are taken. A context with ``SHAPES_PER_CONTEXT`` shapes
         already (a routing key per message, say) gets the record in full instead: a
         declaration per record would cost more than it saves."""
@@ -263,7 +258,7 @@ class Ledger:
                 self._keys_of_context.setdefault(ctx, []).append(key)
             else:
                 self._closed.append(sid)
-        if ctx in self.contexts:
+        if last is not None and ctx in self.contexts:
             last[ctx] = (sid, *key)
         record = row(sid, *values)
         self._append(record)
@@ -541,7 +536,7 @@ class Ledger:
         sid = self._shape_ids.get(key)
         if sid is None and messages:  # declared with the first row (or none: the context has too many)
             first, *messages = messages
-            record = self._shaped(self._last_forward_event, r.EVENT, ForwardEventRow, key,
+            record = self._shaped(None, r.EVENT, ForwardEventRow, key,
                                   (now, first.gateway_id, first.created_at), ctx=ctx,
                                   event=value, reason=reason, outcome=outcome,
                                   peer_container=remote)
@@ -591,7 +586,7 @@ class Ledger:
         fixed = shape[4]
         key = (shape[2], fixed["ctx"], _FORWARDED, row.shape, origin_container, peer)
         records.pop()
-        record = self._shaped(self._last_forwarded, shape[2], ForwardedRow, key,
+        record = self._shaped(None, shape[2], ForwardedRow, key,
                               (*_astuple(row)[1:], origin_id), **fixed,
                               origin_container=origin_container, peer_container=peer)
         if record.__class__ is ForwardedRow:
