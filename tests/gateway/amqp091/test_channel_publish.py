@@ -157,9 +157,9 @@ def test_memory_alarm_blocks_and_unblocks_publishers(broker, client):
 
 
 def test_blocked_listener_is_removed_when_the_connection_closes(broker, client):
-    assert len(broker.gate._listeners) == 1
+    assert broker.gate.listener_count == 1
     client.call(0, m.ConnectionClose(reply_code=200, reply_text="bye"))
-    assert broker.gate._listeners == []
+    assert broker.gate.listener_count == 0
 
 
 def test_already_blocked_broker_blocks_new_connection_at_first_channel(broker):
