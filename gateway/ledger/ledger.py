@@ -42,8 +42,8 @@ from . import records as r
 from .encoding import as_text as _text
 from .encoding import frame, json_lines
 from .records import EventKind
-from .row_shapes import (SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, ForwardedRow, ForwardEventRow,
-                         MessageRow, RowShapes)
+from .row_shapes import (FORWARDED, SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, ForwardedRow,
+                         ForwardEventRow, MessageRow, RowShapes)
 
 __all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "SHAPES_PER_CONTEXT", "STRUCTS",
            "sample_threshold"]
@@ -53,8 +53,6 @@ DEFAULT_SLICE = 512
 _SCALE = 2 ** 32
 _Context, _Ended = STRUCTS[r.CONTEXT], STRUCTS[r.CONTEXT_ENDED]
 _Event = STRUCTS[r.EVENT]
-#: the first item of a forwarded arrival's shape key (the kind tags are single letters)
-_FORWARDED = "forwarded"
 
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
@@ -268,13 +266,11 @@ class Ledger:
             names = _names(queues)
             stored = _stored(message, queues)
         verdict = None if event is None else event._value_
-        key = (tag, ctx, exchange, routing_key, names, verdict, stored, reason, address)
+        key = (tag, ctx, exchange, routing_key, verdict, names, stored, reason, address)
         sid = self._shape_of(key)
         if sid is None:
             row = self._row_shapes.new_row(
-                key, tag, MessageRow, (now, message.gateway_id, mid, cid, message.size, headers),
-                {"ctx": ctx, "exchange": exchange, "routing_key": routing_key, "event": verdict,
-                 "routed_to": names, "stored_to": stored, "reason": reason, "address": address})
+                key, MessageRow, (now, message.gateway_id, mid, cid, message.size, headers))
         else:
             row = MessageRow(sid, now, message.gateway_id, mid, cid, message.size, headers)
         self._append(row)
@@ -291,9 +287,8 @@ class Ledger:
         sid = self._shape_of(key)
         if sid is None:
             row = self._row_shapes.new_row(
-                key, _DELIVERED, DeliveryRow,
-                (now, message.gateway_id, entry.delivery_count, message.created_at),
-                {"ctx": ctx, "queue": queue})
+                key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                   message.created_at))
         else:
             row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
                               message.created_at)
@@ -311,18 +306,14 @@ class Ledger:
         key = (_DELIVERED, ctx, queue)
         sid = self._shape_of(key)
         if sid is None:
-            row = self._row_shapes.new_row(key, _DELIVERED, DeliveryRow,
-                                           (now, gateway_id, count, created_at),
-                                           {"ctx": ctx, "queue": queue})
+            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
         else:
             row = DeliveryRow(sid, now, gateway_id, count, created_at)
         self._append(row)
         key = (_SETTLED, ctx, queue, _ACCEPTED, None)
         sid = self._shape_of(key)
         if sid is None:
-            row = self._row_shapes.new_row(
-                key, _SETTLED, DeliveryRow, (now, gateway_id, count, created_at),
-                {"ctx": ctx, "queue": queue, "outcome": _ACCEPTED, "reason": None})
+            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
         else:
             row = DeliveryRow(sid, now, gateway_id, count, created_at)
         self._append(row)
@@ -336,9 +327,8 @@ class Ledger:
         sid = self._shape_of(key)
         if sid is None:
             row = self._row_shapes.new_row(
-                key, _SETTLED, DeliveryRow,
-                (now, message.gateway_id, entry.delivery_count, message.created_at),
-                {"ctx": ctx, "queue": queue, "outcome": outcome, "reason": reason})
+                key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                   message.created_at))
         else:
             row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
                               message.created_at)
@@ -445,10 +435,8 @@ class Ledger:
         sid = self._shape_of(key)
         if sid is None and messages:  # declared with the first row (or none: the context has too many)
             first, *messages = messages
-            record = self._row_shapes.new_row(
-                key, _EVENT, ForwardEventRow, (now, first.gateway_id, first.created_at),
-                {"ctx": ctx, "event": value, "reason": reason, "outcome": outcome,
-                 "peer_container": remote})
+            record = self._row_shapes.new_row(key, ForwardEventRow,
+                                              (now, first.gateway_id, first.created_at))
             self._append(record)
             if record.__class__ is not ForwardEventRow:
                 append = self._append
@@ -473,16 +461,12 @@ class Ledger:
             if row.gateway_id == message.gateway_id:
                 # a row of its own shape (the message row's, with the two containers
                 # fixed, and its origin id), not the record in full: one struct per message
-                key = (_FORWARDED, row.shape, origin_container, peer)
+                key = (FORWARDED, row.shape, origin_container, peer)
                 sid = self._shape_of(key)
                 if sid is None:
-                    declaration = self.shapes[row.shape]
                     records[-1] = self._row_shapes.new_row(
-                        key, declaration[2], ForwardedRow,
-                        (row.ts, row.gateway_id, row.message_id, row.correlation_id, row.size,
-                         row.headers, origin_id),
-                        {**declaration[4], "origin_container": origin_container,
-                         "peer_container": peer})
+                        key, ForwardedRow, (row.ts, row.gateway_id, row.message_id,
+                                            row.correlation_id, row.size, row.headers, origin_id))
                 else:
                     records[-1] = ForwardedRow(sid, row.ts, row.gateway_id, row.message_id,
                                                row.correlation_id, row.size, row.headers,

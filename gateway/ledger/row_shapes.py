@@ -8,9 +8,10 @@ shape holds the fields that are the same for a channel's or link's messages (its
 context, queue, exchange, routing key, verdict, outcome ...); it is declared to the
 writer once, ahead of its first row (``encoding``).
 
-A shape is found by its *key*: a tuple of the record's kind tag, then whatever tells
-the shape apart from the others of that kind (the context and the values of the fixed
-fields, or, for a forwarded arrival, its message row's shape and the two containers).
+A shape is found by its *key*: a tuple of the record's kind tag, then the values of the
+fields its shapes fix (``_FIXED``: the context first), so that the key is the shape's
+declaration; or, for a forwarded arrival, ``FORWARDED``, its message row's shape and the
+two containers.
 Finding one is a single dict look-up (``find``, a bound ``dict.get``: no Python call on
 the message path); a key not found gets a shape made for it (``new_row``). Why one
 dict and no "last shape per context" caches (which the ledger kept before): both cost
@@ -33,7 +34,7 @@ import msgspec
 from . import records as r
 from .encoding import SHAPE, Shapes
 
-__all__ = ["DeliveryRow", "ForwardEventRow", "ForwardedRow", "MessageRow", "RowShapes",
+__all__ = ["DeliveryRow", "FORWARDED", "ForwardEventRow", "ForwardedRow", "MessageRow", "RowShapes",
            "SHAPES_PER_CONTEXT", "STRUCTS"]
 
 #: shapes a context keeps at most; its records beyond go in full
@@ -66,6 +67,21 @@ ForwardedRow = _row("ForwardedRow", MessageRow.__struct_fields__[1:] + ("origin_
 #: source): the context, event, remote, outcome and reason are fixed in its shape
 ForwardEventRow = _row("ForwardEventRow", ("ts", "gateway_id", "received_at"))
 _ROWS = (MessageRow, DeliveryRow, ForwardedRow, ForwardEventRow)
+
+_MESSAGE_FIXED = ("ctx", "exchange", "routing_key", "event", "routed_to", "stored_to", "reason",
+                  "address")
+#: kind tag -> the fields its shapes fix, in the order a shape's key holds their values
+#: (after the tag): a key is the shape's declaration
+_FIXED: dict[str, tuple[str, ...]] = {
+    r.MESSAGE: _MESSAGE_FIXED,
+    r.VERDICT: _MESSAGE_FIXED,
+    r.DELIVERED: ("ctx", "queue"),
+    r.SETTLED: ("ctx", "queue", "outcome", "reason"),
+    r.EVENT: ("ctx", "event", "reason", "outcome", "peer_container"),  # forwarding's events
+}
+#: the head of a forwarded arrival's key: (FORWARDED, its message row's shape id, origin
+#: container, peer container); its shape is the message row's with the two containers
+FORWARDED = "forwarded"
 _astuple = msgspec.structs.astuple
 
 
@@ -105,13 +121,18 @@ class RowShapes:
         self._expansion = Shapes()
         self._next_shape: Callable[[], int] = iter(range(1, 1 << 62)).__next__
 
-    def new_row(self, key: tuple, tag: str, row: type, values: tuple,
-                fixed: dict[str, Any]) -> Any:
-        """The record of kind ``tag`` whose shape ``key`` ``find`` does not know, with
-        ``values`` (``row``'s fields after its shape id) and the ``fixed`` fields (its
-        context ``ctx`` among them; the dict is kept as the declaration's): a row of a
-        shape declared now, or the record in full when its context has
-        ``SHAPES_PER_CONTEXT`` shapes already."""
+    def new_row(self, key: tuple, row: type, values: tuple) -> Any:
+        """The record of ``values`` (``row``'s fields after its shape id) whose shape
+        ``key`` ``find`` does not know: a row of a shape declared now, or the record in
+        full when its context has ``SHAPES_PER_CONTEXT`` shapes already."""
+        head = key[0]
+        if head == FORWARDED:
+            base = self.declarations[key[1]]
+            tag = base[2]
+            fixed = {**base[4], "origin_container": key[2], "peer_container": key[3]}
+        else:
+            tag = head
+            fixed = dict(zip(_FIXED[tag], key[1:]))
         ctx = fixed["ctx"]
         varying = row.__struct_fields__[1:]
         keys = self._keys_of_context.get(ctx)
