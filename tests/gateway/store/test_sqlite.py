@@ -423,8 +423,7 @@ def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> 
 
 
 def test_retry_without_new_writes(path, loop) -> None:
-    store = open_store(path, loop)
-    store._thread._retry_interval = 0.05
+    store = open_store(path, loop, retry_interval=0.05)
     qid = store.save_queue(QueueRecord("/", "q"))
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     commit(store, loop)

@@ -125,7 +125,7 @@ def test_generations_reported_together_with_one_outcome_are_one_report(wal_path)
     try:
         wal.put(1, None, [1.0], True)
         assert syncs.wait_started(1)
-        with wal._cond:  # the second syncer takes the four at once
+        with wal.handover_lock:  # the second syncer takes the four at once
             wal.put(2, None, [2.0], True)
             wal.put(3, None, [3.0], False)
             wal.put(4, failure, [4.0], False)
