@@ -79,9 +79,7 @@ class Amqp10Pump:
         self._backlog = b""
 
     # ------------------------------------------------------------------ plumbing
-    def client_output(self) -> bytes:
-        """What the client's transport has to send, taken from it (a test may feed it to
-        the engine itself)."""
+    def _client_output(self) -> bytes:
         pending = self.transport.pending()
         if pending <= 0:
             return b""
@@ -93,7 +91,7 @@ class Amqp10Pump:
         """Move bytes both ways until neither side has anything to say."""
         for _ in range(max_rounds):
             moved = False
-            out = self.client_output()
+            out = self._client_output()
             if out and self.engine is None:
                 header, out = out[:8], out[8:]
                 self.engine = self.engine_factory(header)

@@ -274,5 +274,5 @@ def test_one_data_to_send_carries_a_whole_large_delivery(connect):
     pump.send(pump.sender("/queue/q1"), encoded)
     receiver = pump.receiver("/queue/q1")
     receiver.flow(1)
-    pump.engine.receive_data(pump.client_output())
+    pump.engine.receive_data(pump._client_output())
     assert len(pump.engine.data_to_send()) > len(encoded)
