@@ -15,9 +15,10 @@ two containers. Finding one is a single dict look-up (``find``, a bound ``dict.g
 Python call on the message path); a key not found gets a shape made for it
 (``new_row``). Why one dict and no "last shape per context of each kind" caches in front
 of it (which the ledger kept before): the same calls a record (one C call), one rule
-instead of five, and the key look-up was the caches' fallback anyway; building and
-hashing the key costs about 30-40 ns a record more than comparing a cached one field by
-field (a microbench, on a loaded machine).
+instead of five, and the key look-up was the caches' fallback anyway. Building and
+hashing the key cost no CPU time that shows beside the field-by-field comparisons (one
+process, 20,000 messages' received, delivered and settled records, process time, best
+of 15, 10 runs alternating: 881-978 ns a message before, 890-935 after).
 
 Lifetime: a shape lives while its context is open. When the context closes
 (``context_closed``), and for a context never opened or closed already, the shapes are
