@@ -507,7 +507,7 @@ class Ledger:
 
     def expand(self, records: Sequence[Any]) -> list:
         """``records`` (rows among them, of shapes not forgotten yet) as the records they
-        stand for: lists of the tag and the fields of ``records.RECORDS``."""
+        stand for: tuples of the tag and the fields of ``records.RECORDS``."""
         return self._row_shapes.expand(records)
 
     def _take(self, limit: int) -> list:

@@ -174,5 +174,5 @@ class RowShapes:
 
     def expand(self, records: Sequence[Any]) -> list:
         """``records`` (rows among them, of shapes not retired yet) as the records they
-        stand for: lists of the tag and the fields of ``records.RECORDS``."""
+        stand for: tuples of the tag and the fields of ``records.RECORDS``."""
         return self._expansion.expand(_items(records))
