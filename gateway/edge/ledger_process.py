@@ -44,7 +44,7 @@ import gateway
 from gateway.ledger import Ledger
 from gateway.ledger.encoding import frame_count
 
-__all__ = ["SHIP_INTERVAL", "SLICE", "LedgerProcess", "LedgerShipping", "widen_pipe"]
+__all__ = ["SHIP_INTERVAL", "SLICE", "LedgerProcess", "LedgerShipping"]
 
 log = logging.getLogger(__name__)
 
