@@ -223,7 +223,7 @@ def test_held_input_is_held_again_if_the_alarm_returns_during_replay(broker, cli
 def test_expiration_sets_message_ttl(client, broker):
     client.declare(1, "q")
     client.publish(1, "", "q", properties=BasicProperties(expiration="1000", priority=3, delivery_mode=2))
-    entry = broker.vhost("/").queue("q")._head(1000.0)
+    entry = broker.vhost("/").queue("q").entries.head(1000.0)
     message = entry.message
     assert (message.ttl_ms, message.priority, message.durable) == (1000, 3, True)
     assert broker.vhost("/").queue("q").expire(1002.0) == 1
