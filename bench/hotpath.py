@@ -402,15 +402,19 @@ class _Amqp091Consumer:
 class _Amqp10Receiver:
     """A 1.0 receiving client: credit 300, topped up below half, accepts each delivery."""
 
-    def __init__(self, gateway: Gateway, address: str) -> None:
+    def __init__(self, gateway: Gateway, address: str, credit: int = PREFETCH) -> None:
         self.pump = gateway.amqp10()
-        self.link = self.pump.receiver(address, credit=PREFETCH)
+        self.link = self.pump.receiver(address, credit=credit)
         self.received = 0
 
-    def take(self, n: int) -> None:
+    def take(self, n: int, credit_each: int = 0) -> None:
+        """Accept ``n`` deliveries; with ``credit_each``, give that much credit before each
+        read instead of topping it up to ``PREFETCH`` below half."""
         from proton import Delivery  # noqa: PLC0415
         got = 0
         while got < n:
+            if credit_each:
+                self.link.flow(credit_each)
             self.pump.pump()
             taken = self.pump.take(self.link)
             if not taken:
@@ -419,7 +423,7 @@ class _Amqp10Receiver:
                 delivery.update(Delivery.ACCEPTED)
                 delivery.settle()
                 got += 1
-            if self.link.credit < PREFETCH // 2:
+            if not credit_each and self.link.credit < PREFETCH // 2:
                 self.link.flow(PREFETCH - self.link.credit)
         self.pump.pump()
         self.received += got
@@ -524,9 +528,8 @@ class BacklogPath(Path_):
     def setup(self, meter: Meter) -> None:
         self.g = g = self.gateway(meter)
         g.amqp091(_declare("q"))
-        self.pump = g.amqp10()
-        self.link = self.pump.receiver("/queue/q", credit=0)
-        self.pump.pump()
+        self.consumer = _Amqp10Receiver(g, "/queue/q", credit=0)
+        self.consumer.pump.pump()
         if self.producer_kind == "091":
             producer = g.amqp091(b"")
             frames = _publishes("", "q", self.size, CHUNK)
@@ -539,24 +542,12 @@ class BacklogPath(Path_):
             self.publish()
 
     def batch(self, n: int, meter: Meter) -> None:
-        from proton import Delivery  # noqa: PLC0415
         done = 0
         while done < n:
             self.publish()
             done += CHUNK
         meter.snapshot_held()
-        got = 0
-        while got < n:
-            self.link.flow(CHUNK)
-            self.pump.pump()
-            taken = self.pump.take(self.link)
-            if not taken:
-                raise AssertionError(f"1.0 receiver got {got} of {n} from the backlog")
-            for delivery, _data in taken:
-                delivery.update(Delivery.ACCEPTED)
-                delivery.settle()
-                got += 1
-        self.pump.pump()
+        self.consumer.take(n, credit_each=CHUNK)
         self.g.drain_ledger()
 
 
