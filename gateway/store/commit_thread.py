@@ -12,7 +12,13 @@ commit: the busier the disk, the larger the batches). Then it reports through
 disk, or that it is not. With ``store.sync: full`` the sync is a second stage
 (:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
 generation to ``WalSync``, whose syncer threads sync the write-ahead log and only then
-report it, while this thread already runs the next group. Until this thread takes a
+report it, while this thread already runs the next group. The hand-over is where
+"committed" is known: when the event loop waits for it (``wants_written(generation)``,
+a forwarder's outbox rows: sent once committed, not once synced) or the transaction
+failed, this thread also reports ``call_in_loop(on_written, first, generation, error)``
+for the generations ``first..generation`` it committed: one wake of the loop per commit
+group at most, and none when nobody waits (a failure always, so the loop knows the
+outcome of every generation up to the latest it was told of). Until this thread takes a
 generation, the event loop may still cancel its inserts (:meth:`CommitThread.cancel`: a
 message acked before it was written).
 
@@ -144,7 +150,9 @@ class CommitThread:
     then stored as NULL and a warning logged). ``synced``: whether a commit syncs (for the
     ``syncs`` counter). ``on_recovered()`` is called (through ``call_in_loop``) when a
     failing period ends; ``reserve`` is the space reserve (None: none); ``failing`` starts
-    the thread in a failing period (the store opened on a full disk)."""
+    the thread in a failing period (the store opened on a full disk). ``on_written`` and
+    ``wants_written``: the "committed, not yet synced" report (module docstring), with the
+    ``WalSync`` stage only (without it a commit is reported at once anyway)."""
 
     def __init__(self, db: sqlite3.Connection, *, call_in_loop: Callable[..., None],
                  on_done: Callable[[int, Optional[StoreWriteFailed]], None],
@@ -155,10 +163,14 @@ class CommitThread:
                  probe_bytes: int = DEFAULT_PROBE_BYTES,
                  failing: Optional[StoreWriteFailed] = None,
                  wal_path: Optional[str] = None,
-                 sync_file: Callable[[int], None] = os.fdatasync) -> None:
+                 sync_file: Callable[[int], None] = os.fdatasync,
+                 on_written: Optional[Callable[[int, int, Optional[StoreWriteFailed]], None]] = None,
+                 wants_written: Callable[[int], bool] = lambda generation: False) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
+        self._on_written = on_written
+        self._wants_written = wants_written
         self._on_recovered = on_recovered
         self._encode_table = encode_table
         self._encode_annotations = encode_annotations
@@ -207,6 +219,11 @@ class CommitThread:
         self._started = False
         if failing is not None:
             self._start()
+
+    @property
+    def wal_sync(self) -> Optional[WalSync]:
+        """The sync stage (``store.sync: full``), or None."""
+        return self._wal
 
     # ------------------------------------------------------------------ event-loop side
     def submit(self, generation: int, operations: list[list]) -> None:
@@ -323,14 +340,20 @@ class CommitThread:
         self._last_gen = generation
         if marks is not None:
             marks.mark("commit-done", len(operations))
-        self._done(generation, error, submitted, bool(operations))
+        self._done(generation, error, submitted, bool(operations), taken[0][0] if taken else 0)
 
     def _done(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
-              wrote: bool) -> None:
-        """A generation is committed (or failed): reported now, or, with the ``WalSync``
-        stage, once the log sync after it is done (in commit order either way)."""
-        if self._wal is not None:
-            self._wal.put(generation, error, submitted, error is None and wrote)
+              wrote: bool, first: int = 0) -> None:
+        """Generations ``first..generation`` are committed (or failed; ``first`` 0: no new
+        one, kept operations only): reported now, or, with the ``WalSync`` stage, once the
+        log sync after them is done (in commit order either way), and reported committed
+        now if the loop waits for that (see the module docstring)."""
+        wal = self._wal
+        if wal is not None:
+            if first and self._on_written is not None and (
+                    error is not None or self._wants_written(generation)):
+                self._call_in_loop(self._on_written, first, generation, error)
+            wal.put(generation, error, submitted, error is None and wrote)
         else:
             self._report(generation, error, submitted)
 

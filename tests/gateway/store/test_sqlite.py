@@ -285,10 +285,10 @@ def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) 
     store = open_store(path, loop)
     qid = store.save_queue(QueueRecord("/", "q"))
     commit(store, loop)
-    wal = store._thread._wal
+    wal = store.wal_sync
     gate = threading.Event()
-    real_sync = wal._sync_file
-    wal._sync_file = lambda fd: (gate.wait(10), real_sync(fd))
+    real_sync = wal.sync_file
+    wal.sync_file = lambda fd: (gate.wait(10), real_sync(fd))
     first: list = []
     store.add_message(qid, 1, None, 0, False, None, row(1))
     store.after_commit(first.append)
@@ -318,6 +318,96 @@ def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) 
         gate.set()
         reader.close()
         store.close()
+
+
+def _held_sync(store: SqliteStore) -> threading.Event:
+    """Hold every log sync of ``store`` until the returned event is set (10 s at most)."""
+    wal = store.wal_sync
+    gate = threading.Event()
+    real_sync = wal.sync_file
+    wal.sync_file = lambda fd: (gate.wait(10), real_sync(fd))
+    return gate
+
+
+def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path, loop) -> None:
+    """``after_commit(durable=False)`` (a forwarder's outbox rows, issue 45): with ``sync:
+    full`` it runs once the transaction is COMMITted, while its log sync is still held;
+    the durable callback of the same write only once the sync is over. The report of the
+    commit is one call into the loop, and the sync's another."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    gate = _held_sync(store)
+    try:
+        committed: list = []
+        synced: list = []
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.after_commit(committed.append, durable=False)
+        store.after_commit(synced.append)
+        store.flush()
+        loop.wait_for_reports(1)
+        loop.run_until(lambda: committed)
+        assert committed == [None] and synced == [] and store.wal_sync.syncing
+        late: list = []
+        store.after_commit(late.append, durable=False)  # nothing new: known committed
+        assert late == [None]
+        with loop.lock:
+            assert loop.calls == []  # the sync's report is still to come
+        gate.set()
+        loop.run_until(lambda: synced)
+        assert synced == [None] and committed == [None]
+    finally:
+        gate.set()
+        store.close()
+
+
+def test_a_failed_commit_fails_its_committed_callbacks_at_once(path, loop) -> None:
+    """A transaction that failed is reported at once too (a forwarder then sends nothing
+    of it), and a committed callback registered afterwards for it gets the failure."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    gate = _held_sync(store)
+    thread = store._thread
+    real_execute = thread._execute
+
+    def execute(ops):
+        real_execute(ops)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    thread._execute = execute
+    try:
+        committed: list = []
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.after_commit(committed.append, durable=False)
+        store.flush()
+        loop.run_until(lambda: committed)
+        assert isinstance(committed[0], StoreWriteFailed)
+        again: list = []
+        store.after_commit(again.append, durable=False)
+        assert again == committed
+    finally:
+        gate.set()
+        thread._execute = real_execute
+        store.close()
+
+
+def test_with_sync_normal_a_committed_callback_runs_with_the_one_report(path, loop) -> None:
+    """No sync stage: a commit is reported once, and both kinds of callback run from it."""
+    store = open_store(path, loop, sync="normal")
+    assert store.wal_sync is None
+    qid = store.save_queue(QueueRecord("/", "q"))
+    done: list = []
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.after_commit(lambda error: done.append(("committed", error)), durable=False)
+    store.after_commit(lambda error: done.append(("durable", error)))
+    store.flush()
+    loop.wait_for_reports(1)
+    with loop.lock:
+        assert len(loop.calls) == 1
+    loop.run_until(lambda: len(done) == 2)
+    assert done == [("committed", None), ("durable", None)]
+    store.close()
 
 
 def test_callbacks_wait_for_their_generation(path, loop) -> None:
