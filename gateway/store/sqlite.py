@@ -300,16 +300,16 @@ class SqliteStore:
             self._failed.append((first, gen, error))
         if gen > self._written_gen:
             self._written_gen = gen
-        self._run_written(gen)
+        self._run(self._written_waiters, gen)
 
-    def _run_written(self, gen: int) -> None:
-        """Run the ``durable=False`` callbacks of generations up to ``gen``."""
-        waiters = self._written_waiters
+    def _run(self, waiters: deque, gen: int) -> None:
+        """Run the callbacks of ``waiters`` (in generation order) up to generation ``gen``,
+        each with its generation's outcome."""
         while waiters and waiters[0][0] <= gen:
             waiter_gen, callback = waiters.popleft()
             try:
                 callback(self._failure_of(waiter_gen))
-            except Exception:  # noqa: BLE001 - one caller's bug must not stop the rest
+            except Exception:  # noqa: BLE001 - one protocol's bug must not stop the rest
                 log.exception("store commit callback failed")
 
     def is_committed(self, generation: int) -> bool:
@@ -338,16 +338,12 @@ class SqliteStore:
         if gen > self._done_gen:
             self._done_gen = gen
         if self._written_waiters:  # not reported before the sync (nobody waited then)
-            self._run_written(gen)
+            self._run(self._written_waiters, gen)
         waiters = self._waiters
-        if waiters and waiters[0][0] <= gen and self.before_confirming is not None:
-            self.before_confirming()
-        while waiters and waiters[0][0] <= gen:
-            waiter_gen, callback = waiters.popleft()
-            try:
-                callback(self._failure_of(waiter_gen))
-            except Exception:  # noqa: BLE001 - one protocol's bug must not stop the rest
-                log.exception("store commit callback failed")
+        if waiters and waiters[0][0] <= gen:
+            if self.before_confirming is not None:
+                self.before_confirming()
+            self._run(waiters, gen)
         if self.on_commit is not None:
             self.on_commit()
 
