@@ -14,11 +14,12 @@ disk, or that it is not. With ``store.sync: full`` the sync is a second stage
 generation to ``WalSync``, whose syncer threads sync the write-ahead log and only then
 report it, while this thread already runs the next group. The hand-over is where
 "committed" is known: when the event loop waits for it (``wants_written(generation)``,
-a forwarder's outbox rows: sent once committed, not once synced) or the transaction
-failed, this thread also reports ``call_in_loop(on_written, first, generation, error)``
-for the generations ``first..generation`` it committed: one wake of the loop per commit
-group at most, and none when nobody waits (a failure always, so the loop knows the
-outcome of every generation up to the latest it was told of). Until this thread takes a
+a forwarder's outbox rows: sent once committed, not once synced), this thread also reports
+``call_in_loop(on_written, generation, failures)``: everything up to ``generation`` is
+committed but the ``(first, last, error)`` generation ranges of ``failures``, the failed
+transactions since the last such report (so the loop knows the outcome of every generation
+up to the latest it was told of). One wake of the loop per commit group at most, and none
+when nobody waits (the sync's report follows as before). Until this thread takes a
 generation, the event loop may still cancel its inserts (:meth:`CommitThread.cancel`: a
 message acked before it was written).
 
@@ -142,6 +143,11 @@ PROBE_ID = -1
 DEFAULT_PROBE_BYTES = 1 << 20
 
 Codec = Callable[[Any], Optional[bytes]]
+#: generations ``first..last`` whose transaction failed, and why
+Failure = tuple[int, int, StoreWriteFailed]
+#: failed transactions kept for the next ``on_written`` report; that many are reported
+#: even when nobody waits (a long failing period does not grow the list without end)
+_FAILURES_HELD = 64
 
 
 class CommitThread:
@@ -164,13 +170,15 @@ class CommitThread:
                  failing: Optional[StoreWriteFailed] = None,
                  wal_path: Optional[str] = None,
                  sync_file: Callable[[int], None] = os.fdatasync,
-                 on_written: Optional[Callable[[int, int, Optional[StoreWriteFailed]], None]] = None,
+                 on_written: Optional[Callable[[int, list[Failure]], None]] = None,
                  wants_written: Callable[[int], bool] = lambda generation: False) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
         self._on_written = on_written
         self._wants_written = wants_written
+        #: failed transactions not yet in an ``on_written`` report (at most ``_FAILURES_HELD``)
+        self._failures: list[Failure] = []
         self._on_recovered = on_recovered
         self._encode_table = encode_table
         self._encode_annotations = encode_annotations
@@ -350,9 +358,13 @@ class CommitThread:
         now if the loop waits for that (see the module docstring)."""
         wal = self._wal
         if wal is not None:
-            if first and self._on_written is not None and (
-                    error is not None or self._wants_written(generation)):
-                self._call_in_loop(self._on_written, first, generation, error)
+            if first and self._on_written is not None:
+                failures = self._failures
+                if error is not None:
+                    failures.append((first, generation, error))
+                if self._wants_written(generation) or len(failures) >= _FAILURES_HELD:
+                    self._failures = []
+                    self._call_in_loop(self._on_written, generation, failures)
             wal.put(generation, error, submitted, error is None and wrote)
         else:
             self._report(generation, error, submitted)

@@ -20,9 +20,10 @@ the latest write; when the commit thread reports that generation (through the in
 a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback. ``after_commit(callback,
 durable=False)`` asks less: the transaction is committed (a process crash keeps it: the log
 is in the operating system's cache), maybe not yet synced. With ``sync: full`` the commit
-thread reports that before the sync (``on_written``) when such a callback waits, and
-every failed transaction at once, so ``_written_gen`` is a generation up to which the
-loop knows each outcome (``_failed`` holds the failures); with ``sync: normal`` a commit is
+thread reports that before the sync (``on_written``) when such a callback waits, with
+the transactions that failed since its last such report, so ``_written_gen`` is a
+generation up to which the loop knows each outcome (``_failed`` holds the failures, from
+either report); with ``sync: normal`` a commit is
 reported once, unsynced, and both kinds of callback run from that report.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
@@ -290,14 +291,15 @@ class SqliteStore:
         except IndexError:
             return False
 
-    def _written(self, first: int, gen: int, error: Optional[StoreWriteFailed]) -> None:
-        """The commit thread's report that generations ``first..gen`` are committed, not
-        yet synced, or failed (on the event loop's thread, before their ``_committed``)."""
+    def _written(self, gen: int, failures: list[tuple[int, int, StoreWriteFailed]]) -> None:
+        """The commit thread's report that generations up to ``gen`` are committed, not
+        yet synced, but the ranges of ``failures`` (on the event loop's thread, before
+        their ``_committed``)."""
         marks = timeline.recorder
         if marks is not None:
             marks.mark("written", gen)
-        if error is not None:
-            self._failed.append((first, gen, error))
+        if failures:
+            self._failed += failures
         if gen > self._written_gen:
             self._written_gen = gen
         self._run(self._written_waiters, gen)

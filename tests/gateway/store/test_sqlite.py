@@ -362,8 +362,9 @@ def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path,
 
 
 def test_a_failed_commit_fails_its_committed_callbacks_at_once(path, loop) -> None:
-    """A transaction that failed is reported at once too (a forwarder then sends nothing
-    of it), and a committed callback registered afterwards for it gets the failure."""
+    """A transaction that failed is reported before its sync stage too when a committed
+    callback waits for it (a forwarder then sends nothing of it), and a committed callback
+    registered afterwards for it gets the failure."""
     store = open_store(path, loop)
     qid = store.save_queue(QueueRecord("/", "q"))
     commit(store, loop)
@@ -386,6 +387,45 @@ def test_a_failed_commit_fails_its_committed_callbacks_at_once(path, loop) -> No
         again: list = []
         store.after_commit(again.append, durable=False)
         assert again == committed
+    finally:
+        gate.set()
+        thread._execute = real_execute
+        store.close()
+
+
+def test_committed_callbacks_get_each_generation_s_own_outcome(path, loop) -> None:
+    """A failed generation nobody waited for when it was committed, then a good one: a
+    committed callback of each gets its own generation's outcome, whichever report (the
+    commit's or the sync's) comes first."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    gate = _held_sync(store)
+    thread = store._thread
+    real_execute = thread._execute
+    fail = {"on": True}
+
+    def execute(ops):
+        written = real_execute(ops)
+        if fail["on"]:
+            raise sqlite3.OperationalError("disk I/O error")
+        return written
+
+    thread._execute = execute
+    try:
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.flush()
+        loop.wait_for_reports(1)  # the failure, through the sync stage (nothing to sync)
+        first: list = []
+        store.after_commit(first.append, durable=False)  # for the failed generation
+        fail["on"] = False
+        second: list = []
+        store.save_queue(QueueRecord("/", "q2"))  # (new messages are refused until recovery)
+        store.after_commit(second.append, durable=False)
+        store.flush()
+        loop.wait_for_reports(2)
+        loop.run_until(lambda: first and second)
+        assert isinstance(first[0], StoreWriteFailed) and second == [None]
     finally:
         gate.set()
         thread._execute = real_execute
