@@ -248,21 +248,17 @@ class IncomingLink:
             limit = self.host.max_message_size
             if limit and len(self._buffer) > limit:
                 self._buffer.clear()
-                error = Amqp10Error(
+                raise self._refused(Amqp10Error(
                     ErrorCondition.MESSAGE_SIZE_EXCEEDED,
                     f"message larger than the maximum message size of {limit} bytes",
-                )
-                ledger = self.host.broker.ledger
-                if ledger is not None:
-                    ledger.refused(self.host.now, self._ledger_ctx, error.description)
-                raise error
+                ))
             if pn_delivery_partial(d):
                 return False
             encoded = bytes(self._buffer)
             self._buffer.clear()
         pn_link_advance(link._impl)
         if pn_link_credit(link._impl) < 0:
-            raise over_credit(link)
+            raise self._refused(over_credit(link))
         # the message is complete: publish it and settle its transfer with the outcome (an
         # accepted one the store wrote once it is on disk)
         transactions = self.host.transactions
@@ -287,6 +283,15 @@ class IncomingLink:
                 pn_delivery_update(d, outcome)
         pn_delivery_settle(d)
         return True
+
+    def _refused(self, error: Amqp10Error) -> Amqp10Error:
+        """``error``, once the ledger has the transfer it ends as refused: a transfer the
+        link error drops was sent by the client all the same, and the reconciliation
+        report must count it."""
+        ledger = self.host.broker.ledger
+        if ledger is not None:
+            ledger.refused(self.host.now, self._ledger_ctx, error.description)
+        return error
 
     def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host

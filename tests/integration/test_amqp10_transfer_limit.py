@@ -5,7 +5,8 @@ the transfer was taken and proton's credit count went negative.)
 
 The credit is kept small and fixed by a ``reject-publish`` queue of two: the gateway grants
 the room left, so after two messages the client has none; proton's own sender then holds
-a third, and the test writes it by hand."""
+a third, and the test writes it by hand. The dropped transfer is in the ledger as refused
+(the client sent it: the reconciliation report must count it)."""
 from __future__ import annotations
 
 import socket
@@ -15,7 +16,9 @@ from proton import Delivery, Message, uint
 
 from gateway.amqp10.conditions import ErrorCondition
 from tests.support.amqp10_socket_client import SocketClient, amqp_frame
-from tests.support.cross_protocol_clients import TIMEOUT, unique
+from tests.support.cross_protocol_clients import TIMEOUT, pika_channel, unique
+from tests.support.gateway_process import default_config
+from tests.support.ledger_files import read_events
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +33,9 @@ def _send(client: SocketClient, sender, body: str) -> Delivery:
     return delivery
 
 
-def test_a_transfer_past_the_credit_is_a_transfer_limit_exceeded_link_error(gateway, channel):
+def _send_past_the_credit(gateway, channel) -> str:
+    """Two transfers in, a third past the credit: the link error is checked, the queue
+    holds two and the connection goes on; returns the queue's name."""
     queue = unique("two")
     channel.queue_declare(queue, arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
     client = SocketClient(socket.create_connection(("127.0.0.1", gateway.amqp_port), timeout=TIMEOUT)).open()
@@ -61,4 +66,26 @@ def test_a_transfer_past_the_credit_is_a_transfer_limit_exceeded_link_error(gate
         assert client.connection.state & client.connection.REMOTE_ACTIVE
     finally:
         client.sock.close()
-        channel.queue_delete(queue)
+    return queue
+
+
+def test_a_transfer_past_the_credit_is_a_transfer_limit_exceeded_link_error(gateway, channel):
+    queue = _send_past_the_credit(gateway, channel)
+    channel.queue_delete(queue)
+
+
+def test_the_transfer_past_the_credit_is_in_the_ledger_as_refused(fresh_gateway, tmp_path):
+    directory = str(tmp_path / "ledger")
+    gw = fresh_gateway(config_text=default_config(
+        extra=f"ledger:\n  directory: {directory}\n  flush_interval: 0.2\n"))
+    connection, channel = pika_channel(gw)
+    try:
+        queue = _send_past_the_credit(gw, channel)
+    finally:
+        connection.close()
+    assert gw.stop() == 0
+    events = [e for e in read_events(directory) if e.get("address") == f"/queue/{queue}"]
+    assert [e["event"] for e in events if e["event"] in ("received", "refused")] == [
+        "received", "received", "refused"]
+    [refused] = [e for e in events if e["event"] == "refused"]
+    assert "beyond the link credit" in refused["reason"] and refused.get("gateway_id") is None
