@@ -89,9 +89,10 @@ def test_sending_goes_on_while_the_receivers_commit_is_in_flight(tmp_path) -> No
 def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp_path) -> None:
     """org-a's log syncs are held (its store's ``sync_file``, ``store.sync_mode: full``):
     a message published to org-a with confirms for ``q@org-b`` reaches org-b's queue
-    while the sync of the transaction that holds its outbox row is still held, and the
-    publisher's confirm comes only once that sync is over. Before, the forwarder waited
-    for the sync too, and nothing reached org-b while it was held."""
+    while the sync of the transaction that holds its outbox row is still held, org-b's
+    ``accepted`` removes the entry from the outbox meanwhile, and the publisher's confirm
+    comes only once that sync is over; stopped, org-a's store holds no outbox row. Before,
+    the forwarder waited for the sync too, and nothing reached org-b while it was held."""
     pair = Pair(tmp_path).start()
     gate = threading.Event()
     try:
@@ -125,11 +126,24 @@ def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp
             conn.close()
         assert body == b"early"
         assert wal.syncing and not outcome, "reached org-b only once org-a's sync was over"
+        # org-b's accepted comes back before org-a's sync is over: the entry leaves the
+        # outbox (its deletion committed after the insert), the publisher still waits
+        deadline = time.monotonic() + 10
+        while outbox(a) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert outbox(a) == 0 and wal.syncing and not outcome
         released_at = time.monotonic()
         gate.set()
         publisher.join(15)
         assert "error" not in outcome and "confirmed_at" in outcome, outcome
         assert received_at < released_at < outcome["confirmed_at"]
+        # the row's insert and its deletion are both in the file: nothing to send again
+        a.stop()
+        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
+        try:
+            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+        finally:
+            store.close()
     finally:
         gate.set()
         pair.end()
