@@ -23,8 +23,8 @@ is in the operating system's cache), maybe not yet synced. With ``sync: full`` t
 thread reports that before the sync (``on_written``) when such a callback waits, with
 the transactions that failed since its last such report, so ``_written_gen`` is a
 generation up to which the loop knows each outcome (``_failed`` holds the failures, from
-either report); with ``sync: normal`` a commit is
-reported once, unsynced, and both kinds of callback run from that report.
+either report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
+of callback run from that report.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
 is still in the open generation, or in a generation handed over that the commit thread has
