@@ -23,8 +23,12 @@ stamped in the body. Sizes 100 B and 4 KiB; rounds alternate gateway and RabbitM
 shared machine hits both; the table gives the median with [min-max] and the ratio
 gateway/RabbitMQ per round.
 
-Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R] [--kind K]``; results go to
-``bench/results/forwarding-<time>.json``.
+Run: ``.venv/bin/python bench/forwarding_bench.py [--count N] [--rounds R] [--kind K] [--rate R]``;
+results go to ``bench/results/forwarding-<time>.json``.
+
+``--rate R``: the producer publishes at most R msgs/s (the load generator's ``--rate``), on
+both sides alike, so latency is measured below saturation, where it is the path's own and
+not a backlog's (unpaced, p50 is mostly the time a message queues behind the others).
 
 ``--timeline PNG``: one gateway -> gateway run per size instead (no RabbitMQ), with both
 gateways recording when batches are committed, sent, settled and credited
@@ -112,8 +116,9 @@ def setup_queue(endpoint: Endpoint, queue: str) -> dict:
         return {"ok": False, "error": out.stderr.strip()[-300:]}
 
 
-def run_route(route: Route, size: int, count: int, round_no: int) -> Measurement:
-    """One producer/consumer run through ``route``."""
+def run_route(route: Route, size: int, count: int, round_no: int, rate: float = 0) -> Measurement:
+    """One producer/consumer run through ``route``, the producer paced at ``rate`` msgs/s
+    (0: as fast as it can)."""
     key = workload_key(size)
     consumer = GenProcess([GEN091, "recv", *route.destination.argv(), "--queue", route.queue, "--count", str(count),
                            "--prefetch", str(PREFETCH), "--ack-every", str(ACK_EVERY),
@@ -123,13 +128,13 @@ def run_route(route: Route, size: int, count: int, round_no: int) -> Measurement
                            error=f"consumer not ready: {consumer.result(5).get('error', '')}")
     producer = GenProcess([GEN091, "send", *route.source.argv(), "--queue", route.key, "--count", str(count),
                            "--size", str(size), "--durable", "--confirms", "--confirm-window",
-                           str(CONFIRM_WINDOW)])
+                           str(CONFIRM_WINDOW), *(["--rate", f"{rate:g}"] if rate > 0 else [])])
     sent = producer.result(600)
     got = consumer.result(600)
     received = int(got.get("received", 0))
     span = (got.get("t_last_ns", 0) - sent.get("t_start_ns", 0)) / 1e9
-    rate = received / span if received and span > 0 else 0.0
-    return Measurement(key, route.name, round_no, rate, "msgs/s", got.get("p50_us"), got.get("p99_us"),
+    throughput = received / span if received and span > 0 else 0.0
+    return Measurement(key, route.name, round_no, throughput, "msgs/s", got.get("p50_us"), got.get("p99_us"),
                        int(sent.get("sent", 0)), received,
                        int(sent.get("errors", 0)) + int(got.get("errors", 0)),
                        sent.get("error") or got.get("error") or "", None, span)
@@ -219,7 +224,7 @@ def start_rabbit_shovel(stack: list[Callable[[], object]]) -> Route:
 
 
 def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
-        kind: str = "gateway") -> tuple[list[Measurement], list[Route]]:
+        kind: str = "gateway", rate: float = 0) -> tuple[list[Measurement], list[Route]]:
     ensure_loadgens()
     stack: list[Callable[[], object]] = []
     measurements: list[Measurement] = []
@@ -238,7 +243,7 @@ def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
             for size in sizes:
                 order = routes if round_no % 2 == 0 else list(reversed(routes))
                 for route in order:
-                    m = run_route(route, size, count, round_no)
+                    m = run_route(route, size, count, round_no, rate)
                     log.info("round %d %s %s: %.0f msgs/s p50 %s us p99 %s us%s", round_no + 1, route.name,
                              workload_key(size), m.value, m.p50_us, m.p99_us,
                              f" ({m.error})" if m.error else "")
@@ -252,7 +257,8 @@ def run(count: int, rounds: int, sizes: tuple[int, ...] = SIZES,
     return measurements, routes
 
 
-def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES, kind: str = "gateway") -> list[str]:
+def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES, kind: str = "gateway",
+                 rate: float = 0) -> list[str]:
     """One gateway -> gateway run per size with both timelines on (``kind`` amqp091: org-a
     -> the private RabbitMQ, org-a's timeline); returns what it wrote."""
     from bench import forwarding_timeline
@@ -272,7 +278,7 @@ def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES, kind: str
                 route = start_gateway_to_rabbit(stack, rabbit, files["org-a"])
             else:
                 route = start_gateways(stack, files)
-            m = run_route(route, size, count, 0)
+            m = run_route(route, size, count, 0, rate)
         finally:
             for stop in reversed(stack[1:]):
                 try:
@@ -282,7 +288,7 @@ def run_timeline(count: int, png: str, sizes: tuple[int, ...] = SIZES, kind: str
         marks = {side: forwarding_timeline.read_marks(path) for side, path in files.items()}
         stack[0]()
         title = (f"{workload_key(size)}{' (kind amqp091 -> RabbitMQ)' if kind == 'amqp091' else ''}: "
-                 f"{count} messages, {m.value:,.0f} msgs/s, p50 "
+                 f"{count} messages{f' paced at {rate:,.0f}/s' if rate else ''}, {m.value:,.0f} msgs/s, p50 "
                  f"{(m.p50_us or 0) / 1000:.0f} ms, p99 {(m.p99_us or 0) / 1000:.0f} ms, "
                  f"load {os.getloadavg()[0]:.1f}")
         forwarding_timeline.render(marks, out, title)
@@ -306,20 +312,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side and size (default 3)")
     parser.add_argument("--kind", choices=("gateway", "amqp091"), default="gateway",
                         help="gateway: org-a -> org-b (default); amqp091: org-a -> the RabbitMQ")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="pace the producer at R msgs/s on both sides (default 0: unpaced)")
     parser.add_argument("--timeline", metavar="PNG",
                         help="draw both gateways' event timeline of one run per size into PNG instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.timeline:
-        for path in run_timeline(args.count, args.timeline, kind=args.kind):
+        for path in run_timeline(args.count, args.timeline, kind=args.kind, rate=args.rate):
             print(f"timeline: {path}")
         return 0
-    measurements, routes = run(args.count, args.rounds, kind=args.kind)
+    measurements, routes = run(args.count, args.rounds, kind=args.kind, rate=args.rate)
     text = report(measurements, routes)
     print(text)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, time.strftime("forwarding-%Y%m%d-%H%M%S.json"))
-    write_json(path, {"count": args.count, "rounds": args.rounds, "kind": args.kind,
+    write_json(path, {"count": args.count, "rounds": args.rounds, "kind": args.kind, "rate": args.rate,
                       "routes": [{"name": r.name, "label": r.label} for r in routes],
                       "measurements": [asdict(m) for m in measurements], "table": text})
     print(f"results: {path}")

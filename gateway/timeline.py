@@ -13,7 +13,9 @@ for ``POSITIONS``, whose ``count`` is a position: the generation a store commit 
 covers (``reported``), the delivery tag a 0-9-1 confirm covers (``confirmed``). The store's
 marks follow a durable write: ``submit`` (a generation handed to the commit thread),
 ``commit-start`` / ``commit-done``, ``sync-start`` / ``sync-end`` (a log sync), ``synced``
-(generations reported durable together), ``reported`` (the event loop learns of it). The
+(generations reported durable together), ``reported`` (the event loop learns of it),
+``written`` (the event loop learns that generations up to ``count`` are committed, before
+their sync: only while a forwarder waits for that). The
 file has one JSON array per line: ``[time, event, count]``.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["ENVIRONMENT", "POSITIONS", "Timeline", "install", "recorder"]
 ENVIRONMENT = "AMQP_GATEWAY_TIMELINE"
 
 #: events whose count is a position (a generation, a delivery tag), not a batch's size
-POSITIONS = frozenset({"reported", "confirmed"})
+POSITIONS = frozenset({"reported", "written", "confirmed"})
 
 #: marks kept at most (a long run keeps its first ones)
 MAX_MARKS = 2_000_000

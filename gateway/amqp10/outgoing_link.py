@@ -102,10 +102,11 @@ class OutgoingLink:
                 self.queue.reject(entry, requeue=False, now=now)
             return
         limit = self._peer_max_message_size
-        size = len(header) + len(data) - rest
-        if limit and size > limit:
-            self._refuse_oversized(entry, size, limit, now)
-            return
+        if limit:  # (most clients set none: no size to work out then)
+            size = len(header) + len(data) - rest
+            if size > limit:
+                self._refuse_oversized(entry, size, limit, now)
+                return
         tag = b"%d" % self._next_tag
         self._next_tag += 1
         self.host.trail.messages_out += 1

@@ -7,7 +7,19 @@ Theory of operation
 A new entry (``stage``) is sent only once its outbox row is committed: the store reports
 the commit of each generation once, and every entry of that generation becomes ``ready``
 together (a failed commit drops them: their publishers are refused, and the remote never
-sees a message the outbox does not hold). Entries wait in ``ready`` (entry id order) until
+sees a message the outbox does not hold). Committed, not synced: with ``store.sync_mode:
+full`` the entry goes out as soon as the transaction holding its row has COMMITted
+(``after_commit(durable=False)``), while the log sync that makes it survive a power loss
+runs; the publisher's confirm still waits for that sync (issue 45: waiting for it cost
+every forwarded message a sync and a wake of the loop). A kill -9 after the COMMIT keeps
+the row (the log is in the operating system's cache): the restart sends it again and a
+receiving gateway drops the duplicate by its forwarded id. A failed sync after the send
+refuses the publisher as before, but the remote may hold the message: if the publisher
+publishes it again, the remote gets it twice (at-least-once; a power loss before the
+sync likewise). Forwarded ids cannot be reused after such a loss: they start from the boot
+time. A remote's ``accepted`` may then come before the sync: its outbox deletion goes to a
+later transaction than the insert, so it is never on disk without it. Entries wait in
+``ready`` (entry id order) until
 the connection is up and has credit (the remote's link credit, at most ``credit`` in
 flight, or the most the remote granted at once if that is more); each is sent once and
 kept in ``in_flight`` until the remote settles it (what one read of the connection
@@ -230,7 +242,7 @@ class Forwarder:
 
     def stage(self, entry: OutboxEntry) -> None:
         """A new entry whose outbox row the caller just wrote: it is sent once the store
-        has committed that row (see the module docstring)."""
+        has committed that row, before the sync (see the module docstring)."""
         self._hold(entry)
         self.staged += 1
         store = self._store
@@ -241,7 +253,8 @@ class Forwarder:
             return
         batch = self._staged = [entry]
         self._staged_gen = gen
-        store.after_commit(lambda error: self._committed(batch, error))  # may run at once
+        # may run at once; committed, not synced: the publisher's confirm waits for that
+        store.after_commit(lambda error: self._committed(batch, error), durable=False)
 
     def _committed(self, batch: list[OutboxEntry], error: Optional[Exception]) -> None:
         if self._staged is batch:

@@ -12,7 +12,14 @@ commit: the busier the disk, the larger the batches). Then it reports through
 disk, or that it is not. With ``store.sync: full`` the sync is a second stage
 (:mod:`gateway.store.wal_sync`): this thread commits without syncing and hands the
 generation to ``WalSync``, whose syncer threads sync the write-ahead log and only then
-report it, while this thread already runs the next group. Until this thread takes a
+report it, while this thread already runs the next group. The hand-over is where
+"committed" is known: when the event loop waits for it (``wants_written(generation)``,
+a forwarder's outbox rows: sent once committed, not once synced), this thread also reports
+``call_in_loop(on_written, generation, failures)``: everything up to ``generation`` is
+committed but the ``(first, last, error)`` generation ranges of ``failures``, the failed
+transactions since the last such report (so the loop knows the outcome of every generation
+up to the latest it was told of). One wake of the loop per commit group at most, and none
+when nobody waits (the sync's report follows as before). Until this thread takes a
 generation, the event loop may still cancel its inserts (:meth:`CommitThread.cancel`: a
 message acked before it was written).
 
@@ -136,6 +143,11 @@ PROBE_ID = -1
 DEFAULT_PROBE_BYTES = 1 << 20
 
 Codec = Callable[[Any], Optional[bytes]]
+#: generations ``first..last`` whose transaction failed, and why
+Failure = tuple[int, int, StoreWriteFailed]
+#: failed transactions kept for the next ``on_written`` report; that many are reported
+#: even when nobody waits (a long failing period does not grow the list without end)
+_FAILURES_HELD = 64
 
 
 class CommitThread:
@@ -144,7 +156,9 @@ class CommitThread:
     then stored as NULL and a warning logged). ``synced``: whether a commit syncs (for the
     ``syncs`` counter). ``on_recovered()`` is called (through ``call_in_loop``) when a
     failing period ends; ``reserve`` is the space reserve (None: none); ``failing`` starts
-    the thread in a failing period (the store opened on a full disk)."""
+    the thread in a failing period (the store opened on a full disk). ``on_written`` and
+    ``wants_written``: the "committed, not yet synced" report (module docstring), with the
+    ``WalSync`` stage only (without it a commit is reported at once anyway)."""
 
     def __init__(self, db: sqlite3.Connection, *, call_in_loop: Callable[..., None],
                  on_done: Callable[[int, Optional[StoreWriteFailed]], None],
@@ -155,10 +169,16 @@ class CommitThread:
                  probe_bytes: int = DEFAULT_PROBE_BYTES,
                  failing: Optional[StoreWriteFailed] = None,
                  wal_path: Optional[str] = None,
-                 sync_file: Callable[[int], None] = os.fdatasync) -> None:
+                 sync_file: Callable[[int], None] = os.fdatasync,
+                 on_written: Optional[Callable[[int, list[Failure]], None]] = None,
+                 wants_written: Callable[[int], bool] = lambda generation: False) -> None:
         self._db = db
         self._call_in_loop = call_in_loop
         self._on_done = on_done
+        self._on_written = on_written
+        self._wants_written = wants_written
+        #: failed transactions not yet in an ``on_written`` report (at most ``_FAILURES_HELD``)
+        self._failures: list[Failure] = []
         self._on_recovered = on_recovered
         self._encode_table = encode_table
         self._encode_annotations = encode_annotations
@@ -207,6 +227,11 @@ class CommitThread:
         self._started = False
         if failing is not None:
             self._start()
+
+    @property
+    def wal_sync(self) -> Optional[WalSync]:
+        """The sync stage (``store.sync: full``), or None."""
+        return self._wal
 
     # ------------------------------------------------------------------ event-loop side
     def submit(self, generation: int, operations: list[list]) -> None:
@@ -323,14 +348,24 @@ class CommitThread:
         self._last_gen = generation
         if marks is not None:
             marks.mark("commit-done", len(operations))
-        self._done(generation, error, submitted, bool(operations))
+        self._done(generation, error, submitted, bool(operations), taken[0][0] if taken else 0)
 
     def _done(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
-              wrote: bool) -> None:
-        """A generation is committed (or failed): reported now, or, with the ``WalSync``
-        stage, once the log sync after it is done (in commit order either way)."""
-        if self._wal is not None:
-            self._wal.put(generation, error, submitted, error is None and wrote)
+              wrote: bool, first: int = 0) -> None:
+        """Generations ``first..generation`` are committed (or failed; ``first`` 0: no new
+        one, kept operations only): reported now, or, with the ``WalSync`` stage, once the
+        log sync after them is done (in commit order either way), and reported committed
+        now if the loop waits for that (see the module docstring)."""
+        wal = self._wal
+        if wal is not None:
+            if first and self._on_written is not None:
+                failures = self._failures
+                if error is not None:
+                    failures.append((first, generation, error))
+                if self._wants_written(generation) or len(failures) >= _FAILURES_HELD:
+                    self._failures = []
+                    self._call_in_loop(self._on_written, generation, failures)
+            wal.put(generation, error, submitted, error is None and wrote)
         else:
             self._report(generation, error, submitted)
 

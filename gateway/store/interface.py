@@ -12,7 +12,10 @@ Contract for implementations (every method runs on the event loop's thread):
   operation wrote something by comparing it before and after;
 - :meth:`Store.after_commit` runs a callback once everything written so far is on disk
   (``None``), or once the batch holding it failed (a ``StoreWriteFailed``): the protocols
-  confirm a publish (0-9-1 basic.ack, 1.0 accepted, tx.commit-ok) only from there;
+  confirm a publish (0-9-1 basic.ack, 1.0 accepted, tx.commit-ok) only from there. With
+  ``durable=False`` it runs as soon as the transaction holding those writes is committed,
+  before the sync that makes it survive a power loss (a store that reports its commits
+  only once synced runs it then): what a process crash keeps, for a forwarder's send;
 - a message is added once per queue entry and returns an opaque *reference*, which the
   broker passes back to update (delivered, requeued) or remove the entry, and to ask
   whether it is on disk (:meth:`Store.is_durable`) before dropping its body from memory;
@@ -241,7 +244,9 @@ class Store(Protocol):
 
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]: ...
 
-    def after_commit(self, callback: Callback) -> None: ...
+    def after_commit(self, callback: Callback, durable: bool = True) -> None:
+        """``callback(error)`` once every write so far is on disk (``durable=False``:
+        committed, maybe not yet synced), or its transaction failed."""
 
     def is_committed(self, generation: int) -> bool:
         """True once every write of ``generation`` (a ``latest_generation``) is on disk in
@@ -338,7 +343,7 @@ class NullStore:
     def read_messages(self, queue_key: Any, seqs: list[int]) -> dict[int, StoredMessage]:
         return {}
 
-    def after_commit(self, callback: Callback) -> None:
+    def after_commit(self, callback: Callback, durable: bool = True) -> None:
         callback(None)
 
     def is_committed(self, generation: int) -> bool:

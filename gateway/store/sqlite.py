@@ -17,7 +17,14 @@ Durability tickets: :meth:`after_commit` attaches a callback to the generation h
 the latest write; when the commit thread reports that generation (through the injected
 ``call_in_loop``), callbacks run in generation order with ``None``, or with the
 :class:`StoreWriteFailed` of a failed transaction. The protocols send a publisher confirm,
-a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback.
+a 1.0 ``accepted`` or a ``tx.commit-ok`` only from such a callback. ``after_commit(callback,
+durable=False)`` asks less: the transaction is committed (a process crash keeps it: the log
+is in the operating system's cache), maybe not yet synced. With ``sync: full`` the commit
+thread reports that before the sync (``on_written``) when such a callback waits, with
+the transactions that failed since its last such report, so ``_written_gen`` is a
+generation up to which the loop knows each outcome (``_failed`` holds the failures, from
+either report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
+of callback run from that report.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
 is still in the open generation, or in a generation handed over that the commit thread has
@@ -151,6 +158,10 @@ class SqliteStore:
         self._done_gen = 0
         self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
+        #: ``after_commit(durable=False)`` callbacks, and the generation up to which every
+        #: outcome is known from ``_written`` (with ``sync: full`` only)
+        self._written_waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
+        self._written_gen = 0
         #: the failure that raised the alarm, until writes work again
         self.write_error: Optional[StoreWriteFailed] = None
         #: called with no arguments when a generation gets its first write (the service
@@ -191,12 +202,21 @@ class SqliteStore:
                                     synced=sync == "full", on_recovered=self._recovered,
                                     reserve=self.reserve if reserve_bytes else None,
                                     probe_bytes=probe_bytes, retry_interval=retry_interval,
-                                    failing=self.write_error, wal_path=path + "-wal")
+                                    failing=self.write_error, wal_path=path + "-wal",
+                                    on_written=self._written, wants_written=self._wants_written)
+        #: whether a commit is reported before its sync (``after_commit(durable=False)``)
+        self._reports_written = self._thread.wal_sync is not None
 
     @property
     def outbox_rows(self) -> int:
         """Outbox rows in the store (``ForwardingTables.outbox_rows``)."""
         return self.forwarding.outbox_rows
+
+    @property
+    def wal_sync(self) -> Any:
+        """The commit thread's sync stage (``WalSync``, ``sync: full``), or None; tests
+        slow its ``sync_file`` down."""
+        return self._thread.wal_sync
 
     @property
     def stats(self) -> Any:
@@ -258,14 +278,49 @@ class SqliteStore:
         if marks is not None:
             marks.mark("submit", len(ops))
 
-    def after_commit(self, callback: Callable[[Optional[Exception]], None]) -> None:
-        """Run ``callback(error)`` once every write made so far is committed (``None``) or
-        its transaction failed (the ``StoreWriteFailed``)."""
+    def after_commit(self, callback: Callable[[Optional[Exception]], None], durable: bool = True) -> None:
+        """Run ``callback(error)`` once every write made so far is committed and synced
+        (``None``; ``durable=False``: committed) or its transaction failed (the
+        ``StoreWriteFailed``; with ``durable``, also a failed sync)."""
         gen = self.latest_generation
-        if gen <= self._done_gen:
+        if gen <= self._done_gen or (not durable and gen <= self._written_gen):
             callback(self._failure_of(gen))
             return
-        self._waiters.append((gen, callback))
+        if durable or not self._reports_written:
+            self._waiters.append((gen, callback))
+        else:
+            self._written_waiters.append((gen, callback))
+
+    def _wants_written(self, generation: int) -> bool:
+        """Whether a ``durable=False`` callback waits for ``generation`` or an older one
+        (asked by the commit thread: a deque's item is read atomically)."""
+        try:
+            return self._written_waiters[0][0] <= generation
+        except IndexError:
+            return False
+
+    def _written(self, gen: int, failures: list[tuple[int, int, StoreWriteFailed]]) -> None:
+        """The commit thread's report that generations up to ``gen`` are committed, not
+        yet synced, but the ranges of ``failures`` (on the event loop's thread, before
+        their ``_committed``)."""
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("written", gen)
+        if failures:
+            self._failed += failures
+        if gen > self._written_gen:
+            self._written_gen = gen
+        self._run(self._written_waiters, gen)
+
+    def _run(self, waiters: deque, gen: int) -> None:
+        """Run the callbacks of ``waiters`` (in generation order) up to generation ``gen``,
+        each with its generation's outcome."""
+        while waiters and waiters[0][0] <= gen:
+            waiter_gen, callback = waiters.popleft()
+            try:
+                callback(self._failure_of(waiter_gen))
+            except Exception:  # noqa: BLE001 - one protocol's bug must not stop the rest
+                log.exception("store commit callback failed")
 
     def is_committed(self, generation: int) -> bool:
         return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
@@ -292,9 +347,12 @@ class SqliteStore:
             self._entities.committed(gen)
         if gen > self._done_gen:
             self._done_gen = gen
+        if self._written_waiters:  # not reported before the sync (nobody waited then)
+            self._run(self._written_waiters, gen)
         waiters = self._waiters
         if waiters and waiters[0][0] <= gen and self.before_confirming is not None:
             self.before_confirming()
+        # ``_run`` written out: a call less per report on every durable path (counted)
         while waiters and waiters[0][0] <= gen:
             waiter_gen, callback = waiters.popleft()
             try:
@@ -544,6 +602,7 @@ class SqliteStore:
         if not self._thread.stop(timeout):
             log.error("store commit thread did not finish within %.1fs", timeout)
         self._waiters.clear()
+        self._written_waiters.clear()
         try:
             self._reader.close()
             self._thread.close()

@@ -68,14 +68,14 @@ SYNC_THREADS = 2
 class WalSync:
     """See the module docstring. ``stats``: the commit thread's ``CommitStats`` (the
     syncers count the syncs and their time there); ``sync_file(fd)`` is ``os.fdatasync``
-    (tests inject a slower one)."""
+    (tests inject a slower one, here or by setting the attribute)."""
 
     def __init__(self, wal_path: str, report: Report, stats: Any,
                  sync_file: Callable[[int], None] = os.fdatasync, threads: int = SYNC_THREADS) -> None:
         self.path = wal_path
         self._report = report
         self._stats = stats
-        self._sync_file = sync_file
+        self.sync_file = sync_file
         self._cond = threading.Condition()
         #: handed over, not yet taken by a syncer, in commit order
         self._waiting: list[Handed] = []
@@ -194,7 +194,7 @@ class WalSync:
             marks.mark("sync-start")
         started = time.monotonic()
         try:
-            self._sync_file(fd)
+            self.sync_file(fd)
         except OSError as exc:
             return self._sync_failed(exc)
         seconds = time.monotonic() - started

@@ -8,7 +8,11 @@ on a busy machine. The meter runs once, in its own process (each path in a fork 
 
 Calls are held to 2 %, and so are C calls (builtins and C functions called from Python):
 each proton call among them drops and retakes the interpreter lock and costs about what a
-small Python function does, and none of them shows in the Python calls. Blocks held in flight are the same on every run too, but they
+small Python function does, and none of them shows in the Python calls. Bytecodes too:
+work moved into fewer, longer functions (a call inlined, a ledger row written out at its
+call site) lowers the calls and not the work, and only the bytecodes show it (issue 43:
+W4 through a backlog made 21 % fewer calls than 446005f and ran 12 % more bytecodes, and
+the bench's W4 rows were 5-11 % slower). Blocks held in flight are the same on every run too, but they
 move with the order in which the interpreter reuses freed blocks (its free lists), so a
 change elsewhere in the path can shift them by a tenth either way: their guard is 25 %,
 which still catches a message that holds more objects.
@@ -24,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_FILE = ROOT / "bench" / "hotpath_budget.json"
-TOLERANCE = {"calls": 1.02, "c_calls": 1.02, "blocks": 1.25}
+TOLERANCE = {"calls": 1.02, "c_calls": 1.02, "blocks": 1.25, "bytecodes": 1.02}
 BUDGETS = {name: b for name, b in json.loads(BUDGET_FILE.read_text()).items() if not name.startswith("_")}
 
 # one worker of pytest-xdist runs them all, so that the meter runs once (session scope:
@@ -47,7 +51,7 @@ def test_every_path_of_the_meter_has_a_budget(counts: dict) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(BUDGETS))
-@pytest.mark.parametrize("what", ["calls", "c_calls", "blocks"])
+@pytest.mark.parametrize("what", ["calls", "c_calls", "blocks", "bytecodes"])
 def test_path_within_its_budget(counts: dict, path: str, what: str) -> None:
     count, budget, tolerance = counts[path][what], BUDGETS[path][what], TOLERANCE[what]
     assert count <= budget * tolerance, (

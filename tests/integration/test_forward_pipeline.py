@@ -1,5 +1,7 @@
 """The forwarding pipeline does not wait on itself (issue 45): while the receiving
-gateway's store commit is held up, the sending gateway goes on sending.
+gateway's store commit is held up, the sending gateway goes on sending; and a forwarded
+message goes out once its outbox row is committed, while the sending gateway's log sync
+still runs, its publisher confirmed only after that sync.
 
 The delay is injected from outside, with no hook in the gateway: the test takes
 SQLite's write lock on org-b's store file (``BEGIN IMMEDIATE`` on a connection of its
@@ -11,14 +13,16 @@ window, topped up while outcomes wait, and org-a keeps sending. Once the lock go
 every message is accepted, once."""
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 import time
 
 import pika
 import pytest
 
 from tests.integration.test_forwarding_two_gateways import Pair, declare
-from tests.support.cross_protocol_clients import pika_channel, unique
+from tests.support.cross_protocol_clients import pika_channel, pika_get, unique
 from tests.support.gateway_metrics import metric_samples
 
 pytestmark = pytest.mark.integration
@@ -79,4 +83,67 @@ def test_sending_goes_on_while_the_receivers_commit_is_in_flight(tmp_path) -> No
         conn.close()
         assert sorted(bodies) == sorted(f"m-{i}" for i in range(COUNT))
     finally:
+        pair.end()
+
+
+def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp_path) -> None:
+    """org-a's log syncs are held (its store's ``sync_file``, ``store.sync_mode: full``):
+    a message published to org-a with confirms for ``q@org-b`` reaches org-b's queue
+    while the sync of the transaction that holds its outbox row is still held, org-b's
+    ``accepted`` removes the entry from the outbox meanwhile, and the publisher's confirm
+    comes only once that sync is over; stopped, org-a's store holds no outbox row. Before,
+    the forwarder waited for the sync too, and nothing reached org-b while it was held."""
+    pair = Pair(tmp_path).start()
+    gate = threading.Event()
+    try:
+        a, b = pair.a, pair.b
+        q = unique("early")
+        declare(b, q)
+        wal = a.service.store.wal_sync
+        assert wal is not None  # the default sync_mode is full
+        wal.sync_file = lambda fd: (gate.wait(30), os.fdatasync(fd))
+        outcome: dict = {}
+
+        def publish() -> None:
+            conn, ch = pika_channel(a)
+            ch.confirm_delivery()
+            try:  # returns once confirmed (raises on a nack)
+                ch.basic_publish("", f"{q}@org-b", b"early", pika.BasicProperties(delivery_mode=2))
+                outcome["confirmed_at"] = time.monotonic()
+            except Exception as exc:  # noqa: BLE001 - reported by the assertions below
+                outcome["error"] = exc
+            finally:
+                if conn.is_open:
+                    conn.close()
+
+        publisher = threading.Thread(target=publish, daemon=True)
+        publisher.start()
+        conn, ch = pika_channel(b)
+        try:
+            _, _, body = pika_get(ch, q, timeout=10)
+            received_at = time.monotonic()
+        finally:
+            conn.close()
+        assert body == b"early"
+        assert wal.syncing and not outcome, "reached org-b only once org-a's sync was over"
+        # org-b's accepted comes back before org-a's sync is over: the entry leaves the
+        # outbox (its deletion committed after the insert), the publisher still waits
+        deadline = time.monotonic() + 10
+        while outbox(a) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert outbox(a) == 0 and wal.syncing and not outcome
+        released_at = time.monotonic()
+        gate.set()
+        publisher.join(15)
+        assert "error" not in outcome and "confirmed_at" in outcome, outcome
+        assert received_at < released_at < outcome["confirmed_at"]
+        # the row's insert and its deletion are both in the file: nothing to send again
+        a.stop()
+        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
+        try:
+            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+        finally:
+            store.close()
+    finally:
+        gate.set()
         pair.end()

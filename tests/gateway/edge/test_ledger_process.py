@@ -53,11 +53,11 @@ class _Turns(task.Clock):
             call.func(*call.args, **call.kw)
 
 
-def test_shipping_takes_one_slice_a_turn_and_a_backlog_an_eighth_at_a_time():
+def test_shipping_takes_one_slice_a_turn_and_a_backlog_half_at_a_time():
     clock = _Turns()
     ledger = Ledger(container_id="gw")
     ctx = ledger.context(1.0, "/", "ann", "0-9-1", "c1", 1)
-    for gid in range(1, 600):
+    for gid in range(1, 500):
         ledger.received(1.0, ctx, message(gid))
     shipped: list[bytes] = []
     shipping = LedgerShipping(clock, ledger, shipped.append, interval=0.02, slice=256)
@@ -68,13 +68,20 @@ def test_shipping_takes_one_slice_a_turn_and_a_backlog_an_eighth_at_a_time():
     assert [x.count(b"\n") for x in shipped] == [256]
     clock.turn()
     clock.turn()
-    assert [x.count(b"\n") for x in shipped] == [256, 256, 88] and ledger.pending == 0
-    for gid in range(600, 600 + 4000):  # more than the turns kept up with
+    assert [x.count(b"\n") for x in shipped] == [256, 244] and ledger.pending == 0
+    for gid in range(500, 500 + 4000):  # more than the turns kept up with
         ledger.received(1.0, ctx, message(gid))
     clock.advance(0.02)
-    assert shipped[-1].count(b"\n") == 500  # 4000 / 8
+    assert shipped[-1].count(b"\n") == 2000  # 4000 / 2
+    for _ in range(5):
+        clock.turn()
+    assert [x.count(b"\n") for x in shipped[2:]] == [2000, 1000, 500, 256, 244]
+    assert ledger.pending == 0
+    for gid in range(4500, 4500 + 4000):
+        ledger.received(1.0, ctx, message(gid))
+    clock.advance(0.02)
     shipping.stop()  # the rest at once
-    assert ledger.pending == 0 and sum(x.count(b"\n") for x in shipped) == 4600
+    assert ledger.pending == 0 and sum(x.count(b"\n") for x in shipped) == 8500
 
 
 def _started_shipping() -> tuple[_Turns, Ledger, int, list[bytes], LedgerShipping]:

@@ -25,7 +25,7 @@ class CommitLater(NullStore):
         self.outbox: list[Any] = []
         self._uncommitted: list[Any] = []
 
-    def after_commit(self, callback) -> None:
+    def after_commit(self, callback, durable: bool = True) -> None:
         self.waiting.append(callback)
 
     def add_outbox(self, row) -> None:

@@ -8,6 +8,8 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -277,47 +279,160 @@ def test_group_commit_one_transaction_for_several_generations(path, loop) -> Non
     store.close()
 
 
+@contextmanager
+def held_syncs(path: str, loop: ManualLoop) -> Iterator[tuple[SqliteStore, int, threading.Event]]:
+    """A store with queue ``q`` committed, whose log syncs then wait until the yielded
+    event is set (10 s at most); the store is closed at the end."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    wal = store.wal_sync
+    gate = threading.Event()
+    real_sync = wal.sync_file
+    wal.sync_file = lambda fd: (gate.wait(10), real_sync(fd))
+    try:
+        yield store, qid, gate
+    finally:
+        gate.set()
+        store.close()
+
+
 def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) -> None:
     """``sync: full``: the sync of the write-ahead log runs in a second stage (issue 45).
     While it is held up, the commit thread commits the next group (its rows are visible
     to another connection), nothing is reported before its sync, and once the sync
     ends both generations are reported, in order."""
-    store = open_store(path, loop)
-    qid = store.save_queue(QueueRecord("/", "q"))
-    commit(store, loop)
-    wal = store._thread._wal
-    gate = threading.Event()
-    real_sync = wal._sync_file
-    wal._sync_file = lambda fd: (gate.wait(10), real_sync(fd))
-    first: list = []
-    store.add_message(qid, 1, None, 0, False, None, row(1))
-    store.after_commit(first.append)
-    store.flush()
-    reader = sqlite3.connect(path)
-    try:
-        deadline = time.monotonic() + 10
-        while not wal.syncing and time.monotonic() < deadline:
-            time.sleep(0.002)
-        assert wal.syncing
-        second: list = []
-        store.add_message(qid, 2, None, 0, False, None, row(2))
-        store.after_commit(second.append)
+    with held_syncs(path, loop) as (store, qid, gate):
+        wal = store.wal_sync
+        first: list = []
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.after_commit(first.append)
         store.flush()
-        ids: list = []
-        while ids != [1, 2] and time.monotonic() < deadline:  # committed, not synced yet
-            ids = [r[0] for r in reader.execute("SELECT id FROM messages ORDER BY id")]
-        assert ids == [1, 2] and wal.syncing
-        with loop.lock:  # reports queued for the loop: none
-            assert loop.calls == []
-        assert first == [] and second == []
-        gate.set()
-        loop.run_until(lambda: first and second)
-        assert first == [None] and second == [None]
-        assert store.stats.syncs >= 2
+        reader = sqlite3.connect(path)
+        try:
+            deadline = time.monotonic() + 10
+            while not wal.syncing and time.monotonic() < deadline:
+                time.sleep(0.002)
+            assert wal.syncing
+            second: list = []
+            store.add_message(qid, 2, None, 0, False, None, row(2))
+            store.after_commit(second.append)
+            store.flush()
+            ids: list = []
+            while ids != [1, 2] and time.monotonic() < deadline:  # committed, not synced yet
+                ids = [r[0] for r in reader.execute("SELECT id FROM messages ORDER BY id")]
+            assert ids == [1, 2] and wal.syncing
+            with loop.lock:  # reports queued for the loop: none
+                assert loop.calls == []
+            assert first == [] and second == []
+            gate.set()
+            loop.run_until(lambda: first and second)
+            assert first == [None] and second == [None]
+            assert store.stats.syncs >= 2
+        finally:
+            reader.close()
+
+
+@contextmanager
+def failing_writes(store: SqliteStore, message: str) -> Iterator[dict]:
+    """The store's transactions fail with ``message`` (after running their statements)
+    while the yielded switch's ``"on"`` is true."""
+    thread = store._thread
+    real_execute = thread._execute
+    switch = {"on": True}
+
+    def execute(ops):
+        written = real_execute(ops)
+        if switch["on"]:
+            raise sqlite3.OperationalError(message)
+        return written
+
+    thread._execute = execute
+    try:
+        yield switch
     finally:
+        thread._execute = real_execute
+
+
+def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path, loop) -> None:
+    """``after_commit(durable=False)`` (a forwarder's outbox rows, issue 45): with ``sync:
+    full`` it runs once the transaction is COMMITted, while its log sync is still held;
+    the durable callback of the same write only once the sync is over. The report of the
+    commit is one call into the loop, and the sync's another."""
+    with held_syncs(path, loop) as (store, qid, gate):
+        committed: list = []
+        synced: list = []
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.after_commit(committed.append, durable=False)
+        store.after_commit(synced.append)
+        store.flush()
+        loop.wait_for_reports(1)
+        loop.run_until(lambda: committed)
+        assert committed == [None] and synced == [] and store.wal_sync.syncing
+        late: list = []
+        store.after_commit(late.append, durable=False)  # nothing new: known committed
+        assert late == [None]
+        with loop.lock:
+            assert loop.calls == []  # the sync's report is still to come
         gate.set()
-        reader.close()
-        store.close()
+        loop.run_until(lambda: synced)
+        assert synced == [None] and committed == [None]
+
+
+def test_a_failed_commit_fails_its_committed_callbacks_at_once(path, loop) -> None:
+    """A transaction that failed is reported before its sync stage too when a committed
+    callback waits for it (a forwarder then sends nothing of it), and a committed callback
+    registered afterwards for it gets the failure."""
+    with held_syncs(path, loop) as (store, qid, _):
+        committed: list = []
+        with failing_writes(store, "disk I/O error"):
+            store.add_message(qid, 1, None, 0, False, None, row(1))
+            store.after_commit(committed.append, durable=False)
+            store.flush()
+            loop.run_until(lambda: committed)
+        assert isinstance(committed[0], StoreWriteFailed)
+        again: list = []
+        store.after_commit(again.append, durable=False)
+        assert again == committed
+
+
+def test_committed_callbacks_get_each_generation_s_own_outcome(path, loop) -> None:
+    """A failed generation nobody waited for when it was committed, then a good one: a
+    committed callback of each gets its own generation's outcome, whichever report (the
+    commit's or the sync's) comes first."""
+    with held_syncs(path, loop) as (store, qid, _):
+        with failing_writes(store, "disk I/O error") as failing:
+            store.add_message(qid, 1, None, 0, False, None, row(1))
+            store.flush()
+            loop.wait_for_reports(1)  # the failure, through the sync stage (nothing to sync)
+            first: list = []
+            store.after_commit(first.append, durable=False)  # for the failed generation
+            failing["on"] = False
+            second: list = []
+            store.save_queue(QueueRecord("/", "q2"))  # (new messages are refused until recovery)
+            store.after_commit(second.append, durable=False)
+            store.flush()
+            loop.wait_for_reports(2)
+            loop.run_until(lambda: first and second)
+        assert isinstance(first[0], StoreWriteFailed) and second == [None]
+
+
+def test_with_sync_normal_a_committed_callback_runs_with_the_one_report(path, loop) -> None:
+    """No sync stage: a commit is reported once, and both kinds of callback run from it."""
+    store = open_store(path, loop, sync="normal")
+    assert store.wal_sync is None
+    qid = store.save_queue(QueueRecord("/", "q"))
+    done: list = []
+    store.add_message(qid, 1, None, 0, False, None, row(1))
+    store.after_commit(lambda error: done.append(("committed", error)), durable=False)
+    store.after_commit(lambda error: done.append(("durable", error)))
+    store.flush()
+    loop.wait_for_reports(1)
+    with loop.lock:
+        assert len(loop.calls) == 1
+    loop.run_until(lambda: len(done) == 2)
+    assert done == [("committed", None), ("durable", None)]
+    store.close()
 
 
 def test_callbacks_wait_for_their_generation(path, loop) -> None:
@@ -377,48 +492,38 @@ def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> 
     qid = store.save_queue(QueueRecord("/", "q"))
     kept = store.add_message(qid, 1, None, 0, False, None, row(1))
     commit(store, loop)
-    thread = store._thread
-    real_execute = thread._execute
-    failing = {"on": True}
-
-    def execute(ops):
-        written = real_execute(ops)
-        if failing["on"]:
-            raise sqlite3.OperationalError("database or disk is full")
-        return written
-
-    thread._execute = execute
-    lost = store.add_message(qid, 2, None, 0, False, None, row(2))
-    store.remove_message(qid, 1, kept)
-    errors: list = []
-    store.after_commit(errors.append)
-    store.flush()
-    loop.run_until(lambda: errors)
-    assert isinstance(errors[0], StoreWriteFailed) and errors[0].full
-    assert "database or disk is full" in str(errors[0])
-    assert alarms == [str(errors[0])] and store.write_error is errors[0]
-    assert not store.is_durable(lost)
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (1,)  # rolled back
-    failing["on"] = False
-    ok: list = []
-    store.after_commit(ok.append)  # nothing new: the failed generation answers at once
-    assert isinstance(ok[0], StoreWriteFailed)
-    # the failure ends only after the recovery checks: until then inserts are refused
-    refused = store.add_message(qid, 3, None, 0, False, None, row(3))
-    answers: list = []
-    store.after_commit(answers.append)
-    store.flush()
-    loop.run_until(lambda: answers)
-    assert "new messages are refused until store writes work again" in str(answers[0])
-    assert not store.is_durable(refused)
-    loop.run_until(lambda: store.write_error is None, timeout=10)
-    assert alarms[-1] is None
-    fresh = store.add_message(qid, 4, None, 0, False, None, row(4))
-    commit(store, loop)
-    # the deletion was kept and retried; the failed and the refused inserts stay lost
-    assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(4,)]
-    assert store.is_durable(fresh) and not store.is_durable(lost)
+    with failing_writes(store, "database or disk is full") as failing:
+        lost = store.add_message(qid, 2, None, 0, False, None, row(2))
+        store.remove_message(qid, 1, kept)
+        errors: list = []
+        store.after_commit(errors.append)
+        store.flush()
+        loop.run_until(lambda: errors)
+        assert isinstance(errors[0], StoreWriteFailed) and errors[0].full
+        assert "database or disk is full" in str(errors[0])
+        assert alarms == [str(errors[0])] and store.write_error is errors[0]
+        assert not store.is_durable(lost)
+        db = sqlite3.connect(path)
+        assert db.execute("SELECT count(*) FROM queue_messages").fetchone() == (1,)  # rolled back
+        failing["on"] = False
+        ok: list = []
+        store.after_commit(ok.append)  # nothing new: the failed generation answers at once
+        assert isinstance(ok[0], StoreWriteFailed)
+        # the failure ends only after the recovery checks: until then inserts are refused
+        refused = store.add_message(qid, 3, None, 0, False, None, row(3))
+        answers: list = []
+        store.after_commit(answers.append)
+        store.flush()
+        loop.run_until(lambda: answers)
+        assert "new messages are refused until store writes work again" in str(answers[0])
+        assert not store.is_durable(refused)
+        loop.run_until(lambda: store.write_error is None, timeout=10)
+        assert alarms[-1] is None
+        fresh = store.add_message(qid, 4, None, 0, False, None, row(4))
+        commit(store, loop)
+        # the deletion was kept and retried; the failed and the refused inserts stay lost
+        assert db.execute("SELECT seq FROM queue_messages ORDER BY seq").fetchall() == [(4,)]
+        assert store.is_durable(fresh) and not store.is_durable(lost)
     store.close()
 
 
