@@ -109,7 +109,8 @@ def run_all(targets: list[Target], rows: list[Workload], rounds: int, seconds: f
     return results
 
 
-def _parse_hostport(text: str) -> tuple[str, int]:
+def parse_hostport(text: str) -> tuple[str, int]:
+    """``host:port`` (the ``--reference*`` options) as a pair; argparse's error otherwise."""
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
@@ -123,10 +124,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=6.0, help="target duration of one run")
     p.add_argument("--workloads", default=None, help="comma-separated families, e.g. W1,W3")
     p.add_argument("--quick", action="store_true", help="short smoke run (1 round, ~1 s runs)")
-    p.add_argument("--reference", type=_parse_hostport, default=None,
+    p.add_argument("--reference", type=parse_hostport, default=None,
                    help="reference broker serving 0-9-1 and 1.0 on HOST:PORT (no private RabbitMQ)")
-    p.add_argument("--reference-amqp091", type=_parse_hostport, default=None)
-    p.add_argument("--reference-amqp10", type=_parse_hostport, default=None)
+    p.add_argument("--reference-amqp091", type=parse_hostport, default=None)
+    p.add_argument("--reference-amqp10", type=parse_hostport, default=None)
     p.add_argument("--reference-pid", type=int, default=None, help="PID of the reference, for W6")
     p.add_argument("--reference-user", default="guest")
     p.add_argument("--reference-password", default="guest")

@@ -59,7 +59,9 @@ def _consumer_argv(target: Target, w: Workload, count: int, queue_name: str, pre
     return argv + ["--queue", queue_name]
 
 
-def _producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
+def producer_argv(target: Target, w: Workload, count: int, queue_name: str, prefix: str) -> list[str]:
+    """The load generator's command line for ``w``'s producer of ``count`` messages (its
+    rate, window and confirms as the workload row says: what the bench's tests check)."""
     if w.producer is ClientProtocol.AMQP10:
         argv = [GEN10, "send", *_conn_args(target, w.producer), "--address", _amqp10_address(w, queue_name),
                 "--count", str(count), "--size", str(w.size)]
@@ -95,7 +97,7 @@ def run_messages(target: Target, w: Workload, count: int, tag: str, round_no: in
         rec = consumer.result(5)
         return Measurement(w.key, target.name, round_no, 0.0, errors=1,
                            error=f"consumer not ready: {rec.get('error', '')}")
-    producer = GenProcess(_producer_argv(target, w, count, queue_name, prefix))
+    producer = GenProcess(producer_argv(target, w, count, queue_name, prefix))
     limit = max(120.0, 5 * expected_seconds)
     sent = producer.result(limit)
     got = consumer.result(limit)

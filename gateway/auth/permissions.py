@@ -108,3 +108,8 @@ class PermissionCache:
             answers.clear()
         answers[key] = refusal
         return refusal
+
+    def __len__(self) -> int:
+        """Answers held: at most ``MAX`` (a client naming a new resource every time must
+        not grow a connection's memory)."""
+        return len(self._answers)

@@ -264,7 +264,21 @@ class LoginThrottle:
                 del self._users[name]
 
     def __len__(self) -> int:
+        """Addresses tracked: at most ``max_tracked``."""
         return len(self._addresses)
+
+    @property
+    def users(self) -> list[str]:
+        """The user names tracked, least recently failing first: at most ``max_tracked``,
+        each cut to its first 256 characters (memory is bounded whatever names come)."""
+        return list(self._users)
+
+    def kept(self, address: str) -> tuple[int, int]:
+        """Timestamps held for ``address``'s key: (failures, delayed answers), those expired
+        but not dropped yet included; what memory holds, bounded by ``max_failures + 16``
+        and ``max_pending``."""
+        record = self._addresses.get(address_key(address))
+        return (0, 0) if record is None else (len(record.failures), len(record.holds))
 
     # ------------------------------------------------------------------ internals
     def _delay(self, count: int) -> float:

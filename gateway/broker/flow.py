@@ -230,6 +230,12 @@ class ProducerGate:
         if self.blocked:
             listener.blocked(next(iter(self.alarms.values())) if self.alarms else self.reason())
 
+    @property
+    def listener_count(self) -> int:
+        """Listeners registered: one per 0-9-1 connection while it lives (a closed
+        connection's left behind would be told of blocks, and kept alive, for ever)."""
+        return len(self._listeners)
+
     def remove_listener(self, listener: BlockListener) -> None:
         """Forget ``listener``; unknown listeners are ignored."""
         try:

@@ -61,6 +61,19 @@ class TopicIndex:
         """Number of (pattern, destination) registrations, counting duplicates."""
         return self._count
 
+    @property
+    def pruned(self) -> bool:
+        """The trie holds nothing (no node below the root, no destination at it): true
+        once every pattern is removed, since ``remove`` prunes the branches it empties
+        (bindings that come and go leave no memory behind)."""
+        return self._root.empty()
+
+    @property
+    def cached_keys(self) -> int:
+        """Routing keys whose destinations are cached: at most ``CACHE_KEYS`` (a key per
+        message must not grow the cache)."""
+        return len(self._cache)
+
     def add(self, pattern: str, destination: Hashable) -> None:
         """Register ``destination`` for ``pattern`` (registrations are counted)."""
         if self._cache:

@@ -168,7 +168,7 @@ class LedgerProcess(protocol.ProcessProtocol):
         self._stopping: Optional[defer.Deferred] = None
         self._ended: Optional[defer.Deferred] = None
         self._restart = None
-        #: bytes the pipe to the child holds (after ``_widen_pipe``), 0 before it started
+        #: bytes the pipe to the child holds (after ``widen_pipe``), 0 before it started
         self.pipe_capacity = 0
         self._stderr = b""
         self._stdout = b""
@@ -182,6 +182,40 @@ class LedgerProcess(protocol.ProcessProtocol):
         self.gaps = self.records_lost = 0
         #: lines handed to any child since start
         self.records_sent = 0
+
+    # -- what it holds (read only: for the operator's and the tests' view) -----------
+    @property
+    def running(self) -> bool:
+        """A child is connected and may be written to (from its start to its end)."""
+        return self._running
+
+    @property
+    def lines_sent(self) -> int:
+        """Lines handed to the current child: with ``lines_written``, what its death now
+        would lose (the gap recorded)."""
+        return self._sent
+
+    @property
+    def lines_written(self) -> int:
+        """Lines the current child acknowledged as written."""
+        return self._written
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of frames waiting for the child: at most ``max_pending_bytes`` (or one
+        frame larger), the oldest dropped beyond."""
+        return self._pending_bytes
+
+    @property
+    def pending_frames(self) -> int:
+        """Frames waiting for the child."""
+        return len(self._pending)
+
+    @property
+    def replay_due(self) -> bool:
+        """The child is sent the open contexts (and shapes) before the next frame: it is
+        new, or frames were dropped, and rows of a shape it never saw would not read."""
+        return self._replay
 
     # -- life cycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -200,7 +234,7 @@ class LedgerProcess(protocol.ProcessProtocol):
 
     def connectionMade(self) -> None:
         self._running = True
-        self.pipe_capacity = _widen_pipe(self.transport.pipes[0].fileno(), PIPE_CAPACITY)
+        self.pipe_capacity = widen_pipe(self.transport.pipes[0].fileno(), PIPE_CAPACITY)
         self.transport.registerProducer(self, True)
         log.info("ledger writer process %s started (%s)", self.transport.pid,
                  self.settings.get("directory"))
@@ -342,7 +376,7 @@ def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
 
 
-def _widen_pipe(fd: int, capacity: int) -> int:
+def widen_pipe(fd: int, capacity: int) -> int:
     """Ask for ``capacity`` bytes of pipe buffer; returns what the pipe has.
 
     Why: at full load a second's lines are megabytes, and through Linux's default 64 KiB

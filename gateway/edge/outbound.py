@@ -158,6 +158,12 @@ class RemoteLink:
 
         return Events()
 
+    @property
+    def protocol(self) -> Optional[_EngineProtocol]:
+        """The current connection's protocol (its ``transport`` the socket's), None while
+        not connected."""
+        return self._protocol
+
     def connected(self, proto: _EngineProtocol) -> EngineDriver:
         self._protocol = proto
         driver = EngineDriver(self.engine, proto.transport, self.reactor)

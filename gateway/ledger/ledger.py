@@ -27,6 +27,9 @@ to pack, its row 39 and 20; a delivery's 40 and 32, its row 36 and 17 (plus a di
 look-up of its shape). The writer process makes the records of the rows; ``take_lines``
 here.
 
+How a row's shape is found (by its key), made, and forgotten after its context is
+``RowShapes``'s (``row_shapes``); this class builds each record's key and row.
+
 Ids: contexts and messages are numbered from the broker's gateway-id counter
 (``use_gateway_ids``), unique across restarts of a container.
 """
@@ -35,65 +38,27 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-import msgspec
-
 from . import records as r
 from .encoding import as_text as _text
-from .encoding import SHAPE, Shapes, frame, json_lines
+from .encoding import frame, json_lines
 from .records import EventKind
+from .row_shapes import (FORWARDED, SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, ForwardedRow,
+                         ForwardEventRow, MessageRow, RowShapes)
 
 __all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "SHAPES_PER_CONTEXT", "STRUCTS",
            "sample_threshold"]
 
 #: records encoded at most by one ``take_lines``
 DEFAULT_SLICE = 512
-#: shapes a context keeps at most; its records beyond go in full
-SHAPES_PER_CONTEXT = 64
 _SCALE = 2 ** 32
-
-
-def _struct(tag: str) -> type:
-    fields = [(name, Any, None) for name, _ in r.RECORDS[tag]]
-    return msgspec.defstruct(f"Record_{tag}", fields, tag=tag, array_like=True, gc=False)
-
-
-#: kind tag -> the msgspec struct of that record (fields as in ``records.RECORDS``)
-STRUCTS: dict[str, type] = {tag: _struct(tag) for tag in r.RECORDS}
 _Context, _Ended = STRUCTS[r.CONTEXT], STRUCTS[r.CONTEXT_ENDED]
 _Event = STRUCTS[r.EVENT]
-
-
-def _row(name: str, varying: tuple[str, ...]) -> type:
-    fields = [("shape", int, 0)] + [(field, Any, None) for field in varying]
-    return msgspec.defstruct(name, fields, array_like=True, gc=False)
-
-
-#: a message record's row (``received``): what varies from message to message
-MessageRow = _row("MessageRow", ("ts", "gateway_id", "message_id", "correlation_id", "size",
-                                 "headers"))
-#: a delivery's or a settlement's row
-DeliveryRow = _row("DeliveryRow", ("ts", "gateway_id", "delivery_count", "received_at"))
-#: a forwarded message's ``received`` row: its origin id varies too (the origin and the
-#: peer containers are fixed in its shape, with the message row's shape)
-ForwardedRow = _row("ForwardedRow", MessageRow.__struct_fields__[1:] + ("origin_id",))
-#: a forwarding event's row (``forwarded``, ``forward_settled``, a dead-lettering at the
-#: source): the context, event, remote, outcome and reason are fixed in its shape
-ForwardEventRow = _row("ForwardEventRow", ("ts", "gateway_id", "received_at"))
-_ROWS = (MessageRow, DeliveryRow, ForwardedRow, ForwardEventRow)
-#: marks the shape key of a forwarded message's row (beside its message row's shape)
-_FORWARDED = "forwarded"
-_astuple = msgspec.structs.astuple
-
-
-def _items(records: Sequence[Any]) -> list[list]:
-    """Records and rows as lists: a record's tag first, a row's shape id."""
-    return [list(_astuple(x)) if x.__class__ in _ROWS else [x.__struct_config__.tag, *_astuple(x)]
-            for x in records]
 
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
 _ROUTED = EventKind.ROUTED
 _ACCEPTED = r.Outcome.ACCEPTED.value
+_DELIVERED, _SETTLED, _EVENT = r.DELIVERED, r.SETTLED, r.EVENT
 
 
 def sample_threshold(sample_rate: float) -> Optional[int]:
@@ -143,25 +108,16 @@ class Ledger:
         #: what was recorded and not yet taken, oldest first
         self.records: list = []
         self._append = self.records.append
-        #: every shape still needed (id -> its declaration): replayed to a new writer
-        self.shapes: dict[int, list] = {}
-        #: declarations made since the last ``take_frame``: they go first
-        self._unshipped: list[list] = []
-        #: the rows' records, for ``take_lines`` and a batch msgpack refuses
-        self._expansion = Shapes()
-        #: shape key -> id; per context, the last shape of each row kind (key, id)
-        self._shape_ids: dict[tuple, int] = {}
-        self._keys_of_context: dict[Any, list[tuple]] = {}
-        self._last_message: dict[Any, tuple] = {}
-        self._last_delivered: dict[Any, tuple] = {}
-        self._last_settled: dict[Any, tuple] = {}
-        #: (message row's shape, origin container, peer, forwarded row's shape) last used
-        self._last_forwarded_shape: tuple = (None, None, None, 0)
-        #: shapes of contexts closed: they go once every record made before is taken
-        self._closed: list[int] = []
-        self._next_shape: Callable[[], int] = iter(range(1, 1 << 62)).__next__
         #: the contexts still open (ctx id -> record): replayed to a new writer
         self.contexts: dict[int, Any] = {}
+        self._row_shapes = RowShapes(self.contexts)
+        #: every shape still needed (id -> its declaration): replayed to a new writer
+        self.shapes: dict[int, list] = self._row_shapes.declarations
+        # each recording method looks its shape up here itself (a bound ``dict.get``), and
+        # calls ``RowShapes.new_row`` only for a key not found: a shared "find or make"
+        # method would be one more Python call a record, 1-3 a message (2-7 % of the W3
+        # and W4 budgets of ``bench/hotpath.py``)
+        self._shape_of = self._row_shapes.find
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
         self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
         #: remote container -> the context of what is forwarded to it
@@ -194,12 +150,8 @@ class Ledger:
         """The channel or link is gone (after its last record)."""
         if self.contexts.pop(ctx, None) is not None:  # type: ignore[arg-type]
             self._append(_Ended(now, ctx))
-            self._last_message.pop(ctx, None)
-            self._last_delivered.pop(ctx, None)
-            self._last_settled.pop(ctx, None)
             # a record made after this (a late settlement) gets a shape of its own
-            for key in self._keys_of_context.pop(ctx, ()):
-                self._closed.append(self._shape_ids.pop(key))
+            self._row_shapes.context_closed(ctx)
 
     def queue_context(self, now: float, vhost: str, message: Any) -> int:
         """The context of what a queue of ``vhost`` records about ``message`` (expiry,
@@ -227,57 +179,6 @@ class Ledger:
         """``context_lines`` as a frame, for the writer process, after every shape still
         needed."""
         return frame(list(self.contexts.values()), list(self.shapes.values()))
-
-    # -- shapes ------------------------------------------------------------------------
-
-    def _shaped(self, last: Optional[dict], tag: str, row: type, key: tuple, values: tuple,
-                **fixed: Any) -> Any:
-        """Append the row of ``values`` (``row``'s fields after the shape id) in the shape
-        ``key`` (``tag``, the context, then the values of the ``fixed`` fields), declared
-        when new; returns it. The shape is kept in ``last`` (None: not kept; a caller that
-        finds its shape by key) as the context's last of its kind while the context is open. A context closed (or never opened) has its shapes
-        forgotten once their rows are taken. A context with ``SHAPES_PER_CONTEXT`` shapes
-        already (a routing key per message, say) gets the record in full instead: a
-        declaration per record would cost more than it saves."""
-        ctx = key[1]
-        sid = self._shape_ids.get(key)
-        if sid is None:
-            varying = row.__struct_fields__[1:]
-            keys = self._keys_of_context.get(ctx)
-            if keys is not None and len(keys) >= SHAPES_PER_CONTEXT:
-                record = STRUCTS[tag](**fixed, **dict(zip(varying, values)))
-                self._append(record)
-                return record
-            sid = self._next_shape()
-            declaration = [SHAPE, sid, tag, varying, fixed]
-            self.shapes[sid] = declaration
-            self._unshipped.append(declaration)
-            self._expansion.declare(sid, tag, varying, fixed)
-            if ctx in self.contexts:
-                self._shape_ids[key] = sid
-                self._keys_of_context.setdefault(ctx, []).append(key)
-            else:
-                self._closed.append(sid)
-        if last is not None and ctx in self.contexts:
-            last[ctx] = (sid, *key)
-        record = row(sid, *values)
-        self._append(record)
-        return record
-
-    def _retire(self) -> None:
-        """Forget the shapes of the contexts closed, once every record made before their
-        ends was taken (``records`` is empty); the writer is told with the next frame."""
-        if self._closed and not self.records:
-            for sid in self._closed:
-                del self.shapes[sid]
-                self._expansion.forget(sid)
-                self._unshipped.append([SHAPE, sid])
-            self._closed.clear()
-
-    def expand(self, records: Sequence[Any]) -> list:
-        """``records`` (rows among them, of shapes not forgotten yet) as the records they
-        stand for: tuples of the tag and the fields of ``records.RECORDS``."""
-        return self._expansion.expand(_items(records))
 
     # -- publishes ---------------------------------------------------------------------
 
@@ -365,18 +266,13 @@ class Ledger:
             names = _names(queues)
             stored = _stored(message, queues)
         verdict = None if event is None else event._value_
-        # the shape of this context's last message, when this one has it too
-        last = self._last_message.get(ctx)
-        if last is None or last[1] is not tag or last[3] != exchange or last[4] != routing_key \
-                or last[5] != names or last[6] is not verdict or last[7] != stored \
-                or last[8] != reason or last[9] != address:
-            return self._shaped(
-                self._last_message, tag, MessageRow,
-                (tag, ctx, exchange, routing_key, names, verdict, stored, reason, address),
-                (now, message.gateway_id, mid, cid, message.size, headers),
-                ctx=ctx, exchange=exchange, routing_key=routing_key, event=verdict,
-                routed_to=names, stored_to=stored, reason=reason, address=address)
-        row = MessageRow(last[0], now, message.gateway_id, mid, cid, message.size, headers)
+        key = (tag, ctx, exchange, routing_key, verdict, names, stored, reason, address)
+        sid = self._shape_of(key)
+        if sid is None:
+            row = self._row_shapes.new_row(
+                key, MessageRow, (now, message.gateway_id, mid, cid, message.size, headers))
+        else:
+            row = MessageRow(sid, now, message.gateway_id, mid, cid, message.size, headers)
         self._append(row)
         return row
 
@@ -386,15 +282,17 @@ class Ledger:
 
     def delivered(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` (a ``QueuedMessage``) left ``queue`` for the consumer of ``ctx``."""
-        last = self._last_delivered.get(ctx)
         message = entry.message
-        if last is None or last[3] != queue:
-            self._shaped(self._last_delivered, r.DELIVERED, DeliveryRow, (r.DELIVERED, ctx, queue),
-                         (now, message.gateway_id, entry.delivery_count, message.created_at),
-                         ctx=ctx, queue=queue)
-            return
-        self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
-                                 message.created_at))
+        key = (_DELIVERED, ctx, queue)
+        sid = self._shape_of(key)
+        if sid is None:
+            row = self._row_shapes.new_row(
+                key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                   message.created_at))
+        else:
+            row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
+                              message.created_at)
+        self._append(row)
 
     def delivered_settled(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
@@ -405,35 +303,36 @@ class Ledger:
         holds the three to the same lines."""
         message = entry.message
         gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
-        last = self._last_delivered.get(ctx)
-        if last is None or last[3] != queue:
-            self._shaped(self._last_delivered, r.DELIVERED, DeliveryRow, (r.DELIVERED, ctx, queue),
-                         (now, gateway_id, count, created_at), ctx=ctx, queue=queue)
+        key = (_DELIVERED, ctx, queue)
+        sid = self._shape_of(key)
+        if sid is None:
+            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
         else:
-            self._append(DeliveryRow(last[0], now, gateway_id, count, created_at))
-        last = self._last_settled.get(ctx)
-        if last is None or last[3] != queue or last[4] is not _ACCEPTED or last[5] is not None:
-            self._shaped(self._last_settled, r.SETTLED, DeliveryRow,
-                         (r.SETTLED, ctx, queue, _ACCEPTED, None),
-                         (now, gateway_id, count, created_at), ctx=ctx, queue=queue,
-                         outcome=_ACCEPTED, reason=None)
+            row = DeliveryRow(sid, now, gateway_id, count, created_at)
+        self._append(row)
+        key = (_SETTLED, ctx, queue, _ACCEPTED, None)
+        sid = self._shape_of(key)
+        if sid is None:
+            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
         else:
-            self._append(DeliveryRow(last[0], now, gateway_id, count, created_at))
+            row = DeliveryRow(sid, now, gateway_id, count, created_at)
+        self._append(row)
 
     def settled(self, now: float, ctx: int, entry: Any, queue: Optional[str], outcome: str,
                 reason: Optional[str] = None) -> None:
         """The consumer of ``ctx`` settled ``entry``'s delivery (``outcome``: an
         ``Outcome`` value); recorded before the queue acts on it."""
-        last = self._last_settled.get(ctx)
         message = entry.message
-        if last is None or last[3] != queue or last[4] != outcome or last[5] != reason:
-            self._shaped(self._last_settled, r.SETTLED, DeliveryRow,
-                         (r.SETTLED, ctx, queue, outcome, reason),
-                         (now, message.gateway_id, entry.delivery_count, message.created_at),
-                         ctx=ctx, queue=queue, outcome=outcome, reason=reason)
-            return
-        self._append(DeliveryRow(last[0], now, message.gateway_id, entry.delivery_count,
-                                 message.created_at))
+        key = (_SETTLED, ctx, queue, outcome, reason)
+        sid = self._shape_of(key)
+        if sid is None:
+            row = self._row_shapes.new_row(
+                key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                   message.created_at))
+        else:
+            row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
+                              message.created_at)
+        self._append(row)
 
     # -- queues ------------------------------------------------------------------------
 
@@ -532,14 +431,13 @@ class Ledger:
         ``remote``: the one layout of forwarding's events."""
         ctx = self.forward_context(now, remote)
         value = kind._value_
-        key = (r.EVENT, ctx, value, reason, outcome, remote)
-        sid = self._shape_ids.get(key)
+        key = (_EVENT, ctx, value, reason, outcome, remote)
+        sid = self._shape_of(key)
         if sid is None and messages:  # declared with the first row (or none: the context has too many)
             first, *messages = messages
-            record = self._shaped(None, r.EVENT, ForwardEventRow, key,
-                                  (now, first.gateway_id, first.created_at), ctx=ctx,
-                                  event=value, reason=reason, outcome=outcome,
-                                  peer_container=remote)
+            record = self._row_shapes.new_row(key, ForwardEventRow,
+                                              (now, first.gateway_id, first.created_at))
+            self._append(record)
             if record.__class__ is not ForwardEventRow:
                 append = self._append
                 for message in messages:
@@ -558,39 +456,28 @@ class Ledger:
         events through their message): set on its record, so the report's
         reconciliation matches the two by origin container and id, leg by leg."""
         records = self.records
-        if records and getattr(records[-1], "gateway_id", None) == message.gateway_id:
-            row = records[-1]
-            if row.__class__ is MessageRow:
+        row = records[-1] if records else None
+        if row.__class__ is MessageRow:
+            if row.gateway_id == message.gateway_id:
                 # a row of its own shape (the message row's, with the two containers
                 # fixed, and its origin id), not the record in full: one struct per message
-                last = self._last_forwarded_shape
-                if last[0] == row.shape and last[1] == origin_container and last[2] == peer:
-                    records[-1] = ForwardedRow(last[3], row.ts, row.gateway_id, row.message_id,
-                                               row.correlation_id, row.size, row.headers, origin_id)
+                key = (FORWARDED, row.shape, origin_container, peer)
+                sid = self._shape_of(key)
+                if sid is None:
+                    records[-1] = self._row_shapes.new_row(
+                        key, ForwardedRow, (row.ts, row.gateway_id, row.message_id,
+                                            row.correlation_id, row.size, row.headers, origin_id))
                 else:
-                    self._forwarded_row(row, origin_id, origin_container, peer)
-            else:  # the record itself (a context with too many shapes), to set fields on
-                row.origin_id = origin_id
-                row.origin_container = origin_container
-                row.peer_container = peer
+                    records[-1] = ForwardedRow(sid, row.ts, row.gateway_id, row.message_id,
+                                               row.correlation_id, row.size, row.headers,
+                                               origin_id)
+        elif records and getattr(row, "gateway_id", None) == message.gateway_id:
+            # the record itself (a context with too many shapes), to set fields on
+            row.origin_id = origin_id
+            row.origin_container = origin_container
+            row.peer_container = peer
         if self.wake is not None:
             self.wake()
-
-    def _forwarded_row(self, row: Any, origin_id: Any, origin_container: str, peer: str) -> None:
-        """``arrived_forwarded`` of a message row whose forwarded shape is not the last
-        one used: found or declared (``_shaped``), and kept as the last one. (A row's
-        shape id is never used again, so the last one never matches a row of a shape
-        retired since.)"""
-        records = self.records
-        shape = self.shapes[row.shape]
-        fixed = shape[4]
-        key = (shape[2], fixed["ctx"], _FORWARDED, row.shape, origin_container, peer)
-        records.pop()
-        record = self._shaped(None, shape[2], ForwardedRow, key,
-                              (*_astuple(row)[1:], origin_id), **fixed,
-                              origin_container=origin_container, peer_container=peer)
-        if record.__class__ is ForwardedRow:
-            self._last_forwarded_shape = (row.shape, origin_container, peer, record.shape)
 
     # -- the writer's side -------------------------------------------------------------
 
@@ -603,21 +490,25 @@ class Ledger:
         """The oldest ``limit`` records as JSON Lines (sampling applied), removed from
         ``records``; empty bytes when there are none (or all were sampled out)."""
         chunk = self._take(limit)
-        self._unshipped.clear()  # declared to ``_expansion`` already
         data = json_lines(self.expand(chunk)) if chunk else b""
-        self._retire()
+        self._row_shapes.shipped(not self.records)
         return data
 
     def take_frame(self, limit: int = DEFAULT_SLICE) -> bytes:
         """``take_lines`` as a frame (``encoding``): what the writer process is sent, and
         turns into the same lines, off the gateway's event loop."""
         chunk = self._take(limit)
-        if not chunk and not self._unshipped:
+        shapes = self._row_shapes.unshipped
+        if not chunk and not shapes:
             return b""
-        shapes, self._unshipped = self._unshipped, []
         data = frame(chunk, shapes, self.expand)
-        self._retire()
+        self._row_shapes.shipped(not self.records)
         return data
+
+    def expand(self, records: Sequence[Any]) -> list:
+        """``records`` (rows among them, of shapes not forgotten yet) as the records they
+        stand for: tuples of the tag and the fields of ``records.RECORDS``."""
+        return self._row_shapes.expand(records)
 
     def _take(self, limit: int) -> list:
         records = self.records

@@ -140,7 +140,9 @@ class SqliteStore:
                         path, reserve_bytes, self.reserve.path)
         try:
             db = open_store(path, sync=sync, check=check)
-            self._removed_orphans = _remove_orphans(db, path, self.reserve)
+            #: rows removed at open: entries of queues gone and messages no entry refers
+            #: to (``_remove_orphans``: what a crash mid-deletion leaves)
+            self.removed_orphans = _remove_orphans(db, path, self.reserve)
             self._reader = open_reader(path)
         except BaseException:
             os.close(self._lock_fd)
@@ -245,6 +247,12 @@ class SqliteStore:
                 self.on_pending()
         elif len(ops) >= self._batch_max and not self._one_commit:
             self.flush()
+
+    @property
+    def open_writes(self) -> int:
+        """Writes in the open generation, not handed to the commit thread yet: ``batch_max``
+        hands them over, except inside ``one_commit``."""
+        return len(self._ops)
 
     @contextmanager
     def one_commit(self) -> Iterator[None]:

@@ -104,6 +104,13 @@ class WalSync:
         generations over in the same step that stopped counting it)."""
         return self._running
 
+    @property
+    def handover_lock(self) -> threading.Condition:
+        """The lock a syncer takes every generation waiting under: generations put while
+        it is held are taken by one syncer together, as when commits come faster than
+        syncs end (a test holds it to make that happen at will)."""
+        return self._cond
+
     def put(self, generation: int, error: Optional[StoreWriteFailed], submitted: list[float],
             needs_sync: bool) -> None:
         """A generation the commit thread is done with: committed (``needs_sync``), or

@@ -9,9 +9,9 @@ import pytest
 from bench.report import (GATEWAY, REFERENCE, Interval, Measurement, Spread, _t95, draw_chart,
                           format_size, format_table, generator_notes, mean_interval, spread,
                           summarize, target_verdicts, write_json)
-from bench.run import _parse_hostport, parse_args, run_ledger_overhead
+from bench.run import parse_hostport, parse_args, run_ledger_overhead
 from bench.targets import Target
-from bench.workload_run import _producer_argv
+from bench.workload_run import producer_argv
 from bench.workloads import Kind, ClientProtocol, all_workloads, ledger_workloads, select_workloads
 
 
@@ -176,13 +176,13 @@ def test_workloads_cover_the_issue():
 def test_producers_keep_the_rows_window_in_flight():
     target = Target(GATEWAY, "gw", "127.0.0.1", 5672, 5672)
     rows = {r.key: r for r in all_workloads()}
-    confirms = _producer_argv(target, rows["W8 4KiB confirms 500 in flight"], 10, "q", "p.")
+    confirms = producer_argv(target, rows["W8 4KiB confirms 500 in flight"], 10, "q", "p.")
     assert confirms[confirms.index("--confirm-window") + 1] == "500"
-    unsettled = _producer_argv(target, rows["W8 4KiB unsettled 500 in flight"], 10, "q", "p.")
+    unsettled = producer_argv(target, rows["W8 4KiB unsettled 500 in flight"], 10, "q", "p.")
     assert "--unsettled" in unsettled and unsettled[unsettled.index("--window") + 1] == "500"
-    w1 = _producer_argv(target, rows["W1 100B confirms"], 10, "q", "p.")
+    w1 = producer_argv(target, rows["W1 100B confirms"], 10, "q", "p.")
     assert w1[w1.index("--confirm-window") + 1] == "300"          # the other rows as before
-    assert "--window" not in _producer_argv(target, rows["W2 100B unsettled"], 10, "q", "p.")
+    assert "--window" not in producer_argv(target, rows["W2 100B unsettled"], 10, "q", "p.")
 
 
 def test_select_workloads_filters_and_rejects_unknown_names():
@@ -203,7 +203,7 @@ def test_arguments():
     assert (args.ledger_rounds, parse_args([]).ledger_rounds) == (1, 9)
     assert parse_args(["--ledger-rounds", "7"]).ledger_rounds == 7
     with pytest.raises(argparse.ArgumentTypeError) as info:
-        _parse_hostport("nohostport")
+        parse_hostport("nohostport")
     assert "HOST:PORT" in str(info.value)
 
 

@@ -5,7 +5,7 @@ from bench.fixed_rate import (FIXED_RATE, LEDGER_OFF, fixed_rate_rows, fixed_rat
                               fixed_rate_workloads, format_fixed_rate, run_fixed_rate)
 from bench.report import GATEWAY, REFERENCE, Measurement
 from bench.targets import Target
-from bench.workload_run import _producer_argv
+from bench.workload_run import producer_argv
 from bench.workloads import ClientProtocol, select_workloads
 
 
@@ -20,7 +20,7 @@ def test_rows_pace_both_protocols_at_the_fixed_rate():
         ("F W4 100B 5000/s", ClientProtocol.AMQP10, ClientProtocol.AMQP10, 100, FIXED_RATE)]
     target = Target(GATEWAY, "gw", "127.0.0.1", 5672, 5672)
     for row in rows:
-        argv = _producer_argv(target, row, 10, "q", "p.")
+        argv = producer_argv(target, row, 10, "q", "p.")
         assert argv[argv.index("--rate") + 1] == "5000"
     assert select_workloads(rows, "f") == rows
 

@@ -15,6 +15,7 @@ from twisted.internet import reactor, threads
 from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.amqp10.outbound_client import OutboundAmqp10
 from gateway.edge.outbound import RemoteLink
+from gateway.forward.backoff import Backoff
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings
 from gateway.forward.settings import ADDRESS_TEMPLATES
 from tests.support.minimal_forwarder import MinimalForwarder, container_10
@@ -36,7 +37,8 @@ async def test_a_refused_template_backs_off_exponentially(partner_rabbit, tmp_pa
                               reconnect_initial=0.2, reconnect_max=1.6)
     forwarder = MinimalForwarder()
     link = RemoteLink(reactor, settings, forwarder, "org-a", OutboundAmqp10)
-    link.backoff._uniform = lambda low, high: high   # the ceiling: the schedule is exact
+    link.backoff = Backoff(link.backoff.initial, link.backoff.maximum,
+                           uniform=lambda low, high: high)  # the ceiling: the schedule is exact
     delays: list[float] = []
     next_delay = link.backoff.next_delay
     link.backoff.next_delay = lambda: delays.append(next_delay()) or delays[-1]

@@ -286,7 +286,7 @@ def test_consume_missing_queue_is_404(client):
 def test_factory_builds_broker_channels(broker):
     c = BrokerClient(broker)
     c.open(5)
-    handler = c.conn._channels[5].handler
+    handler = c.conn.channel_handlers()[5]
     assert isinstance(handler, BrokerChannel) and handler.channel_id == 5
 
 

@@ -157,9 +157,9 @@ def test_memory_alarm_blocks_and_unblocks_publishers(broker, client):
 
 
 def test_blocked_listener_is_removed_when_the_connection_closes(broker, client):
-    assert len(broker.gate._listeners) == 1
+    assert broker.gate.listener_count == 1
     client.call(0, m.ConnectionClose(reply_code=200, reply_text="bye"))
-    assert broker.gate._listeners == []
+    assert broker.gate.listener_count == 0
 
 
 def test_already_blocked_broker_blocks_new_connection_at_first_channel(broker):
@@ -223,7 +223,7 @@ def test_held_input_is_held_again_if_the_alarm_returns_during_replay(broker, cli
 def test_expiration_sets_message_ttl(client, broker):
     client.declare(1, "q")
     client.publish(1, "", "q", properties=BasicProperties(expiration="1000", priority=3, delivery_mode=2))
-    entry = broker.vhost("/").queue("q")._head(1000.0)
+    entry = broker.vhost("/").queue("q").entries.head(1000.0)
     message = entry.message
     assert (message.ttl_ms, message.priority, message.durable) == (1000, 3, True)
     assert broker.vhost("/").queue("q").expire(1002.0) == 1

@@ -68,7 +68,7 @@ def test_permission_cache_is_bounded(monkeypatch):
     cache = PermissionCache()
     for n in range(10):
         assert cache.refusal(USER, "/", Action.WRITE, f"logs{n}") is not None  # refused
-        assert len(cache._answers) <= 4
+        assert len(cache) <= 4
 
 
 def test_permission_cache_forgets_its_answers_for_a_re_read_user():

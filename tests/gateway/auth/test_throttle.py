@@ -221,14 +221,14 @@ def test_memory_is_bounded():
                       max_pending=4)
     for i in range(10):
         t.refused(f"h{i}", f"user{i}", 0.0)
-    assert len(t) == 3 and len(t._users) == 3
+    assert len(t) == 3 and len(t.users) == 3
     assert t.failures("h0", 1.0) == 0  # oldest forgotten
     assert t.failures("h9", 1.0) == 1
     for _ in range(1000):
         t.refused("h9", "x" * 10_000, 0.5)
-    assert len(t._addresses["h9"].failures) <= 1 + 16
-    assert len(t._addresses["h9"].holds) <= 4
-    assert max(len(name) for name in t._users) <= 256
+    assert t.kept("h9")[0] <= 1 + 16
+    assert t.kept("h9")[1] <= 4
+    assert max(len(name) for name in t.users) <= 256
 
 
 def test_prune_drops_stale_entries():
@@ -236,7 +236,7 @@ def test_prune_drops_stale_entries():
     t.refused(A, "a", 0.0)
     t.refused(B, "b", 4.0)
     t.prune(6.0)
-    assert len(t) == 1 and list(t._users) == ["b"]
+    assert len(t) == 1 and t.users == ["b"]
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -99,7 +99,7 @@ def test_registrations_are_counted_and_removal_prunes() -> None:
     assert not index.remove("x.y", "q")
     assert index.remove("a.#", "r")
     assert len(index) == 0
-    assert index._root.empty()
+    assert index.pruned
 
 
 def test_match_returns_each_destination_once() -> None:
@@ -214,4 +214,4 @@ def test_destinations_cache_is_bounded(monkeypatch) -> None:
     index.add("#", "q")
     for i in range(10):
         assert index.destinations(f"k{i}") == ("q",)
-    assert len(index._cache) <= 4
+    assert index.cached_keys <= 4

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest_twisted
 from twisted.internet import reactor, task
 
-from gateway.edge.ledger_process import PIPE_CAPACITY, LedgerProcess, LedgerShipping, _widen_pipe
+from gateway.edge.ledger_process import PIPE_CAPACITY, LedgerProcess, LedgerShipping, widen_pipe
 from gateway.ledger import Ledger
 from tests.gateway.ledger.test_ledger import message
 from tests.support.ledger_files import read_events
@@ -149,11 +149,11 @@ async def test_the_records_sent_in_frames_are_the_lines_the_child_acknowledges(t
     for i in range(5):
         _publish(lp, f"m{i}")
     # the open context (sent first to a new child), its own record, five messages
-    assert await _until(lambda: lp._written == 7)
-    assert (lp._sent, lp.records_sent) == (7, 7)
+    assert await _until(lambda: lp.lines_written == 7)
+    assert (lp.lines_sent, lp.records_sent) == (7, 7)
     _publish(lp, "last")
     await lp.stop(10.0)
-    assert (lp._sent, lp._written, lp.records_sent) == (8, 8, 8)
+    assert (lp.lines_sent, lp.lines_written, lp.records_sent) == (8, 8, 8)
     assert _ids(tmp_path) == ["m0", "m1", "m2", "m3", "m4", "last"]
 
 
@@ -162,7 +162,7 @@ async def test_the_pipe_to_the_child_is_widened(tmp_path: Path) -> None:
     lp = _process(tmp_path)
     lp.start()
     try:
-        assert await _until(lambda: lp._running)
+        assert await _until(lambda: lp.running)
         with open("/proc/sys/fs/pipe-max-size") as f:
             expected = min(PIPE_CAPACITY, int(f.read()))
         assert lp.pipe_capacity == expected > 65536
@@ -176,23 +176,23 @@ def test_widen_pipe_caps_at_pipe_max_size_and_never_fails() -> None:
         with open("/proc/sys/fs/pipe-max-size") as f:
             limit = int(f.read())
         if os.geteuid() == 0:  # root may go past pipe-max-size: ask for exactly the limit
-            assert _widen_pipe(w, limit) == limit
+            assert widen_pipe(w, limit) == limit
         else:  # refused above the limit: the limit is asked for instead
-            assert _widen_pipe(w, limit * 4) == limit
+            assert widen_pipe(w, limit * 4) == limit
     finally:
         os.close(r)
         os.close(w)
-    assert _widen_pipe(w, PIPE_CAPACITY) == 0  # closed: best effort, no exception
+    assert widen_pipe(w, PIPE_CAPACITY) == 0  # closed: best effort, no exception
 
 
 @pytest_twisted.ensureDeferred
 async def test_a_child_that_dies_is_restarted_and_told_the_open_contexts(tmp_path: Path) -> None:
     lp = _process(tmp_path, restart_delay=0.1)
     lp.start()
-    assert await _until(lambda: lp._running)
+    assert await _until(lambda: lp.running)
     first = lp.transport.pid
     lp.transport.signalProcess("KILL")
-    assert await _until(lambda: lp.restarts == 1 and lp._running and lp.transport.pid != first)
+    assert await _until(lambda: lp.restarts == 1 and lp.running and lp.transport.pid != first)
     _publish(lp, "after")
     await lp.stop(10.0)
     [after] = [r for r in read_events(str(tmp_path)) if r["event"] == "received"]
@@ -216,6 +216,6 @@ def test_a_writer_that_cannot_keep_up_costs_the_oldest_lines_not_memory(tmp_path
     for i in range(20):
         _publish(lp, "x" * 100)
         lp.send(lp.ledger.take_frame())
-    assert lp.chunks_dropped > 0 and lp._replay, "the contexts go first when it resumes"
-    assert lp._pending_bytes <= 1000
-    assert len(lp._pending) == 20 - lp.chunks_dropped
+    assert lp.chunks_dropped > 0 and lp.replay_due, "the contexts go first when it resumes"
+    assert lp.pending_bytes <= 1000
+    assert lp.pending_frames == 20 - lp.chunks_dropped

@@ -8,6 +8,7 @@ from twisted.python.failure import Failure
 
 from gateway.amqp091.outbound_client import OutboundAmqp091
 from gateway.edge.outbound import RemoteLink
+from gateway.forward.backoff import Backoff
 from gateway.forward.outbound import RemoteSettings
 from tests.support.minimal_forwarder import MinimalForwarder
 
@@ -24,7 +25,7 @@ def _link(reactor, **settings) -> tuple[MinimalForwarder, RemoteLink]:
 def test_a_refused_connect_is_reported_and_retried_after_the_backoff():
     reactor = MemoryReactorClock()
     forwarder, link = _link(reactor)
-    link.backoff._uniform = lambda low, high: high
+    link.backoff = Backoff(link.backoff.initial, link.backoff.maximum, uniform=lambda low, high: high)
     link.start()
     assert len(reactor.tcpClients) == 1
     factory = reactor.tcpClients[0][2]

@@ -118,8 +118,8 @@ async def test_a_forwarders_socket_has_tcp_nodelay():
     link = RemoteLink(reactor, settings, MinimalForwarder(), "org-a", OutboundAmqp091)
     try:
         link.start()
-        assert await _until(lambda: link._protocol is not None and accepted)
-        assert _tcp_socket(link._protocol.transport).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        assert await _until(lambda: link.protocol is not None and accepted)
+        assert _tcp_socket(link.protocol.transport).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     finally:
         link.close("test over")
         for remote in accepted:

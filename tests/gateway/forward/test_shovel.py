@@ -124,11 +124,11 @@ def test_a_message_the_transfer_service_refuses_is_rejected_locally(monkeypatch)
     vhost, shovel, forwarder = _setup(backlog=10)
     queue = vhost.queue("outbound.orders")
 
-    def refuse(message, now):
+    def refuse(transfer, message, now):
         from gateway.broker.errors import NotAllowed
         raise NotAllowed("forwarding loop: org-a already on the hop trace")
 
-    monkeypatch.setattr(shovel._transfer, "publish", refuse)
+    monkeypatch.setattr(TransferService, "publish", refuse)  # the shovel's transfer service
     _publish(vhost, 1)
     assert shovel.refused == 1 and queue.message_count == 0 and queue.acquired_count == 0
     assert forwarder.depth == 0

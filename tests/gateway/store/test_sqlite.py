@@ -139,7 +139,7 @@ def test_before_confirming_runs_once_before_the_callbacks_a_commit_allows(path, 
     assert seen == ["ledger", "confirm 1", "confirm 2"]
     store.save_queue(QueueRecord("/", "q2"))
     store.flush()
-    loop.run_until(lambda: store.latest_generation == store._done_gen)
+    loop.run_until(lambda: store.is_committed(store.latest_generation))
     assert seen == ["ledger", "confirm 1", "confirm 2"]  # a commit that allows no callback
     store.close()
 
@@ -458,9 +458,9 @@ def test_on_pending_is_called_once_per_generation_and_batch_max_flushes(path, lo
     store.on_pending = lambda: calls.append(1)
     qid = store.save_queue(QueueRecord("/", "q"))
     store.add_message(qid, 1, None, 0, False, None, row(1))  # 3 operations: handed over
-    assert calls == [1] and store._ops == []
+    assert calls == [1] and store.open_writes == 0
     store.add_message(qid, 2, None, 0, False, None, row(2))
-    assert calls == [1, 1] and len(store._ops) == 2
+    assert calls == [1, 1] and store.open_writes == 2
     store.close()
 
 
@@ -476,8 +476,8 @@ def test_one_commit_keeps_a_transaction_s_writes_in_one_generation(path, loop) -
         first = store.latest_generation
         for seq in range(2, 6):
             store.add_message(qid, seq, None, 0, False, None, row(seq))
-        assert store.latest_generation == first and len(store._ops) > 3
-    assert store._ops == []  # handed over as one
+        assert store.latest_generation == first and store.open_writes > 3
+    assert store.open_writes == 0  # handed over as one
     done: list = []
     store.after_commit(done.append)
     loop.run_until(lambda: done)
@@ -528,8 +528,7 @@ def test_failed_write_reports_error_keeps_deletions_and_recovers(path, loop) -> 
 
 
 def test_retry_without_new_writes(path, loop) -> None:
-    store = open_store(path, loop)
-    store._thread._retry_interval = 0.05
+    store = open_store(path, loop, retry_interval=0.05)
     qid = store.save_queue(QueueRecord("/", "q"))
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     commit(store, loop)
@@ -584,7 +583,7 @@ def test_orphans_are_removed_at_open(path, loop) -> None:
     db.commit()
     db.close()
     again = open_store(path, loop)
-    assert again._removed_orphans == 2 and again.load().entries == {}
+    assert again.removed_orphans == 2 and again.load().entries == {}
     again.close()
 
 

@@ -78,9 +78,9 @@ def test_a_generation_committed_during_a_sync_starts_its_own_and_reports_stay_in
         assert syncs.wait_started(2)  # the second sync runs while the first is held
         syncs.release(2)  # the later sync ends first: it waits for the one before it
         deadline = time.monotonic() + 10
-        while 1 not in wal._finished and time.monotonic() < deadline:
+        while wal.running > 1 and time.monotonic() < deadline:  # the later sync handed over
             time.sleep(0.002)
-        assert 1 in wal._finished and reports == []
+        assert wal.running == 1 and reports == []
         syncs.release(1)
         assert wal.stop(10)  # everything is reported by then
         # both durable: one report of the later ("everything up to 2"), one wake
@@ -125,7 +125,7 @@ def test_generations_reported_together_with_one_outcome_are_one_report(wal_path)
     try:
         wal.put(1, None, [1.0], True)
         assert syncs.wait_started(1)
-        with wal._cond:  # the second syncer takes the four at once
+        with wal.handover_lock:  # the second syncer takes the four at once
             wal.put(2, None, [2.0], True)
             wal.put(3, None, [3.0], False)
             wal.put(4, failure, [4.0], False)
