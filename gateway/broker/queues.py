@@ -8,7 +8,13 @@ kept sorted by ``seq``), ACQUIRED (handed to a consumer or ``get`` with ack, uns
 kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, purged).
 
 * ``enqueue`` appends at the tail and dispatches at once, so a waiting consumer gets the
-  message before any TTL-0 or max-length check drops it (as RabbitMQ does).
+  message before any TTL-0 or max-length check drops it (as RabbitMQ does). While the
+  queue is *stalled for credit* (its last dispatch found no acquiring consumer with credit
+  and none refusing the head by ``undeliverable-here``), that dispatch could deliver
+  nothing: the publish only takes expired heads out, as the dispatch would have. Every
+  dispatch forgets the stall, and the protocols dispatch whenever credit grows (ack,
+  ``basic.qos``, ``channel.flow``, 1.0 flow, the shovel's window) and a consumer is
+  added; browsers and filtered consumers are dispatched to on every publish as before.
 * ``settle`` (ack / 1.0 accepted) makes an ACQUIRED entry GONE.
 * ``release`` puts an ACQUIRED entry back at its original position (by ``seq``), not at
   the tail, so redelivery keeps publish order; it dispatches again.
