@@ -10,9 +10,13 @@ CreditWindow
       of ``basic.qos(global=True)``): a delivery counts against both, and credit is the
       smaller of the two.
     * Credit mode (1.0 link credit): :meth:`grant` sets the credit the receiver gave
-      (1.0 flow frames carry absolute credit); each delivery uses one; settlement does not
-      give credit back. ``drain`` asks the sender to use up or drop the credit; after a
-      dispatch the link calls :meth:`drain_all` to drop what is left.
+      (1.0 flow frames carry absolute credit), then ``queue.dispatch(now)``; each delivery
+      uses one; settlement does not give credit back. ``drain`` asks the sender to use up
+      or drop the credit; after a dispatch the link calls :meth:`drain_all` to drop what
+      is left.
+    * Whoever makes a window grow (settle, grant, a new limit, a parent that changes)
+      dispatches the queues it feeds: a queue whose last dispatch found no credit skips
+      the dispatch on a publish until its next one (``queues``: stalled for credit).
 
 ProducerGate
     Tracks the body bytes held by all queues. Above ``high_watermark`` bytes producers are

@@ -8,7 +8,13 @@ kept sorted by ``seq``), ACQUIRED (handed to a consumer or ``get`` with ack, uns
 kept in a dict by ``seq``) or GONE (settled, expired, dropped, dead-lettered, purged).
 
 * ``enqueue`` appends at the tail and dispatches at once, so a waiting consumer gets the
-  message before any TTL-0 or max-length check drops it (as RabbitMQ does).
+  message before any TTL-0 or max-length check drops it (as RabbitMQ does). While the
+  queue is *stalled for credit* (its last dispatch found no acquiring consumer with credit
+  and none refusing the head by ``undeliverable-here``), that dispatch could deliver
+  nothing: the publish only takes expired heads out, as the dispatch would have. Every
+  dispatch forgets the stall, and the protocols dispatch whenever credit grows (ack,
+  ``basic.qos``, ``channel.flow``, 1.0 flow, the shovel's window) and a consumer is
+  added; browsers and filtered consumers are dispatched to on every publish as before.
 * ``settle`` (ack / 1.0 accepted) makes an ACQUIRED entry GONE.
 * ``release`` puts an ACQUIRED entry back at its original position (by ``seq``), not at
   the tail, so redelivery keeps publish order; it dispatches again.
@@ -142,6 +148,10 @@ class Queue:
         self.deleted = False
         self._dispatching = False
         self._again = False
+        #: the last dispatch ended because no acquiring consumer had credit (none was
+        #: excluded by ``undeliverable-here``): until the next dispatch, which every growth
+        #: of credit and every new consumer brings, a publish has nothing to deliver
+        self._stalled = False
         #: the link to the store of a stored queue (durable, not exclusive, not auto-delete)
         self.storage: Optional["QueueStorage"] = host.queue_storage(self) if self.storable else None
         self.entries.use_storage(self.storage)
@@ -251,7 +261,14 @@ class Queue:
                     drop_over_limit(self.args, self.entries, self.dead_lettering, now)
                 return True
         entry = self.entries.add(message, expires_at, self)
-        if consumers.acquiring or consumers.browsers:
+        if consumers.acquiring:
+            if self._stalled and not consumers.browsers:
+                # no consumer had credit at the last dispatch, and none has had more since
+                # (credit growth dispatches): a dispatch would only expire the heads
+                self._head(now)
+            else:
+                self.dispatch(now)
+        elif consumers.browsers:
             self.dispatch(now)
         if ttl == 0 and entry.state is AVAILABLE:
             self._expire_available(entry, now)
@@ -322,16 +339,19 @@ class Queue:
         """Hand available messages to consumers with credit; returns how many went out.
 
         Called after enqueue and release (by the queue) and by the protocol whenever
-        credit grows (ack, qos, 1.0 flow). Re-entrant calls are folded into the running
-        one.
+        credit grows (ack, qos, 1.0 flow): that promise is what lets ``enqueue`` skip
+        the dispatch while the queue is stalled for credit. Re-entrant calls are folded
+        into the running one.
         """
         self._now = now
         if self._dispatching:
             self._again = True
+            self._stalled = False
             return 0
         consumers = self.consumers
         if not consumers.acquiring and not consumers.browsers:
             return 0
+        self._stalled = False
         self._dispatching = True
         sent = 0
         entries = self.entries
@@ -349,6 +369,9 @@ class Queue:
                             break
                         consumer = pick(entry.undeliverable_to)
                         if consumer is None:
+                            # nobody has credit, unless the head was refused by some
+                            # (a new head may go to them: not stalled)
+                            self._stalled = not entry.undeliverable_to
                             break
                         if entry.stored is not None and not entries.with_body(entry):
                             continue

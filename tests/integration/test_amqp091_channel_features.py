@@ -51,6 +51,28 @@ def test_global_prefetch_is_shared_by_the_channels_consumers(conn):
     assert {tag for tag, _ in held} == set(ch.consumer_tags)
 
 
+def test_an_ack_on_one_queue_lets_the_global_window_deliver_from_another(conn):
+    # q2's publish meets a consumer without credit (the channel's global window is full):
+    # the ack of q1's message frees it, and q2 must be dispatched to then
+    ch = conn.channel()
+    pub = conn.channel()
+    pub.confirm_delivery()
+    q1, q2 = (ch.queue_declare(unique(f"gs{i}"), exclusive=True).method.queue for i in range(2))
+    ch.basic_qos(prefetch_count=1, global_qos=True)
+    held: list = []
+    for q in (q1, q2):
+        ch.basic_consume(q, lambda c, m, p, b: held.append((m.delivery_tag, b)))
+    pub.basic_publish("", q1, b"first")
+    pump(conn, lambda: len(held) >= 1)
+    pub.basic_publish("", q2, b"second")
+    pub.basic_publish("", q2, b"third")
+    conn.process_data_events(time_limit=0.2)
+    assert [b for _, b in held] == [b"first"]
+    ch.basic_ack(held[0][0])
+    pump(conn, lambda: len(held) >= 2)
+    assert [b for _, b in held] == [b"first", b"second"]
+
+
 def test_nack_multiple_settles_every_lower_outstanding_tag(conn):
     ch = conn.channel()
     q = ch.queue_declare(unique("nackm"), exclusive=True).method.queue

@@ -58,6 +58,35 @@ def test_prefetch_limits_in_flight_deliveries(conn):
     assert len(held) == 7
 
 
+def test_publishes_while_the_consumer_has_no_credit_wait_for_its_acks(conn):
+    # every publish here meets a queue stalled for credit (issue 43: no dispatch pass);
+    # each ack's dispatch must still hand the next one over, in order
+    ch = conn.channel()
+    pub = conn.channel()
+    pub.confirm_delivery()  # a publish returns once the gateway took it
+    q = ch.queue_declare(unique("stall"), exclusive=True).method.queue
+    ch.basic_qos(prefetch_count=1)
+    held: list = []
+    ch.basic_consume(q, lambda c, m, p, b: held.append((m.delivery_tag, b)))
+    for i in range(10):
+        pub.basic_publish("", q, b"%d" % i)
+    pump(conn, lambda: len(held) >= 1)
+    conn.process_data_events(time_limit=0.2)
+    assert [b for _, b in held] == [b"0"]
+    assert ch.queue_declare(q, passive=True).method.message_count == 9
+    for i in range(10, 20):
+        before = len(held)
+        ch.basic_ack(held[-1][0])
+        pump(conn, lambda: len(held) > before)
+        pub.basic_publish("", q, b"%d" % i)  # stalled again: it waits behind the rest
+    while len(held) < 20:
+        before = len(held)
+        ch.basic_ack(held[-1][0])
+        pump(conn, lambda: len(held) > before)
+        assert len(held) == before + 1
+    assert [b for _, b in held] == [b"%d" % i for i in range(20)]
+
+
 def test_nack_requeue_then_reject(conn):
     ch = conn.channel()
     q = ch.queue_declare(unique("nr"), exclusive=True).method.queue
