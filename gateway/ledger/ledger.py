@@ -59,8 +59,6 @@ _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol
 _ROUTED = EventKind.ROUTED
 _ACCEPTED = r.Outcome.ACCEPTED.value
 _DELIVERED, _SETTLED, _EVENT = r.DELIVERED, r.SETTLED, r.EVENT
-#: the classes of a message or correlation id recorded as they are (other ids as text)
-_AS_IS = (str, type(None))
 
 
 def sample_threshold(sample_rate: float) -> Optional[int]:
@@ -253,9 +251,9 @@ class Ledger:
         as a row; returns the row (appended already). The one home of which message fields
         fill it."""
         mid, cid = message.message_id, message.correlation_id
-        if mid.__class__ not in _AS_IS:
+        if mid is not None and mid.__class__ is not str:
             mid = _text(mid)
-        if cid.__class__ not in _AS_IS:
+        if cid is not None and cid.__class__ is not str:
             cid = _text(cid)
         headers = None
         if self.allowlist:  # (first: no header is recorded by default)
