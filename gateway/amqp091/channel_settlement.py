@@ -74,6 +74,19 @@ class ChannelSettlement:
         ledger = self._ledger
         # ack: accepted; nack/reject with requeue: released; without: rejected
         outcome = (_ACCEPTED if kind is _ACK else _RELEASED if kind is _REQUEUE else _REJECTED)
+        if kind is _ACK:
+            # what apply_outcome does first for ACCEPTED, without its call (every ack); the
+            # ledger's records first, in one call (the queue records nothing on an ack)
+            if ledger is not None:
+                ledger.settled_many(now, self._ledger_ctx, [item.entry for item in items],
+                                    outcome)
+            for item in items:
+                entry = item.entry
+                queue = entry.queue
+                if queue is not None:
+                    queue.settle(entry)
+                    queues[queue] = None
+            return queues
         settled_as = OUTCOME_OF[kind]
         for item in items:
             entry = item.entry
@@ -82,11 +95,7 @@ class ChannelSettlement:
                 continue
             if ledger is not None:  # before the queue acts on it (a requeue redelivers)
                 ledger.settled(now, self._ledger_ctx, entry, queue.name, outcome)
-            if kind is _ACK:
-                # what apply_outcome does first for ACCEPTED, without its call (every ack)
-                queue.settle(entry)
-            else:
-                apply_outcome(queue, entry, settled_as, now)
+            apply_outcome(queue, entry, settled_as, now)
             queues[queue] = None
         return queues
 

@@ -79,6 +79,15 @@ def _names(queues: Sequence[Any]) -> tuple:
     return tuple(q.name for q in queues)
 
 
+def _allowed(headers: Any, allowlist: tuple) -> Optional[dict]:
+    """The allow-listed of ``headers`` with a value, as text; None for none. (A function of
+    its own: its comprehension in ``Ledger._record`` made ``headers`` a cell there, for
+    every message.)"""
+    if not headers:
+        return None
+    return {k: _text(headers[k]) for k in allowlist if headers.get(k) is not None} or None
+
+
 def _stored(message: Any, queues: Optional[Sequence[Any]]) -> Optional[tuple]:
     """``stored_to``: of the queues routing chose, those that keep a persistent
     ``message`` in the store (a queue with ``storage``); None for none. What the report
@@ -113,10 +122,13 @@ class Ledger:
         self._row_shapes = RowShapes(self.contexts)
         #: every shape still needed (id -> its declaration): replayed to a new writer
         self.shapes: dict[int, list] = self._row_shapes.declarations
-        # each recording method looks its shape up here itself (a bound ``dict.get``), and
-        # calls ``RowShapes.new_row`` only for a key not found: a shared "find or make"
-        # method would be one more Python call a record, 1-3 a message (2-7 % of the W3
-        # and W4 budgets of ``bench/hotpath.py``)
+        # each recording method looks its shape up here itself, and calls
+        # ``RowShapes.new_row`` only for a key not found: a shared "find or make" method
+        # would be one more Python call a record, 1-3 a message (2-7 % of the W3 and W4
+        # budgets of ``bench/hotpath.py``). The message path subscripts ``ids`` and makes
+        # a shape on its KeyError (rare: once per kind of record of a context): no C call
+        # and no None test a record, unlike ``find`` (a bound ``dict.get``)
+        self._shape_ids = self._row_shapes.ids
         self._shape_of = self._row_shapes.find
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
         self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
@@ -243,12 +255,9 @@ class Ledger:
             mid = _text(mid)
         if cid is not None and cid.__class__ is not str:
             cid = _text(cid)
-        headers = message.headers
-        if headers and self.allowlist:
-            headers = {k: _text(headers[k]) for k in self.allowlist
-                       if headers.get(k) is not None} or None
-        else:
-            headers = None
+        headers = None
+        if self.allowlist:  # (first: no header is recorded by default)
+            headers = _allowed(message.headers, self.allowlist)
         exchange, routing_key = message.exchange, message.routing_key
         if not routed:
             exchange, routing_key = exchange or None, routing_key or None
@@ -267,12 +276,12 @@ class Ledger:
             stored = _stored(message, queues)
         verdict = None if event is None else event._value_
         key = (tag, ctx, exchange, routing_key, verdict, names, stored, reason, address)
-        sid = self._shape_of(key)
-        if sid is None:
+        try:
+            row = MessageRow(self._shape_ids[key], now, message.gateway_id, mid, cid, message.size,
+                             headers)
+        except KeyError:
             row = self._row_shapes.new_row(
                 key, MessageRow, (now, message.gateway_id, mid, cid, message.size, headers))
-        else:
-            row = MessageRow(sid, now, message.gateway_id, mid, cid, message.size, headers)
         self._append(row)
         return row
 
@@ -284,15 +293,13 @@ class Ledger:
         """``entry`` (a ``QueuedMessage``) left ``queue`` for the consumer of ``ctx``."""
         message = entry.message
         key = (_DELIVERED, ctx, queue)
-        sid = self._shape_of(key)
-        if sid is None:
-            row = self._row_shapes.new_row(
+        try:
+            self._append(DeliveryRow(self._shape_ids[key], now, message.gateway_id,
+                                     entry.delivery_count, message.created_at))
+        except KeyError:
+            self._append(self._row_shapes.new_row(
                 key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
-                                   message.created_at))
-        else:
-            row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
-                              message.created_at)
-        self._append(row)
+                                   message.created_at)))
 
     def delivered_settled(self, now: float, ctx: int, entry: Any, queue: str) -> None:
         """``entry`` left ``queue`` for the consumer of ``ctx`` settled as it was sent (0-9-1
@@ -303,20 +310,17 @@ class Ledger:
         holds the three to the same lines."""
         message = entry.message
         gateway_id, count, created_at = message.gateway_id, entry.delivery_count, message.created_at
+        append, ids = self._append, self._shape_ids
         key = (_DELIVERED, ctx, queue)
-        sid = self._shape_of(key)
-        if sid is None:
-            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
-        else:
-            row = DeliveryRow(sid, now, gateway_id, count, created_at)
-        self._append(row)
+        try:
+            append(DeliveryRow(ids[key], now, gateway_id, count, created_at))
+        except KeyError:
+            append(self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at)))
         key = (_SETTLED, ctx, queue, _ACCEPTED, None)
-        sid = self._shape_of(key)
-        if sid is None:
-            row = self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at))
-        else:
-            row = DeliveryRow(sid, now, gateway_id, count, created_at)
-        self._append(row)
+        try:
+            append(DeliveryRow(ids[key], now, gateway_id, count, created_at))
+        except KeyError:
+            append(self._row_shapes.new_row(key, DeliveryRow, (now, gateway_id, count, created_at)))
 
     def settled(self, now: float, ctx: int, entry: Any, queue: Optional[str], outcome: str,
                 reason: Optional[str] = None) -> None:
@@ -324,15 +328,38 @@ class Ledger:
         ``Outcome`` value); recorded before the queue acts on it."""
         message = entry.message
         key = (_SETTLED, ctx, queue, outcome, reason)
-        sid = self._shape_of(key)
-        if sid is None:
-            row = self._row_shapes.new_row(
+        try:
+            self._append(DeliveryRow(self._shape_ids[key], now, message.gateway_id,
+                                     entry.delivery_count, message.created_at))
+        except KeyError:
+            self._append(self._row_shapes.new_row(
                 key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                   message.created_at)))
+
+    def settled_many(self, now: float, ctx: int, entries: Iterable[Any], outcome: str) -> None:
+        """``settled`` (no reason) for each of ``entries``, in order, in its own queue
+        (``entry.queue``; an entry without one is skipped: it went with its queue): a 0-9-1
+        ack with ``multiple``. One Python call, and one key and look-up for each run of a
+        queue's entries, instead of a call, a key and a look-up for every entry."""
+        append, ids = self._append, self._shape_ids
+        last = sid = key = None
+        for entry in entries:
+            queue = entry.queue
+            if queue is None:
+                continue
+            if queue is not last:
+                last = queue
+                key = (_SETTLED, ctx, queue.name, outcome, None)
+                sid = ids.get(key)
+            message = entry.message
+            if sid is None:
+                append(self._row_shapes.new_row(
+                    key, DeliveryRow, (now, message.gateway_id, entry.delivery_count,
+                                       message.created_at)))
+                sid = ids.get(key)  # (None when not kept: as ``settled``, a new one each)
+            else:
+                append(DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
                                    message.created_at))
-        else:
-            row = DeliveryRow(sid, now, message.gateway_id, entry.delivery_count,
-                              message.created_at)
-        self._append(row)
 
     # -- queues ------------------------------------------------------------------------
 

@@ -106,10 +106,12 @@ class RowShapes:
         self._open = open_contexts
         #: every shape still needed (id -> its declaration): replayed to a new writer
         self.declarations: dict[int, list] = {}
-        #: key -> shape id, for the shapes of open contexts
-        self._ids: dict[tuple, int] = {}
+        #: key -> shape id, for the shapes of open contexts (read only: ``ids[key]`` is
+        #: how the message path finds its shape, a KeyError saying it has none yet)
+        self.ids: dict[tuple, int] = {}
+        self._ids = self.ids
         #: the shape id of ``key`` (module docstring), None when it has none yet. A bound
-        #: ``dict.get``: the message path finds its shape without a Python call.
+        #: ``dict.get``: finds a shape without a Python call.
         self.find: Callable[[tuple], Optional[int]] = self._ids.get
         #: context -> the keys of its shapes
         self._keys_of_context: dict[Any, list[tuple]] = {}

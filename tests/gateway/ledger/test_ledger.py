@@ -468,3 +468,28 @@ def test_forwarding_events_are_rows_that_read_back_as_their_full_records():
     assert reader.error is None
     assert got == want
     assert twin.take_lines(10 ** 6) == want
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_settled_many_writes_what_settled_writes_for_each_entry(closed):
+    """A 0-9-1 multiple ack's one call: the same frames as a ``settled`` per entry, in
+    order, each in its own queue; an entry without a queue (gone with it) is skipped; after
+    the context closed, each record gets a shape of its own, as ``settled`` gives it."""
+    qa, qb = SimpleNamespace(name="a"), SimpleNamespace(name="b")
+    entries = [SimpleNamespace(message=message(gid), delivery_count=gid % 3, queue=q)
+               for gid, q in enumerate([qa, qa, None, qb, qa, qb, qb], start=1)]
+    frames = []
+    for one_call in (False, True):
+        ledger = Ledger(container_id="gw")
+        ctx = ledger.context(T0, "/", "ann", "0-9-1", "c1", 1)
+        if closed:
+            ledger.close_context(T0, ctx)
+        if one_call:
+            ledger.settled_many(T0 + 1, ctx, entries, "accepted")
+        else:
+            for entry in entries:
+                if entry.queue is not None:
+                    ledger.settled(T0 + 1, ctx, entry, entry.queue.name, "accepted")
+        frames.append(ledger.take_frame(10 ** 6) + ledger.take_frame())
+    assert frames[0] == frames[1]
+    assert len(frames[0]) > 100
