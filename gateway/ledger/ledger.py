@@ -127,9 +127,8 @@ class Ledger:
         # would be one more Python call a record, 1-3 a message (2-7 % of the W3 and W4
         # budgets of ``bench/hotpath.py``). The message path subscripts ``ids`` and makes
         # a shape on its KeyError (rare: once per kind of record of a context): no C call
-        # and no None test a record, unlike ``find`` (a bound ``dict.get``)
+        # and no None test a record
         self._shape_ids = self._row_shapes.ids
-        self._shape_of = self._row_shapes.find
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
         self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
         #: remote container -> the context of what is forwarded to it
@@ -326,6 +325,7 @@ class Ledger:
                 reason: Optional[str] = None) -> None:
         """The consumer of ``ctx`` settled ``entry``'s delivery (``outcome``: an
         ``Outcome`` value); recorded before the queue acts on it."""
+        # the look-up written out as in ``delivered``, not shared: see ``__init__``
         message = entry.message
         key = (_SETTLED, ctx, queue, outcome, reason)
         try:
@@ -459,8 +459,11 @@ class Ledger:
         ctx = self.forward_context(now, remote)
         value = kind._value_
         key = (_EVENT, ctx, value, reason, outcome, remote)
-        sid = self._shape_of(key)
-        if sid is None and messages:  # declared with the first row (or none: the context has too many)
+        try:
+            sid = self._shape_ids[key]
+        except KeyError:  # declared with the first row (or none: the context has too many)
+            if not messages:
+                return
             first, *messages = messages
             record = self._row_shapes.new_row(key, ForwardEventRow,
                                               (now, first.gateway_id, first.created_at))
@@ -489,15 +492,14 @@ class Ledger:
                 # a row of its own shape (the message row's, with the two containers
                 # fixed, and its origin id), not the record in full: one struct per message
                 key = (FORWARDED, row.shape, origin_container, peer)
-                sid = self._shape_of(key)
-                if sid is None:
+                try:
+                    records[-1] = ForwardedRow(self._shape_ids[key], row.ts, row.gateway_id,
+                                               row.message_id, row.correlation_id, row.size,
+                                               row.headers, origin_id)
+                except KeyError:
                     records[-1] = self._row_shapes.new_row(
                         key, ForwardedRow, (row.ts, row.gateway_id, row.message_id,
                                             row.correlation_id, row.size, row.headers, origin_id))
-                else:
-                    records[-1] = ForwardedRow(sid, row.ts, row.gateway_id, row.message_id,
-                                               row.correlation_id, row.size, row.headers,
-                                               origin_id)
         elif records and getattr(row, "gateway_id", None) == message.gateway_id:
             # the record itself (a context with too many shapes), to set fields on
             row.origin_id = origin_id

@@ -11,10 +11,10 @@ writer once, ahead of its first row (``encoding``).
 A shape is found by its *key*: a tuple of the record's kind tag, then the values of the
 fields its shapes fix (``_FIXED``: the context first), so that the key is the shape's
 declaration; or, for a forwarded arrival, ``FORWARDED``, its message row's shape and the
-two containers. Finding one is a single dict look-up (``find``, a bound ``dict.get``: no
-Python call on the message path); a key not found gets a shape made for it
-(``new_row``). Why one dict and no "last shape per context of each kind" caches in front
-of it (which the ledger kept before): the same calls a record (one C call), one rule
+two containers. Finding one is a single dict subscript (``ids[key]``: no Python call and
+no C call on the message path); a key not found (the ``KeyError``, once per kind of record
+of a context) gets a shape made for it (``new_row``). Why one dict and no "last shape per
+context of each kind" caches in front of it (which the ledger kept before): one rule
 instead of five, and the key look-up was the caches' fallback anyway. Building and
 hashing the key cost no CPU time that shows beside the field-by-field comparisons (one
 process, 20,000 messages' received, delivered and settled records, process time, best
@@ -29,7 +29,7 @@ record would cost more than it saves, and would grow the writer's table without 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Container, Optional, Sequence
+from typing import Any, Callable, Container, Sequence
 
 import msgspec
 
@@ -94,7 +94,7 @@ def _items(records: Sequence[Any]) -> list[list]:
 
 
 class RowShapes:
-    """The shapes of one ledger's rows: found by key (``find``), made for a new key
+    """The shapes of one ledger's rows: found by key (``ids[key]``), made for a new key
     (``new_row``), declared to the writer (``unshipped``, ``declarations``) and retired
     after their context (``context_closed``, ``shipped``).
 
@@ -109,10 +109,6 @@ class RowShapes:
         #: key -> shape id, for the shapes of open contexts (read only: ``ids[key]`` is
         #: how the message path finds its shape, a KeyError saying it has none yet)
         self.ids: dict[tuple, int] = {}
-        self._ids = self.ids
-        #: the shape id of ``key`` (module docstring), None when it has none yet. A bound
-        #: ``dict.get``: finds a shape without a Python call.
-        self.find: Callable[[tuple], Optional[int]] = self._ids.get
         #: context -> the keys of its shapes
         self._keys_of_context: dict[Any, list[tuple]] = {}
         #: declarations and ends of shapes made since the last ``shipped``, oldest first:
@@ -126,7 +122,7 @@ class RowShapes:
 
     def new_row(self, key: tuple, row: type, values: tuple) -> Any:
         """The record of ``values`` (``row``'s fields after its shape id) whose shape
-        ``key`` ``find`` does not know: a row of a shape declared now, or the record in
+        ``key`` ``ids`` does not hold: a row of a shape declared now, or the record in
         full when its context has ``SHAPES_PER_CONTEXT`` shapes already."""
         head = key[0]
         if head == FORWARDED:
@@ -147,7 +143,7 @@ class RowShapes:
         self.unshipped.append(declaration)
         self._expansion.declare(sid, tag, varying, fixed)
         if ctx in self._open:
-            self._ids[key] = sid
+            self.ids[key] = sid
             if keys is None:
                 self._keys_of_context[ctx] = [key]
             else:
@@ -159,7 +155,7 @@ class RowShapes:
     def context_closed(self, ctx: Any) -> None:
         """``ctx`` is gone: its shapes are found no more, and retired by ``shipped``."""
         for key in self._keys_of_context.pop(ctx, ()):
-            self._closed.append(self._ids.pop(key))
+            self._closed.append(self.ids.pop(key))
 
     def shipped(self, idle: bool) -> None:
         """``unshipped`` went to the writer (or it needs none: ``expand`` knows them).

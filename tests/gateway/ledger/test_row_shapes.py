@@ -16,13 +16,13 @@ def _delivery_key(ctx: int, queue: str) -> tuple:
 def test_a_key_finds_the_shape_made_for_it_and_a_new_key_gets_a_new_one():
     shapes = RowShapes({7: "open"})
     key = _delivery_key(7, "q")
-    assert shapes.find(key) is None
+    assert key not in shapes.ids
     row = shapes.new_row(key, DeliveryRow, (T0, 100, 0, T0 - 1))
     assert row == DeliveryRow(row.shape, T0, 100, 0, T0 - 1)
-    assert shapes.find(key) == row.shape
-    assert shapes.find(_delivery_key(7, "other")) is None
+    assert shapes.ids.get(key) == row.shape
+    assert _delivery_key(7, "other") not in shapes.ids
     other = shapes.new_row(_delivery_key(7, "other"), DeliveryRow, (T0, 101, 0, T0))
-    assert other.shape != row.shape and shapes.find(_delivery_key(7, "other")) == other.shape
+    assert other.shape != row.shape and shapes.ids.get(_delivery_key(7, "other")) == other.shape
 
 
 def test_the_key_is_the_declaration_of_its_shape():
@@ -46,7 +46,7 @@ def test_a_forwarded_arrival_s_shape_is_its_message_row_s_with_the_two_container
     message = shapes.new_row(message_key, MessageRow, (T0, 100, "m", None, 10, None))
     key = (FORWARDED, message.shape, "org-x", "org-a")
     row = shapes.new_row(key, ForwardedRow, (T0, 100, "m", None, 10, None, 55))
-    assert shapes.find(key) == row.shape != message.shape
+    assert shapes.ids.get(key) == row.shape != message.shape
     fixed = shapes.declarations[row.shape][4]
     assert fixed == {**shapes.declarations[message.shape][4], "origin_container": "org-x",
                      "peer_container": "org-a"}
@@ -63,9 +63,9 @@ def test_a_closed_context_s_shapes_are_found_no_more_and_retired_once_taken():
     assert shapes.unshipped == [] and row.shape in shapes.declarations
     del contexts[7]
     shapes.context_closed(7)
-    assert shapes.find(key) is None
+    assert key not in shapes.ids
     late = shapes.new_row(key, DeliveryRow, (T0 + 1, 101, 0, T0))  # a settlement after the close
-    assert late.shape != row.shape and shapes.find(key) is None, "a shape of its own, not kept"
+    assert late.shape != row.shape and key not in shapes.ids, "a shape of its own, not kept"
     shapes.shipped(idle=False)  # rows of theirs not all taken yet: kept
     assert set(shapes.declarations) == {row.shape, late.shape}
     shapes.shipped(idle=True)
@@ -80,7 +80,7 @@ def test_a_context_with_as_many_shapes_as_it_may_keep_gets_its_next_records_in_f
             is DeliveryRow
     record = shapes.new_row(_delivery_key(7, "one more"), DeliveryRow, (T0, 99, 0, T0))
     assert record == STRUCTS[r.DELIVERED](T0, 7, 99, "one more", 0, T0)
-    assert shapes.find(_delivery_key(7, "one more")) is None
+    assert _delivery_key(7, "one more") not in shapes.ids
     assert len(shapes.declarations) == SHAPES_PER_CONTEXT
     # another context is not limited by this one's
     assert shapes.new_row(_delivery_key(8, "q"), DeliveryRow, (T0, 1, 0, T0)).__class__ is DeliveryRow
