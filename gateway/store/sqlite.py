@@ -352,13 +352,7 @@ class SqliteStore:
         waiters = self._waiters
         if waiters and waiters[0][0] <= gen and self.before_confirming is not None:
             self.before_confirming()
-        # ``_run`` written out: a call less per report on every durable path (counted)
-        while waiters and waiters[0][0] <= gen:
-            waiter_gen, callback = waiters.popleft()
-            try:
-                callback(self._failure_of(waiter_gen))
-            except Exception:  # noqa: BLE001 - one protocol's bug must not stop the rest
-                log.exception("store commit callback failed")
+        self._run(waiters, gen)
         if self.on_commit is not None:
             self.on_commit()
 
