@@ -43,6 +43,7 @@ def test_a_celery_task_runs_through_a_gateway_on_a_1_0_only_broker(example_broke
             worker.terminate()
             output, _ = worker.communicate(timeout=30)
         assert "edge.add" in output and "succeeded" in output, output
-        assert "540" not in output, output
+        # py-amqp prints a refused method as "(540) NOT_IMPLEMENTED"; the log's timestamps can hold "540"
+        assert "(540)" not in output and "NOT_IMPLEMENTED" not in output, output
         with pytest.raises(Exception):   # every task was taken off the broker's queue
             example_broker.take("celery", 1, timeout=2)
