@@ -133,6 +133,11 @@ class IncomingLink:
         self._buffer = bytearray()
         self.closed = False
         self._store = host.broker.store
+        #: the broker's ledger (None: off), the connection's trail and its largest message:
+        #: fixed for the link's life, read once per transfer here and not through ``host``
+        self._ledger = host.broker.ledger
+        self._trail = host.trail
+        self._max_size = host.max_message_size
         self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         self._address = link.target.address
         self._ledger_ctx = _ledger_context(host, link.name, self._address)
@@ -238,14 +243,14 @@ class IncomingLink:
                 if got < 0 and got != PN_EOS:
                     link._check(got)
                 chunk = chunk[:got] if got > 0 else None
+        limit = self._max_size
         if not self._buffer and chunk and not pn_delivery_partial(d) and not (
-                self.host.max_message_size and len(chunk) > self.host.max_message_size):
+                limit and len(chunk) > limit):
             # the whole message in one transfer (the usual case): no reassembly copies
             encoded: bytes = chunk  # type: ignore[assignment]
         else:
             if chunk:
                 self._buffer += chunk
-            limit = self.host.max_message_size
             if limit and len(self._buffer) > limit:
                 self._buffer.clear()
                 raise self._refused(Amqp10Error(
@@ -266,7 +271,7 @@ class IncomingLink:
             transactions.post(self, d, encoded)  # held until the discharge (``transactions``)
             return False
         writes = self._store.write_count
-        self.host.trail.messages_in += 1
+        self._trail.messages_in += 1
         marks = timeline.recorder
         if marks is not None:
             marks.mark("received")
@@ -296,7 +301,7 @@ class IncomingLink:
     def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host
         now = host.now
-        ledger = host.broker.ledger
+        ledger = self._ledger
         route = self.route
         forwarded_prefix = self._forwarded
         known = None if forwarded_prefix is None else forwarded_prefix.read(encoded)
