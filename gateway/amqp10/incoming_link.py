@@ -325,7 +325,9 @@ class IncomingLink:
             message.gateway_id = host.broker.next_gateway_id()
         message.publisher = host.connection_id  # for no-local filters
         try:
-            if route is None:
+            if route.__class__ is LocalPublish:
+                pass  # the usual link, its exchange and key fixed at attach: checked first
+            elif route is None:
                 if summary.to is None:
                     raise AddressError(AddressErrorKind.INVALID,
                                        "anonymous relay: the message has no 'to' address")
@@ -334,7 +336,7 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
-            elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+            else:  # amqp$transfer and its aliases
                 if self.posting is not None:
                     raise _not_transactional(address)
                 if route.__class__ is ServiceRoute and summary is not None:
@@ -397,7 +399,7 @@ class IncomingLink:
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
                address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
-        if isinstance(route, LocalPublish):
+        if route.__class__ is LocalPublish:  # (no subclass: no isinstance call per message)
             if route.exchange not in self._may_publish:
                 self.host.permit(_WRITE, route.exchange)
                 self._may_publish.add(route.exchange)
