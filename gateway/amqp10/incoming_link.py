@@ -158,7 +158,7 @@ class IncomingLink:
     @property
     def starving(self) -> bool:
         """True when the client has no credit and we could not give it any."""
-        return not self.closed and self.link.credit <= 0
+        return not self.closed and pn_link_credit(self.link._impl) <= 0
 
     def _room(self) -> Optional[int]:
         """How many more messages the route takes before every queue it reaches rejects

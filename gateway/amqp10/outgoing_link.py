@@ -179,20 +179,20 @@ class OutgoingLink:
         arrived with the flow (a release before new credit) are applied first."""
         if self.closed:
             return
-        credit = self.link.credit
-        self.credit.grant(credit if credit > 0 else 0, drain=bool(self.link.drain_mode))
+        credit = _lib.pn_link_credit(self._impl)  # (``Link.credit``, ``drain_mode``: C alone)
+        self.credit.grant(credit if credit > 0 else 0, drain=bool(_lib.pn_link_get_drain(self._impl)))
 
     def dispatch(self) -> None:
         """Let the queue deliver within the credit, then drain what is left if asked."""
         if self.closed:
             return
-        link = self.link
-        if link.credit > 0 and not self.queue.deleted:
+        impl = self._impl
+        if _lib.pn_link_credit(impl) > 0 and not self.queue.deleted:
             self.queue.dispatch(self.host.now)
         if self.closed:
             return
-        if link.drain_mode and link.credit > 0:
-            link.drained()
+        if _lib.pn_link_get_drain(impl) and _lib.pn_link_credit(impl) > 0:
+            self.link.drained()
             self.credit.drain_all()
 
     def on_delivery(self, d: Any) -> None:
