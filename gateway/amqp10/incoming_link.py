@@ -138,6 +138,7 @@ class IncomingLink:
         self._ledger = host.broker.ledger
         self._trail = host.trail
         self._max_size = host.max_message_size
+        self._impl = link._impl
         self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         self._address = link.target.address
         self._ledger_ctx = _ledger_context(host, link.name, self._address)
@@ -158,7 +159,7 @@ class IncomingLink:
     @property
     def starving(self) -> bool:
         """True when the client has no credit and we could not give it any."""
-        return not self.closed and pn_link_credit(self.link._impl) <= 0
+        return not self.closed and pn_link_credit(self._impl) <= 0
 
     def _room(self) -> Optional[int]:
         """How many more messages the route takes before every queue it reaches rejects
@@ -226,7 +227,7 @@ class IncomingLink:
         the common path works on it directly, with no Python wrapper per transfer.
         Raises :class:`Amqp10Error` (link scope) if it exceeds ``max_message_size``.
         """
-        link = self.link
+        impl = self._impl
         if pn_delivery_aborted(d):
             # discard what came of it; settling the current delivery also advances the
             # link (proton), so no pn_link_advance here: a second one would skip the next
@@ -238,10 +239,10 @@ class IncomingLink:
         chunk = None
         if pending > 0:  # Receiver.recv, without its two wrappers and its copy of the read
             chunk = bytearray(pending)
-            got = _lib.pn_link_recv(link._impl, _ffi.from_buffer(chunk), pending)
+            got = _lib.pn_link_recv(impl, _ffi.from_buffer(chunk), pending)
             if got != pending:
                 if got < 0 and got != PN_EOS:
-                    link._check(got)
+                    self.link._check(got)
                 chunk = chunk[:got] if got > 0 else None
         limit = self._max_size
         if not self._buffer and chunk and not pn_delivery_partial(d) and not (
@@ -261,9 +262,9 @@ class IncomingLink:
                 return False
             encoded = bytes(self._buffer)
             self._buffer.clear()
-        pn_link_advance(link._impl)
-        if pn_link_credit(link._impl) < 0:
-            raise self._refused(over_credit(link))
+        pn_link_advance(impl)
+        if pn_link_credit(impl) < 0:
+            raise self._refused(over_credit(self.link))
         # the message is complete: publish it and settle its transfer with the outcome (an
         # accepted one the store wrote once it is on disk)
         transactions = self.host.transactions
