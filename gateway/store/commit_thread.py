@@ -211,6 +211,11 @@ class CommitThread:
         self.taken_gen = 0
         self._stopping = False
         self.stats = CommitStats()
+        #: the statement runner each transaction calls, ``execute(operations) -> written``
+        #: (the operations not cancelled). A seam for tests and operators' fault probes:
+        #: a wrapper that raises fails the transaction (rolled back, as a disk error
+        #: would be), one that waits makes a slow commit. It runs on this thread.
+        self.execute: Callable[[list[list]], int] = self._execute
         #: with ``wal_path`` (``store.sync: full``), commits sync nothing themselves: the
         #: ``WalSync`` thread syncs the log and reports, while this one runs the next group
         self._wal: Optional[WalSync] = None
@@ -227,6 +232,12 @@ class CommitThread:
         self._started = False
         if failing is not None:
             self._start()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The write connection, for tests and fault probes while the thread is idle (a
+        trace callback, a page limit); never for writes of the event loop."""
+        return self._db
 
     @property
     def wal_sync(self) -> Optional[WalSync]:
@@ -397,7 +408,7 @@ class CommitThread:
         try:
             started = time.monotonic()
             db.execute("BEGIN IMMEDIATE")
-            written = self._execute(operations)
+            written = self.execute(operations)
             if probe:
                 db.execute("INSERT OR REPLACE INTO messages (id, origin, body, exchange, routing_key, "
                            "created_at, size) VALUES (?, 'probe', zeroblob(?), '', '', 0, 0)",

@@ -213,6 +213,12 @@ class SqliteStore:
         return self.forwarding.outbox_rows
 
     @property
+    def commit_thread(self) -> CommitThread:
+        """The commit thread; its ``execute`` (the statement runner) and ``connection``
+        are the seams of tests' and operators' fault probes (a failed or slow commit)."""
+        return self._thread
+
+    @property
     def wal_sync(self) -> Any:
         """The commit thread's sync stage (``WalSync``, ``sync: full``), or None; tests
         slow its ``sync_file`` down."""

@@ -148,14 +148,14 @@ def holding(store: SqliteStore) -> tuple[threading.Event, threading.Event]:
     """Hold the store's commit thread inside its next transaction: (the event set once
     it is there, the event releasing it)."""
     running, release = threading.Event(), threading.Event()
-    real_execute = store._thread._execute
+    real_execute = store.commit_thread.execute
 
     def held(ops):
         running.set()
         release.wait(10)
         return real_execute(ops)
 
-    store._thread._execute = held
+    store.commit_thread.execute = held
     return running, release
 
 
@@ -210,7 +210,7 @@ def test_an_update_not_taken_yet_of_a_removed_entry_becomes_its_deletion(path, l
     ref0 = store.add_message(qid, 0, None, 0, False, None, row(10))
     commit(store, loop)
     statements: list[str] = []
-    store._thread._db.set_trace_callback(statements.append)
+    store.commit_thread.connection.set_trace_callback(statements.append)
     running, release = holding(store)
     try:
         store.add_message(qid, 1, None, 0, False, None, row(11))
@@ -258,14 +258,14 @@ def test_group_commit_one_transaction_for_several_generations(path, loop) -> Non
     qid = store.save_queue(QueueRecord("/", "q"))
     done: list = []
     gate = threading.Event()
-    db = store._thread._db
-    real_execute = store._thread._execute
+    db = store.commit_thread.connection
+    real_execute = store.commit_thread.execute
 
     def slow(ops):  # hold the first transaction until all generations are queued
         gate.wait(5)
         return real_execute(ops)
 
-    store._thread._execute = slow
+    store.commit_thread.execute = slow
     for i in range(1, 6):
         store.add_message(qid, i, None, 0, False, None, row(i))
         store.after_commit(done.append)
@@ -337,8 +337,8 @@ def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) 
 def failing_writes(store: SqliteStore, message: str) -> Iterator[dict]:
     """The store's transactions fail with ``message`` (after running their statements)
     while the yielded switch's ``"on"`` is true."""
-    thread = store._thread
-    real_execute = thread._execute
+    thread = store.commit_thread
+    real_execute = thread.execute
     switch = {"on": True}
 
     def execute(ops):
@@ -347,11 +347,11 @@ def failing_writes(store: SqliteStore, message: str) -> Iterator[dict]:
             raise sqlite3.OperationalError(message)
         return written
 
-    thread._execute = execute
+    thread.execute = execute
     try:
         yield switch
     finally:
-        thread._execute = real_execute
+        thread.execute = real_execute
 
 
 def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path, loop) -> None:
@@ -532,8 +532,8 @@ def test_retry_without_new_writes(path, loop) -> None:
     qid = store.save_queue(QueueRecord("/", "q"))
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     commit(store, loop)
-    thread = store._thread
-    real_execute = thread._execute
+    thread = store.commit_thread
+    real_execute = thread.execute
     attempts: list = []
 
     def execute(ops):
@@ -543,7 +543,7 @@ def test_retry_without_new_writes(path, loop) -> None:
             raise sqlite3.OperationalError("disk I/O error")
         return written
 
-    thread._execute = execute
+    thread.execute = execute
     alarms: list = []
     store.on_alarm = alarms.append
     store.remove_message(qid, 1, ref)
