@@ -22,8 +22,9 @@ durable=False)`` asks less: the transaction is committed (a process crash keeps 
 is in the operating system's cache), maybe not yet synced. With ``sync: full`` the commit
 thread reports that before the sync (``on_written``) when such a callback waits, with
 the transactions that failed since its last such report, so ``_written_gen`` is a
-generation up to which the loop knows each outcome (``_failed`` holds the failures, from
-either report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
+generation up to which the loop knows each outcome (``_failed``, a
+:class:`~gateway.store.failed_ranges.FailedRanges`, holds each failure once, from either
+report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
 of callback run from that report.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
@@ -57,6 +58,7 @@ from gateway import timeline
 
 from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
 from .errors import StoreUnusable, StoreWriteFailed
+from .failed_ranges import FailedRanges
 from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
                         StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
 from .sqlite_definitions import DefinitionRows
@@ -156,7 +158,10 @@ class SqliteStore:
         #: depth of ``one_commit`` blocks (no batch_max hand-over inside them)
         self._one_commit = 0
         self._done_gen = 0
-        self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
+        self._failed = FailedRanges()
+        #: its ranges and lookup, bound once: read for every confirm run and page-out
+        self._failed_ranges = self._failed.ranges
+        self._failure_of = self._failed.error_of
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
         #: ``after_commit(durable=False)`` callbacks, and the generation up to which every
         #: outcome is known from ``_written`` (with ``sync: full`` only)
@@ -217,6 +222,12 @@ class SqliteStore:
         """The commit thread; its ``execute`` (the statement runner) and ``connection``
         are the seams of tests' and operators' fault probes (a failed or slow commit)."""
         return self._thread
+
+    @property
+    def failed_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The ``(first, last)`` generation ranges known to have failed (for tests and
+        diagnostics; see ``FailedRanges``)."""
+        return tuple((low, high) for low, high, _ in self._failed.ranges)
 
     @property
     def wal_sync(self) -> Any:
@@ -312,8 +323,8 @@ class SqliteStore:
         marks = timeline.recorder
         if marks is not None:
             marks.mark("written", gen)
-        if failures:
-            self._failed += failures
+        for low, high, error in failures:
+            self._failed.record(low, high, error, self._floor())
         if gen > self._written_gen:
             self._written_gen = gen
         self._run(self._written_waiters, gen)
@@ -329,13 +340,15 @@ class SqliteStore:
                 log.exception("store commit callback failed")
 
     def is_committed(self, generation: int) -> bool:
-        return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
+        return generation <= self._done_gen and (not self._failed_ranges or self._failure_of(generation) is None)
 
-    def _failure_of(self, gen: int) -> Optional[StoreWriteFailed]:
-        for low, high, error in self._failed:
-            if low <= gen <= high:
-                return error
-        return None
+    def _floor(self) -> int:
+        """The lowest generation whose outcome a callback may still be given."""
+        floor = self.latest_generation
+        for waiters in (self._waiters, self._written_waiters):
+            if waiters and waiters[0][0] < floor:
+                floor = waiters[0][0]
+        return floor
 
     def _committed(self, gen: int, error: Optional[StoreWriteFailed]) -> None:
         """The commit thread's report (on the event loop's thread)."""
@@ -344,7 +357,7 @@ class SqliteStore:
             marks.mark("reported", gen)
         if error is not None:
             if gen > self._done_gen:
-                self._failed.append((self._done_gen + 1, gen, error))
+                self._failed.record(self._done_gen + 1, gen, error, self._floor())
             first = self.write_error is None
             self.write_error = error
             if first and self.on_alarm is not None:
@@ -378,13 +391,7 @@ class SqliteStore:
         body = ref.body
         if ref.gen > done or body.gen > done:
             return False
-        failed = self._failed
-        if failed:
-            for gen in (ref.first_gen, ref.gen, body.gen):
-                for low, high, _ in failed:
-                    if low <= gen <= high:
-                        return False
-        return True
+        return not self._failed_ranges or not self._failed.any_of(ref.first_gen, ref.gen, body.gen)
 
     def paged_out(self, ref: StoreRef) -> None:
         """The entry's writes are on disk (``is_durable``): its statement lists, kept for

@@ -15,6 +15,7 @@ import pytest
 
 from gateway.store import BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs
 from gateway.store.errors import StoreUnusable, StoreWriteFailed
+from gateway.store.failed_ranges import HELD
 from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite_schema import SCHEMA_VERSION
 from tests.support.store_loop import ManualLoop
@@ -415,6 +416,52 @@ def test_committed_callbacks_get_each_generation_s_own_outcome(path, loop) -> No
             loop.wait_for_reports(2)
             loop.run_until(lambda: first and second)
         assert isinstance(first[0], StoreWriteFailed) and second == [None]
+
+
+def test_a_failure_both_reports_carry_is_held_once(path, loop) -> None:
+    """With ``sync: full`` a failed transaction a committed callback waits for comes
+    in the commit's report and again in the sync's: the store holds it once (one
+    home), and both callbacks get that one failure."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    with failing_writes(store, "disk I/O error"):
+        committed: list = []
+        synced: list = []
+        store.add_message(qid, 1, None, 0, False, None, row(1))
+        store.after_commit(committed.append, durable=False)
+        store.after_commit(synced.append)
+        store.flush()
+        loop.run_until(lambda: committed and synced)
+    failed = store.latest_generation
+    assert store.failed_ranges == ((failed, failed),)
+    assert isinstance(committed[0], StoreWriteFailed) and synced == committed
+    store.close()
+
+
+def test_the_failed_ranges_stay_few_in_a_long_failing_period(path, loop) -> None:
+    """Hundreds of failed generations, each waited for and reported: the ranges nobody
+    can ask about any more are merged, so the list stays short, and an entry whose
+    insert failed long ago is still not on disk (its body never leaves memory)."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    refs = []
+    with failing_writes(store, "disk I/O error"):
+        for seq in range(300):
+            done: list = []
+            refs.append(store.add_message(qid, seq, None, 0, False, None, row(seq + 1)))
+            store.after_commit(done.append, durable=False)
+            store.after_commit(done.append)
+            store.flush()
+            loop.run_until(lambda: len(done) == 2)
+            assert isinstance(done[0], StoreWriteFailed) and done[1] is done[0]
+    assert len(store.failed_ranges) <= HELD + 1
+    assert not any(store.is_durable(ref) for ref in refs)
+    late: list = []
+    store.after_commit(late.append)  # nothing new: the latest generation's own failure
+    assert isinstance(late[0], StoreWriteFailed)
+    store.close()
 
 
 def test_with_sync_normal_a_committed_callback_runs_with_the_one_report(path, loop) -> None:
