@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from gateway import timeline
 
-from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
+from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread
 from .errors import StoreUnusable, StoreWriteFailed
 from .failed_ranges import FailedRanges
 from .interface import MessageRow, StoreCodecs, StoreSnapshot
@@ -64,6 +64,7 @@ from .sqlite_forwarding import ForwardingTables
 from .sqlite_reads import StoreReads
 from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store, remove_orphans
 from .space_reserve import RESERVE_SUFFIX, SpaceReserve
+from .statements import Op
 from .stored_refs import StoredBody, StoreRef
 
 __all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX", "DEFAULT_RESERVE_BYTES"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from .commit_thread import Op
+from .statements import Op
 from .errors import StoreUnusable
 from .interface import DefinitionRecord
 

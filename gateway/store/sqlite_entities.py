@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Hashable
 
-from .commit_thread import Op
+from .statements import Op
 from .interface import BindingRecord, ExchangeRecord, QueueRecord
 
 __all__ = ["EntityWrites"]
