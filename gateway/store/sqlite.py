@@ -321,7 +321,8 @@ class SqliteStore:
                 log.exception("store commit callback failed")
 
     def is_committed(self, generation: int) -> bool:
-        return generation <= self._done_gen and (not self._failed_ranges or self._failure_of(generation) is None)
+        return generation <= self._done_gen and (not self._failed_ranges
+                                                 or self._failure_of(generation) is None)
 
     def _floor(self) -> int:
         """The lowest generation whose outcome a callback may still be given."""
