@@ -298,6 +298,18 @@ def held_syncs(path: str, loop: ManualLoop) -> Iterator[tuple[SqliteStore, int, 
         store.close()
 
 
+def written_waited(store: SqliteStore, qid: int, seq: int) -> tuple[object, list, list]:
+    """Message ``seq`` written and handed over, with a committed and a durable callback
+    waiting for it: (its reference, the committed callback's outcomes, the durable one's)."""
+    committed: list = []
+    synced: list = []
+    ref = store.add_message(qid, seq, None, 0, False, None, row(seq))
+    store.after_commit(committed.append, durable=False)
+    store.after_commit(synced.append)
+    store.flush()
+    return ref, committed, synced
+
+
 def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) -> None:
     """``sync: full``: the sync of the write-ahead log runs in a second stage (issue 45).
     While it is held up, the commit thread commits the next group (its rows are visible
@@ -361,12 +373,7 @@ def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path,
     the durable callback of the same write only once the sync is over. The report of the
     commit is one call into the loop, and the sync's another."""
     with held_syncs(path, loop) as (store, qid, gate):
-        committed: list = []
-        synced: list = []
-        store.add_message(qid, 1, None, 0, False, None, row(1))
-        store.after_commit(committed.append, durable=False)
-        store.after_commit(synced.append)
-        store.flush()
+        _, committed, synced = written_waited(store, qid, 1)
         loop.wait_for_reports(1)
         loop.run_until(lambda: committed)
         assert committed == [None] and synced == [] and store.wal_sync.syncing
@@ -426,12 +433,7 @@ def test_a_failure_both_reports_carry_is_held_once(path, loop) -> None:
     qid = store.save_queue(QueueRecord("/", "q"))
     commit(store, loop)
     with failing_writes(store, "disk I/O error"):
-        committed: list = []
-        synced: list = []
-        store.add_message(qid, 1, None, 0, False, None, row(1))
-        store.after_commit(committed.append, durable=False)
-        store.after_commit(synced.append)
-        store.flush()
+        _, committed, synced = written_waited(store, qid, 1)
         loop.run_until(lambda: committed and synced)
     failed = store.latest_generation
     assert store.failed_ranges == ((failed, failed),)
@@ -448,14 +450,11 @@ def test_the_failed_ranges_stay_few_in_a_long_failing_period(path, loop) -> None
     commit(store, loop)
     refs = []
     with failing_writes(store, "disk I/O error"):
-        for seq in range(300):
-            done: list = []
-            refs.append(store.add_message(qid, seq, None, 0, False, None, row(seq + 1)))
-            store.after_commit(done.append, durable=False)
-            store.after_commit(done.append)
-            store.flush()
-            loop.run_until(lambda: len(done) == 2)
-            assert isinstance(done[0], StoreWriteFailed) and done[1] is done[0]
+        for seq in range(1, 301):
+            ref, committed, synced = written_waited(store, qid, seq)
+            refs.append(ref)
+            loop.run_until(lambda: committed and synced)
+            assert isinstance(committed[0], StoreWriteFailed) and synced == committed
     assert len(store.failed_ranges) <= HELD + 1
     assert not any(store.is_durable(ref) for ref in refs)
     late: list = []
