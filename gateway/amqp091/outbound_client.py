@@ -12,9 +12,16 @@ what the forwarder hears (``OutboundEvents``):
     ConnectionLost             -> connection_down (once; the edge reconnects)
     FlowChanged                -> credit(0) while blocked, else credit again
 
-Credit is the remote's ``credit`` setting less the unconfirmed publishes, reported after
-each batch of input that changed it. Each message goes where ``OutboundMessage.address``
-says, read with our address grammar as a target at the partner (``partner_route``:
+Credit is the in-flight window less the unconfirmed publishes, reported (with the window)
+after each batch of input that changed it. The window starts at the remote's ``credit``
+setting on each new channel and grows by what a confirm accepted while the window was full,
+up to ``WINDOW_MAX`` (what a receiving gateway grants a forwarder's link): a 0-9-1 broker
+grants nothing, and RabbitMQ confirms persistent messages in batches, when its store has
+synced them, so a window of 500 left the forwarder waiting on each batch with nothing
+else to send (issue 45; RabbitMQ's own shovel keeps 1000 unacknowledged).
+
+Each message goes where ``OutboundMessage.address`` says, read with our address grammar
+as a target at the partner (``partner_route``:
 ``/exchange/X/RK`` is X with key RK; ``/queue/Q`` and ``Q`` the default exchange with key
 Q; ``/topic/RK`` ``amq.topic``; ``/exchange/X`` X with the message's routing key), its
 properties rendered as for a 0-9-1 consumer of ours plus the forwarding annotations as
@@ -37,12 +44,14 @@ from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMe
                                       Settlement)
 from translators import TranslationError
 
-__all__ = ["OutboundAmqp091", "partner_route"]
+__all__ = ["OutboundAmqp091", "WINDOW_MAX", "partner_route"]
 
 log = logging.getLogger(__name__)
 
 _ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
 _ROUTES_MAX = 1024
+#: the most publishes the window grows to (see the module docstring)
+WINDOW_MAX = 2048
 
 
 def partner_route(address: str) -> LocalPublish | SubjectPublish:
@@ -69,6 +78,8 @@ class OutboundAmqp091(ClientEngine):
         self._routes: dict[str, LocalPublish | SubjectPublish] = {}
         self._refused: list[Settlement] = []
         self._headers = ForwardedHeaders()
+        #: publishes in flight at most (see the module docstring)
+        self.window = settings.credit
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
@@ -121,7 +132,7 @@ class OutboundAmqp091(ClientEngine):
         client = self.client
         if not client.ready or client.blocked:
             return 0
-        return max(0, self.settings.credit - client.unconfirmed)
+        return max(0, self.window - client.unconfirmed)
 
     def _refuse(self, settlement: Settlement) -> None:
         self._refused.append(settlement)
@@ -135,11 +146,14 @@ class OutboundAmqp091(ClientEngine):
         if not events:
             return
         credit_changed = False
+        accepted = 0
         settled: list[Settlement] = []  # a multiple ack: given to the forwarder together
         for event in events:
             kind = type(event)
             if kind is PublishesConfirmed:
-                settled += [Settlement(token, _ACCEPTED) for token in event.tokens]
+                tokens = event.tokens
+                settled += [Settlement(token, _ACCEPTED) for token in tokens]
+                accepted += len(tokens)
                 credit_changed = True
                 continue
             if kind is PublishRefused:
@@ -151,6 +165,8 @@ class OutboundAmqp091(ClientEngine):
                 settled = []
             if kind is ChannelReady:
                 self._up = True
+                self.window = self.settings.credit
+                accepted = 0
                 self.events.connection_up()
                 credit_changed = True
             elif kind is ChannelLost:
@@ -166,7 +182,10 @@ class OutboundAmqp091(ClientEngine):
         if settled:
             self.events.settled_many(settled)
         if credit_changed and self._up:
-            self.events.credit(self.available)
+            window = self.window
+            if accepted and window < WINDOW_MAX and self.client.unconfirmed + accepted >= window:
+                self.window = min(WINDOW_MAX, window + accepted)  # the window held us back
+            self.events.credit(self.available, self.window)
 
     def _lost(self, error: str) -> None:
         self._up = False

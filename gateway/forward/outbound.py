@@ -102,9 +102,12 @@ class OutboundEvents(Protocol):
         reconnects with backoff (``reconnect_initial`` doubling with jitter up to
         ``reconnect_max``)."""
 
-    def credit(self, available: int) -> None:
+    def credit(self, available: int, window: int = 0) -> None:
         """How many more messages may be sent now (the remote's link credit, or for
-        0-9-1 the ``credit`` setting less the unconfirmed publishes)."""
+        0-9-1 the in-flight window less the unconfirmed publishes); ``window``: how many
+        the connection lets be in flight at once, where it decides that itself (0-9-1's
+        window, which grows while the broker keeps up: the forwarder's in-flight cap
+        follows it), else 0."""
 
     def settled(self, settlement: Settlement) -> None:
         """The remote settled one entry."""
