@@ -41,14 +41,14 @@ from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
 from gateway.amqp091.message_mapping import ForwardedHeaders, forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
-                                      Settlement)
+                                      Settlement, accepted_all)
 from translators import TranslationError
 
 __all__ = ["OutboundAmqp091", "WINDOW_MAX", "partner_route"]
 
 log = logging.getLogger(__name__)
 
-_ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
+_REJECTED, _RELEASED = ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
 _ROUTES_MAX = 1024
 #: the most publishes the window grows to (see the module docstring)
 WINDOW_MAX = 2048
@@ -152,7 +152,7 @@ class OutboundAmqp091(ClientEngine):
             kind = type(event)
             if kind is PublishesConfirmed:
                 tokens = event.tokens
-                settled += [Settlement(token, _ACCEPTED) for token in tokens]
+                settled += accepted_all(tokens)
                 accepted += len(tokens)
                 credit_changed = True
                 continue
