@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 __all__ = ["PublishRefused", "PublishesConfirmed", "UnconfirmedPublishes"]
 
@@ -48,8 +48,9 @@ class PublishesConfirmed:
     tokens: tuple
 
 
-#: one unsettled publish: (token, exchange, routing key, body); a tuple, made per publish
-_TOKEN, _EXCHANGE, _KEY, _BODY = range(4)
+#: one unsettled publish: (token, exchange, routing key, properties, body), the tuple the
+#: publisher gave (``add_many`` keeps it as it is: nothing is made per publish)
+_TOKEN, _EXCHANGE, _KEY, _PROPERTIES, _BODY = range(5)
 
 
 class UnconfirmedPublishes:
@@ -68,10 +69,15 @@ class UnconfirmedPublishes:
 
     def add(self, token: Any, exchange: str, routing_key: str, body: bytes) -> int:
         """Record one publish; return its sequence number."""
-        seq = self._next
-        self._next = seq + 1
-        self._sent[seq] = (token, exchange, routing_key, body)
-        return seq
+        return self.add_many(((token, exchange, routing_key, b"", body),))
+
+    def add_many(self, publishes: Sequence[tuple]) -> int:
+        """Record ``publishes``, each (token, exchange, routing key, properties, body), in
+        order; return the sequence number of the first."""
+        first = self._next
+        self._next = first + len(publishes)
+        self._sent.update(zip(range(first, self._next), publishes))
+        return first
 
     def acked(self, tag: int, multiple: bool) -> list:
         """What ``basic.ack`` ``tag`` settles: a ``PublishesConfirmed`` of the accepted ones

@@ -97,7 +97,8 @@ class OutboundAmqp091(ClientEngine):
             return
         routes = self._routes
         headers = self._headers
-        publish = self.client.publish
+        publishes = []
+        publish = publishes.append
         for message in messages:
             try:
                 route = routes.get(message.address) or self._route(message.address)
@@ -112,7 +113,9 @@ class OutboundAmqp091(ClientEngine):
                 self._refuse(Settlement(message.entry_id, _REJECTED,
                                         f"cannot render message {message.entry_id} for {self.where}: {exc}"))
                 continue
-            publish(message.entry_id, route.exchange, route.routing_key, properties, body)
+            publish((message.entry_id, route.exchange, route.routing_key, properties, body))
+        if publishes:
+            self.client.publish_many(publishes)
         self.output_ready()
 
     def close(self, reason: str) -> None:

@@ -55,3 +55,14 @@ def test_a_nack_reports_a_return_that_came_before_it():
     assert returned == PublishRefused("a", "no route")
     assert nacked.token == "b" and nacked.error.startswith("basic.nack: the broker could not take the message")
     assert len(record) == 0
+
+
+def test_publishes_recorded_together_are_numbered_and_settled_as_one_at_a_time_would_be():
+    together, one_by_one = UnconfirmedPublishes(), UnconfirmedPublishes()
+    assert together.add_many([("a", "x", "k", b"p", b"1"), ("b", "x", "k", b"p", b"2")]) == 1
+    assert together.add_many([("c", "y", "k", b"p", b"3")]) == 3
+    for token, exchange, body in (("a", "x", b"1"), ("b", "x", b"2"), ("c", "y", b"3")):
+        one_by_one.add(token, exchange, "k", body)
+    for unconfirmed in (together, one_by_one):
+        assert unconfirmed.returned("x", "k", b"2", "no route")
+        assert unconfirmed.acked(3, True) == [PublishesConfirmed(("a", "c")), PublishRefused("b", "no route")]
