@@ -18,7 +18,10 @@ setting on each new channel and grows by what a confirm accepted while the windo
 up to ``WINDOW_MAX`` (what a receiving gateway grants a forwarder's link): a 0-9-1 broker
 grants nothing, and RabbitMQ confirms persistent messages in batches, when its store has
 synced them, so a window of 500 left the forwarder waiting on each batch with nothing
-else to send (issue 45; RabbitMQ's own shovel keeps 1000 unacknowledged).
+else to send (issue 45; RabbitMQ's own shovel keeps 1000 unacknowledged). It grows only
+while the window times the size of the last body sent stays under ``WINDOW_BYTES``: the
+bodies in flight stay in memory until confirmed, and large messages gain nothing from a
+longer window that the setting did not already give them.
 
 Each message goes where ``OutboundMessage.address`` says, read with our address grammar
 as a target at the partner (``partner_route``:
@@ -44,7 +47,7 @@ from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMe
                                       Settlement, accepted_all)
 from translators import TranslationError
 
-__all__ = ["OutboundAmqp091", "WINDOW_MAX", "partner_route"]
+__all__ = ["OutboundAmqp091", "WINDOW_BYTES", "WINDOW_MAX", "partner_route"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,8 @@ _REJECTED, _RELEASED = ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
 _ROUTES_MAX = 1024
 #: the most publishes the window grows to (see the module docstring)
 WINDOW_MAX = 2048
+#: the window grows only while it holds less than this many octets of bodies (estimated)
+WINDOW_BYTES = 32 << 20
 
 
 def partner_route(address: str) -> LocalPublish | SubjectPublish:
@@ -80,6 +85,8 @@ class OutboundAmqp091(ClientEngine):
         self._headers = ForwardedHeaders()
         #: publishes in flight at most (see the module docstring)
         self.window = settings.credit
+        #: the size of the last body sent (the window's growth estimates octets with it)
+        self._body_size = 0
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
@@ -116,6 +123,7 @@ class OutboundAmqp091(ClientEngine):
             publish((message.entry_id, route.exchange, route.routing_key, properties, body))
         if publishes:
             self.client.publish_many(publishes)
+            self._body_size = len(publishes[-1][4])
         self.output_ready()
 
     def close(self, reason: str) -> None:
@@ -186,7 +194,8 @@ class OutboundAmqp091(ClientEngine):
             self.events.settled_many(settled)
         if credit_changed and self._up:
             window = self.window
-            if accepted and window < WINDOW_MAX and self.client.unconfirmed + accepted >= window:
+            if accepted and window < WINDOW_MAX and self.client.unconfirmed + accepted >= window \
+                    and window * self._body_size < WINDOW_BYTES:
                 self.window = min(WINDOW_MAX, window + accepted)  # the window held us back
             self.events.credit(self.available, self.window)
 
