@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .commit_thread import Op
+from .statements import Op
 from .interface import ForwardedRun, MessageRow, OutboxRow, StoreCodecs
 
 __all__ = ["ForwardingTables"]
