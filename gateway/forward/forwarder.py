@@ -165,11 +165,13 @@ class Forwarder:
         self._pump_deferred = False
         #: committed entries with their bodies, taken lowest entry id first
         self.ready = ReadyEntries()
-        #: new entries of the store's open generation, waiting for its commit (and how
-        #: many wait in all generations)
-        self._staged: Optional[list[OutboxEntry]] = None
+        #: new entries of the store's open generation, (sent early, waiting for its
+        #: commit), and how many wait for a commit in all generations
+        self._staged: Optional[tuple[list[OutboxEntry], list[OutboxEntry]]] = None
         self._staged_gen = -1
         self.staged = 0
+        #: ids of entries in flight whose outbox rows' COMMIT failed (``_drop_unwritten``)
+        self.unwritten: set[int] = set()
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
@@ -241,41 +243,78 @@ class Forwarder:
             self.ready.push(entry)
 
     def stage(self, entry: OutboxEntry) -> None:
-        """A new entry whose outbox row the caller just wrote: it is sent once the store
-        has committed that row, before the sync (see the module docstring)."""
+        """A new entry whose outbox row the caller just wrote: sent at once, before the
+        store has committed that row, unless it would be paged (then it waits for the
+        commit, and so do the entries after it); see the module docstring."""
         self._hold(entry)
-        self.staged += 1
         store = self._store
         gen = store.latest_generation
         batch = self._staged
-        if batch is not None and gen == self._staged_gen:
-            batch.append(entry)
+        if batch is None or gen != self._staged_gen:
+            batch = self._staged = ([], [])
+            self._staged_gen = gen
+            # may run at once; committed, not synced: the publisher's confirm waits for that
+            store.after_commit(lambda error: self._committed(batch, error), durable=False)
+        if self.staged or (self._load is not None and (self.paged or (
+                len(self.ready) >= self._memory_bound() and self.held > self.keep_bytes))):
+            batch[1].append(entry)  # would be paged: its body is read back once committed
+            self.staged += 1
             return
-        batch = self._staged = [entry]
-        self._staged_gen = gen
-        # may run at once; committed, not synced: the publisher's confirm waits for that
-        store.after_commit(lambda error: self._committed(batch, error), durable=False)
+        batch[0].append(entry)
+        self.ready.push(entry)
+        if self.defer is None:
+            self.pump()
+        elif not self._pump_deferred and self.up:  # one send for what this turn stages
+            self._pump_deferred = True
+            self.defer(self._deferred_pump)
 
-    def _committed(self, batch: list[OutboxEntry], error: Optional[Exception]) -> None:
+    def _committed(self, batch: tuple[list[OutboxEntry], list[OutboxEntry]],
+                   error: Optional[Exception]) -> None:
+        """Generation ``batch`` (its entries sent early, those that waited) is committed,
+        or failed with ``error``."""
         if self._staged is batch:
             self._staged = None
-        self.staged -= len(batch)
-        if error is not None:  # not in the outbox: the publishers hear of it, nothing goes
-            for entry in batch:
+        sent_early, waiting = batch
+        self.staged -= len(waiting)
+        if error is not None:  # not in the outbox: the publishers hear of it
+            for entry in waiting:
                 self._release(entry)
+            if sent_early:
+                self._drop_unwritten(sent_early)
+            return
+        marks = timeline.recorder
+        if marks is not None:
+            marks.mark("outbox-committed", len(sent_early) + len(waiting))
+        if not waiting:
             return
         ready = self.ready
         bound = self._memory_bound()
-        if self._load is None or (not self.paged and (len(ready) + len(batch) <= bound
+        if self._load is None or (not self.paged and (len(ready) + len(waiting) <= bound
                                                       or self.held <= self.keep_bytes)):
-            ready.extend(batch)  # all keep their bodies (``_ready``'s test, once for all)
+            ready.extend(waiting)  # all keep their bodies (``_ready``'s test, once for all)
         else:
-            for entry in batch:
+            for entry in waiting:
                 self._ready(entry, bound)
-        marks = timeline.recorder
-        if marks is not None:
-            marks.mark("outbox-committed", len(batch))
         self.pump()
+
+    def _drop_unwritten(self, entries: list[OutboxEntry]) -> None:
+        """Entries sent early whose outbox rows' COMMIT failed: those not sent (or waiting
+        for a retry) go; those in flight are only marked ``unwritten``, their settlement
+        never retried nor dead-lettered (their publishers were refused)."""
+        ids = {entry.entry_id for entry in entries}
+        for entry in self.ready.remove(ids):
+            self._release(entry)
+        kept = [item for item in self.retrying if item[1] not in ids]
+        if len(kept) != len(self.retrying):
+            for _, _, entry in self.retrying:
+                if entry.entry_id in ids:
+                    self._release(entry)
+            heapq.heapify(kept)
+            self.retrying = kept
+        self.unwritten.update(ids.intersection(self.in_flight))
+        log.warning("forwarding to '%s': the outbox rows of %d message(s) were not written; "
+                    "those not yet sent are dropped (their publishers are refused)",
+                    self.container, len(entries))
 
     def _hold(self, entry: OutboxEntry) -> None:
         """Outbox bodies in memory count against the memory high watermark like queued
@@ -313,7 +352,7 @@ class Forwarder:
         redelivered entry, which the outbox may have from before a crash)."""
         return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
                 or any(e.entry_id == entry_id for e in self.paged)
-                or any(e.entry_id == entry_id for e in self._staged or ())
+                or any(e.entry_id == entry_id for e in (self._staged or ((), ()))[1])
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
 
     def _address_of(self, node: str) -> str:
@@ -425,8 +464,13 @@ class Forwarder:
         self.granted = 0
         self.state = "backing off"
         self.last_error = error
+        unwritten = self.unwritten
         for entry in self.in_flight.values():
-            self.ready.push(entry)
+            if unwritten and entry.entry_id in unwritten:  # its publisher was refused
+                unwritten.discard(entry.entry_id)
+                self._release(entry)
+            else:
+                self.ready.push(entry)
         self.in_flight.clear()
 
     def connecting(self) -> None:
@@ -462,6 +506,8 @@ class Forwarder:
             else:
                 self._settle_other(entry, settlement, now)
         if accepted:
+            if self.unwritten:  # (their deletions delete nothing)
+                self.unwritten.difference_update(e.entry_id for e in accepted)
             if self._ledger is not None:
                 self._ledger.settled(self.container, accepted, _ACCEPTED, None, now)
             self.acked += len(accepted)
@@ -476,6 +522,10 @@ class Forwarder:
         outcome = settlement.outcome
         if self._ledger is not None:
             self._ledger.settled(self.container, (entry,), outcome, settlement.error, now)
+        if self.unwritten and entry.entry_id in self.unwritten:  # no row: nothing to retry
+            self.unwritten.discard(entry.entry_id)
+            self._release(entry)
+            return
         if outcome is ForwardOutcome.REJECTED:
             self._dead(entry, REJECTED, settlement.error or "rejected by the remote", now)
         else:

@@ -56,6 +56,15 @@ class ReadyEntries:
             return heapq.heappop(early)[1]
         return self.ordered.popleft()
 
+    def remove(self, entry_ids: set[int]) -> list[Any]:
+        """Take out the entries of ``entry_ids`` (rare: a failed commit) and return them."""
+        removed = [e for e in self if e.entry_id in entry_ids]
+        if removed:
+            self.ordered = deque(e for e in self.ordered if e.entry_id not in entry_ids)
+            self.early = [item for item in self.early if item[0] not in entry_ids]
+            heapq.heapify(self.early)
+        return removed
+
     def __len__(self) -> int:
         return len(self.ordered) + len(self.early)
 
