@@ -207,41 +207,94 @@ def _message(body: bytes) -> MessageContainer:
     return MessageContainer(Encoding.AMQP091, (b"\x00\x00", body), "", "orders@org-b", size=len(body))
 
 
-def test_a_new_entry_is_sent_only_once_its_outbox_row_is_committed(tmp_path) -> None:
+def test_a_new_entry_is_sent_before_its_outbox_row_is_committed(tmp_path) -> None:
+    """A staged entry joins ``ready`` at once and goes out while its row's COMMIT is still
+    to come (issue 45); the commit sends nothing again."""
     from tests.support.store_loop import commit_now
 
     loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
     transfer.publish(_message(b"one"), 100.0)
     transfer.publish(_message(b"two"), 100.0)
-    assert conn.sent == [] and forwarder.depth == 2 and forwarder.bytes == 6
+    assert [m.message.payload[1] for m in conn.sent] == [b"one", b"two"]
+    assert forwarder.depth == 2 and forwarder.bytes == 6 and store.load_outbox() == []
     commit_now(store, loop)
     assert [m.message.payload[1] for m in conn.sent] == [b"one", b"two"]
     assert [m.node for m in conn.sent] == ["orders", "orders"] and forwarder.depth == 2
+    assert len(store.load_outbox()) == 2
     store.close()
 
 
-def test_an_entry_whose_outbox_commit_fails_is_never_sent(tmp_path) -> None:
-    """SQLite's own page limit makes the commit fail with SQLITE_FULL, as a full disk
-    does: the publisher is told, and the remote never gets what the outbox does not hold."""
+def test_an_accepted_that_comes_before_the_insert_is_written_leaves_no_row(tmp_path) -> None:
+    """The remote accepts an entry sent early: while its insert waits in the open
+    generation the insert is cancelled; once that generation went to the commit thread,
+    the deletion is a later transaction. Either way no row is left."""
+    from tests.support.store_loop import commit_now
+
+    loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
+    transfer.publish(_message(b"open"), 100.0)
+    forwarder.settled(Settlement(conn.sent[0].entry_id, ForwardOutcome.ACCEPTED))  # open gen
+    transfer.publish(_message(b"handed"), 100.0)
+    store.flush()                              # its generation goes to the commit thread
+    forwarder.settled(Settlement(conn.sent[1].entry_id, ForwardOutcome.ACCEPTED))
+    commit_now(store, loop)
+    assert forwarder.depth == 0 and forwarder.bytes == 0
+    assert store.load_outbox() == [] and store.outbox_rows == 0
+    store.close()
+
+
+def _fail_the_next_commit(store, loop, transfer, *bodies: bytes) -> list:
+    """Publish ``bodies`` in a generation whose COMMIT fails with SQLITE_FULL (SQLite's own
+    page limit, as a full disk does); returns what a publisher's confirm heard."""
+    db = store.commit_thread.connection   # the commit thread is idle: nothing waits
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count={pages}")
+    for body in bodies:
+        transfer.publish(_message(body), 100.0)
+    publisher: list = []
+    store.after_commit(publisher.append)   # what a publisher's confirm waits for
+    store.flush()
+    loop.run_until(lambda: bool(publisher))
+    db.execute("PRAGMA max_page_count=1073741823")
+    return publisher
+
+
+def test_a_failed_outbox_commit_drops_the_entries_not_yet_sent(tmp_path) -> None:
+    """The publishers are refused; what was not sent yet never goes; the one in flight
+    (the remote may hold it: at-least-once) is not sent again after a reconnect, and the
+    outbox holds only what was committed."""
     from gateway.store.errors import StoreWriteFailed
     from tests.support.store_loop import commit_now
 
     loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
     transfer.publish(_message(b"small"), 100.0)
     commit_now(store, loop)
-    assert len(conn.sent) == 1
-    db = store.commit_thread.connection   # the commit thread is idle: nothing waits
-    pages = db.execute("PRAGMA page_count").fetchone()[0]
-    db.execute(f"PRAGMA max_page_count={pages}")
-    transfer.publish(_message(b"x" * 200_000), 100.0)
-    publisher: list = []
-    store.after_commit(publisher.append)   # what a publisher's confirm waits for
-    store.flush()
-    loop.run_until(lambda: bool(publisher))
+    forwarder.credit(1)                        # room for one more
+    publisher = _fail_the_next_commit(store, loop, transfer, b"x" * 200_000, b"y" * 200_000)
     assert isinstance(publisher[0], StoreWriteFailed) and publisher[0].full
-    assert len(conn.sent) == 1                   # the big one never left
-    assert forwarder.depth == 1 and forwarder.bytes == 5   # only the small one, in flight
-    assert store.load_outbox()[0].message.body == b"small" and len(store.load_outbox()) == 1
+    assert [len(m.message.payload[1]) for m in conn.sent] == [5, 200_000]  # "y" never left
+    big = conn.sent[1].entry_id
+    assert not forwarder.ready and forwarder.unwritten == {big}
+    assert forwarder.depth == 2 and forwarder.bytes == 200_005   # both in flight
+    forwarder.connection_down("lost")          # "small" goes back, the unwritten one goes
+    assert forwarder.depth == 1 and forwarder.bytes == 5 and not forwarder.unwritten
+    forwarder.connection_up()
+    forwarder.credit(10)
+    assert [len(m.message.payload[1]) for m in conn.sent] == [5, 200_000, 5]
+    commit_now(store, loop)
+    assert [row.message.body for row in store.load_outbox()] == [b"small"]
+    store.close()
+
+
+def test_an_unwritten_entry_released_by_the_remote_is_not_retried(tmp_path) -> None:
+    """Its row does not exist: neither retried nor dead-lettered, and the forwarder goes on."""
+
+    loop, store, transfer, forwarder, conn = _transfer_with_a_real_store(tmp_path)
+    _fail_the_next_commit(store, loop, transfer, b"x" * 200_000)
+    forwarder.settled(Settlement(conn.sent[0].entry_id, ForwardOutcome.RELEASED))
+    assert forwarder.depth == 0 and forwarder.bytes == 0 and forwarder.dead_lettered == 0
+    assert not forwarder.retrying and not forwarder.unwritten
+    transfer.publish(_message(b"next"), 100.0)  # the forwarder goes on
+    assert conn.sent[-1].message.payload[1] == b"next" and forwarder.depth == 1
     store.close()
 
 
@@ -378,8 +431,9 @@ def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -
     for i in range(10, 20):                    # 7 bytes each: 130 in all, over the 100
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.ready) == 10 and len(forwarder.paged) == 10
-    assert forwarder.held == 60 and broker.gate.used - used == 60
+    # decided as each is staged: the 6th (held 102) and those after it wait for the commit
+    assert len(forwarder.ready) == 15 and len(forwarder.paged) == 5
+    assert forwarder.held == 95 and broker.gate.used - used == 95
     conn = RecordingConnection()
     forwarder.connection = conn
     forwarder.connection_up()
