@@ -147,3 +147,125 @@ def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp
     finally:
         gate.set()
         pair.end()
+
+
+def _hold_outbox_commits(store, action) -> None:
+    """org-a's commit thread runs ``action()`` inside each transaction that writes an
+    outbox row, before its statements (the store's fault seam ``CommitThread.execute``)."""
+    from gateway.store.statements import Op
+
+    thread = store.commit_thread
+    execute = thread.execute
+
+    def held(operations):
+        if any(op and op[0] == Op.INSERT_OUTBOX for op in operations):
+            action()
+        return execute(operations)
+    thread.execute = held
+
+
+def _publish_confirmed(a, address: str, body: bytes, outcome: dict) -> threading.Thread:
+    def publish() -> None:
+        conn, ch = pika_channel(a)
+        ch.confirm_delivery()
+        try:  # returns once confirmed (raises on a nack)
+            ch.basic_publish("", address, body, pika.BasicProperties(delivery_mode=2))
+            outcome["confirmed_at"] = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - reported by the assertions of the caller
+            outcome["error"] = exc
+        finally:
+            if conn.is_open:
+                conn.close()
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    return publisher
+
+
+def test_a_forwarded_message_goes_out_before_its_outbox_commit(tmp_path) -> None:
+    """org-a's transaction holding the outbox row is held before its COMMIT: the message
+    reaches org-b all the same, org-b's ``accepted`` comes back meanwhile, and the
+    publisher's confirm comes only once the transaction is over; no outbox row is left.
+    Before, the forwarder waited for the COMMIT, and nothing reached org-b while it was held."""
+    pair = Pair(tmp_path).start()
+    gate = threading.Event()
+    try:
+        a, b = pair.a, pair.b
+        q = unique("precommit")
+        declare(b, q)
+        _hold_outbox_commits(a.service.store, lambda: gate.wait(30))
+        outcome: dict = {}
+        publisher = _publish_confirmed(a, f"{q}@org-b", b"before-commit", outcome)
+        conn, ch = pika_channel(b)
+        try:
+            _, _, body = pika_get(ch, q, timeout=10)
+            received_at = time.monotonic()
+        finally:
+            conn.close()
+        assert body == b"before-commit"
+        assert not gate.is_set() and not outcome, "reached org-b only once org-a committed"
+        deadline = time.monotonic() + 10  # org-b's accepted: its deletion waits its turn
+        while outbox(a) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert outbox(a) == 0 and not outcome
+        released_at = time.monotonic()
+        gate.set()
+        publisher.join(15)
+        assert "error" not in outcome and "confirmed_at" in outcome, outcome
+        assert received_at < released_at < outcome["confirmed_at"]
+        a.stop()
+        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
+        try:
+            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+        finally:
+            store.close()
+    finally:
+        gate.set()
+        pair.end()
+
+
+def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path) -> None:
+    """The transaction holding the outbox row fails (its statements raise, as a full disk
+    would): the publisher is refused (nack), org-a's outbox ends empty whether org-b got
+    the message early or not, and org-a goes on forwarding once writes work again."""
+    pair = Pair(tmp_path).start()
+    try:
+        a, b = pair.a, pair.b
+        q = unique("failed")
+        declare(b, q)
+        failures = [sqlite3.OperationalError("injected: disk I/O error")]
+
+        def fail_once() -> None:
+            if failures:
+                raise failures.pop()
+        _hold_outbox_commits(a.service.store, fail_once)
+        outcome: dict = {}
+        _publish_confirmed(a, f"{q}@org-b", b"refused", outcome).join(15)
+        assert "error" in outcome and "confirmed_at" not in outcome, outcome
+        deadline = time.monotonic() + 15
+        while (outbox(a) or a.service.store.write_error is not None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert outbox(a) == 0 and a.service.store.write_error is None
+        outcome = {}
+        _publish_confirmed(a, f"{q}@org-b", b"after", outcome).join(15)
+        assert "confirmed_at" in outcome, outcome
+        conn, ch = pika_channel(b)
+        try:
+            bodies = []
+            while b"after" not in bodies:
+                _, _, body = pika_get(ch, q, timeout=10)
+                bodies.append(body)
+        finally:
+            conn.close()
+        assert bodies in ([b"after"], [b"refused", b"after"])  # at-least-once: maybe early
+        deadline = time.monotonic() + 10
+        while outbox(a) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        a.stop()
+        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
+        try:
+            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+        finally:
+            store.close()
+    finally:
+        pair.end()
