@@ -258,7 +258,7 @@ class Forwarder:
             # may run at once; committed, not synced: the publisher's confirm waits for that
             store.after_commit(lambda error: self._committed(batch, error), durable=False)
         if self.staged or (self._load is not None and (self.paged or (
-                len(self.ready) >= self._memory_bound() and self.held > self.keep_bytes))):
+                self.held > self.keep_bytes and len(self.ready) >= self._memory_bound()))):
             batch[1].append(entry)  # would be paged: its body is read back once committed
             self.staged += 1
             return
