@@ -59,6 +59,7 @@ from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
 from gateway import timeline
+from gateway.broker.flow import PublishFlow
 from gateway.broker.message import MessageContainer
 from gateway.connection_log import DEFAULT_INTERVAL, RateLimitedLog
 from gateway.forward.backoff import retry_delay
@@ -171,6 +172,9 @@ class Forwarder:
         self._staged_gen = -1
         self.staged = 0
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
+        #: back-pressure toward this remote's publishers: paused while more than
+        #: ``max_unsent`` entries wait to be sent on a link that is up ("Back-pressure")
+        self.flow = PublishFlow(settings.max_unsent, f"'{settings.container}'")
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
         #: what the remote lets us send (its link credit, less what went since it said so)
@@ -245,6 +249,8 @@ class Forwarder:
         has committed that row, before the sync (see the module docstring)."""
         self._hold(entry)
         self.staged += 1
+        if self.up and not self.flow.paused:
+            self.flow.update(self.unsent)
         store = self._store
         gen = store.latest_generation
         batch = self._staged
@@ -371,9 +377,16 @@ class Forwarder:
                 self._ledger.forwarded(self.container, batch, self._clock())
             connection.send_many(batch)
         self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+        if self.flow.paused:
+            self.flow.update(self.unsent)
         marks = timeline.recorder
         if marks is not None and batch:
             marks.mark("sent", len(batch))
+
+    @property
+    def unsent(self) -> int:
+        """Entries not yet sent (but those waiting for a retry): what back-pressure bounds."""
+        return self.staged + len(self.ready) + len(self.paged)
 
     @property
     def in_flight_cap(self) -> int:
@@ -425,6 +438,7 @@ class Forwarder:
         self.granted = 0
         self.state = "backing off"
         self.last_error = error
+        self.flow.release()  # an unreachable remote never holds its publishers back
         for entry in self.in_flight.values():
             self.ready.push(entry)
         self.in_flight.clear()
