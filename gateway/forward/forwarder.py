@@ -53,7 +53,8 @@ next are rendered. States for operators: ``connecting``, ``up``, ``backing off``
 
 Back-pressure (``flow``, a ``flow.PublishFlow``): while the link is up and more than
 ``max_unsent`` entries wait to be sent (staged, ready or paged: not those in flight or
-retrying), a publish into this outbox pauses its client (0-9-1: the connection is not
+retrying; looked at as each commit makes entries ready and as entries go), a publish into
+this outbox pauses its client (0-9-1: the connection is not
 read after it; 1.0: the link gets no more credit) until no more than half wait. Where the
 pipeline is slower than the publishers (the remote's intake, its consumers: a receiving
 gateway's credit follows its queue's backlog), the backlog then waits in the publishers
@@ -260,8 +261,6 @@ class Forwarder:
         has committed that row, before the sync (see the module docstring)."""
         self._hold(entry)
         self.staged += 1
-        if self.up and not self.flow.paused:
-            self.flow.update(self.unsent)
         store = self._store
         gen = store.latest_generation
         batch = self._staged
@@ -293,6 +292,8 @@ class Forwarder:
         if marks is not None:
             marks.mark("outbox-committed", len(batch))
         self.pump()
+        if self.up:  # (once a commit: the next publishes into the outbox see it)
+            self.flow.update(self.unsent)
 
     def _hold(self, entry: OutboxEntry) -> None:
         """Outbox bodies in memory count against the memory high watermark like queued

@@ -143,11 +143,12 @@ def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resum
         publisher.start()
         wait_until("the publisher paused", lambda: not publisher.is_alive()
                    or forward_metric(org_a, "publishers_paused") == 1)
-        # the publish that went over the bound was taken (and confirmed); the next waits
+        # the bound is looked at as each commit makes entries ready: the publish after
+        # the one that went over it is taken (and confirmed), and the next waits
         assert publisher.is_alive(), f"{publisher.confirmed} confirmed while org-b took nothing"
         assert publisher.error is None
-        assert publisher.confirmed <= MAX_UNSENT + 1
-        assert forward_metric(org_a, "unsent_messages") == MAX_UNSENT + 1
+        assert publisher.confirmed <= MAX_UNSENT + 2
+        assert MAX_UNSENT < forward_metric(org_a, "unsent_messages") <= MAX_UNSENT + 2
 
         unblock_org_b(org_b)
         publisher.join(TIMEOUT)
