@@ -411,7 +411,7 @@ class GatewayService(service.MultiService):
             return
         for forwarder in self.transfer.forwarders.values():
             marks.mark("depth-staged", forwarder.staged)
-            marks.mark("depth-ready", len(forwarder.ready) + len(forwarder.paged))
+            marks.mark("depth-ready", forwarder.unsent - forwarder.staged)
             marks.mark("depth-in-flight", len(forwarder.in_flight))
             marks.mark("depth-credit", forwarder.remote_credit)
         ready = unacked = 0

@@ -291,7 +291,7 @@ def _outbox_on_disk(tmp_path):
     transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
                                lambda: 100.0)
     forwarder = transfer.forwarders["org-b"]
-    forwarder.keep_bytes = 0  # (these bodies are small: the entry count bounds them)
+    forwarder.bodies.keep_bytes = 0  # (these bodies are small: the entry count bounds them)
     return loop, store, broker, transfer, forwarder
 
 
@@ -341,13 +341,13 @@ def test_a_burst_as_large_as_the_remotes_grant_keeps_its_bodies_in_memory(tmp_pa
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
     held = sum(len(b"body-%d" % i) for i in range(20))
-    assert len(forwarder.in_flight) == 10 and len(forwarder.ready) == 10 and not forwarder.paged
+    assert len(forwarder.in_flight) == 10 and len(forwarder.ready) == 10 and not forwarder.bodies.paged
     assert broker.gate.used - used == held
     forwarder.connection_down("lost")          # all 20 ready again; new ones are paged
     for i in range(20, 25):
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.paged) == 5 and broker.gate.used - used == held
+    assert len(forwarder.bodies.paged) == 5 and broker.gate.used - used == held
     store.close()
 
 
@@ -358,18 +358,18 @@ def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -
     from tests.support.store_loop import commit_now
 
     loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
-    forwarder.keep_bytes = 100
+    forwarder.bodies.keep_bytes = 100
     used = broker.gate.used
     for i in range(10):                        # 6 bytes each: 60, under the 100
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.ready) == 10 and not forwarder.paged   # credit is 3
-    assert forwarder.held == 60 and broker.gate.used - used == 60
+    assert len(forwarder.ready) == 10 and not forwarder.bodies.paged   # credit is 3
+    assert forwarder.bodies.held == 60 and broker.gate.used - used == 60
     for i in range(10, 20):                    # 7 bytes each: 130 in all, over the 100
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.ready) == 10 and len(forwarder.paged) == 10
-    assert forwarder.held == 60 and broker.gate.used - used == 60
+    assert len(forwarder.ready) == 10 and len(forwarder.bodies.paged) == 10
+    assert forwarder.bodies.held == 60 and broker.gate.used - used == 60
     conn = RecordingConnection()
     forwarder.connection = conn
     forwarder.connection_up()
@@ -379,5 +379,5 @@ def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -
             if m.entry_id in forwarder.in_flight:
                 forwarder.settled(Settlement(m.entry_id, ForwardOutcome.ACCEPTED))
     assert [m.message.payload[1] for m in conn.sent] == [b"body-%d" % i for i in range(20)]
-    assert forwarder.depth == 0 and forwarder.held == 0 and broker.gate.used == used
+    assert forwarder.depth == 0 and forwarder.bodies.held == 0 and broker.gate.used == used
     store.close()
