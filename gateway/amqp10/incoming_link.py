@@ -198,10 +198,11 @@ class IncomingLink:
         if self.host.producers_blocked() or self.paused_by is not None:
             return 0
         window = self._window - self._durable.count  # transfers waiting for the disk
-        if self.downstream:  # forwarded: as much as the queues behind it have drained
-            left = TRANSFER_BACKLOG - max(queue.message_count for queue in self.downstream)
-            if left < window:  # (never below a floor: no transfer would come to refill it)
-                window = left if left > TRANSFER_FLOOR else TRANSFER_FLOOR
+        if self.downstream:  # forwarded: less as the queue behind it falls behind
+            backlog = max(queue.message_count for queue in self.downstream)
+            if backlog:  # (never below a floor: no transfer would come to refill it)
+                left = window * (TRANSFER_BACKLOG - backlog) // TRANSFER_BACKLOG
+                window = min(window, left if left > TRANSFER_FLOOR else TRANSFER_FLOOR)
         room = self._room()
         return window if room is None or room > window else room
 
