@@ -42,12 +42,15 @@ W1         0-9-1 publish -> queue -> 1.0 receiver
 W1c        the same with publisher confirms
 W2         1.0 sender (pre-settled) -> queue -> 0-9-1 consumer
 W2u        the same, the sender's transfers unsettled (accepted by the gateway)
-W1-backlog, W4-backlog  W1 and W4 as the bench's unpaced runs meet them: the queue holds
+W1-backlog, W4-backlog  W1 and W4 (and W4u) as the bench's unpaced runs meet them: the queue holds
            a backlog, so a publish goes to the ready list and a delivery leaves from it
            when the receiver gives credit (``BacklogPath``); the rows above count a
            consumer with credit waiting for each message
 W3         0-9-1 -> 0-9-1
 W4         1.0 (pre-settled) -> 1.0
+W4u        the same, the sender's transfers unsettled: the gateway's dispositions go back
+           to it, and it settles each transfer on its outcome, as the C load generator's
+           ``--unsettled`` sender does (100 B, and through a backlog: ``W4u-100B-backlog``)
 durable    0-9-1 persistent publish with confirms -> durable queue (SQLite store) ->
            0-9-1 consumer; the confirms wait for the store's commit
 fwd-send   the sending gateway of a forwarded message: 0-9-1 persistent publish with
@@ -60,7 +63,8 @@ mgmt       one ``GET /api/queues`` of the management API over 1,000 queues (per 
 =========  ==========================================================================
 
 Run: ``.venv/bin/python bench/hotpath.py [--paths W3-100B,W4-100B] [--json FILE]
-[--tree DIR]``. ``--tree`` measures another checkout (e.g. a worktree of an older
+[--tree DIR] [--functions N]``. ``--functions N`` lists each path's N most called
+functions and the N that run the most bytecodes. ``--tree`` measures another checkout (e.g. a worktree of an older
 commit): its packages come first on ``sys.path``, and ``bench/hotpath_builds.py``
 bridges the few constructor differences. ``tests/bench/test_hotpath_budget.py`` checks
 the counts against ``bench/hotpath_budget.json``.
@@ -94,6 +98,11 @@ TRACE_DEPTH = 16
 
 
 # --------------------------------------------------------------------------- the meter
+def _function_name(code: Any) -> str:
+    """``file:line qualname`` of a code object, the file relative to the checkout."""
+    return f"{code.co_filename.replace(str(ROOT) + '/', '')}:{code.co_firstlineno} {code.co_qualname}"
+
+
 class Meter:
     """Counts profile events while on; ``tracemalloc`` blocks at ``snapshot_held``."""
 
@@ -108,25 +117,31 @@ class Meter:
         self.held = 0
         #: calls by function (``--functions``; None: not counted)
         self.functions: Optional[Counter] = None
+        #: bytecodes by function (``--functions``; None: not counted)
+        self.function_bytecodes: Optional[Counter] = None
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             self.calls += 1
             if self.functions is not None:
-                code = frame.f_code
-                self.functions[f"{code.co_filename.replace(str(ROOT) + '/', '')}:"
-                               f"{code.co_firstlineno} {code.co_qualname}"] += 1
+                self.functions[_function_name(frame.f_code)] += 1
         elif event == "c_call":
             self.c_calls += 1
 
     def _trace(self, frame: Any, event: str, arg: Any) -> Any:
         frame.f_trace_opcodes = True
-        return self._opcode
+        return self._opcode if self.function_bytecodes is None else self._opcode_by_function
 
     def _opcode(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "opcode":
             self.bytecodes += 1
         return self._opcode
+
+    def _opcode_by_function(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            self.bytecodes += 1
+            self.function_bytecodes[_function_name(frame.f_code)] += 1
+        return self._opcode_by_function
 
     def start(self) -> None:
         if self.counting_bytecodes:
@@ -158,6 +173,8 @@ class Meter:
         self.calls = self.c_calls = self.bytecodes = 0
         if self.functions is not None:
             self.functions.clear()
+        if self.function_bytecodes is not None:
+            self.function_bytecodes.clear()
 
     # -- memory held in flight ------------------------------------------------------------
     def begin_batch(self, tracing: bool) -> None:
@@ -520,10 +537,11 @@ class BacklogPath(Path_):
     The receiver keeps ``BACKLOG`` messages behind: each batch publishes its messages,
     then gives credit ``CHUNK`` at a time and accepts what comes, the oldest first."""
 
-    def __init__(self, name: str, producer: str, size: int) -> None:
+    def __init__(self, name: str, producer: str, size: int, *, settled: bool = True) -> None:
         self.name = name
         self.producer_kind = producer
         self.size = size
+        self.settled = settled
 
     def setup(self, meter: Meter) -> None:
         self.g = g = self.gateway(meter)
@@ -535,9 +553,14 @@ class BacklogPath(Path_):
             frames = _publishes("", "q", self.size, CHUNK)
             self.publish = lambda: producer.data_received(frames)
         else:
-            sender = _Amqp10Sender(g, "/queue/q", settled=True)
+            sender = _Amqp10Sender(g, "/queue/q", settled=self.settled)
             sender.body(self.size)
-            self.publish = lambda: sender.send(CHUNK)
+
+            def publish() -> None:
+                sender.send(CHUNK)
+                if not self.settled:  # as the C sender: settle each transfer on its outcome
+                    sender.settle_outcomes()
+            self.publish = publish
         for _ in range(BACKLOG // CHUNK):
             self.publish()
 
@@ -653,7 +676,9 @@ def all_paths() -> list[Path_]:
             FlowPath(f"W1c-{label}", "091", "10", size, confirms=True),
             FlowPath(f"W2u-{label}", "10", "091", size, settled=False),
         ]
-    out += [BacklogPath("W1-100B-backlog", "091", 100), BacklogPath("W4-100B-backlog", "10", 100)]
+    out += [FlowPath("W4u-100B", "10", "10", 100, settled=False)]
+    out += [BacklogPath("W1-100B-backlog", "091", 100), BacklogPath("W4-100B-backlog", "10", 100),
+            BacklogPath("W4u-100B-backlog", "10", 100, settled=False)]
     out += [DurablePath(100), ForwardPaths("send", 100), ForwardPaths("recv", 100),
             ForwardPaths("send", 100, kind="amqp091"), ManagementScrape()]
     return out
@@ -694,11 +719,16 @@ def measure(path: Path_, functions: bool = False) -> dict[str, Any]:
                                    for name, count in meter.functions.most_common()}
         # last, the bytecodes (the passes before are as they were without this one)
         meter.functions = None
+        if functions:
+            meter.function_bytecodes = Counter()
         meter.reset()
         meter.counting_bytecodes = True
         meter.begin_batch(tracing=False)
         path.batch(path.messages, meter)
         result["bytecodes"] = round(meter.bytecodes / n, 1)
+        if functions:
+            result["function_bytecodes"] = {name: round(count / n, 1)
+                                            for name, count in meter.function_bytecodes.most_common()}
         return result
     finally:
         sys.setprofile(None)
@@ -808,6 +838,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"\n{name}: calls per message by function")
             for function, count in list(r.pop("functions").items())[:args.functions]:
                 print(f"{count:>8.2f}  {function}")
+        if "function_bytecodes" in r:
+            print(f"\n{name}: bytecodes per message by function")
+            for function, count in list(r.pop("function_bytecodes").items())[:args.functions]:
+                print(f"{count:>8.1f}  {function}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0

@@ -40,7 +40,8 @@ get their frames is ``channel_table.ChannelTable``'s. The methods' actions (with
 state) are the collaborator ``connection_methods.ConnectionMethods``; parsing, batches and
 held input the collaborator ``connection_input.ConnectionInput``; the states are
 ``connection_state``'s; edge mode's way to a backend (a proxied vhost) is
-``connection_relay.ConnectionRelay``'s (``relay``); closing is here. None of them keeps a reference to the connection
+``connection_relay.ConnectionRelay``'s (``relay``); closing is
+``connection_closing.ConnectionClosing``'s. None of them keeps a reference to the connection
 (it passes itself to their calls), so a closed connection is freed by reference counting.
 
 Errors. A ``ConnectionException`` (ours or a handler's) becomes connection.close and the
@@ -62,10 +63,11 @@ from typing import Any, Callable
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.channel_table import ChannelState, ChannelTable
+from gateway.amqp091.connection_closing import ConnectionClosing
 from gateway.amqp091.connection_input import ConnectionInput
 from gateway.amqp091.connection_methods import ConnectionMethods
 from gateway.amqp091.connection_relay import ConnectionRelay
-from gateway.amqp091.connection_state import HANDSHAKE_STATES, ConnectionState, ConnectionStateMachine, LocalEvent
+from gateway.amqp091.connection_state import ConnectionState, ConnectionStateMachine
 from gateway.amqp091.connection_timers import ConnectionTimers, Due
 from gateway.amqp091.errors import ChannelException, ConnectionException
 from gateway.amqp091.frames import HEARTBEAT_FRAME, Frame, HeartbeatFrame, MethodFrame
@@ -170,8 +172,6 @@ class ServerConnection:
             allow_anonymous=allow_anonymous, tls_peer_subject=tls_peer_subject,
             vhost_access=vhost_access, registry=connection_registry, throttle=login_throttle)
         self._tune = TuneParameters(channel_max, FRAME_MIN_SIZE, 0)
-        self._close_timeout = close_timeout
-        self._close_callbacks: list[Callable[[], None]] = []
         self._output = OutputBuffer(output_high_water, on_output)
         #: the connection's state, changed only by its transition table
         self._machine = ConnectionStateMachine()
@@ -188,8 +188,11 @@ class ServerConnection:
         self.flush_channel = self._input.flush_channel
         self._rx_seen = False  # something was read since tick last looked
         self._writes_seen = 0  # the output's write count tick last saw
-        #: who a close of ours is by, for the close line (a gateway shutdown says so)
-        self._closing_by = CLOSED_BY_SERVER
+        #: how it ends (``connection_closing``); ``add_close_callback(callback)`` runs
+        #: ``callback`` once it is CLOSED (at once if it is)
+        self._closing = ConnectionClosing(close_timeout, self._machine, self._timers, self._table,
+                                          self._input, handshake, self._methods)
+        self.add_close_callback = self._closing.add_callback
         #: edge mode: proxied vhosts open through it (``connection_relay``)
         self.relay = ConnectionRelay(vhost_proxy, handshake, self._machine, self._timers, self._table,
                                      self._input, self._output)
@@ -312,19 +315,11 @@ class ServerConnection:
     def on_output(self, callback: Callable[[], None] | None) -> None:
         self._output.on_output = callback
 
-    def add_close_callback(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once when the connection reaches CLOSED (after the channel
-        handlers were told), e.g. to drop exclusive queues and memory-alarm listeners."""
-        if self._machine.state is ConnectionState.CLOSED:
-            callback()
-        else:
-            self._close_callbacks.append(callback)
-
     # ---- server-side actions ---------------------------------------------------------------
 
     def shutdown(self, reason: str) -> None:
         """Graceful close for a gateway shutdown: connection.close 320 CONNECTION_FORCED."""
-        self._closing_by = CLOSED_BY_SHUTDOWN if reason == "shutdown" else CLOSED_BY_SERVER
+        self._closing.closed_by = CLOSED_BY_SHUTDOWN if reason == "shutdown" else CLOSED_BY_SERVER
         self.close(ReplyCode.CONNECTION_FORCED, reason)
 
     def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker forced connection closure") -> None:
@@ -415,49 +410,16 @@ class ServerConnection:
 
     def fail(self, exc: ConnectionException) -> None:
         """``exc`` ends the connection: connection.close, or the silent close (see Errors)."""
-        state = self._machine.state
-        if state in (ConnectionState.CLOSED, ConnectionState.CLOSING):
-            if state is ConnectionState.CLOSING:
-                self.logger.info("0-9-1 connection from %s: %s while closing", self.peer_host, exc)
-                self.terminate(None)
-            return
-        silent = not exc.send_close or (state in HANDSHAKE_STATES and not self._methods.open_received)
-        self.logger.debug("0-9-1 connection from %s failed: %s", self.peer_host, exc)
-        self.trail.closing(self._closing_by, int(exc.code), exc.text)
-        if silent:
-            self.terminate(CloseReason(CloseInitiator.TRANSPORT, exc.code, exc.text))
-        else:
-            self.begin_close(exc)
+        self._closing.fail(self, exc)
 
     def begin_close(self, exc: ConnectionException) -> None:
         """Send connection.close for ``exc`` and wait (``close_timeout``) for close-ok."""
-        if self._machine.state is ConnectionState.OPEN and self._input.owes_batch_end:
-            try:  # what the channels owe (confirms) goes out before the close
-                self._input.end_batch()
-            except Exception:  # closing anyway; never raise out of an error path
-                log.exception("end-of-batch hook failed while closing 0-9-1 connection from %s",
-                              self.peer_host)
-        self.send_method(0, m.ConnectionClose(reply_code=int(exc.code), reply_text=exc.reply_text,
-                                               class_id=exc.class_id, method_id=exc.method_id))
-        self._table.close_all(CloseReason(CloseInitiator.LOCAL, int(exc.code), exc.text))
-        self._machine.process(LocalEvent.CLOSE_SENT)
-        self._timers.close_sent(self.now, self._close_timeout)
+        self._closing.begin_close(self, exc)
 
     def terminate(self, reason: CloseReason | None) -> None:
         """The connection is CLOSED now: the channels are told ``reason`` (None: they were
         already), then the close callbacks run."""
-        if reason is not None:
-            self._table.close_all(reason)
-        self._machine.process(LocalEvent.ENDED)
-        self._timers.stop()
-        self._input.drop()
-        self._handshake.end()
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("close callback failed on 0-9-1 connection from %s", self.peer_host)
+        self._closing.terminate(self, reason)
 
     # ---- the channel handlers' surface (``handlers.ChannelWriter``) and output ---------------
 

@@ -135,6 +135,12 @@ class IncomingLink:
         self._buffer = bytearray()
         self.closed = False
         self._store = host.broker.store
+        #: the broker's ledger (None: off), the connection's trail and its largest message:
+        #: fixed for the link's life, read once per transfer here and not through ``host``
+        self._ledger = host.broker.ledger
+        self._trail = host.trail
+        self._max_size = host.max_message_size
+        self._impl = link._impl
         self._durable = DurableAccepts(self._store, host.output_ready, self.refill)
         self._address = link.target.address
         self._ledger_ctx = _ledger_context(host, link.name, self._address)
@@ -161,7 +167,7 @@ class IncomingLink:
     @property
     def starving(self) -> bool:
         """True when the client has no credit and we could not give it any."""
-        return not self.closed and self.link.credit <= 0
+        return not self.closed and pn_link_credit(self._impl) <= 0
 
     def _room(self) -> Optional[int]:
         """How many more messages the route takes before every queue it reaches rejects
@@ -239,7 +245,7 @@ class IncomingLink:
         the common path works on it directly, with no Python wrapper per transfer.
         Raises :class:`Amqp10Error` (link scope) if it exceeds ``max_message_size``.
         """
-        link = self.link
+        impl = self._impl
         if pn_delivery_aborted(d):
             # discard what came of it; settling the current delivery also advances the
             # link (proton), so no pn_link_advance here: a second one would skip the next
@@ -251,19 +257,19 @@ class IncomingLink:
         chunk = None
         if pending > 0:  # Receiver.recv, without its two wrappers and its copy of the read
             chunk = bytearray(pending)
-            got = _lib.pn_link_recv(link._impl, _ffi.from_buffer(chunk), pending)
+            got = _lib.pn_link_recv(impl, _ffi.from_buffer(chunk), pending)
             if got != pending:
                 if got < 0 and got != PN_EOS:
-                    link._check(got)
+                    self.link._check(got)
                 chunk = chunk[:got] if got > 0 else None
+        limit = self._max_size
         if not self._buffer and chunk and not pn_delivery_partial(d) and not (
-                self.host.max_message_size and len(chunk) > self.host.max_message_size):
+                limit and len(chunk) > limit):
             # the whole message in one transfer (the usual case): no reassembly copies
             encoded: bytes = chunk  # type: ignore[assignment]
         else:
             if chunk:
                 self._buffer += chunk
-            limit = self.host.max_message_size
             if limit and len(self._buffer) > limit:
                 self._buffer.clear()
                 raise self._refused(Amqp10Error(
@@ -274,9 +280,9 @@ class IncomingLink:
                 return False
             encoded = bytes(self._buffer)
             self._buffer.clear()
-        pn_link_advance(link._impl)
-        if pn_link_credit(link._impl) < 0:
-            raise self._refused(over_credit(link))
+        pn_link_advance(impl)
+        if pn_link_credit(impl) < 0:
+            raise self._refused(over_credit(self.link))
         # the message is complete: publish it and settle its transfer with the outcome (an
         # accepted one the store wrote once it is on disk)
         transactions = self.host.transactions
@@ -284,7 +290,7 @@ class IncomingLink:
             transactions.post(self, d, encoded)  # held until the discharge (``transactions``)
             return False
         writes = self._store.write_count
-        self.host.trail.messages_in += 1
+        self._trail.messages_in += 1
         marks = timeline.recorder
         if marks is not None:
             marks.mark("received")
@@ -314,7 +320,7 @@ class IncomingLink:
     def _publish(self, encoded: bytes, d: Any) -> tuple[int, Optional[Condition]]:
         host = self.host
         now = host.now
-        ledger = host.broker.ledger
+        ledger = self._ledger
         route = self.route
         forwarded_prefix = self._forwarded
         known = None if forwarded_prefix is None else forwarded_prefix.read(encoded)
@@ -338,7 +344,9 @@ class IncomingLink:
             message.gateway_id = host.broker.next_gateway_id()
         message.publisher = host.connection_id  # for no-local filters
         try:
-            if route is None:
+            if route.__class__ is LocalPublish:
+                pass  # the usual link, its exchange and key fixed at attach: checked first
+            elif route is None:
                 if summary.to is None:
                     raise AddressError(AddressErrorKind.INVALID,
                                        "anonymous relay: the message has no 'to' address")
@@ -347,7 +355,7 @@ class IncomingLink:
                                        subject=summary.subject, vhost=host.vhost.name)
             elif isinstance(route, SubjectPublish):
                 route = route_message(route, summary.subject)
-            elif route.__class__ is not LocalPublish:  # amqp$transfer and its aliases
+            else:  # amqp$transfer and its aliases
                 if self.posting is not None:
                     raise _not_transactional(address)
                 if route.__class__ is ServiceRoute and summary is not None:
@@ -410,7 +418,7 @@ class IncomingLink:
     def _route(self, route: Any, message: MessageContainer, now: float, ledger: Any,
                address: Optional[str], d: Any) -> tuple[int, Optional[Condition]]:
         vhost = self.host.vhost
-        if isinstance(route, LocalPublish):
+        if route.__class__ is LocalPublish:  # (no subclass: no isinstance call per message)
             if route.exchange not in self._may_publish:
                 self.host.permit(_WRITE, route.exchange)
                 self._may_publish.add(route.exchange)

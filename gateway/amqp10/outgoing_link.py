@@ -77,6 +77,12 @@ class OutgoingLink:
         self._next_tag = 0
         self.closed = False
         self._ledger_ctx = _ledger_context(host, self.tag, link.source.address)
+        #: the broker's ledger (None: off), the connection's trail and the C link: fixed
+        #: for the link's life, so each delivery and disposition reads them once, not
+        #: through ``host``
+        self._ledger = host.broker.ledger
+        self._trail = host.trail
+        self._impl = link._impl
 
     @property
     def unsettled_count(self) -> int:
@@ -109,18 +115,17 @@ class OutgoingLink:
                 return
         tag = b"%d" % self._next_tag
         self._next_tag += 1
-        self.host.trail.messages_out += 1
-        link = self.link
-        impl = link._impl
+        self._trail.messages_out += 1
+        impl = self._impl
         # the C delivery and C calls only: a Python Delivery wrapper per message costs
         # more than the send itself, and cproton's wrappers (tag and buffer conversion,
         # Sender.stream) were a microsecond of it
         d = _lib.pn_delivery(impl, (len(tag), _ffi.from_buffer(tag)))
         sent = send_parts(impl, header, data, rest)
         if sent < 0:
-            link._check(sent)  # raises proton's LinkException naming the error
+            self.link._check(sent)  # raises proton's LinkException naming the error
         pn_link_advance(impl)
-        ledger = self.host.broker.ledger
+        ledger = self._ledger
         if self._presettled or not self.acquires:
             pn_delivery_settle(d)
             if self.acquires:
@@ -174,20 +179,20 @@ class OutgoingLink:
         arrived with the flow (a release before new credit) are applied first."""
         if self.closed:
             return
-        credit = self.link.credit
-        self.credit.grant(credit if credit > 0 else 0, drain=bool(self.link.drain_mode))
+        credit = _lib.pn_link_credit(self._impl)  # (``Link.credit``, ``drain_mode``: C alone)
+        self.credit.grant(credit if credit > 0 else 0, drain=bool(_lib.pn_link_get_drain(self._impl)))
 
     def dispatch(self) -> None:
         """Let the queue deliver within the credit, then drain what is left if asked."""
         if self.closed:
             return
-        link = self.link
-        if link.credit > 0 and not self.queue.deleted:
+        impl = self._impl
+        if _lib.pn_link_credit(impl) > 0 and not self.queue.deleted:
             self.queue.dispatch(self.host.now)
         if self.closed:
             return
-        if link.drain_mode and link.credit > 0:
-            link.drained()
+        if _lib.pn_link_get_drain(impl) and _lib.pn_link_credit(impl) > 0:
+            self.link.drained()
             self.credit.drain_all()
 
     def on_delivery(self, d: Any) -> None:
@@ -209,7 +214,7 @@ class OutgoingLink:
             return
         if state == Delivery.ACCEPTED:
             # what apply_outcome does first for ACCEPTED, without its call (every accept)
-            ledger = self.host.broker.ledger
+            ledger = self._ledger
             if ledger is not None:  # before the queue acts on it
                 ledger.settled(self.host.now, self._ledger_ctx, entry, self.queue.name, _ACCEPTED)
             self.queue.settle(entry)

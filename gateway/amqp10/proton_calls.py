@@ -21,6 +21,10 @@ messages of the figures):
   buffer, about a microsecond a message (f850916); ``lib.pn_delivery`` and
   :func:`send_parts` send from the message's own buffer, its header replaced without a copy
   (a body of at most ``JOIN_MAX`` octets is copied behind its header and sent in one call);
+* transport input and output: ``Transport.capacity``/``push``/``pending``/``peek``/``pop``
+  are a Python call each around their C call (``peek`` copies its output twice more), two
+  to five of them per read and per flush: ``ProtonTransport`` calls the C functions
+  (:func:`transport_push`, :func:`transport_drain`) (``bench/hotpath.py`` W4-100B-backlog);
 * every C call drops and retakes the interpreter lock, two mutex locks and unlocks: cheap
   in a process that never had a second thread (glibc skips their atomic instructions:
   about 47 against 59 ns a call), which is why the store starts its threads only when first
@@ -52,7 +56,8 @@ __all__ = [
     "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_tag", "pn_delivery_update",
     "pn_delivery_updated",
     "pn_event_delivery", "pn_event_link", "pn_event_type", "pn_link_advance", "pn_link_credit",
-    "raise_link_error", "send_parts", "transport_tick",
+    "raise_link_error", "raise_transport_error", "send_parts", "transport_capacity", "transport_drain",
+    "transport_push", "transport_tick",
 ]
 
 #: cffi's null pointer: ``pn_collector_peek`` returns it when no event is left (compared
@@ -70,6 +75,68 @@ def transport_tick(transport: Any, now: float) -> float:
     """``Transport.tick(now)`` (seconds in, the next deadline in seconds out, 0.0 for
     none) in one Python call, not three: the engine ticks after every read."""
     return pn_transport_tick(transport._impl, int(now * 1000)) / 1000.0
+
+
+def raise_transport_error(transport: Any, code: int) -> NoReturn:
+    """Raise proton's own exception (``TransportException`` or the one its number names)
+    for the negative result ``code`` of a C call on ``transport``."""
+    transport._check(code)
+    raise AssertionError(f"proton accepted {code} as a result")  # not negative: a caller bug
+
+
+def transport_push(transport: Any, data: bytes, at: int) -> int:
+    """Push ``data[at:]`` into ``transport`` (a proton ``Transport``), as much as proton
+    has room for: the offset up to which it went in (``len(data)``: all of it), or -1 when
+    the transport takes no more input (the rest is dropped). ``Transport.push`` with its
+    ``capacity``, without their wrappers and without copying the input.
+    Raises proton's exception for any other error."""
+    impl = transport._impl
+    size = len(data)
+    buffer = None
+    while at < size:
+        capacity = lib.pn_transport_capacity(impl)
+        if capacity <= 0:
+            if capacity < PN_EOS:
+                raise_transport_error(transport, capacity)
+            return -1 if capacity else at
+        if buffer is None:
+            buffer = ffi.from_buffer(data)
+        n = size - at if size - at < capacity else capacity
+        pushed = lib.pn_transport_push(impl, buffer + at, n)
+        if pushed != n:
+            if pushed < 0:
+                raise_transport_error(transport, pushed)
+            raise OverflowError(f"unable to process all bytes: {pushed}, {n}")
+        at += n
+    return at
+
+
+def transport_drain(transport: Any, out: bytearray) -> int:
+    """Append all of ``transport``'s pending output to ``out``; then its ``pending()``:
+    0 when it has no more for now, negative once its head is closed (``Transport.pending``,
+    ``peek`` and ``pop``, without their wrappers and with one copy of the output less).
+    Raises proton's exception for an error other than end of stream."""
+    impl = transport._impl
+    pending = lib.pn_transport_pending(impl)
+    while pending > 0:
+        chunk = bytearray(pending)
+        got = lib.pn_transport_peek(impl, ffi.from_buffer(chunk), pending)
+        if got < 0:
+            raise_transport_error(transport, got)
+        out += chunk
+        lib.pn_transport_pop(impl, pending)
+        pending = lib.pn_transport_pending(impl)
+    if pending < PN_EOS:
+        raise_transport_error(transport, pending)
+    return pending
+
+
+def transport_capacity(transport: Any) -> int:
+    """``Transport.capacity()``: room for input in octets, negative once it takes no more."""
+    capacity = lib.pn_transport_capacity(transport._impl)
+    if capacity < PN_EOS:
+        raise_transport_error(transport, capacity)
+    return capacity
 
 
 def raise_link_error(link: Any, code: int) -> NoReturn:

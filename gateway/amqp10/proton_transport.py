@@ -14,6 +14,7 @@ from typing import Any
 
 from proton import Collector, Connection, SymbolList, Transport, symbol
 
+from gateway.amqp10.proton_calls import transport_capacity, transport_drain, transport_push
 from gateway.product import product_properties
 
 __all__ = ["ProtonTransport", "connection_properties", "OFFERED_CAPABILITIES"]
@@ -55,33 +56,24 @@ class ProtonTransport:
     def push(self, data: bytes) -> bool | None:
         """Give proton ``data`` after what waited; True when all of it went in, False when
         some waits for room (stop reading), None when proton takes no more input."""
-        transport = self.transport
-        data = self._pending_input + data if self._pending_input else data
-        self._pending_input = b""
-        view = memoryview(data)
-        while view:
-            capacity = transport.capacity()
-            if capacity < 0:
-                return None  # closed for input: ignore the rest
-            if capacity == 0:
-                self._pending_input = bytes(view)
-                return False
-            transport.push(bytes(view[:capacity]))
-            view = view[capacity:]
-        return True
+        if self._pending_input:
+            data = self._pending_input + data
+            self._pending_input = b""
+        went_in = transport_push(self.transport, data, 0)
+        if went_in == len(data):
+            return True
+        if went_in < 0:
+            return None  # closed for input: ignore the rest
+        self._pending_input = bytes(data[went_in:])
+        return False
 
     @property
     def input_waits(self) -> bool:
         """Input is waiting and proton has room for it now."""
-        return bool(self._pending_input) and self.transport.capacity() > 0
+        return bool(self._pending_input) and transport_capacity(self.transport) > 0
 
     def drain(self, out: bytearray) -> bool:
         """Append all of proton's output to ``out``; True once the transport is done (head
         closed, or tail closed with nothing left to say)."""
-        transport = self.transport
-        pending = transport.pending()
-        while pending > 0:
-            out += transport.peek(pending)
-            transport.pop(pending)
-            pending = transport.pending()
-        return pending < 0 or (pending == 0 and transport.capacity() < 0)
+        pending = transport_drain(self.transport, out)
+        return pending < 0 or transport_capacity(self.transport) < 0

@@ -42,12 +42,8 @@ ends unconsumed (expired, over a limit, past the delivery limit, filtered) is
 The queue reaches its vhost only through ``host`` (a :class:`~.queue_host.QueueHost`):
 its name, the memory gate, the ledger, the store, dead-lettering and its own deletion.
 
-Ledger: with ``host.ledger`` set, an expiry is recorded as ``expired`` and a
-dead-lettering (any reason) as ``dead_lettered`` under the message's own ``gateway_id``
-(the copy published to the dead-letter exchange gets a new one: ``vhost.dead_letter``);
-every other way an entry ends here is recorded too (``DeadLettering.ended``): ``purged``,
-``deleted`` with the queue, ``dropped`` (overflow without a dead-letter exchange, or at a
-stop when the store does not keep it).
+Ledger: with ``host.ledger`` set, every way an entry ends unconsumed is recorded
+(``queue_endings``).
 
 Durability: a stored queue (see ``queue_storage``) has a ``QueueStorage`` in ``storage``
 (from ``host.queue_storage``);
@@ -60,8 +56,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from gateway.ledger import EventKind
-
 from .browser_dispatch import dispatch_browsers
 from .consumers import Consumer, ConsumerSet
 from .dead_lettering import DeadLettering
@@ -72,7 +66,8 @@ from .queue_arguments import (Overflow, QueueArguments, check_queue_flags, parse
                               without_refused_by_type)
 from .queue_entries import QueueEntries
 from .publish_result import PublishResult
-from .queue_endings import drop_over_limit, expire_entry, past_delivery_limit
+from .queue_endings import (drop_over_limit, end_all, expire_entry, expire_heads, past_delivery_limit,
+                            purge_available, record_unkept, refuse_publish)
 from .queued_message import AVAILABLE, MessageState, QueuedMessage
 
 if TYPE_CHECKING:
@@ -84,7 +79,7 @@ __all__ = ["MessageState", "QueuedMessage", "Queue"]
 
 log = logging.getLogger(__name__)
 
-_DROP_HEAD, _REJECT_PUBLISH_DLX = Overflow.DROP_HEAD, Overflow.REJECT_PUBLISH_DLX
+_DROP_HEAD = Overflow.DROP_HEAD
 
 
 class Queue:
@@ -109,10 +104,8 @@ class Queue:
         self.name = name
         #: the ledger's ``routed_to`` for a message this queue alone took (made once)
         self.routed_to = (name,)
-        #: the vhost's ``PublishResult`` for a message this queue alone took (made once,
-        #: by the vhost: results are immutable, and one was made for every publish)
-        #: the result of a publish only this queue took (``vhost_publish``), made once;
-        #: it holds the queue (a cycle): dropped when the queue is deleted
+        #: the vhost's ``PublishResult`` for a publish only this queue took (results are
+        #: immutable: made once); it holds the queue (a cycle): dropped at the deletion
         self.took_alone: Optional[PublishResult] = PublishResult((self,))
         self.host = host
         self.vhost_name = host.name
@@ -184,7 +177,6 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self.consumers)
 
-
     def oldest_age(self, now: float) -> Optional[float]:
         """Seconds the oldest AVAILABLE message has waited at ``now`` (None: empty, or not
         known): the one rule management's views and alerts read."""
@@ -228,10 +220,7 @@ class Queue:
         self._now = now
         args = self.args
         if args.bounded and args.overflow is not _DROP_HEAD and self._full(message.size):
-            if args.overflow is _REJECT_PUBLISH_DLX:
-                self.dead_lettering.dead_letter(message, DeathReason.MAXLEN, now)
-            else:
-                self.dead_lettering.ended((message,), EventKind.DROPPED, now, "reject-publish")
+            refuse_publish(args, self.dead_lettering, message, now)
             return False
         ttl = args.message_ttl_ms
         mttl = message.ttl_ms
@@ -478,10 +467,7 @@ class Queue:
         """Remove expired entries from the head of every priority level (dead-lettering
         them with reason ``expired`` if configured); returns how many."""
         self._now = now
-        expired = self.entries.expire_heads(now)
-        for entry in expired:
-            expire_entry(self.entries, self.dead_lettering, entry, now)
-        return len(expired)
+        return expire_heads(self.entries, self.dead_lettering, now)
 
     def next_deadline(self) -> Optional[float]:
         """The earliest time (seconds) at which ``tick``/``expire`` has work: a head
@@ -522,29 +508,13 @@ class Queue:
         time the ledger records (else the queue's last)."""
         if now is not None:
             self._now = now
-        self.dead_lettering.ended(self._messages(ready=True), EventKind.PURGED, self._now)
-        return self.entries.purge()
+        return purge_available(self.entries, self.dead_lettering, self._now)
 
     def record_shutdown(self, now: float) -> int:
         """The gateway stops: the entries the store does not keep are recorded as dropped
-        (reason ``transient queue``: a queue without storage, which is every queue of a
-        gateway without a store; ``transient message``: a stored queue's entry of a
-        transient message); returns how many."""
+        (``queue_endings.record_unkept``); returns how many."""
         self._now = now
-        lost = [m for m, stored in self._messages(ready=True, acquired=True, stored=True)
-                if self.storage is None or not stored]
-        self.dead_lettering.ended(lost, EventKind.DROPPED, now,
-                                  "transient queue" if self.storage is None else "transient message")
-        return len(lost)
-
-    def _messages(self, ready: bool = False, acquired: bool = False, stored: bool = False) -> list:
-        """The messages of the AVAILABLE and/or ACQUIRED entries (with whether the store
-        keeps each, if ``stored``)."""
-        entries = self.entries
-        found = [e for level in entries.ready.levels for e in level] if ready else []
-        if acquired:
-            found += entries.acquired.values()
-        return [(e.message, e.stored is not None) if stored else e.message for e in found]
+        return record_unkept(self.entries, self.dead_lettering, self.storage is not None, now)
 
     def delete(self, *, if_unused: bool = False, if_empty: bool = False,
                now: Optional[float] = None) -> int:
@@ -574,9 +544,7 @@ class Queue:
         count = self.ready.count
         for consumer in self.consumers.clear():
             consumer.cancelled_by_broker(reason)
-        self.dead_lettering.ended(self._messages(ready=True, acquired=True), EventKind.DELETED,
-                                  self._now)
-        self.entries.clear()
+        end_all(self.entries, self.dead_lettering, self._now)
         return count
 
     def __repr__(self) -> str:

@@ -29,6 +29,9 @@ here.
 
 How a row's shape is found (by its key), made, and forgotten after its context is
 ``RowShapes``'s (``row_shapes``); this class builds each record's key and row.
+Forwarding's records (a context per remote, one layout of events) are
+``ForwardingRecords``'s (``forward_records``), bound here as this class's methods; they
+append to the same ``records`` list, which is therefore never replaced.
 
 Ids: contexts and messages are numbered from the broker's gateway-id counter
 (``use_gateway_ids``), unique across restarts of a container.
@@ -41,9 +44,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from . import records as r
 from .encoding import as_text as _text
 from .encoding import frame, json_lines
+from .forward_records import ForwardingRecords
 from .records import EventKind
-from .row_shapes import (FORWARDED, SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, ForwardedRow,
-                         ForwardEventRow, MessageRow, RowShapes)
+from .row_shapes import SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, MessageRow, RowShapes
 
 __all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "SHAPES_PER_CONTEXT", "STRUCTS",
            "sample_threshold"]
@@ -58,7 +61,7 @@ _Event = STRUCTS[r.EVENT]
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
 _ROUTED = EventKind.ROUTED
 _ACCEPTED = r.Outcome.ACCEPTED.value
-_DELIVERED, _SETTLED, _EVENT = r.DELIVERED, r.SETTLED, r.EVENT
+_DELIVERED, _SETTLED = r.DELIVERED, r.SETTLED
 
 
 def sample_threshold(sample_rate: float) -> Optional[int]:
@@ -131,15 +134,29 @@ class Ledger:
         self._shape_ids = self._row_shapes.ids
         #: (vhost, protocol, exchange or None) -> the context of what the broker records there
         self._queue_contexts: dict[tuple[str, str, Optional[str]], int] = {}
-        #: remote container -> the context of what is forwarded to it
-        self._forward_contexts: dict[str, int] = {}
         #: the context of the gateway's own events (started, gap)
         self._gateway_context: Optional[int] = None
         self._next_id: Callable[[], int] = iter(range(1, 1 << 62)).__next__
         self.records_taken = self.records_sampled_out = 0
-        #: set by the edge: called when a record should be shipped at once, not at the
-        #: next interval (forwarding's: the other gateway settles on them)
-        self.wake: Optional[Callable[[], None]] = None
+        #: forwarding's records (``forward_records``); its methods are bound here as this
+        #: ledger's own (no Python call more a forwarded message)
+        self._forwarding = forwarding = ForwardingRecords(self.records, self._shape_ids, self._row_shapes,
+                                                          self.context)
+        self.forward_context, self.forwarded = forwarding.forward_context, forwarding.forwarded
+        self.forwarded_many, self.forward_settled = forwarding.forwarded_many, forwarding.forward_settled
+        self.forward_settled_many = forwarding.forward_settled_many
+        self.forward_dead_lettered = forwarding.forward_dead_lettered
+        self.arrived_forwarded = forwarding.arrived_forwarded
+
+    @property
+    def wake(self) -> Optional[Callable[[], None]]:
+        """Set by the edge: called when a record should be shipped at once, not at the
+        next interval (forwarding's: the other gateway settles on them)."""
+        return self._forwarding.wake
+
+    @wake.setter
+    def wake(self, wake: Optional[Callable[[], None]]) -> None:
+        self._forwarding.wake = wake
 
     def use_gateway_ids(self, next_id: Callable[[], int]) -> None:
         """Number contexts from ``next_id`` (the broker's ``next_gateway_id``)."""
@@ -411,102 +428,6 @@ class Ledger:
         if self._gateway_context is None:
             self._gateway_context = self.context(now, None, None, None, None, None)  # type: ignore[arg-type]
         return self._gateway_context
-
-    # -- forwarding --------------------------------------------------------------------
-
-    def forward_context(self, now: float, remote: str) -> int:
-        """The context of what is forwarded to ``remote`` (its connection column names
-        the remote; no vhost or user: the outbox is the gateway's)."""
-        ctx = self._forward_contexts.get(remote)
-        if ctx is None:
-            ctx = self._forward_contexts[remote] = self.context(
-                now, None, None, r.Protocol.AMQP10.value, f"forward:{remote}", None)
-        return ctx
-
-    def forwarded(self, now: float, message: Any, remote: str) -> None:
-        """``message`` was sent on to the gateway or broker ``remote`` (again on a retry:
-        the report counts the message once). Wakes the shipping: the remote may settle
-        it, and the outbox forget it, before the next interval."""
-        self.forwarded_many(now, (message,), remote)
-
-    def forwarded_many(self, now: float, messages: Sequence[Any], remote: str) -> None:
-        """``forwarded`` for each of ``messages``, sent in one turn (one context look-up
-        and one wake for the lot: a forwarder sends a slice of its outbox at a time)."""
-        self._forward_events(now, messages, remote, EventKind.FORWARDED)
-        if self.wake is not None:
-            self.wake()
-
-    def forward_settled(self, now: float, message: Any, remote: str, outcome: str,
-                        reason: Optional[str] = None) -> None:
-        """``remote`` settled the forwarded ``message`` (``outcome``: an ``Outcome``
-        value; ``reason``: the remote's error)."""
-        self.forward_settled_many(now, (message,), remote, outcome, reason)
-
-    def forward_settled_many(self, now: float, messages: Sequence[Any], remote: str, outcome: str,
-                             reason: Optional[str] = None) -> None:
-        """``forward_settled`` for each of ``messages``, settled alike in one read."""
-        self._forward_events(now, messages, remote, EventKind.FORWARD_SETTLED, reason, outcome)
-
-    def forward_dead_lettered(self, now: float, message: Any, remote: str, reason: str) -> None:
-        """The message to be forwarded to ``remote`` was dead-lettered here, at the source
-        (rejected by the remote, released too often, the remote no longer configured)."""
-        self._forward_events(now, (message,), remote, EventKind.DEAD_LETTERED, reason)
-
-    def _forward_events(self, now: float, messages: Sequence[Any], remote: str, kind: EventKind,
-                        reason: Optional[str] = None, outcome: Optional[str] = None) -> None:
-        """An event of ``kind`` for each of ``messages``, in the context of what goes to
-        ``remote``: the one layout of forwarding's events."""
-        ctx = self.forward_context(now, remote)
-        value = kind._value_
-        key = (_EVENT, ctx, value, reason, outcome, remote)
-        try:
-            sid = self._shape_ids[key]
-        except KeyError:  # declared with the first row (or none: the context has too many)
-            if not messages:
-                return
-            first, *messages = messages
-            record = self._row_shapes.new_row(key, ForwardEventRow,
-                                              (now, first.gateway_id, first.created_at))
-            self._append(record)
-            if record.__class__ is not ForwardEventRow:
-                append = self._append
-                for message in messages:
-                    append(_Event(now, ctx, value, message.gateway_id, None, None,
-                                  message.created_at, None, None, None, reason, outcome, remote))
-                return
-            sid = record.shape
-        self.records.extend([ForwardEventRow(sid, now, message.gateway_id, message.created_at)
-                             for message in messages])
-
-    def arrived_forwarded(self, message: Any, origin_id: Any, origin_container: str,
-                          peer: str) -> None:
-        """The message just recorded as received came from the gateway ``peer``; the
-        gateway where it entered forwarding, ``origin_container``, gave it ``origin_id``
-        (what that gateway's ``forwarded`` events carry, and a hub's ``forwarded``
-        events through their message): set on its record, so the report's
-        reconciliation matches the two by origin container and id, leg by leg."""
-        records = self.records
-        row = records[-1] if records else None
-        if row.__class__ is MessageRow:
-            if row.gateway_id == message.gateway_id:
-                # a row of its own shape (the message row's, with the two containers
-                # fixed, and its origin id), not the record in full: one struct per message
-                key = (FORWARDED, row.shape, origin_container, peer)
-                try:
-                    records[-1] = ForwardedRow(self._shape_ids[key], row.ts, row.gateway_id,
-                                               row.message_id, row.correlation_id, row.size,
-                                               row.headers, origin_id)
-                except KeyError:
-                    records[-1] = self._row_shapes.new_row(
-                        key, ForwardedRow, (row.ts, row.gateway_id, row.message_id,
-                                            row.correlation_id, row.size, row.headers, origin_id))
-        elif records and getattr(row, "gateway_id", None) == message.gateway_id:
-            # the record itself (a context with too many shapes), to set fields on
-            row.origin_id = origin_id
-            row.origin_container = origin_container
-            row.peer_container = peer
-        if self.wake is not None:
-            self.wake()
 
     # -- the writer's side -------------------------------------------------------------
 

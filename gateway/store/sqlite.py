@@ -22,8 +22,9 @@ durable=False)`` asks less: the transaction is committed (a process crash keeps 
 is in the operating system's cache), maybe not yet synced. With ``sync: full`` the commit
 thread reports that before the sync (``on_written``) when such a callback waits, with
 the transactions that failed since its last such report, so ``_written_gen`` is a
-generation up to which the loop knows each outcome (``_failed`` holds the failures, from
-either report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
+generation up to which the loop knows each outcome (``_failed``, a
+:class:`~gateway.store.failed_ranges.FailedRanges`, holds each failure once, from either
+report); with ``sync: normal`` a commit is reported once, unsynced, and both kinds
 of callback run from that report.
 
 Cheap cases, as RabbitMQ does them: a message removed (acked, expired) while its insert
@@ -32,8 +33,7 @@ not taken yet (``CommitThread.cancel``, under its lock), is never written at all
 operations are cancelled in place; the generation is still committed and reported before
 its confirms go out), and a delivery or requeue of such an entry only changes the pending
 insert.
-A message in several durable queues gets one ``messages`` row; ``StoredBody`` counts the
-queue entries referring to it and the row goes with the last of them.
+A message in several durable queues gets one ``messages`` row (``stored_refs``).
 
 Failures: a failed transaction leaves the file as it was (see the commit thread); the
 store then holds ``write_error`` until the commit thread's recovery checks pass (a real
@@ -48,22 +48,24 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 from gateway import timeline
 
-from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread, Op
+from .commit_thread import DEFAULT_PROBE_BYTES, CommitThread
 from .errors import StoreUnusable, StoreWriteFailed
-from .interface import (BindingRecord, DefinitionRecord, ExchangeRecord, MessageRow, QueueRecord,
-                        StoreCodecs, StoredEntry, StoredMessage, StoreSnapshot)
+from .failed_ranges import FailedRanges
+from .interface import MessageRow, StoreCodecs, StoreSnapshot
 from .sqlite_definitions import DefinitionRows
-from .sqlite_entities import EntityWrites, binding_key
+from .sqlite_entities import EntityWrites
 from .sqlite_forwarding import ForwardingTables
-from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store
+from .sqlite_reads import StoreReads
+from .sqlite_schema import SYNC_MODES, lock_store, open_reader, open_store, remove_orphans
 from .space_reserve import RESERVE_SUFFIX, SpaceReserve
+from .statements import Op
+from .stored_refs import StoredBody, StoreRef
 
 __all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX", "DEFAULT_RESERVE_BYTES"]
 
@@ -76,35 +78,6 @@ DEFAULT_RESERVE_BYTES = 16 << 20
 
 _INSERT_MESSAGE, _INSERT_ENTRY, _UPDATE_ENTRY = Op.INSERT_MESSAGE, Op.INSERT_ENTRY, Op.UPDATE_ENTRY
 _DELETE_ENTRY, _DELETE_MESSAGE = Op.DELETE_ENTRY, Op.DELETE_MESSAGE
-
-
-class StoredBody:
-    """A message's row: how many stored queue entries refer to it, and its insert
-    operation with the generation that holds it."""
-
-    __slots__ = ("message_id", "size", "refs", "gen", "op")
-
-    def __init__(self, message_id: int, size: int, gen: int, op: Optional[list]) -> None:
-        self.message_id = message_id
-        self.size = size
-        self.refs = 0
-        self.gen = gen
-        self.op = op
-
-
-class StoreRef:
-    """One stored queue entry: its message's ``StoredBody``, the generation of its insert
-    (``first_gen``) and of its latest operation (``gen``, with ``op`` itself while that
-    generation is open), and whether the disk says it is acquired."""
-
-    __slots__ = ("body", "first_gen", "gen", "op", "acquired")
-
-    def __init__(self, body: StoredBody, gen: int, op: Optional[list], acquired: bool) -> None:
-        self.body = body
-        self.first_gen = gen
-        self.gen = gen
-        self.op = op
-        self.acquired = acquired
 
 
 class SqliteStore:
@@ -141,8 +114,8 @@ class SqliteStore:
         try:
             db = open_store(path, sync=sync, check=check)
             #: rows removed at open: entries of queues gone and messages no entry refers
-            #: to (``_remove_orphans``: what a crash mid-deletion leaves)
-            self.removed_orphans = _remove_orphans(db, path, self.reserve)
+            #: to (``remove_orphans``: what a crash mid-deletion leaves)
+            self.removed_orphans = remove_orphans(db, path, self.reserve)
             self._reader = open_reader(path)
         except BaseException:
             os.close(self._lock_fd)
@@ -156,7 +129,10 @@ class SqliteStore:
         #: depth of ``one_commit`` blocks (no batch_max hand-over inside them)
         self._one_commit = 0
         self._done_gen = 0
-        self._failed: list[tuple[int, int, StoreWriteFailed]] = []  # failed generation ranges
+        self._failed = FailedRanges()
+        #: its ranges and lookup, bound once: read for every confirm run and page-out
+        self._failed_ranges = self._failed.ranges
+        self._failure_of = self._failed.error_of
         self._waiters: deque[tuple[int, Callable[[Optional[Exception]], None]]] = deque()
         #: ``after_commit(durable=False)`` callbacks, and the generation up to which every
         #: outcome is known from ``_written`` (with ``sync: full`` only)
@@ -174,7 +150,12 @@ class SqliteStore:
         #: confirms and settlements it allows): the service hands the ledger's records to
         #: its writer process there, so that what was acknowledged is recorded
         self.before_confirming: Optional[Callable[[], None]] = None
-        self._entities = EntityWrites(self._append, lambda: self._gen)
+        #: the durable exchanges, queues and bindings; their ``Store`` operations are its
+        #: methods, bound here (as the definitions' and the forwarding tables' below)
+        self._entities = entities = EntityWrites(self._append, lambda: self._gen)
+        self.save_exchange, self.delete_exchange = entities.save_exchange, entities.delete_exchange
+        self.save_queue, self.delete_queue = entities.save_queue, entities.delete_queue
+        self.save_binding, self.delete_binding = entities.save_binding, entities.delete_binding
         #: messages (rows) and their body bytes held by the store
         self.messages_stored = 0
         self.bytes_stored = 0
@@ -188,7 +169,12 @@ class SqliteStore:
         self.remember_forwarded = forwarding.remember_forwarded
         self.forget_forwarded = forwarding.forget_forwarded
         self.load_forwarded = forwarding.load_forwarded
-        self._definitions = DefinitionRows(self._append, self._reader, path)
+        definitions = DefinitionRows(self._append, self._reader, path)
+        self.save_definition, self.delete_definition = definitions.save, definitions.delete
+        self.load_definitions = definitions.load
+        #: the snapshot at start and the page-in reads; ``read_messages`` is its method
+        self._reads = StoreReads(self._reader, codecs)
+        self.read_messages = self._reads.read_messages
         self._closed = False
         if short or (reserve_bytes and not self.reserve.make()):
             self.write_error = StoreWriteFailed(
@@ -211,6 +197,18 @@ class SqliteStore:
     def outbox_rows(self) -> int:
         """Outbox rows in the store (``ForwardingTables.outbox_rows``)."""
         return self.forwarding.outbox_rows
+
+    @property
+    def commit_thread(self) -> CommitThread:
+        """The commit thread; its ``execute`` (the statement runner) and ``connection``
+        are the seams of tests' and operators' fault probes (a failed or slow commit)."""
+        return self._thread
+
+    @property
+    def failed_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The ``(first, last)`` generation ranges known to have failed (for tests and
+        diagnostics; see ``FailedRanges``)."""
+        return tuple((low, high) for low, high, _ in self._failed.ranges)
 
     @property
     def wal_sync(self) -> Any:
@@ -306,8 +304,8 @@ class SqliteStore:
         marks = timeline.recorder
         if marks is not None:
             marks.mark("written", gen)
-        if failures:
-            self._failed += failures
+        for low, high, error in failures:
+            self._failed.record(low, high, error, self._floor())
         if gen > self._written_gen:
             self._written_gen = gen
         self._run(self._written_waiters, gen)
@@ -323,13 +321,16 @@ class SqliteStore:
                 log.exception("store commit callback failed")
 
     def is_committed(self, generation: int) -> bool:
-        return generation <= self._done_gen and (not self._failed or self._failure_of(generation) is None)
+        return generation <= self._done_gen and (not self._failed_ranges
+                                                 or self._failure_of(generation) is None)
 
-    def _failure_of(self, gen: int) -> Optional[StoreWriteFailed]:
-        for low, high, error in self._failed:
-            if low <= gen <= high:
-                return error
-        return None
+    def _floor(self) -> int:
+        """The lowest generation whose outcome a callback may still be given."""
+        floor = self.latest_generation
+        for waiters in (self._waiters, self._written_waiters):
+            if waiters and waiters[0][0] < floor:
+                floor = waiters[0][0]
+        return floor
 
     def _committed(self, gen: int, error: Optional[StoreWriteFailed]) -> None:
         """The commit thread's report (on the event loop's thread)."""
@@ -338,7 +339,7 @@ class SqliteStore:
             marks.mark("reported", gen)
         if error is not None:
             if gen > self._done_gen:
-                self._failed.append((self._done_gen + 1, gen, error))
+                self._failed.record(self._done_gen + 1, gen, error, self._floor())
             first = self.write_error is None
             self.write_error = error
             if first and self.on_alarm is not None:
@@ -372,13 +373,7 @@ class SqliteStore:
         body = ref.body
         if ref.gen > done or body.gen > done:
             return False
-        failed = self._failed
-        if failed:
-            for gen in (ref.first_gen, ref.gen, body.gen):
-                for low, high, _ in failed:
-                    if low <= gen <= high:
-                        return False
-        return True
+        return not self._failed_ranges or not self._failed.any_of(ref.first_gen, ref.gen, body.gen)
 
     def paged_out(self, ref: StoreRef) -> None:
         """The entry's writes are on disk (``is_durable``): its statement lists, kept for
@@ -477,114 +472,18 @@ class SqliteStore:
         thread = self._thread
         return gen > thread.taken_gen and thread.cancel(gen, op, kind)
 
-    def read_messages(self, queue_key: int, seqs: list[int]) -> dict[int, StoredMessage]:
-        """The messages of entries ``seqs`` of queue ``queue_key`` as committed (entries
-        whose rows are missing are left out). Raises ``sqlite3.Error`` on a read error."""
-        if not seqs:
-            return {}
-        out: dict[int, StoredMessage] = {}
-        decode_table, decode_annotations = self._codecs.decode_table, self._codecs.decode_annotations
-        for start in range(0, len(seqs), 500):
-            chunk = seqs[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._reader.execute(
-                "SELECT e.seq, m.id, m.origin, m.properties, m.body, m.exchange, m.routing_key,"
-                " m.created_at, m.size, m.priority, m.deaths, e.annotations"
-                " FROM queue_messages e JOIN messages m ON m.id = e.message"
-                f" WHERE e.queue = ? AND e.seq IN ({marks})", (queue_key, *chunk))
-            for seq, *fields, deaths, annotations in rows:
-                row = MessageRow(*fields, decode_table(deaths) if deaths else None)
-                out[seq] = StoredMessage(row, decode_annotations(annotations) if annotations else None)
-        return out
-
-    # ------------------------------------------------------------------ entities
-    def save_exchange(self, record: ExchangeRecord) -> None:
-        self._entities.save_exchange(record)
-
-    def delete_exchange(self, vhost: str, name: str) -> None:
-        self._entities.delete_exchange(vhost, name)
-
-    def save_queue(self, record: QueueRecord) -> int:
-        return self._entities.save_queue(record)
-
-    def delete_queue(self, vhost: str, name: str) -> None:
-        self._entities.delete_queue(vhost, name)
-
-    def save_binding(self, record: BindingRecord) -> None:
-        self._entities.save_binding(record)
-
-    def delete_binding(self, record: BindingRecord) -> None:
-        self._entities.delete_binding(record)
-
-    # ------------------------------------------------------------------ definitions
-    def save_definition(self, record: DefinitionRecord) -> None:
-        self._definitions.save(record)
-
-    def delete_definition(self, kind: str, key: str) -> None:
-        self._definitions.delete(kind, key)
-
-    def load_definitions(self) -> list[DefinitionRecord]:
-        return self._definitions.load()
-
     # ------------------------------------------------------------------ start and stop
     def load(self) -> StoreSnapshot:
         """Everything durable, committed. Remembers what it loaded, so the broker's
         re-declarations at restore write nothing. Raises :class:`StoreUnusable` on a read
         error or a value that cannot be decoded (a damaged file)."""
         try:
-            return self._load()
+            snapshot, self.messages_stored, self.bytes_stored = self._reads.snapshot(self._entities)
+            return snapshot
         except StoreUnusable:
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite3 or codec errors: name the file
             raise StoreUnusable(self.path, f"cannot read it: {type(exc).__name__}: {exc}") from None
-
-    def _load(self) -> StoreSnapshot:
-        db = self._reader
-        decode = self._codecs.decode_table
-
-        def args(blob: Optional[bytes]) -> dict:
-            return dict(decode(blob)) if blob else {}
-
-        exchanges = tuple(
-            ExchangeRecord(vhost, name, type_, True, bool(auto_delete), bool(internal), args(a))
-            for vhost, name, type_, auto_delete, internal, a in db.execute(
-                "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"))
-        queues: list[QueueRecord] = []
-        names: dict[int, tuple[str, str]] = {}
-        for qid, vhost, name, a in db.execute("SELECT id, vhost, name, arguments FROM queues ORDER BY id"):
-            record = QueueRecord(vhost, name, True, False, args(a), qid)
-            queues.append(record)
-            names[qid] = (vhost, name)
-            self._entities.loaded_queue(qid, record)
-        bindings = tuple(
-            BindingRecord(vhost, source, kind, dest, key, args(a))
-            for vhost, source, kind, dest, key, a in db.execute(
-                "SELECT vhost, source, dest_kind, dest, routing_key, arguments FROM bindings"))
-        for record in exchanges:
-            self._entities.exchanges[(record.vhost, record.name)] = record
-        for record in bindings:
-            self._entities.bindings.add(binding_key(record))
-        entries: dict[tuple[str, str], list[StoredEntry]] = {}
-        bodies: dict[int, StoredBody] = {}
-        current: Optional[int] = None
-        listed: list[StoredEntry] = []
-        for qid, seq, message_id, expires_at, count, redelivered, acquired, size, priority in db.execute(
-                "SELECT e.queue, e.seq, e.message, e.expires_at, e.delivery_count, e.redelivered,"
-                " e.acquired, m.size, m.priority FROM queue_messages e"
-                " JOIN messages m ON m.id = e.message ORDER BY e.queue, e.seq"):
-            if qid != current:
-                current = qid
-                listed = entries.setdefault(names[qid], [])
-            body = bodies.get(message_id)
-            if body is None:
-                body = bodies[message_id] = StoredBody(message_id, size, 0, None)
-                self.messages_stored += 1
-                self.bytes_stored += size
-            body.refs += 1
-            ref = StoreRef(body, 0, None, bool(acquired))
-            listed.append(StoredEntry(seq, ref, message_id, expires_at, count, bool(redelivered),
-                                      bool(acquired), size, priority))
-        return StoreSnapshot(exchanges, tuple(queues), bindings, entries)
 
     def close(self, timeout: float = 10.0) -> None:
         """Commit what is buffered, stop the commit thread, close the file (idempotent).
@@ -602,31 +501,3 @@ class SqliteStore:
             self._thread.close()
         finally:
             os.close(self._lock_fd)
-
-
-def _remove_orphans(db: Any, path: str, reserve: SpaceReserve) -> int:
-    """Entries of missing queues and messages no entry refers to (left by a crash between
-    two batches of a queue deletion, or during a recovery probe); returns how many rows
-    went. On a full disk the space reserve is given up for it (once)."""
-    removed = 0
-    for attempt in (1, 2):
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            removed = db.execute("DELETE FROM queue_messages WHERE queue NOT IN (SELECT id FROM queues)").rowcount
-            removed += db.execute(
-                "DELETE FROM messages WHERE id NOT IN (SELECT message FROM queue_messages)").rowcount
-            db.execute("COMMIT")
-            break
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: the file is damaged, or no space
-            try:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            if attempt == 1 and getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" and reserve.release():
-                log.warning("store %s: no space left; released the space reserve %s", path, reserve.path)
-                continue
-            raise StoreUnusable(path, f"cannot tidy it: {exc}") from None
-    if removed:
-        log.warning("store %s: removed %d row(s) no queue refers to", path, removed)
-    return removed

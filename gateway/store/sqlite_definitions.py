@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from .commit_thread import Op
 from .errors import StoreUnusable
 from .interface import DefinitionRecord
+from .statements import Op
 
 __all__ = ["DefinitionRows"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Callable, Hashable
 
-from .commit_thread import Op
 from .interface import BindingRecord, ExchangeRecord, QueueRecord
+from .statements import Op
 
 __all__ = ["EntityWrites"]
 

@@ -59,13 +59,18 @@ and dropped).
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
-from typing import Optional
+from typing import Any, Optional
 
 from .errors import StoreNoSpace, StoreUnusable
+from .space_reserve import SpaceReserve
 
-__all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "SYNC_MODES", "CHECKS"]
+__all__ = ["SCHEMA_VERSION", "open_store", "open_reader", "lock_store", "remove_orphans", "SYNC_MODES",
+           "CHECKS"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
 
@@ -217,3 +222,31 @@ def open_reader(path: str) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise StoreUnusable(path, f"cannot open it for reading: {_problem(exc)}") from None
     return db
+
+
+def remove_orphans(db: Any, path: str, reserve: SpaceReserve) -> int:
+    """Entries of missing queues and messages no entry refers to (left by a crash between
+    two batches of a queue deletion, or during a recovery probe); returns how many rows
+    went. On a full disk the space reserve is given up for it (once)."""
+    removed = 0
+    for attempt in (1, 2):
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            removed = db.execute("DELETE FROM queue_messages WHERE queue NOT IN (SELECT id FROM queues)").rowcount
+            removed += db.execute(
+                "DELETE FROM messages WHERE id NOT IN (SELECT message FROM queue_messages)").rowcount
+            db.execute("COMMIT")
+            break
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: the file is damaged, or no space
+            try:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if attempt == 1 and getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL" and reserve.release():
+                log.warning("store %s: no space left; released the space reserve %s", path, reserve.path)
+                continue
+            raise StoreUnusable(path, f"cannot tidy it: {exc}") from None
+    if removed:
+        log.warning("store %s: removed %d row(s) no queue refers to", path, removed)
+    return removed

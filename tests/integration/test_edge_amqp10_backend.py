@@ -155,3 +155,34 @@ def test_a_cut_backend_connection_closes_the_client_with_320(partner_rabbit):
         assert set(range(confirmed)) <= stored   # every confirmed publish is in the backend
     finally:
         cutter.close()
+
+
+def test_a_consumer_never_holds_more_unacked_than_its_prefetch(partner_rabbit):
+    # RabbitMQ 3.10's 1.0 plugin sends past the link credit it was given (9 transfers on
+    # credit 5): the gateway holds what arrives past the client's prefetch and hands it on as
+    # the client's acks make room, in order
+    declare_bound_queue(partner_rabbit, "amqp10.prefetch", exchange="in")
+    with partner_pika(partner_rabbit) as direct:
+        for i in range(20):
+            direct.channel().basic_publish("", "amqp10.prefetch", b"p%d" % i)
+    with make_gateway(config_text=_config(partner_rabbit.port)) as gw:
+        with _edge(gw) as conn:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=5)
+            got = []
+            pending = []
+            for method, _props, body in ch.consume("amqp10.prefetch", inactivity_timeout=2):
+                if method is None:   # nothing more comes until the client acks
+                    assert len(pending) == 5, got
+                    ch.basic_ack(pending[-1], multiple=True)
+                    pending.clear()
+                    continue
+                got.append(body)
+                pending.append(method.delivery_tag)
+                assert len(pending) <= 5, got
+                if len(got) == 20:
+                    ch.basic_ack(method.delivery_tag, multiple=True)
+                    break
+            ch.cancel()
+        assert got == [b"p%d" % i for i in range(20)]
+        until(lambda: queue_counts(partner_rabbit, "amqp10.prefetch") == (0, 0))

@@ -74,14 +74,14 @@ def test_publishes_after_a_held_one_wait_with_it_so_no_multiple_ack_jumps_it(cli
 
 
 def test_a_failed_write_nacks_the_held_publishes(client, store, loop):
-    thread = store._thread
-    real = thread._execute
+    thread = store.commit_thread
+    real = thread.execute
 
     def failing(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    thread._execute = failing
+    thread.execute = failing
     client.send(publishes(client, 1, ("durable", PERSISTENT), ("durable", PERSISTENT)))
     assert committed(client, store, loop) == [m.BasicNack(delivery_tag=2, multiple=True, requeue=False)]
 
@@ -105,13 +105,13 @@ def test_a_failed_tx_commit_closes_the_connection_naming_the_problem(store, loop
     c.declare(1, "durable", durable=True)
     committed(c, store, loop)
     c.call(1, m.TxSelect())
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def failing(ops):
         real(ops)
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    store._thread._execute = failing
+    store.commit_thread.execute = failing
     c.publish(1, "", "durable", b"p", PERSISTENT)
     assert c.call(1, m.TxCommit()) == []
     (close,) = committed(c, store, loop)
@@ -129,15 +129,15 @@ def test_runs_of_a_channel_committed_in_one_report_get_one_multiple_ack(client, 
     """Two runs of publishes handed to the store in two generations, both reported durable
     by one commit report: one basic.ack multiple for the later covers the earlier (one ack
     per channel per report, not one per generation)."""
-    thread = store._thread
-    real = thread._execute
+    thread = store.commit_thread
+    real = thread.execute
     release = threading.Event()
 
     def held(ops):  # the first commit waits while the two later generations queue up
         assert release.wait(10)
         return real(ops)
 
-    thread._execute = held
+    thread.execute = held
     client.send(publishes(client, 1, ("durable", PERSISTENT)))
     store.flush()
     deadline = time.monotonic() + 10

@@ -23,15 +23,15 @@ from translators.basic_properties import BasicProperties
 @pytest.fixture
 def held_commits(store) -> Iterator[threading.Event]:
     """The commit thread waits inside each transaction until the event is set."""
-    thread = store._thread
-    real = thread._execute
+    thread = store.commit_thread
+    real = thread.execute
     release = threading.Event()
 
     def slow(ops):
         release.wait(10)
         return real(ops)
 
-    thread._execute = slow
+    thread.execute = slow
     yield release
     release.set()
 
@@ -134,13 +134,13 @@ def test_deletes_and_unbinds_of_durable_entities_wait_for_their_commit(store, lo
 def test_a_failed_commit_closes_the_connection_naming_the_declare(store, loop):
     c = BrokerClient(make_broker(store=store))
     c.open(1)
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def full(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    store._thread._execute = full
+    store.commit_thread.execute = full
     assert c.declare(1, "q", durable=True) == []
     (close,) = reports(c, store, loop)
     assert isinstance(close, m.ConnectionClose) and close.reply_code == ReplyCode.RESOURCE_ERROR
@@ -148,7 +148,7 @@ def test_a_failed_commit_closes_the_connection_naming_the_declare(store, loop):
                                        "effect but not saved: store write failed: database or disk is full")
     # the queue's write waits for a retry: a second client's re-declare is not answered
     # before it is saved either, and is answered once a commit succeeds
-    store._thread._execute = real
+    store.commit_thread.execute = real
     again = BrokerClient(c.broker)
     again.open(1)
     assert again.declare(1, "q", durable=True) == []
@@ -160,13 +160,13 @@ def test_a_failed_commit_of_a_nowait_bind_closes_the_connection_too(store, loop)
     c.open(1)
     c.declare(1, "q", durable=True)
     assert reports(c, store, loop) == [m.QueueDeclareOk(queue="q")]
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def readonly(ops):
         real(ops)
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    store._thread._execute = readonly
+    store.commit_thread.execute = readonly
     assert c.call(1, m.QueueBind(queue="q", exchange="amq.direct", routing_key="k", nowait=True)) == []
     (close,) = reports(c, store, loop)
     assert isinstance(close, m.ConnectionClose) and close.reply_code == ReplyCode.INTERNAL_ERROR

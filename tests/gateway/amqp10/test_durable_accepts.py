@@ -47,13 +47,13 @@ def test_what_the_store_does_not_keep_is_accepted_at_once(pump, store):
 
 
 def test_a_failed_write_rejects_with_a_condition_naming_it(pump, store, loop):
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def failing(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    store._thread._execute = failing
+    store.commit_thread.execute = failing
     sender = pump.sender("/queue/dq")
     delivery = pump.send(sender, encode_message("a", durable=True))
     commit(store, loop, pump)

@@ -837,13 +837,13 @@ def test_an_attach_that_declares_a_durable_queue_is_answered_once_it_is_saved(st
 
 def test_a_failed_commit_refuses_the_attach_naming_the_problem(store, loop, authenticator):
     pump, _ = _stored_pump(store, authenticator)
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def full(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    store._thread._execute = full
+    store.commit_thread.execute = full
     link = pump.sender("/queue/made", durable=True)
     _commit_failed: list = []
     store.after_commit(_commit_failed.append)

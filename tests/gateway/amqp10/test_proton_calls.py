@@ -7,7 +7,7 @@ engine: if a proton release moves any of these, this file says which one.
 from __future__ import annotations
 
 import pytest
-from proton import Collector, Connection, Delivery, Event, LinkException, Message, Transport
+from proton import Collector, Connection, Delivery, Event, LinkException, Message, Transport, TransportException
 
 from gateway.amqp10 import proton_calls as pc
 
@@ -148,3 +148,50 @@ def test_a_negative_result_raises_proton_s_link_exception(linked):
     assert got < 0 and got != pc.PN_EOS  # no current delivery: an error code
     with pytest.raises(LinkException):
         pc.raise_link_error(receiver, got)
+
+
+def _opened_client(container: str) -> Transport:
+    """A client transport whose connection is open: its header and ``open`` pending."""
+    transport, connection = Transport(Transport.CLIENT), Connection()
+    connection.container = container
+    transport.bind(connection)
+    connection.open()
+    return transport
+
+
+def test_transport_drain_takes_what_pending_peek_and_pop_take():
+    drained, peeked = _opened_client("c"), _opened_client("c")
+    out = bytearray(b"before:")
+    assert pc.transport_drain(drained, out) == 0 and drained.pending() == 0
+    expected = bytes(peeked.peek(peeked.pending()))
+    assert expected.startswith(b"AMQP") and bytes(out) == b"before:" + expected
+
+
+def test_transport_drain_says_the_head_closed():
+    transport = _opened_client("c")
+    transport.close_head()
+    assert pc.transport_drain(transport, bytearray()) < 0
+
+
+def test_transport_push_takes_the_input_from_an_offset():
+    server = Transport(Transport.SERVER)
+    server.bind(Connection())
+    client = _opened_client("c")
+    data = b"junk" + bytes(client.peek(client.pending()))
+    assert pc.transport_push(server, data, 4) == len(data)
+    assert server.condition is None and pc.transport_capacity(server) > 0
+
+
+def test_transport_push_into_a_closed_tail_takes_nothing():
+    server = Transport(Transport.SERVER)
+    server.bind(Connection())
+    server.close_tail()
+    assert pc.transport_capacity(server) < 0
+    assert pc.transport_push(server, b"AMQP\x00\x01\x00\x00", 0) == -1
+
+
+def test_a_negative_transport_result_raises_proton_s_exception():
+    transport = Transport(Transport.SERVER)
+    with pytest.raises(TransportException) as raised:
+        pc.raise_transport_error(transport, -2)
+    assert "[-2]" in str(raised.value)

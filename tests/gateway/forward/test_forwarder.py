@@ -220,7 +220,7 @@ def test_an_entry_whose_outbox_commit_fails_is_never_sent(tmp_path) -> None:
     transfer.publish(_message(b"small"), 100.0)
     commit_now(store, loop)
     assert len(conn.sent) == 1
-    db = store._thread._db   # the commit thread is idle: nothing waits
+    db = store.commit_thread.connection   # the commit thread is idle: nothing waits
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     db.execute(f"PRAGMA max_page_count={pages}")
     transfer.publish(_message(b"x" * 200_000), 100.0)

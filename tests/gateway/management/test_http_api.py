@@ -125,13 +125,13 @@ def test_a_durable_declare_is_answered_once_the_store_committed_it(store, loop, 
 
 def test_a_failed_commit_answers_507_naming_the_change(store, loop):
     api = _stored_api(store)
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def full(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    store._thread._execute = full
+    store.commit_thread.execute = full
     answers = _saved_call(api, "PUT", "/api/exchanges/%2F/x", {"type": "direct", "durable": True})
     store.flush()
     loop.run_until(lambda: bool(answers))

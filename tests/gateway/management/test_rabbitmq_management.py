@@ -58,13 +58,13 @@ def test_a_durable_put_is_answered_once_committed(store, loop, tmp_path) -> None
 
 def test_a_failed_commit_answers_507_naming_the_request(store, loop) -> None:
     pump, sender, receiver = link_pair(store)
-    real = store._thread._execute
+    real = store.commit_thread.execute
 
     def full(ops):
         real(ops)
         raise sqlite3.OperationalError("database or disk is full")
 
-    store._thread._execute = full
+    store.commit_thread.execute = full
     put(pump, sender, "/exchanges/x", {"type": "direct", "durable": True})
     commit_failed: list = []
     store.after_commit(commit_failed.append)

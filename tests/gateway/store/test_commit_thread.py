@@ -67,7 +67,7 @@ def test_a_full_store_keeps_its_alarm_until_space_is_freed_then_clears_it_once(t
     store.on_alarm = alarms.append
     qid = store.save_queue(QueueRecord("/", "q"))
     answer(store, loop)
-    db = store._thread._db  # idle: nothing is being committed
+    db = store.commit_thread.connection  # idle: nothing is being committed
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     db.execute(f"PRAGMA max_page_count={pages + 120}")  # about 480 KiB more
     stored = fill_until_refused(store, loop, qid, 20_000)

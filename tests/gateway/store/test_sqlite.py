@@ -15,6 +15,7 @@ import pytest
 
 from gateway.store import BindingRecord, ExchangeRecord, MessageRow, QueueRecord, StoreCodecs
 from gateway.store.errors import StoreUnusable, StoreWriteFailed
+from gateway.store.failed_ranges import HELD
 from gateway.store.sqlite import SqliteStore
 from gateway.store.sqlite_schema import SCHEMA_VERSION
 from tests.support.store_loop import ManualLoop
@@ -148,14 +149,14 @@ def holding(store: SqliteStore) -> tuple[threading.Event, threading.Event]:
     """Hold the store's commit thread inside its next transaction: (the event set once
     it is there, the event releasing it)."""
     running, release = threading.Event(), threading.Event()
-    real_execute = store._thread._execute
+    real_execute = store.commit_thread.execute
 
     def held(ops):
         running.set()
         release.wait(10)
         return real_execute(ops)
 
-    store._thread._execute = held
+    store.commit_thread.execute = held
     return running, release
 
 
@@ -210,7 +211,7 @@ def test_an_update_not_taken_yet_of_a_removed_entry_becomes_its_deletion(path, l
     ref0 = store.add_message(qid, 0, None, 0, False, None, row(10))
     commit(store, loop)
     statements: list[str] = []
-    store._thread._db.set_trace_callback(statements.append)
+    store.commit_thread.connection.set_trace_callback(statements.append)
     running, release = holding(store)
     try:
         store.add_message(qid, 1, None, 0, False, None, row(11))
@@ -258,14 +259,14 @@ def test_group_commit_one_transaction_for_several_generations(path, loop) -> Non
     qid = store.save_queue(QueueRecord("/", "q"))
     done: list = []
     gate = threading.Event()
-    db = store._thread._db
-    real_execute = store._thread._execute
+    db = store.commit_thread.connection
+    real_execute = store.commit_thread.execute
 
     def slow(ops):  # hold the first transaction until all generations are queued
         gate.wait(5)
         return real_execute(ops)
 
-    store._thread._execute = slow
+    store.commit_thread.execute = slow
     for i in range(1, 6):
         store.add_message(qid, i, None, 0, False, None, row(i))
         store.after_commit(done.append)
@@ -295,6 +296,18 @@ def held_syncs(path: str, loop: ManualLoop) -> Iterator[tuple[SqliteStore, int, 
     finally:
         gate.set()
         store.close()
+
+
+def written_waited(store: SqliteStore, qid: int, seq: int) -> tuple[object, list, list]:
+    """Message ``seq`` written and handed over, with a committed and a durable callback
+    waiting for it: (its reference, the committed callback's outcomes, the durable one's)."""
+    committed: list = []
+    synced: list = []
+    ref = store.add_message(qid, seq, None, 0, False, None, row(seq))
+    store.after_commit(committed.append, durable=False)
+    store.after_commit(synced.append)
+    store.flush()
+    return ref, committed, synced
 
 
 def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) -> None:
@@ -337,8 +350,8 @@ def test_the_next_group_commits_while_the_log_of_the_last_one_syncs(path, loop) 
 def failing_writes(store: SqliteStore, message: str) -> Iterator[dict]:
     """The store's transactions fail with ``message`` (after running their statements)
     while the yielded switch's ``"on"`` is true."""
-    thread = store._thread
-    real_execute = thread._execute
+    thread = store.commit_thread
+    real_execute = thread.execute
     switch = {"on": True}
 
     def execute(ops):
@@ -347,11 +360,11 @@ def failing_writes(store: SqliteStore, message: str) -> Iterator[dict]:
             raise sqlite3.OperationalError(message)
         return written
 
-    thread._execute = execute
+    thread.execute = execute
     try:
         yield switch
     finally:
-        thread._execute = real_execute
+        thread.execute = real_execute
 
 
 def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path, loop) -> None:
@@ -360,12 +373,7 @@ def test_a_committed_callback_runs_before_the_sync_and_a_durable_one_after(path,
     the durable callback of the same write only once the sync is over. The report of the
     commit is one call into the loop, and the sync's another."""
     with held_syncs(path, loop) as (store, qid, gate):
-        committed: list = []
-        synced: list = []
-        store.add_message(qid, 1, None, 0, False, None, row(1))
-        store.after_commit(committed.append, durable=False)
-        store.after_commit(synced.append)
-        store.flush()
+        _, committed, synced = written_waited(store, qid, 1)
         loop.wait_for_reports(1)
         loop.run_until(lambda: committed)
         assert committed == [None] and synced == [] and store.wal_sync.syncing
@@ -415,6 +423,44 @@ def test_committed_callbacks_get_each_generation_s_own_outcome(path, loop) -> No
             loop.wait_for_reports(2)
             loop.run_until(lambda: first and second)
         assert isinstance(first[0], StoreWriteFailed) and second == [None]
+
+
+def test_a_failure_both_reports_carry_is_held_once(path, loop) -> None:
+    """With ``sync: full`` a failed transaction a committed callback waits for comes
+    in the commit's report and again in the sync's: the store holds it once (one
+    home), and both callbacks get that one failure."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    with failing_writes(store, "disk I/O error"):
+        _, committed, synced = written_waited(store, qid, 1)
+        loop.run_until(lambda: committed and synced)
+    failed = store.latest_generation
+    assert store.failed_ranges == ((failed, failed),)
+    assert isinstance(committed[0], StoreWriteFailed) and synced == committed
+    store.close()
+
+
+def test_the_failed_ranges_stay_few_in_a_long_failing_period(path, loop) -> None:
+    """Hundreds of failed generations, each waited for and reported: the ranges nobody
+    can ask about any more are merged, so the list stays short, and an entry whose
+    insert failed long ago is still not on disk (its body never leaves memory)."""
+    store = open_store(path, loop)
+    qid = store.save_queue(QueueRecord("/", "q"))
+    commit(store, loop)
+    refs = []
+    with failing_writes(store, "disk I/O error"):
+        for seq in range(1, 301):
+            ref, committed, synced = written_waited(store, qid, seq)
+            refs.append(ref)
+            loop.run_until(lambda: committed and synced)
+            assert isinstance(committed[0], StoreWriteFailed) and synced == committed
+    assert len(store.failed_ranges) <= HELD + 1
+    assert not any(store.is_durable(ref) for ref in refs)
+    late: list = []
+    store.after_commit(late.append)  # nothing new: the latest generation's own failure
+    assert isinstance(late[0], StoreWriteFailed)
+    store.close()
 
 
 def test_with_sync_normal_a_committed_callback_runs_with_the_one_report(path, loop) -> None:
@@ -532,8 +578,8 @@ def test_retry_without_new_writes(path, loop) -> None:
     qid = store.save_queue(QueueRecord("/", "q"))
     ref = store.add_message(qid, 1, None, 0, False, None, row(1))
     commit(store, loop)
-    thread = store._thread
-    real_execute = thread._execute
+    thread = store.commit_thread
+    real_execute = thread.execute
     attempts: list = []
 
     def execute(ops):
@@ -543,7 +589,7 @@ def test_retry_without_new_writes(path, loop) -> None:
             raise sqlite3.OperationalError("disk I/O error")
         return written
 
-    thread._execute = execute
+    thread.execute = execute
     alarms: list = []
     store.on_alarm = alarms.append
     store.remove_message(qid, 1, ref)

@@ -125,15 +125,15 @@ def test_outbox_rows_of_several_generations_go_as_few_multi_row_statements(path,
     a handful of statements, not one each (updates are rare: one per release)."""
     store = open_store(path, loop)
     gate = threading.Event()
-    real_execute = store._thread._execute
+    real_execute = store.commit_thread.execute
 
     def held(ops):  # hold the first transaction until every generation is queued
         gate.wait(5)
         return real_execute(ops)
 
-    store._thread._execute = held
+    store.commit_thread.execute = held
     statements: list[str] = []
-    store._thread._db.set_trace_callback(statements.append)
+    store.commit_thread.connection.set_trace_callback(statements.append)
     done: list = []
     store.add_outbox(outbox_row(1))
     store.after_commit(done.append)
