@@ -130,7 +130,9 @@ class ConfirmedPublisher(threading.Thread):
             self.error = exc
 
 
-def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resumed(tmp_path):
+@pytest.fixture
+def remote_taking_nothing(tmp_path):
+    """(org-a, org-b): org-b's memory alarm is raised, and org-a's link to it is up."""
     org_b = start_org_b(tmp_path, f"memory_high_watermark: {WATERMARK}\n")
     org_a = None
     try:
@@ -138,65 +140,62 @@ def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resum
         org_a = start_org_a(tmp_path, org_b.amqp_port)
         wait_until("org-a's link to org-b", lambda: metric_samples(org_a).get(
             ("amqp_gateway_forward_state", ("remote", "org-b"), ("state", "up"))) == 1)
-        count = 5 * MAX_UNSENT
-        publisher = ConfirmedPublisher(org_a, count)
-        publisher.start()
-        wait_until("the publisher paused", lambda: not publisher.is_alive()
-                   or forward_metric(org_a, "publishers_paused") == 1)
-        # the bound is looked at as each commit makes entries ready: the publish after
-        # the one that went over it is taken (and confirmed), and the next waits
-        assert publisher.is_alive(), f"{publisher.confirmed} confirmed while org-b took nothing"
-        assert publisher.error is None
-        assert publisher.confirmed <= MAX_UNSENT + 2
-        assert MAX_UNSENT < forward_metric(org_a, "unsent_messages") <= MAX_UNSENT + 2
+        yield org_a, org_b
+    finally:
+        if org_a is not None:
+            org_a.stop()
+        org_b.stop()
+
+
+def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resumed(remote_taking_nothing):
+    org_a, org_b = remote_taking_nothing
+    count = 5 * MAX_UNSENT
+    publisher = ConfirmedPublisher(org_a, count)
+    publisher.start()
+    wait_until("the publisher paused", lambda: not publisher.is_alive()
+               or forward_metric(org_a, "publishers_paused") == 1)
+    # the bound is looked at as each commit makes entries ready: the publish after
+    # the one that went over it is taken (and confirmed), and the next waits
+    assert publisher.is_alive(), f"{publisher.confirmed} confirmed while org-b took nothing"
+    assert publisher.error is None
+    assert publisher.confirmed <= MAX_UNSENT + 2
+    assert MAX_UNSENT < forward_metric(org_a, "unsent_messages") <= MAX_UNSENT + 2
+
+    unblock_org_b(org_b)
+    publisher.join(TIMEOUT)
+    assert not publisher.is_alive() and publisher.error is None, publisher.error
+    assert publisher.confirmed == count
+    wait_until("org-a's outbox empty", lambda: forward_metric(org_a, "outbox_messages") == 0)
+    assert forward_metric(org_a, "publishers_paused") == 0
+    assert sorted(receive_bodies(org_b, "fwd", count)) == sorted(f"m{i}".encode() for i in range(count))
+    assert queue_depth(org_b, "fwd") == 0
+
+
+def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until_it_resumes(remote_taking_nothing):
+    org_a, org_b = remote_taking_nothing
+    connection = BlockingConnection(f"amqp://127.0.0.1:{org_a.amqp_port}", user="guest",
+                                    password="guest", virtual_host="vhost:/", allowed_mechs="PLAIN",
+                                    sasl_enabled=True, allow_insecure_mechs=True, timeout=TIMEOUT)
+    try:
+        sender = connection.create_sender("fwd@org-b")
+        connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
+        credit = sender.link.credit
+        # the link's whole grant is sent (each accepted once in the outbox); none comes after
+        for i in range(credit):
+            sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
+        wait_until("org-a's outbox holding the link's credit",
+                   lambda: forward_metric(org_a, "outbox_messages") == credit)
+        assert sender.link.credit == 0
+        assert forward_metric(org_a, "publishers_paused") == 1
 
         unblock_org_b(org_b)
-        publisher.join(TIMEOUT)
-        assert not publisher.is_alive() and publisher.error is None, publisher.error
-        assert publisher.confirmed == count
-        wait_until("org-a's outbox empty", lambda: forward_metric(org_a, "outbox_messages") == 0)
-        assert forward_metric(org_a, "publishers_paused") == 0
-        assert sorted(receive_bodies(org_b, "fwd", count)) == sorted(f"m{i}".encode() for i in range(count))
-        assert queue_depth(org_b, "fwd") == 0
+        connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="credit after the resume")
+        sender.send(Message(body=b"last", durable=True, inferred=True))
     finally:
-        if org_a is not None:
-            org_a.stop()
-        org_b.stop()
-
-
-def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until_it_resumes(tmp_path):
-    org_b = start_org_b(tmp_path, f"memory_high_watermark: {WATERMARK}\n")
-    org_a = None
-    try:
-        block_org_b(org_b)
-        org_a = start_org_a(tmp_path, org_b.amqp_port)
-        connection = BlockingConnection(f"amqp://127.0.0.1:{org_a.amqp_port}", user="guest",
-                                        password="guest", virtual_host="vhost:/", allowed_mechs="PLAIN",
-                                        sasl_enabled=True, allow_insecure_mechs=True, timeout=TIMEOUT)
-        try:
-            sender = connection.create_sender("fwd@org-b")
-            connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
-            credit = sender.link.credit
-            # everything the link was granted goes out unsettled; the link then stays dry
-            for i in range(credit):
-                sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
-            wait_until("org-a's outbox holding the link's credit",
-                       lambda: forward_metric(org_a, "outbox_messages") == credit)
-            assert sender.link.credit == 0
-            assert forward_metric(org_a, "publishers_paused") == 1
-
-            unblock_org_b(org_b)
-            connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="credit after the resume")
-            sender.send(Message(body=b"last", durable=True, inferred=True))
-        finally:
-            connection.close()
-        expected = sorted([f"m{i}".encode() for i in range(credit)] + [b"last"])
-        got = receive_bodies(org_b, "fwd", credit + 1)
-        assert sorted(got) == expected
-    finally:
-        if org_a is not None:
-            org_a.stop()
-        org_b.stop()
+        connection.close()
+    expected = sorted([f"m{i}".encode() for i in range(credit)] + [b"last"])
+    got = receive_bodies(org_b, "fwd", credit + 1)
+    assert sorted(got) == expected
 
 
 def test_a_remote_that_is_down_pauses_nobody(tmp_path):
@@ -231,3 +230,28 @@ def test_the_receiving_gateway_tops_the_link_up_in_small_bites_while_its_queue_i
     finally:
         org_a.stop()
         org_b.stop()
+
+
+def test_what_a_paused_publisher_had_confirmed_survives_kill_9_of_the_sender(remote_taking_nothing, tmp_path):
+    """Confirms still mean durable: org-a is killed while its publisher is paused; the
+    restarted org-a sends every confirmed message once org-b takes them again."""
+    org_a, org_b = remote_taking_nothing
+    publisher = ConfirmedPublisher(org_a, 5 * MAX_UNSENT)
+    publisher.start()
+    wait_until("the publisher paused", lambda: not publisher.is_alive()
+               or forward_metric(org_a, "publishers_paused") == 1)
+    confirmed = publisher.confirmed
+    assert publisher.is_alive() and confirmed > MAX_UNSENT
+    org_a.kill()
+    publisher.join(TIMEOUT)
+    restarted = start_org_a(tmp_path, org_b.amqp_port)
+    try:
+        assert forward_metric(restarted, "outbox_messages") >= confirmed
+        unblock_org_b(org_b)
+        wait_until("org-a's outbox empty", lambda: forward_metric(restarted, "outbox_messages") == 0)
+        held = queue_depth(org_b, "fwd")
+        assert held >= confirmed  # (an unconfirmed publish may have been written too)
+        bodies = set(receive_bodies(org_b, "fwd", held))
+        assert {f"m{i}".encode() for i in range(confirmed)} <= bodies and len(bodies) == held
+    finally:
+        restarted.stop()
