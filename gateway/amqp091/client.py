@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from gateway.amqp091 import methods as m
 from gateway.amqp091.client_confirms import PublishesConfirmed, PublishRefused, UnconfirmedPublishes
@@ -244,24 +244,32 @@ class ClientConnection:
         """Publish with ``mandatory``; ``token`` comes back in its ``PublishesConfirmed``
         or ``PublishRefused``. Returns the sequence number. Raises ``ClientNotReady``
         unless ``ready``."""
+        return self.publish_many(((token, exchange, routing_key, properties_bytes, body),))
+
+    def publish_many(self, publishes: Sequence[tuple]) -> int:
+        """``publish`` each of ``publishes``, a (token, exchange, routing key, properties
+        bytes, body) tuple, in order: one call for a forwarder's slice, the tuples kept as
+        they are until settled (issue 45). Returns the first one's sequence number."""
         if self._phase is not _ChannelPhase.READY or self._state is not ClientState.OPEN:
             raise ClientNotReady(f"no channel in confirm mode ({self._state.value})")
-        seq = self._unconfirmed.add(token, exchange, routing_key, body)
+        first = self._unconfirmed.add_many(publishes)
         ch = self._channel
         # the basic.publish frame of a destination, made once per channel: a forwarder
         # publishes streams to a few destinations
         frames = self._publish_frames
-        method = frames.get((exchange, routing_key))
-        if method is None:
-            if len(frames) >= _PUBLISH_FRAMES_MAX:
-                frames.clear()
-            method = frames[exchange, routing_key] = encode_method_frame(
-                ch, m.BasicPublish.make(0, exchange, routing_key, True, False))
         out = self._out
-        out.append(method)
-        out += content_frame_parts(ch, _BASIC, properties_bytes, body, self._frame_max)
+        frame_max = self._frame_max
+        for _, exchange, routing_key, properties_bytes, body in publishes:
+            method = frames.get((exchange, routing_key))
+            if method is None:
+                if len(frames) >= _PUBLISH_FRAMES_MAX:
+                    frames.clear()
+                method = frames[exchange, routing_key] = encode_method_frame(
+                    ch, m.BasicPublish.make(0, exchange, routing_key, True, False))
+            out.append(method)
+            out += content_frame_parts(ch, _BASIC, properties_bytes, body, frame_max)
         self._last_tx = self.now
-        return seq
+        return first
 
     def relay(self, on_frames: Callable[[bytes], None]) -> None:
         """From now on hand the frames of channels other than 0 to ``on_frames`` undecoded

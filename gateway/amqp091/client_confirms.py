@@ -22,9 +22,12 @@ rest of reading the ack (issue 45).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import OrderedDict
+from itertools import islice
+from operator import itemgetter
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 __all__ = ["PublishRefused", "PublishesConfirmed", "UnconfirmedPublishes"]
 
@@ -48,8 +51,10 @@ class PublishesConfirmed:
     tokens: tuple
 
 
-#: one unsettled publish: (token, exchange, routing key, body); a tuple, made per publish
-_TOKEN, _EXCHANGE, _KEY, _BODY = range(4)
+#: one unsettled publish: (token, exchange, routing key, properties, body), the tuple the
+#: publisher gave (``add_many`` keeps it as it is: nothing is made per publish)
+_TOKEN, _EXCHANGE, _KEY, _PROPERTIES, _BODY = range(5)
+_token_of = itemgetter(_TOKEN)
 
 
 class UnconfirmedPublishes:
@@ -68,23 +73,28 @@ class UnconfirmedPublishes:
 
     def add(self, token: Any, exchange: str, routing_key: str, body: bytes) -> int:
         """Record one publish; return its sequence number."""
-        seq = self._next
-        self._next = seq + 1
-        self._sent[seq] = (token, exchange, routing_key, body)
-        return seq
+        return self.add_many(((token, exchange, routing_key, b"", body),))
+
+    def add_many(self, publishes: Sequence[tuple]) -> int:
+        """Record ``publishes``, each (token, exchange, routing key, properties, body), in
+        order; return the sequence number of the first."""
+        first = self._next
+        self._next = first + len(publishes)
+        self._sent.update(zip(range(first, self._next), publishes))
+        return first
 
     def acked(self, tag: int, multiple: bool) -> list:
         """What ``basic.ack`` ``tag`` settles: a ``PublishesConfirmed`` of the accepted ones
         (if any), then a ``PublishRefused`` for each returned one."""
-        taken = self._take(tag, multiple)
-        if not taken:
+        seqs, records = self._take(tag, multiple)
+        if not records:
             return []
         if not self._refusals:
-            return [PublishesConfirmed(tuple([s[_TOKEN] for _, s in taken]))]
+            return [PublishesConfirmed(tuple(map(_token_of, records)))]
         pop = self._refusals.pop
         refused = []
         accepted = []
-        for seq, s in taken:
+        for seq, s in zip(seqs, records):
             refusal = pop(seq, None)
             if refusal is None:
                 accepted.append(s[_TOKEN])
@@ -97,27 +107,27 @@ class UnconfirmedPublishes:
         return [PublishRefused(s[_TOKEN], pop(seq, None) or
                                "basic.nack: the broker could not take the message (a queue "
                                "refused it, e.g. x-overflow reject-publish, or failed)")
-                for seq, s in self._take(tag, multiple)]
+                for seq, s in zip(*self._take(tag, multiple))]
 
-    def _take(self, tag: int, multiple: bool) -> list[tuple[int, tuple]]:
+    def _take(self, tag: int, multiple: bool) -> tuple[list[int], list[tuple]]:
+        """The sequence numbers an ack or nack of ``tag`` settles and their records,
+        removed. A multiple one is taken as a range, with no step per publish (issue 45):
+        numbers are added in order, so those up to ``tag`` are the oldest ones, at most
+        ``tag - oldest + 1`` of them (fewer where single acks took some)."""
         sent = self._sent
         if not multiple:
             one = sent.pop(tag, None)
-            return [(tag, one)] if one is not None else []
-        if tag == 0:  # every outstanding one
-            taken = list(sent.items())
+            return ([tag], [one]) if one is not None else ([], [])
+        if not sent:
+            return [], []
+        if tag == 0 or next(reversed(sent)) <= tag:  # every outstanding one
+            seqs, records = list(sent), list(sent.values())
             sent.clear()
-            return taken
-        taken = []
-        popitem = sent.popitem
-        while sent:
-            item = popitem(last=False)
-            if item[0] > tag:  # put back: the oldest one not settled
-                sent[item[0]] = item[1]
-                sent.move_to_end(item[0], last=False)
-                break
-            taken.append(item)
-        return taken
+            return seqs, records
+        seqs = list(islice(sent, max(0, tag - next(iter(sent)) + 1)))
+        if seqs and seqs[-1] > tag:
+            del seqs[bisect_right(seqs, tag):]
+        return seqs, list(map(sent.pop, seqs))
 
     def returned(self, exchange: str, routing_key: str, body: bytes, error: str) -> bool:
         """Mark the publish a ``basic.return`` stands for; False when none matches."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 from typing import Any, Optional
 
 from gateway.amqp091.content import (Content, HeaderSlot, decode_properties, encode_properties,
@@ -47,6 +48,9 @@ __all__ = ["ForwardedHeaders", "container_from_publish", "delivery_payload", "wi
 
 _AMQP091 = Encoding.AMQP091
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT64 = struct.Struct(">q")
+#: property lists a ``ForwardedHeaders`` keeps a slot for, at most
+_LISTS_MAX = 64
 log = logging.getLogger(__name__)
 
 _EMPTY_PROPERTIES = encode_properties(BasicProperties())
@@ -340,9 +344,14 @@ class ForwardedHeaders:
     Why: encoding the three annotations for every message was half of rendering a
     forwarded message for a 0-9-1 partner (issue 45). The slot is learnt only for
     annotations whose other values are strings or lists of strings, which equal
-    values encode alike (an ``int`` 1 and ``True`` are equal and encode apart)."""
+    values encode alike (an ``int`` 1 and ``True`` are equal and encode apart).
 
-    __slots__ = ("_probe", "_order", "_slot", "_names")
+    The whole property list is kept in a slot too, per property list the messages came
+    with (``_lists``, forgotten when the table's slot is learnt again): a forwarder's
+    stream repeats a few lists, and splicing the table into each was five calls a message
+    where a join does (issue 45)."""
+
+    __slots__ = ("_probe", "_order", "_slot", "_names", "_lists")
 
     def __init__(self) -> None:
         #: the annotations the slot was learnt from (the id is set to each one compared)
@@ -351,14 +360,31 @@ class ForwardedHeaders:
         self._slot: Optional[IntSlot] = None
         #: the learnt annotations' names, encoded as shortstrs (``with_headers_first``)
         self._names: tuple[bytes, ...] = ()
+        #: property list as it came -> the slot of the gateway id in that list with the
+        #: learnt table (``_slot``) added
+        self._lists: dict[bytes, IntSlot] = {}
 
     def properties(self, properties_bytes: bytes, annotations: dict) -> bytes:
         """``properties_bytes`` with ``annotations`` as headers, where a header the
         message already has keeps its value. Raises ValueError for an annotation value no
         field table can hold."""
+        whole = self._lists.get(properties_bytes)
+        if whole is not None:
+            gateway_id = annotations.get(GATEWAY_ID)
+            if type(gateway_id) is int and _INT64_MIN <= gateway_id <= _INT64_MAX:
+                probe = self._probe
+                probe[GATEWAY_ID] = gateway_id
+                if annotations == probe and tuple(annotations) == self._order:
+                    return b"".join((whole.head, _INT64.pack(gateway_id), whole.tail))
         table, names = self.table(annotations)
         added = with_headers_first(properties_bytes, table, names)
         if added is not None:
+            slot = self._slot
+            gateway_id = annotations.get(GATEWAY_ID)
+            # the table came from the slot (``table`` left the id in the probe)
+            if slot is not None and type(gateway_id) is int and self._probe.get(GATEWAY_ID) == gateway_id \
+                    and annotations == self._probe and tuple(annotations) == self._order:
+                self._learn_list(properties_bytes, slot, names, gateway_id)
             return added
         props = decode_properties(properties_bytes)
         headers = {str(key): value for key, value in annotations.items()}
@@ -380,8 +406,19 @@ class ForwardedHeaders:
         headers = {str(key): value for key, value in annotations.items()}
         return encode_table(headers), tuple(encode_shortstr(name) for name in headers)
 
+    def _learn_list(self, properties_bytes: bytes, slot: IntSlot, names: tuple[bytes, ...],
+                    gateway_id: int) -> None:
+        """Keep the slot of the gateway id in ``properties_bytes`` with ``slot``'s table
+        added, if there is a sound one."""
+        whole = learn_slot(lambda v: with_headers_first(properties_bytes, slot.fill(v), names) or b"",
+                           gateway_id, b"l")
+        if whole is not None:
+            if len(self._lists) >= _LISTS_MAX:
+                self._lists.clear()
+            self._lists[properties_bytes] = whole
+
     def _learn(self, annotations: dict, gateway_id: int) -> Optional[IntSlot]:
-        self._slot, self._probe = None, {}
+        self._slot, self._probe, self._lists = None, {}, {}
         if not all(type(value) is str or (type(value) is list and all(type(v) is str for v in value))
                    for key, value in annotations.items() if key != GATEWAY_ID):
             return None

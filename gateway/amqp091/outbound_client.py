@@ -12,9 +12,19 @@ what the forwarder hears (``OutboundEvents``):
     ConnectionLost             -> connection_down (once; the edge reconnects)
     FlowChanged                -> credit(0) while blocked, else credit again
 
-Credit is the remote's ``credit`` setting less the unconfirmed publishes, reported after
-each batch of input that changed it. Each message goes where ``OutboundMessage.address``
-says, read with our address grammar as a target at the partner (``partner_route``:
+Credit is the in-flight window less the unconfirmed publishes, reported (with the window)
+after each batch of input that changed it. The window starts at the remote's ``credit``
+setting on each new channel and grows by what a confirm accepted while the window was full,
+up to ``WINDOW_MAX`` (what a receiving gateway grants a forwarder's link): a 0-9-1 broker
+grants nothing, and RabbitMQ confirms persistent messages in batches, when its store has
+synced them, so a window of 500 left the forwarder waiting on each batch with nothing
+else to send (issue 45; RabbitMQ's own shovel keeps 1000 unacknowledged). It grows only
+while the window times the size of the last body sent stays under ``WINDOW_BYTES``: the
+bodies in flight stay in memory until confirmed, and large messages gain nothing from a
+longer window that the setting did not already give them.
+
+Each message goes where ``OutboundMessage.address`` says, read with our address grammar
+as a target at the partner (``partner_route``:
 ``/exchange/X/RK`` is X with key RK; ``/queue/Q`` and ``Q`` the default exchange with key
 Q; ``/topic/RK`` ``amq.topic``; ``/exchange/X`` X with the message's routing key), its
 properties rendered as for a 0-9-1 consumer of ours plus the forwarding annotations as
@@ -34,15 +44,19 @@ from gateway.amqp091.client_engine import ClientEngine
 from gateway.amqp091.errors import AmqpException
 from gateway.amqp091.message_mapping import ForwardedHeaders, forwarded_payload
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundMessage, RemoteSettings,
-                                      Settlement)
+                                      Settlement, accepted_all)
 from translators import TranslationError
 
-__all__ = ["OutboundAmqp091", "partner_route"]
+__all__ = ["OutboundAmqp091", "WINDOW_BYTES", "WINDOW_MAX", "partner_route"]
 
 log = logging.getLogger(__name__)
 
-_ACCEPTED, _REJECTED, _RELEASED = ForwardOutcome.ACCEPTED, ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
+_REJECTED, _RELEASED = ForwardOutcome.REJECTED, ForwardOutcome.RELEASED
 _ROUTES_MAX = 1024
+#: the most publishes the window grows to (see the module docstring)
+WINDOW_MAX = 2048
+#: the window grows only while it holds less than this many octets of bodies (estimated)
+WINDOW_BYTES = 32 << 20
 
 
 def partner_route(address: str) -> LocalPublish | SubjectPublish:
@@ -69,6 +83,10 @@ class OutboundAmqp091(ClientEngine):
         self._routes: dict[str, LocalPublish | SubjectPublish] = {}
         self._refused: list[Settlement] = []
         self._headers = ForwardedHeaders()
+        #: publishes in flight at most (see the module docstring)
+        self.window = settings.credit
+        #: the size of the last body sent (the window's growth estimates octets with it)
+        self._body_size = 0
 
     # ---- OutboundConnection ----------------------------------------------------------------
     def send(self, message: OutboundMessage) -> None:
@@ -86,7 +104,8 @@ class OutboundAmqp091(ClientEngine):
             return
         routes = self._routes
         headers = self._headers
-        publish = self.client.publish
+        publishes = []
+        publish = publishes.append
         for message in messages:
             try:
                 route = routes.get(message.address) or self._route(message.address)
@@ -101,7 +120,10 @@ class OutboundAmqp091(ClientEngine):
                 self._refuse(Settlement(message.entry_id, _REJECTED,
                                         f"cannot render message {message.entry_id} for {self.where}: {exc}"))
                 continue
-            publish(message.entry_id, route.exchange, route.routing_key, properties, body)
+            publish((message.entry_id, route.exchange, route.routing_key, properties, body))
+        if publishes:
+            self.client.publish_many(publishes)
+            self._body_size = len(publishes[-1][4])
         self.output_ready()
 
     def close(self, reason: str) -> None:
@@ -121,7 +143,7 @@ class OutboundAmqp091(ClientEngine):
         client = self.client
         if not client.ready or client.blocked:
             return 0
-        return max(0, self.settings.credit - client.unconfirmed)
+        return max(0, self.window - client.unconfirmed)
 
     def _refuse(self, settlement: Settlement) -> None:
         self._refused.append(settlement)
@@ -135,11 +157,14 @@ class OutboundAmqp091(ClientEngine):
         if not events:
             return
         credit_changed = False
+        accepted = 0
         settled: list[Settlement] = []  # a multiple ack: given to the forwarder together
         for event in events:
             kind = type(event)
             if kind is PublishesConfirmed:
-                settled += [Settlement(token, _ACCEPTED) for token in event.tokens]
+                tokens = event.tokens
+                settled += accepted_all(tokens)
+                accepted += len(tokens)
                 credit_changed = True
                 continue
             if kind is PublishRefused:
@@ -151,6 +176,8 @@ class OutboundAmqp091(ClientEngine):
                 settled = []
             if kind is ChannelReady:
                 self._up = True
+                self.window = self.settings.credit
+                accepted = 0
                 self.events.connection_up()
                 credit_changed = True
             elif kind is ChannelLost:
@@ -166,7 +193,11 @@ class OutboundAmqp091(ClientEngine):
         if settled:
             self.events.settled_many(settled)
         if credit_changed and self._up:
-            self.events.credit(self.available)
+            window = self.window
+            if accepted and window < WINDOW_MAX and self.client.unconfirmed + accepted >= window \
+                    and window * self._body_size < WINDOW_BYTES:
+                self.window = min(WINDOW_MAX, window + accepted)  # the window held us back
+            self.events.credit(self.available, self.window)
 
     def _lost(self, error: str) -> None:
         self._up = False

@@ -143,14 +143,15 @@ class RemoteLink:
             def connection_down(self, error: str) -> None:
                 forwarder.connection_down(error)
 
-            def credit(self, available: int) -> None:
-                forwarder.credit(available)
+            def credit(self, available: int, window: int = 0) -> None:
+                forwarder.credit(available, window)
 
             def settled(self, settlement: Any) -> None:
                 self.settled_many((settlement,))
 
             def settled_many(self, settlements: Any) -> None:
-                if any(s.outcome is ForwardOutcome.ACCEPTED for s in settlements):
+                # after a failure only: the test looked at every settlement of every read
+                if link.backoff.failures and any(s.outcome is ForwardOutcome.ACCEPTED for s in settlements):
                     link.backoff.reset()
                 forwarder.settled_many(settlements)
                 if link.on_settled is not None:

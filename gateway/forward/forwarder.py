@@ -428,10 +428,11 @@ class Forwarder:
     def connecting(self) -> None:
         self.state = "connecting"
 
-    def credit(self, available: int) -> None:
+    def credit(self, available: int, window: int = 0) -> None:
         self.remote_credit = available = max(0, available)
-        if available > self.granted:
-            self.granted = available
+        grant = window if window > available else available
+        if grant > self.granted:
+            self.granted = grant
         marks = timeline.recorder
         if marks is not None:
             marks.mark("credit", available)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, Iterable, NamedTuple, Optional, Protocol, Sequence
 
-__all__ = ["ForwardOutcome", "OutboundConnection", "OutboundEvents", "OutboundItem", "OutboundMessage",
+__all__ = ["ForwardOutcome", "accepted_all", "OutboundConnection", "OutboundEvents", "OutboundItem", "OutboundMessage",
            "RemoteSettings", "Settlement"]
 
 
@@ -94,6 +94,17 @@ class Settlement(NamedTuple):
     error: Optional[str] = None
 
 
+_ACCEPTED = ForwardOutcome.ACCEPTED
+
+
+def accepted_all(entry_ids: Iterable[int]) -> list[Settlement]:
+    """An ACCEPTED ``Settlement`` for each of ``entry_ids``, made as tuples directly: a
+    broker's ack settles hundreds at once, and a ``Settlement(...)`` call each was a
+    Python call per forwarded message (issue 45)."""
+    new = tuple.__new__
+    return [new(Settlement, (entry_id, _ACCEPTED, None)) for entry_id in entry_ids]
+
+
 class OutboundEvents(Protocol):
     """What the forwarder hears from its outbound connection (called on the reactor thread)."""
 
@@ -105,9 +116,12 @@ class OutboundEvents(Protocol):
         reconnects with backoff (``reconnect_initial`` doubling with jitter up to
         ``reconnect_max``)."""
 
-    def credit(self, available: int) -> None:
+    def credit(self, available: int, window: int = 0) -> None:
         """How many more messages may be sent now (the remote's link credit, or for
-        0-9-1 the ``credit`` setting less the unconfirmed publishes)."""
+        0-9-1 the in-flight window less the unconfirmed publishes); ``window``: how many
+        the connection lets be in flight at once, where it decides that itself (0-9-1's
+        window, which grows while the broker keeps up: the forwarder's in-flight cap
+        follows it), else 0."""
 
     def settled(self, settlement: Settlement) -> None:
         """The remote settled one entry."""

@@ -75,7 +75,7 @@ from .space_reserve import SpaceReserve
 from .statements import INSERTS, KEPT_ON_FAILURE, Codec, Op, Statements
 from .wal_sync import WalSync
 
-__all__ = ["Op", "CommitThread", "CommitStats", "LATENCY_BUCKETS", "PROBE_ID", "DEFAULT_PROBE_BYTES"]
+__all__ = ["CommitThread", "CommitStats", "LATENCY_BUCKETS", "PROBE_ID", "DEFAULT_PROBE_BYTES"]
 
 log = logging.getLogger(__name__)
 

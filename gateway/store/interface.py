@@ -49,7 +49,7 @@ __all__ = [
     "StoreSnapshot",
     "StoreCodecs",
     "OutboxRow",
-    "ForwardedId",
+    "ForwardedRun",
     "DefinitionRecord",
     "Store",
     "NullStore",
@@ -154,12 +154,14 @@ class OutboxRow(NamedTuple):
     attempts: int
 
 
-class ForwardedId(NamedTuple):
-    """A forwarded message this gateway took in: its origin container and that
-    container's gateway id, and when it arrived (seconds)."""
+class ForwardedRun(NamedTuple):
+    """Forwarded messages this gateway took in: their origin container, a run of that
+    container's gateway ids (``first_id`` to ``last_id``, both included), and when the
+    last of them arrived (seconds)."""
 
     origin: str
-    gateway_id: int
+    first_id: int
+    last_id: int
     seen_at: float
 
 
@@ -278,7 +280,7 @@ class Store(Protocol):
     def forget_forwarded(self, before: float) -> None:
         """Drop the ids that arrived before ``before``."""
 
-    def load_forwarded(self) -> list[ForwardedId]: ...
+    def load_forwarded(self) -> list[ForwardedRun]: ...
 
     # definitions changed at run time (management)
     def save_definition(self, record: DefinitionRecord) -> None:
@@ -376,7 +378,7 @@ class NullStore:
     def forget_forwarded(self, before: float) -> None:
         pass
 
-    def load_forwarded(self) -> list[ForwardedId]:
+    def load_forwarded(self) -> list[ForwardedRun]:
         return []
 
     def save_definition(self, record: DefinitionRecord) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .commit_thread import Op
-from .interface import ForwardedId, MessageRow, OutboxRow, StoreCodecs
+from .statements import Op
+from .interface import ForwardedRun, MessageRow, OutboxRow, StoreCodecs
 
 __all__ = ["ForwardingTables"]
 
@@ -143,8 +143,9 @@ class ForwardingTables:
     def forget_forwarded(self, before: float) -> None:
         self._append([Op.DELETE_SEEN, before])
 
-    def load_forwarded(self) -> list[ForwardedId]:
-        return [ForwardedId(origin, gateway_id, seen_at)
+    def load_forwarded(self) -> list[ForwardedRun]:
+        """The runs of ids as their rows hold them (runs of one origin may overlap: an id
+        sent again after a restart has a row of its own)."""
+        return [ForwardedRun(origin, first, first if last is None else last, seen_at)
                 for origin, first, seen_at, last in self._reader.execute(
-                    "SELECT origin, gateway_id, seen_at, last_id FROM forwarded_ids")
-                for gateway_id in range(first, (first if last is None else last) + 1)]
+                    "SELECT origin, gateway_id, seen_at, last_id FROM forwarded_ids")]

@@ -46,7 +46,7 @@ class MinimalForwarder:
         self.in_flight.clear()
         self.pending.extendleft(released)
 
-    def credit(self, available: int) -> None:
+    def credit(self, available: int, window: int = 0) -> None:
         self.available = available
         self.pump()
 

@@ -105,6 +105,21 @@ def test_publish_is_mandatory_and_split_at_frame_max():
     assert b"".join(bodies) == body
 
 
+def test_publishes_sent_together_are_the_frames_and_numbers_of_one_at_a_time():
+    together, one_by_one = _client(frame_max=4096), _client(frame_max=4096)
+    publishes = [("a", "in", "k", b"\x00\x00", b"1"), ("b", "", "q", b"\x00\x00", b"x" * 9000),
+                 ("c", "in", "k", b"\x00\x00", b"")]
+    for client in (together, one_by_one):
+        _ready(client, frame_max=4096)
+        client.take_events()
+    assert together.publish_many(publishes) == 1
+    assert [one_by_one.publish(*p) for p in publishes] == [1, 2, 3]
+    assert together.data_to_send() == one_by_one.data_to_send()
+    assert together.publish_many(publishes[:1]) == 4
+    together.receive_data(F.method(1, m.BasicAck(delivery_tag=4, multiple=True)))
+    assert together.take_events() == [PublishesConfirmed(("a", "b", "c", "a"))]
+
+
 def test_acks_nacks_and_multiple_settle_in_order():
     client = _client()
     _ready(client)

@@ -242,6 +242,26 @@ def test_forwarded_properties_are_the_merge_of_annotations_and_own_headers(own, 
     assert (props.content_type, props.delivery_mode) == (content_type or None, 2)
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, {"app": 1}, {"x-opt-forward-id": "own"}, {"k": -7}]),
+                          st.sampled_from(["", "text/plain"]), st.sampled_from(["org-a", "org-b"]),
+                          st.integers(-(1 << 63), (1 << 63) - 1) | st.integers(-300, 300) | st.text(max_size=2)),
+                min_size=1, max_size=10))
+def test_a_stream_of_property_lists_gets_what_each_would_get_alone(stream) -> None:
+    """``ForwardedHeaders.properties`` keeps a slot per property list (issue 45): through
+    a stream of lists, origins and ids, each result is what a new ``ForwardedHeaders``
+    makes of that message alone."""
+    from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN
+    from translators.basic_properties import BasicProperties
+
+    headers = message_mapping.ForwardedHeaders()
+    for own, content_type, origin, gateway_id in stream:
+        raw = encode_properties(BasicProperties(content_type=content_type or None, delivery_mode=2, headers=own))
+        annotations = {ORIGIN: origin, GATEWAY_ID: gateway_id, HOPS: [origin]}
+        assert outcome(headers.properties, raw, annotations) == \
+            outcome(message_mapping.ForwardedHeaders().properties, raw, annotations)
+
+
 def test_forwarded_headers_encode_a_stream_of_ids_from_one_slot() -> None:
     from gateway.amqp091.values import encode_table
     from gateway.forward.annotations import GATEWAY_ID, HOPS, ORIGIN

@@ -35,7 +35,7 @@ def test_what_a_0_9_1_broker_cannot_take_is_refused_with_the_reason(address, tex
 # ---- the outbound connection's mapping of the client's events, without sockets -------------
 
 from gateway.amqp091 import methods as m  # noqa: E402
-from gateway.amqp091.outbound_client import OutboundAmqp091  # noqa: E402
+from gateway.amqp091.outbound_client import WINDOW_BYTES, WINDOW_MAX, OutboundAmqp091  # noqa: E402
 from gateway.forward.outbound import ForwardOutcome, OutboundMessage, RemoteSettings  # noqa: E402
 from tests.support.frame_builder import ClientFrames, methods_of, parse_frames  # noqa: E402
 from tests.support.minimal_forwarder import MinimalForwarder, container_091  # noqa: E402
@@ -85,3 +85,46 @@ def test_a_close_of_ours_is_not_reported_as_down():
     assert type(methods_of(parse_frames(engine.data_to_send()))[0]) is m.ConnectionClose
     engine.receive_data(F.method(0, m.ConnectionCloseOk()))
     assert engine.closed and forwarder.downs == []
+
+
+def _fill(engine: OutboundAmqp091, forwarder: MinimalForwarder, first: int, count: int,
+          body: bytes = b"m") -> None:
+    forwarder.submit(*(OutboundMessage(i, "orders", "/queue/orders", container_091(b"\x00\x00", body))
+                       for i in range(first, first + count)))
+    engine.data_to_send()
+
+
+def test_the_window_grows_by_what_a_confirm_accepts_while_it_was_full_up_to_its_ceiling():
+    engine, forwarder = _connected(credit=2)
+    _fill(engine, forwarder, 1, 5)
+    assert engine.client.unconfirmed == 2 and forwarder.available == 0    # the window (2) is full
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=2, multiple=True)))
+    assert engine.window == 4 and engine.client.unconfirmed == 3          # 2 more than before went out
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=3, multiple=False)))
+    assert engine.window == 4                                             # 3 of 4 in flight: not full
+    engine, forwarder = _connected(credit=WINDOW_MAX - 1)
+    _fill(engine, forwarder, 1, WINDOW_MAX + 100)
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=100, multiple=True)))
+    assert engine.window == WINDOW_MAX and engine.client.unconfirmed == WINDOW_MAX
+
+
+def test_a_new_channel_starts_again_from_the_credit_setting():
+    engine, forwarder = _connected(credit=2)
+    _fill(engine, forwarder, 1, 2)
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=2, multiple=True)))
+    assert engine.window == 4
+    engine.receive_data(F.method(1, m.ChannelClose(reply_code=406, reply_text="PRECONDITION_FAILED",
+                                                   class_id=0, method_id=0)))
+    engine.receive_data(F.method(2, m.ChannelOpenOk()) + F.method(2, m.ConfirmSelectOk()))
+    assert forwarder.ups == 2 and engine.window == 2 and forwarder.available == 2
+
+
+def test_the_window_does_not_grow_past_its_octets_for_large_bodies():
+    engine, forwarder = _connected(credit=4)
+    _fill(engine, forwarder, 1, 8, body=b"x" * (WINDOW_BYTES // 4))       # 4 of these: the octets' limit
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=2, multiple=True)))
+    assert engine.window == 4 and forwarder.available == 0                # 2 more sent, no more room
+    engine, forwarder = _connected(credit=4)
+    _fill(engine, forwarder, 1, 8, body=b"x" * (WINDOW_BYTES // 8))
+    engine.receive_data(F.method(1, m.BasicAck(delivery_tag=2, multiple=True)))
+    assert engine.window == 6

@@ -88,6 +88,16 @@ def test_the_credit_setting_caps_what_is_in_flight_unless_the_remote_grants_more
     assert len(conn.sent) == 6  # a new connection: the setting again
 
 
+def test_the_in_flight_cap_follows_a_window_the_connection_reports() -> None:
+    f, _, conn, _, _ = make(kind="amqp091", credit=2, address="/queue/{node}")
+    f.connection_up()
+    for i in range(1, 8):
+        f.add(entry(i))
+    f.credit(2)
+    f.credit(3, window=5)  # a 0-9-1 window grown to 5 with 2 unconfirmed: 3 more
+    assert len(conn.sent) == 5 and f.in_flight_cap == 5 and f.available == 0
+
+
 def test_accepted_removes_rejected_dead_letters_with_the_error() -> None:
     f, store, conn, _, dead = make()
     f.connection_up()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from gateway.store.interface import ForwardedId, OutboxRow
+from gateway.store.interface import ForwardedRun, OutboxRow
 from gateway.store.sqlite_schema import SCHEMA_VERSION
 from tests.gateway.store.test_sqlite import commit, open_store, path, row  # noqa: F401 - path: a fixture
 
@@ -53,13 +53,13 @@ def test_forwarded_ids_survive_and_are_forgotten_by_age(path, loop) -> None:
     store.forget_forwarded(150.0)
     commit(store, loop)
     store.close()
-    assert open_store(path, loop).load_forwarded() == [ForwardedId("org-a", 11, 200.0)]
+    assert open_store(path, loop).load_forwarded() == [ForwardedRun("org-a", 11, 11, 200.0)]
 
 
 def test_ids_that_follow_each_other_in_a_commit_share_a_row(path, loop) -> None:
     """A sender's stream (ids one after the other, per origin) costs the commit one
-    forwarded-id row per run, not one per message; every id is restored, seen at the
-    time of its run's latest."""
+    forwarded-id row per run, not one per message; every run is restored as its row holds
+    it, seen at the time of its latest."""
     store = open_store(path, loop)
     for gateway_id, seen_at in ((10, 1.0), (11, 2.0), (12, 3.0), (20, 4.0), (21, 5.0)):
         store.remember_forwarded("org-a", gateway_id, seen_at)
@@ -75,9 +75,8 @@ def test_ids_that_follow_each_other_in_a_commit_share_a_row(path, loop) -> None:
         ("org-b", 22, 22, 6.0)]
     db.close()
     assert sorted(open_store(path, loop).load_forwarded()) == [
-        ForwardedId("org-a", 10, 3.0), ForwardedId("org-a", 11, 3.0), ForwardedId("org-a", 12, 3.0),
-        ForwardedId("org-a", 20, 5.0), ForwardedId("org-a", 21, 5.0), ForwardedId("org-a", 22, 7.0),
-        ForwardedId("org-a", 23, 8.0), ForwardedId("org-b", 22, 6.0)]
+        ForwardedRun("org-a", 10, 12, 3.0), ForwardedRun("org-a", 20, 21, 5.0), ForwardedRun("org-a", 22, 22, 7.0),
+        ForwardedRun("org-a", 23, 23, 8.0), ForwardedRun("org-b", 22, 22, 6.0)]
 
 
 def test_a_version_3_store_keeps_its_forwarded_ids(path, loop) -> None:
@@ -96,7 +95,7 @@ def test_a_version_3_store_keeps_its_forwarded_ids(path, loop) -> None:
     commit(store, loop)
     store.close()
     assert sorted(open_store(path, loop).load_forwarded()) == [
-        ForwardedId("org-a", 5, 1.0), ForwardedId("org-a", 6, 2.0), ForwardedId("org-a", 7, 3.0)]
+        ForwardedRun("org-a", 5, 5, 1.0), ForwardedRun("org-a", 6, 6, 2.0), ForwardedRun("org-a", 7, 7, 3.0)]
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     db.close()
@@ -160,7 +159,7 @@ def test_outbox_rows_of_several_generations_go_as_few_multi_row_statements(path,
     rows = {r.entry_id: r.attempts for r in again.load_outbox()}
     assert sorted(rows) == [i for i in range(1, 302) if i < 3 or i % 3 != 0]
     assert all(rows[i] == (4 if i % 3 == 2 else 0) for i in rows)
-    assert len(again.load_forwarded()) == 300
+    assert [(r.first_id, r.last_id) for r in again.load_forwarded()] == [(2, 301)]   # 300 ids, one run
     again.close()
 
 
