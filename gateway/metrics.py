@@ -233,7 +233,8 @@ class GatewayMetrics:
         self.registry.register(_ModelCollector(read, family))
 
     def watch_forwarding(self, status: Callable[[], list[dict]]) -> None:
-        """Per remote container: its state, outbox depth, bytes and oldest age, and the
+        """Per remote container: its state, outbox depth, bytes and oldest age, what is
+        not sent yet, its credit and the publishers paused for it (``max_unsent``), and the
         forwarded / acked / retried / dead-lettered counts, from ``status()`` (the
         transfer service's accessor: a list of dicts) at scrape time."""
 
@@ -252,6 +253,14 @@ class GatewayMetrics:
                 yield ("amqp_gateway_forward_outbox_oldest_seconds",
                        "Age of the oldest message in each remote's outbox (0 when empty)",
                        labels, remote["outbox_oldest_age"] or 0.0)
+                yield ("amqp_gateway_forward_unsent_messages",
+                       "Messages in each remote's outbox not sent yet (retries aside)",
+                       labels, remote["unsent"])
+                yield ("amqp_gateway_forward_credit", "Messages each remote lets us send now "
+                       "(its link credit, within the in-flight cap)", labels, remote["credit"])
+                yield ("amqp_gateway_forward_publishers_paused",
+                       "Publishing clients paused until each remote's unsent backlog is "
+                       "down to half of max_unsent", labels, remote["publishers_paused"])
 
         def counters():
             for remote in status():

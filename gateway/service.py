@@ -75,6 +75,8 @@ log = logging.getLogger(__name__)
 __all__ = ["GatewayService", "users_from_config", "tls_server_for"]
 
 BROKER_TICK_INTERVAL = 1.0
+#: seconds between the timeline's samples of outbox and queue depths
+TIMELINE_SAMPLE_INTERVAL = 0.02
 
 
 def users_from_config(users: tuple[UserConfig, ...]) -> list[User]:
@@ -219,6 +221,7 @@ class GatewayService(service.MultiService):
         self.rate_history = RateHistory(self.management.message_totals,
                                         interval=config.management.sample_interval)
         self._rate_sampling: Optional[task.LoopingCall] = None
+        self._depth_sampling: Optional[task.LoopingCall] = None
         self._stopping: Optional[defer.Deferred] = None
 
     def _vhost_connection_limit(self, name: str) -> Optional[int]:
@@ -376,6 +379,10 @@ class GatewayService(service.MultiService):
         self._broker_tick = task.LoopingCall(self._tick_broker)
         self._broker_tick.clock = self.reactor
         self._broker_tick.start(BROKER_TICK_INTERVAL, now=False)
+        if self.timeline is not None:  # where the messages wait, every 20 ms (a bench's picture)
+            self._depth_sampling = task.LoopingCall(self._sample_depths)
+            self._depth_sampling.clock = self.reactor
+            self._depth_sampling.start(TIMELINE_SAMPLE_INTERVAL, now=False)
         if self.store_driver is not None:
             self.store_driver.start()
         self.ledger_outlet.start()
@@ -394,6 +401,26 @@ class GatewayService(service.MultiService):
             os.unlink(path)  # left by this worker's previous life
         log.info("%s for the supervisor on unix:%s", serves, path)
         return UNIXServerEndpoint(self.reactor, path).listen(site)
+
+    def _sample_depths(self) -> None:
+        """The bench's picture of where forwarded messages wait (``gateway.timeline``):
+        each remote's outbox (staged for its commit, ready to send, in flight) and the
+        remote's credit, and the messages ready and unacknowledged in local queues."""
+        marks = self.timeline
+        if marks is None:
+            return
+        for forwarder in self.transfer.forwarders.values():
+            marks.mark("depth-staged", forwarder.staged)
+            marks.mark("depth-ready", forwarder.unsent - forwarder.staged)
+            marks.mark("depth-in-flight", len(forwarder.in_flight))
+            marks.mark("depth-credit", forwarder.remote_credit)
+        ready = unacked = 0
+        for vhost in self.broker.vhosts.values():
+            for queue in vhost.queues.values():
+                ready += queue.message_count
+                unacked += queue.acquired_count
+        marks.mark("depth-queued", ready)
+        marks.mark("depth-unacked", unacked)
 
     def _sample_rates(self) -> None:
         try:
@@ -445,6 +472,8 @@ class GatewayService(service.MultiService):
             self.timeline.write()
         if self._rate_sampling is not None and self._rate_sampling.running:
             self._rate_sampling.stop()
+        if self._depth_sampling is not None and self._depth_sampling.running:
+            self._depth_sampling.stop()
         await self.ledger_outlet.stop(self.config.shutdown_timeout)
         for http in (self.http_port, self.management_port):
             if http is not None:

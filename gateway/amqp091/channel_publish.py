@@ -163,6 +163,8 @@ class ChannelPublishing:
             if record is not None:
                 record(now, self._ledger_ctx, message, EventKind.REFUSED, None, exc.text)
             raise
+        if result.service is not None and self.broker.paused_flow is not None:
+            self.connection.pause_for_flow(self.broker.take_paused_flow())
         if record is not None:
             if result.queues or result.service is not None:
                 event, reason = _ROUTED, None

@@ -160,6 +160,9 @@ class ServerConnection:
         self.vhost_name: str | None = None
         self.client_properties: dict[str, Any] = {}
         self.blocked = False
+        #: a publish reached a destination that pushes back (``flow.PublishFlow``): input
+        #: is held after it until that flow resumes
+        self.flow_paused = False
         self.login_failed = False
         #: close-ok was sent: the client closes the socket next (``engine_protocol``)
         self.linger_on_close = False
@@ -339,6 +342,19 @@ class ServerConnection:
                 # not from inside the alarm callback: the edge's next tick replays the held
                 # input and then sees wants_input again
                 on_output()
+
+    def pause_for_flow(self, flow: Any) -> None:
+        """Stop taking input after the current publish until ``flow`` (a
+        ``flow.PublishFlow``) resumes: RabbitMQ's ``flow`` state, with nothing on the wire."""
+        if not self.flow_paused:
+            self.flow_paused = True
+            flow.wait(self._flow_resumed)
+
+    def _flow_resumed(self) -> None:
+        self.flow_paused = False
+        on_output = self._output.on_output
+        if self._input.held is not None and on_output is not None:
+            on_output()  # the edge's next tick replays the held input (as for unblock)
 
     def channel_handlers(self) -> dict[int, ChannelHandler]:
         """The open channels' handlers by channel number."""

@@ -1,7 +1,8 @@
 """``ConnectionInput``: the input side of a 0-9-1 server connection, a collaborator of
 ``ServerConnection`` that owns its state: the frame reader, the batch in progress with
 its end-of-batch hooks (by channel), and the input held back while a publishing client
-is blocked by the memory alarm.
+is blocked by the memory alarm, or paused by a destination's back-pressure (the frames
+after a publish that reached a paused ``flow.PublishFlow``).
 
 It parses the octets read into frames, runs each batch of input (every error becomes a
 close, through the connection's ``fail``), and holds a publish that arrives while the
@@ -104,7 +105,7 @@ class ConnectionInput:
     def may_release(self, conn: Any) -> bool:
         """Held input may be replayed once the alarm is over or we are closing (the
         client's close-ok must be read)."""
-        return not conn.blocked or self._machine.state is not _OPEN
+        return not (conn.blocked or conn.flow_paused) or self._machine.state is not _OPEN
 
     def release_held(self, conn: Any) -> None:
         """Dispatch the input held back by the memory alarm, then the octets read after it;
@@ -155,6 +156,10 @@ class ConnectionInput:
         them), unless a publish arrives while blocked: then it and the rest are held."""
         machine, i, count = self._machine, 0, len(frames)
         while i < count:
+            if conn.flow_paused and machine.state is _OPEN:
+                # a publish reached a destination that pushes back: the rest waits
+                self.held = HeldInput(list(frames[i:]), error)
+                return
             frame = frames[i]
             if (type(frame) is MethodFrame and type(frame.method) is m.BasicPublish
                     and machine.state is _OPEN):

@@ -44,6 +44,8 @@ from gateway.amqp10.durable_accepts import DurableAccepts
 from gateway.amqp10.link_context import (
     INCOMING_CREDIT,
     QUEUE_FULL,
+    TRANSFER_BACKLOG,
+    TRANSFER_FLOOR,
     TRANSFER_CREDIT,
     ROUTED as _ROUTED,
     WRITE as _WRITE,
@@ -155,6 +157,12 @@ class IncomingLink:
         #: the ``amqp$transfer`` node that took the attach (registered once, at start):
         #: asked about every forwarded message twice, looked up here once
         self._transfer: Any = host.vhost.service(TRANSFER_SERVICE) if transfer else None
+        #: a link to ``amqp$transfer``: the queues its last forwarded message went to,
+        #: whose backlog bounds its credit (end-to-end credit, ``_wanted_credit``)
+        self.downstream: tuple = ()
+        #: the ``flow.PublishFlow`` of a remote this link published into while it was
+        #: paused: the link gets no credit until it resumes
+        self.paused_by: Any = None
 
     @property
     def starving(self) -> bool:
@@ -193,11 +201,21 @@ class IncomingLink:
         return room
 
     def _wanted_credit(self) -> int:
-        if self.host.producers_blocked():
+        if self.host.producers_blocked() or self.paused_by is not None:
             return 0
         window = self._window - self._durable.count  # transfers waiting for the disk
+        if self.downstream:  # forwarded: less as the queue behind it falls behind
+            backlog = max(queue.message_count for queue in self.downstream)
+            if backlog:  # (never below a floor: no transfer would come to refill it)
+                left = window * (TRANSFER_BACKLOG - backlog) // TRANSFER_BACKLOG
+                window = min(window, left if left > TRANSFER_FLOOR else TRANSFER_FLOOR)
         room = self._room()
         return window if room is None or room > window else room
+
+    def _flow_resumed(self) -> None:
+        self.paused_by = None
+        if self.refill():
+            self.host.output_ready()
 
     def refill(self) -> bool:
         """Top the client's credit up to the window when it fell below half (three
@@ -416,6 +434,8 @@ class IncomingLink:
             if ledger is not None:
                 ledger.received(now, self._ledger_ctx, message, _ROUTED, result.queues, None,
                                 None if address == self._address else address)
+            if self._forwarded is not None:
+                self.downstream = result.queues
             return Delivery.ACCEPTED, None
         if isinstance(route, Forward):
             name = TRANSFER_SERVICE
@@ -432,6 +452,11 @@ class IncomingLink:
         host = self.host
         call_service(node, message, now, ServiceCaller(host.user, vhost.name, host.connection_id,
                                                        self.reply_queue, host.owner))
+        if host.broker.paused_flow is not None:  # a remote pushes back: no more credit
+            flow = host.broker.take_paused_flow()
+            if self.paused_by is None:
+                self.paused_by = flow
+                flow.wait(self._flow_resumed)
         if ledger is not None:
             self._record(ledger, _ROUTED, message, now, address, queues=())
         return Delivery.ACCEPTED, None

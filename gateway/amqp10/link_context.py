@@ -27,6 +27,17 @@ INCOMING_CREDIT = 256
 #: always has credit while a store commit holds the previous batch's outcomes (a window
 #: that a held batch filled made the two gateways take turns)
 TRANSFER_CREDIT = 2048
+#: a link to ``amqp$transfer`` is topped up to less of its window as messages wait ready
+#: in the queue its last forwarded message went to, to the floor below at this many
+#: (end-to-end credit, as Qpid Dispatch propagates a receiver's credit): while the
+#: consumers there are behind, the backlog waits at the sender, whose publishers are
+#: paused (``Forwarder.flow``), instead of in the queue, and the receiving gateway takes
+#: in small bites between serving them; with the queue drained, the whole window
+TRANSFER_BACKLOG = 256
+#: ... but never below this: a queue's drain is not an event the link hears, the next
+#: transfers are (a link left without credit waits for the 50 ms poll), and a queue
+#: without consumers still takes everything (store-and-forward), in bites of this size
+TRANSFER_FLOOR = 64
 
 _P10 = WireProtocol.AMQP10.value
 # read on every message: a module global is four times cheaper to reach (the links

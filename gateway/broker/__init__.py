@@ -30,7 +30,7 @@ from .exchanges import (
     HeadersExchange,
     TopicExchange,
 )
-from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate
+from .flow import BlockListener, CreditMode, CreditWindow, ProducerGate, PublishFlow
 from .headers_match import MatchKind, headers_match
 from .message import DeathReason, Encoding, MessageContainer
 from .outcomes import DeliveryOutcome, OutcomeKind, apply_outcome, modified
@@ -80,6 +80,7 @@ __all__ = [
     "PREDECLARED_EXCHANGES",
     "PreconditionFailed",
     "ProducerGate",
+    "PublishFlow",
     "PublishResult",
     "Queue",
     "QueueArguments",

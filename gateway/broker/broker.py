@@ -17,7 +17,7 @@ from gateway.store.interface import NullStore, Store
 from .entity_names import GlobalNames
 from .errors import BrokerError, NotFound
 from .exchanges import DestinationKind
-from .flow import BlockListener, ProducerGate
+from .flow import BlockListener, ProducerGate, PublishFlow
 from .paging import MemoryPager
 from .queue_storage import MessageLoader, stand_in
 from .unroutable import UnroutableCounts
@@ -74,6 +74,9 @@ class Broker:
         self.store: Store = store if store is not None else NullStore()
         self.message_loader = message_loader
         self.gate = ProducerGate(memory_high_watermark, memory_low_watermark_ratio)
+        #: the paused ``PublishFlow`` the publish just made reached (set by the destination,
+        #: taken by the protocol that published: ``take_paused_flow``)
+        self.paused_flow: Optional[PublishFlow] = None
         self.pager = MemoryPager(self, memory_budget)
         # The service starts the ids at a boot-time-derived value, so ids stay unique
         # across restarts of one container (the ledger reconciles by them).
@@ -211,6 +214,12 @@ class Broker:
     def memory_used(self) -> int:
         """Bytes of message bodies held by all queues and forwarding outboxes."""
         return self.gate.used
+
+    def take_paused_flow(self) -> Optional[PublishFlow]:
+        """The paused flow the last publish reached, if any, once (``flow.PublishFlow``):
+        the protocol that published stops taking that client's publishes until it resumes."""
+        flow, self.paused_flow = self.paused_flow, None
+        return flow
 
     @property
     def blocked(self) -> bool:

@@ -32,6 +32,20 @@ ProducerGate
     byte count is exact, so the gap is explicit (``memory_low_watermark_ratio``, 0.9 by
     default). Only transitions are logged, one line each.
 
+PublishFlow
+    Back-pressure from one destination toward the connections that publish into it
+    (RabbitMQ's credit flow, whose ``flow`` state stops reading a publishing connection
+    while a process downstream is behind). The destination (a forwarder: its entries not
+    yet sent while its link is up) reports its backlog with :meth:`PublishFlow.update`;
+    above ``bound`` the flow is paused, and it resumes once the backlog is down to half
+    the bound (hysteresis: a flip per message would cost a pause and a resume each). A
+    publish that reaches a paused flow leaves it in ``Broker.paused_flow``; the protocol
+    that made the publish takes it from there (``Broker.take_paused_flow``) and stops taking publishes from
+    that client (0-9-1: stops reading the connection after this publish; 1.0: withholds
+    link credit) until the flow calls it back (:meth:`PublishFlow.wait`). Unlike the
+    memory alarm it blocks only the publishers of that one destination, and says nothing
+    on the wire (RabbitMQ sends no connection.blocked for flow either).
+
     Other resource alarms (free disk space below the limit, a store that cannot write)
     block producers the same way through :meth:`ProducerGate.set_alarm`; producers are
     released once no alarm is raised and memory is at or below the low mark.
@@ -40,9 +54,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
-__all__ = ["CreditMode", "CreditWindow", "BlockListener", "ProducerGate"]
+__all__ = ["CreditMode", "CreditWindow", "BlockListener", "ProducerGate", "PublishFlow"]
 
 log = logging.getLogger(__name__)
 
@@ -327,3 +341,52 @@ class ProducerGate:
             log.warning("%s, unblocking producers%s", what, f": {detail}" if detail else "")
             for listener in list(self._listeners):
                 listener.unblocked()
+
+
+class PublishFlow:
+    """See "PublishFlow" in the module docstring. ``bound``: the backlog above which
+    publishers pause (0: never); ``name``: what the log calls the destination."""
+
+    __slots__ = ("bound", "name", "paused", "pauses", "_waiters")
+
+    def __init__(self, bound: int, name: str = "") -> None:
+        if bound < 0:
+            raise ValueError("bound must be >= 0")
+        self.bound = bound
+        self.name = name
+        #: publishers into this destination are to stop
+        self.paused = False
+        #: times the flow paused so far (for operators and tests)
+        self.pauses = 0
+        self._waiters: list[Callable[[], None]] = []
+
+    def update(self, backlog: int) -> None:
+        """The destination's backlog is ``backlog``: pause above the bound, resume the
+        waiting publishers at half of it or below."""
+        if self.paused:
+            if backlog <= self.bound // 2:
+                self.release()
+        elif self.bound and backlog > self.bound:
+            self.paused = True
+            self.pauses += 1
+            log.debug("publishers to %s paused: %d waiting to be sent", self.name, backlog)
+
+    def release(self) -> None:
+        """Resume every waiting publisher (the backlog drained, or the destination can no
+        longer drain it: a remote that is down never holds its publishers back)."""
+        self.paused = False
+        waiters, self._waiters = self._waiters, []
+        for resume in waiters:
+            resume()
+
+    def wait(self, resume: Callable[[], None]) -> None:
+        """Call ``resume()`` once the flow is no longer paused (at once if it is not)."""
+        if self.paused:
+            self._waiters.append(resume)
+        else:
+            resume()
+
+    @property
+    def waiting(self) -> int:
+        """Publishers waiting for this flow to resume."""
+        return len(self._waiters)

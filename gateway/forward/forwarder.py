@@ -20,9 +20,8 @@ COMMIT keeps the row (the log is in the operating system's cache): the restart s
 again and a receiving gateway drops the duplicate by its forwarded id. Forwarded ids
 cannot be reused after such a loss: they start from the boot time. A remote's
 ``accepted`` may come before the COMMIT: while the insert waits in the open generation
-it is cancelled, else the deletion goes to a later transaction than the insert, so it is never on disk without it. Entries wait in
-``ready`` (entry id order) until
-the connection is up and has credit (the remote's link credit, at most ``credit`` in
+it is cancelled, else the deletion goes to a later transaction than the insert, so it is never on disk
+without it. Entries wait in ``ready`` (entry id order) until the connection is up and has credit (the remote's link credit, at most ``credit`` in
 flight, or the most the remote granted at once if that is more); each is sent once and
 kept in ``in_flight`` until the remote settles it (what one read of the connection
 settled is handled together, ``settled_many``, and the room it frees is used once):
@@ -38,8 +37,8 @@ settled is handled together, ``settled_many``, and the room it frees is used onc
 Memory: with a persistent store, at most ``in_flight_cap`` ready entries (the ``credit``
 setting, or the most the remote granted at once: what one grant takes) keep their bodies
 in memory, besides those about to be sent and those in flight, unless the bodies the
-forwarder holds (``held``) take no more than ``keep_bytes`` (4 MiB) in all; newer committed
-entries wait in ``paged`` with their bodies on disk only, and are read back
+forwarder holds (``bodies.held``) take no more than ``keep_bytes`` (4 MiB) in all; newer
+committed entries wait in ``bodies.paged`` (``outbox_bodies.OutboxBodies``) with their bodies on disk only, and are read back
 (``store.read_outbox``) as the ready ones go. So only the bodies near the head of the
 outbox count against the memory high watermark, and a long outage of a remote (no
 grant: ``credit`` bodies, or 4 MiB of them) does not block publishers by memory. (At
@@ -52,18 +51,31 @@ the remote never said no). ``pump`` sends at most ``SEND_SLICE`` entries per tur
 loop and goes on at the next turn (``defer``), so the remote works on the first while the
 next are rendered. States for operators: ``connecting``, ``up``, ``backing off``
 (with the last error) and ``blocked`` (up, messages waiting, no credit).
+
+Back-pressure (``flow``, a ``flow.PublishFlow``): while the link is up and more than
+``max_unsent`` entries wait to be sent (staged, ready or paged: not those in flight or
+retrying; looked at as each commit makes entries ready and as entries go), a publish into
+this outbox pauses its client (0-9-1: the connection is not
+read after it; 1.0: the link gets no more credit) until no more than half wait. Where the
+pipeline is slower than the publishers (the remote's intake, its consumers: a receiving
+gateway's credit follows its queue's backlog), the backlog then waits in the publishers
+and not in the middle, where every message behind it waited for it (issue 45: p50 52 ms
+unpaced, against a shovel's 12). A remote that is down releases them: the outbox takes
+everything while it cannot be sent (store-and-forward), only a live, slow remote pushes
+back, as RabbitMQ's credit flow does.
 """
 from __future__ import annotations
 
 import heapq
 import logging
-from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
 from gateway import timeline
+from gateway.broker.flow import PublishFlow
 from gateway.broker.message import MessageContainer
 from gateway.connection_log import DEFAULT_INTERVAL, RateLimitedLog
 from gateway.forward.backoff import retry_delay
+from gateway.forward.outbox_bodies import OutboxBodies
 from gateway.forward.outbound import ForwardOutcome, OutboundConnection, RemoteSettings, Settlement
 from gateway.forward.ready_entries import ReadyEntries
 from gateway.store.interface import StoredMessage
@@ -105,7 +117,7 @@ class OutboxEntry:
                  attempts: int = 0) -> None:
         self.entry_id = entry_id
         self.node = node
-        #: None while the body is on disk only (``Forwarder.paged``)
+        #: None while the body is on disk only (``Forwarder.bodies``)
         self.message: Optional[MessageContainer] = message
         self.size = message.size
         self.created_at = message.created_at
@@ -139,17 +151,11 @@ class Forwarder:
                  load_message: Optional[Callable[[StoredMessage], MessageContainer]] = None,
                  log_interval: float = DEFAULT_INTERVAL, keep_bytes: int = KEEP_BYTES) -> None:
         self.settings = settings
-        #: bodies in memory (``held``) up to which none is paged, however many entries
-        self.keep_bytes = keep_bytes
-        self.held = 0
-        #: rebuilds a body read back from the store (the broker's message loader); with a
-        #: persistent store, bodies beyond ``credit`` ready entries stay on disk only
-        self._load = load_message if getattr(store, "persistent", False) else None
-        #: committed entries whose bodies are on disk only, oldest first
-        self.paged: deque[OutboxEntry] = deque()
-        #: the broker's ``ProducerGate``: outbox bodies in memory count against the memory
-        #: high watermark like queued ones (see "Memory" above); None in tests
-        self._gate = gate
+        #: the bodies in memory and those paged out (see "Memory" above); with a
+        #: persistent store, bodies beyond ``credit`` ready entries stay on disk only, and
+        #: those in memory count against the memory high watermark (``gate``, the
+        #: broker's ``ProducerGate``; None in tests) like queued ones
+        self.bodies = OutboxBodies(store, gate, keep_bytes, settings.container, load_message)
         #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
         self._ledger = ledger
         self.container = settings.container
@@ -175,6 +181,9 @@ class Forwarder:
         #: ids of entries in flight whose outbox rows' COMMIT failed (``_drop_unwritten``)
         self.unwritten: set[int] = set()
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
+        #: back-pressure toward this remote's publishers: paused while more than
+        #: ``max_unsent`` entries wait to be sent on a link that is up ("Back-pressure")
+        self.flow = PublishFlow(settings.max_unsent, f"'{settings.container}'")
         self.in_flight: dict[int, OutboxEntry] = {}
         self.up = False
         #: what the remote lets us send (its link credit, less what went since it said so)
@@ -209,46 +218,28 @@ class Forwarder:
     def _ready(self, entry: OutboxEntry, bound: int) -> None:
         """A committed entry joins ``ready``, or ``paged`` (its body dropped from memory)
         once ``bound`` entries are ready or older ones wait on disk."""
-        if self._load is not None and (self.paged or (len(self.ready) >= bound
-                                                      and self.held > self.keep_bytes)):
-            self.held -= entry.size
-            if self._gate is not None:
-                self._gate.sub(entry.size)
-            entry.message = None
-            self.paged.append(entry)
+        if self.bodies.pages(len(self.ready), bound):
+            self.bodies.page_out(entry)
         else:
             self.ready.push(entry)
 
     def _page_in(self) -> None:
         """Read back the bodies of the oldest paged entries, up to ``in_flight_cap`` ready."""
-        paged = self.paged
-        entries = [paged[i] for i in range(min(len(paged), self.in_flight_cap - len(self.ready)))]
-        if not entries:
-            return
-        try:
-            rows = self._store.read_outbox([e.entry_id for e in entries])
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error: they wait, the next pump retries
-            log.error("forwarding to '%s': cannot read the outbox back: %s", self.container, exc)
-            return
-        for entry in entries:
-            paged.popleft()
-            row = rows.get(entry.entry_id)
-            if row is None:  # the row is gone: nothing to send (never expected)
-                log.error("forwarding to '%s': outbox row %d is missing", self.container,
-                          entry.entry_id)
-                self.bytes -= entry.size
-                continue
-            entry.message = self._load(StoredMessage(row, None))
-            self.held += entry.size
-            if self._gate is not None:
-                self._gate.add(entry.size)
+        loaded, lost = self.bodies.page_in(self.in_flight_cap - len(self.ready))
+        self.bytes -= lost
+        for entry in loaded:
             self.ready.push(entry)
 
     def stage(self, entry: OutboxEntry) -> None:
         """A new entry whose outbox row the caller just wrote: sent at once, before the
         store has committed that row, unless it would be paged (then it waits for the
         commit, and so do the entries after it); see the module docstring."""
-        self._hold(entry)
+        # ``_hold``, inline: a call less for every message published into the outbox
+        entry.address = (self._transfer_address or self._addresses.get(entry.node)
+                         or self._address_of(entry.node))
+        self.bytes += entry.size
+        bodies = self.bodies
+        bodies.hold(entry.size)
         store = self._store
         gen = store.latest_generation
         batch = self._staged
@@ -257,8 +248,8 @@ class Forwarder:
             self._staged_gen = gen
             # may run at once; committed, not synced: the publisher's confirm waits for that
             store.after_commit(lambda error: self._committed(batch, error), durable=False)
-        if self.staged or (self._load is not None and (self.paged or (
-                self.held > self.keep_bytes and len(self.ready) >= self._memory_bound()))):
+        if self.staged or ((bodies.paged or bodies.held > bodies.keep_bytes)
+                           and bodies.pages(len(self.ready), self._memory_bound())):
             batch[1].append(entry)  # would be paged: its body is read back once committed
             self.staged += 1
             return
@@ -284,20 +275,21 @@ class Forwarder:
             if sent_early:
                 self._drop_unwritten(sent_early)
             return
+        if waiting:
+            ready = self.ready
+            bound = self._memory_bound()
+            if self.bodies.keeps_all(len(ready), len(waiting), bound):
+                ready.extend(waiting)  # all keep their bodies (``_ready``'s test, once for all)
+            else:
+                for entry in waiting:
+                    self._ready(entry, bound)
         marks = timeline.recorder
         if marks is not None:
             marks.mark("outbox-committed", len(sent_early) + len(waiting))
-        if not waiting:
-            return
-        ready = self.ready
-        bound = self._memory_bound()
-        if self._load is None or (not self.paged and (len(ready) + len(waiting) <= bound
-                                                      or self.held <= self.keep_bytes)):
-            ready.extend(waiting)  # all keep their bodies (``_ready``'s test, once for all)
-        else:
-            for entry in waiting:
-                self._ready(entry, bound)
-        self.pump()
+        if waiting:
+            self.pump()
+        if self.up:  # (once a commit: the next publishes into the outbox see it)
+            self.flow.update(self.unsent)
 
     def _drop_unwritten(self, entries: list[OutboxEntry]) -> None:
         """Entries sent early whose outbox rows' COMMIT failed: those not sent (or waiting
@@ -324,28 +316,24 @@ class Forwarder:
         entry.address = (self._transfer_address or self._addresses.get(entry.node)
                          or self._address_of(entry.node))
         self.bytes += entry.size
-        self.held += entry.size
-        if self._gate is not None:
-            self._gate.add(entry.size)
+        self.bodies.hold(entry.size)
 
     def _release(self, entry: OutboxEntry) -> None:
         self.bytes -= entry.size
         if entry.message is not None:
-            self.held -= entry.size
-            if self._gate is not None:
-                self._gate.sub(entry.size)
+            self.bodies.drop(entry.size)
 
     @property
     def depth(self) -> int:
-        return (len(self.ready) + len(self.paged) + len(self.retrying) + len(self.in_flight)
+        return (len(self.ready) + len(self.bodies.paged) + len(self.retrying) + len(self.in_flight)
                 + self.staged)
 
     def oldest_created_at(self) -> Optional[float]:
         times = [e.created_at for e in self.in_flight.values()]
         if self.ready:
             times.append(min(e.created_at for e in self.ready))
-        if self.paged:
-            times.append(self.paged[0].created_at)
+        if self.bodies.paged:
+            times.append(self.bodies.paged[0].created_at)
         times.extend(e.created_at for _, _, e in self.retrying)
         return min(times) if times else None
 
@@ -353,7 +341,7 @@ class Forwarder:
         """Whether entry ``entry_id`` is in this outbox (a linear look: for a shovel's
         redelivered entry, which the outbox may have from before a crash)."""
         return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
-                or any(e.entry_id == entry_id for e in self.paged)
+                or any(e.entry_id == entry_id for e in self.bodies.paged)
                 or any(e.entry_id == entry_id for e in (self._staged or ((), ()))[1])
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
 
@@ -378,7 +366,7 @@ class Forwarder:
         if not self.up or connection is None or self._pump_deferred:
             return  # (a continuation is due: it sends the next slice)
         ready = self.ready
-        if self.paged and len(ready) <= self.in_flight_cap // 2:
+        if self.bodies.paged and len(ready) <= self.in_flight_cap // 2:
             self._page_in()
         budget = SEND_SLICE if self.defer is not None else -1
         in_flight = self.in_flight
@@ -387,7 +375,7 @@ class Forwarder:
         pop = ready.pop
         while room > 0:
             waiting = len(ready)
-            if not waiting and self.paged:
+            if not waiting and self.bodies.paged:
                 self._page_in()
                 waiting = len(ready)
             if not waiting:
@@ -411,10 +399,17 @@ class Forwarder:
             if self._ledger is not None:
                 self._ledger.forwarded(self.container, batch, self._clock())
             connection.send_many(batch)
-        self.state = "blocked" if (ready or self.paged) and self.available <= 0 else "up"
+        self.state = "blocked" if (ready or self.bodies.paged) and self.available <= 0 else "up"
+        if self.flow.paused:
+            self.flow.update(self.unsent)
         marks = timeline.recorder
         if marks is not None and batch:
             marks.mark("sent", len(batch))
+
+    @property
+    def unsent(self) -> int:
+        """Entries not yet sent (but those waiting for a retry): what back-pressure bounds."""
+        return self.staged + len(self.ready) + len(self.bodies.paged)
 
     @property
     def in_flight_cap(self) -> int:
@@ -466,6 +461,7 @@ class Forwarder:
         self.granted = 0
         self.state = "backing off"
         self.last_error = error
+        self.flow.release()  # an unreachable remote never holds its publishers back
         unwritten = self.unwritten
         for entry in self.in_flight.values():
             if unwritten and entry.entry_id in unwritten:  # its publisher was refused
@@ -553,9 +549,7 @@ class Forwarder:
         for entry in entries:
             size += entry.size
         self.bytes -= size
-        self.held -= size
-        if self._gate is not None:
-            self._gate.sub(size)
+        self.bodies.drop(size)
         self._store.remove_outbox_many([entry.entry_id for entry in entries])
 
     def _dead(self, entry: OutboxEntry, reason: str, error: str, now: float) -> None:
@@ -581,6 +575,7 @@ class Forwarder:
             "outbox_depth": self.depth, "outbox_bytes": self.bytes,
             "outbox_oldest_age": None if oldest is None else max(0.0, self._clock() - oldest),
             "in_flight": len(self.in_flight), "credit": self.available,
+            "unsent": self.unsent, "publishers_paused": self.flow.waiting,
             "forwarded": self.forwarded, "acked": self.acked, "retried": self.retried,
             "dead_lettered": self.dead_lettered,
         }

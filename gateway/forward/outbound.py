@@ -40,6 +40,9 @@ class RemoteSettings:
     tls_server_name: str = ""                  # SNI and the name verified; "" = host
     tls_verify: bool = True
     credit: int = 500                          # messages in flight to this remote
+    #: entries not yet sent while the link is up above which publishers to this remote
+    #: pause (``flow.PublishFlow``; 0 = never); never while the remote is unreachable
+    max_unsent: int = 256
     reconnect_initial: float = 1.0
     reconnect_max: float = 60.0
 

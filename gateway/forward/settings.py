@@ -146,6 +146,8 @@ def remote_problems(remote: RemoteSettings,
     out += tls_problems(remote, file_problem)
     if remote.credit <= 0:
         out.append(("credit", f"{remote.credit} is not a positive number of messages"))
+    if remote.max_unsent < 0:
+        out.append(("max_unsent", f"{remote.max_unsent} is not a number of messages (0 = no limit)"))
     if remote.reconnect_initial <= 0 or remote.reconnect_max < remote.reconnect_initial:
         out.append(("reconnect_max", "needs 0 < reconnect_initial <= reconnect_max"))
     return out

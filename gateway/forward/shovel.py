@@ -138,6 +138,8 @@ class Shovel:
             if not (entry.redelivered and self._forwarder.holds(gid)):  # else: in the outbox
                 self._transfer.publish(entry.message.copy(exchange="", routing_key=self.address,
                                                           gateway_id=gid), now)
+                # not a publisher to pause: its credit follows the outbox already (``room``)
+                self._transfer.broker.take_paused_flow()
         except BrokerError as exc:
             self.refused += 1
             log.warning("shovel '%s': message refused for %s, rejected in queue '%s': %s",

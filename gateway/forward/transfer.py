@@ -137,6 +137,8 @@ class TransferService:
         self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
                                          message_row(message), annotations, 0))
         forwarder.stage(entry)
+        if forwarder.flow.paused:  # the publisher stops until the remote catches up
+            self.broker.paused_flow = forwarder.flow
 
     # -- start, time -----------------------------------------------------------------------
     def restore(self, now: float) -> int:

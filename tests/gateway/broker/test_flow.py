@@ -1,9 +1,10 @@
-"""CreditWindow (prefetch and link credit) and ProducerGate (memory alarm)."""
+"""CreditWindow (prefetch and link credit), ProducerGate (memory alarm) and PublishFlow
+(back-pressure from one destination)."""
 from __future__ import annotations
 
 import pytest
 
-from gateway.broker import CreditMode, CreditWindow, ProducerGate
+from gateway.broker import CreditMode, CreditWindow, ProducerGate, PublishFlow
 
 
 def test_prefetch_zero_is_unlimited() -> None:
@@ -199,3 +200,43 @@ def test_each_alarm_is_logged_in_its_own_words(caplog) -> None:
         "disk alarm cleared, unblocking producers",
     ]
     assert listener.events == ["blocked", "unblocked", "blocked", "unblocked"] and gate.transitions == 4
+
+
+def test_a_publish_flow_pauses_above_its_bound_and_resumes_its_waiters_at_half() -> None:
+    flow = PublishFlow(10, "'org-b'")
+    flow.update(10)
+    assert not flow.paused
+    flow.update(11)
+    assert flow.paused and flow.pauses == 1
+    resumed: list[str] = []
+    flow.wait(lambda: resumed.append("a"))
+    flow.wait(lambda: resumed.append("b"))
+    assert flow.waiting == 2
+    flow.update(6)  # between half and the bound: still paused (hysteresis)
+    assert flow.paused and resumed == []
+    flow.update(5)
+    assert not flow.paused and resumed == ["a", "b"] and flow.waiting == 0
+
+
+def test_a_publish_flow_that_is_not_paused_resumes_at_once_and_bound_zero_never_pauses() -> None:
+    resumed: list[int] = []
+    PublishFlow(10).wait(lambda: resumed.append(1))
+    assert resumed == [1]
+    never = PublishFlow(0)
+    never.update(10**6)
+    assert not never.paused
+
+
+def test_a_publish_flow_released_resumes_everyone_whatever_the_backlog() -> None:
+    flow = PublishFlow(2)
+    flow.update(3)
+    resumed: list[int] = []
+    flow.wait(lambda: resumed.append(1))
+    flow.release()
+    assert not flow.paused and resumed == [1]
+
+
+def test_a_publish_flow_refuses_a_negative_bound() -> None:
+    with pytest.raises(ValueError) as raised:
+        PublishFlow(-1)
+    assert "bound" in str(raised.value)

@@ -354,7 +354,7 @@ def _outbox_on_disk(tmp_path):
     transfer = TransferService(broker, ForwardingSettings(remotes=(RemoteSettings("org-b", "h", credit=3),)),
                                lambda: 100.0)
     forwarder = transfer.forwarders["org-b"]
-    forwarder.keep_bytes = 0  # (these bodies are small: the entry count bounds them)
+    forwarder.bodies.keep_bytes = 0  # (these bodies are small: the entry count bounds them)
     return loop, store, broker, transfer, forwarder
 
 
@@ -404,13 +404,13 @@ def test_a_burst_as_large_as_the_remotes_grant_keeps_its_bodies_in_memory(tmp_pa
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
     held = sum(len(b"body-%d" % i) for i in range(20))
-    assert len(forwarder.in_flight) == 10 and len(forwarder.ready) == 10 and not forwarder.paged
+    assert len(forwarder.in_flight) == 10 and len(forwarder.ready) == 10 and not forwarder.bodies.paged
     assert broker.gate.used - used == held
     forwarder.connection_down("lost")          # all 20 ready again; new ones are paged
     for i in range(20, 25):
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.paged) == 5 and broker.gate.used - used == held
+    assert len(forwarder.bodies.paged) == 5 and broker.gate.used - used == held
     store.close()
 
 
@@ -421,19 +421,19 @@ def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -
     from tests.support.store_loop import commit_now
 
     loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
-    forwarder.keep_bytes = 100
+    forwarder.bodies.keep_bytes = 100
     used = broker.gate.used
     for i in range(10):                        # 6 bytes each: 60, under the 100
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
-    assert len(forwarder.ready) == 10 and not forwarder.paged   # credit is 3
-    assert forwarder.held == 60 and broker.gate.used - used == 60
+    assert len(forwarder.ready) == 10 and not forwarder.bodies.paged   # credit is 3
+    assert forwarder.bodies.held == 60 and broker.gate.used - used == 60
     for i in range(10, 20):                    # 7 bytes each: 130 in all, over the 100
         transfer.publish(_message(b"body-%d" % i), 100.0)
     commit_now(store, loop)
     # decided as each is staged: the 6th (held 102) and those after it wait for the commit
-    assert len(forwarder.ready) == 15 and len(forwarder.paged) == 5
-    assert forwarder.held == 95 and broker.gate.used - used == 95
+    assert len(forwarder.ready) == 15 and len(forwarder.bodies.paged) == 5
+    assert forwarder.bodies.held == 95 and broker.gate.used - used == 95
     conn = RecordingConnection()
     forwarder.connection = conn
     forwarder.connection_up()
@@ -443,5 +443,63 @@ def test_small_bodies_stay_in_memory_up_to_keep_bytes_then_are_paged(tmp_path) -
             if m.entry_id in forwarder.in_flight:
                 forwarder.settled(Settlement(m.entry_id, ForwardOutcome.ACCEPTED))
     assert [m.message.payload[1] for m in conn.sent] == [b"body-%d" % i for i in range(20)]
-    assert forwarder.depth == 0 and forwarder.held == 0 and broker.gate.used == used
+    assert forwarder.depth == 0 and forwarder.bodies.held == 0 and broker.gate.used == used
+    store.close()
+
+
+def _transfer_bounded(tmp_path, max_unsent: int, up: bool = True):
+    from gateway.broker import Broker
+    from gateway.forward.settings import ForwardingSettings
+    from gateway.forward.transfer import TransferService
+    from tests.support.store_loop import ManualLoop, open_test_store
+
+    loop = ManualLoop()
+    store = open_test_store(str(tmp_path), loop)
+    broker = Broker(container_id="org-a", store=store)
+    transfer = TransferService(broker, ForwardingSettings(
+        remotes=(RemoteSettings("org-b", "h", max_unsent=max_unsent),)), lambda: 100.0)
+    forwarder = transfer.forwarders["org-b"]
+    forwarder.connection = RecordingConnection()
+    if up:
+        forwarder.connection_up()  # (no credit: nothing goes)
+    return loop, store, broker, transfer, forwarder
+
+
+def test_more_unsent_than_max_unsent_on_a_live_link_pauses_its_publishers_until_half_are_sent(tmp_path) -> None:
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _transfer_bounded(tmp_path, 4)
+    for body in (b"1", b"2", b"3", b"4", b"5"):
+        transfer.publish(_message(body), 100.0)
+    assert broker.take_paused_flow() is None  # the bound is looked at once committed
+    commit_now(store, loop)
+    assert forwarder.unsent == 5 and forwarder.flow.paused
+    transfer.publish(_message(b"6"), 100.0)
+    flow = broker.take_paused_flow()
+    assert flow is forwarder.flow and broker.take_paused_flow() is None
+    resumed: list[bool] = []
+    flow.wait(lambda: resumed.append(True))
+    commit_now(store, loop)
+    forwarder.credit(3)  # 6 -> 3 unsent: not yet half of 4
+    assert resumed == [] and forwarder.status()["publishers_paused"] == 1
+    forwarder.credit(1)
+    assert resumed == [True] and not forwarder.flow.paused and forwarder.unsent == 2
+    store.close()
+
+
+def test_a_remote_that_goes_down_releases_its_publishers_and_a_down_one_pauses_nobody(tmp_path) -> None:
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _transfer_bounded(tmp_path, 2)
+    for body in (b"1", b"2", b"3"):
+        transfer.publish(_message(body), 100.0)
+    commit_now(store, loop)
+    resumed: list[bool] = []
+    forwarder.flow.wait(lambda: resumed.append(True))
+    forwarder.connection_down("connection refused")
+    assert resumed == [True] and not forwarder.flow.paused
+    for body in (b"4", b"5", b"6"):
+        transfer.publish(_message(body), 100.0)
+    commit_now(store, loop)
+    assert forwarder.unsent == 6 and not forwarder.flow.paused and broker.take_paused_flow() is None
     store.close()
