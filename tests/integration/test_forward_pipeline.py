@@ -1,7 +1,7 @@
 """The forwarding pipeline does not wait on itself (issue 45): while the receiving
 gateway's store commit is held up, the sending gateway goes on sending; and a forwarded
-message goes out once its outbox row is committed, while the sending gateway's log sync
-still runs, its publisher confirmed only after that sync.
+message goes out before its outbox row is committed (and before the sending gateway's
+log sync), its publisher confirmed only after both; a failed COMMIT refuses it.
 
 The delay is injected from outside, with no hook in the gateway: the test takes
 SQLite's write lock on org-b's store file (``BEGIN IMMEDIATE`` on a connection of its
@@ -86,69 +86,6 @@ def test_sending_goes_on_while_the_receivers_commit_is_in_flight(tmp_path) -> No
         pair.end()
 
 
-def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp_path) -> None:
-    """org-a's log syncs are held (its store's ``sync_file``, ``store.sync_mode: full``):
-    a message published to org-a with confirms for ``q@org-b`` reaches org-b's queue
-    while the sync of the transaction that holds its outbox row is still held, org-b's
-    ``accepted`` removes the entry from the outbox meanwhile, and the publisher's confirm
-    comes only once that sync is over; stopped, org-a's store holds no outbox row. Before,
-    the forwarder waited for the sync too, and nothing reached org-b while it was held."""
-    pair = Pair(tmp_path).start()
-    gate = threading.Event()
-    try:
-        a, b = pair.a, pair.b
-        q = unique("early")
-        declare(b, q)
-        wal = a.service.store.wal_sync
-        assert wal is not None  # the default sync_mode is full
-        wal.sync_file = lambda fd: (gate.wait(30), os.fdatasync(fd))
-        outcome: dict = {}
-
-        def publish() -> None:
-            conn, ch = pika_channel(a)
-            ch.confirm_delivery()
-            try:  # returns once confirmed (raises on a nack)
-                ch.basic_publish("", f"{q}@org-b", b"early", pika.BasicProperties(delivery_mode=2))
-                outcome["confirmed_at"] = time.monotonic()
-            except Exception as exc:  # noqa: BLE001 - reported by the assertions below
-                outcome["error"] = exc
-            finally:
-                if conn.is_open:
-                    conn.close()
-
-        publisher = threading.Thread(target=publish, daemon=True)
-        publisher.start()
-        conn, ch = pika_channel(b)
-        try:
-            _, _, body = pika_get(ch, q, timeout=10)
-            received_at = time.monotonic()
-        finally:
-            conn.close()
-        assert body == b"early"
-        assert wal.syncing and not outcome, "reached org-b only once org-a's sync was over"
-        # org-b's accepted comes back before org-a's sync is over: the entry leaves the
-        # outbox (its deletion committed after the insert), the publisher still waits
-        deadline = time.monotonic() + 10
-        while outbox(a) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert outbox(a) == 0 and wal.syncing and not outcome
-        released_at = time.monotonic()
-        gate.set()
-        publisher.join(15)
-        assert "error" not in outcome and "confirmed_at" in outcome, outcome
-        assert received_at < released_at < outcome["confirmed_at"]
-        # the row's insert and its deletion are both in the file: nothing to send again
-        a.stop()
-        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
-        try:
-            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
-        finally:
-            store.close()
-    finally:
-        gate.set()
-        pair.end()
-
-
 def _hold_outbox_commits(store, action) -> None:
     """org-a's commit thread runs ``action()`` inside each transaction that writes an
     outbox row, before its statements (the store's fault seam ``CommitThread.execute``)."""
@@ -165,6 +102,8 @@ def _hold_outbox_commits(store, action) -> None:
 
 
 def _publish_confirmed(a, address: str, body: bytes, outcome: dict) -> threading.Thread:
+    """Publish ``body`` to org-a with confirms, in a thread: ``outcome`` gets
+    ``confirmed_at`` or the ``error`` (a nack)."""
     def publish() -> None:
         conn, ch = pika_channel(a)
         ch.confirm_delivery()
@@ -182,46 +121,83 @@ def _publish_confirmed(a, address: str, body: bytes, outcome: dict) -> threading
     return publisher
 
 
-def test_a_forwarded_message_goes_out_before_its_outbox_commit(tmp_path) -> None:
-    """org-a's transaction holding the outbox row is held before its COMMIT: the message
-    reaches org-b all the same, org-b's ``accepted`` comes back meanwhile, and the
-    publisher's confirm comes only once the transaction is over; no outbox row is left.
-    Before, the forwarder waited for the COMMIT, and nothing reached org-b while it was held."""
+def _await_empty_outbox(a) -> None:
+    deadline = time.monotonic() + 10
+    while outbox(a) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _outbox_rows_left(tmp_path, a) -> int:
+    """org-a stopped: the outbox rows in its store file."""
+    a.stop()
+    store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
+    try:
+        return store.execute("SELECT count(*) FROM outbox").fetchone()[0]
+    finally:
+        store.close()
+
+
+def _goes_out_while_held(tmp_path, hold, held) -> None:
+    """``hold(a, gate)`` makes org-a's store wait for ``gate`` in the transaction of the
+    outbox row (or its sync), ``held(a)`` says it still waits: a message published to
+    org-a with confirms for ``q@org-b`` reaches org-b's queue meanwhile, org-b's
+    ``accepted`` removes the entry from the outbox meanwhile (its deletion committed after
+    the insert), the publisher's confirm comes only once the wait is over, and org-a's
+    store holds no outbox row."""
     pair = Pair(tmp_path).start()
     gate = threading.Event()
     try:
         a, b = pair.a, pair.b
-        q = unique("precommit")
+        q = unique("early")
         declare(b, q)
-        _hold_outbox_commits(a.service.store, lambda: gate.wait(30))
+        hold(a, gate)
         outcome: dict = {}
-        publisher = _publish_confirmed(a, f"{q}@org-b", b"before-commit", outcome)
+        publisher = _publish_confirmed(a, f"{q}@org-b", b"early", outcome)
         conn, ch = pika_channel(b)
         try:
             _, _, body = pika_get(ch, q, timeout=10)
             received_at = time.monotonic()
         finally:
             conn.close()
-        assert body == b"before-commit"
-        assert not gate.is_set() and not outcome, "reached org-b only once org-a committed"
-        deadline = time.monotonic() + 10  # org-b's accepted: its deletion waits its turn
-        while outbox(a) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert outbox(a) == 0 and not outcome
+        assert body == b"early"
+        assert held(a) and not outcome, "reached org-b only once org-a's store was done"
+        _await_empty_outbox(a)
+        assert outbox(a) == 0 and held(a) and not outcome
         released_at = time.monotonic()
         gate.set()
         publisher.join(15)
         assert "error" not in outcome and "confirmed_at" in outcome, outcome
         assert received_at < released_at < outcome["confirmed_at"]
-        a.stop()
-        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
-        try:
-            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
-        finally:
-            store.close()
+        # the row's insert and its deletion are both in the file: nothing to send again
+        assert _outbox_rows_left(tmp_path, a) == 0
     finally:
         gate.set()
         pair.end()
+
+
+def test_a_forwarded_message_goes_out_before_its_sync_and_is_confirmed_after(tmp_path) -> None:
+    """org-a's log syncs are held (its store's ``sync_file``, ``store.sync_mode: full``):
+    see ``_goes_out_while_held``. Before, the forwarder waited for the sync too, and
+    nothing reached org-b while it was held."""
+    def hold(a, gate) -> None:
+        wal = a.service.store.wal_sync
+        assert wal is not None  # the default sync_mode is full
+        wal.sync_file = lambda fd: (gate.wait(30), os.fdatasync(fd))
+
+    _goes_out_while_held(tmp_path, hold, lambda a: a.service.store.wal_sync.syncing)
+
+
+def test_a_forwarded_message_goes_out_before_its_outbox_commit(tmp_path) -> None:
+    """org-a's transaction that holds the outbox row is held before its COMMIT (its
+    statements wait): see ``_goes_out_while_held``. Before, the forwarder waited for the
+    COMMIT, and nothing reached org-b while it was held."""
+    inside = threading.Event()
+
+    def hold(a, gate) -> None:
+        _hold_outbox_commits(a.service.store, lambda: (inside.set(), gate.wait(30)))
+
+    # (the transaction cannot end before the test opens the gate)
+    _goes_out_while_held(tmp_path, hold, lambda a: inside.is_set())
 
 
 def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path) -> None:
@@ -258,14 +234,7 @@ def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path
         finally:
             conn.close()
         assert bodies in ([b"after"], [b"refused", b"after"])  # at-least-once: maybe early
-        deadline = time.monotonic() + 10
-        while outbox(a) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        a.stop()
-        store = sqlite3.connect(str(tmp_path / "a" / "store.db"))
-        try:
-            assert store.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
-        finally:
-            store.close()
+        _await_empty_outbox(a)
+        assert _outbox_rows_left(tmp_path, a) == 0
     finally:
         pair.end()
