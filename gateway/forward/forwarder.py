@@ -20,9 +20,10 @@ COMMIT keeps the row (the log is in the operating system's cache): the restart s
 again and a receiving gateway drops the duplicate by its forwarded id. Forwarded ids
 cannot be reused after such a loss: they start from the boot time. A remote's
 ``accepted`` may come before the COMMIT: while the insert waits in the open generation
-it is cancelled, else the deletion goes to a later transaction than the insert, so it is never on disk
-without it. Entries wait in ``ready`` (entry id order) until the connection is up and has credit (the remote's link credit, at most ``credit`` in
-flight, or the most the remote granted at once if that is more); each is sent once and
+it is cancelled, else the deletion goes to a later transaction than the insert, so it is
+never on disk without it. Entries wait in ``ready`` (entry id order) until the connection
+is up and has credit (the remote's link credit, at most ``credit`` in flight, or the most
+the remote granted at once if that is more); each is sent once and
 kept in ``in_flight`` until the remote settles it (what one read of the connection
 settled is handled together, ``settled_many``, and the room it frees is used once):
 
@@ -171,7 +172,8 @@ class Forwarder:
         #: sends all that credit allows at once (tests)
         self.defer: Optional[Callable[[Callable[[], None]], None]] = None
         self._pump_deferred = False
-        #: committed entries with their bodies, taken lowest entry id first
+        #: entries with their bodies (committed, or staged and sent early), taken lowest
+        #: entry id first
         self.ready = ReadyEntries()
         #: new entries of the store's open generation, (sent early, waiting for its
         #: commit), and how many wait for a commit in all generations
