@@ -219,9 +219,10 @@ def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path
         _publish_confirmed(a, f"{q}@org-b", b"refused", outcome).join(15)
         assert "error" in outcome and "confirmed_at" not in outcome, outcome
         deadline = time.monotonic() + 15
-        while (outbox(a) or a.service.store.write_error is not None) and time.monotonic() < deadline:
+        store = a.service.store
+        while (outbox(a) or store.write_error is not None) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert outbox(a) == 0 and a.service.store.write_error is None
+        assert outbox(a) == 0 and store.write_error is None
         outcome = {}
         _publish_confirmed(a, f"{q}@org-b", b"after", outcome).join(15)
         assert "confirmed_at" in outcome, outcome
