@@ -257,11 +257,12 @@ class Forwarder:
             return
         batch[0].append(entry)
         self.ready.push(entry)
-        if self.defer is None:
-            self.pump()
-        elif not self._pump_deferred and self.up:  # one send for what this turn stages
-            self._pump_deferred = True
-            self.defer(self._deferred_pump)
+        if not self._pump_deferred and self.up:  # one send for what this turn stages
+            if self.defer is None:
+                self.pump()
+            else:
+                self._pump_deferred = True
+                self.defer(self._deferred_pump)
 
     def _committed(self, batch: tuple[list[OutboxEntry], list[OutboxEntry]],
                    error: Optional[Exception]) -> None:
