@@ -64,3 +64,16 @@ def test_any_order_of_pushes_and_pops_is_the_order_of_the_ids() -> None:
             taken.append(lowest)
             assert ready.pop().entry_id == lowest
     assert len(ready) == len(held) and sorted(e.entry_id for e in ready) == sorted(held)
+
+
+def test_remove_takes_out_the_named_entries_from_both_halves() -> None:
+    """What a failed outbox COMMIT does to the entries it staged: those named go, in or
+    out of order, and the rest still come lowest id first."""
+    ready = ReadyEntries()
+    ready.extend([Entry(i) for i in (3, 4, 5, 6)])
+    ready.push(Entry(1))                       # out of order: in the heap
+    ready.push(Entry(2))
+    removed = ready.remove({2, 5, 9})
+    assert sorted(e.entry_id for e in removed) == [2, 5] and len(ready) == 4
+    assert ready.remove(set()) == []
+    assert _drain(ready) == [1, 3, 4, 6]
