@@ -31,7 +31,7 @@ from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, PN_TRA
                                          pn_event_link, pn_event_type, pn_link_advance, pn_link_credit,
                                          raise_link_error, transport_tick)
 from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
-from gateway.forward.forwarder import TRANSFER_ADDRESS
+from gateway.forward.remote_addresses import TRANSFER_ADDRESS
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundItem, RemoteSettings,
                                       Settlement)
 from gateway.forward.rendering import amqp10_payload

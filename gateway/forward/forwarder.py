@@ -79,17 +79,17 @@ from gateway.forward.backoff import retry_delay
 from gateway.forward.outbox_bodies import OutboxBodies
 from gateway.forward.outbound import ForwardOutcome, OutboundConnection, RemoteSettings, Settlement
 from gateway.forward.ready_entries import ReadyEntries
+from gateway.forward.remote_addresses import RemoteAddresses
+from gateway.forward.remote_status import remote_status
 from gateway.store.interface import StoredMessage
 
-__all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "TRANSFER_ADDRESS", "REJECTED",
+__all__ = ["Forwarder", "OutboxEntry", "MAX_RELEASES", "REJECTED",
            "RELEASED_TOO_OFTEN", "REMOTE_NOT_CONFIGURED"]
 
 log = logging.getLogger(__name__)
 
 #: releases by the remote after which an entry is dead-lettered
 MAX_RELEASES = 20
-#: where ``kind: gateway`` sends: the remote's transfer service
-TRANSFER_ADDRESS = "amqp$transfer"
 #: entries sent per turn of the loop at most: the remote starts on the first ones while
 #: the next are rendered (one turn sending the whole credit window left both sides
 #: waiting for each other in turn). 128, not 32: with 32 a turn of the loop took in a
@@ -100,8 +100,6 @@ TRANSFER_ADDRESS = "amqp$transfer"
 SEND_SLICE = 128
 
 _ACCEPTED = ForwardOutcome.ACCEPTED
-#: nodes whose address a forwarder keeps (``Forwarder._address_of``)
-_ADDRESSES_MAX = 1024
 #: bytes of bodies an outbox keeps in memory whatever their number (see "Memory"): of
 #: 100 B messages, some 40,000 entries (about 30 MB of objects; 1 MiB was short of a
 #: loaded 50k-message run's backlog, which was then read back all the same)
@@ -125,7 +123,7 @@ class OutboxEntry:
         self.annotations = annotations
         self.attempts = attempts
         self.not_before = 0.0
-        #: where the remote takes it (``Forwarder.address_for``), set once the forwarder
+        #: where the remote takes it (``RemoteAddresses``), set once the forwarder
         #: holds it: the entry is then itself what the connection sends (an
         #: ``outbound.OutboundItem``), with no object made a message to send it
         self.address = ""
@@ -160,10 +158,8 @@ class Forwarder:
         #: a ``ForwardLedger`` (or None): forwarded and forward_settled events
         self._ledger = ledger
         self.container = settings.container
-        #: every entry's address for ``kind: gateway`` (else "": by its node)
-        self._transfer_address = TRANSFER_ADDRESS if settings.kind == "gateway" else ""
-        #: ``address_for`` of the nodes seen (kind amqp091: a stream goes to a few nodes)
-        self._addresses: dict[str, str] = {}
+        #: where each entry goes at the remote
+        self.addresses = RemoteAddresses(settings.kind, settings.address)
         self._store = store
         self._dead_letter = dead_letter
         self._clock = clock
@@ -237,8 +233,8 @@ class Forwarder:
         store has committed that row, unless it would be paged (then it waits for the
         commit, and so do the entries after it); see the module docstring."""
         # ``_hold``, inline: a call less for every message published into the outbox
-        entry.address = (self._transfer_address or self._addresses.get(entry.node)
-                         or self._address_of(entry.node))
+        addresses = self.addresses
+        entry.address = addresses.fixed or addresses.known.get(entry.node) or addresses.learn(entry.node)
         self.bytes += entry.size
         bodies = self.bodies
         bodies.hold(entry.size)
@@ -316,8 +312,8 @@ class Forwarder:
     def _hold(self, entry: OutboxEntry) -> None:
         """Outbox bodies in memory count against the memory high watermark like queued
         ones (``bytes`` counts every body, on disk or not)."""
-        entry.address = (self._transfer_address or self._addresses.get(entry.node)
-                         or self._address_of(entry.node))
+        addresses = self.addresses
+        entry.address = addresses.fixed or addresses.known.get(entry.node) or addresses.learn(entry.node)
         self.bytes += entry.size
         self.bodies.hold(entry.size)
 
@@ -331,15 +327,6 @@ class Forwarder:
         return (len(self.ready) + len(self.bodies.paged) + len(self.retrying) + len(self.in_flight)
                 + self.staged)
 
-    def oldest_created_at(self) -> Optional[float]:
-        times = [e.created_at for e in self.in_flight.values()]
-        if self.ready:
-            times.append(min(e.created_at for e in self.ready))
-        if self.bodies.paged:
-            times.append(self.bodies.paged[0].created_at)
-        times.extend(e.created_at for _, _, e in self.retrying)
-        return min(times) if times else None
-
     def holds(self, entry_id: int) -> bool:
         """Whether entry ``entry_id`` is in this outbox (a linear look: for a shovel's
         redelivered entry, which the outbox may have from before a crash)."""
@@ -347,20 +334,6 @@ class Forwarder:
                 or any(e.entry_id == entry_id for e in self.bodies.paged)
                 or any(e.entry_id == entry_id for e in (self._staged or ((), ()))[1])
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
-
-    def _address_of(self, node: str) -> str:
-        """``address_for``, kept for the next entries to ``node`` (up to ``_ADDRESSES_MAX``)."""
-        addresses = self._addresses
-        if len(addresses) >= _ADDRESSES_MAX:
-            addresses.clear()
-        address = addresses[node] = self.address_for(node)
-        return address
-
-    def address_for(self, node: str) -> str:
-        s = self.settings
-        if s.kind == "gateway":
-            return TRANSFER_ADDRESS
-        return s.address.replace("{node}", node)
 
     def pump(self) -> None:
         """Send what credit allows, at most ``SEND_SLICE`` entries per turn of the loop
@@ -567,18 +540,5 @@ class Forwarder:
         self._remove(entry)
 
     def status(self) -> dict:
-        """What management and the metrics show of this remote. ``name`` is the container
-        again: every object the management API lists has a ``name`` (the dashboard and
-        ``ctl`` key their rows on it)."""
-        oldest = self.oldest_created_at()
-        return {
-            "name": self.container, "container": self.container, "kind": self.settings.kind,
-            "host": self.settings.host, "port": self.settings.port,
-            "state": self.state, "last_error": self.last_error,
-            "outbox_depth": self.depth, "outbox_bytes": self.bytes,
-            "outbox_oldest_age": None if oldest is None else max(0.0, self._clock() - oldest),
-            "in_flight": len(self.in_flight), "credit": self.available,
-            "unsent": self.unsent, "publishers_paused": self.flow.waiting,
-            "forwarded": self.forwarded, "acked": self.acked, "retried": self.retried,
-            "dead_lettered": self.dead_lettered,
-        }
+        """What management and the metrics show of this remote (``remote_status``)."""
+        return remote_status(self, self._clock())
