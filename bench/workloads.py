@@ -90,9 +90,10 @@ def _flow(name: str, producer: ClientProtocol, consumer: ClientProtocol, **extra
     for size in (SIZE_SMALL, SIZE_LARGE):
         rows.append(Workload(name, _size_label(size), Kind.FLOW, producer, consumer, size=size))
     for flag in ("confirms", "unsettled"):
-        if extra.get(flag):
-            rows.append(Workload(name, f"{_size_label(SIZE_SMALL)} {flag}", Kind.FLOW, producer,
-                                 consumer, size=SIZE_SMALL, **{flag: True}))
+        if extra.get(flag):  # (issue 43 reports W1c and W2u at both sizes)
+            for size in (SIZE_SMALL, SIZE_LARGE):
+                rows.append(Workload(name, f"{_size_label(size)} {flag}", Kind.FLOW, producer,
+                                     consumer, size=size, **{flag: True}))
     return rows
 
 
