@@ -348,7 +348,10 @@ class ServerConnection:
         ``flow.PublishFlow``) resumes: RabbitMQ's ``flow`` state, with nothing on the wire."""
         if not self.flow_paused:
             self.flow_paused = True
-            flow.wait(self._flow_resumed)
+            resume = self._flow_resumed
+            flow.wait(resume)
+            if self.flow_paused:  # a closed connection is not kept by the flow's waiters
+                self.add_close_callback(lambda: flow.cancel(resume))
 
     def _flow_resumed(self) -> None:
         self.flow_paused = False

@@ -515,6 +515,9 @@ class IncomingLink:
         """The link or connection went away (nothing to give back for incoming links;
         transfers waiting for the store are left unsettled)."""
         self.closed = True
+        if self.paused_by is not None:  # a gone link is not kept by the flow's waiters
+            self.paused_by.cancel(self._flow_resumed)
+            self.paused_by = None
         self._durable.close()
         self._buffer.clear()
         _end_ledger_context(self.host, self._ledger_ctx)

@@ -386,6 +386,13 @@ class PublishFlow:
         else:
             resume()
 
+    def cancel(self, resume: Callable[[], None]) -> None:
+        """Forget ``resume`` (its publisher went before the flow resumed)."""
+        try:
+            self._waiters.remove(resume)
+        except ValueError:
+            pass
+
     @property
     def waiting(self) -> int:
         """Publishers waiting for this flow to resume."""

@@ -137,8 +137,10 @@ class TransferService:
         self._store.add_outbox(OutboxRow(entry.entry_id, forwarder.container, node,
                                          message_row(message), annotations, 0))
         forwarder.stage(entry)
-        if forwarder.flow.paused:  # the publisher stops until the remote catches up
-            self.broker.paused_flow = forwarder.flow
+        # written for every forwarded publish, paused or not: a publish path that does not
+        # take it (management's) leaves nothing stale for the next one to meet
+        flow = forwarder.flow
+        self.broker.paused_flow = flow if flow.paused else None
 
     # -- start, time -----------------------------------------------------------------------
     def restore(self, now: float) -> int:

@@ -198,6 +198,24 @@ def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until
     assert sorted(got) == expected
 
 
+def test_a_paused_1_0_sender_that_goes_is_no_longer_held_by_the_flow(remote_taking_nothing):
+    """A link that closes while its flow is paused leaves the flow's waiters (it is not kept
+    alive by them, nor counted as a paused publisher)."""
+    org_a, _org_b = remote_taking_nothing
+    connection = BlockingConnection(f"amqp://127.0.0.1:{org_a.amqp_port}", user="guest",
+                                    password="guest", virtual_host="vhost:/", allowed_mechs="PLAIN",
+                                    sasl_enabled=True, allow_insecure_mechs=True, timeout=TIMEOUT)
+    try:
+        sender = connection.create_sender("fwd@org-b")
+        connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
+        for i in range(sender.link.credit):
+            sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
+        wait_until("the sender paused", lambda: forward_metric(org_a, "publishers_paused") == 1)
+    finally:
+        connection.close()
+    wait_until("no paused publisher left", lambda: forward_metric(org_a, "publishers_paused") == 0)
+
+
 def test_a_remote_that_is_down_pauses_nobody(tmp_path):
     org_a = start_org_a(tmp_path, free_port())  # nothing listens there
     try:

@@ -240,3 +240,20 @@ def test_a_publish_flow_refuses_a_negative_bound() -> None:
     with pytest.raises(ValueError) as raised:
         PublishFlow(-1)
     assert "bound" in str(raised.value)
+
+
+def test_a_cancelled_waiter_is_not_resumed_nor_counted() -> None:
+    flow = PublishFlow(2)
+    flow.update(3)
+    resumed: list[str] = []
+
+    def gone() -> None:
+        resumed.append("gone")
+
+    flow.wait(gone)
+    flow.wait(lambda: resumed.append("kept"))
+    flow.cancel(gone)
+    flow.cancel(gone)  # (twice: nothing to forget the second time)
+    assert flow.waiting == 1
+    flow.release()
+    assert resumed == ["kept"]
