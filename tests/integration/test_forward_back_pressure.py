@@ -14,8 +14,6 @@ processes and real clients: org-a forwards to org-b (``kind: gateway``) with a s
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any, Callable
 
 import pika
 import pytest
@@ -24,6 +22,7 @@ from proton.utils import BlockingConnection
 
 from gateway.amqp10.link_context import TRANSFER_BACKLOG, TRANSFER_CREDIT, TRANSFER_FLOOR
 from tests.support.cross_protocol_clients import pika_channel, pika_get
+from tests.support.deadline import wait_until
 from tests.support.gateway_metrics import metric_samples
 from tests.support.gateway_process import GatewayProcess, default_config, free_port
 
@@ -34,18 +33,6 @@ MAX_UNSENT = 20
 #: org-b's memory high watermark: the fill below raises its alarm
 WATERMARK = 20_000
 FILL_BODY = b"f" * 1000
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    """``check()``'s first true value; fails naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what} (last: {value!r})")
-        time.sleep(0.05)
 
 
 def forward_metric(gw: GatewayProcess, name: str, remote: str = "org-b") -> float | None:
@@ -87,8 +74,8 @@ def block_org_b(org_b: GatewayProcess) -> None:
     for _ in range(WATERMARK // len(FILL_BODY) + 1):  # the last one raises it (one more would be held)
         channel.basic_publish("", "fill", FILL_BODY)
     connection.close()
-    wait_until("org-b's memory alarm",
-               lambda: metric_samples(org_b).get(("amqp_gateway_memory_blocked",)) == 1)
+    wait_until(lambda: metric_samples(org_b).get(("amqp_gateway_memory_blocked",)) == 1,
+               "org-b's memory alarm", TIMEOUT)
 
 
 def unblock_org_b(org_b: GatewayProcess) -> None:
@@ -138,8 +125,9 @@ def remote_taking_nothing(tmp_path):
     try:
         block_org_b(org_b)
         org_a = start_org_a(tmp_path, org_b.amqp_port)
-        wait_until("org-a's link to org-b", lambda: metric_samples(org_a).get(
-            ("amqp_gateway_forward_state", ("remote", "org-b"), ("state", "up"))) == 1)
+        wait_until(lambda: metric_samples(org_a).get(
+            ("amqp_gateway_forward_state", ("remote", "org-b"), ("state", "up"))) == 1,
+            "org-a's link to org-b", TIMEOUT)
         yield org_a, org_b
     finally:
         if org_a is not None:
@@ -152,8 +140,8 @@ def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resum
     count = 5 * MAX_UNSENT
     publisher = ConfirmedPublisher(org_a, count)
     publisher.start()
-    wait_until("the publisher paused", lambda: not publisher.is_alive()
-               or forward_metric(org_a, "publishers_paused") == 1)
+    wait_until(lambda: not publisher.is_alive()
+               or forward_metric(org_a, "publishers_paused") == 1, "the publisher paused", TIMEOUT)
     # the bound is looked at as each commit makes entries ready: the publish after
     # the one that went over it is taken (and confirmed), and the next waits
     assert publisher.is_alive(), f"{publisher.confirmed} confirmed while org-b took nothing"
@@ -165,7 +153,7 @@ def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resum
     publisher.join(TIMEOUT)
     assert not publisher.is_alive() and publisher.error is None, publisher.error
     assert publisher.confirmed == count
-    wait_until("org-a's outbox empty", lambda: forward_metric(org_a, "outbox_messages") == 0)
+    wait_until(lambda: forward_metric(org_a, "outbox_messages") == 0, "org-a's outbox empty", TIMEOUT)
     assert forward_metric(org_a, "publishers_paused") == 0
     assert sorted(receive_bodies(org_b, "fwd", count)) == sorted(f"m{i}".encode() for i in range(count))
     assert queue_depth(org_b, "fwd") == 0
@@ -183,8 +171,8 @@ def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until
         # the link's whole grant is sent (each accepted once in the outbox); none comes after
         for i in range(credit):
             sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
-        wait_until("org-a's outbox holding the link's credit",
-                   lambda: forward_metric(org_a, "outbox_messages") == credit)
+        wait_until(lambda: forward_metric(org_a, "outbox_messages") == credit,
+                   "org-a's outbox holding the link's credit", TIMEOUT)
         assert sender.link.credit == 0
         assert forward_metric(org_a, "publishers_paused") == 1
 
@@ -210,10 +198,10 @@ def test_a_paused_1_0_sender_that_goes_is_no_longer_held_by_the_flow(remote_taki
         connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
         for i in range(sender.link.credit):
             sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
-        wait_until("the sender paused", lambda: forward_metric(org_a, "publishers_paused") == 1)
+        wait_until(lambda: forward_metric(org_a, "publishers_paused") == 1, "the sender paused", TIMEOUT)
     finally:
         connection.close()
-    wait_until("no paused publisher left", lambda: forward_metric(org_a, "publishers_paused") == 0)
+    wait_until(lambda: forward_metric(org_a, "publishers_paused") == 0, "no paused publisher left", TIMEOUT)
 
 
 def test_a_remote_that_is_down_pauses_nobody(tmp_path):
@@ -240,8 +228,9 @@ def test_the_receiving_gateway_tops_the_link_up_in_small_bites_while_its_queue_i
         publisher.run()
         assert publisher.error is None and publisher.confirmed == count
         # a queue without consumers still takes everything ...
-        wait_until("every message in org-b's queue", lambda: queue_depth(org_b, "fwd") == count)
-        wait_until("org-a's outbox empty", lambda: forward_metric(org_a, "outbox_messages") == 0)
+        wait_until(lambda: queue_depth(org_b, "fwd") == count, "every message in org-b's queue",
+                   TIMEOUT)
+        wait_until(lambda: forward_metric(org_a, "outbox_messages") == 0, "org-a's outbox empty", TIMEOUT)
         # ... but the credit it gives stays small while the queue is behind
         assert forward_metric(org_a, "credit") <= TRANSFER_FLOOR
         receive_bodies(org_b, "fwd", count)
@@ -256,8 +245,8 @@ def test_what_a_paused_publisher_had_confirmed_survives_kill_9_of_the_sender(rem
     org_a, org_b = remote_taking_nothing
     publisher = ConfirmedPublisher(org_a, 5 * MAX_UNSENT)
     publisher.start()
-    wait_until("the publisher paused", lambda: not publisher.is_alive()
-               or forward_metric(org_a, "publishers_paused") == 1)
+    wait_until(lambda: not publisher.is_alive()
+               or forward_metric(org_a, "publishers_paused") == 1, "the publisher paused", TIMEOUT)
     confirmed = publisher.confirmed
     assert publisher.is_alive() and confirmed > MAX_UNSENT
     org_a.kill()
@@ -266,7 +255,8 @@ def test_what_a_paused_publisher_had_confirmed_survives_kill_9_of_the_sender(rem
     try:
         assert forward_metric(restarted, "outbox_messages") >= confirmed
         unblock_org_b(org_b)
-        wait_until("org-a's outbox empty", lambda: forward_metric(restarted, "outbox_messages") == 0)
+        wait_until(lambda: forward_metric(restarted, "outbox_messages") == 0, "org-a's outbox empty",
+                   TIMEOUT)
         held = queue_depth(org_b, "fwd")
         assert held >= confirmed  # (an unconfirmed publish may have been written too)
         bodies = set(receive_bodies(org_b, "fwd", held))

@@ -23,6 +23,7 @@ import pytest
 
 from tests.integration.test_forwarding_two_gateways import Pair, declare
 from tests.support.cross_protocol_clients import pika_channel, pika_get, unique
+from tests.support.deadline import wait_until
 from tests.support.gateway_metrics import metric_samples
 
 pytestmark = pytest.mark.integration
@@ -121,12 +122,6 @@ def _publish_confirmed(a, address: str, body: bytes, outcome: dict) -> threading
     return publisher
 
 
-def _await_empty_outbox(a) -> None:
-    deadline = time.monotonic() + 10
-    while outbox(a) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def _outbox_rows_left(tmp_path, a) -> int:
     """org-a stopped: the outbox rows in its store file."""
     a.stop()
@@ -161,7 +156,7 @@ def _goes_out_while_held(tmp_path, hold, held) -> None:
             conn.close()
         assert body == b"early"
         assert held(a) and not outcome, "reached org-b only once org-a's store was done"
-        _await_empty_outbox(a)
+        wait_until(lambda: outbox(a) == 0, "org-a's outbox empty")
         assert outbox(a) == 0 and held(a) and not outcome
         released_at = time.monotonic()
         gate.set()
@@ -218,11 +213,9 @@ def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path
         outcome: dict = {}
         _publish_confirmed(a, f"{q}@org-b", b"refused", outcome).join(15)
         assert "error" in outcome and "confirmed_at" not in outcome, outcome
-        deadline = time.monotonic() + 15
         store = a.service.store
-        while (outbox(a) or store.write_error is not None) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert outbox(a) == 0 and store.write_error is None
+        wait_until(lambda: outbox(a) == 0 and store.write_error is None,
+                   "org-a's outbox empty and its store writing again", 15)
         outcome = {}
         _publish_confirmed(a, f"{q}@org-b", b"after", outcome).join(15)
         assert "confirmed_at" in outcome, outcome
@@ -235,7 +228,7 @@ def test_a_failed_outbox_commit_refuses_the_publisher_and_leaves_no_row(tmp_path
         finally:
             conn.close()
         assert bodies in ([b"after"], [b"refused", b"after"])  # at-least-once: maybe early
-        _await_empty_outbox(a)
+        wait_until(lambda: outbox(a) == 0, "org-a's outbox empty")
         assert _outbox_rows_left(tmp_path, a) == 0
     finally:
         pair.end()
