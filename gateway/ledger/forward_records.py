@@ -23,14 +23,13 @@ _EVENT = r.EVENT
 
 
 class ForwardingRecords:
-    """See the module docstring. ``records``, ``shape_ids`` and ``row_shapes``: the
-    ledger's; ``context(now, vhost, user, proto, connection, link)`` makes a context."""
+    """See the module docstring. ``records`` and ``row_shapes``: the ledger's;
+    ``context(now, vhost, user, proto, connection, link)`` makes a context."""
 
-    def __init__(self, records: list, shape_ids: dict, row_shapes: RowShapes,
-                 context: Callable[..., int]) -> None:
+    def __init__(self, records: list, row_shapes: RowShapes, context: Callable[..., int]) -> None:
         self.records = records
         self._append = records.append
-        self._shape_ids = shape_ids
+        self._shape_ids = row_shapes.ids
         self._row_shapes = row_shapes
         self._context = context
         #: remote container -> the context of what is forwarded to it

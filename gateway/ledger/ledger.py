@@ -46,9 +46,9 @@ from .encoding import as_text as _text
 from .encoding import frame, json_lines
 from .forward_records import ForwardingRecords
 from .records import EventKind
-from .row_shapes import SHAPES_PER_CONTEXT, STRUCTS, DeliveryRow, MessageRow, RowShapes
+from .row_shapes import STRUCTS, DeliveryRow, MessageRow, RowShapes
 
-__all__ = ["DEFAULT_SLICE", "DeliveryRow", "Ledger", "MessageRow", "SHAPES_PER_CONTEXT", "STRUCTS",
+__all__ = ["DEFAULT_SLICE", "Ledger",
            "sample_threshold"]
 
 #: records encoded at most by one ``take_lines``
@@ -59,7 +59,6 @@ _Event = STRUCTS[r.EVENT]
 
 #: a broker ``Encoding``'s value -> the ledger's protocol label
 _PROTOCOL_OF_ORIGIN = {"amqp091": r.Protocol.AMQP091.value, "amqp10": r.Protocol.AMQP10.value}
-_ROUTED = EventKind.ROUTED
 _ACCEPTED = r.Outcome.ACCEPTED.value
 _DELIVERED, _SETTLED = r.DELIVERED, r.SETTLED
 
@@ -140,8 +139,7 @@ class Ledger:
         self.records_taken = self.records_sampled_out = 0
         #: forwarding's records (``forward_records``); its methods are bound here as this
         #: ledger's own (no Python call more a forwarded message)
-        self._forwarding = forwarding = ForwardingRecords(self.records, self._shape_ids, self._row_shapes,
-                                                          self.context)
+        self._forwarding = forwarding = ForwardingRecords(self.records, self._row_shapes, self.context)
         self.forward_context, self.forwarded = forwarding.forward_context, forwarding.forwarded
         self.forwarded_many, self.forward_settled = forwarding.forwarded_many, forwarding.forward_settled
         self.forward_settled_many = forwarding.forward_settled_many

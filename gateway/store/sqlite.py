@@ -67,7 +67,7 @@ from .space_reserve import RESERVE_SUFFIX, SpaceReserve
 from .statements import Op
 from .stored_refs import StoredBody, StoreRef
 
-__all__ = ["SqliteStore", "StoredBody", "StoreRef", "DEFAULT_BATCH_MAX", "DEFAULT_RESERVE_BYTES"]
+__all__ = ["SqliteStore", "DEFAULT_BATCH_MAX", "DEFAULT_RESERVE_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,6 @@ class SqliteStore:
             raise ValueError(f"unknown sync mode {sync!r}")
         self.path = path
         self.sync = sync
-        self._codecs = codecs
         self._batch_max = batch_max
         self._lock_fd = lock_store(path)
         self.reserve = SpaceReserve(path + RESERVE_SUFFIX, reserve_bytes)
@@ -304,8 +303,10 @@ class SqliteStore:
         marks = timeline.recorder
         if marks is not None:
             marks.mark("written", gen)
-        for low, high, error in failures:
-            self._failed.record(low, high, error, self._floor())
+        if failures:
+            floor = self._floor()
+            for low, high, error in failures:
+                self._failed.record(low, high, error, floor)
         if gen > self._written_gen:
             self._written_gen = gen
         self._run(self._written_waiters, gen)

@@ -3,7 +3,7 @@ the gateway would have written itself."""
 from __future__ import annotations
 
 from gateway.ledger.encoding import LINES, PACKED, FrameReader, frame, frame_count, json_lines
-from gateway.ledger.ledger import STRUCTS
+from gateway.ledger.row_shapes import STRUCTS
 
 RECORDS = [
     STRUCTS["c"](1_700_000_000.123456, 7, "gw", "/", "guest", "1.0", "conn-1", "link", None),

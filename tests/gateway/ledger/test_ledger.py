@@ -258,7 +258,7 @@ def _text(value):
 def _as_recorded_before(op, now, ctx, gid):
     """The record the ledger made for ``op`` before rows (issue 43): every field written
     in full, as ``STRUCTS`` of ``records.RECORDS``."""
-    from gateway.ledger.ledger import STRUCTS
+    from gateway.ledger.row_shapes import STRUCTS
 
     kind = op[0]
     if kind == "received":
@@ -374,7 +374,7 @@ def test_a_context_with_a_routing_key_per_message_records_beyond_its_shapes_in_f
     ``SHAPES_PER_CONTEXT`` shapes (the gateway's and the writer's memory, one declaration
     per record), the records beyond go in full; the lines are the same either way."""
     from gateway.ledger.encoding import FrameReader
-    from gateway.ledger.ledger import SHAPES_PER_CONTEXT
+    from gateway.ledger.row_shapes import SHAPES_PER_CONTEXT
 
     def play(ledger):
         ctx = ledger.context(T0, "/", "u", "0-9-1", "c", 1)
@@ -428,7 +428,7 @@ def test_forwarding_events_are_rows_that_read_back_as_their_full_records():
     import msgspec
 
     from gateway.ledger.encoding import FrameReader, json_lines
-    from gateway.ledger.ledger import SHAPES_PER_CONTEXT, STRUCTS
+    from gateway.ledger.row_shapes import SHAPES_PER_CONTEXT, STRUCTS
 
     def play(ledger):
         ctx = {remote: ledger.forward_context(T0, remote) for remote in ("org-b", "org-c")}
