@@ -29,7 +29,7 @@ from gateway.amqp10.proton_calls import (NULL, PN_DELIVERY, PN_LINK_FLOW, PN_TRA
                                          pn_delivery_remote_state, pn_delivery_settle,
                                          pn_delivery_settled, pn_delivery_updated, pn_event_delivery,
                                          pn_event_link, pn_event_type, pn_link_advance, pn_link_credit,
-                                         raise_link_error, transport_tick)
+                                         raise_proton_error, transport_tick)
 from gateway.amqp10.sasl_client import SCRAM_SHA_256, ScramClientState, ScramSaslClient
 from gateway.forward.remote_addresses import TRANSFER_ADDRESS
 from gateway.forward.outbound import (ForwardOutcome, OutboundEvents, OutboundItem, RemoteSettings,
@@ -148,7 +148,7 @@ class OutboundAmqp10:
             # forwarded message (the fwd-send budget counts it)
             sent = lib.pn_link_send(impl, ffi.from_buffer(encoded), len(encoded))
             if sent < 0:
-                raise_link_error(self._links[message.address], sent)
+                raise_proton_error(self._links[message.address], sent)
             pn_link_advance(impl)
         self._output_ready()
         if refused:

@@ -34,7 +34,7 @@ What is private, and so why the proton version is bounded in ``pyproject.toml``:
 ``cproton`` module (the cffi binding behind the wrappers since 0.39, whose ``pn_*`` names
 are the C API's), ``cproton_ffi``'s ``ffi`` and ``lib`` (raw cffi), a wrapper's ``_impl``
 (its C pointer: :func:`c_pointer`) and ``Link._check`` (proton's exception for a negative
-result: :func:`raise_link_error`). ``tests/gateway/amqp10/test_proton_calls.py`` checks each
+result: :func:`raise_proton_error`). ``tests/gateway/amqp10/test_proton_calls.py`` checks each
 against the installed proton.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ __all__ = [
     "pn_delivery_settle", "pn_delivery_settled", "pn_delivery_tag", "pn_delivery_update",
     "pn_delivery_updated",
     "pn_event_delivery", "pn_event_link", "pn_event_type", "pn_link_advance", "pn_link_credit",
-    "raise_link_error", "raise_transport_error", "send_parts", "transport_capacity", "transport_drain",
+    "raise_proton_error", "send_parts", "transport_capacity", "transport_drain",
     "transport_push", "transport_tick",
 ]
 
@@ -77,13 +77,6 @@ def transport_tick(transport: Any, now: float) -> float:
     return pn_transport_tick(transport._impl, int(now * 1000)) / 1000.0
 
 
-def raise_transport_error(transport: Any, code: int) -> NoReturn:
-    """Raise proton's own exception (``TransportException`` or the one its number names)
-    for the negative result ``code`` of a C call on ``transport``."""
-    transport._check(code)
-    raise AssertionError(f"proton accepted {code} as a result")  # not negative: a caller bug
-
-
 def transport_push(transport: Any, data: bytes, at: int) -> int:
     """Push ``data[at:]`` into ``transport`` (a proton ``Transport``), as much as proton
     has room for: the offset up to which it went in (``len(data)``: all of it), or -1 when
@@ -97,7 +90,7 @@ def transport_push(transport: Any, data: bytes, at: int) -> int:
         capacity = lib.pn_transport_capacity(impl)
         if capacity <= 0:
             if capacity < PN_EOS:
-                raise_transport_error(transport, capacity)
+                raise_proton_error(transport, capacity)
             return -1 if capacity else at
         if buffer is None:
             buffer = ffi.from_buffer(data)
@@ -105,7 +98,7 @@ def transport_push(transport: Any, data: bytes, at: int) -> int:
         pushed = lib.pn_transport_push(impl, buffer + at, n)
         if pushed != n:
             if pushed < 0:
-                raise_transport_error(transport, pushed)
+                raise_proton_error(transport, pushed)
             raise OverflowError(f"unable to process all bytes: {pushed}, {n}")
         at += n
     return at
@@ -122,12 +115,12 @@ def transport_drain(transport: Any, out: bytearray) -> int:
         chunk = bytearray(pending)
         got = lib.pn_transport_peek(impl, ffi.from_buffer(chunk), pending)
         if got < 0:
-            raise_transport_error(transport, got)
+            raise_proton_error(transport, got)
         out += chunk
         lib.pn_transport_pop(impl, pending)
         pending = lib.pn_transport_pending(impl)
     if pending < PN_EOS:
-        raise_transport_error(transport, pending)
+        raise_proton_error(transport, pending)
     return pending
 
 
@@ -135,14 +128,15 @@ def transport_capacity(transport: Any) -> int:
     """``Transport.capacity()``: room for input in octets, negative once it takes no more."""
     capacity = lib.pn_transport_capacity(transport._impl)
     if capacity < PN_EOS:
-        raise_transport_error(transport, capacity)
+        raise_proton_error(transport, capacity)
     return capacity
 
 
-def raise_link_error(link: Any, code: int) -> NoReturn:
-    """Raise proton's own exception (``LinkException`` naming the error) for the negative
-    result ``code`` of a C call on ``link``."""
-    link._check(code)
+def raise_proton_error(endpoint: Any, code: int) -> NoReturn:
+    """Raise proton's own exception for the negative result ``code`` of a C call on
+    ``endpoint`` (a ``Link``: ``LinkException`` naming the error; a ``Transport``:
+    ``TransportException`` or the one its number names)."""
+    endpoint._check(code)
     raise AssertionError(f"proton accepted {code} as a result")  # not negative: a caller bug
 
 

@@ -147,7 +147,7 @@ def test_a_negative_result_raises_proton_s_link_exception(linked):
     got = pc.lib.pn_link_recv(pc.c_pointer(receiver), pc.ffi.from_buffer(chunk), 8)
     assert got < 0 and got != pc.PN_EOS  # no current delivery: an error code
     with pytest.raises(LinkException):
-        pc.raise_link_error(receiver, got)
+        pc.raise_proton_error(receiver, got)
 
 
 def _opened_client(container: str) -> Transport:
@@ -193,5 +193,5 @@ def test_transport_push_into_a_closed_tail_takes_nothing():
 def test_a_negative_transport_result_raises_proton_s_exception():
     transport = Transport(Transport.SERVER)
     with pytest.raises(TransportException) as raised:
-        pc.raise_transport_error(transport, -2)
+        pc.raise_proton_error(transport, -2)
     assert "[-2]" in str(raised.value)
