@@ -176,6 +176,8 @@ class Forwarder:
         self._staged: Optional[tuple[list[OutboxEntry], list[OutboxEntry]]] = None
         self._staged_gen = -1
         self.staged = 0
+        #: the entries waiting for their commit, a list per generation not yet committed
+        self._waiting: list[list[OutboxEntry]] = []
         #: ids of entries in flight whose outbox rows' COMMIT failed (``_drop_unwritten``)
         self.unwritten: set[int] = set()
         self.retrying: list[tuple[float, int, OutboxEntry]] = []  # a heap by due time
@@ -244,6 +246,7 @@ class Forwarder:
         if batch is None or gen != self._staged_gen:
             batch = self._staged = ([], [])
             self._staged_gen = gen
+            self._waiting.append(batch[1])
             # may run at once; committed, not synced: the publisher's confirm waits for that
             store.after_commit(lambda error: self._committed(batch, error), durable=False)
         if self.staged or ((bodies.paged or bodies.held > bodies.keep_bytes)
@@ -267,6 +270,11 @@ class Forwarder:
         if self._staged is batch:
             self._staged = None
         sent_early, waiting = batch
+        lists = self._waiting
+        for i, held in enumerate(lists):  # (commits come in order: the first, as a rule)
+            if held is waiting:
+                del lists[i]
+                break
         self.staged -= len(waiting)
         if error is not None:  # not in the outbox: the publishers hear of it
             for entry in waiting:
@@ -332,7 +340,7 @@ class Forwarder:
         redelivered entry, which the outbox may have from before a crash)."""
         return (entry_id in self.in_flight or any(e.entry_id == entry_id for e in self.ready)
                 or any(e.entry_id == entry_id for e in self.bodies.paged)
-                or any(e.entry_id == entry_id for e in (self._staged or ((), ()))[1])
+                or any(e.entry_id == entry_id for waiting in self._waiting for e in waiting)
                 or any(e.entry_id == entry_id for _, _, e in self.retrying))
 
     def pump(self) -> None:

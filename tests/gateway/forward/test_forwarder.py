@@ -503,3 +503,22 @@ def test_a_remote_that_goes_down_releases_its_publishers_and_a_down_one_pauses_n
     commit_now(store, loop)
     assert forwarder.unsent == 6 and not forwarder.flow.paused and broker.take_paused_flow() is None
     store.close()
+
+
+def test_an_entry_waiting_for_an_older_generations_commit_is_in_the_outbox(tmp_path) -> None:
+    """``holds`` (a shovel's check for a redelivered entry) finds an entry that waits for
+    its commit while a newer generation is open, not only those of the newest."""
+    from tests.support.store_loop import commit_now
+
+    loop, store, broker, transfer, forwarder = _outbox_on_disk(tmp_path)
+    forwarder.bodies.keep_bytes = 10
+    for i in range(5):                     # past credit and keep_bytes: the last ones wait
+        transfer.publish(_message(b"body-%d" % i), 100.0)
+    store.flush()                          # handed to the commit thread, not yet reported
+    transfer.publish(_message(b"newer"), 100.0)   # the next generation opens
+    assert forwarder.staged >= 2           # entries of both generations wait for a commit
+    ids = [entry_id for entry_id in range(1, 100) if forwarder.holds(entry_id)]
+    assert len(ids) == 6, ids
+    commit_now(store, loop)
+    assert forwarder.staged == 0 and all(forwarder.holds(entry_id) for entry_id in ids)
+    store.close()
