@@ -376,15 +376,11 @@ class ForwardedHeaders:
                 probe[GATEWAY_ID] = gateway_id
                 if annotations == probe and tuple(annotations) == self._order:
                     return b"".join((whole.head, _INT64.pack(gateway_id), whole.tail))
-        table, names = self.table(annotations)
+        table, names, kept = self._table(annotations)
         added = with_headers_first(properties_bytes, table, names)
         if added is not None:
-            slot = self._slot
-            gateway_id = annotations.get(GATEWAY_ID)
-            # the table came from the slot (``table`` left the id in the probe)
-            if slot is not None and type(gateway_id) is int and self._probe.get(GATEWAY_ID) == gateway_id \
-                    and annotations == self._probe and tuple(annotations) == self._order:
-                self._learn_list(properties_bytes, slot, names, gateway_id)
+            if kept:  # the slot learnt before served again: a stream worth a list slot
+                self._learn_list(properties_bytes, self._slot, names, annotations[GATEWAY_ID])
             return added
         props = decode_properties(properties_bytes)
         headers = {str(key): value for key, value in annotations.items()}
@@ -393,18 +389,25 @@ class ForwardedHeaders:
 
     def table(self, annotations: dict) -> tuple[bytes, tuple[bytes, ...]]:
         """``encode_table`` of ``annotations`` (keys made ``str``), and their names."""
+        table, names, _ = self._table(annotations)
+        return table, names
+
+    def _table(self, annotations: dict) -> tuple[bytes, tuple[bytes, ...], bool]:
+        """``table``, and whether it came from the slot already learnt (not one learnt
+        for this message: origins that take turns relearn it each time, and a list slot
+        learnt then would be forgotten at once)."""
         gateway_id = annotations.get(GATEWAY_ID)
         if type(gateway_id) is int and _INT64_MIN <= gateway_id <= _INT64_MAX:
             probe = self._probe
             probe[GATEWAY_ID] = gateway_id
             slot = self._slot
             if slot is not None and annotations == probe and tuple(annotations) == self._order:
-                return slot.fill(gateway_id), self._names
+                return slot.fill(gateway_id), self._names, True
             slot = self._learn(annotations, gateway_id)
             if slot is not None:
-                return slot.fill(gateway_id), self._names
+                return slot.fill(gateway_id), self._names, False
         headers = {str(key): value for key, value in annotations.items()}
-        return encode_table(headers), tuple(encode_shortstr(name) for name in headers)
+        return encode_table(headers), tuple(encode_shortstr(name) for name in headers), False
 
     def _learn_list(self, properties_bytes: bytes, slot: IntSlot, names: tuple[bytes, ...],
                     gateway_id: int) -> None:
