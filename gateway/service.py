@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import time
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from twisted.application import service
 from twisted.internet import defer, task
@@ -406,9 +406,12 @@ class GatewayService(service.MultiService):
         """The bench's picture of where forwarded messages wait (``gateway.timeline``):
         each remote's outbox (staged for its commit, ready to send, in flight) and the
         remote's credit, and the messages ready and unacknowledged in local queues."""
-        marks = self.timeline
-        if marks is None:
-            return
+        try:
+            self._mark_depths(self.timeline)
+        except Exception:  # noqa: BLE001 - a timer must never stop the reactor
+            log.exception("sampling the depths for the timeline failed")
+
+    def _mark_depths(self, marks: Any) -> None:
         for forwarder in self.transfer.forwarders.values():
             marks.mark("depth-staged", forwarder.staged)
             marks.mark("depth-ready", forwarder.unsent - forwarder.staged)

@@ -222,7 +222,7 @@ class IncomingLink:
         quarters for ``amqp$transfer``); True if a flow was issued."""
         if self.closed:
             return False
-        have = pn_link_credit(self.link._impl)
+        have = pn_link_credit(self._impl)
         low = self._low
         if have > low:
             return False  # no window could ask for more: skip the room lookup
@@ -312,7 +312,7 @@ class IncomingLink:
         """``error``, once the ledger has the transfer it ends as refused: a transfer the
         link error drops was sent by the client all the same, and the reconciliation
         report must count it."""
-        ledger = self.host.broker.ledger
+        ledger = self._ledger
         if ledger is not None:
             ledger.refused(self.host.now, self._ledger_ctx, error.description)
         return error
@@ -492,7 +492,7 @@ class IncomingLink:
         """The transaction that posted ``message`` committed: route it now. A refusal
         (its queue full or gone since) is logged and recorded in the ledger as any."""
         host = self.host
-        now, ledger = host.now, host.broker.ledger
+        now, ledger = host.now, self._ledger
         try:
             outcome, condition = self._route(route, message, now, ledger, address, None)
         except (AddressError, BrokerError, Amqp10Error) as exc:
