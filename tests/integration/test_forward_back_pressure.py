@@ -14,6 +14,7 @@ processes and real clients: org-a forwards to org-b (``kind: gateway``) with a s
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pika
 import pytest
@@ -159,14 +160,20 @@ def test_a_0_9_1_publisher_into_a_remote_that_takes_nothing_is_paused_then_resum
     assert queue_depth(org_b, "fwd") == 0
 
 
-def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until_it_resumes(remote_taking_nothing):
-    org_a, org_b = remote_taking_nothing
-    connection = BlockingConnection(f"amqp://127.0.0.1:{org_a.amqp_port}", user="guest",
+def sender_with_credit(gw: GatewayProcess) -> tuple[BlockingConnection, Any]:
+    """A proton connection to ``gw`` and its sender to ``fwd@org-b``, once it has credit."""
+    connection = BlockingConnection(f"amqp://127.0.0.1:{gw.amqp_port}", user="guest",
                                     password="guest", virtual_host="vhost:/", allowed_mechs="PLAIN",
                                     sasl_enabled=True, allow_insecure_mechs=True, timeout=TIMEOUT)
+    sender = connection.create_sender("fwd@org-b")
+    connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
+    return connection, sender
+
+
+def test_a_1_0_sender_into_a_remote_that_takes_nothing_gets_no_more_credit_until_it_resumes(remote_taking_nothing):
+    org_a, org_b = remote_taking_nothing
+    connection, sender = sender_with_credit(org_a)
     try:
-        sender = connection.create_sender("fwd@org-b")
-        connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
         credit = sender.link.credit
         # the link's whole grant is sent (each accepted once in the outbox); none comes after
         for i in range(credit):
@@ -190,12 +197,8 @@ def test_a_paused_1_0_sender_that_goes_is_no_longer_held_by_the_flow(remote_taki
     """A link that closes while its flow is paused leaves the flow's waiters (it is not kept
     alive by them, nor counted as a paused publisher)."""
     org_a, _org_b = remote_taking_nothing
-    connection = BlockingConnection(f"amqp://127.0.0.1:{org_a.amqp_port}", user="guest",
-                                    password="guest", virtual_host="vhost:/", allowed_mechs="PLAIN",
-                                    sasl_enabled=True, allow_insecure_mechs=True, timeout=TIMEOUT)
+    connection, sender = sender_with_credit(org_a)
     try:
-        sender = connection.create_sender("fwd@org-b")
-        connection.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT, msg="the first credit")
         for i in range(sender.link.credit):
             sender.send(Message(body=f"m{i}".encode(), durable=True, inferred=True))
         wait_until(lambda: forward_metric(org_a, "publishers_paused") == 1, "the sender paused", TIMEOUT)
